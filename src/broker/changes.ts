@@ -1,0 +1,95 @@
+// The change log: every change of broker state, as plain data.
+//
+// One ordered log serves four readers (see DESIGN.md): the journal (durable
+// records only), HA backups (everything replicated), the DR bridge (enqueues and
+// dequeues of chosen queues) and promotion (the applied LSN). So a record must
+// carry everything needed to apply it elsewhere: a backup applying the same
+// records in LSN order ends in the same state, with the same message ids.
+
+export const ReplicationLevel = {
+  none: 'none',
+  configuration: 'configuration',
+  all: 'all',
+} as const;
+export type ReplicationLevel = (typeof ReplicationLevel)[keyof typeof ReplicationLevel];
+
+export function isReplicationLevel(value: unknown): value is ReplicationLevel {
+  return value === 'none' || value === 'configuration' || value === 'all';
+}
+
+export type LimitPolicy = 'reject' | 'ring';
+
+export interface QueueSettings {
+  durable: boolean;
+  autoDelete: boolean;
+  /** Milliseconds a queue that lost its last consumer waits before it is deleted. */
+  autoDeleteDelayMs: number;
+  exclusive: boolean;
+  /** 0 means no limit. */
+  maxCount: number;
+  /** Bytes of message data; 0 means no limit. */
+  maxSize: number;
+  limitPolicy: LimitPolicy;
+  /** Default time to live in ms for messages that carry none; 0 means none. */
+  defaultTtlMs: number;
+  alternateExchange: string;
+  /** Number of priority levels (1 = plain FIFO, up to 10 for AMQP priorities 0-9). */
+  priorities: number;
+  /** undefined: the broker-wide default (ha-replicate) applies. */
+  replicate: ReplicationLevel | undefined;
+}
+
+export type ExchangeType = 'direct' | 'topic' | 'fanout';
+
+export interface ExchangeSettings {
+  durable: boolean;
+  alternateExchange: string;
+  replicate: ReplicationLevel | undefined;
+}
+
+/** What the broker keeps of a message: its encoded bytes plus the header fields it acts on. */
+export interface MessageRecord {
+  /** Broker-wide unique id, assigned by the broker that first accepted it. */
+  id: number;
+  /** The message exactly as the sender encoded it (all sections). */
+  bytes: Buffer;
+  /** Length of the header section at the start of `bytes` (0 if none). */
+  headerLength: number;
+  durable: boolean;
+  priority: number;
+  /** Absolute expiry, ms since epoch; 0 = never. */
+  expiresAt: number;
+  /** Deliveries that ended without acceptance (redeliveries). */
+  deliveryCount: number;
+  subject: string | undefined;
+}
+
+export type Change =
+  | { kind: 'queue-declare'; name: string; settings: QueueSettings }
+  | { kind: 'queue-delete'; name: string }
+  | { kind: 'exchange-declare'; name: string; type: ExchangeType; settings: ExchangeSettings }
+  | { kind: 'exchange-delete'; name: string }
+  | { kind: 'bind'; exchange: string; queue: string; key: string }
+  | { kind: 'unbind'; exchange: string; queue: string; key: string }
+  | { kind: 'enqueue'; queue: string; message: MessageRecord }
+  | { kind: 'dequeue'; queue: string; id: number }
+  /** A committed transaction: its enqueues and dequeues, applied as one unit. */
+  | { kind: 'transaction'; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
+  /** A new cluster epoch (raised at each HA promotion). */
+  | { kind: 'epoch'; epoch: number };
+
+export type ChangeKind = Change['kind'];
+
+/** A change with its place in the log. */
+export interface LoggedChange {
+  lsn: number;
+  change: Change;
+  /** Whether the journal must keep it (durable object, or durable message on a durable queue). */
+  durable: boolean;
+}
+
+/** Something that reads the log as it is written: the journal, the replication source. */
+export interface ChangeSink {
+  /** Called synchronously, in LSN order, for every change. */
+  append(entry: LoggedChange): void;
+}
