@@ -1,0 +1,151 @@
+// Background compaction: keep disk use proportional to live data.
+//
+// Oldest segment first (deleting an old segment can free a newer one whose
+// tombstones were waiting for it). A segment with nothing live, whose tombstones
+// no longer have targets on disk, is deleted. A segment mostly dead has its live
+// records copied into the active segment first (same LSN; a transaction keeps only
+// its live enqueues), and is deleted once the copies are synced.
+//
+// Crash safety, step by step: copies are synced before the old segment is
+// unlinked, so a crash in between leaves both copies, and recovery keeps one per
+// LSN. Relocation in the index happens when a copy is queued, so a kill arriving
+// before the copy is synced already counts the copy as a tombstone target.
+
+import { readFile, unlink } from 'node:fs/promises';
+import { JournalIoError } from './errors.js';
+import { syncDir, type JournalIo } from './io.js';
+import type { LiveIndex, Location } from './live-index.js';
+import { encodeChange } from './record-codec.js';
+import { encodeFrame, readFrame, segmentPath } from './segment.js';
+import type { RecoveryLogger } from './recovery.js';
+
+export interface CompactorHost {
+  readonly index: LiveIndex;
+  readonly dir: string;
+  readonly io: JournalIo;
+  /** Segments at or above this one are still written to: hands off. */
+  oldestOpenSegment(): number;
+  /** Queue a copied frame; the promise settles after its sync. */
+  writeCopy(frame: Buffer): { loc: Location; synced: Promise<void> };
+  readonly logger?: RecoveryLogger | undefined;
+}
+
+export interface CompactionHooks {
+  /** Called after copies are synced, before a segment file is unlinked (tests simulate crashes here). */
+  beforeDelete?(file: string): void | Promise<void>;
+}
+
+export interface CompactionReport {
+  deletedSegments: number[];
+  copiedRecords: number;
+}
+
+export class Compactor {
+  private running: Promise<CompactionReport> | undefined;
+  private again = false;
+
+  constructor(
+    private readonly host: CompactorHost,
+    private readonly liveRatio: number,
+    private readonly hooks: CompactionHooks = {},
+  ) {}
+
+  /** Run passes until nothing more can be done. Concurrent calls share the run. */
+  run(): Promise<CompactionReport> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = this.loop().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  idle(): Promise<void> {
+    return this.running ? this.running.then(() => undefined, () => undefined) : Promise.resolve();
+  }
+
+  private async loop(): Promise<CompactionReport> {
+    const report: CompactionReport = { deletedSegments: [], copiedRecords: 0 };
+    do {
+      this.again = false;
+      while (await this.pass(report)) {
+        // Progress may unlock more: go again.
+      }
+    } while (this.again);
+    return report;
+  }
+
+  private async pass(report: CompactionReport): Promise<boolean> {
+    const { index } = this.host;
+    let progress = false;
+    const ids = [...index.segments.keys()].sort((a, b) => a - b);
+    for (const id of ids) {
+      if (id >= this.host.oldestOpenSegment()) break;
+      const s = index.segments.get(id);
+      if (!s) continue;
+      if (s.live.size > 0 && s.liveBytes < this.liveRatio * s.bytes) {
+        if (!(await this.copyForward(id, report))) return false; // a failed copy: try again later
+        progress = true;
+      }
+      if (index.isDeletable(id)) {
+        await this.deleteSegment(id);
+        report.deletedSegments.push(id);
+        progress = true;
+      }
+    }
+    return progress;
+  }
+
+  private async copyForward(id: number, report: CompactionReport): Promise<boolean> {
+    const { index } = this.host;
+    const file = segmentPath(this.host.dir, id);
+    const buf = await readFile(file);
+    // From here to the last writeCopy nothing awaits: no kill can slip in between
+    // the liveness check and the relocation.
+    const undos: Array<() => void> = [];
+    const synced: Promise<void>[] = [];
+    for (const rec of index.liveIn(id)) {
+      const f = readFrame(buf, rec.home.offset);
+      if (f.status !== 'ok' || f.entry.lsn !== rec.lsn || f.size !== rec.home.size) {
+        throw new JournalIoError(`compaction found ${file} at offset ${rec.home.offset} not holding LSN ${rec.lsn} as indexed`);
+      }
+      let frame: Buffer;
+      const body = f.entry.change;
+      if (body.kind === 'transaction') {
+        frame = encodeFrame(encodeChange({ lsn: rec.lsn, change: index.filterTransaction(body, rec), durable: true }));
+      } else {
+        frame = Buffer.from(buf.subarray(rec.home.offset, rec.home.offset + rec.home.size));
+      }
+      const copy = this.host.writeCopy(frame);
+      undos.push(index.relocate(rec, copy.loc));
+      synced.push(copy.synced);
+    }
+    const results = await Promise.allSettled(synced);
+    let ok = true;
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') {
+        ok = false;
+        undos[i]!();
+      }
+    });
+    if (!ok) {
+      this.host.logger?.warn({ segment: file }, 'compaction could not copy live records forward; will retry later');
+      return false;
+    }
+    report.copiedRecords += synced.length;
+    return true;
+  }
+
+  private async deleteSegment(id: number): Promise<void> {
+    const file = segmentPath(this.host.dir, id);
+    await this.hooks.beforeDelete?.(file);
+    await unlink(file).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+    this.host.index.dropSegment(id);
+    await syncDir(this.host.io, this.host.dir);
+    this.host.logger?.info({ segment: file }, 'compaction removed a dead segment');
+  }
+}

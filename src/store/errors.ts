@@ -1,0 +1,87 @@
+// Typed errors of the journal. Each has a stable `code` (callers and the CLI map
+// codes, not messages) and a message that tells the operator what to do next.
+// The brand (Symbol.for) keeps `isStoreError` true across two copies of the module.
+
+const kStoreError = Symbol.for('tandem.store.error');
+
+export const StoreErrorCode = {
+  journalCorrupt: 'TANDEM_ERR_JOURNAL_CORRUPT',
+  dataDirLocked: 'TANDEM_ERR_DATA_DIR_LOCKED',
+  diskFull: 'TANDEM_ERR_DISK_FULL',
+  journalIo: 'TANDEM_ERR_JOURNAL_IO',
+} as const;
+export type StoreErrorCode = (typeof StoreErrorCode)[keyof typeof StoreErrorCode];
+
+export abstract class StoreError extends Error {
+  abstract readonly code: StoreErrorCode;
+  readonly [kStoreError] = true;
+}
+
+export function isStoreError(value: unknown): value is StoreError {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[kStoreError] === true;
+}
+
+/** A record that fails its CRC (or does not decode) with valid records after it. */
+export class JournalCorruptError extends StoreError {
+  readonly code = StoreErrorCode.journalCorrupt;
+  override readonly name = 'JournalCorruptError';
+  constructor(
+    readonly file: string,
+    readonly offset: number,
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `journal record at byte offset ${offset} of ${file} is corrupt (${reason}) and valid records follow it. ` +
+        `This is damage, not a crash-torn write, so the broker will not start on its own. ` +
+        `Restore the data directory from a backup or an HA peer, or run \`tandemd --repair\` to cut the journal ` +
+        `at this record (the cut segments are kept as *.corrupt; records after the cut are lost).`,
+      options,
+    );
+  }
+}
+
+export class DataDirLockedError extends StoreError {
+  readonly code = StoreErrorCode.dataDirLocked;
+  override readonly name = 'DataDirLockedError';
+  constructor(
+    readonly lockFile: string,
+    readonly pid: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `data directory is in use by process ${pid} (lock file ${lockFile}). ` +
+        `Stop that broker first, or give this one another data directory. ` +
+        `Remove the lock file only if PID ${pid} is not a tandem broker.`,
+      options,
+    );
+  }
+}
+
+export class DiskFullError extends StoreError {
+  readonly code = StoreErrorCode.diskFull;
+  override readonly name = 'DiskFullError';
+  constructor(
+    readonly dir: string,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `no space left for the journal in ${dir}: the record was not stored. ` +
+        `Free space in ${dir} (or raise the quota); the broker retries later writes by itself.`,
+      options,
+    );
+  }
+}
+
+export class JournalIoError extends StoreError {
+  readonly code = StoreErrorCode.journalIo;
+  override readonly name = 'JournalIoError';
+  constructor(
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${message}. Check the disk and the system log (dmesg), then restart the broker; the journal is not written after an I/O error.`, options);
+  }
+}
+
+export const storeErrors = { JournalCorruptError, DataDirLockedError, DiskFullError, JournalIoError } as const;

@@ -1,0 +1,307 @@
+// The durable journal: a ChangeSink that keeps durable changes on disk.
+//
+// append() is synchronous and only queues; the SegmentWriter writes and syncs in
+// groups on the threadpool. whenDurable() reports, per LSN, once every durable
+// record up to it is synced, or the typed error that kept one of them off disk.
+//
+// LSN reservations: non-durable changes are not written, yet HA backups may have
+// seen their LSNs. So the journal writes small records "LSNs up to N may be in
+// use", a block ahead of the log, and recovery reports lastLsn as at least N. The
+// broker then never hands out an LSN twice across restarts.
+
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { ChangeSink, LoggedChange } from '../broker/changes.js';
+import { Compactor, type CompactionHooks, type CompactionReport } from './compactor.js';
+import { JournalIoError } from './errors.js';
+import { nodeIo, type JournalIo } from './io.js';
+import type { LiveIndex, Location } from './live-index.js';
+import { DataDirLock } from './lock.js';
+import { encodeChange } from './record-codec.js';
+import { recoverJournal } from './recovery.js';
+import { encodeFrame } from './segment.js';
+import { SegmentWriter, type WriterItem } from './writer.js';
+
+export interface JournalLogger {
+  info(o: object | string, msg?: string): void;
+  warn(o: object | string, msg?: string): void;
+  error(o: object | string, msg?: string): void;
+}
+
+export interface JournalOptions {
+  dataDir: string;
+  /** Roll to a new segment file past this size. Default 64 MiB. */
+  segmentBytes?: number;
+  logger?: JournalLogger;
+  /** Cut the journal at a corrupt record instead of refusing to start (tandemd --repair). */
+  repair?: boolean;
+  /** LSNs reserved ahead of the log. Default 1,000,000. */
+  reserveLsnBlock?: number;
+  /** Compact in the background when a segment fills. Default true. */
+  autoCompact?: boolean;
+  /** Rewrite a segment whose live bytes are below this share of its size. Default 0.5. */
+  compactLiveRatio?: number;
+  /** File operations (tests inject failures or count syncs). */
+  io?: JournalIo;
+  compactionHooks?: CompactionHooks;
+}
+
+export interface Recovered {
+  changes: LoggedChange[];
+  /** The next LSN handed out must be above this, even if the last changes before the crash were non-durable. */
+  lastLsn: number;
+  epoch: number;
+}
+
+export const JOURNAL_DIR_NAME = 'journal';
+const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+const DEFAULT_RESERVE_BLOCK = 1_000_000;
+
+type Tag =
+  | { type: 'change'; entry: LoggedChange }
+  | { type: 'reservation'; lsn: number; upTo: number; done?: (err?: Error) => void }
+  | { type: 'copy'; done: (err?: Error) => void };
+
+interface Waiter {
+  lsn: number;
+  cb: (err?: Error) => void;
+}
+
+const noopLogger: JournalLogger = { info() {}, warn() {}, error() {} };
+
+export class Journal implements ChangeSink {
+  private readonly writer: SegmentWriter<Tag>;
+  private readonly compactor: Compactor;
+  private lastAppendedLsn: number;
+  /** LSNs of durable records queued but not yet synced, in order (a queue with a head index). */
+  private unsynced: number[] = [];
+  private unsyncedHead = 0;
+  private waiters: Waiter[] = [];
+  private reservedRequested: number;
+  private reservedDurable: number;
+  private closing: Promise<void> | undefined;
+  private destroyed: Error | undefined;
+  private lastError: Error | undefined;
+
+  private constructor(
+    readonly dir: string,
+    private readonly index: LiveIndex,
+    private readonly lock: DataDirLock,
+    private readonly io: JournalIo,
+    private readonly log: JournalLogger,
+    private readonly opts: JournalOptions,
+    firstSegment: number,
+    lastLsn: number,
+  ) {
+    this.lastAppendedLsn = lastLsn;
+    this.reservedRequested = this.reservedDurable = lastLsn;
+    this.writer = new SegmentWriter<Tag>(dir, io, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES, firstSegment, {
+      onSynced: (items) => this.onSynced(items),
+      onFailed: (items, err) => this.onFailed(items, err),
+      onRoll: () => this.scheduleCompaction(),
+    });
+    this.compactor = new Compactor(
+      {
+        index,
+        dir,
+        io,
+        logger: log as CompactorLogger,
+        oldestOpenSegment: () => this.writer.oldestOpenSegment,
+        writeCopy: (frame) => this.writeCopy(frame),
+      },
+      opts.compactLiveRatio ?? 0.5,
+      opts.compactionHooks,
+    );
+  }
+
+  static async open(opts: JournalOptions): Promise<{ journal: Journal; recovered: Recovered }> {
+    const log = opts.logger ?? noopLogger;
+    const dir = path.join(opts.dataDir, JOURNAL_DIR_NAME);
+    await mkdir(dir, { recursive: true });
+    const lock = await DataDirLock.acquire(opts.dataDir, log as CompactorLogger);
+    let journal: Journal | undefined;
+    try {
+      const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger: log as CompactorLogger });
+      // Always start a fresh segment: never append behind a tail that was just cut.
+      journal = new Journal(dir, rec.index, lock, opts.io ?? nodeIo, log, opts, rec.lastSegment + 1, rec.lastLsn);
+      // The first reservation must be on disk before any LSN above lastLsn is used.
+      await new Promise<void>((resolve, reject) => journal!.reserve(rec.lastLsn, (err) => (err ? reject(err) : resolve())));
+      if (opts.autoCompact ?? true) journal.scheduleCompaction();
+      return { journal, recovered: { changes: rec.changes, lastLsn: rec.lastLsn, epoch: rec.epoch } };
+    } catch (err) {
+      if (journal) await journal.close().catch(() => undefined);
+      else await lock.release();
+      throw err;
+    }
+  }
+
+  /** All durable records with LSN <= this are synced. */
+  get durableLsn(): number {
+    return this.unsyncedHead < this.unsynced.length ? this.unsynced[this.unsyncedHead]! - 1 : this.lastAppendedLsn;
+  }
+
+  /** Counters for tests and metrics: writes, syncs, flushes. */
+  get stats(): Readonly<{ writes: number; syncs: number; flushes: number }> {
+    return this.writer.stats;
+  }
+
+  get currentSegment(): number {
+    return this.writer.currentSegment;
+  }
+
+  append(entry: LoggedChange): void {
+    if (this.closing || this.destroyed) throw new Error('journal is closed: append() after close() or destroy()');
+    const { lsn } = entry;
+    if (!(lsn > this.lastAppendedLsn)) {
+      throw new RangeError(`LSN ${lsn} appended after LSN ${this.lastAppendedLsn}: the change log must arrive in LSN order`);
+    }
+    const block = this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK;
+    if (lsn + block / 2 > this.reservedRequested) this.reserve(lsn);
+    this.lastAppendedLsn = lsn;
+    // The epoch is always kept: a backup must never follow a stale primary after a restart.
+    if (!entry.durable && entry.change.kind !== 'epoch') return;
+    const frame = encodeFrame(encodeChange({ lsn, change: entry.change, durable: true }));
+    this.unsynced.push(lsn);
+    this.writer.enqueue(frame, { type: 'change', entry });
+  }
+
+  whenDurable(lsn: number, cb: (err?: Error) => void): void {
+    if (this.destroyed) {
+      process.nextTick(cb, this.destroyed);
+      return;
+    }
+    if (lsn <= this.durableLsn) {
+      process.nextTick(cb);
+      return;
+    }
+    const w = { lsn, cb };
+    const last = this.waiters.at(-1);
+    if (!last || last.lsn <= lsn) this.waiters.push(w);
+    else this.waiters.splice(this.waiters.findIndex((x) => x.lsn > lsn), 0, w);
+  }
+
+  /** Run compaction now (it also runs by itself when a segment fills). */
+  compact(): Promise<CompactionReport> {
+    return this.compactor.run();
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.compactor.idle();
+      await this.writer.close();
+      await this.lock.release();
+      this.log.info({ dir: this.dir, durableLsn: this.durableLsn }, 'journal closed');
+    })();
+    return this.closing;
+  }
+
+  destroy(err?: Error): void {
+    if (this.destroyed) return;
+    this.destroyed = err ?? new JournalIoError('journal destroyed before the record was synced');
+    this.closing ??= (async () => {
+      this.writer.destroy(this.destroyed!);
+      this.failWaiters(this.destroyed!);
+      await this.compactor.idle();
+      // Let an in-flight write finish before another process may take the directory.
+      await this.writer.close();
+      await this.lock.release();
+    })();
+    this.closing.catch(() => undefined);
+  }
+
+  // ---- internals ----------------------------------------------------------
+
+  private reserve(atLsn: number, done?: (err?: Error) => void): void {
+    const upTo = atLsn + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
+    this.reservedRequested = upTo;
+    this.writer.enqueue(encodeFrame(encodeChange({ lsn: atLsn, change: { kind: 'lsn-reservation', upTo }, durable: true })), {
+      type: 'reservation',
+      lsn: atLsn,
+      upTo,
+      done,
+    });
+  }
+
+  private writeCopy(frame: Buffer): { loc: Location; synced: Promise<void> } {
+    let loc!: Location;
+    const synced = new Promise<void>((resolve, reject) => {
+      loc = this.writer.enqueue(frame, { type: 'copy', done: (err) => (err ? reject(err) : resolve()) });
+    });
+    return { loc, synced };
+  }
+
+  private onSynced(items: WriterItem<Tag>[]): void {
+    for (const { tag, loc } of items) {
+      switch (tag.type) {
+        case 'change':
+          this.unsyncedHead++;
+          this.index.apply(tag.entry.lsn, tag.entry.change, loc);
+          break;
+        case 'reservation':
+          this.reservedDurable = Math.max(this.reservedDurable, tag.upTo);
+          this.index.apply(tag.lsn, { kind: 'lsn-reservation', upTo: tag.upTo }, loc);
+          tag.done?.();
+          break;
+        case 'copy':
+          this.index.addCopyBytes(loc);
+          tag.done();
+          break;
+      }
+    }
+    if (this.unsyncedHead > 1024 && this.unsyncedHead * 2 > this.unsynced.length) {
+      this.unsynced = this.unsynced.slice(this.unsyncedHead);
+      this.unsyncedHead = 0;
+    }
+    const durable = this.durableLsn;
+    while (this.waiters.length > 0 && this.waiters[0]!.lsn <= durable) {
+      const w = this.waiters.shift()!;
+      this.safeCall(w.cb);
+    }
+  }
+
+  private onFailed(items: WriterItem<Tag>[], err: Error): void {
+    if (err !== this.lastError) {
+      this.lastError = err;
+      this.log[this.writer.failedFatally ? 'error' : 'warn']({ err, records: items.length }, 'journal records not stored');
+    }
+    // Every unsynced record is in `items` (the writer fails all that is queued), so
+    // every waiter still outstanding depends on a failed record.
+    this.unsynced = [];
+    this.unsyncedHead = 0;
+    for (const { tag } of items) {
+      if (tag.type === 'copy') tag.done(err);
+      else if (tag.type === 'reservation') {
+        this.reservedRequested = this.reservedDurable;
+        tag.done?.(err);
+      }
+    }
+    this.failWaiters(err);
+  }
+
+  private failWaiters(err: Error): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) this.safeCall(w.cb, err);
+  }
+
+  private safeCall(cb: (err?: Error) => void, err?: Error): void {
+    try {
+      cb(err);
+    } catch (cbErr) {
+      // A throwing callback must not leave the writer's bookkeeping half done.
+      process.nextTick(() => {
+        throw cbErr;
+      });
+    }
+  }
+
+  private scheduleCompaction(): void {
+    if (this.closing || this.opts.autoCompact === false) return;
+    setImmediate(() => {
+      if (this.closing) return;
+      this.compactor.run().catch((err: unknown) => this.log.error({ err }, 'journal compaction failed; will retry at the next segment roll'));
+    });
+  }
+}
+
+type CompactorLogger = { info(o: object, msg?: string): void; warn(o: object, msg?: string): void; error(o: object, msg?: string): void };

@@ -1,0 +1,364 @@
+// The record codec shared by the journal (on disk) and the HA/DR stream (on the
+// wire). As in rhea's lib/frames.js, every record kind is declared once, as data:
+// a name, a one-byte code and ordered typed fields. One generic encoder and one
+// generic decoder walk those tables, so adding a field is a table edit.
+//
+// Encoded form of one record (little endian):
+//   u8 code | u64 lsn | u8 flags (bit 0: durable) | fields in table order
+// It holds no file offsets and no framing: the journal adds length + CRC around
+// it (segment.ts), the replication stream adds whatever its transport needs.
+//
+// Field encodings: u8/u32 plain; u64 as a 64-bit integer (JS numbers up to 2^53);
+// bool one byte; string/bytes u32 length + data; optional values a presence byte
+// first; enum one byte index into its value list; struct its fields in order;
+// `changes` (transaction body) u32 count then, per nested record, u8 code + fields.
+
+import type { Change, LoggedChange, MessageRecord, QueueSettings, ExchangeSettings } from '../broker/changes.js';
+
+/** A journal-only record: LSNs up to `upTo` may have been handed out (see journal.ts). */
+export interface LsnReservation {
+  kind: 'lsn-reservation';
+  upTo: number;
+}
+
+/** Everything the codec can carry: broker changes plus journal bookkeeping. */
+export type RecordBody = Change | LsnReservation;
+export interface CodecEntry {
+  lsn: number;
+  change: RecordBody;
+  durable: boolean;
+}
+
+type FieldType =
+  | 'u8'
+  | 'u32'
+  | 'u64'
+  | 'bool'
+  | 'string'
+  | 'optString'
+  | 'bytes'
+  | 'changes'
+  | { enum: readonly string[] }
+  | { optEnum: readonly string[] }
+  | { struct: readonly Field[] };
+type Field = readonly [name: string, type: FieldType];
+
+const REPLICATION_LEVELS = ['none', 'configuration', 'all'] as const;
+
+const QUEUE_SETTINGS: readonly Field[] = [
+  ['durable', 'bool'],
+  ['autoDelete', 'bool'],
+  ['autoDeleteDelayMs', 'u64'],
+  ['exclusive', 'bool'],
+  ['maxCount', 'u64'],
+  ['maxSize', 'u64'],
+  ['limitPolicy', { enum: ['reject', 'ring'] }],
+  ['defaultTtlMs', 'u64'],
+  ['alternateExchange', 'string'],
+  ['priorities', 'u8'],
+  ['replicate', { optEnum: REPLICATION_LEVELS }],
+] satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+
+const EXCHANGE_SETTINGS: readonly Field[] = [
+  ['durable', 'bool'],
+  ['alternateExchange', 'string'],
+  ['replicate', { optEnum: REPLICATION_LEVELS }],
+] satisfies readonly (readonly [keyof ExchangeSettings, FieldType])[];
+
+const MESSAGE: readonly Field[] = [
+  ['id', 'u64'],
+  ['bytes', 'bytes'],
+  ['headerLength', 'u32'],
+  ['durable', 'bool'],
+  ['priority', 'u8'],
+  ['expiresAt', 'u64'],
+  ['deliveryCount', 'u32'],
+  ['subject', 'optString'],
+] satisfies readonly (readonly [keyof MessageRecord, FieldType])[];
+
+interface RecordKind {
+  name: RecordBody['kind'];
+  code: number;
+  fields: readonly Field[];
+}
+
+/** The record table. Codes are on disk forever: never reuse or renumber one. */
+export const RECORD_KINDS: readonly RecordKind[] = [
+  { name: 'queue-declare', code: 1, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'queue-delete', code: 2, fields: [['name', 'string']] },
+  {
+    name: 'exchange-declare',
+    code: 3,
+    fields: [['name', 'string'], ['type', { enum: ['direct', 'topic', 'fanout'] }], ['settings', { struct: EXCHANGE_SETTINGS }]],
+  },
+  { name: 'exchange-delete', code: 4, fields: [['name', 'string']] },
+  { name: 'bind', code: 5, fields: [['exchange', 'string'], ['queue', 'string'], ['key', 'string']] },
+  { name: 'unbind', code: 6, fields: [['exchange', 'string'], ['queue', 'string'], ['key', 'string']] },
+  { name: 'enqueue', code: 7, fields: [['queue', 'string'], ['message', { struct: MESSAGE }]] },
+  { name: 'dequeue', code: 8, fields: [['queue', 'string'], ['id', 'u64']] },
+  { name: 'transaction', code: 9, fields: [['changes', 'changes']] },
+  { name: 'epoch', code: 10, fields: [['epoch', 'u64']] },
+  { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
+];
+
+const BY_NAME = new Map(RECORD_KINDS.map((k) => [k.name, k]));
+const BY_CODE = new Map(RECORD_KINDS.map((k) => [k.code, k]));
+/** Kinds allowed inside a transaction (atomic unit on replay). */
+const NESTED_KINDS = new Set(['enqueue', 'dequeue']);
+
+export const RECORD_HEADER_BYTES = 10; // code + lsn + flags
+
+// ---- encoding -------------------------------------------------------------
+
+class ByteWriter {
+  buf: Buffer;
+  pos = 0;
+  constructor(initial: number) {
+    this.buf = Buffer.allocUnsafe(initial);
+  }
+  ensure(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + n));
+    this.buf.copy(next, 0, 0, this.pos);
+    this.buf = next;
+  }
+  u8(v: number): void {
+    this.ensure(1);
+    this.buf[this.pos++] = v;
+  }
+  u32(v: number): void {
+    this.ensure(4);
+    this.buf.writeUInt32LE(v, this.pos);
+    this.pos += 4;
+  }
+  u64(v: number): void {
+    this.ensure(8);
+    this.buf.writeUInt32LE(v % 0x1_0000_0000, this.pos);
+    this.buf.writeUInt32LE(Math.floor(v / 0x1_0000_0000), this.pos + 4);
+    this.pos += 8;
+  }
+  raw(b: Uint8Array): void {
+    this.u32(b.length);
+    this.ensure(b.length);
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+}
+
+function fail(path: string, what: string): never {
+  throw new TypeError(`cannot encode ${path}: ${what}`);
+}
+
+function checkInt(v: unknown, max: number, path: string): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > max) fail(path, `expected an integer in 0..${max}, got ${String(v)}`);
+  return v;
+}
+
+function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): void {
+  if (typeof type === 'string') {
+    switch (type) {
+      case 'u8':
+        return w.u8(checkInt(v, 0xff, path));
+      case 'u32':
+        return w.u32(checkInt(v, 0xffff_ffff, path));
+      case 'u64':
+        return w.u64(checkInt(v, Number.MAX_SAFE_INTEGER, path));
+      case 'bool':
+        if (typeof v !== 'boolean') fail(path, 'expected a boolean');
+        return w.u8(v ? 1 : 0);
+      case 'string':
+        if (typeof v !== 'string') fail(path, 'expected a string');
+        return w.raw(Buffer.from(v, 'utf8'));
+      case 'optString':
+        if (v === undefined) return w.u8(0);
+        if (typeof v !== 'string') fail(path, 'expected a string or undefined');
+        w.u8(1);
+        return w.raw(Buffer.from(v, 'utf8'));
+      case 'bytes':
+        if (!(v instanceof Uint8Array)) fail(path, 'expected a Buffer');
+        return w.raw(v);
+      case 'changes': {
+        if (!Array.isArray(v)) fail(path, 'expected an array of changes');
+        w.u32(v.length);
+        v.forEach((c: RecordBody, i) => {
+          if (!NESTED_KINDS.has(c?.kind)) fail(`${path}[${i}]`, `kind ${String(c?.kind)} is not allowed in a transaction`);
+          encodeBody(w, c, `${path}[${i}]`);
+        });
+        return;
+      }
+    }
+  }
+  if ('enum' in type) {
+    const i = type.enum.indexOf(v as string);
+    if (i < 0) fail(path, `expected one of ${type.enum.join('|')}`);
+    return w.u8(i);
+  }
+  if ('optEnum' in type) {
+    if (v === undefined) return w.u8(0);
+    const i = type.optEnum.indexOf(v as string);
+    if (i < 0) fail(path, `expected undefined or one of ${type.optEnum.join('|')}`);
+    return w.u8(i + 1);
+  }
+  if (typeof v !== 'object' || v === null) fail(path, 'expected an object');
+  encodeFields(w, type.struct, v as Record<string, unknown>, path);
+}
+
+function encodeFields(w: ByteWriter, fields: readonly Field[], obj: Record<string, unknown>, path: string): void {
+  for (const [name, type] of fields) encodeValue(w, type, obj[name], `${path}.${name}`);
+}
+
+function encodeBody(w: ByteWriter, body: RecordBody, path: string): void {
+  const kind = BY_NAME.get(body.kind);
+  if (!kind) fail(path, `unknown record kind ${String(body.kind)}`);
+  w.u8(kind.code);
+  encodeFields(w, kind.fields, body as unknown as Record<string, unknown>, `${path}<${body.kind}>`);
+}
+
+/** Encode one logged change (or journal record). Throws TypeError on a malformed value. */
+export function encodeChange(entry: LoggedChange | CodecEntry): Buffer {
+  const kind = BY_NAME.get(entry.change.kind);
+  if (!kind) fail('record', `unknown record kind ${String(entry.change.kind)}`);
+  const hint = entry.change.kind === 'enqueue' ? entry.change.message.bytes.length : 0;
+  const w = new ByteWriter(128 + hint);
+  w.u8(kind.code);
+  w.u64(checkInt(entry.lsn, Number.MAX_SAFE_INTEGER, 'record.lsn'));
+  w.u8(entry.durable ? 1 : 0);
+  encodeFields(w, kind.fields, entry.change as unknown as Record<string, unknown>, `record<${kind.name}>`);
+  return w.buf.subarray(0, w.pos);
+}
+
+// ---- decoding -------------------------------------------------------------
+
+export type DecodeResult =
+  | { status: 'ok'; entry: CodecEntry; size: number }
+  /** The buffer ends before the record does: feed more bytes. */
+  | { status: 'incomplete' }
+  /** The bytes are not a record this codec knows (unknown code, bad enum, u64 too big). */
+  | { status: 'invalid'; reason: string };
+
+const INCOMPLETE = Symbol('incomplete');
+class InvalidRecord extends Error {}
+
+class ByteReader {
+  constructor(
+    readonly buf: Buffer,
+    public pos: number,
+  ) {}
+  need(n: number): void {
+    if (this.pos + n > this.buf.length) throw INCOMPLETE;
+  }
+  u8(): number {
+    this.need(1);
+    return this.buf[this.pos++]!;
+  }
+  u32(): number {
+    this.need(4);
+    const v = this.buf.readUInt32LE(this.pos);
+    this.pos += 4;
+    return v;
+  }
+  u64(): number {
+    this.need(8);
+    const lo = this.buf.readUInt32LE(this.pos);
+    const hi = this.buf.readUInt32LE(this.pos + 4);
+    this.pos += 8;
+    if (hi > 0x1f_ffff) throw new InvalidRecord(`u64 value above 2^53 at byte ${this.pos - 8}`);
+    return hi * 0x1_0000_0000 + lo;
+  }
+  raw(): Buffer {
+    const n = this.u32();
+    this.need(n);
+    const b = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return b;
+  }
+}
+
+function decodeValue(r: ByteReader, type: FieldType): unknown {
+  if (typeof type === 'string') {
+    switch (type) {
+      case 'u8':
+        return r.u8();
+      case 'u32':
+        return r.u32();
+      case 'u64':
+        return r.u64();
+      case 'bool': {
+        const b = r.u8();
+        if (b > 1) throw new InvalidRecord(`bad boolean ${b}`);
+        return b === 1;
+      }
+      case 'string':
+        return r.raw().toString('utf8');
+      case 'optString':
+        return r.u8() ? r.raw().toString('utf8') : undefined;
+      case 'bytes':
+        // A copy, so a decoded message does not pin a whole segment read buffer.
+        return Buffer.from(r.raw());
+      case 'changes': {
+        const n = r.u32();
+        const out: RecordBody[] = [];
+        for (let i = 0; i < n; i++) {
+          const body = decodeBody(r);
+          if (!NESTED_KINDS.has(body.kind)) throw new InvalidRecord(`kind ${body.kind} inside a transaction`);
+          out.push(body);
+        }
+        return out;
+      }
+    }
+  }
+  if ('enum' in type) {
+    const i = r.u8();
+    if (i >= type.enum.length) throw new InvalidRecord(`enum index ${i} out of range`);
+    return type.enum[i];
+  }
+  if ('optEnum' in type) {
+    const i = r.u8();
+    if (i > type.optEnum.length) throw new InvalidRecord(`enum index ${i} out of range`);
+    return i === 0 ? undefined : type.optEnum[i - 1];
+  }
+  return decodeFields(r, type.struct, {});
+}
+
+function decodeFields(r: ByteReader, fields: readonly Field[], into: Record<string, unknown>): Record<string, unknown> {
+  for (const [name, type] of fields) into[name] = decodeValue(r, type);
+  return into;
+}
+
+function kindOf(code: number): RecordKind {
+  const kind = BY_CODE.get(code);
+  if (!kind) throw new InvalidRecord(`unknown record code ${code}`);
+  return kind;
+}
+
+function decodeBody(r: ByteReader): RecordBody {
+  const kind = kindOf(r.u8());
+  return decodeFields(r, kind.fields, { kind: kind.name }) as unknown as RecordBody;
+}
+
+/**
+ * Decode one record starting at `offset`. Never throws on bad input: a short
+ * buffer is `incomplete`, garbage is `invalid`. `size` is the bytes consumed,
+ * so a stream decoder can keep reading after it.
+ */
+export function decodeChange(buf: Buffer, offset = 0): DecodeResult {
+  const r = new ByteReader(buf, offset);
+  try {
+    const kind = kindOf(r.u8());
+    const lsn = r.u64();
+    const flags = r.u8();
+    if (flags > 1) throw new InvalidRecord(`unknown flags ${flags}`);
+    const change = decodeFields(r, kind.fields, { kind: kind.name }) as unknown as RecordBody;
+    return { status: 'ok', entry: { lsn, change, durable: flags === 1 }, size: r.pos - offset };
+  } catch (err) {
+    if (err === INCOMPLETE) return { status: 'incomplete' };
+    if (err instanceof InvalidRecord) return { status: 'invalid', reason: err.message };
+    if (err instanceof RangeError || err instanceof TypeError) return { status: 'invalid', reason: err.message };
+    throw err;
+  }
+}
+
+/** The code of a record kind (for the frame checks in segment.ts). */
+export function isKnownRecordCode(code: number): boolean {
+  return BY_CODE.has(code);
+}

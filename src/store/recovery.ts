@@ -1,0 +1,134 @@
+// Rebuild the journal's state from its segments at start.
+//
+// Reads every segment in order. A bad frame with nothing valid after it, in the
+// last segment holding data, is a write torn by a crash: it was never confirmed
+// (its fdatasync had not returned), so it is cut away and the start continues.
+// A bad frame followed by valid data is damage: open fails with
+// JournalCorruptError, unless `repair` is set, in which case the journal is cut at
+// that frame and the cut segments are kept as *.corrupt for the operator.
+//
+// Compaction may leave two copies of a record (crash between copy and delete):
+// the same LSN read twice is one record. The first copy in segment order is the
+// original and the most complete (a copied transaction keeps only its live part).
+
+import { copyFile, open, readFile, rename, stat } from 'node:fs/promises';
+import type { LoggedChange } from '../broker/changes.js';
+import { JournalCorruptError } from './errors.js';
+import { syncDir, nodeIo } from './io.js';
+import { LiveIndex, type Location } from './live-index.js';
+import type { RecordBody } from './record-codec.js';
+import { listSegments, scanSegment, segmentPath } from './segment.js';
+
+export interface RecoveryLogger {
+  info(o: object, msg?: string): void;
+  warn(o: object, msg?: string): void;
+  error(o: object, msg?: string): void;
+}
+
+export interface RecoveryResult {
+  index: LiveIndex;
+  changes: LoggedChange[];
+  /** Highest LSN of any record or reservation. */
+  lastLsn: number;
+  epoch: number;
+  /** Highest segment id present (0 if none). */
+  lastSegment: number;
+}
+
+interface Found {
+  lsn: number;
+  body: RecordBody;
+  first: Location;
+  home: Location;
+  segs: number[];
+}
+
+export async function recoverJournal(dir: string, opts: { repair?: boolean; logger?: RecoveryLogger }): Promise<RecoveryResult> {
+  const log = opts.logger;
+  const ids = await listSegments(dir);
+  const sizes = await Promise.all(ids.map(async (id) => (await stat(segmentPath(dir, id))).size));
+  const found = new Map<string, Found>();
+  const segmentBytes = new Map<number, number>();
+  let lastSegment = ids.at(-1) ?? 0;
+
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i]!;
+    const file = segmentPath(dir, id);
+    const buf = await readFile(file);
+    const scan = scanSegment(buf);
+    let end = scan.fileSize;
+    let stop = false;
+    if (scan.bad) {
+      const laterData = sizes.slice(i + 1).some((s) => s > 0);
+      if (!scan.bad.validAfter && !laterData) {
+        log?.warn(
+          { file, offset: scan.bad.offset, reason: scan.bad.reason, cutBytes: scan.fileSize - scan.goodEnd },
+          'journal ends in a torn record (crash during a write); cutting it off',
+        );
+        await truncateFile(file, scan.goodEnd);
+        end = scan.goodEnd;
+      } else if (opts.repair) {
+        log?.error(
+          { file, offset: scan.bad.offset, reason: scan.bad.reason, keptAs: `${file}.corrupt` },
+          'REPAIR: journal is corrupt; cutting it at this record. Records after it are lost; the cut segments are kept as *.corrupt',
+        );
+        await copyFile(file, `${file}.corrupt`);
+        for (const later of ids.slice(i + 1)) {
+          const p = segmentPath(dir, later);
+          await rename(p, `${p}.corrupt`);
+          log?.error({ file: p, keptAs: `${p}.corrupt` }, 'REPAIR: segment after the cut moved aside');
+        }
+        await truncateFile(file, scan.bad.offset);
+        await syncDir(nodeIo, dir);
+        end = scan.bad.offset;
+        lastSegment = id;
+        stop = true;
+      } else {
+        throw new JournalCorruptError(file, scan.bad.offset, scan.bad.reason);
+      }
+    }
+    segmentBytes.set(id, end);
+    for (const r of scan.records) {
+      const loc: Location = { seg: id, offset: r.offset, size: r.size };
+      const body = r.entry.change;
+      // Reservations are not changes: their LSN slot may repeat a change's LSN.
+      const key = body.kind === 'lsn-reservation' ? `r${body.upTo}` : `c${r.entry.lsn}`;
+      const seen = found.get(key);
+      if (seen) {
+        seen.home = loc;
+        seen.segs.push(id);
+      } else {
+        found.set(key, { lsn: r.entry.lsn, body, first: loc, home: loc, segs: [id] });
+      }
+    }
+    if (stop) break;
+  }
+
+  const index = new LiveIndex();
+  const all = [...found.values()].sort((a, b) => a.lsn - b.lsn);
+  let lastLsn = 0;
+  for (const f of all) {
+    index.apply(f.lsn, f.body, f.home, f.segs, true);
+    if (f.body.kind === 'lsn-reservation') lastLsn = Math.max(lastLsn, f.body.upTo);
+    else lastLsn = Math.max(lastLsn, f.lsn);
+  }
+  // Byte counts from the files themselves: they include duplicates and dead records.
+  for (const [id, bytes] of segmentBytes) index.segment(id).bytes = bytes;
+  const changes: LoggedChange[] = index.liveChanges().map((c) => ({ lsn: c.lsn, change: c.change, durable: true }));
+  index.releaseBodies();
+  log?.info(
+    { segments: ids.length, records: all.length, live: changes.length, lastLsn, epoch: index.epoch },
+    'journal recovered',
+  );
+  return { index, changes, lastLsn, epoch: index.epoch, lastSegment };
+}
+
+async function truncateFile(file: string, length: number): Promise<void> {
+  const fh = await open(file, 'r+');
+  try {
+    await fh.truncate(length);
+    await fh.datasync();
+  } finally {
+    await fh.close();
+  }
+}

@@ -1,0 +1,211 @@
+// Group commit. append() only queues a frame and gives it its place on disk; one
+// flush at a time writes everything queued as one write per segment, then one
+// fdatasync. Whatever is queued while a flush is in flight goes out in the next
+// flush, so a single sync covers every record that arrived during the previous one.
+//
+// Failure rules:
+// - disk full (ENOSPC/EDQUOT): the segment is cut back to the last synced offset,
+//   the flush's records and everything queued behind them are reported failed
+//   (later records may depend on them, and the broker rolls them all back), and
+//   the writer carries on: the next append tries again.
+// - any other I/O error is fatal: after a failed fsync the page cache state is
+//   unknown, so nothing more is written and every record is reported failed.
+
+import { DiskFullError, JournalIoError } from './errors.js';
+import { isDiskFull, syncDir, type JournalIo } from './io.js';
+import type { Location } from './live-index.js';
+import { segmentPath } from './segment.js';
+
+export interface WriterItem<T> {
+  frame: Buffer;
+  loc: Location;
+  tag: T;
+}
+
+export interface WriterHooks<T> {
+  /** Items now on disk and synced, in order. */
+  onSynced(items: WriterItem<T>[]): void;
+  /** Items that will never be on disk, in order. */
+  onFailed(items: WriterItem<T>[], err: Error): void;
+  /** The writer moved to a new segment (a chance to compact older ones). */
+  onRoll?(seg: number): void;
+}
+
+export class SegmentWriter<T> {
+  private pending: WriterItem<T>[] = [];
+  /** 0 idle, 1 flush scheduled, 2 flushing */
+  private state: 0 | 1 | 2 = 0;
+  private activeSeg: number;
+  /** Size of the active segment counting queued frames. */
+  private logicalSize = 0;
+  private fd: number | undefined;
+  private fdSeg = -1;
+  private fatal: Error | undefined;
+  private idleWaiters: Array<() => void> = [];
+  private lowestUnsynced = Infinity;
+  /** Test and metrics counters. */
+  readonly stats = { writes: 0, syncs: 0, flushes: 0 };
+
+  constructor(
+    private readonly dir: string,
+    private readonly io: JournalIo,
+    private readonly segmentBytes: number,
+    firstSeg: number,
+    private readonly hooks: WriterHooks<T>,
+  ) {
+    this.activeSeg = firstSeg;
+  }
+
+  get currentSegment(): number {
+    return this.activeSeg;
+  }
+
+  /** Lowest segment that may still receive or be missing queued frames. */
+  get oldestOpenSegment(): number {
+    return Math.min(this.activeSeg, this.lowestUnsynced);
+  }
+
+  get failedFatally(): Error | undefined {
+    return this.fatal;
+  }
+
+  enqueue(frame: Buffer, tag: T): Location {
+    if (this.logicalSize > 0 && this.logicalSize + frame.length > this.segmentBytes) {
+      this.activeSeg++;
+      this.logicalSize = 0;
+      this.hooks.onRoll?.(this.activeSeg);
+    }
+    const loc: Location = { seg: this.activeSeg, offset: this.logicalSize, size: frame.length };
+    this.logicalSize += frame.length;
+    this.pending.push({ frame, loc, tag });
+    if (loc.seg < this.lowestUnsynced) this.lowestUnsynced = loc.seg;
+    if (this.state === 0) {
+      this.state = 1;
+      // setImmediate, not nextTick: everything appended by the I/O callbacks of this
+      // loop turn joins the same flush.
+      setImmediate(() => void this.flush());
+    }
+    return loc;
+  }
+
+  /** Resolves when nothing is queued or in flight. */
+  idle(): Promise<void> {
+    if (this.state === 0 && this.pending.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  async close(): Promise<void> {
+    await this.idle();
+    await this.closeFd();
+  }
+
+  private async flush(): Promise<void> {
+    this.state = 2;
+    while (this.pending.length > 0) {
+      const batch = this.pending;
+      this.pending = [];
+      this.stats.flushes++;
+      if (this.fatal) {
+        this.hooks.onFailed(batch, this.fatal);
+        continue;
+      }
+      let i = 0;
+      while (i < batch.length) {
+        if (this.fatal) {
+          this.hooks.onFailed(batch.slice(i), this.fatal);
+          break;
+        }
+        const seg = batch[i]!.loc.seg;
+        let j = i;
+        while (j < batch.length && batch[j]!.loc.seg === seg) j++;
+        const group = batch.slice(i, j);
+        const err = await this.writeGroup(seg, group);
+        if (err) {
+          const failed = batch.slice(i).concat(this.pending);
+          this.pending = [];
+          this.lowestUnsynced = Infinity;
+          this.hooks.onFailed(failed, err);
+          break;
+        }
+        if (j === batch.length && this.pending.length === 0) this.lowestUnsynced = Infinity;
+        else this.lowestUnsynced = (batch[j] ?? this.pending[0])!.loc.seg;
+        this.hooks.onSynced(group);
+        i = j;
+      }
+    }
+    this.state = 0;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Write and sync one segment's share of a flush. Returns the error to report, if any. */
+  private async writeGroup(seg: number, group: WriterItem<T>[]): Promise<Error | undefined> {
+    const start = group[0]!.loc.offset;
+    const data = group.length === 1 ? group[0]!.frame : Buffer.concat(group.map((g) => g.frame));
+    let fd: number | undefined;
+    try {
+      fd = await this.fdFor(seg);
+      let done = 0;
+      while (done < data.length) {
+        done += await this.io.write(fd, data, done, data.length - done, start + done);
+        this.stats.writes++;
+      }
+      await this.io.fdatasync(fd);
+      this.stats.syncs++;
+      return undefined;
+    } catch (err) {
+      if (isDiskFull(err)) {
+        // Cut the half-written tail so nothing of the failed records stays on disk,
+        // and so the next write starts at the last good offset.
+        try {
+          if (fd !== undefined) {
+            await this.io.ftruncate(fd, start);
+            await this.io.fdatasync(fd);
+          }
+          this.activeSeg = seg;
+          this.logicalSize = start;
+          return new DiskFullError(this.dir, { cause: err });
+        } catch (truncErr) {
+          this.fatal = new JournalIoError(`cannot cut back segment ${segmentPath(this.dir, seg)} after a full disk`, { cause: truncErr });
+          return this.fatal;
+        }
+      }
+      this.fatal = new JournalIoError(`journal write to ${segmentPath(this.dir, seg)} failed (${(err as Error).message})`, { cause: err });
+      return this.fatal;
+    }
+  }
+
+  private async fdFor(seg: number): Promise<number> {
+    if (this.fd !== undefined && this.fdSeg === seg) return this.fd;
+    await this.closeFd();
+    // 'wx': a segment is only ever created here, fresh; never overwrite one.
+    // After a disk-full cut the file may exist already (empty or short): reopen it.
+    let fd: number;
+    try {
+      fd = await this.io.open(segmentPath(this.dir, seg), 'wx');
+      await syncDir(this.io, this.dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      fd = await this.io.open(segmentPath(this.dir, seg), 'r+');
+    }
+    this.fd = fd;
+    this.fdSeg = seg;
+    return fd;
+  }
+
+  private async closeFd(): Promise<void> {
+    const fd = this.fd;
+    this.fd = undefined;
+    this.fdSeg = -1;
+    if (fd !== undefined) await this.io.close(fd).catch(() => undefined);
+  }
+
+  /** Stop writing: queued items fail with `err`; an in-flight write finishes first. */
+  destroy(err: Error): void {
+    this.fatal ??= err;
+    const failed = this.pending;
+    this.pending = [];
+    if (failed.length > 0) this.hooks.onFailed(failed, err);
+  }
+}
