@@ -1,0 +1,201 @@
+// Management operations on the broker, shared by the $management node (and so
+// by the tandem CLI, which speaks AMQP Management) and by anything in-process.
+// Each takes plain arguments and returns plain data; errors are TandemErrors.
+import type { Broker } from '../broker/broker.js';
+import { TandemError, invalidArgument } from '../broker/errors.js';
+import type { Exchange } from '../broker/exchange.js';
+import type { Queue } from '../broker/queue.js';
+import { parseBoolean, parseCount, parseExchangeSettings, parseExchangeType, parseQueueSettings } from '../broker/settings.js';
+
+export type Attributes = Record<string, unknown>;
+
+export interface ConnectionInfo {
+  id: string;
+  remote: string;
+  user: string | undefined;
+  admin: boolean;
+  container: string | undefined;
+  links: number;
+}
+
+/** What the admin layer needs from the rest of the broker process. */
+export interface AdminContext {
+  broker: Broker;
+  connections(): ConnectionInfo[];
+  closeConnection(id: string): boolean;
+  status(): Attributes;
+}
+
+export const entityTypes = ['queue', 'exchange', 'binding', 'connection', 'broker'] as const;
+export type EntityType = (typeof entityTypes)[number];
+
+export function entityType(value: unknown): EntityType {
+  const short = typeof value === 'string' ? value.replace(/^org\.apache\.qpid\.broker:/, '') : value;
+  if ((entityTypes as readonly unknown[]).includes(short)) return short as EntityType;
+  throw invalidArgument(`unknown type ${JSON.stringify(value)}; known: ${entityTypes.join(', ')}`);
+}
+
+export function describeQueue(broker: Broker, q: Queue): Attributes {
+  const s = q.settings;
+  return {
+    name: q.name,
+    durable: s.durable,
+    'auto-delete': s.autoDelete,
+    'auto-delete-delay': s.autoDeleteDelayMs,
+    exclusive: s.exclusive,
+    'max-count': s.maxCount,
+    'max-size': s.maxSize,
+    policy: s.limitPolicy,
+    'default-ttl': s.defaultTtlMs,
+    'alternate-exchange': s.alternateExchange,
+    priorities: s.priorities,
+    'qpid.replicate': broker.replicationOf(s),
+    depth: q.depth,
+    'byte-depth': q.byteDepth,
+    acquired: q.acquired,
+    consumers: q.consumerCount,
+    enqueued: q.enqueued,
+    dequeued: q.dequeued,
+  };
+}
+
+export function describeExchange(broker: Broker, e: Exchange): Attributes {
+  return {
+    name: e.name,
+    type: e.type,
+    durable: e.settings.durable,
+    'alternate-exchange': e.settings.alternateExchange,
+    'qpid.replicate': broker.replicationOf(e.settings),
+    bindings: e.bindings.length,
+    'built-in': e.builtIn,
+  };
+}
+
+function bindingName(exchange: string, queue: string, key: string): string {
+  return `${exchange}/${queue}/${key}`;
+}
+
+/** "exchange/queue/key" (key may contain '/'), or the attributes. */
+function bindingArgs(name: unknown, attrs: Attributes): { exchange: string; queue: string; key: string } {
+  if (typeof attrs.exchange === 'string' && typeof attrs.queue === 'string') {
+    return { exchange: attrs.exchange, queue: attrs.queue, key: typeof attrs.key === 'string' ? attrs.key : '' };
+  }
+  if (typeof name === 'string') {
+    const [exchange, queue, ...rest] = name.split('/');
+    if (exchange && queue) return { exchange, queue, key: rest.join('/') };
+  }
+  throw invalidArgument('a binding needs exchange and queue (and optional key), or the name exchange/queue/key');
+}
+
+function requireName(name: unknown, type: string): string {
+  if (typeof name !== 'string' || name === '') throw invalidArgument(`${type} operations need a name`);
+  return name;
+}
+
+export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs: Attributes): Attributes {
+  const { broker } = ctx;
+  switch (type) {
+    case 'queue': {
+      const settings = parseQueueSettings(withoutKeys(attrs, ['name', 'type']));
+      const { queue, created } = broker.declareQueue(requireName(name, type), settings);
+      if (!created) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `queue '${queue.name}' already exists`);
+      return describeQueue(broker, queue);
+    }
+    case 'exchange': {
+      const exType = parseExchangeType(attrs['exchange-type'] ?? attrs.type ?? 'direct');
+      const settings = parseExchangeSettings(withoutKeys(attrs, ['name', 'type', 'exchange-type']));
+      const { exchange, created } = broker.declareExchange(requireName(name, type), exType, settings);
+      if (!created) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `exchange '${exchange.name}' already exists`);
+      return describeExchange(broker, exchange);
+    }
+    case 'binding': {
+      const b = bindingArgs(name, attrs);
+      broker.bind(b.exchange, b.queue, b.key);
+      return { name: bindingName(b.exchange, b.queue, b.key), ...b };
+    }
+    default:
+      throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `${type} cannot be created`);
+  }
+}
+
+export function read(ctx: AdminContext, type: EntityType, name: unknown): Attributes {
+  const { broker } = ctx;
+  switch (type) {
+    case 'queue':
+      return describeQueue(broker, broker.queue(requireName(name, type)));
+    case 'exchange':
+      return describeExchange(broker, broker.exchange(requireName(name, type)));
+    case 'broker':
+      return ctx.status();
+    case 'connection': {
+      const c = ctx.connections().find((x) => x.id === name);
+      if (!c) throw new TandemError('TANDEM_ERR_NOT_FOUND', `connection '${String(name)}' does not exist`);
+      return { ...c };
+    }
+    case 'binding': {
+      const b = bindingArgs(name, {});
+      if (!broker.exchange(b.exchange).hasBinding(b.queue, b.key)) {
+        throw new TandemError('TANDEM_ERR_NOT_FOUND', `binding '${bindingName(b.exchange, b.queue, b.key)}' does not exist`);
+      }
+      return { name: bindingName(b.exchange, b.queue, b.key), ...b };
+    }
+  }
+}
+
+export function remove(ctx: AdminContext, type: EntityType, name: unknown, attrs: Attributes): Attributes {
+  const { broker } = ctx;
+  switch (type) {
+    case 'queue': {
+      const moved = broker.deleteQueue(requireName(name, type), {
+        ifEmpty: attrs['if-empty'] !== undefined ? parseBoolean('if-empty', attrs['if-empty']) : false,
+        ifUnused: attrs['if-unused'] !== undefined ? parseBoolean('if-unused', attrs['if-unused']) : false,
+      });
+      return { name, removed: moved };
+    }
+    case 'exchange':
+      broker.deleteExchange(requireName(name, type));
+      return { name };
+    case 'binding': {
+      const b = bindingArgs(name, attrs);
+      broker.unbind(b.exchange, b.queue, b.key);
+      return { name: bindingName(b.exchange, b.queue, b.key) };
+    }
+    case 'connection':
+      if (!ctx.closeConnection(requireName(name, type))) {
+        throw new TandemError('TANDEM_ERR_NOT_FOUND', `connection '${String(name)}' does not exist`);
+      }
+      return { name };
+    default:
+      throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `${type} cannot be deleted`);
+  }
+}
+
+export function query(ctx: AdminContext, type: EntityType): Attributes[] {
+  const { broker } = ctx;
+  switch (type) {
+    case 'queue':
+      return [...broker.queues.values()].map((q) => describeQueue(broker, q));
+    case 'exchange':
+      return [...broker.exchanges.values()].map((e) => describeExchange(broker, e));
+    case 'binding':
+      return [...broker.exchanges.values()].flatMap((e) =>
+        e.bindings.map((b) => ({ name: bindingName(e.name, b.queue, b.key), exchange: e.name, queue: b.queue, key: b.key })),
+      );
+    case 'connection':
+      return ctx.connections().map((c) => ({ ...c }));
+    case 'broker':
+      return [ctx.status()];
+  }
+}
+
+export function purge(ctx: AdminContext, name: unknown, attrs: Attributes): Attributes {
+  const queue = ctx.broker.queue(requireName(name, 'queue'));
+  const limit = attrs.count !== undefined ? parseCount('count', attrs.count) : 0;
+  return { name, purged: queue.purge(limit) };
+}
+
+function withoutKeys(attrs: Attributes, keys: string[]): Attributes {
+  const out: Attributes = {};
+  for (const [k, v] of Object.entries(attrs)) if (!keys.includes(k)) out[k] = v;
+  return out;
+}

@@ -1,0 +1,329 @@
+// One client connection: who it is (SASL identity, admin or not), the links it
+// opened, and the exclusive queues it owns. Translates link attaches into
+// consumers and publishers on the broker; everything it made is undone when the
+// connection goes.
+import { randomUUID } from 'node:crypto';
+import type { Connection, Delivery, EventContext, Receiver, Sender } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import { TandemError, notFound } from '../broker/errors.js';
+import type { Queue } from '../broker/queue.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import { defaultQueueSettings } from '../broker/settings.js';
+import type { Logger } from '../ops/log.js';
+import { errorCondition } from './conditions.js';
+import { IncomingLink } from './incoming-link.js';
+import { encodedBytes } from './lazy-message.js';
+import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
+import { OutgoingLink } from './outgoing-link.js';
+
+export interface ConnectionPolicy {
+  autoCreate: boolean;
+  creditWindow: number;
+  maxMessageSize: number;
+}
+
+interface Terminus {
+  address?: string;
+  dynamic?: boolean;
+  distribution_mode?: string;
+  durable?: number;
+  expiry_policy?: string;
+  filter?: Record<string, unknown>;
+  capabilities?: string[];
+}
+
+/** Hooks the server gives each connection. */
+export interface ConnectionHost {
+  schedule(queue: Queue): void;
+  management: ManagementNode;
+  /** A transaction coordinator link (attached with a coordinator target). */
+  openCoordinator?(conn: ClientConnection, link: Receiver): void;
+  /** Last chance to refuse a link (e.g. DR-replicated queues on a passive secondary). */
+  checkLink?(conn: ClientConnection, address: string, direction: 'in' | 'out', browse: boolean): void;
+}
+
+export class ClientConnection {
+  readonly outgoing = new Map<Sender, OutgoingLink>();
+  readonly incoming = new Map<Receiver, IncomingLink>();
+  readonly managementLinks = new Set<Receiver>();
+  readonly ownedQueues = new Set<string>();
+  private nextLink = 0;
+  closed = false;
+
+  constructor(
+    readonly id: string,
+    readonly rhea: Connection,
+    readonly user: string | undefined,
+    readonly admin: boolean,
+    private readonly broker: Broker,
+    private readonly gate: SettlementGate,
+    private readonly host: ConnectionHost,
+    private readonly policy: ConnectionPolicy,
+    private readonly log: Logger,
+  ) {}
+
+  get remoteAddress(): string {
+    const socket = (this.rhea as unknown as { socket?: { remoteAddress?: string; remotePort?: number } }).socket;
+    return socket ? `${socket.remoteAddress}:${socket.remotePort}` : 'unknown';
+  }
+
+  get containerId(): string | undefined {
+    return (this.rhea as unknown as { remote?: { open?: { container_id?: string } } }).remote?.open?.container_id;
+  }
+
+  get linkCount(): number {
+    return this.outgoing.size + this.incoming.size + this.managementLinks.size;
+  }
+
+  // ---- client wants to receive: we send ------------------------------------
+
+  onSenderOpen(context: EventContext): void {
+    const sender = context.sender as Sender;
+    const source = ((sender as unknown as { remote: { attach: { source?: Terminus } } }).remote.attach.source ?? {}) as Terminus;
+    try {
+      const browse = source.distribution_mode === 'copy';
+      let queue: Queue;
+      let address: string;
+      if (source.dynamic) {
+        queue = this.createTemporaryQueue();
+        address = queue.name;
+      } else {
+        address = requireAddress(source.address);
+        this.host.checkLink?.(this, address, 'out', browse);
+        queue = this.queueForSubscription(address, source);
+      }
+      this.claimExclusive(queue);
+      const remoteSettle = (sender as unknown as { remote: { attach: { snd_settle_mode?: number } } }).remote.attach.snd_settle_mode;
+      const presettled = remoteSettle === 1;
+      const local = (sender as unknown as { local: { attach: { snd_settle_mode: number } } }).local.attach;
+      local.snd_settle_mode = presettled ? 1 : remoteSettle === 0 ? 0 : 2;
+      sender.set_source({
+        ...source,
+        address,
+        dynamic: source.dynamic ?? false,
+        distribution_mode: browse ? 'copy' : source.distribution_mode,
+      } as never);
+      const link = new OutgoingLink(
+        `${this.id}/${++this.nextLink}`,
+        this.id,
+        sender,
+        queue,
+        this.broker,
+        browse,
+        presettled,
+        (q) => this.host.schedule(q),
+      );
+      this.outgoing.set(sender, link);
+      queue.addConsumer(link);
+      // rhea writes our attach on its next tick; until then transfers would precede it.
+      setImmediate(() => link.markAttached());
+    } catch (err) {
+      this.refuseLink(sender, err);
+    }
+  }
+
+  onSenderFlow(context: EventContext): void {
+    this.outgoing.get(context.sender as Sender)?.refreshCredit();
+  }
+
+  onOutcome(context: EventContext, outcome: 'accepted' | 'released' | 'rejected' | 'modified' | 'settled'): void {
+    const link = this.outgoing.get(context.sender as Sender);
+    const delivery = context.delivery as Delivery;
+    if (!link || !delivery) return;
+    switch (outcome) {
+      case 'accepted':
+        return link.onAccepted(delivery);
+      case 'released':
+        return link.onReleased(delivery);
+      case 'rejected':
+        return link.onRejected(delivery);
+      case 'modified':
+        return link.onModified(delivery, (delivery.remote_state ?? {}) as { delivery_failed?: boolean; undeliverable_here?: boolean });
+      case 'settled':
+        return link.onSettled(delivery);
+    }
+  }
+
+  // ---- client wants to send: we receive ------------------------------------
+
+  onReceiverOpen(context: EventContext): void {
+    const receiver = context.receiver as Receiver;
+    const attach = (receiver as unknown as { remote: { attach: { target?: Terminus & { constructor?: unknown } } } }).remote.attach;
+    const target = attach.target;
+    try {
+      if (isCoordinator(target)) {
+        if (!this.host.openCoordinator) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'transactions are not supported');
+        return this.host.openCoordinator(this, receiver);
+      }
+      const address = target?.address;
+      if (address === MANAGEMENT_ADDRESS) {
+        receiver.set_target({ address } as never);
+        this.managementLinks.add(receiver);
+        receiver.add_credit(100);
+        return;
+      }
+      if (target?.dynamic) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'dynamic targets are not supported; attach to a queue or exchange name');
+      if (address !== undefined) {
+        this.host.checkLink?.(this, address, 'in', false);
+        this.ensureAddress(address);
+        const resolved = this.broker.resolve(address);
+        if (resolved && 'queue' in resolved) this.claimExclusive(resolved.queue);
+      }
+      receiver.set_target({ ...(target ?? {}), address } as never);
+      const link = new IncomingLink(
+        receiver,
+        this.broker,
+        this.gate,
+        {
+          address,
+          creditWindow: this.policy.creditWindow,
+          maxMessageSize: this.policy.maxMessageSize,
+          ensureAddress: (a) => {
+            this.host.checkLink?.(this, a, 'in', false);
+            this.ensureAddress(a);
+          },
+        },
+        this.log,
+      );
+      this.incoming.set(receiver, link);
+      link.open();
+    } catch (err) {
+      this.refuseLink(receiver, err);
+    }
+  }
+
+  onMessage(context: EventContext): void {
+    const receiver = context.receiver as Receiver;
+    const delivery = context.delivery as Delivery;
+    const bytes = encodedBytes(context.message) ?? (Buffer.isBuffer(context.message) ? (context.message as unknown as Buffer) : undefined);
+    if (!bytes) {
+      delivery.reject({ condition: 'amqp:not-implemented', description: 'only AMQP message format 0 is accepted' });
+      return;
+    }
+    if (this.managementLinks.has(receiver)) {
+      delivery.accept();
+      receiver.add_credit(1);
+      void this.host.management.handle(bytes, { user: this.user, admin: this.admin, connectionId: this.id });
+      return;
+    }
+    const link = this.incoming.get(receiver);
+    if (link) link.onMessage(delivery, bytes);
+    else delivery.reject({ condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
+  }
+
+  // ---- teardown ----------------------------------------------------------------
+
+  onLinkClosed(context: EventContext): void {
+    if (context.sender) {
+      const link = this.outgoing.get(context.sender);
+      this.outgoing.delete(context.sender);
+      link?.close();
+    }
+    if (context.receiver) {
+      this.incoming.get(context.receiver)?.close();
+      this.incoming.delete(context.receiver);
+      this.managementLinks.delete(context.receiver);
+    }
+  }
+
+  /** The connection is gone: release what its consumers held, drop what it owned. */
+  cleanup(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const link of this.outgoing.values()) link.close();
+    for (const link of this.incoming.values()) link.close();
+    this.outgoing.clear();
+    this.incoming.clear();
+    for (const name of this.ownedQueues) {
+      const queue = this.broker.queues.get(name);
+      if (!queue || queue.owner !== this.id) continue;
+      if (queue.settings.autoDelete) {
+        try {
+          this.broker.deleteQueue(name);
+        } catch (err) {
+          this.log.warn({ queue: name, err: (err as Error).message }, 'could not delete exclusive queue of a closed connection');
+        }
+      } else {
+        queue.owner = undefined;
+      }
+    }
+    this.ownedQueues.clear();
+  }
+
+  // ---- helpers -----------------------------------------------------------------
+
+  /** Create a queue for an unknown address when auto-create is on. */
+  ensureAddress(address: string): void {
+    if (this.broker.resolve(address)) return;
+    if (!this.policy.autoCreate) {
+      throw notFound('queue or exchange', address, "create it with 'tandem queue add', or start the broker with --auto-create yes");
+    }
+    // Auto-created queues are durable, so durable messages sent to them survive a crash.
+    this.broker.declareQueue(address, { ...defaultQueueSettings, durable: true });
+    this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
+  }
+
+  private queueForSubscription(address: string, source: Terminus): Queue {
+    // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
+    const slash = address.indexOf('/');
+    const base = slash > 0 && this.broker.exchanges.has(address.slice(0, slash)) ? address.slice(0, slash) : address;
+    if (base === address) this.ensureAddress(address);
+    const resolved = this.broker.resolve(base);
+    if (!resolved) throw notFound('queue or exchange', base);
+    if ('queue' in resolved) return resolved.queue;
+    // Subscribing to an exchange: a private queue bound with the key asked for.
+    const exchange = resolved.exchange;
+    const key = slash > 0 && base !== address ? address.slice(slash + 1) : subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
+    const queue = this.createTemporaryQueue();
+    this.broker.bind(exchange.name, queue.name, key);
+    return queue;
+  }
+
+  private createTemporaryQueue(): Queue {
+    const name = `tmp.${randomUUID()}`;
+    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true }, this.id);
+    return queue;
+  }
+
+  private claimExclusive(queue: Queue): void {
+    if (!queue.settings.exclusive) return;
+    if (queue.owner && queue.owner !== this.id) {
+      throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `queue '${queue.name}' is exclusive to another connection`);
+    }
+    queue.owner = this.id;
+    this.ownedQueues.add(queue.name);
+  }
+
+  private refuseLink(link: Sender | Receiver, err: unknown): void {
+    const error = errorCondition(err);
+    if (!(err instanceof TandemError)) this.log.error({ err, conn: this.id }, 'link refused by an internal error');
+    else this.log.debug({ conn: this.id, reason: error.description }, 'link refused');
+    // Spec 2.6.3: attach with a null terminus, then detach with the error.
+    const attach = (link as unknown as { local: { attach: { source?: unknown; target?: unknown } } }).local.attach;
+    if (link.is_sender()) attach.source = undefined;
+    else attach.target = undefined;
+    link.close(error);
+  }
+}
+
+function requireAddress(address: string | undefined): string {
+  if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');
+  return address;
+}
+
+/** A legacy topic/subject filter in the source, if any (the key to bind with). */
+function subjectFilter(source: Terminus): string | undefined {
+  for (const value of Object.values(source.filter ?? {})) {
+    const v = value as { value?: unknown; descriptor?: { value?: unknown } } | string;
+    if (typeof v === 'string') return v;
+    if (v && typeof v.value === 'string') return v.value;
+  }
+  return undefined;
+}
+
+function isCoordinator(target: unknown): boolean {
+  // rhea unwraps a coordinator target into an object with a `capabilities` field only;
+  // the descriptor (0x30) survives on the raw terminus.
+  const t = target as { constructor?: { name?: string }; descriptor?: { value?: number }; capabilities?: unknown } | undefined;
+  return t?.descriptor?.value === 0x30 || (t as { type?: string } | undefined)?.type === 'coordinator';
+}

@@ -1,0 +1,101 @@
+// A link on which a client sends messages to the broker. Each message is routed
+// and enqueued at once, but settled "accepted" only when the settlement gate
+// says it is safe (journal synced, backups have it). Credit is handed out in a
+// window so a client can never have more unsettled messages than we allow.
+import type { Delivery, Receiver } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import { TandemError } from '../broker/errors.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import type { Logger } from '../ops/log.js';
+import { errorCondition } from './conditions.js';
+import { parseIncoming, type ParsedMessage } from './message-codec.js';
+
+export interface IncomingOptions {
+  /** Fixed target address; undefined = anonymous relay (each message's `to`). */
+  address: string | undefined;
+  creditWindow: number;
+  maxMessageSize: number;
+  /** Create a queue for an unknown `to` address (anonymous relay). */
+  ensureAddress(address: string): void;
+  /** A transactional send: hand it to the transaction instead. */
+  onTransactional?(delivery: Delivery, msg: ParsedMessage, address: string): void;
+}
+
+export class IncomingLink {
+  private outstanding = 0;
+  private closed = false;
+
+  constructor(
+    private readonly link: Receiver,
+    private readonly broker: Broker,
+    private readonly gate: SettlementGate,
+    private readonly options: IncomingOptions,
+    private readonly log: Logger,
+  ) {}
+
+  get address(): string | undefined {
+    return this.options.address;
+  }
+
+  open(): void {
+    this.link.add_credit(this.options.creditWindow);
+  }
+
+  onMessage(delivery: Delivery, bytes: Buffer): void {
+    this.outstanding++;
+    const presettled = delivery.remote_settled === true;
+    let msg: ParsedMessage;
+    try {
+      if (bytes.length > this.options.maxMessageSize) {
+        throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message of ${bytes.length} bytes is over max-message-size ${this.options.maxMessageSize}`);
+      }
+      msg = parseIncoming(bytes);
+      const address = this.options.address ?? msg.to;
+      if (address === undefined) {
+        throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'message has no "to" address and the link has no target address; set one of them');
+      }
+      const txn = (delivery as unknown as { remote_state?: { txn_id?: Buffer } }).remote_state?.txn_id;
+      if (txn !== undefined && this.options.onTransactional) {
+        this.options.onTransactional(delivery, msg, address);
+        this.settled();
+        return;
+      }
+      if (this.options.address === undefined) this.options.ensureAddress(address);
+      const result = this.broker.publish(address, msg);
+      if (presettled || result.lsn === 0) {
+        if (!presettled) delivery.accept();
+        this.settled();
+        return;
+      }
+      this.gate.whenSafe(result.lsn, result.durable, (err) => {
+        if (err) this.broker.withdraw(result);
+        if (this.closed) return;
+        if (err) this.refuse(delivery, err);
+        else delivery.accept();
+        this.settled();
+      });
+    } catch (err) {
+      if (!presettled) this.refuse(delivery, err);
+      this.settled();
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+
+  private refuse(delivery: Delivery, err: unknown): void {
+    const { condition, description } = errorCondition(err);
+    if (!(err instanceof TandemError)) this.log.error({ err }, 'message refused by an internal error');
+    delivery.reject({ condition, description });
+  }
+
+  /** One more message settled: top the client's credit back up in batches. */
+  private settled(): void {
+    this.outstanding--;
+    if (this.closed) return;
+    const l = this.link as unknown as { credit: number };
+    const window = this.options.creditWindow;
+    if (l.credit + this.outstanding <= window / 2) this.link.add_credit(window - l.credit - this.outstanding);
+  }
+}

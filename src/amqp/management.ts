@@ -1,0 +1,152 @@
+// The $management node: AMQP Management requests (application properties
+// `operation`, `type`, `name`; attributes in the body) answered on the request's
+// reply-to address with `statusCode`/`statusDescription`. Only connections
+// authenticated as an admin identity may use it.
+import rhea from 'rhea';
+import { TandemError, invalidArgument } from '../broker/errors.js';
+import { create, entityType, purge, query, read, remove, type AdminContext, type Attributes } from '../admin/operations.js';
+import type { Logger } from '../ops/log.js';
+import { decodeMessage } from './lazy-message.js';
+import { parseIncoming } from './message-codec.js';
+
+export const MANAGEMENT_ADDRESS = '$management';
+
+/** Extra operations beyond CRUD+QUERY, each given (type, name, body). */
+export type OperationHandler = (type: string | undefined, name: unknown, body: Attributes, requester: Requester) => Attributes | Promise<Attributes>;
+
+export interface Requester {
+  user: string | undefined;
+  admin: boolean;
+  connectionId: string;
+}
+
+interface Request {
+  operation: string;
+  type: string | undefined;
+  name: unknown;
+  body: Attributes;
+  replyTo: string | undefined;
+  correlationId: unknown;
+}
+
+const statusOf: Record<string, number> = {
+  TANDEM_ERR_NOT_FOUND: 404,
+  TANDEM_ERR_ALREADY_EXISTS: 409,
+  TANDEM_ERR_INVALID_ARGUMENT: 400,
+  TANDEM_ERR_UNAUTHORIZED: 401,
+  TANDEM_ERR_NOT_IMPLEMENTED: 501,
+  TANDEM_ERR_PRECONDITION: 412,
+  TANDEM_ERR_QUEUE_FULL: 507,
+};
+
+export class ManagementNode {
+  private readonly extra = new Map<string, OperationHandler>();
+
+  constructor(
+    private readonly ctx: AdminContext,
+    private readonly log: Logger,
+  ) {}
+
+  /** Register an operation such as HA-PROMOTE (name in upper case). */
+  register(operation: string, handler: OperationHandler): void {
+    this.extra.set(operation.toUpperCase(), handler);
+  }
+
+  /** Handle one request; the reply goes to its reply-to address. */
+  async handle(bytes: Buffer, requester: Requester): Promise<void> {
+    let request: Request;
+    try {
+      request = parseRequest(bytes);
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'unreadable management request');
+      return;
+    }
+    let status = 200;
+    let description = 'OK';
+    let body: unknown = {};
+    try {
+      if (!requester.admin) {
+        throw new TandemError(
+          'TANDEM_ERR_UNAUTHORIZED',
+          `management needs an admin identity; user '${requester.user ?? 'anonymous'}' is not an admin (tandem user add NAME --admin)`,
+        );
+      }
+      const result = await this.execute(request, requester);
+      if (request.operation === 'CREATE') status = 201;
+      if (request.operation === 'DELETE') status = 204;
+      body = result;
+    } catch (err) {
+      if (err instanceof TandemError) {
+        status = statusOf[err.code] ?? 500;
+        description = err.message;
+      } else {
+        status = 500;
+        description = 'internal error; see the broker log';
+        this.log.error({ err }, 'management operation failed');
+      }
+    }
+    this.reply(request, status, description, body);
+  }
+
+  private async execute(request: Request, requester: Requester): Promise<unknown> {
+    const op = request.operation;
+    const handler = this.extra.get(op);
+    if (handler) return handler(request.type, request.name, request.body, requester);
+    switch (op) {
+      case 'CREATE':
+        return create(this.ctx, entityType(request.type), request.name, request.body);
+      case 'READ':
+        return read(this.ctx, entityType(request.type), request.name);
+      case 'DELETE':
+        return remove(this.ctx, entityType(request.type), request.name, request.body);
+      case 'QUERY': {
+        const results = query(this.ctx, entityType(request.type));
+        const names = [...new Set(results.flatMap((r) => Object.keys(r)))];
+        return { attributeNames: names, results: results.map((r) => names.map((n) => r[n] ?? null)) };
+      }
+      case 'PURGE':
+        return purge(this.ctx, request.name, request.body);
+      default:
+        throw new TandemError(
+          'TANDEM_ERR_NOT_IMPLEMENTED',
+          `unknown operation '${op}'; known: CREATE, READ, DELETE, QUERY, PURGE${this.extra.size ? ', ' + [...this.extra.keys()].join(', ') : ''}`,
+        );
+    }
+  }
+
+  private reply(request: Request, status: number, description: string, body: unknown): void {
+    if (!request.replyTo) return;
+    const bytes = rhea.message.encode({
+      correlation_id: request.correlationId,
+      to: request.replyTo,
+      application_properties: { statusCode: status, statusDescription: description },
+      body,
+    }) as Buffer;
+    const queue = this.ctx.broker.queues.get(request.replyTo);
+    if (!queue) {
+      this.log.warn({ replyTo: request.replyTo }, 'management reply address is not a queue; reply dropped');
+      return;
+    }
+    try {
+      this.ctx.broker.publish(queue.name, parseIncoming(bytes));
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'management reply could not be queued');
+    }
+  }
+}
+
+function parseRequest(bytes: Buffer): Request {
+  const m = decodeMessage(bytes);
+  const props = (m.application_properties ?? {}) as Record<string, unknown>;
+  const operation = props.operation;
+  if (typeof operation !== 'string') throw invalidArgument('management request has no operation');
+  const body = m.body && typeof m.body === 'object' && !Buffer.isBuffer(m.body) && !Array.isArray(m.body) ? (m.body as Attributes) : {};
+  return {
+    operation: operation.toUpperCase(),
+    type: typeof props.type === 'string' ? props.type : undefined,
+    name: props.name ?? props.identity,
+    body,
+    replyTo: typeof m.reply_to === 'string' ? m.reply_to : undefined,
+    correlationId: m.correlation_id ?? m.message_id,
+  };
+}

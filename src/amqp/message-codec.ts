@@ -1,0 +1,115 @@
+// The broker keeps each message as the bytes its sender encoded and only reads
+// the header and properties sections (what routing, priority and expiry need).
+// On the way out the bytes go unchanged, except a fresh header when the
+// delivery count or remaining ttl must be told.
+import type { IncomingMessage } from '../broker/broker.js';
+import type { MessageRecord } from '../broker/changes.js';
+import { TandemError } from '../broker/errors.js';
+import { decodeMessage } from './lazy-message.js';
+
+const HEADER = 0x70;
+const PROPERTIES = 0x73;
+
+class MalformedMessage extends TandemError {
+  constructor(detail: string) {
+    super('TANDEM_ERR_INVALID_ARGUMENT', `malformed message: ${detail}`);
+  }
+}
+
+/** Size in bytes of the encoded AMQP value starting at `offset` (constructor included). */
+export function encodedValueSize(buf: Buffer, offset: number): number {
+  const start = offset;
+  if (offset >= buf.length) throw new MalformedMessage('truncated value');
+  let code = buf[offset++];
+  if (code === 0x00) {
+    // Described value: descriptor then value.
+    offset += encodedValueSize(buf, offset);
+    return offset - start + encodedValueSize(buf, offset);
+  }
+  const category = code >> 4;
+  let size: number;
+  switch (category) {
+    case 0x4: size = 0; break;
+    case 0x5: size = 1; break;
+    case 0x6: size = 2; break;
+    case 0x7: size = 4; break;
+    case 0x8: size = 8; break;
+    case 0x9: size = 16; break;
+    case 0xa: case 0xc: case 0xe:
+      if (offset >= buf.length) throw new MalformedMessage('truncated size');
+      size = 1 + buf[offset];
+      break;
+    case 0xb: case 0xd: case 0xf:
+      if (offset + 4 > buf.length) throw new MalformedMessage('truncated size');
+      size = 4 + buf.readUInt32BE(offset);
+      break;
+    default:
+      throw new MalformedMessage(`unknown type code 0x${code.toString(16)}`);
+  }
+  if (offset + size > buf.length) throw new MalformedMessage('value runs past the end of the message');
+  return offset + size - start;
+}
+
+/** The section code at `offset` if it starts a described section with a numeric descriptor. */
+function sectionCode(buf: Buffer, offset: number): number | undefined {
+  if (buf[offset] !== 0x00) return undefined;
+  if (buf[offset + 1] === 0x53) return buf[offset + 2];
+  if (buf[offset + 1] === 0x80 && offset + 10 <= buf.length) return buf.readUInt32BE(offset + 6);
+  return undefined;
+}
+
+export interface ParsedMessage extends IncomingMessage {
+  /** properties.to: where an anonymous-relay sender wants it to go. */
+  to: string | undefined;
+}
+
+/** Read what the broker needs from an encoded message. */
+export function parseIncoming(bytes: Buffer): ParsedMessage {
+  let offset = 0;
+  let headerLength = 0;
+  let end = 0;
+  // Header and properties come first when present; stop scanning after them.
+  for (let i = 0; i < 4 && offset < bytes.length; i++) {
+    const code = sectionCode(bytes, offset);
+    if (code === undefined) throw new MalformedMessage(`expected a described section at byte ${offset}`);
+    const size = encodedValueSize(bytes, offset);
+    if (code === HEADER && offset === 0) headerLength = size;
+    offset += size;
+    if (code === HEADER || code === PROPERTIES || code === 0x71 || code === 0x72) end = offset;
+    if (code === PROPERTIES || code > PROPERTIES) break;
+  }
+  const m = end > 0 ? decodeMessage(bytes.subarray(0, end)) : {};
+  const ttl = typeof m.ttl === 'number' ? m.ttl : undefined;
+  const expiry = m.absolute_expiry_time;
+  return {
+    bytes,
+    headerLength,
+    durable: m.durable === true,
+    priority: typeof m.priority === 'number' ? m.priority : 4,
+    ttlMs: ttl,
+    absoluteExpiry: expiry instanceof Date ? expiry.getTime() : typeof expiry === 'number' ? expiry : undefined,
+    deliveryCount: typeof m.delivery_count === 'number' ? m.delivery_count : 0,
+    subject: typeof m.subject === 'string' ? m.subject : undefined,
+    to: typeof m.to === 'string' ? m.to : undefined,
+  };
+}
+
+/** Bytes to send for a stored message: the original, with a new header if needed. */
+export function outgoingBytes(msg: MessageRecord, deliveryCount: number, now: number): Buffer {
+  const ttlLeft = msg.expiresAt ? Math.max(1, msg.expiresAt - now) : 0;
+  if (deliveryCount === msg.deliveryCount && !msg.expiresAt) return msg.bytes;
+  const header = encodeHeader(msg.durable, msg.priority, ttlLeft, deliveryCount);
+  return Buffer.concat([header, msg.bytes.subarray(msg.headerLength)]);
+}
+
+/** header = described list [durable, priority, ttl, first-acquirer, delivery-count]. */
+export function encodeHeader(durable: boolean, priority: number, ttlMs: number, deliveryCount: number): Buffer {
+  const fields: number[] = [];
+  fields.push(durable ? 0x41 : 0x42);
+  fields.push(0x50, priority & 0xff);
+  if (ttlMs > 0) fields.push(0x70, (ttlMs >>> 24) & 0xff, (ttlMs >>> 16) & 0xff, (ttlMs >>> 8) & 0xff, ttlMs & 0xff);
+  else fields.push(0x40);
+  fields.push(0x42); // first-acquirer false
+  fields.push(0x70, (deliveryCount >>> 24) & 0xff, (deliveryCount >>> 16) & 0xff, (deliveryCount >>> 8) & 0xff, deliveryCount & 0xff);
+  return Buffer.from([0x00, 0x53, HEADER, 0xc0, fields.length + 1, 5, ...fields]);
+}

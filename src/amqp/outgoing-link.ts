@@ -1,0 +1,132 @@
+// A link on which the broker sends messages to a client (the client's receiver):
+// a queue consumer fed by credit. Outcomes from the client decide each
+// message's fate: accepted -> dequeued, released/modified -> back on the queue,
+// rejected -> dequeued to the alternate exchange.
+import type { Delivery, Sender } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
+import { outgoingBytes } from './message-codec.js';
+
+interface RheaSenderInternals {
+  credit: number;
+  delivery_count: number;
+  session: { outgoing: { available(): number } };
+  state: { open_requests: number; local_open: boolean };
+}
+
+export class OutgoingLink implements Consumer {
+  credit = 0;
+  cursor = 0;
+  private sent = 0;
+  /** False until our attach frame is on the wire (rhea writes transfers before attaches). */
+  private attached = false;
+  private readonly unsettled = new Map<Delivery, QueueEntry>();
+  private closed = false;
+
+  constructor(
+    readonly id: string,
+    readonly connectionId: string,
+    private readonly link: Sender,
+    readonly queue: Queue,
+    private readonly broker: Broker,
+    readonly browse: boolean,
+    /** Client asked for pre-settled (at-most-once) delivery. */
+    private readonly presettled: boolean,
+    private readonly schedule: (queue: Queue) => void,
+  ) {}
+
+  /** Our attach has been written; from now on transfers are safe. */
+  markAttached(): void {
+    this.attached = true;
+    this.refreshCredit();
+  }
+
+  /** Recompute usable credit from the link (after flow or progress). */
+  refreshCredit(): void {
+    if (!this.attached || this.closed) {
+      this.credit = 0;
+      return;
+    }
+    const l = this.link as unknown as RheaSenderInternals;
+    // rhea takes credit off at write time, so subtract what we queued but it has not written.
+    const pending = this.sent - l.delivery_count;
+    const before = this.credit;
+    this.credit = Math.max(0, Math.min(l.credit - pending, l.session.outgoing.available() - 1));
+    if (this.credit > 0 && before === 0) this.schedule(this.queue);
+  }
+
+  get unsettledCount(): number {
+    return this.unsettled.size;
+  }
+
+  deliver(entry: QueueEntry, queue: Queue): void {
+    const bytes = outgoingBytes(entry.msg, entry.deliveryCount, this.broker.now());
+    const delivery = this.link.send(bytes, undefined, 0);
+    this.sent++;
+    if (this.browse) {
+      // A browser's copy changes nothing on the queue, whatever the client says.
+      if (!delivery.settled) delivery.update(true);
+      return;
+    }
+    if (this.presettled) {
+      this.broker.accept(queue, entry);
+      return;
+    }
+    this.unsettled.set(delivery, entry);
+  }
+
+  onAccepted(delivery: Delivery): void {
+    const entry = this.take(delivery);
+    if (entry) this.broker.accept(this.queue, entry);
+  }
+
+  onRejected(delivery: Delivery): void {
+    const entry = this.take(delivery);
+    if (entry) this.broker.reject(this.queue, entry);
+  }
+
+  onReleased(delivery: Delivery): void {
+    const entry = this.take(delivery);
+    if (entry) this.queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
+    this.schedule(this.queue);
+  }
+
+  onModified(delivery: Delivery, outcome: { delivery_failed?: boolean; undeliverable_here?: boolean }): void {
+    const entry = this.take(delivery);
+    if (entry) {
+      this.queue.release(entry, {
+        deliveryFailed: outcome.delivery_failed === true,
+        undeliverableHere: outcome.undeliverable_here === true,
+      });
+    }
+    this.schedule(this.queue);
+  }
+
+  /** Settled by the client with no outcome: treat as released (spec 3.4). */
+  onSettled(delivery: Delivery): void {
+    if (this.unsettled.has(delivery)) this.onReleased(delivery);
+  }
+
+  /** Entry held by an unsettled delivery, for transactional acceptance. */
+  entryOf(delivery: Delivery): QueueEntry | undefined {
+    return this.unsettled.get(delivery);
+  }
+
+  /** Take a delivery out of the unsettled set, settling our side. */
+  take(delivery: Delivery): QueueEntry | undefined {
+    const entry = this.unsettled.get(delivery);
+    this.unsettled.delete(delivery);
+    if (!delivery.settled) delivery.update(true);
+    return entry;
+  }
+
+  /** The link or its connection went: unsettled messages go back with delivery-count raised. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.credit = 0;
+    this.unsettled.clear();
+    this.queue.removeConsumer(this);
+    this.schedule(this.queue);
+  }
+}

@@ -1,0 +1,266 @@
+// The AMQP 1.0 listener: one rhea container, plain and TLS sockets, SASL
+// (ANONYMOUS only with auth off, PLAIN against the users file), and the
+// routing of rhea events to the connection objects that handle them.
+import { readFileSync } from 'node:fs';
+import type { AddressInfo, Server } from 'node:net';
+import { hostname } from 'node:os';
+import rhea, { type Connection, type Container, type EventContext } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import type { Queue } from '../broker/queue.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
+import type { UserDirectory } from '../admin/users.js';
+import type { Logger } from '../ops/log.js';
+import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
+import { installRheaPatches } from './rhea-patches.js';
+import { ManagementNode } from './management.js';
+
+export interface ServerOptions {
+  host: string;
+  port: number;
+  tls?: { port: number; cert: string; key: string; ca?: string; requireClientCert: boolean };
+  auth: boolean;
+  users: UserDirectory;
+  maxFrameSize: number;
+  maxMessageSize: number;
+  idleTimeoutMs: number;
+  maxConnections: number;
+  autoCreate: boolean;
+}
+
+/** Decides whether a freshly opened connection may stay (HA backups refuse clients). */
+export type AdmissionCheck = (conn: ClientConnection) => { condition: string; description: string; info?: Record<string, unknown> } | undefined;
+
+export class AmqpServer {
+  readonly container: Container;
+  readonly management: ManagementNode;
+  private readonly connections = new Map<Connection, ClientConnection>();
+  private readonly roles = new WeakMap<Connection, string | undefined>();
+  private readonly servers: Server[] = [];
+  private readonly dirty = new Set<Queue>();
+  private flushScheduled = false;
+  private nextId = 0;
+  private closing = false;
+  admission: AdmissionCheck | undefined;
+  openCoordinator: ConnectionHost['openCoordinator'];
+  checkLink: ConnectionHost['checkLink'];
+
+  constructor(
+    readonly broker: Broker,
+    private readonly gate: SettlementGate,
+    private readonly options: ServerOptions,
+    private readonly log: Logger,
+    statusOf: () => Record<string, unknown>,
+  ) {
+    installRheaPatches();
+    // Server links: we settle and grant credit ourselves.
+    this.container = rhea.create_container({ id: `tandem@${hostname()}`, autoaccept: false, credit_window: 0 } as never);
+    const admin: AdminContext = {
+      broker,
+      connections: () => this.connectionInfos(),
+      closeConnection: (id) => this.closeConnection(id),
+      status: statusOf,
+    };
+    this.management = new ManagementNode(admin, log);
+    this.configureSasl();
+    this.wireEvents();
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
+  /** Bind the listeners; resolves with the ports actually bound. */
+  async listen(): Promise<{ port: number; tlsPort?: number }> {
+    const common = {
+      host: this.options.host,
+      max_frame_size: this.options.maxFrameSize,
+      idle_time_out: this.options.idleTimeoutMs || undefined,
+      container_id: this.container.id,
+    };
+    const plain = this.container.listen({ ...common, port: this.options.port } as never) as unknown as Server;
+    this.servers.push(plain);
+    const port = await boundPort(plain);
+    plain.maxConnections = this.options.maxConnections;
+    let tlsPort: number | undefined;
+    if (this.options.tls) {
+      const t = this.options.tls;
+      const secure = this.container.listen({
+        ...common,
+        port: t.port,
+        transport: 'tls',
+        cert: readFileSync(t.cert),
+        key: readFileSync(t.key),
+        ca: t.ca ? readFileSync(t.ca) : undefined,
+        requestCert: t.requireClientCert,
+        rejectUnauthorized: t.requireClientCert,
+      } as never) as unknown as Server;
+      this.servers.push(secure);
+      tlsPort = await boundPort(secure);
+    }
+    return { port, tlsPort };
+  }
+
+  /** Hand available messages of a queue to its consumers, batched per event-loop turn. */
+  schedule(queue: Queue): void {
+    this.dirty.add(queue);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** Stop accepting connections (first step of a clean shutdown). */
+  stopListening(): Promise<void> {
+    this.closing = true;
+    return Promise.all(this.servers.map((s) => new Promise<void>((r) => s.close(() => r())))).then(() => undefined);
+  }
+
+  /** Close every client connection with a reason. */
+  closeAll(condition = 'amqp:connection:forced', description = 'broker is shutting down'): void {
+    for (const conn of [...this.connections.values()]) {
+      try {
+        conn.rhea.close({ condition, description });
+      } catch {
+        // already gone
+      }
+    }
+  }
+
+  /** Client connections still open. */
+  get clients(): ClientConnection[] {
+    return [...this.connections.values()];
+  }
+
+  /** Unsettled deliveries still out with consumers. */
+  get unsettledOut(): number {
+    let n = 0;
+    for (const c of this.connections.values()) for (const l of c.outgoing.values()) n += l.unsettledCount;
+    return n;
+  }
+
+  destroy(): void {
+    this.closing = true;
+    for (const s of this.servers) s.close();
+    for (const conn of this.connections.values()) {
+      conn.cleanup();
+      (conn.rhea as unknown as { socket?: { destroy(): void } }).socket?.destroy();
+    }
+    this.connections.clear();
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const now = this.broker.now();
+    const queues = [...this.dirty];
+    this.dirty.clear();
+    for (const queue of queues) {
+      if (this.broker.queues.get(queue.name) === queue) queue.dispatch(now);
+    }
+  }
+
+  private configureSasl(): void {
+    const mechs = this.container.sasl_server_mechanisms as unknown as {
+      enable_anonymous(): void;
+      enable_plain(cb: (user: string, password: string) => Promise<boolean>): void;
+    };
+    if (!this.options.auth) mechs.enable_anonymous();
+    // PLAIN is offered even with auth off, so an admin identity can still be proven.
+    mechs.enable_plain(async (user, password) => {
+      const role = await this.options.users.authenticate(user, password);
+      if (!role) this.log.warn({ user }, 'authentication failed');
+      return role !== undefined;
+    });
+  }
+
+  private wireEvents(): void {
+    const c = this.container;
+    c.on('connection_open', (ctx: EventContext) => this.onConnectionOpen(ctx));
+    c.on('sender_open', (ctx: EventContext) => this.conn(ctx)?.onSenderOpen(ctx));
+    c.on('receiver_open', (ctx: EventContext) => this.conn(ctx)?.onReceiverOpen(ctx));
+    c.on('message', (ctx: EventContext) => this.conn(ctx)?.onMessage(ctx));
+    c.on('sendable', (ctx: EventContext) => this.conn(ctx)?.onSenderFlow(ctx));
+    c.on('sender_flow', (ctx: EventContext) => this.conn(ctx)?.onSenderFlow(ctx));
+    for (const outcome of ['accepted', 'released', 'rejected', 'modified', 'settled'] as const) {
+      c.on(outcome, (ctx: EventContext) => this.conn(ctx)?.onOutcome(ctx, outcome));
+    }
+    c.on('sender_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
+    c.on('receiver_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
+    c.on('sender_error', (ctx: EventContext) => this.log.debug({ err: ctx.sender?.error }, 'sender link error'));
+    c.on('receiver_error', (ctx: EventContext) => this.log.debug({ err: ctx.receiver?.error }, 'receiver link error'));
+    c.on('connection_close', (ctx: EventContext) => this.onConnectionGone(ctx));
+    c.on('disconnected', (ctx: EventContext) => this.onConnectionGone(ctx));
+    c.on('connection_error', (ctx: EventContext) => this.log.debug({ err: (ctx.connection as unknown as { error?: unknown }).error }, 'connection error'));
+    c.on('protocol_error', (ctx: EventContext) => this.log.info({ err: (ctx as unknown as { error?: Error }).error?.message }, 'protocol error from client'));
+    c.on('error', (err: unknown) => this.log.info({ err: (err as Error)?.message ?? String(err) }, 'client error'));
+  }
+
+  private conn(ctx: EventContext): ClientConnection | undefined {
+    return this.connections.get(ctx.connection);
+  }
+
+  private onConnectionOpen(ctx: EventContext): void {
+    const rc = ctx.connection;
+    if (this.closing) {
+      rc.close({ condition: 'amqp:connection:forced', description: 'broker is shutting down' });
+      return;
+    }
+    const sasl = (rc as unknown as { sasl_transport?: { username?: string; mechanism?: { username?: string } } }).sasl_transport;
+    const user = sasl?.username ?? sasl?.mechanism?.username;
+    const role = user && user !== 'anonymous' ? this.options.users.role(user) : undefined;
+    const id = `c${++this.nextId}`;
+    const policy: ConnectionPolicy = { autoCreate: this.options.autoCreate, creditWindow: 500, maxMessageSize: this.options.maxMessageSize };
+    const host: ConnectionHost = {
+      schedule: (q) => this.schedule(q),
+      management: this.management,
+      openCoordinator: this.openCoordinator,
+      checkLink: this.checkLink,
+    };
+    const conn = new ClientConnection(id, rc, role ? user : undefined, role === 'admin', this.broker, this.gate, host, policy, this.log.child({ conn: id }));
+    const refusal = this.admission?.(conn);
+    if (refusal) {
+      this.log.info({ conn: id, remote: conn.remoteAddress, reason: refusal.description }, 'connection refused');
+      rc.close({ condition: refusal.condition, description: refusal.description, info: refusal.info } as never);
+      return;
+    }
+    this.connections.set(rc, conn);
+    this.roles.set(rc, role);
+    this.log.debug({ conn: id, remote: conn.remoteAddress, user: conn.user }, 'connection opened');
+  }
+
+  private onConnectionGone(ctx: EventContext): void {
+    const conn = this.connections.get(ctx.connection);
+    if (!conn) return;
+    this.connections.delete(ctx.connection);
+    conn.cleanup();
+    this.log.debug({ conn: conn.id }, 'connection closed');
+  }
+
+  private connectionInfos(): ConnectionInfo[] {
+    return [...this.connections.values()].map((c) => ({
+      id: c.id,
+      remote: c.remoteAddress,
+      user: c.user,
+      admin: c.admin,
+      container: c.containerId,
+      links: c.linkCount,
+    }));
+  }
+
+  private closeConnection(id: string): boolean {
+    for (const conn of this.connections.values()) {
+      if (conn.id === id) {
+        conn.rhea.close({ condition: 'amqp:connection:forced', description: 'closed by an administrator' });
+        return true;
+      }
+    }
+    return false;
+  }
+}
+
+function boundPort(server: Server): Promise<number> {
+  return new Promise((resolve, reject) => {
+    if (server.listening) return resolve((server.address() as AddressInfo).port);
+    server.once('listening', () => resolve((server.address() as AddressInfo).port));
+    server.once('error', reject);
+  });
+}

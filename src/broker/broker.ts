@@ -1,0 +1,499 @@
+// The broker model: queues, exchanges and bindings, and the one change log
+// every state change goes through. Plain data and functions: no sockets, no
+// timers (the clock is injected), so tests drive it directly.
+import { ChangeLog } from './change-log.js';
+import type {
+  Change,
+  ExchangeSettings,
+  ExchangeType,
+  LoggedChange,
+  MessageRecord,
+  QueueSettings,
+  ReplicationLevel,
+} from './changes.js';
+import { TandemError, invalidArgument, notFound } from './errors.js';
+import { Exchange } from './exchange.js';
+import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
+import { defaultExchangeSettings } from './settings.js';
+
+/** A message as received, before the broker gives it an id and an expiry. */
+export interface IncomingMessage {
+  bytes: Buffer;
+  headerLength: number;
+  durable: boolean;
+  priority: number;
+  /** Header ttl in ms, if the sender set one. */
+  ttlMs: number | undefined;
+  /** properties.absolute-expiry-time, ms since epoch, if set. */
+  absoluteExpiry: number | undefined;
+  deliveryCount: number;
+  subject: string | undefined;
+}
+
+export interface PublishResult {
+  /** Queues the message went to. */
+  queues: string[];
+  /** The message id on those queues (0 if it went nowhere). */
+  id: number;
+  /** LSN of the last change the publish made (0 if it changed nothing). */
+  lsn: number;
+  /** Whether any of those changes must reach the journal before the sender is settled. */
+  durable: boolean;
+}
+
+export interface BrokerEvents {
+  /** A queue has messages for consumers; the caller decides when to dispatch. */
+  queueReady?(queue: Queue): void;
+  /** An auto-delete queue lost its last consumer: delete it after its delay. */
+  queueUnused?(queue: Queue): void;
+  queueDeleted?(queue: Queue): void;
+}
+
+export const builtInExchanges: Array<[string, ExchangeType]> = [
+  ['amq.direct', 'direct'],
+  ['amq.topic', 'topic'],
+  ['amq.fanout', 'fanout'],
+  ['amq.match', 'topic'],
+];
+
+export interface BrokerOptions {
+  now?: () => number;
+  /** ha-replicate: the level for queues and exchanges that set none. */
+  defaultReplicate?: ReplicationLevel;
+  events?: BrokerEvents;
+}
+
+type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
+
+export class Broker implements QueueHost {
+  readonly queues = new Map<string, Queue>();
+  readonly exchanges = new Map<string, Exchange>();
+  readonly log = new ChangeLog();
+  readonly now: () => number;
+  readonly defaultReplicate: ReplicationLevel;
+  epoch = 0;
+  events: BrokerEvents;
+  private nextMessageId = 1;
+  /** When set, removals are collected into a transaction instead of logged one by one. */
+  private txCollector: TxOp[] | undefined;
+
+  constructor(options: BrokerOptions = {}) {
+    this.now = options.now ?? Date.now;
+    this.defaultReplicate = options.defaultReplicate ?? 'all';
+    this.events = options.events ?? {};
+    for (const [name, type] of builtInExchanges) {
+      this.exchanges.set(name, new Exchange(name, type, { ...defaultExchangeSettings, durable: true }, true));
+    }
+  }
+
+  replicationOf(settings: { replicate: ReplicationLevel | undefined }): ReplicationLevel {
+    return settings.replicate ?? this.defaultReplicate;
+  }
+
+  // ---- configuration -------------------------------------------------------
+
+  queue(name: string): Queue {
+    const q = this.queues.get(name);
+    if (!q) throw notFound('queue', name);
+    return q;
+  }
+
+  exchange(name: string): Exchange {
+    const e = this.exchanges.get(name);
+    if (!e) throw notFound('exchange', name);
+    return e;
+  }
+
+  /** Create a queue; an existing one with the same name is returned as is. */
+  declareQueue(name: string, settings: QueueSettings, owner?: string): { queue: Queue; created: boolean } {
+    validateName('queue', name);
+    const existing = this.queues.get(name);
+    if (existing) return { queue: existing, created: false };
+    if (this.exchanges.has(name)) {
+      throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `'${name}' is already an exchange; pick another queue name`);
+    }
+    if (settings.alternateExchange && !this.exchanges.has(settings.alternateExchange)) {
+      throw notFound('alternate exchange', settings.alternateExchange, 'create it first');
+    }
+    this.log.record({ kind: 'queue-declare', name, settings }, settings.durable);
+    const queue = this.createQueue(name, settings);
+    if (settings.exclusive) queue.owner = owner;
+    return { queue, created: true };
+  }
+
+  deleteQueue(name: string, options: { ifEmpty?: boolean; ifUnused?: boolean } = {}): number {
+    const queue = this.queue(name);
+    if (options.ifEmpty && queue.depth > 0) {
+      throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${name}' holds ${queue.depth} messages; purge it or delete without --if-empty`);
+    }
+    if (options.ifUnused && queue.consumerCount > 0) {
+      throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${name}' has ${queue.consumerCount} consumers; delete without --if-unused`);
+    }
+    const remaining = queue.entries();
+    // Messages left on a deleted queue go to its alternate exchange (as qpidd does).
+    const alternate = queue.settings.alternateExchange;
+    for (const ex of this.exchanges.values()) ex.unbindQueue(name);
+    this.queues.delete(name);
+    this.log.record({ kind: 'queue-delete', name }, queue.settings.durable);
+    if (alternate) for (const entry of remaining) this.reroute(alternate, entry);
+    this.events.queueDeleted?.(queue);
+    return remaining.length;
+  }
+
+  declareExchange(name: string, type: ExchangeType, settings: ExchangeSettings): { exchange: Exchange; created: boolean } {
+    validateName('exchange', name);
+    const existing = this.exchanges.get(name);
+    if (existing) {
+      if (existing.type !== type) {
+        throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `exchange '${name}' exists with type ${existing.type}, not ${type}`);
+      }
+      return { exchange: existing, created: false };
+    }
+    if (this.queues.has(name)) {
+      throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `'${name}' is already a queue; pick another exchange name`);
+    }
+    if (settings.alternateExchange && !this.exchanges.has(settings.alternateExchange)) {
+      throw notFound('alternate exchange', settings.alternateExchange, 'create it first');
+    }
+    this.log.record({ kind: 'exchange-declare', name, type, settings }, settings.durable);
+    const exchange = new Exchange(name, type, settings);
+    this.exchanges.set(name, exchange);
+    return { exchange, created: true };
+  }
+
+  deleteExchange(name: string): void {
+    const exchange = this.exchange(name);
+    if (exchange.builtIn) throw new TandemError('TANDEM_ERR_PRECONDITION', `'${name}' is built in and cannot be deleted`);
+    for (const e of this.exchanges.values()) {
+      if (e.settings.alternateExchange === name) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `exchange '${e.name}' uses '${name}' as alternate exchange`);
+      }
+    }
+    for (const q of this.queues.values()) {
+      if (q.settings.alternateExchange === name) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q.name}' uses '${name}' as alternate exchange`);
+      }
+    }
+    this.exchanges.delete(name);
+    this.log.record({ kind: 'exchange-delete', name }, exchange.settings.durable);
+  }
+
+  bind(exchangeName: string, queueName: string, key: string): boolean {
+    const exchange = this.exchange(exchangeName);
+    const queue = this.queue(queueName);
+    if (exchange.hasBinding(queueName, key)) return false;
+    this.log.record({ kind: 'bind', exchange: exchangeName, queue: queueName, key }, bindingDurable(exchange, queue));
+    return exchange.bind(queueName, key);
+  }
+
+  unbind(exchangeName: string, queueName: string, key: string): boolean {
+    const exchange = this.exchange(exchangeName);
+    if (!exchange.hasBinding(queueName, key)) {
+      throw notFound('binding', `${exchangeName} -> ${queueName} (key '${key}')`);
+    }
+    const queue = this.queues.get(queueName);
+    this.log.record({ kind: 'unbind', exchange: exchangeName, queue: queueName, key }, queue ? bindingDurable(exchange, queue) : false);
+    return exchange.unbind(queueName, key);
+  }
+
+  // ---- messages --------------------------------------------------------------
+
+  /** Where an address leads: a queue or an exchange. */
+  resolve(address: string): { queue: Queue } | { exchange: Exchange } | undefined {
+    const queue = this.queues.get(address);
+    if (queue) return { queue };
+    const exchange = this.exchanges.get(address);
+    if (exchange) return { exchange };
+    return undefined;
+  }
+
+  /**
+   * Route a message sent to an address and enqueue it. Throws a TandemError if a
+   * queue with the reject policy is full (nothing is enqueued anywhere then).
+   */
+  publish(address: string, msg: IncomingMessage): PublishResult {
+    const target = this.resolve(address);
+    if (!target) throw notFound('queue or exchange', address);
+    const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
+    return this.enqueueAll(queues, msg);
+  }
+
+  /** A consumer accepted a delivery: the message leaves the queue. */
+  accept(queue: Queue, entry: QueueEntry): void {
+    queue.remove(entry, 'accepted');
+  }
+
+  /** A consumer rejected a delivery: it leaves the queue, to the alternate exchange if any. */
+  reject(queue: Queue, entry: QueueEntry): void {
+    queue.remove(entry, 'rejected');
+  }
+
+  /** Commit a transaction's sends and acceptances as one change. */
+  commit(sends: Array<{ address: string; msg: IncomingMessage }>, accepts: Array<{ queue: Queue; entry: QueueEntry }>): PublishResult {
+    // Check every limit first so a failing commit changes nothing.
+    const routed = sends.map(({ address, msg }) => {
+      const target = this.resolve(address);
+      if (!target) throw notFound('queue or exchange', address, 'the transaction was rolled back');
+      const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
+      return { queues, msg };
+    });
+    for (const { queues, msg } of routed) this.checkLimits(queues, msg.bytes.length);
+    const ops: TxOp[] = [];
+    let durable = false;
+    for (const { queues, msg } of routed) {
+      const id = this.nextMessageId++;
+      for (const queue of queues) {
+        const record = this.messageFor(queue, msg, id);
+        durable ||= record.durable && queue.settings.durable;
+        ops.push({ kind: 'enqueue', queue: queue.name, message: record });
+      }
+    }
+    for (const { queue, entry } of accepts) {
+      if (!queue.has(entry.msg.id)) continue;
+      durable ||= entry.msg.durable && queue.settings.durable;
+      ops.push({ kind: 'dequeue', queue: queue.name, id: entry.msg.id });
+    }
+    if (ops.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+    const logged = this.log.record({ kind: 'transaction', changes: ops }, durable);
+    const touched = new Set<Queue>();
+    this.collectRemovals(() => {
+      for (const { queue, entry } of accepts) if (queue.has(entry.msg.id)) queue.drop(entry.msg.id);
+      for (const op of ops) {
+        if (op.kind !== 'enqueue') continue;
+        const queue = this.queue(op.queue);
+        if (queue.settings.limitPolicy === 'ring') queue.makeRoom(op.message.bytes.length);
+        queue.enqueue(op.message);
+        touched.add(queue);
+      }
+    });
+    for (const queue of touched) this.events.queueReady?.(queue);
+    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn), durable };
+  }
+
+  /** Drop expired messages from every queue. */
+  expire(): number {
+    const now = this.now();
+    let n = 0;
+    for (const queue of [...this.queues.values()]) n += queue.expire(now);
+    return n;
+  }
+
+  raiseEpoch(epoch: number): LoggedChange {
+    if (epoch <= this.epoch) throw invalidArgument(`epoch ${epoch} is not above the current ${this.epoch}`);
+    this.epoch = epoch;
+    return this.log.record({ kind: 'epoch', epoch }, true);
+  }
+
+  // ---- applying changes made elsewhere (journal replay, HA, DR) ---------------
+
+  /** Apply a change recorded by another broker (or by this one before a restart). */
+  apply(entry: LoggedChange, options: { adopt: boolean } = { adopt: true }): void {
+    this.applyChange(entry.change);
+    if (options.adopt) this.log.adopt(entry);
+    else this.log.resumeAfter(entry.lsn);
+  }
+
+  private applyChange(change: Change): void {
+    switch (change.kind) {
+      case 'queue-declare': {
+        // A declare for a queue we hold means it was deleted and re-created elsewhere.
+        if (this.queues.has(change.name)) this.dropQueue(change.name);
+        this.createQueue(change.name, change.settings);
+        break;
+      }
+      case 'queue-delete':
+        if (this.queues.has(change.name)) this.dropQueue(change.name);
+        break;
+      case 'exchange-declare':
+        if (!this.exchanges.get(change.name)?.builtIn) {
+          this.exchanges.set(change.name, new Exchange(change.name, change.type, change.settings));
+        }
+        break;
+      case 'exchange-delete':
+        if (!this.exchanges.get(change.name)?.builtIn) this.exchanges.delete(change.name);
+        break;
+      case 'bind':
+        this.exchanges.get(change.exchange)?.bind(change.queue, change.key);
+        break;
+      case 'unbind':
+        this.exchanges.get(change.exchange)?.unbind(change.queue, change.key);
+        break;
+      case 'enqueue': {
+        const queue = this.queues.get(change.queue);
+        if (queue && !queue.has(change.message.id)) {
+          queue.enqueue(change.message);
+          this.events.queueReady?.(queue);
+        }
+        if (change.message.id >= this.nextMessageId) this.nextMessageId = change.message.id + 1;
+        break;
+      }
+      case 'dequeue':
+        this.queues.get(change.queue)?.drop(change.id);
+        break;
+      case 'transaction':
+        for (const op of change.changes) this.applyChange(op);
+        break;
+      case 'epoch':
+        if (change.epoch > this.epoch) this.epoch = change.epoch;
+        break;
+    }
+  }
+
+  // ---- QueueHost -------------------------------------------------------------
+
+  removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void {
+    const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
+    if (this.txCollector) this.txCollector.push(op);
+    else this.log.record(op, entry.msg.durable && queue.settings.durable);
+    if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
+      this.reroute(queue.settings.alternateExchange, entry);
+    }
+  }
+
+  unused(queue: Queue): void {
+    this.events.queueUnused?.(queue);
+  }
+
+  // ---- internals -------------------------------------------------------------
+
+  private createQueue(name: string, settings: QueueSettings): Queue {
+    const queue = new Queue(name, settings, this);
+    this.queues.set(name, queue);
+    return queue;
+  }
+
+  /** Remove a queue without logging (the log already says it is gone). */
+  private dropQueue(name: string): void {
+    const queue = this.queues.get(name);
+    if (!queue) return;
+    for (const ex of this.exchanges.values()) ex.unbindQueue(name);
+    this.queues.delete(name);
+    this.events.queueDeleted?.(queue);
+  }
+
+  private routeVia(exchange: Exchange, subject: string | undefined, depth = 0): Queue[] {
+    const names = exchange.route(subject);
+    if (names.length === 0 && exchange.settings.alternateExchange && depth < 8) {
+      const alternate = this.exchanges.get(exchange.settings.alternateExchange);
+      if (alternate) return this.routeVia(alternate, subject, depth + 1);
+    }
+    const out: Queue[] = [];
+    for (const n of names) {
+      const q = this.queues.get(n);
+      if (q) out.push(q);
+    }
+    return out;
+  }
+
+  private checkLimits(queues: Queue[], size: number): void {
+    for (const queue of queues) {
+      if (queue.settings.limitPolicy !== 'reject') continue;
+      const limit = queue.limitExceeded(size);
+      if (limit) {
+        throw new TandemError(
+          'TANDEM_ERR_QUEUE_FULL',
+          `queue '${queue.name}' is full (${limit}); consume from it, or raise its limit, or use policy ring`,
+        );
+      }
+    }
+  }
+
+  private messageFor(queue: Queue, msg: IncomingMessage, id: number): MessageRecord {
+    const now = this.now();
+    let expiresAt = 0;
+    if (msg.ttlMs !== undefined && msg.ttlMs > 0) expiresAt = now + msg.ttlMs;
+    else if (msg.absoluteExpiry) expiresAt = msg.absoluteExpiry;
+    else if (queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
+    return {
+      id,
+      bytes: msg.bytes,
+      headerLength: msg.headerLength,
+      durable: msg.durable,
+      priority: msg.priority,
+      expiresAt,
+      deliveryCount: msg.deliveryCount,
+      subject: msg.subject,
+    };
+  }
+
+  private enqueueAll(queues: Queue[], msg: IncomingMessage): PublishResult {
+    if (queues.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+    this.checkLimits(queues, msg.bytes.length);
+    const id = this.nextMessageId++;
+    let lsn = 0;
+    let durable = false;
+    for (const queue of queues) {
+      if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
+      const record = this.messageFor(queue, msg, id);
+      const journaled = record.durable && queue.settings.durable;
+      lsn = this.log.record({ kind: 'enqueue', queue: queue.name, message: record }, journaled).lsn;
+      durable ||= journaled;
+      queue.enqueue(record);
+    }
+    for (const queue of queues) this.events.queueReady?.(queue);
+    return { queues: queues.map((q) => q.name), id, lsn, durable };
+  }
+
+  /**
+   * Take back a published message whose journal write failed (disk full): its
+   * sender is told it was refused, so it must not stay. Copies already handed
+   * to a consumer are left to it.
+   */
+  withdraw(result: PublishResult): void {
+    for (const name of result.queues) {
+      const queue = this.queues.get(name);
+      const entry = queue?.entry(result.id);
+      if (queue && entry && !entry.acquiredBy) queue.remove(entry, 'purged');
+    }
+  }
+
+  /** Send a removed message on to an alternate exchange as a new message. */
+  private reroute(exchangeName: string, entry: QueueEntry): void {
+    const exchange = this.exchanges.get(exchangeName);
+    if (!exchange) return;
+    const queues = this.routeVia(exchange, entry.msg.subject);
+    if (queues.length === 0) return;
+    try {
+      this.enqueueAll(queues, {
+        bytes: entry.msg.bytes,
+        headerLength: entry.msg.headerLength,
+        durable: entry.msg.durable,
+        priority: entry.msg.priority,
+        ttlMs: undefined,
+        absoluteExpiry: undefined,
+        deliveryCount: entry.deliveryCount,
+        subject: entry.msg.subject,
+      });
+    } catch (err) {
+      // A full alternate queue drops the dead letter rather than failing the removal.
+      if (!(err instanceof TandemError)) throw err;
+    }
+  }
+
+  private collectRemovals(fn: () => void): void {
+    const outer = this.txCollector;
+    const collected: TxOp[] = [];
+    this.txCollector = collected;
+    try {
+      fn();
+    } finally {
+      this.txCollector = outer;
+    }
+    // Ring overflows caused by a commit are logged right after it.
+    for (const op of collected) {
+      const queue = this.queues.get(op.queue);
+      this.log.record(op, queue?.settings.durable ?? false);
+    }
+  }
+}
+
+function bindingDurable(exchange: Exchange, queue: Queue): boolean {
+  return (exchange.settings.durable || exchange.builtIn) && queue.settings.durable;
+}
+
+function validateName(what: string, name: string): void {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 255) {
+    throw invalidArgument(`${what} name must be 1 to 255 characters`);
+  }
+  if (/[\u0000-\u001f]/.test(name)) throw invalidArgument(`${what} name must not contain control characters`);
+}

@@ -1,0 +1,153 @@
+// Queue and exchange settings from user input (management requests, CLI, link
+// properties). Names follow qpid-config where users know them; every bad value
+// is refused with a message naming the key and what it accepts.
+import { isReplicationLevel, type ExchangeSettings, type ExchangeType, type QueueSettings } from './changes.js';
+import { invalidArgument } from './errors.js';
+
+export const defaultQueueSettings: QueueSettings = {
+  durable: false,
+  autoDelete: false,
+  autoDeleteDelayMs: 0,
+  exclusive: false,
+  maxCount: 0,
+  maxSize: 0,
+  limitPolicy: 'reject',
+  defaultTtlMs: 0,
+  alternateExchange: '',
+  priorities: 1,
+  replicate: undefined,
+};
+
+export const defaultExchangeSettings: ExchangeSettings = {
+  durable: false,
+  alternateExchange: '',
+  replicate: undefined,
+};
+
+// Accepted spellings of each queue argument -> canonical field.
+const queueKeys: Record<string, keyof QueueSettings> = {
+  durable: 'durable',
+  'auto-delete': 'autoDelete',
+  auto_delete: 'autoDelete',
+  'auto-delete-delay': 'autoDeleteDelayMs',
+  'qpid.auto_delete_timeout': 'autoDeleteDelayMs',
+  exclusive: 'exclusive',
+  'max-count': 'maxCount',
+  'qpid.max_count': 'maxCount',
+  'max-size': 'maxSize',
+  'qpid.max_size': 'maxSize',
+  policy: 'limitPolicy',
+  'limit-policy': 'limitPolicy',
+  'qpid.policy_type': 'limitPolicy',
+  'default-ttl': 'defaultTtlMs',
+  'qpid.default_ttl': 'defaultTtlMs',
+  'alternate-exchange': 'alternateExchange',
+  'alternate_exchange': 'alternateExchange',
+  priorities: 'priorities',
+  'qpid.priorities': 'priorities',
+  replicate: 'replicate',
+  'qpid.replicate': 'replicate',
+};
+
+export function parseBoolean(key: string, value: unknown): boolean {
+  if (typeof value === 'boolean') return value;
+  if (value === 'true' || value === 'yes' || value === '1' || value === 1) return true;
+  if (value === 'false' || value === 'no' || value === '0' || value === 0) return false;
+  throw invalidArgument(`${key} must be true or false, not ${JSON.stringify(value)}`);
+}
+
+export function parseCount(key: string, value: unknown): number {
+  const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+  if (typeof n === 'bigint') return parseCount(key, Number(n));
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
+    throw invalidArgument(`${key} must be a whole number >= 0, not ${JSON.stringify(String(value))}`);
+  }
+  return n;
+}
+
+/** Durations: "500ms", "2s", "1m", or a bare number of `bareUnitMs`. */
+export function parseDuration(key: string, value: unknown, bareUnitMs: number): number {
+  if (typeof value === 'number' || typeof value === 'bigint') {
+    const n = Number(value);
+    if (n >= 0 && Number.isFinite(n)) return Math.round(n * bareUnitMs);
+  } else if (typeof value === 'string') {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(value);
+    if (m) {
+      const unit = m[2] === 'ms' ? 1 : m[2] === 's' ? 1000 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : bareUnitMs;
+      return Math.round(Number(m[1]) * unit);
+    }
+  }
+  throw invalidArgument(`${key} must be a duration such as 500ms, 2s or 1m, not ${JSON.stringify(String(value))}`);
+}
+
+export function parseQueueSettings(args: Record<string, unknown>): QueueSettings {
+  const out: QueueSettings = { ...defaultQueueSettings };
+  for (const [key, value] of Object.entries(args)) {
+    if (value === undefined || value === null) continue;
+    const field = queueKeys[key];
+    if (!field) {
+      throw invalidArgument(`unknown queue argument '${key}'; known: ${Object.keys(queueKeys).join(', ')}`);
+    }
+    switch (field) {
+      case 'durable':
+      case 'autoDelete':
+      case 'exclusive':
+        out[field] = parseBoolean(key, value);
+        break;
+      case 'maxCount':
+      case 'maxSize':
+        out[field] = parseCount(key, value);
+        break;
+      case 'priorities': {
+        const n = parseCount(key, value);
+        if (n < 1 || n > 10) throw invalidArgument(`${key} must be between 1 and 10, not ${n}`);
+        out.priorities = n;
+        break;
+      }
+      case 'autoDeleteDelayMs':
+        // qpidd's auto_delete_timeout is in seconds.
+        out.autoDeleteDelayMs = parseDuration(key, value, 1000);
+        break;
+      case 'defaultTtlMs':
+        out.defaultTtlMs = parseDuration(key, value, key === 'default-ttl' ? 1 : 1000);
+        break;
+      case 'limitPolicy':
+        if (value !== 'reject' && value !== 'ring') {
+          throw invalidArgument(`${key} must be 'reject' or 'ring', not ${JSON.stringify(value)}`);
+        }
+        out.limitPolicy = value;
+        break;
+      case 'alternateExchange':
+        out.alternateExchange = String(value);
+        break;
+      case 'replicate':
+        if (!isReplicationLevel(value)) {
+          throw invalidArgument(`${key} must be none, configuration or all, not ${JSON.stringify(value)}`);
+        }
+        out.replicate = value;
+        break;
+    }
+  }
+  return out;
+}
+
+export function parseExchangeType(value: unknown): ExchangeType {
+  if (value === 'direct' || value === 'topic' || value === 'fanout') return value;
+  throw invalidArgument(`exchange type must be direct, topic or fanout, not ${JSON.stringify(value)}`);
+}
+
+export function parseExchangeSettings(args: Record<string, unknown>): ExchangeSettings {
+  const out: ExchangeSettings = { ...defaultExchangeSettings };
+  for (const [key, value] of Object.entries(args)) {
+    if (value === undefined || value === null) continue;
+    if (key === 'durable') out.durable = parseBoolean(key, value);
+    else if (key === 'alternate-exchange' || key === 'alternate_exchange') out.alternateExchange = String(value);
+    else if (key === 'replicate' || key === 'qpid.replicate') {
+      if (!isReplicationLevel(value)) {
+        throw invalidArgument(`${key} must be none, configuration or all, not ${JSON.stringify(value)}`);
+      }
+      out.replicate = value;
+    } else throw invalidArgument(`unknown exchange argument '${key}'; known: durable, alternate-exchange, replicate`);
+  }
+  return out;
+}

@@ -1,0 +1,204 @@
+// tandemd's settings, declared once: each key is an INI key of tandemd.conf and a
+// --key option, the command line winning. Unknown keys and bad values stop the
+// start with the file, the key and what is accepted.
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { resolve } from 'node:path';
+import ini from 'ini';
+import { parseDuration } from '../broker/settings.js';
+import { isLogLevel, type LogLevel } from './log.js';
+
+export class ConfigError extends Error {
+  readonly code = 'TANDEM_ERR_CONFIG';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+type Kind = 'string' | 'path' | 'port' | 'bool' | 'duration' | 'size' | 'count' | 'level' | 'replicate';
+
+interface OptionSpec {
+  key: string;
+  kind: Kind;
+  description: string;
+}
+
+/** Every setting; `defaults` below holds the values of the embedded default. */
+export const optionSpecs: OptionSpec[] = [
+  { key: 'host', kind: 'string', description: 'address to listen on (0.0.0.0 for all)' },
+  { key: 'port', kind: 'port', description: 'AMQP port; 0 picks a free one' },
+  { key: 'data-dir', kind: 'path', description: 'directory for the journal and state' },
+  { key: 'auth', kind: 'bool', description: 'require SASL PLAIN authentication (yes/no)' },
+  { key: 'users-file', kind: 'path', description: 'users and salted scrypt password hashes (tandem user add)' },
+  { key: 'tls-port', kind: 'port', description: 'AMQPS port (needs tls-cert and tls-key); 0 picks a free one' },
+  { key: 'tls-cert', kind: 'path', description: 'PEM certificate chain for TLS' },
+  { key: 'tls-key', kind: 'path', description: 'PEM private key for TLS' },
+  { key: 'tls-ca', kind: 'path', description: 'PEM CA bundle to verify client certificates' },
+  { key: 'tls-require-client-cert', kind: 'bool', description: 'refuse TLS clients without a certificate signed by tls-ca' },
+  { key: 'auto-create', kind: 'bool', description: 'create a queue when a link attaches to an unknown address' },
+  { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes' },
+  { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes' },
+  { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)' },
+  { key: 'max-connections', kind: 'count', description: 'connections accepted at once' },
+  { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
+  { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },
+  { key: 'metrics-host', kind: 'string', description: 'address of the metrics listener' },
+  { key: 'shutdown-timeout', kind: 'duration', description: 'how long SIGTERM waits for in-flight work' },
+  { key: 'ha-replicate', kind: 'replicate', description: 'replication level for queues that set none' },
+];
+
+export interface Settings {
+  host: string;
+  port: number;
+  dataDir: string;
+  auth: boolean;
+  usersFile: string;
+  tlsPort: number | undefined;
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
+  tlsCa: string | undefined;
+  tlsRequireClientCert: boolean;
+  autoCreate: boolean;
+  maxFrameSize: number;
+  maxMessageSize: number;
+  idleTimeoutMs: number;
+  maxConnections: number;
+  logLevel: LogLevel;
+  metricsPort: number | undefined;
+  metricsHost: string;
+  shutdownTimeoutMs: number;
+  haReplicate: 'none' | 'configuration' | 'all';
+  /** Where the settings came from, for messages. */
+  configFile: string | undefined;
+}
+
+const camel = (key: string): string => key.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
+  const value = typeof raw === 'string' ? raw.trim() : raw;
+  const bad = (accepts: string): never => {
+    throw new ConfigError(`${where}: ${spec.key} = ${JSON.stringify(raw)} is invalid; expected ${accepts}`);
+  };
+  switch (spec.kind) {
+    case 'string':
+    case 'path':
+      if (typeof value !== 'string' || value === '') bad('a non-empty value');
+      return spec.kind === 'path' ? resolve(value as string) : value;
+    case 'port': {
+      const n = Number(value);
+      if (!Number.isInteger(n) || n < 0 || n > 65535) bad('a port number 0-65535');
+      return n;
+    }
+    case 'count':
+    case 'size': {
+      const m = /^(\d+)\s*([kKmMgG]i?[bB]?)?$/.exec(String(value));
+      if (!m) bad(spec.kind === 'size' ? 'a size such as 1048576, 64KiB or 16MiB' : 'a whole number');
+      const unit = m![2]?.[0]?.toLowerCase();
+      const mult = unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1;
+      if (unit && spec.kind === 'count') bad('a whole number');
+      return Number(m![1]) * mult;
+    }
+    case 'bool':
+      if (value === true || value === 'yes' || value === 'true' || value === 'on' || value === '1') return true;
+      if (value === false || value === 'no' || value === 'false' || value === 'off' || value === '0') return false;
+      return bad('yes or no');
+    case 'duration':
+      try {
+        return parseDuration(spec.key, value, 1000);
+      } catch {
+        return bad('a duration such as 500ms, 2s or 1m (a bare number is seconds)');
+      }
+    case 'level':
+      if (typeof value !== 'string' || !isLogLevel(value)) bad('fatal, error, warn, info, debug or trace');
+      return value;
+    case 'replicate':
+      if (value !== 'none' && value !== 'configuration' && value !== 'all') bad('none, configuration or all');
+      return value;
+  }
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+}
+
+/** Read tandemd.conf (INI; keys at top level or under [tandemd]). */
+export function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
+  }
+  const parsed = ini.parse(text) as Record<string, unknown>;
+  const flat: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(parsed)) {
+    if (k === 'tandemd' && typeof v === 'object' && v) Object.assign(flat, v);
+    else if (typeof v === 'object' && v) throw new ConfigError(`${path}: unknown section [${k}]; put keys at the top or under [tandemd]`);
+    else flat[k] = v;
+  }
+  return flat;
+}
+
+/**
+ * Merge embedded defaults, the config file and command-line values (which win).
+ * Without a config file the embedded dev default applies: loopback, a data dir
+ * under the working directory, and anonymous access allowed only on loopback.
+ */
+export function loadSettings(cli: Record<string, unknown>, configFile?: string): Settings {
+  const fromFile = configFile ? readConfigFile(configFile) : {};
+  const values: Record<string, unknown> = {};
+  const known = new Map(optionSpecs.map((s) => [s.key, s]));
+  for (const [key, raw] of Object.entries(fromFile)) {
+    const spec = known.get(key);
+    if (!spec) {
+      throw new ConfigError(`${configFile}: unknown key '${key}'; known keys: ${optionSpecs.map((s) => s.key).join(', ')}`);
+    }
+    values[key] = convert(spec, raw, configFile as string);
+  }
+  for (const spec of optionSpecs) {
+    const raw = cli[camel(spec.key)];
+    if (raw !== undefined) values[spec.key] = convert(spec, raw, 'command line');
+  }
+  const host = (values.host as string | undefined) ?? '127.0.0.1';
+  const embedded = configFile === undefined;
+  const auth = (values.auth as boolean | undefined) ?? !(embedded && isLoopback(host));
+  if (!auth && !isLoopback(host) && embedded) {
+    throw new ConfigError(`auth=no on a non-loopback host (${host}) needs an explicit config file; anonymous access is allowed by default only on loopback`);
+  }
+  const dataDir = (values['data-dir'] as string | undefined) ?? resolve(embedded ? 'tandem-data' : '/var/lib/tandem');
+  const settings: Settings = {
+    host,
+    port: (values.port as number | undefined) ?? 5672,
+    dataDir,
+    auth,
+    usersFile: (values['users-file'] as string | undefined) ?? (embedded ? resolve(dataDir, 'users') : '/etc/tandem/users'),
+    tlsPort: values['tls-port'] as number | undefined,
+    tlsCert: values['tls-cert'] as string | undefined,
+    tlsKey: values['tls-key'] as string | undefined,
+    tlsCa: values['tls-ca'] as string | undefined,
+    tlsRequireClientCert: (values['tls-require-client-cert'] as boolean | undefined) ?? false,
+    autoCreate: (values['auto-create'] as boolean | undefined) ?? true,
+    maxFrameSize: (values['max-frame-size'] as number | undefined) ?? 65536,
+    maxMessageSize: (values['max-message-size'] as number | undefined) ?? 100 * 1024 * 1024,
+    idleTimeoutMs: (values['idle-timeout'] as number | undefined) ?? 0,
+    maxConnections: (values['max-connections'] as number | undefined) ?? 10000,
+    logLevel: (values['log-level'] as LogLevel | undefined) ?? 'info',
+    metricsPort: values['metrics-port'] as number | undefined,
+    metricsHost: (values['metrics-host'] as string | undefined) ?? '127.0.0.1',
+    shutdownTimeoutMs: (values['shutdown-timeout'] as number | undefined) ?? 10_000,
+    haReplicate: (values['ha-replicate'] as Settings['haReplicate'] | undefined) ?? 'all',
+    configFile,
+  };
+  if ((settings.tlsCert === undefined) !== (settings.tlsKey === undefined)) {
+    throw new ConfigError('tls-cert and tls-key must be given together');
+  }
+  if (settings.tlsPort !== undefined && !settings.tlsCert) {
+    throw new ConfigError('tls-port needs tls-cert and tls-key');
+  }
+  if (settings.tlsRequireClientCert && !settings.tlsCa) {
+    throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');
+  }
+  if (settings.maxFrameSize < 512) throw new ConfigError('max-frame-size must be at least 512 (AMQP minimum)');
+  return settings;
+}
