@@ -1,0 +1,269 @@
+// Shared test helpers for the journal: temp dirs, a seeded PRNG, sample changes
+// and a reference model of broker state to compare recoveries against.
+
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
+
+/** A fresh directory, on tmpfs when there is one (fdatasync there is cheap). */
+export async function tempDir(prefix = 'tandem-store-'): Promise<string> {
+  const base = existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
+  return mkdtemp(path.join(base, prefix));
+}
+
+export async function removeDir(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** mulberry32: small, seeded, good enough to drive property tests reproducibly. */
+export function prng(seed: number): { next(): number; int(n: number): number; pick<T>(xs: readonly T[]): T; chance(p: number): boolean } {
+  let a = seed >>> 0;
+  const next = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (n) => Math.floor(next() * n),
+    pick: (xs) => xs[Math.floor(next() * xs.length)]!,
+    chance: (p) => next() < p,
+  };
+}
+
+export const queueSettings = (over: Partial<QueueSettings> = {}): QueueSettings => ({
+  durable: true,
+  autoDelete: false,
+  autoDeleteDelayMs: 0,
+  exclusive: false,
+  maxCount: 0,
+  maxSize: 0,
+  limitPolicy: 'reject',
+  defaultTtlMs: 0,
+  alternateExchange: '',
+  priorities: 1,
+  replicate: undefined,
+  ...over,
+});
+
+export const exchangeSettings = (over: Partial<ExchangeSettings> = {}): ExchangeSettings => ({
+  durable: true,
+  alternateExchange: '',
+  replicate: 'all',
+  ...over,
+});
+
+export const message = (id: number, body = `m${id}`, over: Partial<MessageRecord> = {}): MessageRecord => ({
+  id,
+  bytes: Buffer.from(body),
+  headerLength: 0,
+  durable: true,
+  priority: 4,
+  expiresAt: 0,
+  deliveryCount: 0,
+  subject: undefined,
+  ...over,
+});
+
+/** One change of every kind (and both sides of every optional field). */
+export function sampleChanges(): Change[] {
+  return [
+    { kind: 'queue-declare', name: 'orders', settings: queueSettings() },
+    {
+      kind: 'queue-declare',
+      name: 'ünïcode-q',
+      settings: queueSettings({ limitPolicy: 'ring', maxCount: 10, maxSize: 2 ** 40, replicate: 'configuration', priorities: 10, alternateExchange: 'alt', autoDeleteDelayMs: 5000, exclusive: true, autoDelete: true, defaultTtlMs: 60_000 }),
+    },
+    { kind: 'queue-delete', name: 'orders' },
+    { kind: 'exchange-declare', name: 'amq.topic', type: 'topic', settings: exchangeSettings() },
+    { kind: 'exchange-declare', name: 'fan', type: 'fanout', settings: exchangeSettings({ replicate: undefined, durable: false }) },
+    { kind: 'exchange-delete', name: 'fan' },
+    { kind: 'bind', exchange: 'amq.topic', queue: 'orders', key: 'a.#' },
+    { kind: 'unbind', exchange: 'amq.topic', queue: 'orders', key: '' },
+    { kind: 'enqueue', queue: 'orders', message: message(1) },
+    {
+      kind: 'enqueue',
+      queue: 'orders',
+      message: message(Number.MAX_SAFE_INTEGER, '', { bytes: Buffer.from([0, 1, 2, 255]), headerLength: 2, durable: false, priority: 9, expiresAt: 1_700_000_000_000, deliveryCount: 3, subject: 'sübject' }),
+    },
+    { kind: 'dequeue', queue: 'orders', id: 1 },
+    { kind: 'transaction', changes: [] },
+    {
+      kind: 'transaction',
+      changes: [
+        { kind: 'enqueue', queue: 'orders', message: message(7) },
+        { kind: 'dequeue', queue: 'orders', id: 1 },
+        { kind: 'enqueue', queue: 'other', message: message(8, 'x'.repeat(1000)) },
+      ],
+    },
+    { kind: 'epoch', epoch: 42 },
+  ];
+}
+
+// ---- reference model ------------------------------------------------------
+
+export interface ModelState {
+  queues: Record<string, { settings: string; messages: Record<number, string> }>;
+  exchanges: Record<string, string>;
+  bindings: string[];
+  epoch: number;
+}
+
+/** Apply changes the way a broker would and return a comparable snapshot. */
+export function modelState(changes: readonly Change[]): ModelState {
+  const queues = new Map<string, { settings: string; messages: Map<number, string> }>();
+  const exchanges = new Map<string, string>();
+  const bindings = new Set<string>();
+  let epoch = 0;
+  const q = (name: string) => {
+    let s = queues.get(name);
+    if (!s) queues.set(name, (s = { settings: '(undeclared)', messages: new Map() }));
+    return s;
+  };
+  const one = (c: Change): void => {
+    switch (c.kind) {
+      case 'queue-declare':
+        q(c.name).settings = JSON.stringify(c.settings);
+        break;
+      case 'queue-delete':
+        queues.delete(c.name);
+        for (const b of [...bindings]) if (b.split('|')[1] === c.name) bindings.delete(b);
+        break;
+      case 'exchange-declare':
+        exchanges.set(c.name, `${c.type} ${JSON.stringify(c.settings)}`);
+        break;
+      case 'exchange-delete':
+        exchanges.delete(c.name);
+        for (const b of [...bindings]) if (b.split('|')[0] === c.name) bindings.delete(b);
+        break;
+      case 'bind':
+        bindings.add(`${c.exchange}|${c.queue}|${c.key}`);
+        break;
+      case 'unbind':
+        bindings.delete(`${c.exchange}|${c.queue}|${c.key}`);
+        break;
+      case 'enqueue':
+        q(c.queue).messages.set(c.message.id, c.message.bytes.toString('hex'));
+        break;
+      case 'dequeue':
+        queues.get(c.queue)?.messages.delete(c.id);
+        break;
+      case 'transaction':
+        c.changes.forEach(one);
+        break;
+      case 'epoch':
+        epoch = Math.max(epoch, c.epoch);
+        break;
+    }
+  };
+  changes.forEach(one);
+  const out: ModelState = { queues: {}, exchanges: Object.fromEntries([...exchanges].sort()), bindings: [...bindings].sort(), epoch };
+  for (const [name, s] of [...queues].sort()) out.queues[name] = { settings: s.settings, messages: Object.fromEntries([...s.messages].sort((a, b) => a[0] - b[0])) };
+  return out;
+}
+
+/** What the journal must keep of a log: durable entries, and epochs always. */
+export function journaled(log: readonly LoggedChange[]): Change[] {
+  return log.filter((e) => e.durable || e.change.kind === 'epoch').map((e) => e.change);
+}
+
+export function durable(journal: { whenDurable(lsn: number, cb: (err?: Error) => void): void }, lsn: number): Promise<void> {
+  return new Promise((resolve, reject) => journal.whenDurable(lsn, (err) => (err ? reject(err) : resolve())));
+}
+
+/** Settles with the error (or undefined) instead of rejecting. */
+export function durableResult(journal: { whenDurable(lsn: number, cb: (err?: Error) => void): void }, lsn: number): Promise<Error | undefined> {
+  return new Promise((resolve) => journal.whenDurable(lsn, (err) => resolve(err)));
+}
+
+/** A random broker workload that only makes changes a broker could make. */
+export class Workload {
+  private readonly queues = new Map<string, number[]>();
+  private readonly exchanges = new Set<string>();
+  private readonly bindings = new Set<string>();
+  private nextId = 1;
+  private epoch = 0;
+  readonly log: LoggedChange[] = [];
+
+  constructor(
+    private readonly rnd: ReturnType<typeof prng>,
+    public lsn: number,
+  ) {}
+
+  /** Produce one change (or null if the chosen op had nothing to act on). */
+  step(): LoggedChange | null {
+    const r = this.rnd;
+    const qnames = [...this.queues.keys()];
+    const op = r.int(100);
+    let change: Change | null = null;
+    let isDurable = true;
+    if (op < 6 || qnames.length === 0) {
+      const name = `q${r.int(6)}`;
+      if (!this.queues.has(name)) {
+        this.queues.set(name, []);
+        change = { kind: 'queue-declare', name, settings: queueSettings({ maxCount: r.int(100) }) };
+      }
+    } else if (op < 9) {
+      const name = r.pick(qnames);
+      this.queues.delete(name);
+      for (const b of [...this.bindings]) if (b.split('|')[1] === name) this.bindings.delete(b);
+      change = { kind: 'queue-delete', name };
+    } else if (op < 12) {
+      const name = `e${r.int(3)}`;
+      if (this.exchanges.has(name)) {
+        this.exchanges.delete(name);
+        for (const b of [...this.bindings]) if (b.split('|')[0] === name) this.bindings.delete(b);
+        change = { kind: 'exchange-delete', name };
+      } else {
+        this.exchanges.add(name);
+        change = { kind: 'exchange-declare', name, type: r.pick(['direct', 'topic', 'fanout'] as const), settings: exchangeSettings() };
+      }
+    } else if (op < 17 && this.exchanges.size > 0) {
+      const exchange = r.pick([...this.exchanges]);
+      const queue = r.pick(qnames);
+      const key = `k${r.int(3)}`;
+      const b = `${exchange}|${queue}|${key}`;
+      if (this.bindings.has(b)) {
+        this.bindings.delete(b);
+        change = { kind: 'unbind', exchange, queue, key };
+      } else {
+        this.bindings.add(b);
+        change = { kind: 'bind', exchange, queue, key };
+      }
+    } else if (op < 55) {
+      const queue = r.pick(qnames);
+      const id = this.nextId++;
+      this.queues.get(queue)!.push(id);
+      isDurable = r.chance(0.85);
+      change = { kind: 'enqueue', queue, message: message(id, 'x'.repeat(r.int(40)), { durable: isDurable }) };
+    } else if (op < 85) {
+      const queue = r.pick(qnames);
+      const ids = this.queues.get(queue)!;
+      if (ids.length > 0) change = { kind: 'dequeue', queue, id: ids.splice(r.int(ids.length), 1)[0]! };
+    } else if (op < 97) {
+      const changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> = [];
+      for (let i = 0, n = 1 + r.int(4); i < n; i++) {
+        const queue = r.pick(qnames);
+        const ids = this.queues.get(queue)!;
+        if (r.chance(0.5) && ids.length > 0) changes.push({ kind: 'dequeue', queue, id: ids.splice(r.int(ids.length), 1)[0]! });
+        else {
+          const id = this.nextId++;
+          ids.push(id);
+          changes.push({ kind: 'enqueue', queue, message: message(id, 't'.repeat(r.int(20))) });
+        }
+      }
+      change = { kind: 'transaction', changes };
+    } else {
+      change = { kind: 'epoch', epoch: ++this.epoch };
+      isDurable = r.chance(0.5); // the journal must keep epochs anyway
+    }
+    if (!change) return null;
+    const entry: LoggedChange = { lsn: ++this.lsn, change, durable: isDurable };
+    this.log.push(entry);
+    return entry;
+  }
+}

@@ -1,0 +1,264 @@
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { LoggedChange } from '../../../src/broker/changes.js';
+import { DataDirLockedError, isStoreError, JournalCorruptError } from '../../../src/store/errors.js';
+import { nodeIo, type JournalIo } from '../../../src/store/io.js';
+import { Journal } from '../../../src/store/journal.js';
+import { LOCK_FILE_NAME } from '../../../src/store/lock.js';
+import { scanSegment, segmentPath } from '../../../src/store/segment.js';
+import { durable, message, modelState, queueSettings, removeDir, tempDir } from './helpers.js';
+
+const dirs: string[] = [];
+const journals: Journal[] = [];
+async function fresh(): Promise<string> {
+  const d = await tempDir();
+  dirs.push(d);
+  return d;
+}
+async function open(dataDir: string, extra: Partial<Parameters<typeof Journal.open>[0]> = {}) {
+  const r = await Journal.open({ dataDir, autoCompact: false, ...extra });
+  journals.push(r.journal);
+  return r;
+}
+afterEach(async () => {
+  for (const j of journals.splice(0)) await j.close();
+  for (const d of dirs.splice(0)) await removeDir(d);
+});
+
+const declare = (lsn: number, name = 'q'): LoggedChange => ({ lsn, change: { kind: 'queue-declare', name, settings: queueSettings() }, durable: true });
+const enqueue = (lsn: number, id: number, queue = 'q', isDurable = true): LoggedChange => ({ lsn, change: { kind: 'enqueue', queue, message: message(id) }, durable: isDurable });
+
+/** A JournalIo that counts calls and can hold fdatasync until released. */
+function countingIo() {
+  const counts = { fdatasync: 0, write: 0 };
+  let gate: Promise<void> | undefined;
+  let release: (() => void) | undefined;
+  const io: JournalIo = {
+    ...nodeIo,
+    write: (...a) => {
+      counts.write++;
+      return nodeIo.write(...a);
+    },
+    fdatasync: async (fd) => {
+      counts.fdatasync++;
+      if (gate) await gate;
+      return nodeIo.fdatasync(fd);
+    },
+  };
+  return {
+    io,
+    counts,
+    hold() {
+      gate = new Promise((r) => (release = r));
+    },
+    release() {
+      gate = undefined;
+      release?.();
+    },
+  };
+}
+
+describe('journal', () => {
+  it('journal - an empty directory recovers to nothing and reserves LSNs ahead', async () => {
+    const dataDir = await fresh();
+    const { journal, recovered } = await open(dataDir);
+    expect(recovered).toEqual({ changes: [], lastLsn: 0, epoch: 0 });
+    await journal.close();
+    const again = await open(dataDir, { reserveLsnBlock: 1000 });
+    // The first open reserved 1..1,000,000 before handing anything out.
+    expect(again.recovered.lastLsn).toBe(1_000_000);
+  });
+
+  it('journal - durable changes survive a restart; non-durable ones are not written but their LSNs are never reused', async () => {
+    const dataDir = await fresh();
+    const a = await open(dataDir, { reserveLsnBlock: 100 });
+    a.journal.append(declare(1));
+    a.journal.append(enqueue(2, 1));
+    a.journal.append(enqueue(3, 2, 'q', false));
+    a.journal.append({ lsn: 4, change: { kind: 'epoch', epoch: 5 }, durable: false });
+    for (let lsn = 5; lsn < 400; lsn++) a.journal.append(enqueue(lsn, 1000 + lsn, 'q', false));
+    await durable(a.journal, 399);
+    a.journal.destroy(); // like kill -9: nothing more is flushed
+    await a.journal.close();
+    const b = await open(dataDir);
+    expect(b.recovered.changes.map((c) => c.lsn)).toEqual([1, 2, 4]);
+    expect(b.recovered.epoch).toBe(5);
+    // Reservations ran ahead of LSN 399 although nothing past LSN 4 was written.
+    expect(b.recovered.lastLsn).toBeGreaterThanOrEqual(399);
+  });
+
+  it('journal - group commit: appends made while a sync is in flight share one sync', async () => {
+    const dataDir = await fresh();
+    const c = countingIo();
+    const { journal } = await open(dataDir, { io: c.io });
+    const base = c.counts.fdatasync;
+    journal.append(declare(1));
+    c.hold();
+    const first = durable(journal, 1);
+    // Wait until the first flush is stuck in its fdatasync.
+    while (c.counts.fdatasync === base) await new Promise((r) => setImmediate(r));
+    const order: number[] = [];
+    const done: Promise<void>[] = [];
+    for (let lsn = 2; lsn <= 501; lsn++) {
+      journal.append(enqueue(lsn, lsn));
+      done.push(durable(journal, lsn).then(() => void order.push(lsn)));
+    }
+    expect(journal.durableLsn).toBe(0);
+    c.release();
+    await first;
+    await Promise.all(done);
+    expect(c.counts.fdatasync - base).toBe(2); // one for LSN 1, one for all 500 others
+    expect(order).toEqual(Array.from({ length: 500 }, (_, i) => i + 2));
+    expect(journal.durableLsn).toBe(501);
+  });
+
+  it('journal - whenDurable fires in LSN order, at once when nothing is pending', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    const order: string[] = [];
+    journal.whenDurable(0, () => order.push('nothing pending'));
+    journal.append(declare(1));
+    journal.append(enqueue(2, 1, 'q', false)); // non-durable: covered by the sync of LSN 1
+    journal.append(enqueue(3, 2));
+    journal.whenDurable(3, () => order.push('3'));
+    journal.whenDurable(2, () => order.push('2'));
+    journal.whenDurable(1, () => order.push('1'));
+    await durable(journal, 3);
+    expect(order).toEqual(['nothing pending', '1', '2', '3']);
+    expect(() => journal.append(declare(3, 'again'))).toThrow(RangeError);
+  });
+
+  it('journal - segments roll at segmentBytes and frames carry length, CRC, type and LSN', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir, { segmentBytes: 512 });
+    journal.append(declare(1));
+    for (let lsn = 2; lsn <= 40; lsn++) journal.append(enqueue(lsn, lsn));
+    await durable(journal, 40);
+    await journal.close();
+    const names = (await readdir(path.join(dataDir, 'journal'))).filter((n) => n.endsWith('.seg')).sort();
+    expect(names.length).toBeGreaterThan(3);
+    const lsns: number[] = [];
+    for (const n of names) {
+      const buf = await readFile(path.join(dataDir, 'journal', n));
+      expect(buf.length).toBeLessThanOrEqual(512);
+      const scan = scanSegment(buf);
+      expect(scan.bad).toBeUndefined();
+      for (const r of scan.records) if (r.entry.change.kind !== 'lsn-reservation') lsns.push(r.entry.lsn);
+    }
+    expect(lsns).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+  });
+
+  it('journal - a torn final record is cut off and the rest recovered', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    journal.append(declare(1));
+    journal.append(enqueue(2, 1));
+    await durable(journal, 2);
+    await journal.close();
+    const file = segmentPath(path.join(dataDir, 'journal'), 1);
+    const size = (await stat(file)).size;
+    const buf = await readFile(file);
+    await writeFile(file, buf.subarray(0, size - 3));
+    const warnings: unknown[] = [];
+    const logger = { info() {}, warn: (o: unknown) => void warnings.push(o), error() {} };
+    const { recovered } = await open(dataDir, { logger });
+    expect(recovered.changes.map((c) => c.lsn)).toEqual([1]);
+    expect(warnings.length).toBe(1);
+    expect((await stat(file)).size).toBeLessThan(size - 3);
+  });
+
+  it('journal - a corrupt record in the middle refuses to start, naming file and offset; repair cuts it and keeps a copy', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    journal.append(declare(1));
+    journal.append(enqueue(2, 1));
+    journal.append(enqueue(3, 2));
+    await durable(journal, 3);
+    await journal.close();
+    const file = segmentPath(path.join(dataDir, 'journal'), 1);
+    const buf = await readFile(file);
+    const scan = scanSegment(buf);
+    const victim = scan.records.find((r) => r.entry.lsn === 2 && r.entry.change.kind === 'enqueue')!;
+    buf[victim.offset + victim.size - 2]! ^= 0x40;
+    await writeFile(file, buf);
+
+    const err = await Journal.open({ dataDir }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(JournalCorruptError);
+    expect(isStoreError(err)).toBe(true);
+    const ce = err as JournalCorruptError;
+    expect(ce.code).toBe('TANDEM_ERR_JOURNAL_CORRUPT');
+    expect(ce.file).toBe(file);
+    expect(ce.offset).toBe(victim.offset);
+    expect(ce.message).toContain(file);
+    expect(ce.message).toContain(String(victim.offset));
+    expect(ce.message).toContain('tandemd --repair');
+    // The failed open released the lock.
+    expect(await readdir(dataDir)).not.toContain(LOCK_FILE_NAME);
+
+    const errors: unknown[] = [];
+    const logger = { info() {}, warn() {}, error: (o: unknown) => void errors.push(o) };
+    const { recovered } = await open(dataDir, { repair: true, logger });
+    expect(recovered.changes.map((c) => c.lsn)).toEqual([1]);
+    expect(errors.length).toBeGreaterThan(0);
+    expect((await readFile(`${file}.corrupt`)).equals(buf)).toBe(true);
+  });
+
+  it('journal - a second journal on the same directory fails with the holder PID; a stale lock is taken over', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    const err = await Journal.open({ dataDir }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DataDirLockedError);
+    expect((err as DataDirLockedError).code).toBe('TANDEM_ERR_DATA_DIR_LOCKED');
+    expect((err as DataDirLockedError).pid).toBe(process.pid);
+    expect((err as Error).message).toContain(String(process.pid));
+    await journal.close();
+    await journal.close(); // idempotent
+
+    // A PID that cannot exist (above pid_max) stands for a broker killed long ago.
+    await writeFile(path.join(dataDir, LOCK_FILE_NAME), '2147483646\n');
+    const warnings: unknown[] = [];
+    const again = await open(dataDir, { logger: { info() {}, warn: (o: unknown) => void warnings.push(o), error() {} } });
+    expect(again.recovered.lastLsn).toBe(1_000_000);
+    expect(warnings).toHaveLength(1);
+    expect((await readFile(path.join(dataDir, LOCK_FILE_NAME), 'utf8')).trim()).toBe(String(process.pid));
+  });
+
+  it('journal - transactions are one record and replay whole; queue delete drops its records', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    const log: LoggedChange[] = [
+      declare(1, 'a'),
+      declare(2, 'b'),
+      enqueue(3, 1, 'a'),
+      { lsn: 4, change: { kind: 'transaction', changes: [{ kind: 'dequeue', queue: 'a', id: 1 }, { kind: 'enqueue', queue: 'b', message: message(2) }, { kind: 'enqueue', queue: 'b', message: message(3) }] }, durable: true },
+      { lsn: 5, change: { kind: 'dequeue', queue: 'b', id: 3 }, durable: true },
+      declare(6, 'gone'),
+      enqueue(7, 4, 'gone'),
+      { lsn: 8, change: { kind: 'queue-delete', name: 'gone' }, durable: true },
+    ];
+    log.forEach((e) => journal.append(e));
+    await durable(journal, 8);
+    await journal.close();
+    const { recovered } = await open(dataDir);
+    expect(modelState(recovered.changes.map((c) => c.change))).toEqual(modelState(log.map((e) => e.change)));
+    expect(recovered.changes.map((c) => c.lsn)).toEqual([1, 2, 4]);
+    expect(recovered.changes[2]!.change).toEqual({ kind: 'transaction', changes: [{ kind: 'enqueue', queue: 'b', message: message(2) }] });
+  });
+
+  it('journal - destroy fails outstanding waiters at once; both close and destroy are idempotent', async () => {
+    const dataDir = await fresh();
+    const c = countingIo();
+    const { journal } = await open(dataDir, { io: c.io });
+    c.hold();
+    journal.append(declare(1));
+    const p = new Promise<Error | undefined>((r) => journal.whenDurable(1, r));
+    while (c.counts.fdatasync < 2) await new Promise((r) => setImmediate(r));
+    journal.destroy();
+    journal.destroy();
+    const err = await p;
+    expect(isStoreError(err)).toBe(true);
+    c.release();
+    await journal.close();
+  });
+});

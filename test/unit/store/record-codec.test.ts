@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { decodeChange, encodeChange, RECORD_KINDS } from '../../../src/store/record-codec.js';
+import { sampleChanges } from './helpers.js';
+
+describe('record codec', () => {
+  it('record codec - round-trips every record kind', () => {
+    const samples = [...sampleChanges(), { kind: 'lsn-reservation', upTo: 2 ** 50 } as const];
+    const kinds = new Set(samples.map((c) => c.kind));
+    expect([...kinds].sort()).toEqual(RECORD_KINDS.map((k) => k.name).sort());
+    samples.forEach((change, i) => {
+      for (const durable of [true, false]) {
+        const entry = { lsn: 2 ** 40 + i, change, durable };
+        const buf = encodeChange(entry);
+        const out = decodeChange(buf);
+        expect(out).toEqual({ status: 'ok', entry, size: buf.length });
+      }
+    });
+  });
+
+  it('record codec - decodes at an offset and reports the bytes used, for stream readers', () => {
+    const a = encodeChange({ lsn: 1, change: { kind: 'epoch', epoch: 3 }, durable: true });
+    const b = encodeChange({ lsn: 2, change: { kind: 'queue-delete', name: 'q' }, durable: false });
+    const both = Buffer.concat([a, b]);
+    const first = decodeChange(both);
+    expect(first.status === 'ok' && first.size).toBe(a.length);
+    const second = decodeChange(both, a.length);
+    expect(second.status === 'ok' && second.entry.lsn).toBe(2);
+  });
+
+  it('record codec - every truncation, fed one byte at a time, is incomplete, never a crash', () => {
+    for (const change of sampleChanges()) {
+      const buf = encodeChange({ lsn: 99, change, durable: true });
+      for (let n = 0; n < buf.length; n++) {
+        // A copy of exactly n bytes, so nothing past the end can be read by mistake.
+        expect(decodeChange(Buffer.from(buf.subarray(0, n)))).toEqual({ status: 'incomplete' });
+      }
+    }
+  });
+
+  it('record codec - garbage is invalid, not an exception', () => {
+    expect(decodeChange(Buffer.from([200, 0, 0, 0, 0, 0, 0, 0, 0, 0]))).toMatchObject({ status: 'invalid' });
+    const buf = encodeChange({ lsn: 1, change: { kind: 'exchange-declare', name: 'x', type: 'topic', settings: { durable: true, alternateExchange: '', replicate: undefined } }, durable: true });
+    const bad = Buffer.from(buf);
+    bad[9] = 7; // flags
+    expect(decodeChange(bad)).toMatchObject({ status: 'invalid' });
+    const badEnum = Buffer.from(buf);
+    badEnum[10 + 4 + 1] = 9; // exchange type index
+    expect(decodeChange(badEnum)).toMatchObject({ status: 'invalid' });
+    // A dequeue smuggled into a transaction is fine; an epoch is not.
+    const tx = encodeChange({ lsn: 1, change: { kind: 'transaction', changes: [{ kind: 'dequeue', queue: 'q', id: 1 }] }, durable: true });
+    const txBad = Buffer.from(tx);
+    txBad[14] = 10;
+    expect(decodeChange(txBad).status).not.toBe('ok');
+  });
+
+  it('record codec - refuses to encode malformed values', () => {
+    expect(() => encodeChange({ lsn: -1, change: { kind: 'epoch', epoch: 1 }, durable: true })).toThrow(TypeError);
+    expect(() => encodeChange({ lsn: 1, change: { kind: 'epoch', epoch: 1.5 }, durable: true })).toThrow(/epoch/);
+    expect(() => encodeChange({ lsn: 1, change: { kind: 'transaction', changes: [{ kind: 'epoch', epoch: 1 } as never] }, durable: true })).toThrow(/not allowed/);
+  });
+});
