@@ -1,0 +1,106 @@
+// Shared by the packaging and systemd tests: build the packages once per change of their
+// inputs, and serialize the tests that install the DEB on this host.
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const TOP = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
+export const VERSION: string = JSON.parse(readFileSync(`${TOP}/package.json`, 'utf8')).version;
+export const OUT = `${TOP}/packaging/out`;
+export const DEB = `${OUT}/tandem_${VERSION}-1_amd64.deb`;
+export const RPM = `${OUT}/tandem-${VERSION}-1.x86_64.rpm`;
+/** The OCF agent is written separately; the packages carry it once it exists. */
+export const HAS_OCF_AGENT = existsSync(`${TOP}/resource-agents/tandemd`);
+export const HAS_RGMANAGER_SCRIPT = existsSync(`${TOP}/resource-agents/tandemd-primary`);
+export const IN_CI = process.env.CI === 'true' || process.env.CI === '1';
+
+// Everything the packages are made of; a change to any of them triggers a rebuild.
+const INPUTS = [
+  'dist', 'bin', 'packaging/build', 'packaging/bin', 'packaging/deb', 'packaging/rpm',
+  'packaging/lint', 'packaging/tandemd.conf', 'systemd', 'man', 'docs/systemd.md',
+  'docs/packaging.md', 'resource-agents', 'package.json', 'package-lock.json',
+];
+
+/**
+ * Build both packages unless they are newer than every input. Runs under a lock, so test
+ * files running in parallel build once and then reuse the result.
+ */
+export function ensurePackages(): void {
+  if (!existsSync(`${TOP}/dist/cli/tandemd.js`)) {
+    execFileSync('npm', ['run', 'build'], { cwd: TOP, stdio: 'inherit' });
+  }
+  const script = `
+    set -e
+    if [ -f "$1" ] && [ -f "$2" ] && [ -z "$(cd "$3" && find ${INPUTS.map((p) => `'${p}'`).join(' ')} -newer "$1" 2>/dev/null | head -n 1)" ]; then
+      exit 0
+    fi
+    exec "$3/packaging/build"`;
+  execFileSync('mkdir', ['-p', OUT]);
+  const r = spawnSync('flock', ['-w', '900', `${OUT}/.test-build.lock`, 'bash', '-c', script, 'sh', DEB, RPM, TOP], {
+    encoding: 'utf8',
+    timeout: 900_000,
+  });
+  if (r.status !== 0) {
+    throw new Error(`packaging/build failed (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  }
+}
+
+/**
+ * Only one test at a time may have the DEB installed on this host (install, purge and the
+ * tandem user are host-wide). The lock is held by a `flock` child that waits on its stdin:
+ * release() closes stdin, and if this process dies the lock goes with it.
+ */
+export async function lockHostInstall(): Promise<() => void> {
+  const child: ChildProcess = spawn('flock', ['-w', '900', '/var/lock/tandem-test-deb-install.lock', 'sh', '-c', 'echo locked; read _'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`could not take the host install lock (flock exit ${code})`)));
+  });
+  return () => {
+    child.stdin!.end();
+  };
+}
+
+export function dpkg(...args: string[]): string {
+  return execFileSync('dpkg', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 300_000 });
+}
+
+/**
+ * Install the DEB. Its `nodejs (>= 20)` dependency is normally met (CI and Debian 13 have
+ * nodejs 20+); on a Debian 12 host with nodejs 18 from the archive it is not, and the
+ * install is forced with --force-depends, as docs/packaging.md describes.
+ */
+export function installDeb(): void {
+  const nodeOk = spawnSync('dpkg', ['--compare-versions', installedVersion('nodejs') ?? '0', 'ge', '20']).status === 0;
+  dpkg('-i', ...(nodeOk ? [] : ['--force-depends']), DEB);
+}
+
+export function purgeDeb(): void {
+  if (installedVersion('tandem')) dpkg('--purge', 'tandem');
+}
+
+export function installedVersion(pkg: string): string | undefined {
+  const r = spawnSync('dpkg-query', ['-W', '-f', '${db:Status-Status} ${Version}', pkg], { encoding: 'utf8' });
+  const m = /^installed (\S+)$/.exec(r.stdout?.trim() ?? '');
+  return m?.[1];
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Fail (in CI) or skip (elsewhere) a suite that needs something missing. */
+export function requirement(reason: string | undefined): { skip: boolean } {
+  if (reason && IN_CI) throw new Error(`CI=true but this suite cannot run: ${reason}`);
+  return { skip: reason !== undefined };
+}
