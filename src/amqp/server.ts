@@ -215,7 +215,9 @@ export class AmqpServer {
       openCoordinator: this.openCoordinator,
       checkLink: this.checkLink,
     };
-    const conn = new ClientConnection(id, rc, role ? user : undefined, role === 'admin', this.broker, this.gate, host, policy, this.log.child({ conn: id }));
+    // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
+    const admin = !this.options.auth || role === 'admin';
+    const conn = new ClientConnection(id, rc, role ? user : undefined, admin, this.broker, this.gate, host, policy, this.log.child({ conn: id }));
     const refusal = this.admission?.(conn);
     if (refusal) {
       this.log.info({ conn: id, remote: conn.remoteAddress, reason: refusal.description }, 'connection refused');

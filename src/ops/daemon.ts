@@ -13,7 +13,8 @@ import { logger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import { notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
-export const VERSION = '0.1.0';
+export { VERSION } from '../version.js';
+import { VERSION } from '../version.js';
 
 export interface DaemonOptions {
   repair?: boolean;

@@ -1,0 +1,150 @@
+// An AMQP Management client: what `tandem` and the tests use to talk to a
+// broker's $management node. One connection, one request link, one dynamic
+// reply queue; requests are matched to replies by correlation id.
+import rhea, { type Connection, type EventContext, type Receiver, type Sender } from 'rhea';
+import { TandemError, type ErrorCode } from '../broker/errors.js';
+
+export interface BrokerAddress {
+  host: string;
+  port: number;
+  user?: string;
+  password?: string;
+}
+
+/** "[amqp://][user[/password]@]host[:port]" (qpid-config style; also user:password). */
+export function parseBrokerAddress(text: string, defaultPort = 5672): BrokerAddress {
+  const m = /^(?:amqps?:\/\/)?(?:([^/:@]+)(?:[/:]([^@]*))?@)?(\[[^\]]+\]|[^:/]+)(?::(\d+))?\/?$/.exec(text.trim());
+  if (!m) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `cannot read broker address '${text}'; use [user[/password]@]host[:port]`);
+  const port = m[4] ? Number(m[4]) : defaultPort;
+  if (port < 1 || port > 65535) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `bad port in '${text}'`);
+  return { host: m[3].replace(/^\[|\]$/g, ''), port, user: m[1], password: m[2] };
+}
+
+const codeOfStatus: Record<number, ErrorCode> = {
+  400: 'TANDEM_ERR_INVALID_ARGUMENT',
+  401: 'TANDEM_ERR_UNAUTHORIZED',
+  403: 'TANDEM_ERR_UNAUTHORIZED',
+  404: 'TANDEM_ERR_NOT_FOUND',
+  409: 'TANDEM_ERR_ALREADY_EXISTS',
+  412: 'TANDEM_ERR_PRECONDITION',
+  501: 'TANDEM_ERR_NOT_IMPLEMENTED',
+  507: 'TANDEM_ERR_QUEUE_FULL',
+};
+
+export class ConnectError extends Error {
+  readonly code = 'TANDEM_ERR_CONNECT';
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConnectError';
+  }
+}
+
+interface Pending {
+  resolve(body: unknown): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+export class ManagementClient {
+  private connection: Connection | undefined;
+  private sender: Sender | undefined;
+  private replyTo: string | undefined;
+  private readonly pending = new Map<string, Pending>();
+  private nextId = 0;
+
+  private constructor(private readonly timeoutMs: number) {}
+
+  static async connect(address: BrokerAddress, options: { timeoutMs?: number; properties?: Record<string, unknown> } = {}): Promise<ManagementClient> {
+    const client = new ManagementClient(options.timeoutMs ?? 10_000);
+    await client.open(address, options.properties);
+    return client;
+  }
+
+  private open(address: BrokerAddress, properties?: Record<string, unknown>): Promise<void> {
+    const container = rhea.create_container({ id: `tandem-cli-${process.pid}` });
+    return new Promise((resolve, reject) => {
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        this.connection?.close();
+        reject(new ConnectError(why));
+      };
+      const timer = setTimeout(() => fail(`no answer from ${address.host}:${address.port} within ${this.timeoutMs} ms`), this.timeoutMs);
+      const conn = container.connect({
+        host: address.host,
+        port: address.port,
+        username: address.user,
+        password: address.password,
+        reconnect: false,
+        properties,
+        idle_time_out: 0,
+      } as never);
+      this.connection = conn;
+      conn.on('connection_error', (ctx: EventContext) => {
+        const e = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
+        fail(`${address.host}:${address.port} refused the connection: ${e?.description ?? e?.condition ?? 'no reason given'}`);
+      });
+      conn.on('disconnected', (ctx: EventContext) => {
+        const e = (ctx as unknown as { error?: Error }).error;
+        fail(`cannot connect to ${address.host}:${address.port}${e ? `: ${e.message}` : ''}`);
+        for (const p of this.pending.values()) p.reject(new ConnectError('connection lost'));
+        this.pending.clear();
+      });
+      conn.on('error', () => undefined);
+      this.sender = conn.open_sender({ target: { address: '$management' } });
+      const receiver: Receiver = conn.open_receiver({ source: { dynamic: true } } as never);
+      receiver.on('receiver_open', (ctx: EventContext) => {
+        this.replyTo = (ctx.receiver as unknown as { source: { address: string } }).source.address;
+        clearTimeout(timer);
+        resolve();
+      });
+      receiver.on('receiver_error', (ctx: EventContext) => {
+        const e = (ctx.receiver as unknown as { error?: { description?: string } }).error;
+        fail(`cannot open a reply link: ${e?.description ?? 'refused'}`);
+      });
+      receiver.on('message', (ctx: EventContext) => this.onReply(ctx));
+    });
+  }
+
+  /** Send one request; resolves with the reply body, rejects with a TandemError. */
+  request(operation: string, type: string | undefined, name: string | undefined, body: Record<string, unknown> = {}): Promise<unknown> {
+    if (!this.sender || !this.replyTo) return Promise.reject(new ConnectError('not connected'));
+    const id = `req-${++this.nextId}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new ConnectError(`no reply to ${operation} within ${this.timeoutMs} ms`));
+      }, this.timeoutMs);
+      this.pending.set(id, { resolve, reject, timer });
+      const props: Record<string, unknown> = { operation };
+      if (type !== undefined) props.type = type;
+      if (name !== undefined) props.name = name;
+      this.sender!.send({ message_id: id, reply_to: this.replyTo, application_properties: props, body });
+    });
+  }
+
+  close(): void {
+    for (const p of this.pending.values()) clearTimeout(p.timer);
+    this.pending.clear();
+    this.connection?.close();
+  }
+
+  private onReply(ctx: EventContext): void {
+    const m = ctx.message as unknown as { correlation_id?: unknown; application_properties?: Record<string, unknown>; body?: unknown };
+    const id = String(m.correlation_id);
+    const p = this.pending.get(id);
+    if (!p) return;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    const status = Number(m.application_properties?.statusCode ?? 500);
+    const description = String(m.application_properties?.statusDescription ?? '');
+    if (status >= 200 && status < 300) p.resolve(m.body);
+    else p.reject(new TandemError(codeOfStatus[status] ?? 'TANDEM_ERR_INTERNAL', description || `status ${status}`));
+  }
+}
+
+/** QUERY replies come as attribute names plus rows; turn them into objects. */
+export function rowsOf(reply: unknown): Array<Record<string, unknown>> {
+  const r = reply as { attributeNames?: string[]; results?: unknown[][] };
+  if (!r?.attributeNames || !r.results) return [];
+  return r.results.map((row) => Object.fromEntries(r.attributeNames!.map((n, i) => [n, row[i]])));
+}

@@ -1,0 +1,77 @@
+// What every tandem subcommand shares: the -b broker option, one management
+// connection per run, output as text or --json, and stable exit codes.
+import type { Command } from 'commander';
+import { ConnectError, ManagementClient, parseBrokerAddress } from '../admin/client.js';
+import { TandemError } from '../broker/errors.js';
+
+/** Exit codes scripts can rely on (documented in the README). */
+export const Exit = {
+  ok: 0,
+  error: 1,
+  usage: 2,
+  notFound: 4,
+  exists: 5,
+  unauthorized: 7,
+  precondition: 8,
+  unreachable: 69,
+} as const;
+
+export interface BrokerOption {
+  broker: string;
+  json?: boolean;
+  timeout?: string;
+}
+
+export function addBrokerOption(cmd: Command): Command {
+  return cmd
+    .option('-b, --broker <address>', '[user[/password]@]host[:port] of the broker', process.env.TANDEM_BROKER ?? 'localhost:5672')
+    .option('--json', 'print JSON for scripts')
+    .option('--timeout <seconds>', 'give up after this long', '10');
+}
+
+/** Open a management connection, run fn, close; errors become messages and exit codes. */
+export async function withBroker<T>(opts: BrokerOption, fn: (client: ManagementClient) => Promise<T>): Promise<T> {
+  const address = parseBrokerAddress(opts.broker);
+  if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
+  const client = await ManagementClient.connect(address, { timeoutMs: Number(opts.timeout ?? 10) * 1000 });
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
+}
+
+export function exitCodeOf(err: unknown): number {
+  if (err instanceof ConnectError) return Exit.unreachable;
+  if (err instanceof TandemError) return err.exitCode;
+  return Exit.error;
+}
+
+/** Run an async action body and exit with the right code and a one-line reason. */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      await fn(...args);
+      process.exit(Exit.ok);
+    } catch (err) {
+      process.stderr.write(`tandem: ${(err as Error).message}\n`);
+      process.exit(exitCodeOf(err));
+    }
+  };
+}
+
+export function print(opts: { json?: boolean }, value: unknown, text: () => string): void {
+  process.stdout.write(opts.json ? `${JSON.stringify(value, jsonReplacer, 2)}\n` : `${text()}\n`);
+}
+
+function jsonReplacer(_key: string, value: unknown): unknown {
+  return typeof value === 'bigint' ? Number(value) : value;
+}
+
+/** A fixed-width table for list commands. */
+export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
+  const cells = rows.map((r) => columns.map((c) => (r[c] === undefined || r[c] === null ? '' : String(r[c]))));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd();
+  return [line(columns), line(widths.map((w) => '='.repeat(w))), ...cells.map(line)].join('\n');
+}

@@ -1,0 +1,67 @@
+// tandem user add|del|list: edits the users file directly (run on the broker's
+// host, as a user allowed to write it). The broker re-reads the file by itself.
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { hashPassword, readUsers, validateUserName, writeUsers, type Role } from '../admin/users.js';
+import { TandemError } from '../broker/errors.js';
+import { action, print } from './common.js';
+
+const defaultUsersFile = process.env.TANDEM_USERS_FILE ?? '/etc/tandem/users';
+
+async function readPassword(o: { password?: string; passwordFile?: string }): Promise<string> {
+  if (o.password !== undefined) return o.password;
+  if (o.passwordFile) return readFileSync(o.passwordFile === '-' ? 0 : o.passwordFile, 'utf8').replace(/\r?\n$/, '');
+  if (process.env.TANDEM_PASSWORD) return process.env.TANDEM_PASSWORD;
+  if (!process.stdin.isTTY) {
+    // A password piped in on stdin.
+    return readFileSync(0, 'utf8').replace(/\r?\n$/, '');
+  }
+  throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'give the password with --password-file FILE (- for stdin) or TANDEM_PASSWORD');
+}
+
+export function userCommands(program: Command): void {
+  const user = program.command('user').description(`manage the users file (default ${defaultUsersFile}, or TANDEM_USERS_FILE)`);
+  user
+    .command('add <name>')
+    .description('add a user or change its password/role')
+    .option('--admin', 'may use management (queues, exchanges, HA operations)')
+    .option('--password <password>', 'the password (visible in ps: prefer --password-file)')
+    .option('--password-file <file>', 'read the password from a file, or - for stdin')
+    .option('-f, --users-file <file>', 'users file', defaultUsersFile)
+    .option('--json', 'print JSON')
+    .action(
+      action(async (name: string, o: { admin?: boolean; password?: string; passwordFile?: string; usersFile: string; json?: boolean }) => {
+        validateUserName(name);
+        const password = await readPassword(o);
+        if (password.length === 0) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'empty passwords are not allowed');
+        const users = readUsers(o.usersFile);
+        const role: Role = o.admin ? 'admin' : 'user';
+        users.set(name, { name, role, hash: await hashPassword(password) });
+        writeUsers(o.usersFile, users);
+        print(o, { name, role }, () => `user '${name}' (${role}) saved in ${o.usersFile}`);
+      }),
+    );
+  user
+    .command('del <name>')
+    .description('remove a user')
+    .option('-f, --users-file <file>', 'users file', defaultUsersFile)
+    .action(
+      action(async (name: string, o: { usersFile: string }) => {
+        const users = readUsers(o.usersFile);
+        if (!users.delete(name)) throw new TandemError('TANDEM_ERR_NOT_FOUND', `no user '${name}' in ${o.usersFile}`);
+        writeUsers(o.usersFile, users);
+        process.stdout.write(`user '${name}' removed\n`);
+      }),
+    );
+  user
+    .command('list')
+    .description('list users and roles')
+    .option('-f, --users-file <file>', 'users file', defaultUsersFile)
+    .option('--json', 'print JSON')
+    .action(
+      action(async (o: { usersFile: string; json?: boolean }) => {
+        const rows = [...readUsers(o.usersFile).values()].map((u) => ({ name: u.name, role: u.role }));
+        print(o, rows, () => rows.map((r) => `${r.name} ${r.role}`).join('\n'));
+      }),
+    );
+}

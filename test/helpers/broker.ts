@@ -1,0 +1,175 @@
+// Start real tandemd processes for tests, the way nats.js starts nats-server:
+// a private data dir, port 0, race "listening on" against early exit, and stop
+// by PID. Every broker started is killed in cleanup even if a test fails.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const repoRoot = resolve(import.meta.dirname, '..', '..');
+export const tandemdBin = join(repoRoot, 'bin', 'tandemd');
+export const tandemBin = join(repoRoot, 'bin', 'tandem');
+
+export interface BrokerOptions {
+  /** Extra command-line options, e.g. ['--auth', 'yes']. */
+  args?: string[];
+  /** Config file contents (INI); written to the broker's dir and passed with --config. */
+  config?: string;
+  /** Reuse a data dir (restart on the same journal). */
+  dataDir?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Fixed port (default 0 = pick a free one). */
+  port?: number;
+}
+
+const running = new Set<TestBroker>();
+
+export class TestBroker {
+  port = 0;
+  tlsPort: number | undefined;
+  metricsPort: number | undefined;
+  stdout = '';
+  stderr = '';
+  exitCode: number | null | undefined;
+  exitSignal: NodeJS.Signals | null | undefined;
+  private exited: Promise<void>;
+
+  private constructor(
+    readonly proc: ChildProcess,
+    readonly dir: string,
+    readonly dataDir: string,
+    private readonly ownsDir: boolean,
+  ) {
+    this.exited = new Promise((r) =>
+      proc.once('exit', (code, signal) => {
+        this.exitCode = code;
+        this.exitSignal = signal;
+        running.delete(this);
+        r();
+      }),
+    );
+    proc.stdout!.on('data', (d: Buffer) => (this.stdout += d.toString()));
+    proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
+  }
+
+  get pid(): number {
+    return this.proc.pid!;
+  }
+
+  get url(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  get alive(): boolean {
+    return this.exitCode === undefined;
+  }
+
+  static async start(options: BrokerOptions = {}): Promise<TestBroker> {
+    const dir = mkdtempSync(join(tmpdir(), 'tandem-test-'));
+    const dataDir = options.dataDir ?? join(dir, 'data');
+    const args = ['--port', String(options.port ?? 0), '--data-dir', dataDir, '--log-level', 'info'];
+    if (options.config !== undefined) {
+      const conf = join(dir, 'tandemd.conf');
+      writeFileSync(conf, options.config);
+      args.push('--config', conf);
+    }
+    args.push(...(options.args ?? []));
+    const proc = spawn(process.execPath, [tandemdBin, ...args], {
+      cwd: dir,
+      env: { ...process.env, NOTIFY_SOCKET: '', ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const broker = new TestBroker(proc, dir, dataDir, options.dataDir === undefined);
+    running.add(broker);
+    await broker.waitListening();
+    return broker;
+  }
+
+  /** Resolve once "listening on" appears; reject if the process exits first or 20 s pass. */
+  private waitListening(): Promise<void> {
+    return new Promise((resolvePromise, reject) => {
+      const deadline = setTimeout(() => {
+        cleanup();
+        reject(new Error(`tandemd did not listen within 20 s\nstdout: ${this.stdout}\nstderr: ${this.stderr}`));
+      }, 20_000);
+      const onData = () => {
+        const m = /listening on [^\s]+:(\d+)\n/.exec(this.stdout);
+        if (!m) return;
+        this.port = Number(m[1]);
+        const t = /listening \(tls\) on [^\s]+:(\d+)\n/.exec(this.stdout);
+        if (t) this.tlsPort = Number(t[1]);
+        const mm = /metrics on http:\/\/[^:]+:(\d+)\//.exec(this.stdout);
+        if (mm) this.metricsPort = Number(mm[1]);
+        cleanup();
+        resolvePromise();
+      };
+      const onExit = (code: number | null) => {
+        cleanup();
+        reject(new Error(`tandemd exited (${code}) before listening\nstderr: ${this.stderr}`));
+      };
+      const cleanup = () => {
+        clearTimeout(deadline);
+        this.proc.stdout!.off('data', onData);
+        this.proc.off('exit', onExit);
+      };
+      this.proc.stdout!.on('data', onData);
+      this.proc.once('exit', onExit);
+      onData();
+    });
+  }
+
+  /** Ask for a clean stop (SIGTERM) and wait for the exit. */
+  async stop(): Promise<number | null | undefined> {
+    if (this.alive) this.proc.kill('SIGTERM');
+    await waitOrKill(this, 15_000);
+    return this.exitCode;
+  }
+
+  /** Power-loss style: SIGKILL and wait. */
+  async kill(): Promise<void> {
+    if (this.alive) this.proc.kill('SIGKILL');
+    await this.exited;
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    if (this.alive) this.proc.kill(sig);
+  }
+
+  waitExit(): Promise<void> {
+    return this.exited;
+  }
+
+  /** Remove the broker's temp dir (after it stopped). */
+  cleanup(): void {
+    if (this.ownsDir) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function waitOrKill(b: TestBroker, ms: number): Promise<void> {
+  const timer = setTimeout(() => b.signal('SIGKILL'), ms);
+  await b.waitExit();
+  clearTimeout(timer);
+}
+
+/** Kill every broker a test file started (use in afterAll / afterEach). */
+export async function killAllBrokers(): Promise<void> {
+  await Promise.all([...running].map((b) => b.kill()));
+}
+
+/** Poll until fn returns a truthy value, or fail with "<name> timeout". */
+export async function waitFor<T>(fn: () => T | Promise<T>, options: { timeout?: number; interval?: number; name?: string } = {}): Promise<T> {
+  const deadline = Date.now() + (options.timeout ?? 10_000);
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${options.name ?? 'condition'} timeout${last ? `: ${(last as Error).message}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, options.interval ?? 25));
+  }
+}
