@@ -109,7 +109,7 @@ export class Deque<T> {
   }
 
   private grow(): void {
-    const next = new Array<T | undefined>(this.items.length * 2);
+    const next = new Array<T | undefined>(Math.max(1, this.items.length * 2));
     for (let i = 0; i < this.count; i++) next[i] = this.items[(this.head + i) % this.items.length];
     this.items = next;
     this.head = 0;
