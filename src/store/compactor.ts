@@ -14,6 +14,7 @@
 import { readFile, unlink } from 'node:fs/promises';
 import { JournalIoError } from './errors.js';
 import { syncDir, type JournalIo } from './io.js';
+import type { Change } from '../broker/changes.js';
 import type { LiveIndex, Location } from './live-index.js';
 import { encodeChange } from './record-codec.js';
 import { encodeFrame, readFrame, segmentPath } from './segment.js';
@@ -27,6 +28,8 @@ export interface CompactorHost {
   oldestOpenSegment(): number;
   /** Queue a copied frame; the promise settles after its sync. */
   writeCopy(frame: Buffer): { loc: Location; synced: Promise<void> };
+  /** A test for changes that queued, unsynced records will kill. */
+  pendingKills(): (c: Change) => boolean;
   readonly logger?: RecoveryLogger | undefined;
 }
 
@@ -106,6 +109,7 @@ export class Compactor {
     // the liveness check and the relocation.
     const undos: Array<() => void> = [];
     const synced: Promise<void>[] = [];
+    const killedSoon = this.host.pendingKills();
     for (const rec of index.liveIn(id)) {
       const f = readFrame(buf, rec.home.offset);
       if (f.status !== 'ok' || f.entry.lsn !== rec.lsn || f.size !== rec.home.size) {
@@ -113,8 +117,14 @@ export class Compactor {
       }
       let frame: Buffer;
       const body = f.entry.change;
+      // About to die: leave it; the segment goes in a later pass once the kill is synced.
+      if (body.kind !== 'lsn-reservation' && killedSoon(body)) continue;
       if (body.kind === 'transaction') {
-        frame = encodeFrame(encodeChange({ lsn: rec.lsn, change: index.filterTransaction(body, rec), durable: true }));
+        const live = index.filterTransaction(body, rec);
+        // Any part about to die: leave the whole record where it is. Copying a part
+        // could lose it if that kill then fails (disk full) and the broker rolls it back.
+        if (live.changes.some((n) => killedSoon(n))) continue;
+        frame = encodeFrame(encodeChange({ lsn: rec.lsn, change: live, durable: true }));
       } else {
         frame = Buffer.from(buf.subarray(rec.home.offset, rec.home.offset + rec.home.size));
       }

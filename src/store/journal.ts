@@ -11,7 +11,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { ChangeSink, LoggedChange } from '../broker/changes.js';
+import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import { Compactor, type CompactionHooks, type CompactionReport } from './compactor.js';
 import { JournalIoError } from './errors.js';
 import { nodeIo, type JournalIo } from './io.js';
@@ -73,8 +73,8 @@ export class Journal implements ChangeSink {
   private readonly writer: SegmentWriter<Tag>;
   private readonly compactor: Compactor;
   private lastAppendedLsn: number;
-  /** LSNs of durable records queued but not yet synced, in order (a queue with a head index). */
-  private unsynced: number[] = [];
+  /** Durable records queued but not yet synced, in order (a queue with a head index). */
+  private unsynced: LoggedChange[] = [];
   private unsyncedHead = 0;
   private waiters: Waiter[] = [];
   private reservedRequested: number;
@@ -108,6 +108,7 @@ export class Journal implements ChangeSink {
         logger: log as CompactorLogger,
         oldestOpenSegment: () => this.writer.oldestOpenSegment,
         writeCopy: (frame) => this.writeCopy(frame),
+        pendingKills: () => this.pendingKills(),
       },
       opts.compactLiveRatio ?? 0.5,
       opts.compactionHooks,
@@ -137,7 +138,7 @@ export class Journal implements ChangeSink {
 
   /** All durable records with LSN <= this are synced. */
   get durableLsn(): number {
-    return this.unsyncedHead < this.unsynced.length ? this.unsynced[this.unsyncedHead]! - 1 : this.lastAppendedLsn;
+    return this.unsyncedHead < this.unsynced.length ? this.unsynced[this.unsyncedHead]!.lsn - 1 : this.lastAppendedLsn;
   }
 
   /** Counters for tests and metrics: writes, syncs, flushes. */
@@ -161,7 +162,7 @@ export class Journal implements ChangeSink {
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
     if (!entry.durable && entry.change.kind !== 'epoch') return;
     const frame = encodeFrame(encodeChange({ lsn, change: entry.change, durable: true }));
-    this.unsynced.push(lsn);
+    this.unsynced.push(entry);
     this.writer.enqueue(frame, { type: 'change', entry });
   }
 
@@ -228,6 +229,42 @@ export class Journal implements ChangeSink {
       loc = this.writer.enqueue(frame, { type: 'copy', done: (err) => (err ? reject(err) : resolve()) });
     });
     return { loc, synced };
+  }
+
+  /**
+   * Which changes are killed by records queued but not yet synced (the index only
+   * knows synced ones). Compaction must not copy those: the copy would land after
+   * its own tombstone, and two dead segments could end up waiting on each other.
+   */
+  private pendingKills(): (c: Change) => boolean {
+    const messages = new Set<string>();
+    const queues = new Set<string>();
+    const exchanges = new Set<string>();
+    const bindings = new Set<string>();
+    const note = (c: Change): void => {
+      if (c.kind === 'dequeue') messages.add(`${c.queue}\u0000${c.id}`);
+      else if (c.kind === 'queue-delete') queues.add(c.name);
+      else if (c.kind === 'exchange-delete') exchanges.add(c.name);
+      else if (c.kind === 'unbind') bindings.add(`${c.exchange}\u0000${c.queue}\u0000${c.key}`);
+      else if (c.kind === 'transaction') c.changes.forEach(note);
+    };
+    for (let i = this.unsyncedHead; i < this.unsynced.length; i++) note(this.unsynced[i]!.change);
+    return (c) => {
+      switch (c.kind) {
+        case 'queue-declare':
+          return queues.has(c.name);
+        case 'exchange-declare':
+          return exchanges.has(c.name);
+        case 'bind':
+          return queues.has(c.queue) || exchanges.has(c.exchange) || bindings.has(`${c.exchange}\u0000${c.queue}\u0000${c.key}`);
+        case 'enqueue':
+          return queues.has(c.queue) || messages.has(`${c.queue}\u0000${c.message.id}`);
+        case 'transaction':
+          return c.changes.every((n) => n.kind !== 'enqueue' || queues.has(n.queue) || messages.has(`${n.queue}\u0000${n.message.id}`));
+        default:
+          return false;
+      }
+    };
   }
 
   private onSynced(items: WriterItem<Tag>[]): void {
