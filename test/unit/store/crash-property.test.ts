@@ -48,13 +48,21 @@ async function runSessions(seed: number, dataDir: string) {
   return { work, maxLsnEver, lastChunkFirstLsn };
 }
 
-/** Rebuild `crashDir` from the originals with the last segment replaced by `last`. */
+/**
+ * Make `crashDir` hold the original segments with the last one replaced by `last`.
+ * The earlier segments are copied once; later calls only undo what the previous
+ * recovery added (its new segment) and rewrite the last one.
+ */
 async function stage(srcJournal: string, crashDir: string, segIds: number[], last: Buffer): Promise<void> {
-  await rm(crashDir, { recursive: true, force: true });
   const j = path.join(crashDir, 'journal');
+  const lastId = segIds.at(-1)!;
   await mkdir(j, { recursive: true });
-  for (const id of segIds.slice(0, -1)) await copyFile(segmentPath(srcJournal, id), segmentPath(j, id));
-  await writeFile(segmentPath(j, segIds.at(-1)!), last);
+  const present = await listSegments(j);
+  if (present.length === 0) {
+    for (const id of segIds.slice(0, -1)) await copyFile(segmentPath(srcJournal, id), segmentPath(j, id));
+  }
+  for (const id of present) if (id > lastId) await rm(segmentPath(j, id));
+  await writeFile(segmentPath(j, lastId), last);
 }
 
 describe('journal crash property', () => {
