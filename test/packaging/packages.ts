@@ -64,8 +64,17 @@ export async function lockHostInstall(): Promise<() => void> {
   };
 }
 
+/** dpkg, waiting (up to 5 min) while something else (apt on a shared host) holds its lock. */
 export function dpkg(...args: string[]): string {
-  return execFileSync('dpkg', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 300_000 });
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const r = spawnSync('dpkg', args, { encoding: 'utf8', timeout: 300_000 });
+    if (r.status === 0) return r.stdout;
+    if (!/lock was locked by another process|unable to (acquire|lock)/i.test(r.stderr) || Date.now() > deadline) {
+      throw new Error(`dpkg ${args.join(' ')} failed (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
+  }
 }
 
 /**
