@@ -107,6 +107,33 @@ export class OutgoingLink implements Consumer {
     if (this.unsettled.has(delivery)) this.onReleased(delivery);
   }
 
+  /**
+   * rhea records a disposition on the delivery at once but dispatches its event on
+   * the next tick, while a detach or close in the same read is dispatched at once.
+   * A client that accepts and then detaches would see its messages redelivered, so
+   * outcomes already on the deliveries are applied before the rest go back.
+   */
+  private applyLateOutcomes(): void {
+    for (const [delivery, entry] of [...this.unsettled]) {
+      const state = delivery.remote_state as { constructor?: { composite_type?: string }; delivery_failed?: boolean; undeliverable_here?: boolean } | undefined;
+      switch (state?.constructor?.composite_type) {
+        case 'accepted':
+          this.unsettled.delete(delivery);
+          this.broker.accept(this.queue, entry);
+          break;
+        case 'rejected':
+          this.unsettled.delete(delivery);
+          this.broker.reject(this.queue, entry);
+          break;
+        case 'released':
+        case 'modified':
+          this.unsettled.delete(delivery);
+          this.queue.release(entry, { deliveryFailed: state?.delivery_failed === true, undeliverableHere: false });
+          break;
+      }
+    }
+  }
+
   /** Entry held by an unsettled delivery, for transactional acceptance. */
   entryOf(delivery: Delivery): QueueEntry | undefined {
     return this.unsettled.get(delivery);
@@ -125,6 +152,7 @@ export class OutgoingLink implements Consumer {
     if (this.closed) return;
     this.closed = true;
     this.credit = 0;
+    this.applyLateOutcomes();
     this.unsettled.clear();
     this.queue.removeConsumer(this);
     this.schedule(this.queue);
