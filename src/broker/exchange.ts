@@ -8,26 +8,23 @@ export interface Binding {
 
 /** AMQP 0-9-1 topic match: words split on '.', '*' = exactly one word, '#' = zero or more. */
 export function topicMatches(pattern: string, key: string): boolean {
-  return matchWords(pattern.split('.'), 0, key.split('.'), 0);
-}
-
-function matchWords(p: string[], pi: number, k: string[], ki: number): boolean {
-  // Bounded recursion: each '#' tries every remaining suffix of the key.
-  while (pi < p.length) {
-    const word = p[pi];
+  const p = pattern.split('.');
+  const k = key.split('.');
+  // reach[i]: the pattern words consumed so far can match the first i key words.
+  // One pass per pattern word keeps this O(pattern x key); trying every suffix for
+  // each '#' instead is exponential in the number of '#'s (a binding could hang routing).
+  let reach = new Uint8Array(k.length + 1);
+  reach[0] = 1;
+  for (const word of p) {
+    const next = new Uint8Array(k.length + 1);
     if (word === '#') {
-      if (pi === p.length - 1) return true;
-      for (let skip = ki; skip <= k.length; skip++) {
-        if (matchWords(p, pi + 1, k, skip)) return true;
-      }
-      return false;
+      for (let i = 0; i <= k.length; i++) next[i] = reach[i] || (i > 0 ? next[i - 1] : 0);
+    } else {
+      for (let i = 0; i < k.length; i++) if (reach[i] && (word === '*' || word === k[i])) next[i + 1] = 1;
     }
-    if (ki >= k.length) return false;
-    if (word !== '*' && word !== k[ki]) return false;
-    pi++;
-    ki++;
+    reach = next;
   }
-  return ki === k.length;
+  return reach[k.length] === 1;
 }
 
 export class Exchange {

@@ -1,0 +1,111 @@
+// Shared fixtures for the broker model tests: a fake clock, a fake consumer that
+// records deliveries, message and settings builders, and a state snapshot that
+// two brokers can be compared by.
+import { Broker, type BrokerEvents, type IncomingMessage } from '../../../src/broker/broker.js';
+import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broker/changes.js';
+import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
+import { defaultExchangeSettings, defaultQueueSettings } from '../../../src/broker/settings.js';
+
+/** mulberry32: small, fast, seeded. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export class FakeClock {
+  constructor(public t = 1_000_000) {}
+  now = (): number => this.t;
+  advance(ms: number): void {
+    this.t += ms;
+  }
+}
+
+export class FakeConsumer implements Consumer {
+  readonly deliveries: QueueEntry[] = [];
+  cursor = 0;
+  constructor(
+    readonly id: string,
+    public credit = 1000,
+    readonly browse = false,
+    readonly connectionId = 'conn-1',
+  ) {}
+  deliver(entry: QueueEntry, _queue: Queue): void {
+    this.deliveries.push(entry);
+  }
+  /** Ids of the messages delivered so far. */
+  get ids(): number[] {
+    return this.deliveries.map((e) => e.msg.id);
+  }
+  /** Bodies (as strings) of the messages delivered so far. */
+  get bodies(): string[] {
+    return this.deliveries.map((e) => e.msg.bytes.toString());
+  }
+}
+
+export function msg(body: string, opts: Partial<IncomingMessage> = {}): IncomingMessage {
+  return {
+    bytes: Buffer.from(body),
+    headerLength: 0,
+    durable: false,
+    priority: 4,
+    ttlMs: undefined,
+    absoluteExpiry: undefined,
+    deliveryCount: 0,
+    subject: undefined,
+    ...opts,
+  };
+}
+
+export function qs(overrides: Partial<QueueSettings> = {}): QueueSettings {
+  return { ...defaultQueueSettings, ...overrides };
+}
+
+export const xs = (overrides: Partial<typeof defaultExchangeSettings> = {}) => ({ ...defaultExchangeSettings, ...overrides });
+
+/** A broker with a fake clock whose log is captured. */
+export function newBroker(options: { clock?: FakeClock; events?: BrokerEvents } = {}): {
+  broker: Broker;
+  clock: FakeClock;
+  logged: LoggedChange[];
+} {
+  const clock = options.clock ?? new FakeClock();
+  const broker = new Broker({ now: clock.now, events: options.events });
+  const logged: LoggedChange[] = [];
+  broker.log.attach({ append: (e) => logged.push(e) });
+  return { broker, clock, logged };
+}
+
+export const kinds = (entries: LoggedChange[]): ChangeKind[] => entries.map((e) => e.change.kind);
+
+/** Bodies of a queue's messages, in id order. */
+export function bodies(queue: Queue): string[] {
+  return queue.entries().map((e) => e.msg.bytes.toString());
+}
+
+/** Everything two brokers must agree on after the same log. */
+export function brokerState(broker: Broker): unknown {
+  const queues = [...broker.queues.values()]
+    .map((q) => ({
+      name: q.name,
+      settings: q.settings,
+      ids: q.entries().map((e) => e.msg.id),
+      depth: q.depth,
+      bytes: q.byteDepth,
+    }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  const exchanges = [...broker.exchanges.values()]
+    .map((e) => ({
+      name: e.name,
+      type: e.type,
+      settings: e.settings,
+      bindings: [...e.bindings].sort((a, b) => `${a.queue}\0${a.key}`.localeCompare(`${b.queue}\0${b.key}`)),
+    }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  return { queues, exchanges, epoch: broker.epoch };
+}
