@@ -11,10 +11,12 @@ import type { SettlementGate } from '../broker/settlement.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
 import { errorCondition } from './conditions.js';
+import { Coordinator } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { encodedBytes } from './lazy-message.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { OutgoingLink } from './outgoing-link.js';
+import { TransactionalState } from './transaction-types.js';
 
 export interface ConnectionPolicy {
   autoCreate: boolean;
@@ -36,8 +38,6 @@ interface Terminus {
 export interface ConnectionHost {
   schedule(queue: Queue): void;
   management: ManagementNode;
-  /** A transaction coordinator link (attached with a coordinator target). */
-  openCoordinator?(conn: ClientConnection, link: Receiver): void;
   /** Last chance to refuse a link (e.g. DR-replicated queues on a passive secondary). */
   checkLink?(conn: ClientConnection, address: string, direction: 'in' | 'out', browse: boolean): void;
 }
@@ -48,6 +48,7 @@ export class ClientConnection {
   readonly managementLinks = new Set<Receiver>();
   readonly ownedQueues = new Set<string>();
   private nextLink = 0;
+  private coordinator: Coordinator | undefined;
   closed = false;
 
   constructor(
@@ -152,8 +153,9 @@ export class ClientConnection {
     const target = attach.target;
     try {
       if (isCoordinator(target)) {
-        if (!this.host.openCoordinator) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'transactions are not supported');
-        return this.host.openCoordinator(this, receiver);
+        this.coordinator ??= new Coordinator(this.broker, this.gate, this.log);
+        this.coordinator.attach(receiver, (target as { capabilities?: unknown }).capabilities);
+        return;
       }
       const address = target?.address;
       if (address === MANAGEMENT_ADDRESS) {
@@ -182,6 +184,13 @@ export class ClientConnection {
             this.host.checkLink?.(this, a, 'in', false);
             this.ensureAddress(a);
           },
+          onTransactional: (delivery, msg, a, txnId) => {
+            if (!this.coordinator) {
+              delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'no transaction coordinator on this connection' });
+              return;
+            }
+            this.coordinator.send(delivery, txnId, a, msg);
+          },
         },
         this.log,
       );
@@ -200,6 +209,10 @@ export class ClientConnection {
       delivery.reject({ condition: 'amqp:not-implemented', description: 'only AMQP message format 0 is accepted' });
       return;
     }
+    if (this.coordinator?.isCoordinatorLink(receiver)) {
+      this.coordinator.onControl(receiver, delivery, bytes);
+      return;
+    }
     if (this.managementLinks.has(receiver)) {
       delivery.accept();
       receiver.add_credit(1);
@@ -209,6 +222,28 @@ export class ClientConnection {
     const link = this.incoming.get(receiver);
     if (link) link.onMessage(delivery, bytes);
     else delivery.reject({ condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
+  }
+
+  /** A consumer settled a delivery with transactional-state: accepted under a transaction. */
+  onTransactionalOutcome(context: EventContext): void {
+    const link = this.outgoing.get(context.sender as Sender);
+    const delivery = context.delivery as Delivery;
+    const state = delivery?.remote_state as unknown;
+    if (!link || !(state instanceof TransactionalState)) return;
+    const entry = link.entryOf(delivery);
+    if (!entry) return;
+    if (state.outcome === undefined || state.outcome === 0x24) {
+      link.take(delivery);
+      if (!this.coordinator?.accept(state.txnId, link.queue, entry)) {
+        // Unknown transaction: the acceptance cannot be held, so the message goes back.
+        link.queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
+        this.host.schedule(link.queue);
+      }
+    } else if (state.outcome === 0x25) {
+      link.onRejected(delivery);
+    } else {
+      link.onReleased(delivery);
+    }
   }
 
   // ---- teardown ----------------------------------------------------------------
@@ -222,6 +257,7 @@ export class ClientConnection {
     if (context.receiver) {
       this.incoming.get(context.receiver)?.close();
       this.incoming.delete(context.receiver);
+      this.coordinator?.detach(context.receiver);
       this.managementLinks.delete(context.receiver);
     }
   }
@@ -230,6 +266,8 @@ export class ClientConnection {
   cleanup(): void {
     if (this.closed) return;
     this.closed = true;
+    // Open transactions roll back first, so their acceptances go back to the queues.
+    this.coordinator?.rollbackAll();
     for (const link of this.outgoing.values()) link.close();
     for (const link of this.incoming.values()) link.close();
     this.outgoing.clear();
@@ -322,8 +360,6 @@ function subjectFilter(source: Terminus): string | undefined {
 }
 
 function isCoordinator(target: unknown): boolean {
-  // rhea unwraps a coordinator target into an object with a `capabilities` field only;
-  // the descriptor (0x30) survives on the raw terminus.
-  const t = target as { constructor?: { name?: string }; descriptor?: { value?: number }; capabilities?: unknown } | undefined;
-  return t?.descriptor?.value === 0x30 || (t as { type?: string } | undefined)?.type === 'coordinator';
+  // rhea-patches.ts keeps a coordinator target as { coordinator: true, capabilities }.
+  return (target as { coordinator?: boolean } | undefined)?.coordinator === true;
 }

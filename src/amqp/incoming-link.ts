@@ -9,6 +9,7 @@ import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { errorCondition } from './conditions.js';
 import { parseIncoming, type ParsedMessage } from './message-codec.js';
+import { readTransactionalState } from './transaction-types.js';
 
 export interface IncomingOptions {
   /** Fixed target address; undefined = anonymous relay (each message's `to`). */
@@ -18,7 +19,7 @@ export interface IncomingOptions {
   /** Create a queue for an unknown `to` address (anonymous relay). */
   ensureAddress(address: string): void;
   /** A transactional send: hand it to the transaction instead. */
-  onTransactional?(delivery: Delivery, msg: ParsedMessage, address: string): void;
+  onTransactional?(delivery: Delivery, msg: ParsedMessage, address: string, txnId: Buffer): void;
 }
 
 export class IncomingLink {
@@ -54,9 +55,10 @@ export class IncomingLink {
       if (address === undefined) {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'message has no "to" address and the link has no target address; set one of them');
       }
-      const txn = (delivery as unknown as { remote_state?: { txn_id?: Buffer } }).remote_state?.txn_id;
-      if (txn !== undefined && this.options.onTransactional) {
-        this.options.onTransactional(delivery, msg, address);
+      const txn = readTransactionalState((delivery as unknown as { remote_state?: unknown }).remote_state);
+      if (txn && this.options.onTransactional) {
+        if (this.options.address === undefined) this.options.ensureAddress(address);
+        this.options.onTransactional(delivery, msg, address, txn.txnId);
         this.settled();
         return;
       }

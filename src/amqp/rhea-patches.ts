@@ -5,8 +5,14 @@
 //    the same name on one session. rhea keys a session's links by name alone and
 //    fails with "Attach already received". We key them by direction + name.
 // 2. Message decoding: see lazy-message.ts.
+// 3. Transactions (spec part 4): rhea drops a coordinator target as an unknown
+//    terminus and reports a transactional-state disposition as an unrecognised
+//    outcome (so a transactional acceptance would look like a bare settle). We
+//    keep the coordinator target and turn transactional-state into an outcome
+//    rhea dispatches as the `transactional_state` event.
 import { createRequire } from 'node:module';
 import { installLazyDecode } from './lazy-message.js';
+import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
 
 interface RheaLink {
   name: string;
@@ -53,6 +59,24 @@ export function installRheaPatches(): void {
     this.remote.handles[frame.performative.handle] = link;
     (link as unknown as { on_attach(f: unknown): void }).on_attach(frame);
     (link as unknown as { remote: { attach: unknown } }).remote.attach = frame.performative;
+  };
+
+  const terminus = require('rhea/lib/terminus.js') as { unwrap(field: unknown): unknown };
+  const unwrapTerminus = terminus.unwrap;
+  terminus.unwrap = (field: unknown) => {
+    if (descriptorOf(field) === Descriptor.coordinator) {
+      const [capabilities] = ((field as { value?: unknown[] }).value ?? []) as unknown[];
+      return { coordinator: true, capabilities };
+    }
+    return unwrapTerminus(field);
+  };
+
+  const message = require('rhea/lib/message.js') as { unwrap_outcome(o: unknown): unknown };
+  const unwrapOutcome = message.unwrap_outcome;
+  message.unwrap_outcome = (outcome: unknown) => {
+    const tx = readTransactionalState(outcome);
+    if (tx) return new TransactionalState(tx.txnId, tx.outcome);
+    return unwrapOutcome(outcome);
   };
 
   proto.remove_link = function (this: RheaSession, link: RheaLink) {

@@ -35,14 +35,12 @@ export class AmqpServer {
   readonly container: Container;
   readonly management: ManagementNode;
   private readonly connections = new Map<Connection, ClientConnection>();
-  private readonly roles = new WeakMap<Connection, string | undefined>();
   private readonly servers: Server[] = [];
   private readonly dirty = new Set<Queue>();
   private flushScheduled = false;
   private nextId = 0;
   private closing = false;
   admission: AdmissionCheck | undefined;
-  openCoordinator: ConnectionHost['openCoordinator'];
   checkLink: ConnectionHost['checkLink'];
 
   constructor(
@@ -183,6 +181,7 @@ export class AmqpServer {
     for (const outcome of ['accepted', 'released', 'rejected', 'modified', 'settled'] as const) {
       c.on(outcome, (ctx: EventContext) => this.conn(ctx)?.onOutcome(ctx, outcome));
     }
+    c.on('transactional_state', (ctx: EventContext) => this.conn(ctx)?.onTransactionalOutcome(ctx));
     c.on('sender_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
     c.on('receiver_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
     c.on('sender_error', (ctx: EventContext) => this.log.debug({ err: ctx.sender?.error }, 'sender link error'));
@@ -212,7 +211,6 @@ export class AmqpServer {
     const host: ConnectionHost = {
       schedule: (q) => this.schedule(q),
       management: this.management,
-      openCoordinator: this.openCoordinator,
       checkLink: this.checkLink,
     };
     // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
@@ -225,7 +223,6 @@ export class AmqpServer {
       return;
     }
     this.connections.set(rc, conn);
-    this.roles.set(rc, role);
     this.log.debug({ conn: id, remote: conn.remoteAddress, user: conn.user }, 'connection opened');
   }
 

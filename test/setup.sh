@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a brand-new Debian 12 machine:
+# Debian packages (python3-qpid-proton for interop, pacemaker/corosync/pcs and
+# resource-agents for the agent tests, systemd for the unit tests, rpm/lintian for
+# packaging) and the npm dependencies. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+packages=(
+  python3-qpid-proton        # interop client nobody here wrote
+  pacemaker pacemaker-cli-utils corosync pcs resource-agents   # OCF agent and cluster tests
+  systemd libsystemd-dev     # unit tests under a real systemd; sd-notify addon headers
+  rpm lintian rpmlint dpkg-dev fakeroot   # building and checking the packages
+  shellcheck                 # the OCF agent is shell
+  iproute2 util-linux procps psmisc openssl strace
+  g++ make python3           # node-gyp for the sd-notify addon
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  # Installing pacemaker/corosync/pcs must not start their daemons on this host.
+  created_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+  if [ "$created_policy" = 1 ]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+fi
+
+npm ci --no-audit --no-fund
