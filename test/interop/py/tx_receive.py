@@ -1,0 +1,41 @@
+"""Transactional acceptance with qpid-proton: receive N messages accepting them
+under a transaction, then commit or roll back (or drop the connection)."""
+import json, os, sys
+from proton.handlers import MessagingHandler, TransactionHandler
+from proton.reactor import Container
+
+url, queue, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+
+class TxReceiver(MessagingHandler, TransactionHandler):
+    def __init__(self):
+        super().__init__(prefetch=0, auto_accept=False)
+        self.got = []
+    def on_start(self, event):
+        self.conn = event.container.connect(url)
+        self.receiver = event.container.create_receiver(self.conn, queue)
+        event.container.declare_transaction(self.conn, handler=self)
+    def on_transaction_declared(self, event):
+        self.txn = event.transaction
+        self.receiver.flow(count)
+    def on_message(self, event):
+        self.got.append(event.message.body)
+        self.txn.accept(event.delivery)
+        if len(self.got) == count:
+            if mode == "commit":
+                self.txn.commit()
+            elif mode == "rollback":
+                self.txn.abort()
+            else:
+                event.container.schedule(0.3, self)
+    def on_timer_task(self, event):
+        sys.stdout.write(json.dumps({"got": self.got, "dropped": True}) + "\n")
+        sys.stdout.flush()
+        os._exit(0)
+    def on_transaction_committed(self, event):
+        self.conn.close()
+    def on_transaction_aborted(self, event):
+        self.conn.close()
+
+handler = TxReceiver()
+Container(handler).run()
+print(json.dumps({"got": handler.got}))

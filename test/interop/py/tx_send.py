@@ -1,0 +1,47 @@
+"""Transactional sends with qpid-proton: commit, rollback, and (with --drop) a
+connection that dies mid-transaction. Prints one JSON line with what happened."""
+import json, os, sys
+from proton import Message
+from proton.handlers import MessagingHandler, TransactionHandler
+from proton.reactor import Container
+
+url, queue, mode = sys.argv[1], sys.argv[2], sys.argv[3]  # mode: commit | rollback | drop
+
+class TxSender(MessagingHandler, TransactionHandler):
+    def __init__(self):
+        super().__init__()
+        self.result = {"mode": mode}
+    def on_start(self, event):
+        self.conn = event.container.connect(url)
+        self.sender = event.container.create_sender(self.conn, queue)
+        event.container.declare_transaction(self.conn, handler=self)
+    def on_transaction_declared(self, event):
+        for i in range(5):
+            event.transaction.send(self.sender, Message(body="%s-%d" % (mode, i), durable=True))
+        if mode == "commit":
+            event.transaction.commit()
+        elif mode == "rollback":
+            event.transaction.abort()
+        else:
+            # Give the sends time to reach the broker, then vanish without a discharge.
+            event.container.schedule(0.5, self)
+    def on_timer_task(self, event):
+        sys.stdout.write(json.dumps({"mode": mode, "dropped": True}) + "\n")
+        sys.stdout.flush()
+        os._exit(0)
+    def on_transaction_committed(self, event):
+        self.result["committed"] = True
+        self.conn.close()
+    def on_transaction_aborted(self, event):
+        self.result["aborted"] = True
+        self.conn.close()
+    def on_transaction_declare_failed(self, event):
+        self.result["declare_failed"] = True
+        self.conn.close()
+    def on_transaction_commit_failed(self, event):
+        self.result["commit_failed"] = True
+        self.conn.close()
+
+handler = TxSender()
+Container(handler).run()
+print(json.dumps(handler.result))
