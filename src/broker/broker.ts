@@ -75,7 +75,7 @@ export class Broker implements QueueHost {
   events: BrokerEvents;
   private nextMessageId = 1;
   /** When set, removals are collected into a transaction instead of logged one by one. */
-  private txCollector: TxOp[] | undefined;
+  private txCollector: Array<{ op: TxOp; durable: boolean }> | undefined;
 
   constructor(options: BrokerOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -237,7 +237,9 @@ export class Broker implements QueueHost {
       const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
       return { queues, msg };
     });
-    for (const { queues, msg } of routed) this.checkLimits(queues, msg.bytes.length);
+    // Sends to the same queue add up: check each against the ones before it.
+    const pending = new Map<Queue, { count: number; bytes: number }>();
+    for (const { queues, msg } of routed) this.checkLimits(queues, msg.bytes.length, pending);
     const ops: TxOp[] = [];
     let durable = false;
     for (const { queues, msg } of routed) {
@@ -343,8 +345,9 @@ export class Broker implements QueueHost {
 
   removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void {
     const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
-    if (this.txCollector) this.txCollector.push(op);
-    else this.log.record(op, entry.msg.durable && queue.settings.durable);
+    const durable = entry.msg.durable && queue.settings.durable;
+    if (this.txCollector) this.txCollector.push({ op, durable });
+    else this.log.record(op, durable);
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
       this.reroute(queue.settings.alternateExchange, entry);
     }
@@ -385,15 +388,21 @@ export class Broker implements QueueHost {
     return out;
   }
 
-  private checkLimits(queues: Queue[], size: number): void {
+  private checkLimits(queues: Queue[], size: number, pending?: Map<Queue, { count: number; bytes: number }>): void {
     for (const queue of queues) {
       if (queue.settings.limitPolicy !== 'reject') continue;
-      const limit = queue.limitExceeded(size);
+      let promised = pending?.get(queue);
+      if (pending && !promised) pending.set(queue, (promised = { count: 0, bytes: 0 }));
+      const limit = queue.limitExceeded(size, promised);
       if (limit) {
         throw new TandemError(
           'TANDEM_ERR_QUEUE_FULL',
           `queue '${queue.name}' is full (${limit}); consume from it, or raise its limit, or use policy ring`,
         );
+      }
+      if (promised) {
+        promised.count++;
+        promised.bytes += size;
       }
     }
   }
@@ -472,7 +481,7 @@ export class Broker implements QueueHost {
 
   private collectRemovals(fn: () => void): void {
     const outer = this.txCollector;
-    const collected: TxOp[] = [];
+    const collected: Array<{ op: TxOp; durable: boolean }> = [];
     this.txCollector = collected;
     try {
       fn();
@@ -480,10 +489,7 @@ export class Broker implements QueueHost {
       this.txCollector = outer;
     }
     // Ring overflows caused by a commit are logged right after it.
-    for (const op of collected) {
-      const queue = this.queues.get(op.queue);
-      this.log.record(op, queue?.settings.durable ?? false);
-    }
+    for (const { op, durable } of collected) this.log.record(op, durable);
   }
 }
 

@@ -88,11 +88,14 @@ export class Queue {
     return this.byId.get(id);
   }
 
-  /** The limit a new message of this size would break, or undefined if it fits. */
-  limitExceeded(size: number): string | undefined {
+  /**
+   * The limit a new message of this size would break, or undefined if it fits;
+   * `pending` counts messages already promised to this queue (earlier sends of a transaction).
+   */
+  limitExceeded(size: number, pending = { count: 0, bytes: 0 }): string | undefined {
     const { maxCount, maxSize } = this.settings;
-    if (maxCount > 0 && this.depth + 1 > maxCount) return `max-count ${maxCount}`;
-    if (maxSize > 0 && this.bytes + size > maxSize) return `max-size ${maxSize} bytes`;
+    if (maxCount > 0 && this.depth + pending.count + 1 > maxCount) return `max-count ${maxCount}`;
+    if (maxSize > 0 && this.bytes + pending.bytes + size > maxSize) return `max-size ${maxSize} bytes`;
     return undefined;
   }
 
