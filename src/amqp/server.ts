@@ -51,8 +51,14 @@ export class AmqpServer {
     statusOf: () => Record<string, unknown>,
   ) {
     installRheaPatches();
-    // Server links: we settle and grant credit ourselves.
-    this.container = rhea.create_container({ id: `tandem@${hostname()}`, autoaccept: false, credit_window: 0 } as never);
+    // Server links: we settle and grant credit ourselves. rhea by default reports a
+    // modified outcome as released, losing delivery-failed and undeliverable-here.
+    this.container = rhea.create_container({
+      id: `tandem@${hostname()}`,
+      autoaccept: false,
+      credit_window: 0,
+      treat_modified_as_released: false,
+    } as never);
     const admin: AdminContext = {
       broker,
       connections: () => this.connectionInfos(),
