@@ -157,7 +157,8 @@ export class ClientConnection {
         this.coordinator.attach(receiver, (target as { capabilities?: unknown }).capabilities);
         return;
       }
-      const address = target?.address;
+      // A null address (rhea, proton) means the anonymous relay, like an absent one.
+      const address = target?.address ?? undefined;
       if (address === MANAGEMENT_ADDRESS) {
         receiver.set_target({ address } as never);
         this.managementLinks.add(receiver);
