@@ -10,6 +10,11 @@
 //    outcome (so a transactional acceptance would look like a bare settle). We
 //    keep the coordinator target and turn transactional-state into an outcome
 //    rhea dispatches as the `transactional_state` event.
+// 4. Dispositions: rhea coalesces consecutive deliveries into one disposition
+//    range and, when the range so far holds a single delivery, skips the check
+//    that the next one has the same outcome. An accepted delivery followed by a
+//    rejected one (a full queue) went out as one range "accepted": the sender was
+//    told a refused message was accepted. We write incoming dispositions ourselves.
 import { createRequire } from 'node:module';
 import { installLazyDecode } from './lazy-message.js';
 import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
@@ -28,6 +33,13 @@ interface RheaSession {
   create_sender(name: string): RheaLink;
   create_receiver(name: string): RheaLink;
   on_attach(frame: { performative: { name: string; role: boolean; handle: number } }): void;
+}
+
+interface PendingDisposition {
+  id: number;
+  settled: boolean;
+  state: unknown;
+  link: { session: { output(frame: unknown): void }; is_receiver(): boolean };
 }
 
 const key = (isSender: boolean, name: string): string => `${isSender ? 'sender' : 'receiver'}:${name}`;
@@ -77,6 +89,54 @@ export function installRheaPatches(): void {
     const tx = readTransactionalState(outcome);
     if (tx) return new TransactionalState(tx.txnId, tx.outcome);
     return unwrapOutcome(outcome);
+  };
+
+  const frames = require('rhea/lib/frames.js') as { disposition(fields: Record<string, unknown>): unknown };
+  const rheaMessage = require('rhea/lib/message.js') as { are_outcomes_equivalent(a: unknown, b: unknown): boolean };
+  const writeDispositions = (deliveries: PendingDisposition[]): void => {
+    let first: PendingDisposition | undefined;
+    let last: PendingDisposition | undefined;
+    const flush = () => {
+      if (!first || !last) return;
+      first.link.session.output(
+        frames.disposition({ role: first.link.is_receiver(), first: first.id, last: last.id, state: first.state, settled: first.settled }),
+      );
+    };
+    for (const d of deliveries) {
+      const joins =
+        first !== undefined &&
+        last !== undefined &&
+        d.id === last.id + 1 &&
+        d.link.session === first.link.session &&
+        d.settled === first.settled &&
+        rheaMessage.are_outcomes_equivalent(first.state, d.state);
+      if (joins) {
+        last = d;
+      } else if (!last || d.id !== last.id) {
+        flush();
+        first = d;
+        last = d;
+      }
+    }
+    flush();
+  };
+  let incomingPatched = false;
+  const sessionProcess = proto._process as (this: RheaSession) => void;
+  proto._process = function (this: RheaSession & { incoming: object }) {
+    if (!incomingPatched) {
+      // Incoming is private to rhea's session.js: reach its prototype through an instance.
+      incomingPatched = true;
+      const incoming = Object.getPrototypeOf(this.incoming) as { process(session: unknown): void };
+      const original = incoming.process;
+      incoming.process = function (this: { updated: PendingDisposition[] }, session: unknown) {
+        if (this.updated.length > 0) {
+          writeDispositions(this.updated);
+          this.updated = [];
+        }
+        original.call(this, session);
+      };
+    }
+    sessionProcess.call(this);
   };
 
   proto.remove_link = function (this: RheaSession, link: RheaLink) {
