@@ -1,0 +1,37 @@
+// Run the tandem admin CLI (bin/tandem, built dist/) against a test broker and
+// collect its exit code and output; management calls for test setup.
+import { execFile } from 'node:child_process';
+import { ManagementClient } from '../../src/admin/client.js';
+import { tandemBin } from './broker.js';
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function tandem(args: string[], options: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      process.execPath,
+      [tandemBin, ...args],
+      { env: { ...process.env, ...options.env }, timeout: options.timeoutMs ?? 30_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1) : 0;
+        resolve({ code, stdout: String(stdout), stderr: String(stderr) });
+      },
+    );
+    if (options.input !== undefined) child.stdin!.end(options.input);
+    else child.stdin!.end();
+  });
+}
+
+/** Run one management request over AMQP (faster than spawning the CLI, for setup). */
+export async function manage(port: number, operation: string, type: string | undefined, name: string | undefined, body: Record<string, unknown> = {}, auth?: { user: string; password: string }): Promise<unknown> {
+  const client = await ManagementClient.connect({ host: '127.0.0.1', port, user: auth?.user, password: auth?.password }, { timeoutMs: 10_000 });
+  try {
+    return await client.request(operation, type, name, body);
+  } finally {
+    client.close();
+  }
+}
