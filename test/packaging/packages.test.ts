@@ -1,0 +1,222 @@
+// The RPM and DEB built by packaging/build: contents and modes, scriptlets, then the DEB
+// installed on this host (broker serves a qpid-proton client, OCF agent passes ocf-tester
+// when it exists), purged, and the RPM installed into a scratch root.
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { waitFor } from '../helpers/systemd-lab.js';
+import {
+  DEB, dpkg, ensurePackages, freePort, HAS_OCF_AGENT, HAS_RGMANAGER_SCRIPT, installDeb, installedVersion,
+  lockHostInstall, purgeDeb, requirement, RPM, VERSION,
+} from './packages.js';
+
+const missing = ['rpmbuild', 'rpm', 'dpkg-deb', 'dpkg-shlibdeps'].find((t) => spawnSync('sh', ['-c', `command -v ${t}`]).status !== 0);
+const { skip } = requirement(
+  process.getuid?.() !== 0 ? 'needs root (installs the DEB)' : missing ? `'${missing}' not installed` : undefined,
+);
+
+/** path -> mode (octal string) and owner, from `dpkg -c` or `rpm -qlvp` listings. */
+type Listing = Map<string, { mode: string; owner: string }>;
+const PERMS: Record<string, number> = { r: 4, w: 2, x: 1, s: 1, t: 1 };
+function modeOf(perm: string): string {
+  // "-rwxr-xr-x" -> "0755"
+  const digits = [1, 4, 7].map((i) => perm.slice(i, i + 3).split('').reduce((a, c) => a + (PERMS[c] ?? 0), 0));
+  return `0${digits.join('')}`;
+}
+function parseListing(text: string, pathCol: number, ownerOf: (cols: string[]) => string): Listing {
+  const out: Listing = new Map();
+  for (const line of text.split('\n').filter(Boolean)) {
+    const cols = line.trim().split(/\s+/);
+    const path = cols.slice(pathCol).join(' ').replace(/^\.\//, '/').replace(/\/$/, '').split(' -> ')[0];
+    out.set(path || '/', { mode: modeOf(cols[0]), owner: ownerOf(cols) });
+  }
+  return out;
+}
+
+// Both packages: path -> mode. The optional agent files come with resource-agents/.
+const EXPECTED: Record<string, string> = {
+  '/usr/bin/tandemd': '0755',
+  '/usr/bin/tandem': '0755',
+  '/usr/lib/tandem/bin/tandemd': '0755',
+  '/usr/lib/tandem/dist/cli/tandemd.js': '0644',
+  '/usr/lib/tandem/package.json': '0644',
+  '/usr/lib/tandem/node_modules/rhea/package.json': '0644',
+  '/usr/lib/tandem/node_modules/sd-notify/build/Release/notify.node': '0644',
+  '/usr/lib/systemd/system/tandemd.service': '0644',
+  '/usr/lib/systemd/system/tandemd@.service': '0644',
+  '/usr/lib/sysusers.d/tandem.conf': '0644',
+  '/etc/tandem/tandemd.conf': '0644',
+  '/usr/share/man/man8/tandemd.8.gz': '0644',
+  '/usr/share/man/man1/tandem.1.gz': '0644',
+  '/usr/share/doc/tandem/systemd.md': '0644',
+  ...(HAS_OCF_AGENT ? { '/usr/lib/ocf/resource.d/tandem/tandemd': '0755' } : {}),
+  ...(HAS_RGMANAGER_SCRIPT ? { '/usr/lib/tandem/rgmanager/tandemd-primary': '0755' } : {}),
+};
+
+describe.skipIf(skip)('packaging - RPM and DEB', () => {
+  let deb: Listing;
+  let rpm: Listing;
+
+  beforeAll(() => {
+    ensurePackages();
+    deb = parseListing(execFileSync('dpkg', ['-c', DEB], { encoding: 'utf8', maxBuffer: 64 << 20 }), 5, (c) => c[1]);
+    rpm = parseListing(execFileSync('rpm', ['-qlvp', RPM], { encoding: 'utf8', maxBuffer: 64 << 20 }), 8, (c) => `${c[2]}/${c[3]}`);
+  }, 900_000);
+
+  test('both packages hold every file with the right mode', () => {
+    for (const [path, mode] of Object.entries(EXPECTED)) {
+      expect(deb.get(path), `deb: ${path}`).toMatchObject({ mode, owner: 'root/root' });
+      expect(rpm.get(path), `rpm: ${path}`).toMatchObject({ mode, owner: 'root/root' });
+    }
+    expect(rpm.get('/var/lib/tandem')).toEqual({ mode: '0750', owner: 'tandem/tandem' });
+    // the OCF agent and the rgmanager script only when resource-agents/ has them
+    expect(deb.has('/usr/lib/ocf/resource.d/tandem/tandemd')).toBe(HAS_OCF_AGENT);
+    expect(rpm.has('/usr/lib/ocf/resource.d/tandem/tandemd')).toBe(HAS_OCF_AGENT);
+    // nothing world-writable, no dev files or dotfiles from node_modules
+    for (const [path, { mode }] of [...deb, ...rpm]) {
+      expect(Number.parseInt(mode, 8) & 0o002, path).toBe(0);
+      expect(path, 'pruned').not.toMatch(/\/\.github\/|\/test\/|\.d\.ts$|\.map$/);
+    }
+  });
+
+  test('DEB metadata: version, dependencies, conffile, scripts that never enable the broker', () => {
+    const info = execFileSync('dpkg-deb', ['-I', DEB], { encoding: 'utf8' });
+    expect(info).toMatch(new RegExp(`Version: ${VERSION.replace(/\./g, '\\.')}-1`));
+    expect(info).toMatch(/Depends: nodejs \(>= 20\), libsystemd0/);
+    expect(info).toMatch(/Recommends: pacemaker, resource-agents/);
+    expect(execFileSync('dpkg-deb', ['-f', DEB, 'Architecture'], { encoding: 'utf8' }).trim()).toBe('amd64');
+    const tmp = mkdtempSync('/var/tmp/tandem-debctl-');
+    try {
+      execFileSync('dpkg-deb', ['-e', DEB, tmp]);
+      expect(execFileSync('cat', [`${tmp}/conffiles`], { encoding: 'utf8' }).trim()).toBe('/etc/tandem/tandemd.conf');
+      const scripts = ['postinst', 'prerm', 'postrm']
+        .map((s) => execFileSync('cat', [`${tmp}/${s}`], { encoding: 'utf8' }))
+        .join('\n')
+        .replace(/^\s*#.*$/gm, ''); // the comments may say what operators run
+      expect(scripts).toMatch(/systemd-sysusers/);
+      expect(scripts).toMatch(/useradd --system/);
+      expect(scripts).toMatch(/daemon-reload/);
+      expect(scripts).not.toMatch(/systemctl[^\n]*\b(enable|start|restart)\b/);
+      expect(scripts).toMatch(/purge\)\n\s*rm -rf \/var\/lib\/tandem/);
+      for (const s of ['postinst', 'prerm', 'postrm']) expect(statSync(`${tmp}/${s}`).mode & 0o777).toBe(0o755);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  test('RPM metadata: version, requires, config(noreplace), scriptlets', () => {
+    const q = (...a: string[]) => execFileSync('rpm', ['-qp', ...a, RPM], { encoding: 'utf8' });
+    expect(q('--qf', '%{NAME}-%{VERSION}-%{RELEASE}.%{ARCH}')).toBe(`tandem-${VERSION}-1.x86_64`);
+    expect(q('--requires')).toMatch(/^nodejs >= 1:20$/m);
+    expect(q('--requires')).toMatch(/^libsystemd\.so\.0/m);
+    expect(q('--recommends')).toMatch(/pacemaker\nresource-agents/);
+    expect(q('--configfiles')).toMatch(/^\/etc\/tandem\/tandemd\.conf$/m);
+    // %config(noreplace): file flags include config (1) and noreplace (16)
+    expect(q('--qf', '[%{FILEFLAGS:fflags} %{FILENAMES}\n]')).toMatch(/^cn \/etc\/tandem\/tandemd\.conf$/m);
+    const scripts = q('--scripts').replace(/^\s*#.*$/gm, '');
+    expect(scripts).toMatch(/preinstall scriptlet[\s\S]*systemd-sysusers[\s\S]*useradd --system/);
+    expect(scripts).toMatch(/daemon-reload/);
+    expect(scripts).not.toMatch(/systemctl[^\n]*\b(enable|start|restart|preset)\b/);
+  });
+
+  test('the RPM installs into a scratch root with every file in place', () => {
+    const root = mkdtempSync('/var/tmp/tandem-rpmroot-');
+    try {
+      execFileSync('rpm', ['--root', root, '--initdb']);
+      execFileSync('rpm', ['-i', '--root', root, '--nodeps', '--noscripts', RPM], { stdio: 'pipe' });
+      for (const [path, mode] of Object.entries(EXPECTED)) {
+        expect((statSync(`${root}${path}`).mode & 0o7777).toString(8).padStart(4, '0'), path).toBe(mode);
+      }
+      expect(statSync(`${root}/var/lib/tandem`).isDirectory()).toBe(true);
+      expect(execFileSync('rpm', ['--root', root, '-V', '--nodeps', '--nouser', '--nogroup', 'tandem'], { encoding: 'utf8' })).toBe('');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.skipIf(skip)('packaging - the DEB installed on this host', () => {
+  let release: (() => void) | undefined;
+  let broker: ChildProcess | undefined;
+  let dataDir: string | undefined;
+
+  beforeAll(async () => {
+    ensurePackages();
+    release = await lockHostInstall();
+    purgeDeb();
+    installDeb();
+  }, 900_000);
+
+  afterAll(async () => {
+    try {
+      if (broker && broker.exitCode === null && broker.signalCode === null) {
+        const exited = new Promise((r) => broker!.once('exit', r));
+        broker.kill('SIGTERM');
+        await exited;
+      }
+      if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+      purgeDeb();
+    } finally {
+      release?.();
+    }
+  }, 120_000);
+
+  test('installs: user, data dir, launchers; the broker is neither enabled nor started', () => {
+    expect(installedVersion('tandem')).toBe(`${VERSION}-1`);
+    expect(execFileSync('getent', ['passwd', 'tandem'], { encoding: 'utf8' })).toMatch(/^tandem:x:\d+:\d+:Tandem AMQP broker:\/var\/lib\/tandem:\/usr\/sbin\/nologin$/m);
+    const st = statSync('/var/lib/tandem');
+    expect(st.mode & 0o777).toBe(0o750);
+    expect(st.uid).toBe(Number(execFileSync('id', ['-u', 'tandem'], { encoding: 'utf8' })));
+    expect(existsSync('/etc/systemd/system/multi-user.target.wants/tandemd.service')).toBe(false);
+    expect(execFileSync('/usr/bin/tandemd', ['--version'], { encoding: 'utf8' }).trim()).toBe(`tandemd ${VERSION}`);
+  });
+
+  test.skipIf(!HAS_OCF_AGENT)('the installed OCF agent passes ocf-tester', () => {
+    const r = spawnSync('ocf-tester', ['-n', 'tandem-ocf-test', '/usr/lib/ocf/resource.d/tandem/tandemd'], {
+      encoding: 'utf8',
+      timeout: 300_000,
+    });
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+  }, 320_000);
+
+  test('a broker run from the installed files serves a qpid-proton client', async () => {
+    const port = await freePort();
+    dataDir = mkdtempSync('/var/tmp/tandem-pkg-broker-');
+    broker = spawn('/usr/bin/tandemd', ['--host', '127.0.0.1', '--port', String(port), '--data-dir', dataDir, '--auth', 'no'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    broker.stdout!.on('data', (d) => (out += d));
+    broker.stderr!.on('data', (d) => (out += d));
+    await waitFor(() => out.includes(`listening on 127.0.0.1:${port}`) || broker!.exitCode !== null, { name: 'installed broker listening' });
+    expect(broker.exitCode, out).toBeNull();
+    const client = `
+import sys
+from proton import Message
+from proton.utils import BlockingConnection
+c = BlockingConnection("amqp://127.0.0.1:%s" % sys.argv[1], timeout=20)
+c.create_sender("pkg-test").send(Message(body="hello from proton"))
+r = c.create_receiver("pkg-test")
+m = r.receive(timeout=20)
+r.accept()
+print(m.body)
+c.close()
+`;
+    const r = spawnSync('/usr/bin/python3', ['-c', client, String(port)], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, `${r.stderr}\nbroker:\n${out}`).toBe(0);
+    expect(r.stdout.trim()).toBe('hello from proton');
+  }, 90_000);
+
+  test('purge removes the package, its data dir and its config', async () => {
+    if (broker && broker.exitCode === null) {
+      const exited = new Promise((res) => broker!.once('exit', res));
+      broker.kill('SIGTERM');
+      await exited;
+    }
+    dpkg('--purge', 'tandem');
+    expect(installedVersion('tandem')).toBeUndefined();
+    for (const p of ['/usr/bin/tandemd', '/usr/lib/tandem', '/etc/tandem/tandemd.conf', '/var/lib/tandem']) {
+      expect(existsSync(p), p).toBe(false);
+    }
+  }, 120_000);
+});
