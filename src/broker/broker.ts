@@ -134,6 +134,7 @@ export class Broker implements QueueHost {
     const alternate = queue.settings.alternateExchange;
     for (const ex of this.exchanges.values()) ex.unbindQueue(name);
     this.queues.delete(name);
+    queue.discard();
     this.log.record({ kind: 'queue-delete', name }, queue.settings.durable);
     if (alternate) for (const entry of remaining) this.reroute(alternate, entry);
     this.events.queueDeleted?.(queue);
@@ -371,6 +372,7 @@ export class Broker implements QueueHost {
     if (!queue) return;
     for (const ex of this.exchanges.values()) ex.unbindQueue(name);
     this.queues.delete(name);
+    queue.discard();
     this.events.queueDeleted?.(queue);
   }
 

@@ -217,6 +217,19 @@ export class Queue {
     return n;
   }
 
+  /**
+   * Forget every message without reporting (the queue was deleted; its messages
+   * went with the queue-delete change). Deliveries still held by consumers can
+   * then no longer be settled, which would log dequeues (or dead letters) for a
+   * queue that is gone, or for a new queue of the same name.
+   */
+  discard(): void {
+    for (const level of this.levels) level.clear();
+    this.byId.clear();
+    this.bytes = 0;
+    this.withTtl = 0;
+  }
+
   /** Every entry, available or acquired, in id order (for snapshots and deletion). */
   entries(): QueueEntry[] {
     return [...this.byId.values()].sort((a, b) => a.msg.id - b.msg.id);

@@ -519,6 +519,33 @@ describe('Queue purge, delete, auto-delete', () => {
     expect(kinds(logged)).toEqual(['queue-delete', 'enqueue', 'enqueue']);
   });
 
+  it('settling a delivery of a deleted queue changes nothing', () => {
+    const { broker, clock, logged } = newBroker();
+    broker.declareQueue('dlq', qs());
+    broker.bind('amq.fanout', 'dlq', '');
+    const old = broker.declareQueue('q', qs({ alternateExchange: 'amq.fanout' })).queue;
+    broker.publish('q', msg('a'));
+    broker.publish('q', msg('b'));
+    broker.publish('q', msg('c'));
+    const c = new FakeConsumer('c');
+    old.addConsumer(c);
+    old.dispatch(clock.now());
+    broker.deleteQueue('q');
+    expect(bodies(broker.queue('dlq'))).toEqual(['a', 'b', 'c']);
+    const fresh = broker.declareQueue('q', qs()).queue;
+    broker.publish('q', msg('new'));
+    const n = logged.length;
+    broker.accept(old, c.deliveries[0]);
+    broker.reject(old, c.deliveries[1]); // must not dead-letter 'b' a second time
+    old.release(c.deliveries[2], { deliveryFailed: true, undeliverableHere: false });
+    expect(broker.commit([], [{ queue: old, entry: c.deliveries[2] }]).lsn).toBe(0);
+    old.removeConsumer(c);
+    expect(logged.length).toBe(n);
+    expect(bodies(broker.queue('dlq'))).toEqual(['a', 'b', 'c']);
+    expect(bodies(fresh)).toEqual(['new']);
+    expect(old.depth).toBe(0);
+  });
+
   it('deleteQueue with if-empty / if-unused refuses', () => {
     const { broker, queue, send } = setup();
     send('a');
