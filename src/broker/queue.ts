@@ -166,14 +166,21 @@ export class Queue {
     this.hadConsumer = true;
   }
 
-  /** Detach a consumer; what it held unsettled goes back with delivery-count raised. */
+  /**
+   * Detach a consumer; what it held unsettled goes back with delivery-count raised.
+   * Entries a transaction accepted stay acquired: its commit dequeues them, its
+   * rollback releases them (released now, they could be redelivered and then
+   * removed by the commit under the new holder).
+   */
   removeConsumer(consumer: Consumer): void {
     const i = this.consumers.indexOf(consumer);
     if (i < 0) return;
     this.consumers.splice(i, 1);
     if (this.nextConsumer > i) this.nextConsumer--;
     for (const entry of this.byId.values()) {
-      if (entry.acquiredBy === consumer) this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+      if (entry.acquiredBy === consumer && !entry.txAccepted) {
+        this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+      }
       entry.refusedBy?.delete(consumer);
     }
     if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete) this.host.unused(this);

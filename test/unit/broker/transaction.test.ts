@@ -173,6 +173,41 @@ describe('Broker.commit', () => {
     expect(bodies(replica.queue('q'))).toEqual(['3', '4', '5']);
   });
 
+  it('a transactional acceptance survives its consumer leaving: commit dequeues, nobody else gets it', () => {
+    const { broker, clock } = newBroker();
+    const q = broker.declareQueue('q', qs()).queue;
+    broker.publish('q', msg('a'));
+    broker.publish('q', msg('b'));
+    const c1 = new FakeConsumer('c1', 2);
+    q.addConsumer(c1);
+    q.dispatch(clock.now());
+    c1.deliveries[0].txAccepted = true; // what the coordinator does on a transactional accept
+    q.removeConsumer(c1);
+    const c2 = new FakeConsumer('c2');
+    q.addConsumer(c2);
+    q.dispatch(clock.now());
+    expect(c2.bodies).toEqual(['b']);
+    broker.commit([], [{ queue: q, entry: c1.deliveries[0] }]);
+    expect(bodies(q)).toEqual(['b']);
+  });
+
+  it('a rolled-back transactional acceptance can still be released after its consumer left', () => {
+    const { broker, clock } = newBroker();
+    const q = broker.declareQueue('q', qs()).queue;
+    broker.publish('q', msg('a'));
+    const c1 = new FakeConsumer('c1');
+    q.addConsumer(c1);
+    q.dispatch(clock.now());
+    c1.deliveries[0].txAccepted = true;
+    q.removeConsumer(c1);
+    expect(q.available).toBe(0);
+    q.release(c1.deliveries[0], { deliveryFailed: false, undeliverableHere: false });
+    const c2 = new FakeConsumer('c2');
+    q.addConsumer(c2);
+    q.dispatch(clock.now());
+    expect(c2.bodies).toEqual(['a']);
+  });
+
   it('accepting an entry already gone is skipped', () => {
     const { broker, clock, logged } = newBroker();
     broker.declareQueue('q', qs());
