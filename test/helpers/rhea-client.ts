@@ -255,7 +255,9 @@ function linkOpened<L extends Sender | Receiver>(link: L, kind: 'sender' | 'rece
       const onOpen = () => {
         // A refused attach carries a null terminus and is followed by a detach with the error.
         const remote = (link as unknown as { remote: { attach?: { source?: unknown; target?: unknown } } }).remote.attach;
-        if (remote && (kind === 'sender' ? remote.target : remote.source) == null) return;
+        const terminus = (remote ? (kind === 'sender' ? remote.target : remote.source) : undefined) as { value?: unknown } | null | undefined;
+        // rhea keeps a null field as a typed null ({ value: null }); a real terminus has a value list.
+        if (remote && (terminus == null || terminus.value == null)) return;
         cleanup();
         resolve(link);
       };
