@@ -97,9 +97,11 @@ export class Daemon {
       this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0 });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
-    process.stdout.write(`listening on ${s.host}:${this.port}\n`);
-    if (this.tlsPort !== undefined) process.stdout.write(`listening (tls) on ${s.host}:${this.tlsPort}\n`);
-    if (this.metricsPort !== undefined) process.stdout.write(`metrics on http://${s.metricsHost}:${this.metricsPort}/metrics\n`);
+    // One write, so a reader that waits for "listening on" sees the other ports too.
+    const lines = [`listening on ${s.host}:${this.port}`];
+    if (this.tlsPort !== undefined) lines.push(`listening (tls) on ${s.host}:${this.tlsPort}`);
+    if (this.metricsPort !== undefined) lines.push(`metrics on http://${s.metricsHost}:${this.metricsPort}/metrics`);
+    process.stdout.write(`${lines.join('\n')}\n`);
     this.log.info({ host: s.host, port: this.port, tlsPort: this.tlsPort, dataDir: s.dataDir, auth: s.auth }, 'broker ready');
     notifyReady(`serving on ${s.host}:${this.port}`);
     this.stopWatchdog = startWatchdog();
