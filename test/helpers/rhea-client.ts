@@ -66,8 +66,12 @@ export class TestClient {
       new Promise<TestClient>((resolve, reject) => {
         conn.once('connection_open', () => resolve(client));
         conn.once('connection_error', (ctx: EventContext) => {
-          const e = (ctx.connection as unknown as { error?: { condition?: string; description?: string } }).error;
-          reject(new ClientError(`connection refused: ${e?.condition} ${e?.description}`, e?.condition, e?.description));
+          // SASL failures come as ctx.error (a ConnectionError), a close frame's error on the connection.
+          const e = ((ctx as unknown as { error?: unknown }).error ?? (ctx.connection as unknown as { error?: unknown }).error) as
+            | { condition?: string; description?: string; message?: string }
+            | undefined;
+          const description = e?.description ?? e?.message;
+          reject(new ClientError(`connection refused: ${e?.condition} ${description}`, e?.condition, description));
         });
         conn.once('disconnected', (ctx: EventContext) => {
           const e = (ctx as unknown as { error?: Error & { condition?: string; description?: string } }).error;
