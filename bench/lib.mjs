@@ -1,0 +1,405 @@
+// Helpers for bench drivers: build tandem, start/stop the brokers (each in its own
+// process, waited for), run one load in a child process, sample CPU, count syncs.
+// Everything started here is registered and killed by PID on exit, even on failure.
+import { execFile, spawn } from 'node:child_process';
+import { closeSync, existsSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+
+export const benchDir = dirname(new URL(import.meta.url).pathname);
+export const repoRoot = resolve(benchDir, '..');
+const execFileP = promisify(execFile);
+
+export const log = (...a) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${a.join(' ')}\n`);
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ---- cleanup registry ----------------------------------------------------------------
+const cleanups = [];
+/** Register a synchronous last-resort cleanup (runs on exit, signals, crashes). */
+export function onCleanup(fn) {
+  cleanups.push(fn);
+  return () => {
+    const i = cleanups.indexOf(fn);
+    if (i >= 0) cleanups.splice(i, 1);
+  };
+}
+function runCleanups() {
+  while (cleanups.length) {
+    try {
+      cleanups.pop()();
+    } catch {
+      // best effort
+    }
+  }
+}
+process.on('exit', runCleanups);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => {
+    log(`${sig}: stopping everything this run started`);
+    runCleanups();
+    process.exit(130);
+  });
+}
+
+function killPid(pid, sig = 'SIGKILL') {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone already
+  }
+}
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function waitGone(pid, ms) {
+  const deadline = Date.now() + ms;
+  while (alive(pid) && Date.now() < deadline) await sleep(50);
+  return !alive(pid);
+}
+
+export async function run(cmd, args, opts = {}) {
+  const { stdout } = await execFileP(cmd, args, { timeout: 120_000, maxBuffer: 64 << 20, ...opts });
+  return stdout.trim();
+}
+
+export async function tryRun(cmd, args, opts = {}) {
+  try {
+    return await run(cmd, args, opts);
+  } catch (err) {
+    return undefined;
+  }
+}
+
+export function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolvePort(port));
+    });
+  });
+}
+
+export function tempDir(base, prefix) {
+  mkdirSync(base, { recursive: true });
+  const d = mkdtempSync(join(base, prefix));
+  if (process.env.BENCH_KEEP !== '1') onCleanup(() => rmSync(d, { recursive: true, force: true }));
+  return d;
+}
+
+/** Where data dirs go: BENCH_TMP or the OS temp dir (should be a real disk, not tmpfs). */
+export const tmpBase = () => process.env.BENCH_TMP || tmpdir();
+
+// ---- building tandem -----------------------------------------------------------------
+/**
+ * Which tandem to run. BENCH_TANDEM=head (default): the committed HEAD, built once per
+ * sha into bench/.build/<sha> so others' uncommitted edits neither break nor blur the
+ * measurement; =worktree: the repo's own dist/ (rebuilt if any src file is newer).
+ */
+export async function buildTandem() {
+  const mode = process.env.BENCH_TANDEM || 'head';
+  const sha = await run('git', ['-C', repoRoot, 'rev-parse', 'HEAD']);
+  if (mode === 'worktree') {
+    const entry = join(repoRoot, 'dist', 'cli', 'tandemd.js');
+    const dirty = (await run('git', ['-C', repoRoot, 'status', '--porcelain', '--', 'src'])).split('\n').filter(Boolean).length;
+    if (!existsSync(entry) || newestMtime(join(repoRoot, 'src')) > statSync(entry).mtimeMs) {
+      log('building tandem (worktree) with tsc');
+      await run('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: repoRoot, timeout: 300_000 });
+    }
+    return { entry, sha, label: `${sha.slice(0, 10)}${dirty ? ` + ${dirty} uncommitted src files` : ''} (worktree)` };
+  }
+  const buildRoot = join(benchDir, '.build');
+  const dir = join(buildRoot, sha);
+  const entry = join(dir, 'dist', 'cli', 'tandemd.js');
+  if (!existsSync(entry)) {
+    log(`building tandem ${sha.slice(0, 10)} (HEAD) into bench/.build`);
+    rmSync(buildRoot, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    await run('sh', ['-c', `git -C "${repoRoot}" archive HEAD src tsconfig.json package.json bin | tar -x -C "${dir}"`]);
+    symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
+    await run('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: dir, timeout: 300_000 });
+  }
+  return { entry, sha, label: `${sha.slice(0, 10)} (HEAD)` };
+}
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+// ---- tandemd ---------------------------------------------------------------------------
+export async function startTandem({ entry, dataDir, nodeArgs = [], cwd }) {
+  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', '0', '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn'], {
+    cwd: cwd ?? dirname(dataDir),
+    env: { ...process.env, NOTIFY_SOCKET: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const unregister = onCleanup(() => killPid(proc.pid));
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d).length > 1e5 && (err = err.slice(-5e4)));
+  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const port = await new Promise((resolvePort, reject) => {
+    const t = setTimeout(() => reject(new Error(`tandemd did not listen within 20 s: ${err}`)), 20_000);
+    const check = () => {
+      const m = /listening on [^\s]+:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolvePort(Number(m[1]));
+      }
+    };
+    proc.stdout.on('data', check);
+    exited.then(({ code }) => reject(new Error(`tandemd exited (${code}) before listening: ${err}`)));
+  });
+  return {
+    name: 'tandem',
+    pid: proc.pid,
+    port,
+    loadArgs: [],
+    stderr: () => err,
+    async stop() {
+      killPid(proc.pid, 'SIGTERM');
+      const done = await Promise.race([exited, sleep(20_000).then(() => undefined)]);
+      if (!done) killPid(proc.pid);
+      await exited;
+      unregister();
+      return done;
+    },
+  };
+}
+
+// ---- RabbitMQ (private node; the system's default node is never touched) --------------------
+const RMQ_BIN = '/usr/lib/rabbitmq/bin';
+
+export async function ensureRabbitInstalled() {
+  if (existsSync(join(RMQ_BIN, 'rabbitmq-server'))) return;
+  if (process.env.BENCH_INSTALL_RABBITMQ === 'no') throw new Error('RabbitMQ is not installed and BENCH_INSTALL_RABBITMQ=no');
+  // Without a policy-rc.d that refuses, the package would start the system's own node.
+  const policy = '/usr/sbin/policy-rc.d';
+  if (!existsSync(policy) || !/exit\s+101/.test(readFileSync(policy, 'utf8'))) {
+    throw new Error(`${policy} that exits 101 is missing, so installing rabbitmq-server would start a system node; create it or install rabbitmq-server yourself`);
+  }
+  log('installing rabbitmq-server with apt-get');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const install = () => run('apt-get', ['install', '-y', '--no-install-recommends', 'rabbitmq-server'], { env, timeout: 600_000 });
+  try {
+    await install();
+  } catch {
+    await run('apt-get', ['update'], { env, timeout: 300_000 });
+    await install();
+  }
+}
+
+export async function startRabbit(dir) {
+  const node = 'tandembench@localhost';
+  const [nodePort, distPort, epmdPort] = [await freePort(), await freePort(), await freePort()];
+  writeFileSync(join(dir, 'enabled_plugins'), '[rabbitmq_amqp1_0].\n');
+  // Only on loopback; guest may log in from loopback, which is what the AMQP 1.0 adapter defaults to.
+  writeFileSync(join(dir, 'rabbitmq.conf'), 'loopback_users.guest = true\n');
+  const env = {
+    ...process.env,
+    HOME: dir, // its own Erlang cookie, not root's
+    RABBITMQ_NODENAME: node,
+    RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
+    RABBITMQ_NODE_PORT: String(nodePort),
+    RABBITMQ_DIST_PORT: String(distPort),
+    ERL_EPMD_PORT: String(epmdPort), // a private epmd, stopped at the end
+    RABBITMQ_MNESIA_BASE: join(dir, 'mnesia'),
+    RABBITMQ_LOG_BASE: join(dir, 'log'),
+    RABBITMQ_ENABLED_PLUGINS_FILE: join(dir, 'enabled_plugins'),
+    RABBITMQ_CONFIG_FILE: join(dir, 'rabbitmq'),
+    RABBITMQ_PID_FILE: join(dir, 'rabbitmq.pid'),
+    RABBITMQ_PLUGINS_EXPAND_DIR: join(dir, 'plugins-expand'),
+  };
+  const ctl = (args, timeout = 60_000) => run(join(RMQ_BIN, 'rabbitmqctl'), ['-n', node, ...args], { env, timeout });
+  const out = openSync(join(dir, 'server.out'), 'w');
+  // Own process group, so the whole tree (sh -> beam.smp -> erl_child_setup) can be killed by it.
+  const proc = spawn(join(RMQ_BIN, 'rabbitmq-server'), [], { env, cwd: dir, detached: true, stdio: ['ignore', out, out] });
+  closeSync(out);
+  const exited = new Promise((r) => proc.once('exit', r));
+  const epmdKill = () => execFile('epmd', ['-kill'], { env: { ...process.env, ERL_EPMD_PORT: String(epmdPort) } }, () => {});
+  const unregister = onCleanup(() => {
+    killPid(-proc.pid);
+    epmdKill();
+  });
+  let beamPid;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await ctl(['await_startup', '--timeout', '30'], 40_000);
+      beamPid = Number(readFileSync(env.RABBITMQ_PID_FILE, 'utf8').trim());
+      break;
+    } catch (err) {
+      if (proc.exitCode !== null || Date.now() > deadline) {
+        throw new Error(`RabbitMQ did not start: ${String(err.message).slice(0, 300)}; see ${join(dir, 'server.out')} and ${join(dir, 'log')}`);
+      }
+      await sleep(1000);
+    }
+  }
+  const version = await ctl(['version']);
+  return {
+    name: 'rabbitmq',
+    pid: beamPid,
+    port: nodePort,
+    version,
+    // Verified on 3.10.8: '/queue/Q' declares Q on attach (durable iff the terminus is
+    // durable), '/amq/queue/Q' needs Q to exist. Receivers attach first and declare.
+    loadArgs: ['--user', 'guest', '--password', 'guest', '--recv-address', '/queue/{q}', '--send-address', '/amq/queue/{q}'],
+    ctl,
+    async stop() {
+      await ctl(['stop'], 60_000).catch((err) => log(`rabbitmqctl stop failed: ${err.message}`));
+      const done = await Promise.race([exited, sleep(20_000).then(() => 'timeout')]);
+      if (done === 'timeout') killPid(-proc.pid);
+      await Promise.race([exited, sleep(5000)]);
+      killPid(-proc.pid); // leftovers in its group (erl_child_setup)
+      epmdKill();
+      unregister();
+    },
+  };
+}
+
+// ---- measurements -------------------------------------------------------------------------
+/** Machine fdatasync rate: append 1 KiB + fdatasync in a loop for `seconds` in `dir`. */
+export function fdatasyncRate(dir, seconds = 3) {
+  const file = join(dir, 'fdatasync-probe');
+  const fd = openSync(file, 'w');
+  const buf = Buffer.alloc(1024, 7);
+  const start = process.hrtime.bigint();
+  const limit = BigInt(Math.round(seconds * 1e9));
+  let n = 0;
+  try {
+    while (n < 1_000_000 && process.hrtime.bigint() - start < limit) {
+      writeSync(fd, buf);
+      fdatasyncSync(fd);
+      n++;
+    }
+  } finally {
+    closeSync(fd);
+    rmSync(file, { force: true });
+  }
+  return Math.round(n / (Number(process.hrtime.bigint() - start) / 1e9));
+}
+
+const TICK = 100; // USER_HZ; Linux reports /proc times in these
+/** CPU seconds used so far by a process (all threads). */
+export function procCpu(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / TICK;
+  } catch {
+    return NaN;
+  }
+}
+/** Machine-wide busy and total CPU seconds so far (all cores). */
+export function machineCpu() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  const idle = f[3] + f[4];
+  return { busy: (total - idle) / TICK, total: total / TICK };
+}
+
+export const machineInfo = () => ({ cores: cpus().length, model: cpus()[0]?.model, loadavg: loadavg().map((x) => Math.round(x * 100) / 100) });
+
+/** Run bench/load.mjs in a child process; resolves with its JSON result plus CPU accounting. */
+export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
+  const cpu0 = procCpu(broker.pid);
+  const m0 = machineCpu();
+  const t0 = Date.now();
+  const proc = spawn(process.execPath, [join(benchDir, 'load.mjs'), '--json', '--port', String(broker.port), ...broker.loadArgs, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const unregister = onCleanup(() => killPid(proc.pid));
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d));
+  const timer = setTimeout(() => killPid(proc.pid), timeoutMs);
+  const code = await new Promise((r) => proc.once('exit', (c) => r(c)));
+  clearTimeout(timer);
+  unregister();
+  const wall = (Date.now() - t0) / 1000;
+  const m1 = machineCpu();
+  const brokerCores = (procCpu(broker.pid) - cpu0) / wall;
+  const line = out.trim().split('\n').pop();
+  let result;
+  try {
+    result = JSON.parse(line);
+  } catch {
+    throw new Error(`load against ${broker.name} failed (exit ${code}): ${err.trim() || out.trim()}`);
+  }
+  const machineBusyCores = ((m1.busy - m0.busy) / (m1.total - m0.total)) * cpus().length;
+  const clientCores = result.clientCpuSeconds / wall;
+  return {
+    ...result,
+    exitCode: code,
+    wallSeconds: Math.round(wall * 10) / 10,
+    brokerCores: round2(brokerCores),
+    clientCores: round2(clientCores),
+    machineBusyCores: round2(machineBusyCores),
+    otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores)),
+  };
+}
+
+const round2 = (x) => Math.round(x * 100) / 100;
+
+/** Attach strace to a process (all threads) counting sync calls; stop() returns the counts. */
+export async function straceSyncs(pid, outFile) {
+  const proc = spawn('strace', ['-f', '-c', '-e', 'trace=fsync,fdatasync', '-o', outFile, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const unregister = onCleanup(() => killPid(proc.pid, 'SIGINT'));
+  let err = '';
+  proc.stderr.on('data', (d) => (err += d));
+  const exited = new Promise((r) => proc.once('exit', r));
+  // Attached once it says so (one line per thread); give it a moment for the rest.
+  const deadline = Date.now() + 5000;
+  while (!/attached/.test(err) && Date.now() < deadline && proc.exitCode === null) await sleep(20);
+  await sleep(300);
+  if (proc.exitCode !== null) throw new Error(`strace failed: ${err}`);
+  return {
+    async stop() {
+      killPid(proc.pid, 'SIGINT');
+      await Promise.race([exited, sleep(10_000)]);
+      killPid(proc.pid);
+      unregister();
+      const counts = { fsync: 0, fdatasync: 0 };
+      for (const l of readFileSync(outFile, 'utf8').split('\n')) {
+        const cols = l.trim().split(/\s+/);
+        const name = cols[cols.length - 1];
+        if (name in counts && /^\d/.test(cols[0])) counts[name] = Number(cols[3]);
+      }
+      return counts;
+    },
+  };
+}
+
+/**
+ * Wait (bounded) until the machine is quiet: busy CPU over a 0.5 s sample below
+ * `cores`. Other people's test runs share this machine; starting a load in a
+ * quiet moment makes runs comparable. Returns seconds waited and the last sample.
+ */
+export async function waitQuiet({ cores = 0.3, maxSeconds = 20 } = {}) {
+  const start = Date.now();
+  let busy = NaN;
+  for (;;) {
+    const a = machineCpu();
+    await sleep(500);
+    const b = machineCpu();
+    busy = ((b.busy - a.busy) / (b.total - a.total)) * cpus().length;
+    if (busy < cores || Date.now() - start >= maxSeconds * 1000) break;
+  }
+  return { waited: Math.round((Date.now() - start) / 100) / 10, busyCores: round2(busy) };
+}

@@ -1,0 +1,212 @@
+#!/usr/bin/env node
+// The benchmark run: tandem and a private RabbitMQ node started side by side, the
+// same loads against both in one run, results as ratios tandem/RabbitMQ.
+//
+//   node bench/run.mjs            (env: see README.md; prints a markdown report)
+//
+// Loads (each ≤ 20 s): non-durable 1 KiB 1/1 at peak, the same at half of tandem's
+// peak rate (latency), durable 1 KiB 1/1 and 4/4; then the durable loads again,
+// shorter, with strace attached to each broker to count fsync/fdatasync calls
+// (strace slows a traced process, so those throughputs are not the headline ones).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, run, runLoad,
+  startRabbit, startTandem, straceSyncs, tempDir, tmpBase, tryRun, waitQuiet,
+} from './lib.mjs';
+
+let quietBudget = Infinity;
+/** Before each load: wait for a quiet moment, within the per-load and whole-run budgets. */
+async function quietMoment() {
+  const maxSeconds = Math.min(QUIET_WAIT, quietBudget);
+  if (maxSeconds <= 0) return { waited: 0, busyCores: NaN };
+  const q = await waitQuiet({ cores: QUIET_CORES, maxSeconds });
+  quietBudget -= q.waited;
+  if (q.busyCores >= QUIET_CORES) log(`  machine still busy (${q.busyCores} cores) after ${q.waited} s; running anyway`);
+  return q;
+}
+
+const num = (name, def, min, max) => {
+  const v = Number(process.env[name] ?? def);
+  if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
+  return v;
+};
+const DURATION = num('BENCH_DURATION', 10, 1, 20);
+const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
+const STRACE_DURATION = num('BENCH_STRACE_DURATION', 5, 1, 20);
+const TIME_LIMIT = num('BENCH_TIME_LIMIT', 600, 60, 3600);
+const WITH_RABBIT = process.env.BENCH_RABBITMQ !== 'no';
+const WITH_STRACE = process.env.BENCH_STRACE !== 'no';
+const QUIET_CORES = num('BENCH_QUIET_CORES', 0.3, 0, 64);
+const QUIET_WAIT = num('BENCH_QUIET_WAIT', 20, 0, 120); // per load
+const QUIET_BUDGET = num('BENCH_QUIET_BUDGET', 150, 0, 600); // whole run
+
+const loads = [
+  { key: 'nd-1x1-peak', title: 'non-durable 1 KiB, 1 sender / 1 receiver, peak', args: () => ['--duration', DURATION] },
+  { key: 'nd-1x1-half', title: "non-durable 1 KiB, 1/1, at half of tandem's peak", args: (ctx) => ['--duration', DURATION, '--rate', ctx.halfRate] },
+  { key: 'd-1x1', title: 'durable 1 KiB, 1 sender / 1 receiver', durable: true, args: () => ['--durable', '--terminus-durable', '--duration', DURATION] },
+  { key: 'd-4x4', title: 'durable 1 KiB, 4 senders / 4 receivers, one queue', durable: true, args: () => ['--durable', '--terminus-durable', '--duration', DURATION, '--senders', 4] },
+];
+
+async function main() {
+  quietBudget = QUIET_BUDGET;
+  const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, STRACE_DURATION, QUIET_CORES, QUIET_WAIT, QUIET_BUDGET }, runs: [], syncs: [] };
+  report.machine = { ...machineInfo(), uptimeBefore: await run('uptime'), kernel: await run('uname', ['-r']) };
+  log(`machine: ${report.machine.uptimeBefore}`);
+
+  const tandemBuild = await buildTandem();
+  if (WITH_RABBIT) await ensureRabbitInstalled();
+  const base = tempDir(tmpBase(), 'tandem-bench-');
+  report.versions = {
+    node: process.version,
+    tandem: tandemBuild.label,
+    rhea: JSON.parse(await run('node', ['-p', "JSON.stringify(require('rhea/package.json').version)"], { cwd: benchDir })),
+    erlang: WITH_RABBIT ? await tryRun('dpkg-query', ['-W', '-f', '${Version}', 'erlang-base']) : undefined,
+  };
+  report.disk = { dir: base, df: await tryRun('df', ['-T', base]) };
+  report.fdatasyncPerSecond = fdatasyncRate(base, 3);
+  log(`fdatasync rate in ${base}: ${report.fdatasyncPerSecond}/s`);
+
+  const deadline = setTimeout(() => {
+    log(`run exceeded BENCH_TIME_LIMIT=${TIME_LIMIT} s; stopping`);
+    process.exit(3); // exit runs every registered cleanup
+  }, TIME_LIMIT * 1000);
+  onCleanup(() => clearTimeout(deadline));
+
+  const brokers = [];
+  const tandem = await startTandem({ entry: tandemBuild.entry, dataDir: join(base, 'tandem-data') });
+  brokers.push(tandem);
+  log(`tandemd pid ${tandem.pid} on port ${tandem.port}`);
+  let rabbit;
+  if (WITH_RABBIT) {
+    const dir = join(base, 'rabbitmq');
+    mkdirSync(dir);
+    rabbit = await startRabbit(dir);
+    brokers.push(rabbit);
+    report.versions.rabbitmq = rabbit.version;
+    log(`RabbitMQ ${rabbit.version} beam pid ${rabbit.pid} on port ${rabbit.port}`);
+  }
+
+  try {
+    const ctx = { halfRate: 0 };
+    for (let round = 1; round <= ROUNDS; round++) {
+      // Alternate who goes first, so drift in the machine's load hits both alike.
+      const order = round % 2 ? brokers : [...brokers].reverse();
+      for (const load of loads) {
+        for (const b of order) {
+          const args = load.args(ctx).map(String);
+          const quiet = await quietMoment();
+          log(`round ${round} ${load.key} on ${b.name}: ${args.join(' ')}`);
+          const r = await runLoad(b, args, { timeoutMs: (DURATION + 90) * 1000 });
+          report.runs.push({ ...r, load: load.key, broker: b.name, round, quietWait: quiet.waited, busyBefore: quiet.busyCores });
+          log(`  ${summaryLine(r)}`);
+          if (load.key === 'nd-1x1-peak' && b === tandem) ctx.halfRate = Math.max(ctx.halfRate, Math.round(r.throughput / 2));
+        }
+      }
+    }
+    if (WITH_STRACE) {
+      for (const load of loads.filter((l) => l.durable)) {
+        for (const b of brokers) {
+          const args = load.args(ctx).map(String);
+          args[args.indexOf('--duration') + 1] = String(STRACE_DURATION);
+          await quietMoment();
+          log(`strace pass ${load.key} on ${b.name}`);
+          const tracer = await straceSyncs(b.pid, join(base, `strace-${b.name}-${load.key}.txt`));
+          const r = await runLoad(b, args, { timeoutMs: (STRACE_DURATION + 90) * 1000 });
+          const counts = await tracer.stop();
+          const syncs = counts.fsync + counts.fdatasync;
+          report.syncs.push({ load: load.key, broker: b.name, ...counts, accepted: r.accepted, syncsPerMessage: r.accepted ? syncs / r.accepted : NaN, throughputUnderStrace: r.throughput, lost: r.lost, duplicates: r.duplicates });
+          log(`  fdatasync ${counts.fdatasync} fsync ${counts.fsync} for ${r.accepted} msgs; ${r.throughput} msgs/s under strace`);
+        }
+      }
+    }
+  } finally {
+    clearTimeout(deadline);
+    for (const b of brokers) await b.stop();
+  }
+  report.machine.uptimeAfter = await run('uptime');
+  report.machine.loadavgAfter = machineInfo().loadavg;
+  report.finishedAt = new Date().toISOString();
+
+  const resultsDir = join(benchDir, 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `run-${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  process.stdout.write(markdown(report));
+  log(`raw results: ${file}`);
+  process.exit(0);
+}
+
+function summaryLine(r) {
+  return (
+    `${r.throughput} msgs/s, p50 ${r.latencyMs.p50} ms p99 ${r.latencyMs.p99} ms, lost ${r.lost} dup ${r.duplicates}` +
+    ` rej ${r.rejected} unsettled ${r.unsettledAtEnd}; cores: broker ${r.brokerCores} client ${r.clientCores} others ${r.otherCores}`
+  );
+}
+
+const median = (xs) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '–');
+
+/** Best throughput over rounds (interference only ever slows a run), median latency, summed loss. */
+function aggregate(runs) {
+  if (!runs.length) return undefined;
+  return {
+    throughput: Math.max(...runs.map((r) => r.throughput)),
+    all: runs.map((r) => r.throughput),
+    p50: median(runs.map((r) => r.latencyMs.p50)),
+    p99: median(runs.map((r) => r.latencyMs.p99)),
+    lost: runs.reduce((a, r) => a + r.lost, 0),
+    dup: runs.reduce((a, r) => a + r.duplicates, 0),
+    brokerCores: median(runs.map((r) => r.brokerCores)),
+    otherCores: median(runs.map((r) => r.otherCores)),
+    rate: runs[0].rateLimit,
+  };
+}
+
+function markdown(report) {
+  const lines = [];
+  const v = report.versions;
+  lines.push(`### Run ${report.startedAt}`, '');
+  lines.push(`- tandem ${v.tandem}, RabbitMQ ${v.rabbitmq ?? '(not run)'} (Erlang ${v.erlang ?? '-'}), node ${v.node}, rhea ${v.rhea}`);
+  lines.push(`- machine: ${report.machine.cores} × ${report.machine.model}, kernel ${report.machine.kernel}`);
+  lines.push(`- load before: \`${report.machine.uptimeBefore}\``);
+  lines.push(`- load after: \`${report.machine.uptimeAfter}\``);
+  lines.push(`- fdatasync rate (1 KiB append + fdatasync, 3 s, data dir's filesystem): ${fmt(report.fdatasyncPerSecond)}/s`);
+  const waits = report.runs.map((r) => r.quietWait ?? 0);
+  lines.push(`- shared machine: before each load the run waited for busy CPU < ${report.settings.QUIET_CORES} cores (waited ${fmt(waits.reduce((a, b) => a + b, 0), 1)} s in all); "others' CPU" below is what other processes used during each load`);
+  lines.push(`- ${report.settings.ROUNDS} round(s) of ${report.settings.DURATION} s per load and broker; throughput = best round, latency = median of rounds`, '');
+  lines.push('| load | tandem msgs/s | RabbitMQ msgs/s | tandem / RabbitMQ | tandem p50 / p99 ms | RabbitMQ p50 / p99 ms | lost / dup (tandem; RabbitMQ) | broker CPU cores (tandem; RabbitMQ) | others\' CPU cores during load |');
+  lines.push('|---|---:|---:|---:|---:|---:|---|---|---|');
+  for (const load of loads) {
+    const t = aggregate(report.runs.filter((r) => r.load === load.key && r.broker === 'tandem'));
+    const q = aggregate(report.runs.filter((r) => r.load === load.key && r.broker === 'rabbitmq'));
+    if (!t) continue;
+    const title = load.key === 'nd-1x1-half' ? `${load.title} (${fmt(t.rate)} msgs/s)` : load.title;
+    lines.push(
+      `| ${title} | ${fmt(t.throughput)} | ${q ? fmt(q.throughput) : '–'} | ${q ? `**${fmt(t.throughput / q.throughput, 2)}×**` : '–'} | ${fmt(t.p50, 2)} / ${fmt(t.p99, 2)} | ${q ? `${fmt(q.p50, 2)} / ${fmt(q.p99, 2)}` : '–'} | ${t.lost} / ${t.dup}; ${q ? `${q.lost} / ${q.dup}` : '–'} | ${fmt(t.brokerCores, 2)}; ${q ? fmt(q.brokerCores, 2) : '–'} | ${fmt(t.otherCores, 2)}; ${q ? fmt(q.otherCores, 2) : '–'} |`,
+    );
+  }
+  if (report.syncs.length) {
+    lines.push('', '| durable load (strace attached) | broker | fdatasync | fsync | messages accepted | syncs / message | msgs/s under strace |', '|---|---|---:|---:|---:|---:|---:|');
+    for (const s of report.syncs) {
+      lines.push(`| ${s.load} | ${s.broker} | ${fmt(s.fdatasync)} | ${fmt(s.fsync)} | ${fmt(s.accepted)} | ${fmt(s.syncsPerMessage, 4)} | ${fmt(s.throughputUnderStrace)} |`);
+    }
+  }
+  lines.push('', '<details><summary>every run</summary>', '', '| round | load | broker | msgs/s | sent | received | p50 / p90 / p99 / max ms | lost / dup / rejected | cores broker / client / others | client ELU senders; receivers |', '|---|---|---|---:|---:|---:|---|---|---|---|');
+  for (const r of report.runs) {
+    lines.push(
+      `| ${r.round} | ${r.load} | ${r.broker} | ${fmt(r.throughput)} | ${r.sent} | ${r.received} | ${r.latencyMs.p50} / ${r.latencyMs.p90} / ${r.latencyMs.p99} / ${r.latencyMs.max} | ${r.lost} / ${r.duplicates} / ${r.rejected} | ${r.brokerCores} / ${r.clientCores} / ${r.otherCores} | ${r.clientElu.senders.join(' ')}; ${r.clientElu.receivers.join(' ')} |`,
+    );
+  }
+  lines.push('', '</details>', '');
+  return `${lines.join('\n')}\n`;
+}
+
+main().catch((err) => {
+  log(`bench failed: ${err.stack ?? err}`);
+  process.exit(1);
+});
