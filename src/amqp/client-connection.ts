@@ -168,9 +168,9 @@ export class ClientConnection {
       if (target?.dynamic) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'dynamic targets are not supported; attach to a queue or exchange name');
       if (address !== undefined) {
         this.host.checkLink?.(this, address, 'in', false);
+        // Sending to an exclusive queue is allowed (replies to another connection's
+        // temporary queue); exclusivity is about who consumes.
         this.ensureAddress(address);
-        const resolved = this.broker.resolve(address);
-        if (resolved && 'queue' in resolved) this.claimExclusive(resolved.queue);
       }
       receiver.set_target({ ...(target ?? {}), address } as never);
       const link = new IncomingLink(
