@@ -1,0 +1,489 @@
+// The resource agent's actions, as the OCF contract defines them. The shell
+// agent (resource-agents/tandemd) only passes Pacemaker's call here; every
+// action reads the real state first (pidfile and HA-STATUS, two independent
+// probes), acts, and confirms the result before reporting success.
+import { accessSync, constants, existsSync } from 'node:fs';
+import type { BrokerAddress } from '../../admin/client.js';
+import { ConfigError, loadSettings, type Settings } from '../../ops/config.js';
+import { BrokerProcess, lookupAccount, type Account } from './broker-process.js';
+import type { HaSnapshot, LocalStatus } from './brokers.js';
+import {
+  betterCandidate,
+  formatPublished,
+  isPrimary,
+  mayBePromoted,
+  parsePublished,
+  PRIMARY_SCORE,
+  BEST_SCORE,
+  promotionScore,
+  type BrokerView,
+  type Published,
+} from './election.js';
+import { fail, ok, Ocf, OcfError, type OcfResult } from './ocf.js';
+import type { Cluster } from './pacemaker.js';
+import { actionBudgetMs, readNotification, type AgentParams, type StartWait } from './params.js';
+
+export interface AgentLog {
+  debug(msg: string): void;
+  info(msg: string): void;
+  warn(msg: string): void;
+  err(msg: string): void;
+}
+
+/** What the agent needs from the outside world; unit tests pass fakes. */
+export interface AgentDeps {
+  params: AgentParams;
+  process: BrokerProcess;
+  cluster: Cluster;
+  log: AgentLog;
+  statusOf(address: BrokerAddress, timeoutMs: number): Promise<LocalStatus>;
+  statusOfAll(brokersUrl: string, credentials: { user?: string; password?: string }, timeoutMs: number): Promise<BrokerView[]>;
+  promote(address: BrokerAddress, timeoutMs: number): Promise<HaSnapshot>;
+  lookupAccount(name: string): Promise<Account | undefined>;
+  env: Record<string, string | undefined>;
+}
+
+/** The broker as both probes see it. */
+export type Observation =
+  | { role: 'stopped' }
+  | { role: 'crashed'; pid: number; wasPrimary: boolean } // pidfile left behind, process gone
+  | { role: 'foreign'; status: LocalStatus } // something answers, but not our process
+  | { role: 'hung'; pid: number; wasPrimary: boolean; why: string } // our process, no answer
+  | { role: 'no-ha'; pid: number; why: string }
+  | { role: 'error'; pid: number; why: string }
+  | { role: 'standalone' | 'backup' | 'primary'; pid: number; status: HaSnapshot };
+
+interface Validated {
+  settings: Settings;
+  account: Account;
+  address: BrokerAddress;
+  args: string[];
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const BACKUP_STATES = ['joining', 'catchup', 'ready'];
+const reached: Record<StartWait, string[]> = { joining: BACKUP_STATES, catchup: ['catchup', 'ready'], ready: ['ready'] };
+const PEER_TIMEOUT_MS = 2000;
+const LOCAL_TIMEOUT_MS = 3000;
+
+export class TandemAgent {
+  private readonly p: AgentParams;
+  private readonly log: AgentLog;
+  private readonly started = Date.now();
+
+  constructor(private readonly deps: AgentDeps) {
+    this.p = deps.params;
+    this.log = deps.log;
+  }
+
+  private get positionAttribute(): string {
+    return `tandem-position-${this.p.resource}`;
+  }
+
+  /** Time left of this action's own budget (its timeout minus a margin). */
+  private remainingMs(): number {
+    return Math.max(0, actionBudgetMs(this.p) - (Date.now() - this.started));
+  }
+
+  // ------------------------------------------------------------ validate-all
+
+  /** Missing pieces are OCF_ERR_INSTALLED (this node), wrong settings OCF_ERR_CONFIGURED (everywhere). */
+  async validate(): Promise<Validated> {
+    const p = this.p;
+    try {
+      accessSync(p.binary, constants.X_OK);
+    } catch {
+      throw new OcfError(Ocf.errInstalled, `${p.binary} is missing or not executable (parameter binary)`);
+    }
+    if (!existsSync(p.config)) throw new OcfError(Ocf.errInstalled, `config file ${p.config} not found (parameter config)`);
+    const overrides: Record<string, unknown> = {};
+    if (p.dataDir) overrides.dataDir = p.dataDir;
+    if (p.port !== undefined) overrides.port = String(p.port);
+    if (p.brokersUrl) overrides.haBrokersUrl = p.brokersUrl;
+    let settings: Settings;
+    try {
+      settings = loadSettings(overrides, p.config);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new OcfError(Ocf.errConfigured, err.message);
+      throw err;
+    }
+    if (!settings.haCluster) throw new OcfError(Ocf.errConfigured, `${p.config} lacks ha-cluster=yes: Pacemaker manages clustered brokers only`);
+    if (settings.port === 0) throw new OcfError(Ocf.errConfigured, 'port 0 (any free port) cannot be used in a cluster: set port');
+    const account = await this.deps.lookupAccount(p.user);
+    if (!account) throw new OcfError(Ocf.errInstalled, `user ${p.user} does not exist (parameter user)`);
+    const uid = process.getuid?.();
+    if (uid !== undefined && uid !== 0 && uid !== account.uid) throw new OcfError(Ocf.errPerm, `only root can run tandemd as ${p.user}`);
+    const c = p.clone;
+    if (c.isClone && !c.promotable) throw new OcfError(Ocf.errConfigured, 'the resource must be a promotable clone (pcs resource create ... promotable)');
+    if (c.promotable && !c.notify) throw new OcfError(Ocf.errConfigured, 'the promotable clone needs notify=true: promotion re-checks positions published in pre-promote');
+    if (c.promotable && c.promotedMax !== undefined && c.promotedMax > 1) throw new OcfError(Ocf.errConfigured, 'promoted-max must be 1: a cluster has one primary');
+    const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+    const anonymous = settings.haMechanism === 'ANONYMOUS';
+    const address = { host, port: settings.port, user: anonymous ? undefined : settings.haUsername, password: anonymous ? undefined : settings.haPassword };
+    const args = ['--config', p.config];
+    if (p.dataDir) args.push('--data-dir', p.dataDir);
+    if (p.port !== undefined) args.push('--port', String(p.port));
+    if (p.brokersUrl) args.push('--ha-brokers-url', p.brokersUrl);
+    return { settings, account, address, args };
+  }
+
+  async validateAll(): Promise<OcfResult> {
+    await this.validate();
+    return ok();
+  }
+
+  // ------------------------------------------------------------ observation
+
+  async observe(v: Validated): Promise<Observation> {
+    const proc = this.deps.process;
+    const pid = proc.pid();
+    const status = await this.deps.statusOf(v.address, Math.min(LOCAL_TIMEOUT_MS, Math.max(500, this.remainingMs())));
+    if (pid === undefined) {
+      if (status.kind !== 'down') return { role: 'foreign', status };
+      const stale = proc.stalePid();
+      return stale !== undefined ? { role: 'crashed', pid: stale, wasPrimary: proc.wasPrimary() } : { role: 'stopped' };
+    }
+    switch (status.kind) {
+      case 'down':
+        return { role: 'hung', pid, wasPrimary: proc.wasPrimary(), why: status.why };
+      case 'no-ha':
+        return { role: 'no-ha', pid, why: status.why };
+      case 'error':
+        return { role: 'error', pid, why: status.why };
+      case 'up': {
+        const s = status.status.state;
+        const role = isPrimary(s) ? 'primary' : BACKUP_STATES.includes(s) ? 'backup' : s === 'standalone' ? 'standalone' : 'error';
+        if (role === 'error') return { role, pid, why: `unknown HA state '${s}'` };
+        return { role, pid, status: status.status };
+      }
+    }
+  }
+
+  /** The OCF code monitor reports for an observation. */
+  monitorCode(o: Observation, probe: boolean, v: Validated): OcfResult {
+    const where = `${v.address.host}:${v.address.port}`;
+    switch (o.role) {
+      case 'stopped':
+        return { code: Ocf.notRunning };
+      case 'crashed':
+        // A probe after a reboot or a cleanup finds nothing running: that is "stopped".
+        if (probe) return { code: Ocf.notRunning };
+        return fail(o.wasPrimary ? Ocf.failedPromoted : Ocf.errGeneric, `tandemd (pid ${o.pid}) died${o.wasPrimary ? ' while primary' : ''}: ${this.deps.process.lastLogLine()}`);
+      case 'foreign':
+        return fail(Ocf.errGeneric, `a broker not started by this agent answers on ${where} (no live pid in ${this.p.pidfile})`);
+      case 'hung':
+        return fail(o.wasPrimary ? Ocf.failedPromoted : Ocf.errGeneric, `tandemd (pid ${o.pid}) runs but does not answer on ${where}: ${o.why}`);
+      case 'no-ha':
+        return fail(Ocf.errConfigured, `tandemd on ${where} has no HA (HA-STATUS: ${o.why})`);
+      case 'error':
+        return fail(Ocf.errGeneric, `tandemd on ${where}: ${o.why}`);
+      case 'standalone':
+        return fail(Ocf.errConfigured, `tandemd on ${where} runs standalone: set ha-cluster=yes in ${this.p.config}`);
+      case 'backup':
+        return { code: Ocf.success };
+      case 'primary':
+        return { code: Ocf.runningPromoted };
+    }
+  }
+
+  // ------------------------------------------------------------ scores
+
+  private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {
+    try {
+      await fn();
+    } catch (err) {
+      this.log.warn(`${what}: ${(err as Error).message}`);
+    }
+  }
+
+  private async applyScore(score: number | null): Promise<void> {
+    const c = this.deps.cluster;
+    await this.bestEffort('promotion score', async () => {
+      const current = await c.getScore();
+      if (score === null) {
+        if (current !== undefined) {
+          await c.deleteScore();
+          this.log.info(`promotion score ${current} removed`);
+        }
+      } else if (current !== score) {
+        await c.setScore(score);
+        this.log.info(`promotion score ${current ?? 'none'} -> ${score}`);
+      }
+    });
+  }
+
+  private async peers(v: Validated): Promise<BrokerView[] | undefined> {
+    try {
+      const s = v.settings;
+      return await this.deps.statusOfAll(s.haBrokersUrl!, { user: s.haMechanism === 'ANONYMOUS' ? undefined : s.haUsername, password: s.haPassword }, PEER_TIMEOUT_MS);
+    } catch (err) {
+      this.log.warn(`cannot ask the brokers of ha-brokers-url: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
+  /** Keep this instance's promotion score in step with what monitor saw. */
+  private async score(o: Observation, v: Validated): Promise<void> {
+    if (o.role === 'primary') return this.applyScore(PRIMARY_SCORE);
+    if (o.role !== 'backup') return this.applyScore(null);
+    const s = o.status;
+    const peers = s.state === 'ready' || s.state === 'joining' ? await this.peers(v) : undefined;
+    return this.applyScore(promotionScore(s, peers));
+  }
+
+  // ------------------------------------------------------------ monitor
+
+  async monitor(): Promise<OcfResult> {
+    const probe = this.p.intervalMs === 0;
+    let v: Validated;
+    try {
+      v = await this.validate();
+    } catch (err) {
+      // A probe on a node without tandem (or its config) finds it "not running" there.
+      if (err instanceof OcfError && probe && this.deps.process.pid() === undefined) return { code: Ocf.notRunning };
+      throw err;
+    }
+    const o = await this.observe(v);
+    const r = this.monitorCode(o, probe, v);
+    if (o.role === 'primary') this.deps.process.markPrimary(true);
+    if (r.code === Ocf.notRunning && o.role === 'crashed') this.deps.process.forget();
+    await this.score(o, v);
+    const state = 'status' in o && o.role !== 'foreign' ? o.status.state : o.role;
+    this.log.debug(`${probe ? 'probe' : 'monitor'}: ${state} (pid ${'pid' in o ? o.pid : '-'})`);
+    return r;
+  }
+
+  // ------------------------------------------------------------ start
+
+  async start(): Promise<OcfResult> {
+    const v = await this.validate();
+    const o = await this.observe(v);
+    switch (o.role) {
+      case 'backup':
+        this.log.info(`already running as a backup (${o.status.state}, pid ${o.pid})`);
+        return ok();
+      case 'primary':
+        return fail(Ocf.errGeneric, `tandemd (pid ${o.pid}) already runs as the primary; start only makes backups`);
+      case 'crashed':
+        this.log.warn(`tandemd (pid ${o.pid}) had died; starting it again`);
+        this.deps.process.forget();
+        break;
+      case 'stopped':
+        break;
+      default:
+        return this.monitorCode(o, false, v);
+    }
+    return this.startBackup(v);
+  }
+
+  /** Run tandemd (which always starts as a backup in a cluster) and wait for the start_wait state. */
+  private async startBackup(v: Validated): Promise<OcfResult> {
+    const proc = this.deps.process;
+    await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
+    const pid = await proc.start(this.p.binary, v.args, v.account, v.settings.dataDir);
+    this.log.info(`started tandemd (pid ${pid}) as ${v.account.name}: ${this.p.binary} ${v.args.join(' ')}`);
+    let last = 'no answer yet';
+    while (this.remainingMs() > 0) {
+      const o = await this.observe(v);
+      if (o.role === 'backup' && reached[this.p.startWait].includes(o.status.state)) {
+        this.log.info(`tandemd (pid ${pid}) is ${o.status.state}`);
+        return ok();
+      }
+      if (o.role === 'crashed' || o.role === 'stopped') {
+        proc.forget();
+        return fail(Ocf.errGeneric, `tandemd exited during start: ${proc.lastLogLine()}`);
+      }
+      if (o.role === 'standalone' || o.role === 'no-ha') {
+        await proc.stop(pid, this.remainingMs(), (m) => this.log.warn(m));
+        proc.forget();
+        return this.monitorCode(o, false, v);
+      }
+      if (o.role === 'primary') return fail(Ocf.errGeneric, `tandemd (pid ${pid}) came up as the primary; it must start as a backup`);
+      last = o.role === 'backup' ? o.status.state : o.role === 'hung' ? 'not answering' : o.role;
+      await sleep(250);
+    }
+    return fail(Ocf.errGeneric, `tandemd (pid ${pid}) did not reach ${this.p.startWait} within ${Math.round(actionBudgetMs(this.p) / 1000)}s (last: ${last})`);
+  }
+
+  // ------------------------------------------------------------ stop
+
+  async stop(): Promise<OcfResult> {
+    const proc = this.deps.process;
+    await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
+    const pid = proc.pid();
+    if (pid === undefined) {
+      proc.forget();
+      this.log.info('not running');
+      return ok();
+    }
+    await this.stopProcess(pid, this.remainingMs());
+    return ok();
+  }
+
+  private async stopProcess(pid: number, budgetMs: number): Promise<void> {
+    const grace = Math.min(this.p.stopWaitMs ?? budgetMs, budgetMs);
+    const how = await this.deps.process.stop(pid, Math.max(0, grace - 1000), (m) => this.log.warn(m));
+    this.deps.process.forget();
+    this.log.info(`tandemd (pid ${pid}) stopped${how === 'killed' ? ' with SIGKILL' : ''}`);
+  }
+
+  // ------------------------------------------------------------ promote
+
+  async promote(): Promise<OcfResult> {
+    const v = await this.validate();
+    const o = await this.observe(v);
+    if (o.role === 'primary') {
+      this.log.info(`already the primary (${o.status.state})`);
+      this.deps.process.markPrimary(true);
+      await this.applyScore(PRIMARY_SCORE);
+      return ok();
+    }
+    if (o.role !== 'backup') {
+      const r = this.monitorCode(o, false, v);
+      return fail(r.code === Ocf.notRunning || r.code === Ocf.success ? Ocf.errGeneric : r.code, r.reason ?? `cannot promote: tandemd is ${o.role}`);
+    }
+    const self = o.status;
+    if (self.state === 'catchup') return fail(Ocf.errGeneric, 'refusing to promote a broker in catchup: its copy of the primary is incomplete');
+    const peers = await this.peers(v);
+    const primary = peers?.find((b) => isPrimary(b.state));
+    if (primary) return fail(Ocf.errGeneric, `refusing to promote: ${primary.address} is a live primary (${primary.state}); that would be a split brain`);
+    if (!mayBePromoted(self.state, peers)) {
+      const ahead = peers?.find((b) => b.state !== 'joining' && b.state !== 'unreachable');
+      return fail(Ocf.errGeneric, `refusing to promote a joining broker while ${ahead ? `${ahead.address} is ${ahead.state}` : 'the other brokers cannot be asked'}`);
+    }
+    const better = await this.betterPublished(self);
+    if (better) {
+      await this.bestEffort('moving the promotion score', async () => {
+        await this.deps.cluster.setScore(BEST_SCORE, better.node);
+        await this.deps.cluster.setScore(1);
+      });
+      return fail(Ocf.errGeneric, `${better.node} is further ahead (epoch ${better.epoch} lsn ${better.lsn} > epoch ${self.epoch} lsn ${self.lsn}); promotion score moved there`);
+    }
+    let result: HaSnapshot;
+    try {
+      result = await this.deps.promote(v.address, Math.max(1000, this.remainingMs()));
+    } catch (err) {
+      return fail(Ocf.errGeneric, `the broker refused promotion: ${(err as Error).message}`);
+    }
+    this.log.info(`promoted at epoch ${self.epoch} lsn ${self.lsn}: now ${result.state}`);
+    while (this.remainingMs() > 0) {
+      const now = await this.observe(v);
+      if (now.role === 'primary') {
+        this.deps.process.markPrimary(true);
+        await this.applyScore(PRIMARY_SCORE);
+        return ok();
+      }
+      if (now.role !== 'backup') return this.monitorCode(now, false, v);
+      await sleep(100);
+    }
+    return fail(Ocf.errGeneric, 'the broker accepted promotion but never reported itself primary');
+  }
+
+  /** Under Pacemaker (notify=true): a candidate published in pre-promote that is ahead of this one. */
+  private async betterPublished(self: HaSnapshot): Promise<Published | undefined> {
+    if (!this.p.clone.notify) {
+      this.log.info('not a notify-enabled clone: promoting without comparing positions');
+      return undefined;
+    }
+    const c = this.deps.cluster;
+    let me: string;
+    let values: Map<string, string>;
+    try {
+      me = await c.localNode();
+      values = await c.published(this.positionAttribute);
+    } catch (err) {
+      throw new OcfError(Ocf.errGeneric, `cannot read the positions published for promotion: ${(err as Error).message}`);
+    }
+    const published: Published[] = [];
+    for (const [node, value] of values) {
+      if (node === me) continue;
+      const pos = parsePublished(node, value);
+      if (pos) published.push(pos);
+    }
+    this.log.debug(`positions: self ${self.state}:${self.epoch}:${self.lsn}; ${published.map((x) => `${x.node}=${x.state}:${x.epoch}:${x.lsn}`).join(' ') || 'none published'}`);
+    return betterCandidate(self, published);
+  }
+
+  // ------------------------------------------------------------ demote
+
+  /** A primary cannot become a backup in place: stop it and start it again as a backup. */
+  async demote(): Promise<OcfResult> {
+    const v = await this.validate();
+    const o = await this.observe(v);
+    switch (o.role) {
+      case 'backup':
+        this.log.info(`already a backup (${o.status.state})`);
+        this.deps.process.markPrimary(false);
+        return ok();
+      case 'stopped':
+      case 'crashed':
+        this.deps.process.forget();
+        return this.startBackup(v);
+      case 'foreign':
+        return this.monitorCode(o, false, v);
+      default:
+        await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
+        this.log.info(`demoting: restarting tandemd (pid ${o.pid}) as a backup`);
+        await this.stopProcess(o.pid, Math.floor(this.remainingMs() * 0.6));
+        return this.startBackup(v);
+    }
+  }
+
+  // ------------------------------------------------------------ notify
+
+  async notify(): Promise<OcfResult> {
+    const n = readNotification(this.deps.env);
+    this.log.debug(`notify: ${n.type}-${n.operation} (promote: ${n.promoteNodes.join(' ') || '-'})`);
+    if (n.operation !== 'promote') return ok();
+    if (n.type === 'pre') {
+      let v: Validated;
+      try {
+        v = await this.validate();
+      } catch (err) {
+        this.log.warn(`pre-promote: ${(err as Error).message}`);
+        return ok();
+      }
+      const o = await this.observe(v);
+      if (o.role !== 'backup' && o.role !== 'primary') return ok();
+      const value = formatPublished(o.status.state, o.status);
+      await this.bestEffort('publishing the position', async () => {
+        await this.deps.cluster.publish(this.positionAttribute, value, Math.max(1000, this.remainingMs()));
+        this.log.info(`published position ${value}`);
+      });
+    } else if (n.type === 'post') {
+      await this.bestEffort('clearing the published position', () => this.deps.cluster.unpublish(this.positionAttribute));
+    }
+    return ok();
+  }
+
+  // ------------------------------------------------------------ dispatch
+
+  async run(action: string): Promise<OcfResult> {
+    try {
+      switch (action) {
+        case 'start':
+          return await this.start();
+        case 'stop':
+          return await this.stop();
+        case 'monitor':
+          return await this.monitor();
+        case 'promote':
+          return await this.promote();
+        case 'demote':
+          return await this.demote();
+        case 'notify':
+          return await this.notify();
+        case 'validate-all':
+          return await this.validateAll();
+        case 'reload-agent':
+          // Every reloadable parameter (start_wait, stop_wait) is read afresh by each action.
+          return ok();
+        default:
+          return fail(Ocf.errUnimplemented, `action ${action} is not implemented`);
+      }
+    } catch (err) {
+      if (err instanceof OcfError) return fail(err.ocfCode, err.message);
+      return fail(Ocf.errGeneric, `${action}: ${(err as Error).message}`);
+    }
+  }
+}

@@ -1,0 +1,66 @@
+// Talking to tandem brokers as an HA admin (backups admit only those): the local
+// broker's HA-STATUS and HA-PROMOTE, and the status of every broker of ha-brokers-url.
+import { ConnectError, ManagementClient, type BrokerAddress } from '../../admin/client.js';
+import { TandemError } from '../../broker/errors.js';
+import { endpointKey, parseBrokersUrl } from '../brokers-url.js';
+import type { BrokerView } from './election.js';
+
+export interface HaSnapshot {
+  state: string;
+  epoch: number;
+  lsn: number;
+  primary?: string | null;
+  backups?: Array<Record<string, unknown>>;
+  [k: string]: unknown;
+}
+
+export type LocalStatus =
+  | { kind: 'up'; status: HaSnapshot }
+  | { kind: 'down'; why: string } // nothing answers
+  | { kind: 'no-ha'; why: string } // answers, but has no HA-STATUS: not an HA build
+  | { kind: 'error'; why: string }; // answers, but the request failed
+
+async function request(address: BrokerAddress, operation: string, body: Record<string, unknown>, timeoutMs: number): Promise<unknown> {
+  const client = await ManagementClient.connect(address, { timeoutMs, properties: { 'qpid.ha-admin': true } });
+  try {
+    return await client.request(operation, 'broker', 'broker', body);
+  } finally {
+    client.close();
+  }
+}
+
+function snapshot(body: unknown): HaSnapshot {
+  const b = (body ?? {}) as Record<string, unknown>;
+  const state = String(b.state ?? b['ha-state'] ?? 'unknown');
+  return { ...b, state, epoch: Number(b.epoch ?? 0), lsn: Number(b.lsn ?? 0) };
+}
+
+/** Ask one broker for its HA status; never throws. */
+export async function statusOf(address: BrokerAddress, timeoutMs: number): Promise<LocalStatus> {
+  try {
+    return { kind: 'up', status: snapshot(await request(address, 'HA-STATUS', {}, timeoutMs)) };
+  } catch (err) {
+    const why = (err as Error).message;
+    if (err instanceof ConnectError) return { kind: 'down', why };
+    if (err instanceof TandemError && (err.code === 'TANDEM_ERR_NOT_IMPLEMENTED' || err.code === 'TANDEM_ERR_NOT_FOUND')) return { kind: 'no-ha', why };
+    return { kind: 'error', why };
+  }
+}
+
+/** HA-PROMOTE with the cluster-manager flag; rejects with the broker's reason. */
+export async function promote(address: BrokerAddress, timeoutMs: number): Promise<HaSnapshot> {
+  return snapshot(await request(address, 'HA-PROMOTE', { 'cluster-manager': true }, timeoutMs));
+}
+
+/** The status of every broker of ha-brokers-url, unreachable ones included as such. */
+export async function statusOfAll(brokersUrl: string, credentials: { user?: string; password?: string }, timeoutMs: number): Promise<BrokerView[]> {
+  const parsed = parseBrokersUrl(brokersUrl);
+  return Promise.all(
+    parsed.endpoints.map(async (e): Promise<BrokerView> => {
+      const address = { host: e.host, port: e.port, user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password };
+      const s = await statusOf(address, timeoutMs);
+      if (s.kind !== 'up') return { address: endpointKey(e), state: 'unreachable', epoch: 0, lsn: 0 };
+      return { address: endpointKey(e), state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn };
+    }),
+  );
+}

@@ -1,0 +1,113 @@
+// Who may be promoted and how Pacemaker should rank the candidates. Pure
+// functions over broker positions, so the rules are unit-tested without a
+// cluster (the way PAF's pgsqlms elects the most advanced standby).
+//
+// Pacemaker promotes the instance with the highest promotion score. Scores are
+// a guide set by monitors; the decision is re-checked in promote against the
+// exact positions every instance publishes in the pre-promote notification.
+
+/** Where a broker is in the replicated log: epoch first, then the applied LSN. */
+export interface Position {
+  epoch: number;
+  lsn: number;
+}
+
+/** What the agent knows of one broker of ha-brokers-url. */
+export interface BrokerView extends Position {
+  address: string;
+  state: string; // an HA state, or 'unreachable'
+}
+
+export const PRIMARY_SCORE = 1001; // keeps the primary where it is (PAF's choice too)
+export const BEST_SCORE = 1000;
+export const LOWEST_SCORE = 100; // still promotable, below every better-placed candidate
+const STEP = 100;
+
+export const isPrimary = (state: string): boolean => state === 'active' || state === 'recovering';
+const beyondJoining = (state: string): boolean => state === 'catchup' || state === 'ready' || isPrimary(state);
+
+/** Negative when a is behind b, 0 when level, positive when ahead. */
+export function comparePositions(a: Position, b: Position): number {
+  return a.epoch !== b.epoch ? a.epoch - b.epoch : a.lsn - b.lsn;
+}
+
+/**
+ * A broker may be promoted when it is `ready`, or, on a whole-cluster cold
+ * start, when it is `joining` and no broker it can see is beyond joining.
+ * `catchup` never: its copy of the primary's state is incomplete.
+ */
+export function mayBePromoted(state: string, others: readonly BrokerView[] | undefined): boolean {
+  if (state === 'ready') return true;
+  if (state !== 'joining' || others === undefined) return false;
+  return !others.some((o) => beyondJoining(o.state));
+}
+
+/** log2 buckets: scores that move only when the distance changes by a factor of two. */
+function bucket(distance: number): number {
+  return distance <= 0 ? 0 : Math.floor(Math.log2(distance + 1));
+}
+
+/**
+ * The promotion score this broker should give itself, or null for none.
+ * `peers` is every broker of ha-brokers-url (this one may be among them), or
+ * undefined when they could not be asked.
+ *
+ * - primary: PRIMARY_SCORE.
+ * - ready, a live primary visible: BEST_SCORE minus 10 per log2 bucket of lag
+ *   behind the primary (all caught-up backups tie; Pacemaker picks among them).
+ * - ready, no primary visible: BEST_SCORE minus STEP per ready broker ahead of it.
+ * - ready, peers unknown: its own position bucketed (more data, higher score), below BEST_SCORE.
+ * - joining: a score only on a cold start (no broker beyond joining) seen by a
+ *   majority of ha-brokers-url; BEST_SCORE minus STEP per joining broker ahead.
+ * - catchup, standalone, anything else: none.
+ */
+export function promotionScore(self: { state: string } & Position, peers: readonly BrokerView[] | undefined): number | null {
+  if (isPrimary(self.state)) return PRIMARY_SCORE;
+  if (self.state === 'ready') {
+    if (peers === undefined) return Math.min(BEST_SCORE - 1, LOWEST_SCORE + 20 * bucket(self.lsn));
+    const primary = peers.find((p) => isPrimary(p.state));
+    if (primary) {
+      const lag = primary.epoch === self.epoch ? primary.lsn - self.lsn : Number.MAX_SAFE_INTEGER;
+      return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(lag));
+    }
+    const ahead = peers.filter((p) => p.state === 'ready' && comparePositions(p, self) > 0).length;
+    return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);
+  }
+  if (self.state === 'joining') {
+    if (peers === undefined || !mayBePromoted('joining', peers)) return null;
+    const reachable = peers.filter((p) => p.state !== 'unreachable').length;
+    if (reachable * 2 <= peers.length) return null;
+    const ahead = peers.filter((p) => p.state === 'joining' && comparePositions(p, self) > 0).length;
+    return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);
+  }
+  return null;
+}
+
+/** A position published by one node in the pre-promote notification. */
+export interface Published extends Position {
+  node: string;
+  state: string;
+}
+
+export function formatPublished(state: string, p: Position): string {
+  return `${state}:${p.epoch}:${p.lsn}`;
+}
+
+export function parsePublished(node: string, value: string): Published | undefined {
+  const m = /^([a-z]+):(\d+):(\d+)$/.exec(value.trim());
+  return m ? { node, state: m[1], epoch: Number(m[2]), lsn: Number(m[3]) } : undefined;
+}
+
+/**
+ * The published candidate strictly ahead of this one, if any. Only brokers that
+ * could themselves be promoted count: a restarted old primary (joining) with an
+ * unreplicated tail must not block a ready backup, or the two would hand the
+ * score back and forth.
+ */
+export function betterCandidate(self: { state: string } & Position, published: readonly Published[]): Published | undefined {
+  const rivals = published.filter((p) => (self.state === 'ready' ? p.state === 'ready' : p.state === 'ready' || p.state === 'joining'));
+  const best = rivals.reduce<Published | undefined>((b, p) => (b === undefined || comparePositions(p, b) > 0 ? p : b), undefined);
+  if (!best) return undefined;
+  if (best.state === 'ready' && self.state === 'joining') return best;
+  return comparePositions(best, self) > 0 ? best : undefined;
+}
