@@ -38,6 +38,8 @@ interface Terminus {
 export interface ConnectionHost {
   schedule(queue: Queue): void;
   management: ManagementNode;
+  /** Links to special addresses (HA replication); true when handled. */
+  openSpecialSender?(conn: ClientConnection, address: string, sender: Sender): boolean;
   /** Last chance to refuse a link (e.g. DR-replicated queues on a passive secondary). */
   checkLink?(conn: ClientConnection, address: string, direction: 'in' | 'out', browse: boolean): void;
 }
@@ -47,6 +49,8 @@ export class ClientConnection {
   readonly incoming = new Map<Receiver, IncomingLink>();
   readonly managementLinks = new Set<Receiver>();
   readonly ownedQueues = new Set<string>();
+  /** Sender links handled by the server's special handlers (HA replication). */
+  readonly specialSenders = new Set<Sender>();
   private nextLink = 0;
   private coordinator: Coordinator | undefined;
   closed = false;
@@ -66,6 +70,11 @@ export class ClientConnection {
   get remoteAddress(): string {
     const socket = (this.rhea as unknown as { socket?: { remoteAddress?: string; remotePort?: number } }).socket;
     return socket ? `${socket.remoteAddress}:${socket.remotePort}` : 'unknown';
+  }
+
+  /** The client's connection properties (open frame). */
+  get properties(): Record<string, unknown> {
+    return (this.rhea as unknown as { remote?: { open?: { properties?: Record<string, unknown> } } }).remote?.open?.properties ?? {};
   }
 
   get containerId(): string | undefined {
@@ -90,6 +99,7 @@ export class ClientConnection {
         address = queue.name;
       } else {
         address = requireAddress(source.address);
+        if (this.host.openSpecialSender?.(this, address, sender)) return;
         this.host.checkLink?.(this, address, 'out', browse);
         queue = this.queueForSubscription(address, source);
       }

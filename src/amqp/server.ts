@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import type { AddressInfo, Server } from 'node:net';
 import { hostname } from 'node:os';
-import rhea, { type Connection, type Container, type EventContext } from 'rhea';
+import rhea, { type Connection, type Container, type Delivery, type EventContext, type Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
@@ -28,6 +28,13 @@ export interface ServerOptions {
   autoCreate: boolean;
 }
 
+/** A sender link handled outside the queue machinery (the HA replication stream). */
+export interface SpecialSender {
+  onFlow(): void;
+  onSettled(delivery: Delivery, outcome: 'accepted' | 'released' | 'rejected' | 'modified' | 'settled'): void;
+  onClose(): void;
+}
+
 /** Decides whether a freshly opened connection may stay (HA backups refuse clients). */
 export type AdmissionCheck = (conn: ClientConnection) => { condition: string; description: string; info?: Record<string, unknown> } | undefined;
 
@@ -42,6 +49,9 @@ export class AmqpServer {
   private closing = false;
   admission: AdmissionCheck | undefined;
   checkLink: ConnectionHost['checkLink'];
+  /** Handlers of special sender links (HA replication), by link. */
+  readonly specialSenders = new Map<Sender, SpecialSender>();
+  openSpecialSender: ((conn: ClientConnection, address: string, sender: Sender) => SpecialSender | undefined | false) | undefined;
 
   constructor(
     readonly broker: Broker,
@@ -182,13 +192,30 @@ export class AmqpServer {
     c.on('sender_open', (ctx: EventContext) => this.conn(ctx)?.onSenderOpen(ctx));
     c.on('receiver_open', (ctx: EventContext) => this.conn(ctx)?.onReceiverOpen(ctx));
     c.on('message', (ctx: EventContext) => this.conn(ctx)?.onMessage(ctx));
-    c.on('sendable', (ctx: EventContext) => this.conn(ctx)?.onSenderFlow(ctx));
-    c.on('sender_flow', (ctx: EventContext) => this.conn(ctx)?.onSenderFlow(ctx));
+    // Special senders (the HA replication stream) get their own flow, outcome and close events.
+    const special = (ctx: EventContext) => (ctx.sender ? this.specialSenders.get(ctx.sender) : undefined);
+    const onFlow = (ctx: EventContext) => {
+      const s = special(ctx);
+      if (s) s.onFlow();
+      else this.conn(ctx)?.onSenderFlow(ctx);
+    };
+    c.on('sendable', onFlow);
+    c.on('sender_flow', onFlow);
     for (const outcome of ['accepted', 'released', 'rejected', 'modified', 'settled'] as const) {
-      c.on(outcome, (ctx: EventContext) => this.conn(ctx)?.onOutcome(ctx, outcome));
+      c.on(outcome, (ctx: EventContext) => {
+        const s = special(ctx);
+        if (s) s.onSettled(ctx.delivery as Delivery, outcome);
+        else this.conn(ctx)?.onOutcome(ctx, outcome);
+      });
     }
     c.on('transactional_state', (ctx: EventContext) => this.conn(ctx)?.onTransactionalOutcome(ctx));
-    c.on('sender_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
+    c.on('sender_close', (ctx: EventContext) => {
+      const s = special(ctx);
+      if (!s) return this.conn(ctx)?.onLinkClosed(ctx);
+      this.specialSenders.delete(ctx.sender!);
+      this.conn(ctx)?.specialSenders.delete(ctx.sender!);
+      s.onClose();
+    });
     c.on('receiver_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
     c.on('sender_error', (ctx: EventContext) => this.log.debug({ err: ctx.sender?.error }, 'sender link error'));
     c.on('receiver_error', (ctx: EventContext) => this.log.debug({ err: ctx.receiver?.error }, 'receiver link error'));
@@ -217,6 +244,15 @@ export class AmqpServer {
     const host: ConnectionHost = {
       schedule: (q) => this.schedule(q),
       management: this.management,
+      openSpecialSender: (c, address, sender) => {
+        const handler = this.openSpecialSender?.(c, address, sender);
+        if (handler === undefined) return false;
+        if (handler) {
+          this.specialSenders.set(sender, handler);
+          c.specialSenders.add(sender);
+        }
+        return true;
+      },
       checkLink: this.checkLink,
     };
     // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
@@ -236,6 +272,11 @@ export class AmqpServer {
     const conn = this.connections.get(ctx.connection);
     if (!conn) return;
     this.connections.delete(ctx.connection);
+    for (const sender of conn.specialSenders) {
+      const s = this.specialSenders.get(sender);
+      this.specialSenders.delete(sender);
+      s?.onClose();
+    }
     conn.cleanup();
     this.log.debug({ conn: conn.id }, 'connection closed');
   }
