@@ -122,7 +122,8 @@ export async function buildTandem() {
   const entry = join(dir, 'dist', 'cli', 'tandemd.js');
   if (!existsSync(entry)) {
     log(`building tandem ${sha.slice(0, 10)} (HEAD) into bench/.build`);
-    rmSync(buildRoot, { recursive: true, force: true });
+    // Keep one build: drop the ones of older commits.
+    if (existsSync(buildRoot)) for (const d of readdirSync(buildRoot)) if (/^[0-9a-f]{40}$/.test(d)) rmSync(join(buildRoot, d), { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
     await run('sh', ['-c', `git -C "${repoRoot}" archive HEAD src tsconfig.json package.json bin | tar -x -C "${dir}"`]);
     symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
@@ -334,7 +335,8 @@ export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
   unregister();
   const wall = (Date.now() - t0) / 1000;
   const m1 = machineCpu();
-  const brokerCores = (procCpu(broker.pid) - cpu0) / wall;
+  const brokerCpuSeconds = procCpu(broker.pid) - cpu0;
+  const brokerCores = brokerCpuSeconds / wall;
   const line = out.trim().split('\n').pop();
   let result;
   try {
@@ -349,6 +351,9 @@ export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
     exitCode: code,
     wallSeconds: Math.round(wall * 10) / 10,
     brokerCores: round2(brokerCores),
+    // Messages moved per second of broker CPU: less sensitive than msgs/s to how much
+    // CPU the other tenants of a shared machine left us.
+    msgsPerBrokerCpuSecond: Math.round(result.received / brokerCpuSeconds),
     clientCores: round2(clientCores),
     machineBusyCores: round2(machineBusyCores),
     otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores)),

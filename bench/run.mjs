@@ -162,6 +162,7 @@ function aggregate(runs) {
     lost: runs.reduce((a, r) => a + r.lost, 0),
     dup: runs.reduce((a, r) => a + r.duplicates, 0),
     brokerCores: median(runs.map((r) => r.brokerCores)),
+    efficiency: median(runs.map((r) => r.msgsPerBrokerCpuSecond)),
     otherCores: median(runs.map((r) => r.otherCores)),
     rate: runs[0].rateLimit,
   };
@@ -187,7 +188,7 @@ function markdown(report) {
     if (!t) continue;
     const title = load.key === 'nd-1x1-half' ? `${load.title} (${fmt(t.rate)} msgs/s)` : load.title;
     lines.push(
-      `| ${title} | ${fmt(t.throughput)} | ${q ? fmt(q.throughput) : '–'} | ${q ? `**${fmt(t.throughput / q.throughput, 2)}×**` : '–'} | ${fmt(t.p50, 2)} / ${fmt(t.p99, 2)} | ${q ? `${fmt(q.p50, 2)} / ${fmt(q.p99, 2)}` : '–'} | ${t.lost} / ${t.dup}; ${q ? `${q.lost} / ${q.dup}` : '–'} | ${fmt(t.brokerCores, 2)}; ${q ? fmt(q.brokerCores, 2) : '–'} | ${fmt(t.otherCores, 2)}; ${q ? fmt(q.otherCores, 2) : '–'} |`,
+      `| ${title} | ${fmt(t.throughput)} | ${q ? fmt(q.throughput) : '–'} | ${q ? `**${fmt(t.throughput / q.throughput, 2)}×**` : '–'} | ${fmt(t.p50, 2)} / ${fmt(t.p99, 2)} | ${q ? `${fmt(q.p50, 2)} / ${fmt(q.p99, 2)}` : '–'} | ${t.lost} / ${t.dup}; ${q ? `${q.lost} / ${q.dup}` : '–'} | ${fmt(t.brokerCores, 2)}; ${q ? fmt(q.brokerCores, 2) : '–'} | ${fmt(t.efficiency)}; ${q ? `${fmt(q.efficiency)}; ${fmt(t.efficiency / q.efficiency, 2)}×` : '–'} | ${fmt(t.otherCores, 2)}; ${q ? fmt(q.otherCores, 2) : '–'} |`,
     );
   }
   if (report.syncs.length) {
@@ -196,10 +197,10 @@ function markdown(report) {
       lines.push(`| ${s.load} | ${s.broker} | ${fmt(s.fdatasync)} | ${fmt(s.fsync)} | ${fmt(s.accepted)} | ${fmt(s.syncsPerMessage, 4)} | ${fmt(s.throughputUnderStrace)} |`);
     }
   }
-  lines.push('', '<details><summary>every run</summary>', '', '| round | load | broker | msgs/s | sent | received | p50 / p90 / p99 / max ms | lost / dup / rejected | cores broker / client / others | client ELU senders; receivers |', '|---|---|---|---:|---:|---:|---|---|---|---|');
+  lines.push('', '<details><summary>every run</summary>', '', '| round | load | broker | msgs/s | sent | received | p50 / p90 / p99 / max ms | lost / dup / rejected | cores broker / client / others | busy cores just before | client ELU senders; receivers |', '|---|---|---|---:|---:|---:|---|---|---|---|---|');
   for (const r of report.runs) {
     lines.push(
-      `| ${r.round} | ${r.load} | ${r.broker} | ${fmt(r.throughput)} | ${r.sent} | ${r.received} | ${r.latencyMs.p50} / ${r.latencyMs.p90} / ${r.latencyMs.p99} / ${r.latencyMs.max} | ${r.lost} / ${r.duplicates} / ${r.rejected} | ${r.brokerCores} / ${r.clientCores} / ${r.otherCores} | ${r.clientElu.senders.join(' ')}; ${r.clientElu.receivers.join(' ')} |`,
+      `| ${r.round} | ${r.load} | ${r.broker} | ${fmt(r.throughput)} | ${r.sent} | ${r.received} | ${r.latencyMs.p50} / ${r.latencyMs.p90} / ${r.latencyMs.p99} / ${r.latencyMs.max} | ${r.lost} / ${r.duplicates} / ${r.rejected} | ${r.brokerCores} / ${r.clientCores} / ${r.otherCores} | ${r.busyBefore} | ${r.clientElu.senders.join(' ')}; ${r.clientElu.receivers.join(' ')} |`,
     );
   }
   lines.push('', '</details>', '');

@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+// CPU profile of tandemd under a load: runs dist/cli/tandemd.js with --cpu-prof,
+// drives it with bench/load.mjs, stops it with SIGTERM (so V8 writes the profile)
+// and prints the top self-time functions.
+//
+//   node bench/profile.mjs [load.mjs options...]    default: non-durable 1/1, 10 s
+//   env BENCH_PROFILE_DIR: where the .cpuprofile goes (default bench/results/profile-<time>)
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { topSelf } from './cpuprofile-top.mjs';
+import { benchDir, buildTandem, log, runLoad, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
+
+const args = process.argv.slice(2);
+const loadArgs = args.length ? args : ['--duration', '10'];
+const build = await buildTandem();
+const base = tempDir(tmpBase(), 'tandem-profile-');
+const profDir = process.env.BENCH_PROFILE_DIR || join(benchDir, 'results', `profile-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+mkdirSync(profDir, { recursive: true });
+const tandem = await startTandem({ entry: build.entry, dataDir: join(base, 'data'), nodeArgs: ['--cpu-prof', '--cpu-prof-dir', profDir] });
+log(`tandemd ${build.label} pid ${tandem.pid} port ${tandem.port}, profiling into ${profDir}`);
+let r;
+try {
+  const q = await waitQuiet({ maxSeconds: 20 });
+  log(`machine busy ${q.busyCores} cores before the load (waited ${q.waited} s)`);
+  r = await runLoad(tandem, loadArgs);
+  log(`load: ${r.throughput} msgs/s, p50 ${r.latencyMs.p50} ms p99 ${r.latencyMs.p99} ms; cores broker ${r.brokerCores} client ${r.clientCores} others ${r.otherCores}`);
+} finally {
+  const exit = await tandem.stop();
+  log(`tandemd stopped: ${JSON.stringify(exit)}`);
+}
+const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+if (!file) throw new Error(`no .cpuprofile in ${profDir} (did tandemd exit cleanly on SIGTERM?)`);
+const top = topSelf(JSON.parse(readFileSync(join(profDir, file), 'utf8')), 30);
+process.stdout.write(`profile: ${join(profDir, file)} (${top.totalMs} ms of samples; load ${loadArgs.join(' ')}: ${r.throughput} msgs/s, broker ${r.brokerCores} cores)\n\nby group:\n`);
+for (const g of top.groups) process.stdout.write(`  ${String(g.pct).padStart(5)} %  ${g.group}\n`);
+process.stdout.write('\n| self % | self ms | function | where |\n|---:|---:|---|---|\n');
+for (const t of top.top) process.stdout.write(`| ${t.pct} | ${t.selfMs} | \`${t.fn}\` | ${t.where} |\n`);
+process.exit(0);
