@@ -40,6 +40,8 @@ export interface ConnectionHost {
   management: ManagementNode;
   /** Links to special addresses (HA replication); true when handled. */
   openSpecialSender?(conn: ClientConnection, address: string, sender: Sender): boolean;
+  /** Set while local changes are not allowed (an HA backup): the reason. */
+  readOnly?(): string | undefined;
   /** Last chance to refuse a link (e.g. DR-replicated queues on a passive secondary). */
   checkLink?(conn: ClientConnection, address: string, direction: 'in' | 'out', browse: boolean): void;
 }
@@ -51,6 +53,8 @@ export class ClientConnection {
   readonly ownedQueues = new Set<string>();
   /** Sender links handled by the server's special handlers (HA replication). */
   readonly specialSenders = new Set<Sender>();
+  /** Dynamic links served without a queue (on a read-only broker): address -> link. */
+  readonly replyLinks = new Map<string, Sender>();
   private nextLink = 0;
   private coordinator: Coordinator | undefined;
   closed = false;
@@ -94,12 +98,21 @@ export class ClientConnection {
       const browse = source.distribution_mode === 'copy';
       let queue: Queue;
       let address: string;
+      const readOnly = this.host.readOnly?.();
+      if (source.dynamic && readOnly) {
+        // No queue may be made here: replies (management) go straight down this link.
+        address = `$reply.${randomUUID()}`;
+        sender.set_source({ ...source, address, dynamic: true } as never);
+        this.replyLinks.set(address, sender);
+        return;
+      }
       if (source.dynamic) {
         queue = this.createTemporaryQueue();
         address = queue.name;
       } else {
         address = requireAddress(source.address);
         if (this.host.openSpecialSender?.(this, address, sender)) return;
+        if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
         queue = this.queueForSubscription(address, source);
       }
@@ -175,6 +188,8 @@ export class ClientConnection {
         receiver.add_credit(100);
         return;
       }
+      const readOnly = this.host.readOnly?.();
+      if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
       if (target?.dynamic) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'dynamic targets are not supported; attach to a queue or exchange name');
       if (address !== undefined) {
         this.host.checkLink?.(this, address, 'in', false);
@@ -227,7 +242,18 @@ export class ClientConnection {
     if (this.managementLinks.has(receiver)) {
       delivery.accept();
       receiver.add_credit(1);
-      void this.host.management.handle(bytes, { user: this.user, admin: this.admin, connectionId: this.id });
+      void this.host.management.handle(bytes, {
+        user: this.user,
+        admin: this.admin,
+        connectionId: this.id,
+        replyDirect: (address, reply) => {
+          const link = this.replyLinks.get(address);
+          if (!link) return false;
+          const d = link.send(reply, undefined, 0);
+          if (!d.settled) d.update(true);
+          return true;
+        },
+      });
       return;
     }
     const link = this.incoming.get(receiver);
@@ -261,6 +287,7 @@ export class ClientConnection {
 
   onLinkClosed(context: EventContext): void {
     if (context.sender) {
+      for (const [address, link] of this.replyLinks) if (link === context.sender) this.replyLinks.delete(address);
       const link = this.outgoing.get(context.sender);
       this.outgoing.delete(context.sender);
       link?.close();
@@ -304,6 +331,8 @@ export class ClientConnection {
   /** Create a queue for an unknown address when auto-create is on. */
   ensureAddress(address: string): void {
     if (this.broker.resolve(address)) return;
+    const readOnly = this.host.readOnly?.();
+    if (readOnly) throw notFound('queue or exchange', address, readOnly);
     if (!this.policy.autoCreate) {
       throw notFound('queue or exchange', address, "create it with 'tandem queue add', or start the broker with --auto-create yes");
     }
@@ -329,6 +358,8 @@ export class ClientConnection {
   }
 
   private createTemporaryQueue(): Queue {
+    const readOnly = this.host.readOnly?.();
+    if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
     const name = `tmp.${randomUUID()}`;
     const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true }, this.id);
     return queue;

@@ -18,6 +18,8 @@ export interface Requester {
   user: string | undefined;
   admin: boolean;
   connectionId: string;
+  /** Send a reply straight down one of the requester's own links (no queue involved). */
+  replyDirect?(address: string, bytes: Buffer): boolean;
 }
 
 interface Request {
@@ -41,6 +43,8 @@ const statusOf: Record<string, number> = {
 
 export class ManagementNode {
   private readonly extra = new Map<string, OperationHandler>();
+  /** Set on an HA backup: why changes must be made on the primary instead. */
+  readOnlyReason: (() => string | undefined) | undefined;
 
   constructor(
     private readonly ctx: AdminContext,
@@ -71,6 +75,10 @@ export class ManagementNode {
           `management needs an admin identity; user '${requester.user ?? 'anonymous'}' is not an admin (tandem user add NAME --admin)`,
         );
       }
+      const readOnly = this.readOnlyReason?.();
+      if (readOnly && !['READ', 'QUERY'].includes(request.operation) && !request.operation.startsWith('HA-')) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+      }
       const result = await this.execute(request, requester);
       if (request.operation === 'CREATE') status = 201;
       if (request.operation === 'DELETE') status = 204;
@@ -85,7 +93,7 @@ export class ManagementNode {
         this.log.error({ err }, 'management operation failed');
       }
     }
-    this.reply(request, status, description, body);
+    this.reply(request, status, description, body, requester);
   }
 
   private async execute(request: Request, requester: Requester): Promise<unknown> {
@@ -114,7 +122,7 @@ export class ManagementNode {
     }
   }
 
-  private reply(request: Request, status: number, description: string, body: unknown): void {
+  private reply(request: Request, status: number, description: string, body: unknown, requester: Requester): void {
     if (!request.replyTo) return;
     const bytes = rhea.message.encode({
       correlation_id: request.correlationId,
@@ -122,6 +130,7 @@ export class ManagementNode {
       application_properties: { statusCode: status, statusDescription: description },
       body,
     }) as Buffer;
+    if (requester.replyDirect?.(request.replyTo, bytes)) return;
     const queue = this.ctx.broker.queues.get(request.replyTo);
     if (!queue) {
       this.log.warn({ replyTo: request.replyTo }, 'management reply address is not a queue; reply dropped');

@@ -15,6 +15,11 @@
 //    that the next one has the same outcome. An accepted delivery followed by a
 //    rejected one (a full queue) went out as one range "accepted": the sender was
 //    told a refused message was accepted. We write incoming dispositions ourselves.
+// 5. Bad input: rhea never checks a frame's declared size against max-frame-size
+//    (it buffers up to 4 GiB for one frame), takes a begin before the open, and
+//    after a failed SASL outcome leaves the socket open for more attempts. We
+//    refuse oversize and undersize frames and a begin before open (a protocol
+//    error ends the connection), and close the socket after a failed outcome.
 import { createRequire } from 'node:module';
 import { installLazyDecode } from './lazy-message.js';
 import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
@@ -139,9 +144,92 @@ export function installRheaPatches(): void {
     sessionProcess.call(this);
   };
 
+  installInputGuards(require);
+
   proto.remove_link = function (this: RheaSession, link: RheaLink) {
     delete this.remote.handles[link.remote.handle];
     delete this.local.handles[link.local.handle];
     delete this.links[key(link.is_sender(), link.name)];
+  };
+}
+
+/** SASL frames are a few hundred bytes; this bounds what one may claim to be. */
+const SASL_FRAME_LIMIT = 65536;
+
+interface RheaTransport {
+  frame_type: number;
+  header_received: unknown;
+  read_complete: boolean;
+  handler: { local?: { open?: { max_frame_size?: number } } };
+  peek_size(buffer: Buffer): number | undefined;
+  read(buffer: Buffer): number;
+}
+
+interface RheaSaslServer {
+  outcome: number | undefined;
+  mechanism: unknown;
+  connection: { output(): void; socket?: { end(): void } };
+  on_sasl_init(frame: unknown): void;
+  do_step(challenge: unknown): void;
+}
+
+function installInputGuards(require: NodeRequire): void {
+  const { ProtocolError } = require('rhea/lib/errors.js') as { ProtocolError: new (message: string) => Error };
+  const Transport = require('rhea/lib/transport.js') as { prototype: RheaTransport };
+  const tp = Transport.prototype;
+  const limitOf = (t: RheaTransport): number =>
+    t.frame_type === 0 ? t.handler.local?.open?.max_frame_size ?? 4294967295 : SASL_FRAME_LIMIT;
+  const check = (t: RheaTransport, size: number): void => {
+    if (size < 8) throw new ProtocolError(`frame size ${size} is below the AMQP minimum of 8 bytes`);
+    const limit = limitOf(t);
+    if (size > limit) throw new ProtocolError(`frame of ${size} bytes is over max-frame-size ${limit}`);
+  };
+  const peekSize = tp.peek_size;
+  tp.peek_size = function (this: RheaTransport, buffer: Buffer) {
+    const size = peekSize.call(this, buffer);
+    if (size !== undefined) check(this, size);
+    return size;
+  };
+  const read = tp.read;
+  tp.read = function (this: RheaTransport, buffer: Buffer) {
+    // AMQP frames only: after a SASL outcome the rest of a SASL buffer is the next layer's.
+    if (this.frame_type === 0 && !this.read_complete) {
+      let offset = this.header_received ? 0 : 8;
+      while (offset + 4 <= buffer.length) {
+        const size = buffer.readUInt32BE(offset);
+        check(this, size);
+        offset += size;
+      }
+    }
+    return read.call(this, buffer);
+  };
+
+  const Connection = require('rhea/lib/connection.js') as { prototype: { on_begin(frame: unknown): void; remote: { open?: unknown } } };
+  const onBegin = Connection.prototype.on_begin;
+  Connection.prototype.on_begin = function (this: { remote: { open?: unknown } }, frame: unknown) {
+    if (!this.remote.open) throw new ProtocolError('begin received before open');
+    onBegin.call(this, frame);
+  };
+
+  const sasl = require('rhea/lib/sasl.js') as { Server: { prototype: RheaSaslServer } };
+  const sp = sasl.Server.prototype;
+  const closeIfFailed = (server: RheaSaslServer): void => {
+    if (server.outcome === undefined || server.outcome === 0) return;
+    // Let the outcome frame go out first, then end the connection (spec 5.3.2).
+    setImmediate(() => {
+      server.connection.output();
+      server.connection.socket?.end();
+    });
+  };
+  const onInit = sp.on_sasl_init;
+  sp.on_sasl_init = function (this: RheaSaslServer, frame: unknown) {
+    if (this.mechanism !== undefined || this.outcome !== undefined) throw new ProtocolError('sasl-init received twice');
+    onInit.call(this, frame);
+    closeIfFailed(this);
+  };
+  const doStep = sp.do_step;
+  sp.do_step = function (this: RheaSaslServer, challenge: unknown) {
+    doStep.call(this, challenge);
+    closeIfFailed(this);
   };
 }

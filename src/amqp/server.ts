@@ -49,6 +49,8 @@ export class AmqpServer {
   private closing = false;
   admission: AdmissionCheck | undefined;
   checkLink: ConnectionHost['checkLink'];
+  /** Why local changes are refused right now (an HA backup), if they are. */
+  readOnly: (() => string | undefined) | undefined;
   /** Handlers of special sender links (HA replication), by link. */
   readonly specialSenders = new Map<Sender, SpecialSender>();
   openSpecialSender: ((conn: ClientConnection, address: string, sender: Sender) => SpecialSender | undefined | false) | undefined;
@@ -222,7 +224,8 @@ export class AmqpServer {
     c.on('connection_close', (ctx: EventContext) => this.onConnectionGone(ctx));
     c.on('disconnected', (ctx: EventContext) => this.onConnectionGone(ctx));
     c.on('connection_error', (ctx: EventContext) => this.log.debug({ err: (ctx.connection as unknown as { error?: unknown }).error }, 'connection error'));
-    c.on('protocol_error', (ctx: EventContext) => this.log.info({ err: (ctx as unknown as { error?: Error }).error?.message }, 'protocol error from client'));
+    // rhea passes the error itself (not a context); the connection is then ended.
+    c.on('protocol_error', (err: Error) => this.log.info({ err: err?.message }, 'protocol error from client; connection closed'));
     c.on('error', (err: unknown) => this.log.info({ err: (err as Error)?.message ?? String(err) }, 'client error'));
   }
 
@@ -254,6 +257,7 @@ export class AmqpServer {
         return true;
       },
       checkLink: this.checkLink,
+      readOnly: () => this.readOnly?.(),
     };
     // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
     const admin = !this.options.auth || role === 'admin';

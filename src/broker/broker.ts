@@ -289,6 +289,18 @@ export class Broker implements QueueHost {
 
   // ---- applying changes made elsewhere (journal replay, HA, DR) ---------------
 
+  /**
+   * Forget every queue, exchange and binding (built-ins stay), without logging:
+   * a backup about to load a primary's snapshot into a fresh journal.
+   */
+  resetState(): void {
+    // Dropping each queue also drops its bindings, on built-in exchanges too.
+    for (const queue of [...this.queues.values()]) this.dropQueue(queue.name);
+    for (const ex of [...this.exchanges.values()]) if (!ex.builtIn) this.exchanges.delete(ex.name);
+    this.epoch = 0;
+    this.log.rewind(0);
+  }
+
   /** Apply a change recorded by another broker (or by this one before a restart). */
   apply(entry: LoggedChange, options: { adopt: boolean } = { adopt: true }): void {
     this.applyChange(entry.change);

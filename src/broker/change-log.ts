@@ -16,6 +16,11 @@ export class ChangeLog {
     if (lsn > this.last) this.last = lsn;
   }
 
+  /** Start over at `lsn` (a backup replacing its state with a primary's snapshot). */
+  rewind(lsn: number): void {
+    this.last = lsn;
+  }
+
   attach(sink: ChangeSink): void {
     this.sinks.push(sink);
   }

@@ -33,7 +33,8 @@ export function addBrokerOption(cmd: Command): Command {
 export async function withBroker<T>(opts: BrokerOption, fn: (client: ManagementClient) => Promise<T>): Promise<T> {
   const address = parseBrokerAddress(opts.broker);
   if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
-  const client = await ManagementClient.connect(address, { timeoutMs: Number(opts.timeout ?? 10) * 1000 });
+  // Ask for admin access: HA backups admit admin connections only when they ask.
+  const client = await ManagementClient.connect(address, { timeoutMs: Number(opts.timeout ?? 10) * 1000, properties: { 'qpid.ha-admin': true } });
   try {
     return await fn(client);
   } finally {

@@ -5,6 +5,7 @@ import { VERSION } from '../version.js';
 import { brokerCommands } from './broker-commands.js';
 import { Exit } from './common.js';
 import { exchangeCommands } from './exchange-commands.js';
+import { haCommands } from './ha-commands.js';
 import { queueCommands } from './queue-commands.js';
 import { userCommands } from './user-commands.js';
 
@@ -19,6 +20,7 @@ const program = new Command('tandem')
 queueCommands(program);
 exchangeCommands(program);
 brokerCommands(program);
+haCommands(program);
 userCommands(program);
 
 await program.parseAsync(process.argv);

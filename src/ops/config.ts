@@ -46,6 +46,14 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'metrics-host', kind: 'string', description: 'address of the metrics listener' },
   { key: 'shutdown-timeout', kind: 'duration', description: 'how long SIGTERM waits for in-flight work' },
   { key: 'ha-replicate', kind: 'replicate', description: 'replication level for queues that set none' },
+  { key: 'ha-cluster', kind: 'bool', description: 'join an HA cluster (starts as a backup)' },
+  { key: 'ha-brokers-url', kind: 'string', description: 'every broker of the cluster: [amqp:][user[/password]@]host[:port](,host[:port])*' },
+  { key: 'ha-public-url', kind: 'string', description: 'address clients are told to use (e.g. the VIP)' },
+  { key: 'ha-username', kind: 'string', description: 'identity brokers use with each other (an admin user)' },
+  { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged)' },
+  { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
+  { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready' },
+  { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped' },
 ];
 
 export interface Settings {
@@ -69,6 +77,14 @@ export interface Settings {
   metricsHost: string;
   shutdownTimeoutMs: number;
   haReplicate: 'none' | 'configuration' | 'all';
+  haCluster: boolean;
+  haBrokersUrl: string | undefined;
+  haPublicUrl: string | undefined;
+  haUsername: string | undefined;
+  haPassword: string | undefined;
+  haMechanism: 'PLAIN' | 'ANONYMOUS';
+  haBackupTimeoutMs: number;
+  haHeartbeatIntervalMs: number;
   /** Where the settings came from, for messages. */
   configFile: string | undefined;
 }
@@ -188,8 +204,25 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     metricsHost: (values['metrics-host'] as string | undefined) ?? '127.0.0.1',
     shutdownTimeoutMs: (values['shutdown-timeout'] as number | undefined) ?? 10_000,
     haReplicate: (values['ha-replicate'] as Settings['haReplicate'] | undefined) ?? 'all',
+    haCluster: (values['ha-cluster'] as boolean | undefined) ?? false,
+    haBrokersUrl: values['ha-brokers-url'] as string | undefined,
+    haPublicUrl: values['ha-public-url'] as string | undefined,
+    haUsername: values['ha-username'] as string | undefined,
+    haPassword: values['ha-password'] as string | undefined,
+    haMechanism: ((values['ha-mechanism'] as string | undefined) ?? (values['ha-username'] ? 'PLAIN' : 'ANONYMOUS')).toUpperCase() as Settings['haMechanism'],
+    haBackupTimeoutMs: (values['ha-backup-timeout'] as number | undefined) ?? 10_000,
+    haHeartbeatIntervalMs: (values['ha-heartbeat-interval'] as number | undefined) ?? 2_000,
     configFile,
   };
+  if (settings.haMechanism !== 'PLAIN' && settings.haMechanism !== 'ANONYMOUS') {
+    throw new ConfigError(`ha-mechanism must be PLAIN or ANONYMOUS, not ${settings.haMechanism}`);
+  }
+  if (settings.haCluster && !settings.haBrokersUrl) {
+    throw new ConfigError('ha-cluster=yes needs ha-brokers-url listing every broker of the cluster');
+  }
+  if (settings.haCluster && settings.haMechanism === 'PLAIN' && (!settings.haUsername || settings.haPassword === undefined)) {
+    throw new ConfigError('ha-mechanism PLAIN needs ha-username and ha-password');
+  }
   if ((settings.tlsCert === undefined) !== (settings.tlsKey === undefined)) {
     throw new ConfigError('tls-cert and tls-key must be given together');
   }

@@ -1,13 +1,18 @@
 // tandemd's composition root: recovers the journal into the broker model, opens
 // the AMQP listener, metrics and systemd notification, and stops them in
 // reverse order on shutdown.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
-import type { SettlementGate } from '../broker/settlement.js';
+import { AllGates, type SettlementGate } from '../broker/settlement.js';
+import { TandemError } from '../broker/errors.js';
+import { HaManager } from '../ha/ha-manager.js';
+import { REPLICATION_ADDRESS } from '../replication/protocol.js';
+import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
 import { AmqpServer } from '../amqp/server.js';
-import { Journal } from '../store/journal.js';
+import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -20,9 +25,12 @@ export interface DaemonOptions {
   repair?: boolean;
 }
 
+const SNAPSHOT_MARKER = 'ha-snapshot-incomplete';
+
 export class Daemon {
   readonly broker: Broker;
   private server: AmqpServer | undefined;
+  ha: HaManager | undefined;
   private journal: Journal | undefined;
   private metrics: Metrics | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
@@ -52,17 +60,37 @@ export class Daemon {
     mkdirSync(s.dataDir, { recursive: true });
     notifyStatus('recovering journal');
     const storeLog = logger('store');
+    this.restoreInterruptedSnapshot(storeLog);
     const { journal, recovered } = await Journal.open({ dataDir: s.dataDir, repair: options.repair, logger: storeLog });
     this.journal = journal;
-    for (const entry of recovered.changes) this.broker.apply(entry, { adopt: false });
+    let recoveredLsn = 0;
+    for (const entry of recovered.changes) {
+      this.broker.apply(entry, { adopt: false });
+      if (entry.lsn > recoveredLsn) recoveredLsn = entry.lsn;
+    }
     this.broker.log.resumeAfter(recovered.lastLsn);
     if (recovered.epoch > this.broker.epoch) this.broker.epoch = recovered.epoch;
     this.broker.log.attach(journal);
     storeLog.info({ changes: recovered.changes.length, lsn: recovered.lastLsn, queues: this.broker.queues.size }, 'journal recovered');
 
-    const gate: SettlementGate = {
-      whenSafe: (lsn, durable, cb) => (durable ? journal.whenDurable(lsn, cb) : cb()),
+    const journalGate: SettlementGate = {
+      // this.journal, not `journal`: a backup loading a snapshot replaces it.
+      whenSafe: (lsn, durable, cb) => (durable ? this.journal!.whenDurable(lsn, cb) : cb()),
     };
+    if (s.haCluster) {
+      this.ha = new HaManager({
+        broker: this.broker,
+        settings: s,
+        log: logger('ha'),
+        resetStore: () => this.resetStore(),
+        snapshotComplete: () => this.dropReplacedStores(),
+        whenDurable: (lsn, cb) => this.journal!.whenDurable(lsn, cb),
+        recoveredLsn,
+        onPrimary: () => this.startPrimaryTimers(),
+        fatal: (reason) => this.fatal(reason),
+      });
+    }
+    const gate: SettlementGate = this.ha ? new AllGates([journalGate, this.ha.gate]) : journalGate;
     const users = new UserDirectory(s.usersFile);
     if (s.auth && users.size === 0) {
       this.log.warn({ usersFile: s.usersFile }, 'authentication is on but there are no users: add one with `tandem user add NAME --admin`');
@@ -85,10 +113,34 @@ export class Daemon {
       logger('amqp'),
       () => this.status(),
     );
-    // Queues recovered with messages wait for consumers like any others.
-    const expiry = setInterval(() => this.broker.expire(), 1000);
-    expiry.unref();
-    this.timers.push(expiry);
+    this.registerHaOperations();
+    if (this.ha) {
+      const ha = this.ha;
+      this.server.admission = (conn) => ha.admission(conn);
+      // A backup's state is the primary's: nothing local may change it (that would also take LSNs).
+      const readOnly = () => (ha.isPrimary ? undefined : `this broker is an HA backup (${ha.state}); make changes on the primary`);
+      this.server.readOnly = readOnly;
+      this.server.management.readOnlyReason = readOnly;
+      this.server.openSpecialSender = (conn, address, sender) => {
+        if (address !== REPLICATION_ADDRESS) return undefined;
+        if (!conn.admin) {
+          sender.close({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
+          return false;
+        }
+        const stream = ha.openReplication(sender, conn.remoteAddress);
+        if (!stream) return false;
+        const handler: SpecialSender = {
+          onFlow: () => stream.pump(),
+          onSettled: (d, outcome) => {
+            if (outcome !== 'settled') stream.onSettled(d, outcome === 'accepted');
+          },
+          onClose: () => ha.onReplicationGone(stream),
+        };
+        return handler;
+      };
+    } else {
+      this.startPrimaryTimers();
+    }
 
     const bound = await this.server.listen();
     this.port = bound.port;
@@ -103,15 +155,84 @@ export class Daemon {
     if (this.metricsPort !== undefined) lines.push(`metrics on http://${s.metricsHost}:${this.metricsPort}/metrics`);
     process.stdout.write(`${lines.join('\n')}\n`);
     this.log.info({ host: s.host, port: this.port, tlsPort: this.tlsPort, dataDir: s.dataDir, auth: s.auth }, 'broker ready');
-    notifyReady(`serving on ${s.host}:${this.port}`);
+    this.ha?.start();
+    notifyReady(this.ha ? `HA ${this.ha.state} on ${s.host}:${this.port}` : `serving on ${s.host}:${this.port}`);
+    this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${s.host}:${this.port}`));
     this.stopWatchdog = startWatchdog();
+  }
+
+  /** Timers only the broker serving clients runs (a backup's queues follow the primary). */
+  private startPrimaryTimers(): void {
+    const expiry = setInterval(() => this.broker.expire(), 1000);
+    expiry.unref();
+    this.timers.push(expiry);
+  }
+
+  private registerHaOperations(): void {
+    const m = this.server!.management;
+    m.register('HA-STATUS', () => (this.ha ? { ...this.ha.status() } : { state: 'standalone', epoch: this.broker.epoch, lsn: this.broker.log.lsn, 'brokers-url': '', replicate: this.settings.haReplicate, primary: null, backups: [] }));
+    m.register('HA-PROMOTE', async (_type, _name, body) => {
+      if (body['cluster-manager'] !== true) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', 'promotion must come from the cluster manager (tandem ha promote --cluster-manager)');
+      }
+      if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): there is nothing to promote');
+      return { ...(await this.ha.promote()) };
+    });
+  }
+
+  /** Stop at once: a stale primary or a fatal HA condition must not keep serving. */
+  private fatal(reason: string): void {
+    this.log.fatal({ reason }, 'stopping the broker');
+    process.stderr.write(`tandemd: ${reason}\n`);
+    this.server?.destroy();
+    const exit = () => process.exit(75);
+    const t = setTimeout(exit, 2000);
+    t.unref();
+    this.journal?.close().then(exit, exit);
+  }
+
+  /** A backup about to load a snapshot: set the old store aside, start an empty one. */
+  private async resetStore(): Promise<void> {
+    const dir = this.settings.dataDir;
+    const old = this.journal!;
+    this.broker.log.detach(old);
+    await old.close();
+    const current = join(dir, JOURNAL_DIR_NAME);
+    const aside = join(dir, `journal.replaced-${Date.now()}`);
+    if (existsSync(current)) renameSync(current, aside);
+    // Until the snapshot is complete, a restart must go back to the old store.
+    writeFileSync(join(dir, SNAPSHOT_MARKER), aside);
+    this.broker.resetState();
+    const { journal } = await Journal.open({ dataDir: dir, logger: logger('store') });
+    this.journal = journal;
+    this.broker.log.attach(journal);
+  }
+
+  private dropReplacedStores(): void {
+    const dir = this.settings.dataDir;
+    rmSync(join(dir, SNAPSHOT_MARKER), { force: true });
+    for (const name of readdirSync(dir)) {
+      if (name.startsWith('journal.replaced-')) rmSync(join(dir, name), { recursive: true, force: true });
+    }
+  }
+
+  /** A crash while loading a snapshot: the new store is partial, the old one complete. */
+  private restoreInterruptedSnapshot(log: Logger): void {
+    const dir = this.settings.dataDir;
+    const marker = join(dir, SNAPSHOT_MARKER);
+    if (!existsSync(marker)) return;
+    const aside = readFileSync(marker, 'utf8').trim();
+    rmSync(join(dir, JOURNAL_DIR_NAME), { recursive: true, force: true });
+    if (aside && existsSync(aside)) renameSync(aside, join(dir, JOURNAL_DIR_NAME));
+    rmSync(marker, { force: true });
+    log.warn({ restored: aside }, 'a snapshot load was interrupted: restored the store it was replacing');
   }
 
   status(): Record<string, unknown> {
     return {
       name: 'broker',
       version: VERSION,
-      'ha-state': 'standalone',
+      'ha-state': this.ha?.state ?? 'standalone',
       epoch: this.broker.epoch,
       lsn: this.broker.log.lsn,
       queues: this.broker.queues.size,
@@ -136,6 +257,7 @@ export class Daemon {
     this.stopWatchdog?.();
     for (const t of this.timers) clearInterval(t);
     for (const t of this.autoDeleteTimers.values()) clearTimeout(t);
+    await this.ha?.stop();
     const server = this.server;
     if (server) {
       const listening = server.stopListening();

@@ -82,10 +82,12 @@ export class BrokerProcess {
     this.markPrimary(false);
   }
 
-  /** The last lines tandemd wrote, for an exit reason. */
+  private logOffset = 0;
+
+  /** The last line tandemd wrote (since this start, if the agent started it), for an exit reason. */
   lastLogLine(): string {
     try {
-      const text = readFileSync(this.logFile, 'utf8').slice(-4000).trim().split('\n');
+      const text = readFileSync(this.logFile).subarray(this.logOffset).toString('utf8').slice(-4000).trim().split('\n');
       for (let i = text.length - 1; i >= 0; i--) {
         const line = text[i].trim();
         if (!line) continue;
@@ -113,6 +115,7 @@ export class BrokerProcess {
     }
     if (asOther && existsSync(this.logFile) && statSync(this.logFile).uid !== account.uid) chownSync(this.logFile, account.uid, account.gid);
     const out = openSync(this.logFile, 'a', 0o640);
+    this.logOffset = statSync(this.logFile).size;
     try {
       if (asOther) chownSync(this.logFile, account.uid, account.gid);
       const env: NodeJS.ProcessEnv = {};
@@ -138,6 +141,10 @@ export class BrokerProcess {
         child.once('error', (err) => reject(new OcfError(Ocf.errInstalled, `cannot run ${binary}: ${err.message}`)));
         child.once('spawn', () => resolve(child.pid!));
       });
+      let exited = false;
+      child.once('exit', () => (exited = true));
+      // The pid is tandemd's only once the exec chain (setpriv, env, node) is done.
+      for (let i = 0; i < 100 && !exited && !isTandemd(pid); i++) await sleep(20);
       child.unref();
       writeFileSync(this.pidfile, `${pid}\n`);
       return pid;

@@ -1,0 +1,163 @@
+// tandem ha status|query|ping|promote. Exit codes equal OCF's where they
+// overlap, so the resource agent passes them through: 0 ok, 1 no / refused,
+// 7 broker not running (unreachable), 2 bad arguments.
+import type { Command } from 'commander';
+import { ConnectError, ManagementClient, parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
+import { TandemError } from '../broker/errors.js';
+import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { isHaState } from '../ha/states.js';
+import { loadSettings } from '../ops/config.js';
+import { haAgentCommands } from './ha-agent-commands.js';
+
+export const HaExit = { ok: 0, no: 1, usage: 2, notRunning: 7 } as const;
+
+export interface HaOptions {
+  broker?: string;
+  config?: string;
+  json?: boolean;
+  timeout?: string;
+}
+
+export interface HaStatus {
+  state: string;
+  epoch: number;
+  lsn: number;
+  'brokers-url'?: string;
+  replicate?: string;
+  primary?: string | null;
+  backups?: Array<Record<string, unknown>>;
+  [k: string]: unknown;
+}
+
+/** Where to connect and as whom: -b wins; else the local broker of a config file. */
+export function haTarget(o: HaOptions): { address: BrokerAddress; brokersUrl?: string } {
+  if (o.broker) {
+    const address = parseBrokerAddress(o.broker);
+    if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
+    return { address };
+  }
+  const settings = loadSettings({}, o.config ?? '/etc/tandem/tandemd.conf');
+  const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+  return {
+    address: { host, port: settings.port, user: settings.haUsername, password: settings.haPassword },
+    brokersUrl: settings.haBrokersUrl,
+  };
+}
+
+/** One management request as an HA admin connection (backups admit only those). */
+export async function haRequest(address: BrokerAddress, operation: string, body: Record<string, unknown> = {}, timeoutMs = 5000): Promise<unknown> {
+  const client = await ManagementClient.connect(address, { timeoutMs, properties: { 'qpid.ha-admin': true } });
+  try {
+    return await client.request(operation, 'broker', 'broker', body);
+  } finally {
+    client.close();
+  }
+}
+
+export async function haStatusOf(address: BrokerAddress, timeoutMs = 5000): Promise<HaStatus> {
+  return (await haRequest(address, 'HA-STATUS', {}, timeoutMs)) as HaStatus;
+}
+
+function fail(err: unknown): never {
+  process.stderr.write(`tandem: ${(err as Error).message}\n`);
+  process.exit(err instanceof ConnectError ? HaExit.notRunning : err instanceof TandemError && err.code === 'TANDEM_ERR_INVALID_ARGUMENT' ? HaExit.usage : HaExit.no);
+}
+
+function common(cmd: Command): Command {
+  return cmd
+    .option('-b, --broker <address>', '[user[/password]@]host[:port] (admin identity)')
+    .option('-c, --config <file>', 'use the local broker of this tandemd.conf, with its ha-username/ha-password')
+    .option('--json', 'print JSON')
+    .option('--timeout <seconds>', 'give up after this long', '5');
+}
+
+const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
+
+export function haCommands(program: Command): void {
+  const ha = program.command('ha').description('high availability: status, promotion (exit codes: 0 ok, 1 no/refused, 2 usage, 7 not running)');
+
+  common(ha.command('status').description("print this broker's HA state"))
+    .option('--expect <state>', 'exit 0 only if the state is this one')
+    .option('--is-primary', 'exit 0 only if this broker is the primary (active or recovering)')
+    .option('--all', 'every broker of ha-brokers-url')
+    .action(async (o: HaOptions & { expect?: string; isPrimary?: boolean; all?: boolean }) => {
+      try {
+        if (o.expect !== undefined && !isHaState(o.expect)) {
+          throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--expect takes one of standalone, joining, catchup, ready, recovering, active`);
+        }
+        const target = haTarget(o);
+        if (o.all) {
+          const rows = await queryAll(target.address, target.brokersUrl, ms(o));
+          process.stdout.write(o.json ? `${JSON.stringify(rows, null, 2)}\n` : rows.map((r) => `${r.address} ${r.state}`).join('\n') + '\n');
+          process.exit(HaExit.ok);
+        }
+        const status = await haStatusOf(target.address, ms(o));
+        process.stdout.write(o.json ? `${JSON.stringify(status)}\n` : `${status.state}\n`);
+        if (o.expect !== undefined && status.state !== o.expect) process.exit(HaExit.no);
+        if (o.isPrimary && status.state !== 'active' && status.state !== 'recovering') process.exit(HaExit.no);
+        process.exit(HaExit.ok);
+      } catch (err) {
+        fail(err);
+      }
+    });
+
+  common(ha.command('query').description('state, epoch, applied LSN, backups and their lag')).option('--all', 'every broker of ha-brokers-url').action(
+    async (o: HaOptions & { all?: boolean }) => {
+      try {
+        const target = haTarget(o);
+        const result = o.all ? await queryAll(target.address, target.brokersUrl, ms(o)) : await haStatusOf(target.address, ms(o));
+        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+        process.exit(HaExit.ok);
+      } catch (err) {
+        fail(err);
+      }
+    },
+  );
+
+  common(ha.command('ping').description('exit 0 if the broker answers, 7 if not')).action(async (o: HaOptions) => {
+    try {
+      await haStatusOf(haTarget(o).address, ms(o));
+      process.exit(HaExit.ok);
+    } catch (err) {
+      fail(err);
+    }
+  });
+
+  common(ha.command('promote').description('make this backup the primary (only for a cluster manager)'))
+    .option('--cluster-manager', 'confirm the request comes from the cluster manager (required)')
+    .action(async (o: HaOptions & { clusterManager?: boolean }) => {
+      try {
+        if (!o.clusterManager) {
+          throw new TandemError(
+            'TANDEM_ERR_INVALID_ARGUMENT',
+            'promotion must come from the cluster manager (Pacemaker, rgmanager); add --cluster-manager only if you are one',
+          );
+        }
+        const r = (await haRequest(haTarget(o).address, 'HA-PROMOTE', { 'cluster-manager': true }, ms(o))) as HaStatus;
+        process.stdout.write(o.json ? `${JSON.stringify(r)}\n` : `${r.state}\n`);
+        process.exit(HaExit.ok);
+      } catch (err) {
+        fail(err);
+      }
+    });
+
+  haAgentCommands(ha);
+}
+
+/** HA-STATUS of every broker in ha-brokers-url (taken from the local broker if not in a config). */
+export async function queryAll(local: BrokerAddress, brokersUrl: string | undefined, timeoutMs: number): Promise<Array<Record<string, unknown>>> {
+  let url = brokersUrl;
+  if (!url) url = (await haStatusOf(local, timeoutMs))['brokers-url'] ?? undefined;
+  if (!url) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the broker has no ha-brokers-url: is it in a cluster?');
+  const parsed = parseBrokersUrl(url);
+  return Promise.all(
+    parsed.endpoints.map(async (e) => {
+      const address = { host: e.host, port: e.port, user: local.user ?? parsed.user, password: local.password ?? parsed.password };
+      try {
+        return { address: `${e.host}:${e.port}`, ...(await haStatusOf(address, timeoutMs)) };
+      } catch (err) {
+        return { address: `${e.host}:${e.port}`, state: 'unreachable', error: (err as Error).message };
+      }
+    }),
+  );
+}

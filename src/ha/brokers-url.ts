@@ -1,0 +1,40 @@
+// ha-brokers-url: "[amqp:][user[/password]@]host[:port](,host[:port])*", as qpidd
+// reads it. Credentials given once apply to every address.
+import { ConfigError } from '../ops/config.js';
+
+export interface BrokerEndpoint {
+  host: string;
+  port: number;
+}
+
+export interface BrokersUrl {
+  endpoints: BrokerEndpoint[];
+  user: string | undefined;
+  password: string | undefined;
+}
+
+export function parseBrokersUrl(text: string, defaultPort = 5672): BrokersUrl {
+  let rest = text.trim().replace(/^amqps?:(\/\/)?/, '');
+  let user: string | undefined;
+  let password: string | undefined;
+  const at = rest.lastIndexOf('@');
+  if (at >= 0) {
+    const cred = rest.slice(0, at);
+    rest = rest.slice(at + 1);
+    const slash = cred.search(/[/:]/);
+    user = slash >= 0 ? cred.slice(0, slash) : cred;
+    password = slash >= 0 ? cred.slice(slash + 1) : undefined;
+  }
+  const endpoints = rest.split(',').map((part) => {
+    const p = part.trim().replace(/^amqps?:(\/\/)?/, '');
+    const m = /^(\[[^\]]+\]|[^:\s]+)(?::(\d+))?$/.exec(p);
+    if (!m) throw new ConfigError(`ha-brokers-url: cannot read '${part}'; use host[:port] separated by commas`);
+    const port = m[2] ? Number(m[2]) : defaultPort;
+    if (port < 1 || port > 65535) throw new ConfigError(`ha-brokers-url: bad port in '${part}'`);
+    return { host: m[1].replace(/^\[|\]$/g, ''), port };
+  });
+  if (endpoints.length === 0) throw new ConfigError('ha-brokers-url lists no broker');
+  return { endpoints, user, password };
+}
+
+export const endpointKey = (e: BrokerEndpoint): string => `${e.host}:${e.port}`;

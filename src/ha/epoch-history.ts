@@ -1,0 +1,63 @@
+// Where each cluster epoch began in the log, kept in <data-dir>/ha-epochs.json.
+// A backup that followed an older epoch shares this primary's history only up
+// to where the next epoch began: beyond that its changes were never confirmed,
+// so it needs a snapshot rather than a diff.
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export interface EpochStart {
+  epoch: number;
+  startLsn: number;
+}
+
+export class EpochHistory {
+  private entries: EpochStart[] = [];
+  private readonly file: string;
+
+  constructor(dataDir: string) {
+    this.file = join(dataDir, 'ha-epochs.json');
+    if (existsSync(this.file)) {
+      try {
+        const parsed = JSON.parse(readFileSync(this.file, 'utf8')) as EpochStart[];
+        if (Array.isArray(parsed)) this.entries = parsed.filter((e) => Number.isInteger(e.epoch) && Number.isInteger(e.startLsn));
+      } catch {
+        // An unreadable history only costs a snapshot at the next join.
+        this.entries = [];
+      }
+    }
+  }
+
+  get latest(): EpochStart | undefined {
+    return this.entries[this.entries.length - 1];
+  }
+
+  get all(): readonly EpochStart[] {
+    return this.entries;
+  }
+
+  record(epoch: number, startLsn: number): void {
+    if (this.entries.some((e) => e.epoch === epoch)) return;
+    this.entries.push({ epoch, startLsn });
+    this.entries.sort((a, b) => a.epoch - b.epoch);
+    const tmp = `${this.file}.tmp`;
+    writeFileSync(tmp, JSON.stringify(this.entries));
+    renameSync(tmp, this.file);
+  }
+
+  /** Forget everything (the store was replaced by a snapshot). */
+  replace(entries: EpochStart[]): void {
+    this.entries = [];
+    for (const e of entries) this.record(e.epoch, e.startLsn);
+    if (entries.length === 0) writeFileSync(this.file, '[]');
+  }
+
+  /** Does a log that reached `lsn` in `epoch` agree with ours up to there? */
+  sharesPrefix(epoch: number, lsn: number): boolean {
+    const current = this.latest?.epoch ?? 0;
+    if (epoch === current) return true;
+    if (epoch > current) return false;
+    if (epoch !== 0 && !this.entries.some((e) => e.epoch === epoch)) return false;
+    const next = this.entries.find((e) => e.epoch > epoch);
+    return next === undefined || lsn < next.startLsn;
+  }
+}

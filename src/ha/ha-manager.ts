@@ -1,0 +1,397 @@
+// A clustered broker's HA role: the state machine, following the primary as a
+// backup, serving backups as the primary, promotion, client admission and the
+// HA settlement gate. The cluster manager (Pacemaker, rgmanager, an operator)
+// decides who is primary; this class makes that decision safe.
+import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Sender } from 'rhea';
+import { ManagementClient } from '../admin/client.js';
+import type { Broker } from '../broker/broker.js';
+import type { LoggedChange, ReplicationLevel } from '../broker/changes.js';
+import { TandemError } from '../broker/errors.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import type { Settings } from '../ops/config.js';
+import type { Logger } from '../ops/log.js';
+import { Follower } from '../replication/follower.js';
+import { Props, type StreamMessage } from '../replication/protocol.js';
+import { ReplicationSource, type BackupStream } from '../replication/source.js';
+import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
+import { EpochHistory } from './epoch-history.js';
+import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
+
+export interface HaHost {
+  broker: Broker;
+  settings: Settings;
+  log: Logger;
+  /** Replace the store with an empty journal (a snapshot is coming). */
+  resetStore(): Promise<void>;
+  /** The snapshot is complete and durable: drop the store it replaced. */
+  snapshotComplete(): void;
+  whenDurable(lsn: number, cb: (err?: Error) => void): void;
+  /** LSN of the data recovered at start (for elections before joining). */
+  recoveredLsn: number;
+  /** This broker became the primary: start serving (timers, expiry). */
+  onPrimary(): void;
+  /** Stop the process: stale primary, fatal misconfiguration, illegal transition. */
+  fatal(reason: string): void;
+}
+
+export interface HaStatusReport {
+  state: HaState;
+  epoch: number;
+  lsn: number;
+  'brokers-url': string;
+  'public-url': string | null;
+  replicate: ReplicationLevel;
+  'broker-id': string;
+  primary: string | null;
+  backups: Array<{ id: string; address: string; state: string; lsn: number; lag: number }>;
+  'last-error': string | null;
+  /** This process (so a broker can recognise itself among ha-brokers-url). */
+  instance: string;
+}
+
+interface ReplicationHello {
+  brokerId: string;
+  lsn: number;
+  epoch: number;
+  replicate: string;
+}
+
+export class HaManager {
+  readonly sm: HaStateMachine;
+  readonly history: EpochHistory;
+  readonly brokerId: string;
+  readonly instanceId = randomUUID();
+  private readonly url: BrokersUrl;
+  private follower: Follower | undefined;
+  private source: ReplicationSource | undefined;
+  /** Ready backups the last primary told us about (what a new primary waits for). */
+  private membership: string[] = [];
+  /** Our stream position is valid only after a snapshot in this process. */
+  private positionValid = false;
+  private inSnapshot = false;
+  private promoting = false;
+  private recoveringTimer: NodeJS.Timeout | undefined;
+  private staleTimer: NodeJS.Timeout | undefined;
+  private readonly log: Logger;
+
+  constructor(private readonly host: HaHost) {
+    const s = host.settings;
+    this.log = host.log;
+    this.url = parseBrokersUrl(s.haBrokersUrl as string);
+    this.history = new EpochHistory(s.dataDir);
+    this.brokerId = loadBrokerId(s.dataDir);
+    this.sm = new HaStateMachine('joining');
+    this.sm.onChange((e) => {
+      this.log.info({ from: e.from, to: e.to, reason: e.reason }, `HA state ${e.to}`);
+    });
+  }
+
+  get state(): HaState {
+    return this.sm.state;
+  }
+
+  get isPrimary(): boolean {
+    return isPrimaryState(this.sm.state);
+  }
+
+  /** Settlement gate: on the primary, every ready backup must have the change. */
+  readonly gate: SettlementGate = {
+    whenSafe: (lsn, durable, cb) => {
+      if (this.source) return this.source.whenSafe(lsn, durable, cb);
+      // A backup never settles publishers: it has none (clients are refused).
+      cb(new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is not the primary'));
+    },
+  };
+
+  start(): void {
+    this.follow();
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.recoveringTimer);
+    clearInterval(this.staleTimer);
+    await this.follower?.stop();
+    this.source?.close();
+  }
+
+  // ---- admission -------------------------------------------------------------
+
+  /** Backups admit only admin connections that ask for admin access. */
+  admission(conn: { admin: boolean; properties: Record<string, unknown> }): { condition: string; description: string } | undefined {
+    if (servesClients(this.sm.state)) return undefined;
+    if (conn.admin && (conn.properties[Props.haAdmin] === true || conn.properties['tandem.admin'] === true)) return undefined;
+    const primary = this.follower?.primaryAddress;
+    return {
+      // amqp:connection:forced makes clients with reconnect (rhea, proton) try their next address.
+      condition: 'amqp:connection:forced',
+      description: `this broker is an HA backup (${this.sm.state}) and does not serve clients${primary ? `; the primary is ${primary}` : ''}; give clients every broker address (or the cluster VIP)`,
+    };
+  }
+
+  // ---- primary side -------------------------------------------------------
+
+  /** A broker opened the replication link to us. */
+  openReplication(sender: Sender, remoteAddress: string): BackupStream | undefined {
+    const props = ((sender as unknown as { remote: { attach: { properties?: Record<string, unknown> } } }).remote.attach.properties ?? {}) as Record<string, unknown>;
+    const hello: ReplicationHello = {
+      brokerId: String(props[Props.brokerId] ?? 'unknown'),
+      lsn: Number(props[Props.lsn] ?? 0),
+      epoch: Number(props[Props.epoch] ?? 0),
+      replicate: String(props[Props.replicate] ?? ''),
+    };
+    const refuse = (condition: string, description: string) => {
+      (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
+      sender.close({ condition, description });
+      return undefined;
+    };
+    if (!this.isPrimary || !this.source) return refuse('tandem:ha:not-primary', `this broker is ${this.sm.state}, not the primary`);
+    if (hello.epoch > this.host.broker.epoch) {
+      // Someone was promoted after us: we are a stale primary and must stop serving.
+      this.host.fatal(`a backup of epoch ${hello.epoch} contacted this primary of epoch ${this.host.broker.epoch}: this primary is stale`);
+      return refuse('tandem:ha:not-primary', 'this primary is stale');
+    }
+    if (hello.replicate !== this.host.settings.haReplicate) {
+      return refuse('tandem:ha:fatal', `ha-replicate mismatch: the primary uses '${this.host.settings.haReplicate}', this backup '${hello.replicate}'; set the same value on every broker`);
+    }
+    (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = { [Props.epoch]: this.host.broker.epoch };
+    sender.set_source({ address: '$ha.replication' } as never);
+    return this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch });
+  }
+
+  onReplicationGone(stream: BackupStream): void {
+    this.source?.onLinkGone(stream);
+  }
+
+  /**
+   * Promotion, only at the cluster manager's request. A ready backup may be
+   * promoted; a joining one only on a brand-new cluster (no broker beyond
+   * joining); never while another live primary is visible.
+   */
+  async promote(): Promise<HaStatusReport> {
+    if (this.isPrimary) return this.status();
+    if (this.promoting) throw new TandemError('TANDEM_ERR_PRECONDITION', 'a promotion is already in progress');
+    this.promoting = true;
+    try {
+      const state = this.sm.state;
+      if (state !== 'ready' && state !== 'joining') {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `cannot promote a broker in state ${state}: only a ready backup (or, on a new cluster, a joining one)`);
+      }
+      const others = await this.peerStates();
+      const primary = others.find((o) => o.state === 'active' || o.state === 'recovering');
+      if (primary) throw new TandemError('TANDEM_ERR_PRECONDITION', `${primary.address} is already the primary (${primary.state}); refusing to make two`);
+      if (state === 'joining') {
+        const beyond = others.find((o) => o.state === 'catchup' || o.state === 'ready');
+        if (beyond) {
+          throw new TandemError('TANDEM_ERR_PRECONDITION', `this broker is joining while ${beyond.address} is ${beyond.state}: promote a ready backup instead`);
+        }
+      }
+      const maxEpoch = Math.max(this.host.broker.epoch, this.history.latest?.epoch ?? 0, ...others.map((o) => o.epoch ?? 0));
+      if (this.sm.state !== state) throw new TandemError('TANDEM_ERR_PRECONDITION', `state changed to ${this.sm.state} during promotion; try again`);
+      await this.follower?.stop();
+      this.follower = undefined;
+      const epoch = maxEpoch + 1;
+      const logged = this.host.broker.raiseEpoch(epoch);
+      this.history.record(epoch, logged.lsn);
+      await new Promise<void>((resolve, reject) => this.host.whenDurable(logged.lsn, (err) => (err ? reject(err) : resolve())));
+      this.becomePrimary();
+      this.log.info({ epoch, lsn: logged.lsn, expected: this.expectedBackups() }, 'promoted to primary');
+      return this.status();
+    } finally {
+      this.promoting = false;
+    }
+  }
+
+  status(): HaStatusReport {
+    const backups = this.source
+      ? [...this.source.streams].map((s) => ({ id: s.hello.brokerId, address: s.hello.address, state: s.state, lsn: s.acked, lag: s.lag }))
+      : [];
+    return {
+      state: this.sm.state,
+      epoch: this.host.broker.epoch,
+      lsn: this.positionValid || this.isPrimary ? this.host.broker.log.lsn : this.host.recoveredLsn,
+      'brokers-url': this.host.settings.haBrokersUrl ?? '',
+      'public-url': this.host.settings.haPublicUrl ?? null,
+      replicate: this.host.settings.haReplicate,
+      'broker-id': this.brokerId,
+      primary: this.isPrimary ? 'self' : (this.follower?.primaryAddress ?? null),
+      backups,
+      'last-error': this.follower?.lastError ?? null,
+      instance: this.instanceId,
+    };
+  }
+
+  // ---- backup side ------------------------------------------------------------
+
+  private follow(): void {
+    const s = this.host.settings;
+    this.follower = new Follower({
+      endpoints: this.url.endpoints,
+      user: s.haUsername ?? this.url.user,
+      password: s.haPassword ?? this.url.password,
+      mechanism: s.haMechanism,
+      brokerId: this.brokerId,
+      instanceId: this.instanceId,
+      replicate: s.haReplicate,
+      heartbeatMs: s.haHeartbeatIntervalMs,
+      log: this.log.child({ sub: 'replication' }),
+      position: () => ({ lsn: this.positionValid ? this.host.broker.log.lsn : 0, epoch: this.host.broker.epoch }),
+      handle: (m) => this.handle(m),
+      onFollowing: () => this.transition('catchup', 'attached to the primary'),
+      onLost: (reason) => {
+        if (this.sm.state === 'catchup' || this.sm.state === 'ready') this.transition('joining', reason);
+      },
+      onFatal: (reason) => this.host.fatal(reason),
+    });
+    this.follower.start();
+  }
+
+  private async handle(m: StreamMessage): Promise<void> {
+    const broker = this.host.broker;
+    switch (m.kind) {
+      case 'snapshot-begin':
+        this.log.info({ lsn: m.lsn, epoch: m.epoch, reason: m.reason }, 'receiving a snapshot from the primary');
+        this.inSnapshot = true;
+        this.positionValid = false;
+        await this.host.resetStore();
+        return;
+      case 'changes': {
+        let lastDurable = 0;
+        for (const e of m.entries ?? []) {
+          // A backup journals everything it holds, so a restart or promotion finds it all.
+          const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: true };
+          if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
+          broker.apply(entry);
+          if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
+          if (e.durable || this.inSnapshot) lastDurable = e.lsn;
+        }
+        if (lastDurable > 0) await durable(this.host, lastDurable);
+        return;
+      }
+      case 'snapshot-end': {
+        const epoch = m.epoch ?? 0;
+        broker.apply({ lsn: m.lsn, change: { kind: 'epoch', epoch }, durable: true });
+        this.history.replace(epoch > 0 ? [{ epoch, startLsn: 0 }] : []);
+        await durable(this.host, m.lsn);
+        this.inSnapshot = false;
+        this.positionValid = true;
+        this.host.snapshotComplete();
+        this.log.info({ lsn: m.lsn, queues: broker.queues.size }, 'snapshot loaded');
+        return;
+      }
+      case 'ready':
+        this.positionValid = true;
+        if (this.sm.state === 'catchup') this.transition('ready', 'caught up with the primary');
+        return;
+      case 'membership':
+        this.membership = (m.ready ?? []).filter((id) => id !== this.brokerId);
+        return;
+      case 'heartbeat':
+        return;
+    }
+  }
+
+  // ---- becoming primary --------------------------------------------------------
+
+  private becomePrimary(): void {
+    const s = this.host.settings;
+    this.source = new ReplicationSource({
+      broker: this.host.broker,
+      defaultLevel: s.haReplicate,
+      history: this.history,
+      heartbeatMs: s.haHeartbeatIntervalMs,
+      log: this.log.child({ sub: 'replication' }),
+      onMembership: (ready) => this.onMembership(ready),
+    });
+    this.host.broker.log.attach(this.source);
+    this.positionValid = true;
+    const expected = this.expectedBackups();
+    this.transition('recovering', 'promoted by the cluster manager');
+    this.host.onPrimary();
+    if (expected.length === 0) {
+      this.transition('active', 'no backups were ready before the promotion');
+    } else {
+      // Hold publishers' settlements until the backups that were ready are ready again.
+      this.source.hold(true);
+      this.recoveringTimer = setTimeout(() => this.goActive(`ha-backup-timeout (${s.haBackupTimeoutMs} ms) passed`), s.haBackupTimeoutMs);
+      this.recoveringTimer.unref();
+    }
+    this.staleTimer = setInterval(() => void this.checkStale(), Math.max(1000, s.haHeartbeatIntervalMs * 2));
+    this.staleTimer.unref();
+  }
+
+  private expectedBackups(): string[] {
+    return this.membership.filter((id) => id !== this.brokerId);
+  }
+
+  private onMembership(ready: string[]): void {
+    if (this.sm.state !== 'recovering') return;
+    const missing = this.expectedBackups().filter((id) => !ready.includes(id));
+    if (missing.length === 0) this.goActive('every backup that was ready is ready again');
+  }
+
+  private goActive(reason: string): void {
+    clearTimeout(this.recoveringTimer);
+    if (this.sm.state !== 'recovering') return;
+    this.transition('active', reason);
+    this.source?.hold(false);
+  }
+
+  /** A primary that sees a newer primary is stale: it stops rather than split the brain. */
+  private async checkStale(): Promise<void> {
+    if (!this.isPrimary) return;
+    const others = await this.peerStates(2000);
+    const newer = others.find((o) => (o.state === 'active' || o.state === 'recovering') && (o.epoch ?? 0) > this.host.broker.epoch);
+    if (newer) this.host.fatal(`${newer.address} is primary with epoch ${newer.epoch} > ours (${this.host.broker.epoch}): this primary is stale`);
+  }
+
+  /** HA state of every other broker in ha-brokers-url (unreachable ones omitted). */
+  private async peerStates(timeoutMs = 3000): Promise<Array<{ address: string; state: string; epoch?: number; instance?: string }>> {
+    const s = this.host.settings;
+    const results = await Promise.all(
+      this.url.endpoints.map(async (e) => {
+        const address = `${e.host}:${e.port}`;
+        let client: ManagementClient | undefined;
+        try {
+          client = await ManagementClient.connect(
+            { host: e.host, port: e.port, user: s.haMechanism === 'PLAIN' ? (s.haUsername ?? this.url.user) : undefined, password: s.haMechanism === 'PLAIN' ? (s.haPassword ?? this.url.password) : undefined },
+            { timeoutMs, properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId } },
+          );
+          const st = (await client.request('HA-STATUS', 'broker', 'broker')) as { state: string; epoch?: number; instance?: string };
+          return { address, ...st };
+        } catch {
+          return undefined;
+        } finally {
+          client?.close();
+        }
+      }),
+    );
+    return results.filter((r): r is NonNullable<typeof r> => r !== undefined && r.instance !== this.instanceId);
+  }
+
+  private transition(to: HaState, reason: string): void {
+    try {
+      this.sm.transition(to, reason);
+    } catch (err) {
+      this.host.fatal((err as Error).message);
+    }
+  }
+}
+
+function durable(host: HaHost, lsn: number): Promise<void> {
+  return new Promise((resolve, reject) => host.whenDurable(lsn, (err) => (err ? reject(err) : resolve())));
+}
+
+/** A stable id for this broker's data, kept in <data-dir>/broker-id. */
+function loadBrokerId(dataDir: string): string {
+  const file = join(dataDir, 'broker-id');
+  if (existsSync(file)) {
+    const id = readFileSync(file, 'utf8').trim();
+    if (id) return id;
+  }
+  const id = randomUUID();
+  writeFileSync(file, `${id}\n`);
+  return id;
+}

@@ -1,0 +1,81 @@
+// The HA replication stream between a primary and its backups, over AMQP.
+//
+// A backup opens a receiver from REPLICATION_ADDRESS on the primary, saying in
+// the link properties who it is and what log position it has. The primary sends
+// transfers whose application property `k` says what they carry; `changes`
+// transfers hold one or more change records, encoded with the journal's codec.
+// The backup accepts a transfer once what it carries is applied (and, for
+// durable changes, in its journal): those acceptances are the acknowledgements
+// the primary waits for before settling publishers.
+import rhea from 'rhea';
+import { decodeChange, encodeChange } from '../store/record-codec.js';
+import type { LoggedChange } from '../broker/changes.js';
+
+export const REPLICATION_ADDRESS = '$ha.replication';
+
+/** Connection properties a broker sends when it connects to another broker. */
+export const Props = {
+  haAdmin: 'qpid.ha-admin',
+  instance: 'tandem.instance',
+  brokerId: 'tandem.broker-id',
+  lsn: 'tandem.lsn',
+  epoch: 'tandem.epoch',
+  replicate: 'tandem.replicate',
+} as const;
+
+export type StreamKind = 'changes' | 'snapshot-begin' | 'snapshot-end' | 'ready' | 'heartbeat' | 'membership';
+
+export interface StreamMessage {
+  kind: StreamKind;
+  /** Primary LSN this message brings the backup to (changes: last record; snapshot-end: the snapshot point). */
+  lsn: number;
+  epoch?: number;
+  /** changes: the records. */
+  entries?: LoggedChange[];
+  /** membership: broker ids of the ready backups. */
+  ready?: string[];
+  /** snapshot-begin: why (for the log line). */
+  reason?: string;
+}
+
+/** Encode for rhea's sender.send(bytes, tag, 0). */
+export function encodeStreamMessage(m: StreamMessage): Buffer {
+  const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn };
+  if (m.epoch !== undefined) props.epoch = m.epoch;
+  if (m.ready) props.ready = m.ready.join(',');
+  if (m.reason) props.reason = m.reason;
+  const body = m.entries ? Buffer.concat(m.entries.map((e) => lengthPrefixed(encodeChange(e)))) : Buffer.alloc(0);
+  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(body) }) as Buffer;
+}
+
+function lengthPrefixed(record: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(4 + record.length);
+  out.writeUInt32BE(record.length, 0);
+  record.copy(out, 4);
+  return out;
+}
+
+/** Decode a message rhea handed us (fully decoded or lazy). */
+export function decodeStreamMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): StreamMessage {
+  const p = message.application_properties ?? {};
+  const kind = p.k as StreamKind;
+  const out: StreamMessage = { kind, lsn: Number(p.lsn ?? 0) };
+  if (p.epoch !== undefined) out.epoch = Number(p.epoch);
+  if (typeof p.ready === 'string') out.ready = p.ready === '' ? [] : p.ready.split(',');
+  if (typeof p.reason === 'string') out.reason = p.reason;
+  if (kind === 'changes') {
+    const body = message.body as { content?: unknown } | Buffer | undefined;
+    const bytes = Buffer.isBuffer(body) ? body : Buffer.isBuffer((body as { content?: unknown })?.content) ? ((body as { content: Buffer }).content) : undefined;
+    if (!bytes) throw new Error('replication: changes message without a binary body');
+    out.entries = [];
+    for (let offset = 0; offset < bytes.length; ) {
+      const len = bytes.readUInt32BE(offset);
+      const r = decodeChange(bytes.subarray(offset + 4, offset + 4 + len));
+      if (r.status !== 'ok') throw new Error(`replication: undecodable record (${r.status === 'invalid' ? r.reason : 'truncated'})`);
+      const e = r.entry as LoggedChange;
+      out.entries.push({ lsn: e.lsn, change: e.change, durable: e.durable });
+      offset += 4 + len;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,401 @@
+// The primary's side of replication. It reads the change log (as a ChangeSink),
+// keeps a bounded window of recent replicated changes, and feeds each backup
+// link: a diff from the backup's position when the window and the epoch history
+// allow it, else a snapshot, then the live stream. It is also the settlement
+// gate for HA: a publisher is settled only when every *ready* backup has
+// acknowledged the change.
+import type { Delivery, Sender } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import type { ChangeSink, LoggedChange, ReplicationLevel } from '../broker/changes.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import { Deque } from '../util/deque.js';
+import type { Logger } from '../ops/log.js';
+import type { EpochHistory } from '../ha/epoch-history.js';
+import { ReplicationFilter } from './filter.js';
+import { encodeStreamMessage, type StreamMessage } from './protocol.js';
+import { buildSnapshot } from './snapshot.js';
+
+export interface SourceOptions {
+  broker: Broker;
+  defaultLevel: ReplicationLevel;
+  history: EpochHistory;
+  heartbeatMs: number;
+  log: Logger;
+  /** Most changes kept for diffs; older positions get a snapshot. */
+  retainCount?: number;
+  retainBytes?: number;
+  /** Ready backups changed (for membership and status). */
+  onMembership?(ready: string[]): void;
+}
+
+export interface BackupHello {
+  brokerId: string;
+  address: string;
+  lsn: number;
+  epoch: number;
+}
+
+interface Unacked {
+  lsn: number;
+  sentAt: number;
+  acked: boolean;
+}
+
+const BATCH_RECORDS = 256;
+const BATCH_BYTES = 256 * 1024;
+
+class Retained {
+  private readonly entries = new Deque<LoggedChange>();
+  private bytes = 0;
+  /** Sequence number of entries.at(0). */
+  firstSeq = 0;
+  /** A backup at or beyond this LSN can be served from the window. */
+  coversFromLsn: number;
+
+  constructor(
+    startLsn: number,
+    private readonly maxCount: number,
+    private readonly maxBytes: number,
+  ) {
+    this.coversFromLsn = startLsn;
+  }
+
+  get endSeq(): number {
+    return this.firstSeq + this.entries.length;
+  }
+
+  push(entry: LoggedChange): void {
+    this.entries.push(entry);
+    this.bytes += sizeOf(entry);
+    while (this.entries.length > this.maxCount || (this.bytes > this.maxBytes && this.entries.length > 1)) {
+      const dropped = this.entries.shift() as LoggedChange;
+      this.bytes -= sizeOf(dropped);
+      this.firstSeq++;
+      this.coversFromLsn = dropped.lsn;
+    }
+  }
+
+  at(seq: number): LoggedChange | undefined {
+    return this.entries.at(seq - this.firstSeq);
+  }
+
+  /** Sequence number of the first entry with an LSN above `lsn`. */
+  seqAfter(lsn: number): number {
+    return this.firstSeq + this.entries.lowerBound(lsn + 1, (e) => e.lsn);
+  }
+}
+
+function sizeOf(e: LoggedChange): number {
+  const c = e.change;
+  if (c.kind === 'enqueue') return 64 + c.message.bytes.length;
+  if (c.kind === 'transaction') return 64 + c.changes.reduce((n, op) => n + (op.kind === 'enqueue' ? op.message.bytes.length + 64 : 32), 0);
+  return 64;
+}
+
+export class BackupStream {
+  state: 'catchup' | 'ready' = 'catchup';
+  private snapshot: LoggedChange[] | undefined;
+  private snapshotPos = 0;
+  private snapshotLsn = 0;
+  private cursor: number;
+  /** Primary LSN covered by what was sent (skipped, filtered changes included). */
+  private sentThrough: number;
+  private ackedThrough: number;
+  private readonly unacked = new Deque<Unacked>();
+  private readonly byDelivery = new Map<Delivery, Unacked>();
+  private sent = 0;
+  private liveAt: number | undefined;
+  private pendingBegin: StreamMessage | undefined;
+  closed = false;
+
+  constructor(
+    readonly hello: BackupHello,
+    private readonly link: Sender,
+    private readonly source: ReplicationSource,
+    start: { snapshot: LoggedChange[]; lsn: number; reason: string } | { fromSeq: number; fromLsn: number },
+  ) {
+    if ('snapshot' in start) {
+      this.snapshot = start.snapshot;
+      this.snapshotLsn = start.lsn;
+      this.cursor = source.retained.seqAfter(start.lsn);
+      this.sentThrough = this.ackedThrough = 0;
+      // Sent by the first pump: rhea writes our attach frame on its next tick.
+      this.pendingBegin = { kind: 'snapshot-begin', lsn: start.lsn, epoch: source.epoch, reason: start.reason };
+    } else {
+      this.cursor = start.fromSeq;
+      this.sentThrough = this.ackedThrough = start.fromLsn;
+    }
+  }
+
+  get acked(): number {
+    return this.ackedThrough;
+  }
+
+  get lag(): number {
+    return Math.max(0, this.source.headLsn - this.ackedThrough);
+  }
+
+  /** Oldest unacknowledged transfer, for stall detection. */
+  get oldestUnackedAt(): number | undefined {
+    return this.unacked.peek()?.sentAt;
+  }
+
+  /** Send what credit allows: snapshot first, then the window, then mark live. */
+  pump(): void {
+    if (this.closed) return;
+    for (let guard = 0; guard < 10_000 && this.credit() > 0; guard++) {
+      if (this.pendingBegin) {
+        this.send(this.pendingBegin, 0);
+        this.pendingBegin = undefined;
+        continue;
+      }
+      if (this.snapshot) {
+        if (this.snapshotPos < this.snapshot.length) {
+          const batch = this.take(this.snapshot, this.snapshotPos, this.snapshot.length - this.snapshotPos);
+          this.snapshotPos += batch.length;
+          this.send({ kind: 'changes', lsn: 0, entries: batch }, 0);
+          continue;
+        }
+        this.snapshot = undefined;
+        this.send({ kind: 'snapshot-end', lsn: this.snapshotLsn, epoch: this.source.epoch }, this.snapshotLsn);
+        this.sentThrough = Math.max(this.sentThrough, this.snapshotLsn);
+        continue;
+      }
+      const end = this.source.retained.endSeq;
+      if (this.cursor < end) {
+        const batch: LoggedChange[] = [];
+        let bytes = 0;
+        while (this.cursor < end && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+          const e = this.source.retained.at(this.cursor++) as LoggedChange;
+          batch.push(e);
+          bytes += sizeOf(e);
+        }
+        const last = batch[batch.length - 1].lsn;
+        this.send({ kind: 'changes', lsn: last, entries: batch }, last);
+        this.sentThrough = Math.max(this.sentThrough, last);
+        continue;
+      }
+      break;
+    }
+    if (!this.snapshot && this.cursor >= this.source.retained.endSeq) {
+      // Everything retained was sent; filtered changes since count as covered.
+      this.sentThrough = Math.max(this.sentThrough, this.source.headLsn);
+      if (this.unacked.length === 0) this.advanceAcked();
+      if (this.liveAt === undefined) this.liveAt = this.source.headLsn;
+      this.checkReady();
+    }
+  }
+
+  heartbeat(): void {
+    if (this.closed || this.pendingBegin || this.snapshot || this.credit() <= 0 || this.unacked.length > 0) return;
+    this.send({ kind: 'heartbeat', lsn: this.sentThrough }, this.sentThrough);
+  }
+
+  sendControl(m: StreamMessage): void {
+    if (!this.closed) this.send(m, 0);
+  }
+
+  onSettled(delivery: Delivery, accepted: boolean): void {
+    const u = this.byDelivery.get(delivery);
+    if (!u) return;
+    this.byDelivery.delete(delivery);
+    if (!delivery.settled) delivery.update(true);
+    if (!accepted) {
+      this.source.dropBackup(this, 'backup refused a replicated change');
+      return;
+    }
+    u.acked = true;
+    this.advanceAcked();
+    this.checkReady();
+    this.source.progress();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.byDelivery.clear();
+  }
+
+  private advanceAcked(): void {
+    while (this.unacked.length > 0 && (this.unacked.peek() as Unacked).acked) {
+      const u = this.unacked.shift() as Unacked;
+      if (u.lsn > this.ackedThrough) this.ackedThrough = u.lsn;
+    }
+    if (this.unacked.length === 0 && !this.snapshot && this.sentThrough > this.ackedThrough) this.ackedThrough = this.sentThrough;
+  }
+
+  private checkReady(): void {
+    if (this.state === 'ready' || this.liveAt === undefined || this.ackedThrough < this.liveAt) return;
+    this.state = 'ready';
+    this.sendControl({ kind: 'ready', lsn: this.ackedThrough, epoch: this.source.epoch });
+    this.source.backupReady(this);
+  }
+
+  private take(list: LoggedChange[], from: number, max: number): LoggedChange[] {
+    const out: LoggedChange[] = [];
+    let bytes = 0;
+    for (let i = from; i < from + max && out.length < BATCH_RECORDS && bytes < BATCH_BYTES; i++) {
+      out.push(list[i]);
+      bytes += sizeOf(list[i]);
+    }
+    return out;
+  }
+
+  private credit(): number {
+    const l = this.link as unknown as { credit: number; delivery_count: number; session: { outgoing: { available(): number } } };
+    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available() - 1);
+  }
+
+  /** ackLsn 0: a transfer that moves no position (snapshot content, control). */
+  private send(m: StreamMessage, ackLsn: number): void {
+    const delivery = this.link.send(encodeStreamMessage(m), undefined, 0);
+    this.sent++;
+    const u: Unacked = { lsn: ackLsn, sentAt: Date.now(), acked: false };
+    this.unacked.push(u);
+    this.byDelivery.set(delivery, u);
+  }
+}
+
+export class ReplicationSource implements ChangeSink, SettlementGate {
+  readonly retained: Retained;
+  readonly filter: ReplicationFilter;
+  readonly streams = new Set<BackupStream>();
+  private pending = new Deque<{ lsn: number; cb: (err?: Error) => void }>();
+  private holding = false;
+  private timer: NodeJS.Timeout | undefined;
+  headLsn: number;
+
+  constructor(private readonly opts: SourceOptions) {
+    this.headLsn = opts.broker.log.lsn;
+    this.retained = new Retained(this.headLsn, opts.retainCount ?? 1_000_000, opts.retainBytes ?? 512 * 1024 * 1024);
+    this.filter = new ReplicationFilter(opts.defaultLevel);
+    this.learnLevels();
+    this.timer = setInterval(() => this.tick(), opts.heartbeatMs);
+    this.timer.unref();
+  }
+
+  get epoch(): number {
+    return this.opts.broker.epoch;
+  }
+
+  get readyBackups(): BackupStream[] {
+    return [...this.streams].filter((s) => s.state === 'ready');
+  }
+
+  /** Hold every settlement (a new primary in `recovering`) or release them. */
+  hold(on: boolean): void {
+    this.holding = on;
+    if (!on) this.progress();
+  }
+
+  append(entry: LoggedChange): void {
+    this.headLsn = entry.lsn;
+    const passed = this.filter.pass(entry);
+    if (passed) this.retained.push(passed);
+    for (const s of this.streams) s.pump();
+  }
+
+  whenSafe(lsn: number, _durable: boolean, cb: (err?: Error) => void): void {
+    if (!this.holding && this.readyBackups.length === 0) return cb();
+    this.pending.push({ lsn, cb });
+    this.progress();
+  }
+
+  /** A backup link attached: decide diff or snapshot and start feeding it. */
+  attach(link: Sender, hello: BackupHello): BackupStream {
+    const start = this.startFor(hello);
+    const stream = new BackupStream(hello, link, this, start);
+    this.streams.add(stream);
+    this.opts.log.info(
+      { backup: hello.brokerId, address: hello.address, from: hello.lsn, epoch: hello.epoch, mode: 'snapshot' in start ? 'snapshot' : 'diff', reason: 'reason' in start ? start.reason : undefined },
+      'snapshot' in start ? 'backup joined: sending a snapshot' : 'backup joined: sending the changes it lacks',
+    );
+    setImmediate(() => stream.pump());
+    return stream;
+  }
+
+  onLinkGone(stream: BackupStream): void {
+    this.dropBackup(stream, 'link closed');
+  }
+
+  dropBackup(stream: BackupStream, reason: string): void {
+    if (!this.streams.delete(stream)) return;
+    const wasReady = stream.state === 'ready';
+    stream.close();
+    this.opts.log.warn({ backup: stream.hello.brokerId, address: stream.hello.address, reason, wasReady }, 'backup dropped');
+    if (wasReady) this.membershipChanged();
+    this.progress();
+  }
+
+  backupReady(stream: BackupStream): void {
+    this.opts.log.info({ backup: stream.hello.brokerId, address: stream.hello.address, lsn: stream.acked }, 'backup is ready');
+    this.membershipChanged();
+    this.progress();
+  }
+
+  /** Release settlements every ready backup has acknowledged. */
+  progress(): void {
+    if (this.holding) return;
+    const ready = this.readyBackups;
+    const floor = ready.length === 0 ? Infinity : Math.min(...ready.map((s) => s.acked));
+    while (this.pending.length > 0 && (this.pending.peek() as { lsn: number }).lsn <= floor) {
+      (this.pending.shift() as { cb: () => void }).cb();
+    }
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    for (const s of this.streams) s.close();
+    this.streams.clear();
+    // Whoever still waits is told the truth: this broker no longer replicates.
+    const err = Object.assign(new Error('replication stopped before the change reached the backups'), { code: 'TANDEM_ERR_HA_NOT_PRIMARY' });
+    while (this.pending.length > 0) (this.pending.shift() as { cb: (e?: Error) => void }).cb(err);
+  }
+
+  private membershipChanged(): void {
+    const ready = this.readyBackups.map((s) => s.hello.brokerId);
+    for (const s of this.streams) s.sendControl({ kind: 'membership', lsn: 0, ready });
+    this.opts.onMembership?.(ready);
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    for (const s of [...this.streams]) {
+      const oldest = s.oldestUnackedAt;
+      if (oldest !== undefined && now - oldest > 2 * this.opts.heartbeatMs) {
+        this.dropBackup(s, `no acknowledgement for ${now - oldest} ms (heartbeat timeout)`);
+        continue;
+      }
+      s.heartbeat();
+    }
+  }
+
+  private startFor(hello: BackupHello): { snapshot: LoggedChange[]; lsn: number; reason: string } | { fromSeq: number; fromLsn: number } {
+    const reason = this.diffRefusal(hello);
+    if (!reason) return { fromSeq: this.retained.seqAfter(hello.lsn), fromLsn: hello.lsn };
+    const snapshot = buildSnapshot(this.opts.broker);
+    // Snapshot records are numbered 1..N and must stay below the snapshot point.
+    if (snapshot.length >= this.opts.broker.log.lsn) this.opts.broker.log.resumeAfter(snapshot.length + 1);
+    return { snapshot, lsn: this.opts.broker.log.lsn, reason };
+  }
+
+  /** Why a backup at this position cannot get a diff (undefined = it can). */
+  private diffRefusal(hello: BackupHello): string | undefined {
+    const head = this.opts.broker.log.lsn;
+    if (hello.lsn === 0) return 'the backup is empty';
+    if (hello.lsn > head) return `the backup is ahead of this primary (${hello.lsn} > ${head}): its extra changes were never confirmed`;
+    if (hello.lsn < this.retained.coversFromLsn) return `the backup is at ${hello.lsn}, older than the retained log (from ${this.retained.coversFromLsn})`;
+    if (!this.opts.history.sharesPrefix(hello.epoch, hello.lsn)) {
+      return `the backup's log (epoch ${hello.epoch}, LSN ${hello.lsn}) diverged from this primary's history`;
+    }
+    return undefined;
+  }
+
+  private learnLevels(): void {
+    const b = this.opts.broker;
+    for (const ex of b.exchanges.values()) {
+      if (!ex.builtIn) this.filter.pass({ lsn: 0, durable: false, change: { kind: 'exchange-declare', name: ex.name, type: ex.type, settings: ex.settings } });
+    }
+    for (const q of b.queues.values()) this.filter.pass({ lsn: 0, durable: false, change: { kind: 'queue-declare', name: q.name, settings: q.settings } });
+  }
+}
