@@ -1,0 +1,304 @@
+// Bad input on the wire: garbage, truncated and oversize frames, wrong protocol
+// headers, frames out of order, bad SASL, and a seeded fuzz run of mutated
+// frames. Each gets a close (with an error where the protocol allows one), the
+// broker stays up, and a well-behaved client on its own connection keeps working.
+import { createConnection } from 'node:net';
+import { createRequire } from 'node:module';
+import rhea from 'rhea';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestBroker, killAllBrokers } from '../helpers/broker.js';
+import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { manage } from '../helpers/tandem-cli.js';
+
+const require = createRequire(import.meta.url);
+interface Described {
+  described(): unknown;
+}
+const frames = require('rhea/lib/frames.js') as {
+  write_frame(f: unknown): Buffer;
+  amqp_frame(channel: number, performative: unknown, payload?: Buffer): unknown;
+  sasl_frame(performative: unknown): unknown;
+  open(f: Record<string, unknown>): Described;
+  begin(f: Record<string, unknown>): Described;
+  attach(f: Record<string, unknown>): Described;
+  transfer(f: Record<string, unknown>): Described;
+  detach(f: Record<string, unknown>): Described;
+  end(f: Record<string, unknown>): Described;
+  close(f: Record<string, unknown>): Described;
+  sasl_init(f: Record<string, unknown>): Described;
+};
+const terminus = require('rhea/lib/terminus.js') as { target(f: Record<string, unknown>): Described; source(f: Record<string, unknown>): Described };
+
+const AMQP_HEADER = Buffer.from('AMQP\x00\x01\x00\x00', 'binary');
+const SASL_HEADER = Buffer.from('AMQP\x03\x01\x00\x00', 'binary');
+const MAX_FRAME = 4096;
+
+const frame = (channel: number, performative: Described, payload?: Buffer): Buffer =>
+  frames.write_frame(frames.amqp_frame(channel, performative.described(), payload));
+
+/** A valid client conversation: header, open, begin, attach (sender to fuzz.q), one pre-settled transfer, detach, end, close. */
+function validConversation(): Buffer[] {
+  return [
+    AMQP_HEADER,
+    frame(0, frames.open({ container_id: 'raw-client', max_frame_size: MAX_FRAME })),
+    frame(0, frames.begin({ next_outgoing_id: 0, incoming_window: 2048, outgoing_window: 2048 })),
+    frame(
+      0,
+      frames.attach({ name: 'raw-link', handle: 0, role: false, snd_settle_mode: 1, source: terminus.source({}).described(), target: terminus.target({ address: 'fuzz.q' }).described(), initial_delivery_count: 0 }),
+    ),
+    frame(0, frames.transfer({ handle: 0, delivery_id: 0, delivery_tag: Buffer.from('0'), message_format: 0, settled: true }), rhea.message.encode({ body: 'raw' }) as Buffer),
+    frame(0, frames.detach({ handle: 0, closed: true })),
+    frame(0, frames.end({})),
+    frame(0, frames.close({})),
+  ];
+}
+
+interface RawResult {
+  /** Bytes the broker sent back. */
+  data: Buffer;
+  /** The broker closed (or reset) the connection before the deadline. */
+  closed: boolean;
+}
+
+/** Write bytes on a raw socket; resolve when the broker closes it or after waitMs. */
+function raw(port: number, chunks: Buffer[], options: { waitMs?: number; endAfterWrite?: boolean } = {}): Promise<RawResult> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    const received: Buffer[] = [];
+    let done = false;
+    const finish = (closed: boolean) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ data: Buffer.concat(received), closed });
+    };
+    const timer = setTimeout(() => finish(false), options.waitMs ?? 3000);
+    socket.on('data', (d: Buffer) => received.push(d));
+    socket.on('end', () => finish(true));
+    socket.on('close', () => finish(true));
+    socket.on('error', () => finish(true));
+    socket.on('connect', () => {
+      for (const c of chunks) socket.write(c);
+      if (options.endAfterWrite) socket.end();
+    });
+  });
+}
+
+/** A close performative's error condition in what the broker sent, if any. */
+function closeCondition(data: Buffer): string | undefined {
+  const text = data.toString('latin1');
+  const m = /amqp:[a-z-]+(?::[a-z-]+)*/.exec(text);
+  return m?.[0];
+}
+
+let broker: TestBroker;
+let healthy: TestClient;
+let healthSeq = 0;
+
+/** A well-behaved client on its own connection still sends and receives, and a new one can connect. */
+async function assertHealthy(): Promise<void> {
+  expect(broker.alive, `broker exited: ${broker.stdout.slice(-3000)} ${broker.stderr.slice(-2000)}`).toBe(true);
+  const body = `health-${++healthSeq}`;
+  const outcomes = await healthy.send('health.q', [body]);
+  expect(outcomes[0].state).toBe('accepted');
+  const got = await healthy.receiveAndAccept('health.q', 1);
+  expect(bodyOf(got[0])).toBe(body);
+  const fresh = await TestClient.connect({ port: broker.port });
+  await fresh.close();
+}
+
+beforeAll(async () => {
+  broker = await TestBroker.start({ args: ['--max-frame-size', String(MAX_FRAME)] });
+  healthy = await TestClient.connect({ port: broker.port });
+});
+
+afterAll(async () => {
+  await healthy?.close();
+  await killAllBrokers();
+  broker?.cleanup();
+});
+
+describe('bad input', () => {
+  it('bad input - the valid raw conversation works (baseline for the others)', async () => {
+    const r = await raw(broker.port, validConversation(), { waitMs: 3000 });
+    expect(r.data.subarray(0, 8)).toEqual(AMQP_HEADER);
+    expect(r.closed).toBe(true);
+    const got = await healthy.receiveAndAccept('fuzz.q', 1);
+    expect(bodyOf(got[0])).toBe('raw');
+    await assertHealthy();
+  });
+
+  it('bad input - garbage bytes get the connection closed', async () => {
+    const r = await raw(broker.port, [Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n')]);
+    expect(r.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - a wrong protocol id or version in the header gets the connection closed', async () => {
+    for (const header of ['AMQP\x02\x01\x00\x00', 'AMQP\x00\x02\x00\x00', 'XMQP\x00\x01\x00\x00']) {
+      const r = await raw(broker.port, [Buffer.from(header, 'binary')]);
+      expect(r.closed, JSON.stringify(header)).toBe(true);
+    }
+    await assertHealthy();
+  });
+
+  it('bad input - a truncated frame followed by end of stream gets the connection closed', async () => {
+    const [header, open] = validConversation();
+    const r = await raw(broker.port, [header, open.subarray(0, 10)], { endAfterWrite: true });
+    expect(r.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - a frame that declares fewer than 8 bytes gets the connection closed', async () => {
+    for (const size of [0, 4, 7]) {
+      const bad = Buffer.alloc(8);
+      bad.writeUInt32BE(size, 0);
+      const r = await raw(broker.port, [AMQP_HEADER, bad]);
+      expect(r.closed, `size ${size}`).toBe(true);
+    }
+    await assertHealthy();
+  });
+
+  it('bad input - an oversize frame (over --max-frame-size) gets the connection closed without buffering it', async () => {
+    const [header, open, begin, attach] = validConversation();
+    const big = frame(0, frames.transfer({ handle: 0, delivery_id: 0, delivery_tag: Buffer.from('0'), message_format: 0, settled: true }), Buffer.alloc(MAX_FRAME * 4, 0x41));
+    const r = await raw(broker.port, [header, open, begin, attach, big]);
+    expect(r.closed).toBe(true);
+    // A frame that only declares a huge size is refused at once, not awaited.
+    const declared = Buffer.alloc(8);
+    declared.writeUInt32BE(0x7fffffff, 0);
+    declared.writeUInt8(2, 4);
+    const r2 = await raw(broker.port, [header, open, declared], { waitMs: 2000 });
+    expect(r2.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - frames before open get an error close', async () => {
+    const [header, , begin, attach] = validConversation();
+    const r = await raw(broker.port, [header, begin, attach]);
+    expect(r.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - a transfer on an unattached handle gets an error close', async () => {
+    const [header, open, begin, , transfer] = validConversation();
+    const r = await raw(broker.port, [header, open, begin, transfer]);
+    expect(r.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - a second open on a connection gets an error close', async () => {
+    const [header, open] = validConversation();
+    const r = await raw(broker.port, [header, open, open]);
+    expect(r.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - wrong SASL: an unknown mechanism fails SASL and closes, garbage after the SASL header closes', async () => {
+    const init = frames.write_frame(frames.sasl_frame(frames.sasl_init({ mechanism: 'NO-SUCH-MECH', initial_response: Buffer.from('x') }).described()));
+    const r = await raw(broker.port, [SASL_HEADER, init]);
+    expect(r.data.subarray(0, 8)).toEqual(SASL_HEADER);
+    expect(r.closed).toBe(true);
+    const g = await raw(broker.port, [SASL_HEADER, Buffer.from('\x00\x00\x00\x10garbage garbage!')]);
+    expect(g.closed).toBe(true);
+    // An AMQP frame where a SASL frame belongs.
+    const [, open] = validConversation();
+    const a = await raw(broker.port, [SASL_HEADER, open]);
+    expect(a.closed).toBe(true);
+    await assertHealthy();
+  });
+
+  it('bad input - unknown addresses and invalid queue arguments get clear errors', async () => {
+    const bad = await manage(broker.port, 'CREATE', 'queue', 'bad.args', { 'max-count': -1 }).then(() => undefined, (e: Error) => e);
+    expect(bad?.message).toMatch(/max-count must be a whole number/);
+    const bad2 = await manage(broker.port, 'CREATE', 'queue', 'bad.args', { priorities: 11 }).then(() => undefined, (e: Error) => e);
+    expect(bad2?.message).toMatch(/priorities must be between 1 and 10/);
+    const bad3 = await manage(broker.port, 'CREATE', 'queue', 'bad.args', { 'default-ttl': 'forever' }).then(() => undefined, (e: Error) => e);
+    expect(bad3?.message).toMatch(/default-ttl must be a duration/);
+    const bad4 = await manage(broker.port, 'CREATE', 'queue', 'bad\u0001name').then(() => undefined, (e: Error) => e);
+    expect(bad4?.message).toMatch(/control characters/);
+    const noSource = await healthy.openReceiver({}).then(() => undefined, (e: ClientError) => e);
+    expect(noSource?.condition).toBe('amqp:invalid-field');
+    expect(noSource?.description).toMatch(/no address/);
+    await assertHealthy();
+  });
+
+  it('bad input - a message that is not valid AMQP is rejected, the link and connection stay usable', async () => {
+    const sender = await healthy.openSender('bad.msg.q');
+    const outcomes = await healthy.send(sender, [{ body: 'ok' }]);
+    expect(outcomes[0].state).toBe('accepted');
+    // Raw transfer payload that is not an AMQP message.
+    const junk = await new Promise<{ state: string; condition?: string }>((resolve) => {
+      const d = (sender as unknown as { send(m: Buffer, tag?: unknown, format?: number): unknown }).send(Buffer.from([0x00, 0x53, 0x77, 0xff, 0x01]), undefined, 0);
+      const onOutcome = (state: string) => (ctx: { delivery: unknown; }) => {
+        if (ctx.delivery !== d) return;
+        const rs = (ctx.delivery as { remote_state?: { error?: { condition?: string } } }).remote_state;
+        resolve({ state, condition: rs?.error?.condition });
+      };
+      sender.on('accepted', onOutcome('accepted'));
+      sender.on('rejected', onOutcome('rejected'));
+    });
+    expect(junk.state).toBe('rejected');
+    expect(junk.condition).toBe('amqp:invalid-field');
+    expect((await healthy.send(sender, [{ body: 'still ok' }]))[0].state).toBe('accepted');
+    sender.close();
+    await assertHealthy();
+  });
+
+  it('bad input - seeded fuzz: 200 mutated conversations never take the broker down', async () => {
+    const base = validConversation();
+    const rand = mulberry32(0x7a4d3e1);
+    const pick = (n: number) => Math.floor(rand() * n);
+    const mutate = (): Buffer[] => {
+      const chunks = base.map((b) => Buffer.from(b));
+      const kind = pick(6);
+      const i = 1 + pick(chunks.length - 1); // keep the header mostly valid
+      const c = chunks[i];
+      switch (kind) {
+        case 0: // flip random bytes
+          for (let k = 0; k < 1 + pick(4); k++) c[pick(c.length)] ^= 1 << pick(8);
+          break;
+        case 1: // random byte values
+          for (let k = 0; k < 1 + pick(4); k++) c[pick(c.length)] = pick(256);
+          break;
+        case 2: // truncate a frame
+          chunks[i] = c.subarray(0, pick(c.length));
+          break;
+        case 3: // duplicate or reorder frames
+          chunks.splice(pick(chunks.length), 0, chunks[i]);
+          break;
+        case 4: // random garbage in place of a frame
+          chunks[i] = Buffer.from(Array.from({ length: 1 + pick(64) }, () => pick(256)));
+          break;
+        case 5: // corrupt the header
+          chunks[0] = Buffer.from(chunks[0]);
+          chunks[0][pick(8)] = pick(256);
+          break;
+      }
+      return chunks;
+    };
+    const started = Date.now();
+    const batches = 10;
+    const perBatch = 20;
+    for (let b = 0; b < batches; b++) {
+      const cases = Array.from({ length: perBatch }, mutate);
+      await Promise.all(cases.map((chunks) => raw(broker.port, chunks, { waitMs: 400, endAfterWrite: rand() < 0.5 })));
+      await assertHealthy();
+    }
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(broker.stderr).not.toMatch(/uncaught exception/);
+  }, 30_000);
+});
+
+/** A small seeded PRNG so a failing fuzz case can be replayed. */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
