@@ -139,6 +139,23 @@ describe('routing', () => {
     await waitFor(async () => !(await exists(address)), { name: 'dynamic queue deleted' });
   });
 
+  it('dynamic - another connection can reply to a temporary queue (request/response)', async () => {
+    const requester = await connect();
+    const replies = await requester.openReceiver({ dynamic: true });
+    const replyTo = (replies.receiver as unknown as { remote: { attach: { source: { address: string } } } }).remote.attach.source.address;
+    replies.receiver.add_credit(1);
+    const responder = await connect();
+    const outcomes = await responder.send(replyTo, [{ body: 'answer', correlation_id: 'q1' }]);
+    expect(outcomes[0].state).toBe('accepted');
+    const [g] = await replies.next(1);
+    expect(bodyOf(g.message)).toBe('answer');
+    g.delivery.accept();
+    // Consuming from it stays the owner's privilege.
+    const thief = await responder.openReceiver(replyTo).then(() => undefined, (e: ClientError) => e);
+    expect(thief?.condition).toBe('amqp:resource-locked');
+    await requester.close();
+  });
+
   it('exclusive - a queue used by one connection is refused to a second one', async () => {
     expect((await cli('queue', 'add', 'excl.q', '--exclusive')).code).toBe(0);
     const owner = await connect();

@@ -81,6 +81,18 @@ describe('interop', () => {
     expect(again.messages!.map((m) => m.body)).toEqual(['m0', 'm1']);
   });
 
+  it('interop - proton reject sends the message to the alternate exchange', async () => {
+    await manage(broker.port, 'CREATE', 'exchange', 'py.dlx', { 'exchange-type': 'fanout' });
+    await manage(broker.port, 'CREATE', 'queue', 'py.dlq');
+    await manage(broker.port, 'CREATE', 'binding', undefined, { exchange: 'py.dlx', queue: 'py.dlq' });
+    await manage(broker.port, 'CREATE', 'queue', 'py.reject', { 'alternate-exchange': 'py.dlx' });
+    await rhea.send('py.reject', ['poison']);
+    const r = await py(['receive', url(), 'py.reject', '--count', '1', '--outcome', 'reject']);
+    expect(r.messages!.map((m) => m.body)).toEqual(['poison']);
+    expect((await rhea.receiveAndAccept('py.dlq', 1)).map(bodyOf)).toEqual(['poison']);
+    expect(((await manage(broker.port, 'READ', 'queue', 'py.reject')) as { depth: number }).depth).toBe(0);
+  });
+
   it('interop - proton browse sees messages and leaves them', async () => {
     await rhea.send('py.browse', 3);
     const seen = await py(['browse', url(), 'py.browse', '--count', '3']);
