@@ -351,6 +351,12 @@ export class TandemAgent {
       const ahead = peers?.find((b) => b.state !== 'joining' && b.state !== 'unreachable');
       return fail(Ocf.errGeneric, `refusing to promote a joining broker while ${ahead ? `${ahead.address} is ${ahead.state}` : 'the other brokers cannot be asked'}`);
     }
+    // Two sources: what the brokers say now, and what every node published in pre-promote.
+    const reachable = (peers ?? []).filter((b) => b.state !== 'unreachable').map((b) => ({ ...b, node: b.address }));
+    const ahead = betterCandidate(self, reachable);
+    if (ahead) {
+      return fail(Ocf.errGeneric, `refusing to promote: broker ${ahead.node} is further ahead (${ahead.state}, epoch ${ahead.epoch} lsn ${ahead.lsn} > epoch ${self.epoch} lsn ${self.lsn})`);
+    }
     const better = await this.betterPublished(self);
     if (better) {
       await this.bestEffort('moving the promotion score', async () => {
@@ -392,7 +398,9 @@ export class TandemAgent {
       me = await c.localNode();
       values = await c.published(this.positionAttribute);
     } catch (err) {
-      throw new OcfError(Ocf.errGeneric, `cannot read the positions published for promotion: ${(err as Error).message}`);
+      // No cluster to ask (crm_resource --force-promote by hand): the brokers were compared directly.
+      this.log.warn(`cannot read the positions published for promotion: ${(err as Error).message}`);
+      return undefined;
     }
     const published: Published[] = [];
     for (const [node, value] of values) {

@@ -42,9 +42,12 @@ export function mayBePromoted(state: string, others: readonly BrokerView[] | und
   return !others.some((o) => beyondJoining(o.state));
 }
 
-/** log2 buckets: scores that move only when the distance changes by a factor of two. */
+/** Distances up to this many changes count as caught up (status snapshots are taken at different instants). */
+const CAUGHT_UP = 16;
+
+/** log2 buckets beyond CAUGHT_UP: scores move only when the distance changes by a factor of two. */
 function bucket(distance: number): number {
-  return distance <= 0 ? 0 : Math.floor(Math.log2(distance + 1));
+  return distance <= CAUGHT_UP ? 0 : Math.floor(Math.log2(distance)) - Math.floor(Math.log2(CAUGHT_UP)) + 1;
 }
 
 /**
@@ -64,7 +67,7 @@ function bucket(distance: number): number {
 export function promotionScore(self: { state: string } & Position, peers: readonly BrokerView[] | undefined): number | null {
   if (isPrimary(self.state)) return PRIMARY_SCORE;
   if (self.state === 'ready') {
-    if (peers === undefined) return Math.min(BEST_SCORE - 1, LOWEST_SCORE + 20 * bucket(self.lsn));
+    if (peers === undefined) return Math.min(BEST_SCORE - 1, LOWEST_SCORE + 20 * Math.floor(Math.log2(self.lsn + 1)));
     const primary = peers.find((p) => isPrimary(p.state));
     if (primary) {
       const lag = primary.epoch === self.epoch ? primary.lsn - self.lsn : Number.MAX_SAFE_INTEGER;

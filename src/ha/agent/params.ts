@@ -75,7 +75,8 @@ export function readParams(env: Env = process.env): AgentParams {
     intervalMs: numberOf(env, 'OCF_RESKEY_CRM_meta_interval') ?? 0,
     clone: {
       isClone: env.OCF_RESKEY_CRM_meta_clone_max !== undefined && env.OCF_RESKEY_CRM_meta_clone_max !== '',
-      promotable: truthy(env.OCF_RESKEY_CRM_meta_promotable) || truthy(env.OCF_RESKEY_CRM_meta_master),
+      // Pacemaker 2.1 passes promoted_max (and the old master_max), not promotable itself.
+      promotable: truthy(env.OCF_RESKEY_CRM_meta_promotable) || (promotedMax ?? 0) > 0,
       notify: truthy(env.OCF_RESKEY_CRM_meta_notify),
       promotedMax,
     },
