@@ -4,6 +4,7 @@
 import { ChangeLog } from './change-log.js';
 import type {
   Change,
+  DrMode,
   ExchangeSettings,
   ExchangeType,
   LoggedChange,
@@ -64,6 +65,14 @@ export interface BrokerOptions {
 }
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
+export type DrChange = Extract<Change, { kind: 'dr-transaction' | 'dr-queue' }>;
+
+/** A queue this broker receives by DR from another cluster (see src/dr). */
+export interface DrQueueConfig {
+  source: string;
+  mode: DrMode;
+  state: 'passive' | 'active';
+}
 
 export class Broker implements QueueHost {
   readonly queues = new Map<string, Queue>();
@@ -73,6 +82,9 @@ export class Broker implements QueueHost {
   readonly defaultReplicate: ReplicationLevel;
   epoch = 0;
   events: BrokerEvents;
+  /** DR secondary: configured queues, and the source position each has applied. */
+  readonly drQueues = new Map<string, DrQueueConfig>();
+  readonly drPositions = new Map<string, { lsn: number; time: number }>();
   private nextMessageId = 1;
   /** When set, removals are collected into a transaction instead of logged one by one. */
   private txCollector: Array<{ op: TxOp; durable: boolean }> | undefined;
@@ -281,6 +293,13 @@ export class Broker implements QueueHost {
     return n;
   }
 
+  /** Record and apply a DR change (bridge or `tandem dr`): one logged, journaled change. */
+  recordDr(change: DrChange): LoggedChange {
+    const logged = this.log.record(change, true);
+    this.applyChange(change);
+    return logged;
+  }
+
   raiseEpoch(epoch: number): LoggedChange {
     if (epoch <= this.epoch) throw invalidArgument(`epoch ${epoch} is not above the current ${this.epoch}`);
     this.epoch = epoch;
@@ -298,6 +317,8 @@ export class Broker implements QueueHost {
     for (const queue of [...this.queues.values()]) this.dropQueue(queue.name);
     for (const ex of [...this.exchanges.values()]) if (!ex.builtIn) this.exchanges.delete(ex.name);
     this.epoch = 0;
+    this.drQueues.clear();
+    this.drPositions.clear();
     this.log.rewind(0);
   }
 
@@ -350,6 +371,14 @@ export class Broker implements QueueHost {
         break;
       case 'epoch':
         if (change.epoch > this.epoch) this.epoch = change.epoch;
+        break;
+      case 'dr-transaction':
+        for (const op of change.changes) this.applyChange(op);
+        for (const q of change.queues) this.drPositions.set(q, { lsn: change.lsn, time: change.time });
+        break;
+      case 'dr-queue':
+        if (change.state === 'removed') this.drQueues.delete(change.queue);
+        else this.drQueues.set(change.queue, { source: change.source, mode: change.mode, state: change.state });
         break;
     }
   }

@@ -76,7 +76,21 @@ export type Change =
   /** A committed transaction: its enqueues and dequeues, applied as one unit. */
   | { kind: 'transaction'; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
   /** A new cluster epoch (raised at each HA promotion). */
-  | { kind: 'epoch'; epoch: number };
+  | { kind: 'epoch'; epoch: number }
+  /**
+   * DR secondary: changes copied from another cluster's primary, applied as one
+   * unit together with the source position (`lsn`, source clock `time`) they
+   * bring each of `queues` to, so a restart never loses or repeats one.
+   */
+  | { kind: 'dr-transaction'; queues: string[]; lsn: number; time: number; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
+  /** DR secondary: a queue's DR configuration and state (`removed` forgets it). */
+  | { kind: 'dr-queue'; queue: string; source: string; mode: DrMode; state: DrQueueState };
+
+/** enqueue-and-dequeue mirrors the source queue; enqueue-only copies its enqueues only. */
+export type DrMode = 'enqueue-and-dequeue' | 'enqueue-only';
+/** passive: fed by the bridge, refused to clients; active: activated, a normal queue. */
+export type DrQueueState = 'passive' | 'active' | 'removed';
+export const DR_MODES: readonly DrMode[] = ['enqueue-and-dequeue', 'enqueue-only'];
 
 export type ChangeKind = Change['kind'];
 

@@ -119,7 +119,7 @@ export class Compactor {
       const body = f.entry.change;
       // About to die: leave it; the segment goes in a later pass once the kill is synced.
       if (body.kind !== 'lsn-reservation' && killedSoon(body)) continue;
-      if (body.kind === 'transaction') {
+      if (body.kind === 'transaction' || body.kind === 'dr-transaction') {
         const live = index.filterTransaction(body, rec);
         // Any part about to die: leave the whole record where it is. Copying a part
         // could lose it if that kill then fails (disk full) and the broker rolls it back.

@@ -246,7 +246,7 @@ export class Journal implements ChangeSink {
       else if (c.kind === 'queue-delete') queues.add(c.name);
       else if (c.kind === 'exchange-delete') exchanges.add(c.name);
       else if (c.kind === 'unbind') bindings.add(`${c.exchange}\u0000${c.queue}\u0000${c.key}`);
-      else if (c.kind === 'transaction') c.changes.forEach(note);
+      else if (c.kind === 'transaction' || c.kind === 'dr-transaction') c.changes.forEach(note);
     };
     for (let i = this.unsyncedHead; i < this.unsynced.length; i++) note(this.unsynced[i]!.change);
     return (c) => {
@@ -259,6 +259,10 @@ export class Journal implements ChangeSink {
           return queues.has(c.queue) || exchanges.has(c.exchange) || bindings.has(`${c.exchange}\u0000${c.queue}\u0000${c.key}`);
         case 'enqueue':
           return queues.has(c.queue) || messages.has(`${c.queue}\u0000${c.message.id}`);
+        case 'dr-transaction':
+          // Live for its source position even without enqueues; skipping one only delays it a pass.
+          if (!c.changes.some((n) => n.kind === 'enqueue')) return false;
+          return c.changes.every((n) => n.kind !== 'enqueue' || queues.has(n.queue) || messages.has(`${n.queue}\u0000${n.message.id}`));
         case 'transaction':
           return c.changes.every((n) => n.kind !== 'enqueue' || queues.has(n.queue) || messages.has(`${n.queue}\u0000${n.message.id}`));
         default:

@@ -8,7 +8,9 @@
 // Liveness: a declare lives until its delete, a binding until unbind or the
 // delete of its queue or exchange, an enqueue until its dequeue or its queue's
 // delete, a transaction while any enqueue in it lives, the newest epoch and the
-// newest LSN reservation while nothing newer exists.
+// newest LSN reservation while nothing newer exists. DR (secondary side): a
+// dr-transaction lives like a transaction and also while it holds the newest
+// source position of one of its queues; the newest dr-queue record per queue lives.
 //
 // Tombstones: a dequeue or delete is dead itself, but while a record it killed is
 // still on disk it must stay too, or replay would resurrect that record. So each
@@ -61,6 +63,8 @@ export class LiveIndex {
   private readonly bindings = new Map<string, { exchange: string; queue: string; rec: DiskRecord }>();
   private epochRec: DiskRecord | undefined;
   private reservationRec: DiskRecord | undefined;
+  private readonly drPositionRecs = new Map<string, DiskRecord>();
+  private readonly drQueueRecs = new Map<string, DiskRecord>();
   epoch = 0;
   reservedUpTo = 0;
 
@@ -128,6 +132,17 @@ export class LiveIndex {
           if (c.kind === 'enqueue') this.enqueue(c.queue, c.message.id, rec);
           else this.dequeue(c.queue, c.id, rec);
         }
+        break;
+      case 'dr-transaction':
+        for (const c of body.changes) {
+          if (c.kind === 'enqueue') this.enqueue(c.queue, c.message.id, rec);
+          else this.dequeue(c.queue, c.id, rec);
+        }
+        // Only the newest position counts (replay is in LSN order), so no tombstone.
+        for (const q of body.queues) this.keepNewest(this.drPositionRecs, q, rec);
+        break;
+      case 'dr-queue':
+        this.keepNewest(this.drQueueRecs, body.queue, rec);
         break;
       case 'epoch':
         // Only the highest epoch matters, so an older one needs no tombstone.
@@ -211,13 +226,13 @@ export class LiveIndex {
     for (const r of live) {
       const body = r.body;
       if (!body || body.kind === 'lsn-reservation') continue;
-      out.push({ lsn: r.lsn, change: body.kind === 'transaction' ? this.filterTransaction(body, r) : body });
+      out.push({ lsn: r.lsn, change: body.kind === 'transaction' || body.kind === 'dr-transaction' ? this.filterTransaction(body, r) : body });
     }
     return out;
   }
 
-  filterTransaction(body: Extract<Change, { kind: 'transaction' }>, rec: DiskRecord): Extract<Change, { kind: 'transaction' }> {
-    return { kind: 'transaction', changes: body.changes.filter((c) => c.kind === 'enqueue' && this.isLiveMessage(c.queue, c.message.id, rec)) };
+  filterTransaction<T extends Extract<Change, { kind: 'transaction' | 'dr-transaction' }>>(body: T, rec: DiskRecord): T {
+    return { ...body, changes: body.changes.filter((c) => c.kind === 'enqueue' && this.isLiveMessage(c.queue, c.message.id, rec)) };
   }
 
   releaseBodies(): void {
@@ -246,6 +261,14 @@ export class LiveIndex {
     if (!q || !m) return; // not journaled (non-durable) or already gone
     q.messages.delete(id);
     this.kill(m, killer);
+  }
+
+  private keepNewest(map: Map<string, DiskRecord>, key: string, rec: DiskRecord): void {
+    const old = map.get(key);
+    if (old && old.lsn > rec.lsn) return;
+    if (old) this.unref(old);
+    map.set(key, rec);
+    this.ref(rec);
   }
 
   private unbind(key: string, killer: DiskRecord): void {

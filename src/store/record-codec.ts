@@ -11,7 +11,8 @@
 // Field encodings: u8/u32 plain; u64 as a 64-bit integer (JS numbers up to 2^53);
 // bool one byte; string/bytes u32 length + data; optional values a presence byte
 // first; enum one byte index into its value list; struct its fields in order;
-// `changes` (transaction body) u32 count then, per nested record, u8 code + fields.
+// `changes` (transaction body) u32 count then, per nested record, u8 code + fields;
+// `strings` u32 count then each string.
 
 import type { Change, LoggedChange, MessageRecord, QueueSettings, ExchangeSettings } from '../broker/changes.js';
 
@@ -37,6 +38,7 @@ type FieldType =
   | 'string'
   | 'optString'
   | 'bytes'
+  | 'strings'
   | 'changes'
   | { enum: readonly string[] }
   | { optEnum: readonly string[] }
@@ -98,6 +100,16 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'dequeue', code: 8, fields: [['queue', 'string'], ['id', 'u64']] },
   { name: 'transaction', code: 9, fields: [['changes', 'changes']] },
   { name: 'epoch', code: 10, fields: [['epoch', 'u64']] },
+  {
+    name: 'dr-transaction',
+    code: 11,
+    fields: [['queues', 'strings'], ['lsn', 'u64'], ['time', 'u64'], ['changes', 'changes']],
+  },
+  {
+    name: 'dr-queue',
+    code: 12,
+    fields: [['queue', 'string'], ['source', 'string'], ['mode', { enum: ['enqueue-and-dequeue', 'enqueue-only'] }], ['state', { enum: ['passive', 'active', 'removed'] }]],
+  },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 
@@ -177,6 +189,11 @@ function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): 
       case 'bytes':
         if (!(v instanceof Uint8Array)) fail(path, 'expected a Buffer');
         return w.raw(v);
+      case 'strings':
+        if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) fail(path, 'expected an array of strings');
+        w.u32(v.length);
+        for (const x of v as string[]) w.raw(Buffer.from(x, 'utf8'));
+        return;
       case 'changes': {
         if (!Array.isArray(v)) fail(path, 'expected an array of changes');
         w.u32(v.length);
@@ -295,6 +312,12 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
       case 'bytes':
         // A copy, so a decoded message does not pin a whole segment read buffer.
         return Buffer.from(r.raw());
+      case 'strings': {
+        const n = r.u32();
+        const out: string[] = [];
+        for (let i = 0; i < n; i++) out.push(r.raw().toString('utf8'));
+        return out;
+      }
       case 'changes': {
         const n = r.u32();
         const out: RecordBody[] = [];

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { decodeChange, encodeChange, RECORD_KINDS } from '../../../src/store/record-codec.js';
+import type { Change } from '../../../src/broker/changes.js';
 import { sampleChanges } from './helpers.js';
 
 describe('record codec', () => {
   it('record codec - round-trips every record kind', () => {
-    const samples = [...sampleChanges(), { kind: 'lsn-reservation', upTo: 2 ** 50 } as const];
+    const samples = [...sampleChanges(), ...drSamples(), { kind: 'lsn-reservation', upTo: 2 ** 50 } as const];
     const kinds = new Set(samples.map((c) => c.kind));
     expect([...kinds].sort()).toEqual(RECORD_KINDS.map((k) => k.name).sort());
     samples.forEach((change, i) => {
@@ -28,7 +29,7 @@ describe('record codec', () => {
   });
 
   it('record codec - every truncation, fed one byte at a time, is incomplete, never a crash', () => {
-    for (const change of sampleChanges()) {
+    for (const change of [...sampleChanges(), ...drSamples()]) {
       const buf = encodeChange({ lsn: 99, change, durable: true });
       for (let n = 0; n < buf.length; n++) {
         // A copy of exactly n bytes, so nothing past the end can be read by mistake.
@@ -59,3 +60,14 @@ describe('record codec', () => {
     expect(() => encodeChange({ lsn: 1, change: { kind: 'transaction', changes: [{ kind: 'epoch', epoch: 1 } as never] }, durable: true })).toThrow(/not allowed/);
   });
 });
+
+/** DR records (kept here: the shared store samples feed replay models that know no DR). */
+function drSamples(): Change[] {
+  const message = { id: 7, bytes: Buffer.from('m'), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined };
+  return [
+    { kind: 'dr-transaction', queues: ['a', 'b.c', ''], lsn: 2 ** 45, time: 1_700_000_000_000, changes: [{ kind: 'enqueue', queue: 'a', message }, { kind: 'dequeue', queue: 'b.c', id: 3 }] },
+    { kind: 'dr-transaction', queues: [], lsn: 0, time: 0, changes: [] },
+    { kind: 'dr-queue', queue: 'orders', source: 'h1:5672,h2:5672', mode: 'enqueue-only', state: 'passive' },
+    { kind: 'dr-queue', queue: 'orders', source: 'h1', mode: 'enqueue-and-dequeue', state: 'removed' },
+  ];
+}
