@@ -65,6 +65,14 @@ export class ReplicationFilter {
       }
       case 'epoch':
         return change;
+      // DR secondary state: positions and queue states always travel (a failover
+      // must resume the bridge where it was); messages only to `all` queues.
+      case 'dr-queue':
+        return change;
+      case 'dr-transaction': {
+        const changes = change.changes.filter((c) => this.queueLevel(c.queue) === 'all');
+        return changes.length === change.changes.length ? change : { ...change, changes };
+      }
     }
   }
 }

@@ -32,5 +32,8 @@ export function buildSnapshot(broker: Broker): LoggedChange[] {
       push({ kind: 'enqueue', queue: q.name, message: { ...entry.msg, deliveryCount: entry.deliveryCount } });
     }
   }
+  // DR secondary state (src/dr): each queue's configuration and applied source position.
+  for (const [queue, c] of broker.drQueues) push({ kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state });
+  for (const [queue, p] of broker.drPositions) push({ kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] });
   return out;
 }
