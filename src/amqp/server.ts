@@ -265,7 +265,11 @@ export class AmqpServer {
     const refusal = this.admission?.(conn);
     if (refusal) {
       this.log.info({ conn: id, remote: conn.remoteAddress, reason: refusal.description }, 'connection refused');
-      rc.close({ condition: refusal.condition, description: refusal.description, info: refusal.info } as never);
+      // The refusal is a dropped transport, not an AMQP close: clients with failover
+      // (qpid-proton, rhea) then move on to their next address, whereas after a close
+      // frame proton waits forever for the transport to end. The reason is in our log.
+      const socket = (rc as unknown as { socket?: { destroy(): void } }).socket;
+      socket?.destroy();
       return;
     }
     this.connections.set(rc, conn);

@@ -1,0 +1,100 @@
+// An HA cluster of real tandemd processes on 127.0.0.1: free ports picked up
+// front (ha-brokers-url must list them all), brokers started as backups, one
+// promoted with the same command a cluster manager uses.
+import { execFile } from 'node:child_process';
+import { createServer } from 'node:net';
+import { TestBroker, tandemBin, waitFor } from './broker.js';
+
+export async function freePorts(n: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve) => {
+      const s = createServer();
+      s.listen(0, '127.0.0.1', () => resolve(s));
+    })),
+  );
+  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  return ports;
+}
+
+export function tandem(args: string[], timeoutMs = 20_000): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [tandemBin, ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+export interface HaStatusJson {
+  state: string;
+  epoch: number;
+  lsn: number;
+  backups: Array<{ id: string; state: string; lsn: number; lag: number }>;
+}
+
+export class TestCluster {
+  readonly brokers: Array<TestBroker | undefined>;
+
+  private constructor(
+    readonly ports: number[],
+    readonly dataDirs: string[],
+    private readonly extraArgs: string[],
+  ) {
+    this.brokers = ports.map(() => undefined);
+  }
+
+  get url(): string {
+    return this.ports.map((p) => `127.0.0.1:${p}`).join(',');
+  }
+
+  static async start(n: number, extraArgs: string[] = []): Promise<TestCluster> {
+    const ports = await freePorts(n);
+    const cluster = new TestCluster(ports, [], extraArgs);
+    for (let i = 0; i < n; i++) await cluster.startBroker(i);
+    return cluster;
+  }
+
+  /** Start (or restart, on its data dir) broker i as a backup. */
+  async startBroker(i: number, args: string[] = []): Promise<TestBroker> {
+    const b = await TestBroker.start({
+      port: this.ports[i],
+      dataDir: this.dataDirs[i],
+      args: ['--ha-cluster', 'yes', '--ha-brokers-url', this.url, '--ha-heartbeat-interval', '500ms', '--ha-backup-timeout', '3s', ...this.extraArgs, ...args],
+    });
+    this.dataDirs[i] = b.dataDir;
+    this.brokers[i] = b;
+    return b;
+  }
+
+  address(i: number): string {
+    return `127.0.0.1:${this.ports[i]}`;
+  }
+
+  async status(i: number): Promise<HaStatusJson | undefined> {
+    const r = await tandem(['ha', 'status', '-b', this.address(i), '--json', '--timeout', '3']);
+    if (r.code !== 0 && r.code !== 1) return undefined;
+    try {
+      return JSON.parse(r.stdout) as HaStatusJson;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async promote(i: number): Promise<{ code: number; stdout: string; stderr: string }> {
+    return tandem(['ha', 'promote', '-b', this.address(i), '--cluster-manager']);
+  }
+
+  async waitState(i: number, state: string, timeout = 20_000): Promise<void> {
+    await waitFor(async () => (await this.status(i))?.state === state, { timeout, interval: 100, name: `broker ${i} ${state}` });
+  }
+
+  async kill(i: number): Promise<void> {
+    await this.brokers[i]?.kill();
+    this.brokers[i] = undefined;
+  }
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.brokers.map((b) => b?.kill()));
+  }
+}
