@@ -289,9 +289,9 @@ export class TandemAgent {
         this.log.info(`tandemd (pid ${pid}) is ${o.status.state}`);
         return ok();
       }
-      if (o.role === 'crashed' || o.role === 'stopped') {
+      if ((o.role === 'crashed' || o.role === 'stopped') && !proc.childRunning()) {
         proc.forget();
-        return fail(Ocf.errGeneric, `tandemd exited during start: ${proc.lastLogLine()}`);
+        return fail(Ocf.errGeneric, `tandemd exited during start (${proc.childExit ?? 'gone'}): ${proc.lastLogLine()}`);
       }
       if (o.role === 'standalone' || o.role === 'no-ha') {
         await proc.stop(pid, this.remainingMs(), (m) => this.log.warn(m));

@@ -83,6 +83,14 @@ export class BrokerProcess {
   }
 
   private logOffset = 0;
+  /** How the process this helper started ended, once it has (undefined while it runs). */
+  childExit: string | undefined;
+  private startedChild = false;
+
+  /** True while a tandemd this helper process started has not exited (it may still be exec'ing). */
+  childRunning(): boolean {
+    return this.startedChild && this.childExit === undefined;
+  }
 
   /** The last line tandemd wrote (since this start, if the agent started it), for an exit reason. */
   lastLogLine(): string {
@@ -137,14 +145,15 @@ export class BrokerProcess {
         env,
         ...(asOther && !setpriv ? { uid: account.uid, gid: account.gid } : {}),
       });
+      this.startedChild = true;
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('error', (err) => reject(new OcfError(Ocf.errInstalled, `cannot run ${binary}: ${err.message}`)));
         child.once('spawn', () => resolve(child.pid!));
       });
-      let exited = false;
-      child.once('exit', () => (exited = true));
+      this.childExit = undefined;
+      child.once('exit', (code, sig) => (this.childExit = sig ? `killed by ${sig}` : `exit code ${code}`));
       // The pid is tandemd's only once the exec chain (setpriv, env, node) is done.
-      for (let i = 0; i < 100 && !exited && !isTandemd(pid); i++) await sleep(20);
+      for (let i = 0; i < 250 && this.childExit === undefined && !isTandemd(pid); i++) await sleep(20);
       child.unref();
       writeFileSync(this.pidfile, `${pid}\n`);
       return pid;

@@ -70,8 +70,8 @@ export function promotionScore(self: { state: string } & Position, peers: readon
     if (peers === undefined) return Math.min(BEST_SCORE - 1, LOWEST_SCORE + 20 * Math.floor(Math.log2(self.lsn + 1)));
     const primary = peers.find((p) => isPrimary(p.state));
     if (primary) {
-      const lag = primary.epoch === self.epoch ? primary.lsn - self.lsn : Number.MAX_SAFE_INTEGER;
-      return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(lag));
+      if (primary.epoch !== self.epoch) return LOWEST_SCORE; // following an older generation: keep it last
+      return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(primary.lsn - self.lsn));
     }
     const ahead = peers.filter((p) => p.state === 'ready' && comparePositions(p, self) > 0).length;
     return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);

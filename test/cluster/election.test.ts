@@ -1,0 +1,177 @@
+// The election rules of the resource agent (src/ha/agent/election.ts), the XML
+// reader for Pacemaker's output and the parameter reader, without a cluster.
+import { describe, expect, it } from 'vitest';
+import {
+  betterCandidate,
+  BEST_SCORE,
+  comparePositions,
+  formatPublished,
+  LOWEST_SCORE,
+  mayBePromoted,
+  parsePublished,
+  PRIMARY_SCORE,
+  promotionScore,
+  type BrokerView,
+} from '../../src/ha/agent/election.js';
+import { actionBudgetMs, readParams } from '../../src/ha/agent/params.js';
+import { elements, sections } from '../../src/ha/agent/xml.js';
+
+const view = (address: string, state: string, epoch: number, lsn: number): BrokerView => ({ address, state, epoch, lsn });
+
+describe('election - positions', () => {
+  it('epoch ranks before lsn', () => {
+    expect(comparePositions({ epoch: 2, lsn: 1 }, { epoch: 1, lsn: 1000 })).toBeGreaterThan(0);
+    expect(comparePositions({ epoch: 1, lsn: 5 }, { epoch: 1, lsn: 7 })).toBeLessThan(0);
+    expect(comparePositions({ epoch: 1, lsn: 5 }, { epoch: 1, lsn: 5 })).toBe(0);
+  });
+
+  it('published positions round-trip and junk is ignored', () => {
+    expect(parsePublished('node2', formatPublished('ready', { epoch: 3, lsn: 42 }))).toEqual({ node: 'node2', state: 'ready', epoch: 3, lsn: 42 });
+    expect(parsePublished('node2', '')).toBeUndefined();
+    expect(parsePublished('node2', 'ready:x:1')).toBeUndefined();
+  });
+});
+
+describe('election - who may be promoted', () => {
+  it('ready always; catchup never; joining only when nobody is beyond joining', () => {
+    expect(mayBePromoted('ready', undefined)).toBe(true);
+    expect(mayBePromoted('catchup', [])).toBe(false);
+    expect(mayBePromoted('joining', [view('a', 'joining', 1, 1), view('b', 'unreachable', 0, 0)])).toBe(true);
+    expect(mayBePromoted('joining', [view('a', 'joining', 1, 1), view('b', 'catchup', 1, 1)])).toBe(false);
+    expect(mayBePromoted('joining', [view('a', 'ready', 1, 1)])).toBe(false);
+    expect(mayBePromoted('joining', undefined), 'without knowing the others').toBe(false);
+  });
+});
+
+describe('election - promotion scores', () => {
+  it('the primary keeps the top score; catchup and standalone get none', () => {
+    expect(promotionScore({ state: 'active', epoch: 1, lsn: 9 }, undefined)).toBe(PRIMARY_SCORE);
+    expect(promotionScore({ state: 'recovering', epoch: 1, lsn: 9 }, undefined)).toBe(PRIMARY_SCORE);
+    expect(promotionScore({ state: 'catchup', epoch: 1, lsn: 9 }, [])).toBeNull();
+    expect(promotionScore({ state: 'standalone', epoch: 1, lsn: 9 }, [])).toBeNull();
+  });
+
+  it('with a live primary, caught-up backups tie and lagging ones score lower, the more the lower', () => {
+    const peers = (lsn: number) => [view('p', 'active', 4, 100_000), view('s', 'ready', 4, lsn)];
+    const caughtUp = promotionScore({ state: 'ready', epoch: 4, lsn: 99_995 }, peers(99_995));
+    expect(caughtUp).toBe(BEST_SCORE);
+    const behind = promotionScore({ state: 'ready', epoch: 4, lsn: 99_000 }, peers(99_000))!;
+    const further = promotionScore({ state: 'ready', epoch: 4, lsn: 50_000 }, peers(50_000))!;
+    expect(behind).toBeLessThan(BEST_SCORE);
+    expect(further).toBeLessThan(behind);
+    expect(further).toBeGreaterThanOrEqual(LOWEST_SCORE);
+    expect(promotionScore({ state: 'ready', epoch: 3, lsn: 100_000 }, peers(1)), 'an older epoch than the primary').toBe(LOWEST_SCORE);
+  });
+
+  it('without a primary, ready backups rank by position: the most advanced highest', () => {
+    const peers = [view('a', 'ready', 2, 500), view('b', 'ready', 2, 700), view('c', 'ready', 3, 10), view('d', 'unreachable', 0, 0)];
+    const score = (epoch: number, lsn: number) => promotionScore({ state: 'ready', epoch, lsn }, peers)!;
+    expect(score(3, 10)).toBe(BEST_SCORE);
+    expect(score(2, 700)).toBeLessThan(score(3, 10));
+    expect(score(2, 500)).toBeLessThan(score(2, 700));
+  });
+
+  it('a ready backup that cannot ask the others scores by its own position, below BEST_SCORE', () => {
+    const small = promotionScore({ state: 'ready', epoch: 1, lsn: 10 }, undefined)!;
+    const large = promotionScore({ state: 'ready', epoch: 1, lsn: 1_000_000 }, undefined)!;
+    expect(large).toBeGreaterThan(small);
+    expect(large).toBeLessThan(BEST_SCORE);
+    expect(small).toBeGreaterThanOrEqual(LOWEST_SCORE);
+  });
+
+  it('cold start: joining brokers are scored by data only when a majority answers and nobody is beyond joining', () => {
+    const all = [view('a', 'joining', 1, 50), view('b', 'joining', 1, 80), view('c', 'joining', 0, 0)];
+    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, all)).toBe(BEST_SCORE);
+    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 50 }, all)).toBeLessThan(BEST_SCORE);
+    expect(promotionScore({ state: 'joining', epoch: 0, lsn: 0 }, all)).toBeLessThan(promotionScore({ state: 'joining', epoch: 1, lsn: 50 }, all)!);
+    const minority = [view('a', 'joining', 1, 80), view('b', 'unreachable', 0, 0), view('c', 'unreachable', 0, 0)];
+    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, minority)).toBeNull();
+    const withReady = [view('a', 'joining', 1, 80), view('b', 'ready', 1, 10), view('c', 'unreachable', 0, 0)];
+    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, withReady)).toBeNull();
+    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, undefined)).toBeNull();
+  });
+
+  it('every score fits Pacemaker (positive, below INFINITY)', () => {
+    for (const lsn of [0, 1, 17, 1e6, 2 ** 52]) {
+      for (const s of [promotionScore({ state: 'ready', epoch: 1, lsn }, undefined), promotionScore({ state: 'ready', epoch: 1, lsn }, [view('p', 'active', 1, 2 ** 53)])]) {
+        expect(s).toBeGreaterThan(0);
+        expect(s).toBeLessThan(1_000_000);
+      }
+    }
+  });
+});
+
+describe('election - the re-check in promote', () => {
+  const pub = (node: string, state: string, epoch: number, lsn: number) => ({ node, state, epoch, lsn });
+
+  it('finds a ready backup further ahead', () => {
+    const better = betterCandidate({ state: 'ready', epoch: 2, lsn: 100 }, [pub('node2', 'ready', 2, 120), pub('node3', 'ready', 2, 90)]);
+    expect(better?.node).toBe('node2');
+    expect(betterCandidate({ state: 'ready', epoch: 2, lsn: 120 }, [pub('node2', 'ready', 2, 120)]), 'a tie is not ahead').toBeUndefined();
+  });
+
+  it('a restarted old primary (joining) with an unreplicated tail does not block a ready backup', () => {
+    expect(betterCandidate({ state: 'ready', epoch: 2, lsn: 100 }, [pub('node1', 'joining', 2, 500)])).toBeUndefined();
+    expect(betterCandidate({ state: 'ready', epoch: 2, lsn: 100 }, [pub('node1', 'catchup', 3, 500)])).toBeUndefined();
+  });
+
+  it('on a cold start, a joining broker yields to any ready one and to a joining one with more data', () => {
+    expect(betterCandidate({ state: 'joining', epoch: 2, lsn: 900 }, [pub('node2', 'ready', 1, 1)])?.node).toBe('node2');
+    expect(betterCandidate({ state: 'joining', epoch: 2, lsn: 900 }, [pub('node2', 'joining', 2, 901)])?.node).toBe('node2');
+    expect(betterCandidate({ state: 'joining', epoch: 2, lsn: 900 }, [pub('node2', 'joining', 2, 899)])).toBeUndefined();
+  });
+});
+
+describe('agent - Pacemaker XML', () => {
+  const crmMon = `<pacemaker-result api-version="2.30" request="crm_mon --output-as=xml">
+  <nodes>
+    <node name="node1" id="1" online="true" standby="false" type="member"/>
+    <node name="node2" id="2" online="false" standby="false" type="member"/>
+    <node name="node&amp;3" id="3" online="true" type="member"></node>
+  </nodes>
+  <resources><resource id="broker" role="Promoted"><node name="node1" id="1" cached="true"/></resource></resources>
+</pacemaker-result>`;
+
+  it('reads attributes of elements, entities decoded, and limits them to a section', () => {
+    const nodes = elements(sections(crmMon, 'nodes')[0], 'node');
+    expect(nodes.map((n) => [n.name, n.online])).toEqual([
+      ['node1', 'true'],
+      ['node2', 'false'],
+      ['node&3', 'true'],
+    ]);
+    expect(elements(crmMon, 'node')).toHaveLength(4);
+    expect(elements('<attribute name="master-broker" value="1000" host="n1"/>', 'attribute')[0]).toEqual({ name: 'master-broker', value: '1000', host: 'n1' });
+    expect(elements('<attributes/>', 'attribute')).toEqual([]);
+  });
+});
+
+describe('agent - parameters', () => {
+  it('defaults match the meta-data; clone instance suffixes are dropped', () => {
+    const p = readParams({ OCF_RESOURCE_INSTANCE: 'broker:2', HA_RSCTMP: '/run/resource-agents' });
+    expect(p).toMatchObject({
+      resource: 'broker',
+      config: '/etc/tandem/tandemd.conf',
+      binary: '/usr/bin/tandemd',
+      tandem: '/usr/bin/tandem',
+      user: 'tandem',
+      pidfile: '/run/resource-agents/tandemd-broker.pid',
+      startWait: 'joining',
+      timeoutMs: 20_000,
+      intervalMs: 0,
+    });
+    expect(p.clone.isClone).toBe(false);
+  });
+
+  it('Pacemaker 2.1 meta attributes: promotable from promoted_max, notify, timeouts in ms', () => {
+    const p = readParams({ OCF_RESKEY_CRM_meta_clone_max: '3', OCF_RESKEY_CRM_meta_promoted_max: '1', OCF_RESKEY_CRM_meta_notify: 'true', OCF_RESKEY_CRM_meta_timeout: '60000', OCF_RESKEY_stop_wait: '7' });
+    expect(p.clone).toEqual({ isClone: true, promotable: true, notify: true, promotedMax: 1 });
+    expect(p.stopWaitMs).toBe(7000);
+    expect(actionBudgetMs(p)).toBe(55_000);
+    expect(actionBudgetMs({ ...p, timeoutMs: 10_000 })).toBe(8000);
+  });
+
+  it('bad values are OCF_ERR_CONFIGURED', () => {
+    expect(() => readParams({ OCF_RESKEY_port: 'http' })).toThrow(/port/);
+    expect(() => readParams({ OCF_RESKEY_start_wait: 'active' })).toThrow(/start_wait/);
+  });
+});
