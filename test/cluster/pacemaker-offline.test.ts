@@ -1,0 +1,107 @@
+// Pacemaker's own tools, offline (a CIB file, no running cluster), against the
+// installed agent and real tandemd processes: pcs accepts the promotable resource,
+// crm_resource --force-* gets the right OCF codes, and crm_simulate promotes the
+// instance the agent's scores rank first.
+import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BEST_SCORE, promotionScore, type BrokerView } from '../../src/ha/agent/election.js';
+import { elements } from '../../src/ha/agent/xml.js';
+import { brokerDir, freePort, haAvailable, hasCommand, isRoot, killFromPidfile, run, tandemBin, tandemdBin, useInstalledAgent } from './helpers.js';
+
+const usable = isRoot && hasCommand('pcs') && hasCommand('crm_resource') && hasCommand('crm_simulate') && hasCommand('cibadmin');
+let uninstall: (() => Promise<void>) | undefined;
+const work = mkdtempSync(join(tmpdir(), 'tandem-pcmk-'));
+let broker: ReturnType<typeof brokerDir> | undefined;
+
+beforeAll(async () => {
+  if (usable) uninstall = await useInstalledAgent();
+});
+
+afterAll(async () => {
+  if (broker) {
+    await killFromPidfile(broker.pidfile);
+    rmSync(broker.dir, { recursive: true, force: true });
+  }
+  rmSync(work, { recursive: true, force: true });
+  await uninstall?.();
+});
+
+async function newCib(name: string): Promise<string> {
+  const cib = join(work, name);
+  const empty = await run('cibadmin', ['--empty']);
+  writeFileSync(cib, empty.stdout);
+  expect((await run('pcs', ['-f', cib, 'property', 'set', 'stonith-enabled=false'])).code).toBe(0);
+  return cib;
+}
+
+describe.skipIf(!usable)('pacemaker tools (offline CIB)', () => {
+  it('pcs -f accepts a minimal promotable resource and takes the agent’s operations', async () => {
+    const cib = await newCib('minimal.xml');
+    const r = await run('pcs', ['-f', cib, 'resource', 'create', 'broker', 'ocf:tandem:tandemd', 'promotable', 'promoted-max=1', 'notify=true']);
+    expect(r.code, r.stderr).toBe(0);
+    const xml = readFileSync(cib, 'utf8');
+    const ops = elements(xml, 'op');
+    expect(ops.filter((o) => o.name === 'monitor').map((o) => o.role).sort()).toEqual(['Promoted', 'Unpromoted']);
+    expect(elements(xml, 'nvpair').find((n) => n.name === 'promotable')?.value).toBe('true');
+    const meta = await run('crm_resource', ['--show-metadata', 'ocf:tandem:tandemd']);
+    expect(meta.code).toBe(0);
+    expect(meta.stdout).toContain('<version>1.1</version>');
+  });
+
+  it('crm_resource --force-* runs each action against a real tandemd with the right codes', async ({ skip }) => {
+    if (!(await haAvailable())) skip('tandemd on this tree has no HA yet');
+    broker = brokerDir(await freePort());
+    const cib = await newCib('force.xml');
+    const create = await run('pcs', [
+      '-f', cib, 'resource', 'create', 'broker', 'ocf:tandem:tandemd',
+      `config=${broker.conf}`, `binary=${tandemdBin}`, `tandem=${tandemBin}`, 'user=root', `pidfile=${broker.pidfile}`, `log_file=${broker.log}`,
+      'promotable', 'promoted-max=1', 'notify=true',
+    ]);
+    expect(create.code, create.stderr).toBe(0);
+    const force = async (what: string) => (await run('crm_resource', [`--force-${what}`, '-r', 'broker'], { env: { CIB_file: cib }, timeoutMs: 120_000 })).code;
+    expect(await force('check'), 'not running').toBe(7);
+    expect(await force('start')).toBe(0);
+    expect(await force('check'), 'a backup').toBe(0);
+    expect(await force('start'), 'starting a started broker').toBe(0);
+    expect(await force('promote')).toBe(0);
+    expect(await force('check'), 'the primary').toBe(8);
+    expect(await force('promote'), 'promoting the primary again').toBe(0);
+    expect(await force('demote')).toBe(0);
+    expect(await force('check'), 'a backup again').toBe(0);
+    expect(await force('stop')).toBe(0);
+    expect(await force('check')).toBe(7);
+    expect(await force('stop'), 'stopping a stopped broker').toBe(0);
+  }, 180_000);
+
+  it('crm_simulate promotes the most advanced ready backup by the agent’s scores', async () => {
+    const cib = await newCib('simulate.xml');
+    expect((await run('pcs', ['-f', cib, 'resource', 'create', 'broker', 'ocf:tandem:tandemd', 'promotable', 'promoted-max=1', 'notify=true'])).code).toBe(0);
+    // Three nodes come up and each runs an Unpromoted instance.
+    const started = join(work, 'started.xml');
+    let r = await run('crm_simulate', ['-x', cib, '-O', join(work, 'up.xml'), '--quorum=true', '--node-up', 'node1', '--node-up', 'node2', '--node-up', 'node3', '-S']);
+    expect(r.code, r.stderr).toBe(0);
+    r = await run('crm_simulate', ['-x', join(work, 'up.xml'), '-O', started, '--quorum=true', '-S']);
+    expect(r.code, r.stderr).toBe(0);
+    // The primary died; what each backup's monitor then scores itself.
+    const brokers: Record<string, BrokerView> = {
+      node1: { address: '10.0.0.1:5672', state: 'ready', epoch: 4, lsn: 1200 },
+      node2: { address: '10.0.0.2:5672', state: 'ready', epoch: 4, lsn: 1350 },
+      node3: { address: '10.0.0.3:5672', state: 'catchup', epoch: 4, lsn: 1400 },
+    };
+    const peers = [...Object.values(brokers), { address: '10.0.0.4:5672', state: 'unreachable', epoch: 0, lsn: 0 }];
+    for (const [node, b] of Object.entries(brokers)) {
+      const score = promotionScore(b, peers);
+      if (score === null) continue;
+      const set = await run('crm_attribute', ['--promotion=broker', '--node', node, '--update', String(score)], { env: { CIB_file: started } });
+      expect(set.code, set.stderr).toBe(0);
+    }
+    expect(promotionScore(brokers.node2, peers)).toBe(BEST_SCORE);
+    expect(promotionScore(brokers.node3, peers), 'catchup gets no score').toBeNull();
+    r = await run('crm_simulate', ['-x', started, '--quorum=true', '-S', '--output-as=xml']);
+    expect(r.code, r.stderr).toBe(0);
+    const promotes = elements(r.stdout, 'rsc_action').filter((a) => a.action === 'promote');
+    expect(promotes.map((a) => a.source)).toEqual(['node2']);
+  });
+});
