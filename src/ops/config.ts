@@ -7,6 +7,10 @@ import { resolve } from 'node:path';
 import ini from 'ini';
 import { parseDuration } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
+import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
+
+/** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
+const DR_SECTION = '[dr]';
 
 export class ConfigError extends Error {
   readonly code = 'TANDEM_ERR_CONFIG';
@@ -54,6 +58,8 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
   { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready' },
   { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped' },
+  { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
+  { key: 'dr-retain-size', kind: 'size', description: 'DR source: most bytes of message data those changes may hold' },
 ];
 
 export interface Settings {
@@ -85,6 +91,10 @@ export interface Settings {
   haMechanism: 'PLAIN' | 'ANONYMOUS';
   haBackupTimeoutMs: number;
   haHeartbeatIntervalMs: number;
+  drRetainChanges: number;
+  drRetainBytes: number;
+  /** DR queues of the [dr] section (this broker as a secondary). */
+  drQueues: DrQueueSpec[];
   /** Where the settings came from, for messages. */
   configFile: string | undefined;
 }
@@ -150,7 +160,8 @@ export function readConfigFile(path: string): Record<string, unknown> {
   const flat: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(parsed)) {
     if (k === 'tandemd' && typeof v === 'object' && v) Object.assign(flat, v);
-    else if (typeof v === 'object' && v) throw new ConfigError(`${path}: unknown section [${k}]; put keys at the top or under [tandemd]`);
+    else if (k === 'dr' && typeof v === 'object' && v) flat[DR_SECTION] = v;
+    else if (typeof v === 'object' && v) throw new ConfigError(`${path}: unknown section [${k}]; put keys at the top or under [tandemd] (DR queues go under [dr])`);
     else flat[k] = v;
   }
   return flat;
@@ -165,6 +176,15 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   const fromFile = configFile ? readConfigFile(configFile) : {};
   const values: Record<string, unknown> = {};
   const known = new Map(optionSpecs.map((s) => [s.key, s]));
+  const drQueues: DrQueueSpec[] = [];
+  for (const [queue, line] of Object.entries((fromFile[DR_SECTION] ?? {}) as Record<string, unknown>)) {
+    try {
+      drQueues.push(parseDrLine(queue, line));
+    } catch (err) {
+      throw new ConfigError(`${configFile}: ${(err as Error).message}`);
+    }
+  }
+  delete fromFile[DR_SECTION];
   for (const [key, raw] of Object.entries(fromFile)) {
     const spec = known.get(key);
     if (!spec) {
@@ -212,6 +232,9 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     haMechanism: ((values['ha-mechanism'] as string | undefined) ?? (values['ha-username'] ? 'PLAIN' : 'ANONYMOUS')).toUpperCase() as Settings['haMechanism'],
     haBackupTimeoutMs: (values['ha-backup-timeout'] as number | undefined) ?? 10_000,
     haHeartbeatIntervalMs: (values['ha-heartbeat-interval'] as number | undefined) ?? 2_000,
+    drRetainChanges: (values['dr-retain-changes'] as number | undefined) ?? 200_000,
+    drRetainBytes: (values['dr-retain-size'] as number | undefined) ?? 128 * 1024 * 1024,
+    drQueues,
     configFile,
   };
   if (settings.haMechanism !== 'PLAIN' && settings.haMechanism !== 'ANONYMOUS') {
