@@ -9,6 +9,9 @@ import { AllGates, type SettlementGate } from '../broker/settlement.js';
 import { TandemError } from '../broker/errors.js';
 import { HaManager } from '../ha/ha-manager.js';
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
+import { DrManager } from '../dr/manager.js';
+import { DR_ADDRESS } from '../dr/protocol.js';
+import { DrSource } from '../dr/source.js';
 import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
 import { AmqpServer } from '../amqp/server.js';
@@ -31,6 +34,9 @@ export class Daemon {
   readonly broker: Broker;
   private server: AmqpServer | undefined;
   ha: HaManager | undefined;
+  /** DR: this broker as a source (window + links) and as a secondary (bridges). */
+  private drSource: DrSource | undefined;
+  dr: DrManager | undefined;
   private journal: Journal | undefined;
   private metrics: Metrics | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
@@ -91,6 +97,11 @@ export class Daemon {
       });
     }
     const gate: SettlementGate = this.ha ? new AllGates([journalGate, this.ha.gate]) : journalGate;
+    if (s.drRetainChanges > 0) {
+      this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500 });
+      this.broker.log.attach(this.drSource);
+    }
+    this.dr = new DrManager({ broker: this.broker, gate, log: logger('dr'), autoCreate: s.autoCreate, configured: s.drQueues });
     const users = new UserDirectory(s.usersFile);
     if (s.auth && users.size === 0) {
       this.log.warn({ usersFile: s.usersFile }, 'authentication is on but there are no users: add one with `tandem user add NAME --admin`');
@@ -141,12 +152,13 @@ export class Daemon {
     } else {
       this.startPrimaryTimers();
     }
+    this.installDr();
 
     const bound = await this.server.listen();
     this.port = bound.port;
     this.tlsPort = bound.tlsPort;
     if (s.metricsPort !== undefined) {
-      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0 });
+      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0, extra: () => this.dr?.metrics() ?? {} });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
     // One write, so a reader that waits for "listening on" sees the other ports too.
@@ -166,6 +178,7 @@ export class Daemon {
     const expiry = setInterval(() => this.broker.expire(), 1000);
     expiry.unref();
     this.timers.push(expiry);
+    this.dr?.start();
   }
 
   private registerHaOperations(): void {
@@ -178,6 +191,35 @@ export class Daemon {
       if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): there is nothing to promote');
       return { ...(await this.ha.promote()) };
     });
+  }
+
+  /** DR hooks on the AMQP server: the source link, passive-queue guard, DR-* operations. */
+  private installDr(): void {
+    const server = this.server!;
+    const dr = this.dr!;
+    dr.register(server.management);
+    server.checkLink = (conn, address, direction, browse) => dr.checkLink(conn, address, direction, browse);
+    const other = server.openSpecialSender;
+    server.openSpecialSender = (conn, address, sender) => {
+      if (address !== DR_ADDRESS) return other?.(conn, address, sender);
+      const refuse = (condition: string, description: string) => {
+        (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
+        sender.close({ condition, description });
+        return false as const;
+      };
+      if (!conn.admin) return refuse('amqp:unauthorized-access', 'a DR bridge needs an admin identity on the source (user[/password]@ in the DR source URL)');
+      if (this.ha && !this.ha.isPrimary) return refuse('tandem:dr:not-primary', `this broker is an HA backup (${this.ha.state}), not the primary of its cluster`);
+      if (!this.drSource) return refuse('tandem:dr:disabled', 'this broker is not a DR source (dr-retain-changes = 0)');
+      const source = this.drSource;
+      const stream = source.attach(sender, conn.remoteAddress);
+      if (!stream) return false;
+      const handler: SpecialSender = {
+        onFlow: () => stream.pump(),
+        onSettled: () => undefined,
+        onClose: () => source.detach(stream),
+      };
+      return handler;
+    };
   }
 
   /** Stop at once: a stale primary or a fatal HA condition must not keep serving. */
@@ -211,6 +253,7 @@ export class Daemon {
   private dropReplacedStores(): void {
     const dir = this.settings.dataDir;
     rmSync(join(dir, SNAPSHOT_MARKER), { force: true });
+    this.drSource?.resetWindow(this.broker.log.lsn);
     for (const name of readdirSync(dir)) {
       if (name.startsWith('journal.replaced-')) rmSync(join(dir, name), { recursive: true, force: true });
     }
@@ -257,6 +300,8 @@ export class Daemon {
     this.stopWatchdog?.();
     for (const t of this.timers) clearInterval(t);
     for (const t of this.autoDeleteTimers.values()) clearTimeout(t);
+    this.dr?.stop();
+    this.drSource?.close();
     await this.ha?.stop();
     const server = this.server;
     if (server) {
