@@ -180,8 +180,8 @@ function markdown(report) {
   const waits = report.runs.map((r) => r.quietWait ?? 0);
   lines.push(`- shared machine: before each load the run waited for busy CPU < ${report.settings.QUIET_CORES} cores (waited ${fmt(waits.reduce((a, b) => a + b, 0), 1)} s in all); "others' CPU" below is what other processes used during each load`);
   lines.push(`- ${report.settings.ROUNDS} round(s) of ${report.settings.DURATION} s per load and broker; throughput = best round, latency = median of rounds`, '');
-  lines.push('| load | tandem msgs/s | RabbitMQ msgs/s | tandem / RabbitMQ | tandem p50 / p99 ms | RabbitMQ p50 / p99 ms | lost / dup (tandem; RabbitMQ) | broker CPU cores (tandem; RabbitMQ) | others\' CPU cores during load |');
-  lines.push('|---|---:|---:|---:|---:|---:|---|---|---|');
+  lines.push('| load | tandem msgs/s | RabbitMQ msgs/s | tandem / RabbitMQ | tandem p50 / p99 ms | RabbitMQ p50 / p99 ms | lost / dup (tandem; RabbitMQ) | broker CPU cores (tandem; RabbitMQ) | msgs per broker CPU-second (tandem; RabbitMQ; ratio) | others\' CPU cores during load (tandem; RabbitMQ) |');
+  lines.push('|---|---:|---:|---:|---:|---:|---|---|---|---|');
   for (const load of loads) {
     const t = aggregate(report.runs.filter((r) => r.load === load.key && r.broker === 'tandem'));
     const q = aggregate(report.runs.filter((r) => r.load === load.key && r.broker === 'rabbitmq'));

@@ -1,4 +1,4 @@
-// Experiment only (node -r bench/nodelay-preload.cjs dist/cli/tandemd.js ...): sets
+// Experiment only (node -r bench/experiments/nodelay-preload.cjs dist/cli/tandemd.js ...): sets
 // TCP_NODELAY on every accepted socket, to measure what the broker gains from it
 // without editing src/.
 const net = require('node:net');
