@@ -3,6 +3,7 @@
 import { Command } from 'commander';
 import { VERSION } from '../version.js';
 import { brokerCommands } from './broker-commands.js';
+import { drCommands } from './dr-commands.js';
 import { Exit } from './common.js';
 import { exchangeCommands } from './exchange-commands.js';
 import { haCommands } from './ha-commands.js';
@@ -21,6 +22,7 @@ queueCommands(program);
 exchangeCommands(program);
 brokerCommands(program);
 haCommands(program);
+drCommands(program);
 userCommands(program);
 
 await program.parseAsync(process.argv);

@@ -1,0 +1,433 @@
+// The secondary's side of DR for one source cluster: find its primary among the
+// source URL's brokers (HA backups refuse us, so we try the next), ask for our
+// passive queues from the positions this broker has applied, and apply what
+// comes, in order. Each source batch becomes ONE local dr-transaction change
+// holding its enqueues/dequeues and the source position they reach, so the
+// position is journaled (and replicated to our own HA backups) atomically with
+// the effects: a restart or failover on either side neither loses nor repeats.
+import rhea, { type Connection, type Container, type EventContext, type Receiver } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import type { Change, DrMode, QueueSettings } from '../broker/changes.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
+import type { Logger } from '../ops/log.js';
+import { DR_ADDRESS, DrProps, decodeDrMessage, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+
+type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
+
+export interface BridgeHost {
+  broker: Broker;
+  /** Local settlement gate (journal + our HA backups): credit is granted once a batch is safe. */
+  gate: SettlementGate;
+  log: Logger;
+  autoCreate: boolean;
+  instanceId: string;
+}
+
+/** Batches the source may send before we have made the earlier ones safe. */
+const CREDIT = 32;
+const IDLE_TIMEOUT_MS = 4000;
+
+export type LinkState = 'idle' | 'connecting' | 'connected' | 'snapshot' | 'stopped';
+
+interface StreamQueue {
+  mode: DrMode;
+  /** Source position applied (in memory; the journaled one is broker.drPositions). */
+  pos: number;
+  time: number;
+  /** Waiting for a copy of its contents (requested from 0, or announced by snapshot-begin). */
+  awaitingCopy: boolean;
+}
+
+export class DrBridge {
+  private readonly container: Container;
+  private readonly endpoints: BrokerEndpoint[];
+  private readonly user: string | undefined;
+  private readonly password: string | undefined;
+  private connection: Connection | undefined;
+  private receiver: Receiver | undefined;
+  private next = 0;
+  private stopped = true;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private attemptTimer: NodeJS.Timeout | undefined;
+  private readonly failures: string[] = [];
+  private stream = new Map<string, StreamQueue>();
+  private snapshotIds: Map<string, Set<number>> | undefined;
+  /** The queue set the current link was opened for (the manager restarts us when it changes). */
+  carries = '';
+  state: LinkState = 'idle';
+  connectedTo: string | undefined;
+  lastError: string | undefined;
+  /** Per queue: why it is not replicated right now (missing here and auto-create off...). */
+  readonly queueErrors = new Map<string, string>();
+  sourceHead = 0;
+  private sourceNow = 0;
+  private heardAt = 0;
+  /** Counters for status and bench. */
+  appliedChanges = 0;
+  appliedBatches = 0;
+
+  constructor(
+    readonly source: string,
+    private readonly host: BridgeHost,
+  ) {
+    const url = parseBrokersUrl(source);
+    this.endpoints = url.endpoints;
+    this.user = url.user;
+    this.password = url.password;
+    this.container = rhea.create_container({ id: `tandem-dr-${host.instanceId}` });
+  }
+
+  /** Passive DR queues of this source, per the broker's (journaled) DR state. */
+  configured(): Array<{ queue: string; mode: DrMode }> {
+    const out: Array<{ queue: string; mode: DrMode }> = [];
+    for (const [queue, c] of this.host.broker.drQueues) if (c.source === this.source && c.state === 'passive') out.push({ queue, mode: c.mode });
+    return out;
+  }
+
+  /** (Re)connect with the current configuration. */
+  restart(): void {
+    this.stopped = false;
+    this.dropConnection();
+    this.state = 'connecting';
+    this.tryNext(0);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    clearTimeout(this.attemptTimer);
+    this.dropConnection();
+    this.state = 'stopped';
+  }
+
+  /** Periodic check: a queue that was missing (auto-create off) may exist now. */
+  tick(): void {
+    if (this.stopped) return;
+    for (const queue of this.queueErrors.keys()) {
+      if (this.host.broker.queues.has(queue) && this.configured().some((c) => c.queue === queue)) {
+        this.host.log.info({ queue, source: this.source }, 'DR: queue now exists here; reconnecting to replicate it');
+        this.restart();
+        return;
+      }
+    }
+  }
+
+  /** What status reports for one queue. */
+  queueStatus(queue: string): { pos: number; time: number; lagChanges: number; lagSeconds: number | null; streaming: boolean } {
+    const s = this.stream.get(queue);
+    const persisted = this.host.broker.drPositions.get(queue);
+    const pos = Math.max(s?.pos ?? 0, persisted?.lsn ?? 0);
+    const time = s && s.pos >= (persisted?.lsn ?? 0) ? s.time : (persisted?.time ?? 0);
+    const head = Math.max(this.sourceHead, pos);
+    let lagSeconds: number | null = 0;
+    if (pos < head) {
+      const sourceNow = this.sourceNow + (Date.now() - this.heardAt);
+      lagSeconds = time > 0 ? Math.max(0, (sourceNow - time) / 1000) : null;
+    }
+    return { pos, time, lagChanges: head - pos, lagSeconds, streaming: s !== undefined && !s.awaitingCopy };
+  }
+
+  // ---- connection loop ---------------------------------------------------------
+
+  private tryNext(delayMs: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.attempt(), delayMs);
+    this.retryTimer.unref();
+  }
+
+  private request(): DrRequestQueue[] {
+    const broker = this.host.broker;
+    const out: DrRequestQueue[] = [];
+    this.queueErrors.clear();
+    for (const { queue, mode } of this.configured()) {
+      if (!broker.queues.has(queue) && !this.host.autoCreate) {
+        this.queueErrors.set(queue, `queue '${queue}' does not exist on this broker and auto-create is off: create it (tandem queue add ${queue} --durable, with the source's settings) or set auto-create=yes; the other DR queues go on`);
+        continue;
+      }
+      out.push({ queue, mode, from: broker.drPositions.get(queue)?.lsn ?? 0 });
+    }
+    return out;
+  }
+
+  private attempt(): void {
+    if (this.stopped) return;
+    const request = this.request();
+    for (const [queue, error] of this.queueErrors) this.host.log.warn({ queue, source: this.source }, error);
+    if (request.length === 0) {
+      this.state = 'idle';
+      return;
+    }
+    const e = this.endpoints[this.next % this.endpoints.length];
+    this.next++;
+    const endOfRound = this.next % this.endpoints.length === 0;
+    const address = `${e.host}:${e.port}`;
+    this.state = 'connecting';
+    let settled = false;
+    const giveUp = (reason: string) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(this.attemptTimer);
+      this.failures.push(`${address}: ${reason}`);
+      if (endOfRound) {
+        this.lastError = `no tandem primary found in ${this.source}: ${this.failures.join('; ')}`;
+        this.host.log.warn({ source: this.source, reasons: this.failures }, 'DR: no source primary found; retrying');
+        this.failures.length = 0;
+      }
+      this.dropConnection();
+      this.tryNext(endOfRound ? 1000 : 50);
+    };
+    const conn = this.container.connect({
+      host: e.host,
+      port: e.port,
+      reconnect: false,
+      username: this.user,
+      password: this.password,
+      idle_time_out: IDLE_TIMEOUT_MS,
+      properties: { [DrProps.bridge]: this.host.instanceId },
+    } as never);
+    this.connection = conn;
+    this.attemptTimer = setTimeout(() => giveUp('no answer within 5 s'), 5000);
+    this.attemptTimer.unref();
+    conn.on('connection_open', () => {
+      const receiver = conn.open_receiver({
+        source: { address: DR_ADDRESS },
+        autoaccept: false,
+        credit_window: 0,
+        properties: { [DrProps.queues]: JSON.stringify(request) },
+      } as never);
+      this.receiver = receiver;
+      receiver.on('receiver_open', (c: EventContext) => {
+        const attach = (c.receiver as unknown as { remote: { attach: { source?: unknown; properties?: Record<string, unknown> } } }).remote.attach;
+        // A refusal is an attach with no source, then a detach (handled in receiver_close).
+        if (!attach.source) return;
+        if (attach.properties?.[DrProps.source] !== true) {
+          giveUp(`not a tandem DR source (its attach to ${DR_ADDRESS} lacks ${DrProps.source}): point --source at the brokers of a tandem primary cluster`);
+          return;
+        }
+        clearTimeout(this.attemptTimer);
+        settled = true;
+        this.failures.length = 0;
+        this.connectedTo = address;
+        this.lastError = undefined;
+        this.state = 'connected';
+        this.stream = new Map(
+          request.map((r) => {
+            const p = this.host.broker.drPositions.get(r.queue);
+            return [r.queue, { mode: r.mode, pos: r.from, time: p?.time ?? 0, awaitingCopy: r.from === 0 }];
+          }),
+        );
+        this.snapshotIds = undefined;
+        this.host.log.info({ source: address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
+        receiver.add_credit(CREDIT);
+      });
+      receiver.on('message', (c: EventContext) => this.onMessage(conn, c));
+      receiver.on('receiver_close', (c: EventContext) => {
+        const err = (c.receiver as unknown as { error?: { condition?: string; description?: string } }).error;
+        if (!settled) return giveUp(err?.description ?? 'DR link refused');
+        this.lost(conn, `DR link closed by the source${err?.description ? `: ${err.description}` : ''}`);
+      });
+      receiver.on('receiver_error', () => undefined);
+    });
+    conn.on('connection_error', (ctx: EventContext) => {
+      const err = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
+      if (!settled) giveUp(err?.description ?? err?.condition ?? 'connection refused');
+    });
+    conn.on('disconnected', (ctx: EventContext) => {
+      if (!settled) return giveUp((ctx as unknown as { error?: Error }).error?.message ?? 'disconnected');
+      this.lost(conn, 'connection to the source lost');
+    });
+    conn.on('error', () => undefined);
+  }
+
+  private lost(conn: Connection, reason: string): void {
+    if (this.stopped || this.connection !== conn) return;
+    this.host.log.warn({ source: this.connectedTo, reason }, 'DR: lost the source; reconnecting');
+    this.lastError = reason;
+    this.connectedTo = undefined;
+    this.dropConnection();
+    this.state = 'connecting';
+    this.tryNext(100);
+  }
+
+  private dropConnection(): void {
+    const conn = this.connection;
+    this.connection = undefined;
+    this.receiver = undefined;
+    this.connectedTo = undefined;
+    if (!conn) return;
+    try {
+      conn.close();
+    } catch {
+      // already closed
+    }
+    (conn as unknown as { socket?: { destroy(): void } }).socket?.destroy();
+  }
+
+  // ---- applying ----------------------------------------------------------------
+
+  private onMessage(conn: Connection, ctx: EventContext): void {
+    if (this.connection !== conn) return;
+    const receiver = ctx.receiver as Receiver;
+    let m: DrStreamMessage;
+    let localLsn: number;
+    try {
+      m = decodeDrMessage(ctx.message as never);
+      localLsn = this.apply(m);
+    } catch (err) {
+      this.host.log.error({ err: (err as Error).message, source: this.connectedTo }, 'DR: could not apply a change from the source; reconnecting');
+      this.lost(conn, `apply failed: ${(err as Error).message}`);
+      return;
+    }
+    if (!ctx.delivery?.settled) ctx.delivery?.accept();
+    if (localLsn === 0) {
+      receiver.add_credit(1);
+      return;
+    }
+    this.host.gate.whenSafe(localLsn, true, (err) => {
+      if (this.connection !== conn) return;
+      if (err) return this.lost(conn, `local journal or HA backups refused the change: ${err.message}`);
+      receiver.add_credit(1);
+    });
+  }
+
+  /** Apply one stream message; returns the LSN of the last local change it made (0 if none). */
+  private apply(m: DrStreamMessage): number {
+    this.sourceHead = Math.max(this.sourceHead, m.head);
+    this.sourceNow = m.now;
+    this.heardAt = Date.now();
+    const broker = this.host.broker;
+    switch (m.kind) {
+      case 'declares':
+        for (const e of m.entries ?? []) if (e.change.kind === 'queue-declare') this.ensureQueue(e.change.name, e.change.settings);
+        return 0;
+      case 'snapshot-begin': {
+        this.state = 'snapshot';
+        this.snapshotIds = new Map();
+        for (const q of m.queues ?? []) {
+          const s = this.stream.get(q);
+          if (s) s.awaitingCopy = true;
+          this.snapshotIds.set(q, new Set());
+        }
+        this.host.log.info({ queues: m.queues, reason: m.reason }, 'DR: the source is sending a snapshot of queues');
+        return 0;
+      }
+      case 'snapshot': {
+        const ops: TxOp[] = [];
+        for (const e of m.entries ?? []) {
+          if (e.change.kind !== 'enqueue' || !this.live(e.change.queue)) continue;
+          this.snapshotIds?.get(e.change.queue)?.add(e.change.message.id);
+          if (!broker.queues.get(e.change.queue)?.has(e.change.message.id)) ops.push(e.change);
+        }
+        return this.record([], 0, 0, ops);
+      }
+      case 'snapshot-end': {
+        const ops: TxOp[] = [];
+        const queues: string[] = [];
+        for (const q of m.queues ?? []) {
+          const s = this.stream.get(q);
+          if (!s || !this.live(q)) continue;
+          queues.push(q);
+          // A mirror holds exactly the source's contents: what the copy lacks was dequeued there.
+          const ids = this.snapshotIds?.get(q) ?? new Set<number>();
+          const local = broker.queues.get(q);
+          if (s.mode === 'enqueue-and-dequeue' && local) for (const entry of local.entries()) if (!ids.has(entry.msg.id)) ops.push({ kind: 'dequeue', queue: q, id: entry.msg.id });
+        }
+        const lsn = this.record(queues, m.lsn, m.time, ops, true);
+        for (const q of queues) Object.assign(this.stream.get(q)!, { pos: m.lsn, time: m.time, awaitingCopy: false });
+        this.snapshotIds = undefined;
+        this.state = 'connected';
+        this.host.log.info({ queues, lsn: m.lsn }, 'DR: snapshot applied; following the log');
+        return lsn;
+      }
+      case 'heartbeat':
+        for (const [q, s] of this.stream) if (!s.awaitingCopy && s.pos < m.lsn && this.live(q)) Object.assign(s, { pos: m.lsn, time: m.time });
+        return 0;
+      case 'changes':
+        return this.applyChanges(m);
+    }
+  }
+
+  private applyChanges(m: DrStreamMessage): number {
+    const broker = this.host.broker;
+    let ops: TxOp[] = [];
+    let last = 0;
+    let prev = 0;
+    const flush = (lsn: number, time: number) => {
+      const queues = [...this.stream].filter(([q, s]) => !s.awaitingCopy && s.pos < lsn && this.live(q)).map(([q]) => q);
+      if (ops.length > 0) last = this.record(queues, lsn, time, ops);
+      for (const q of queues) Object.assign(this.stream.get(q)!, { pos: lsn, time });
+      ops = [];
+    };
+    const wants = (queue: string, lsn: number, dequeue: boolean): boolean => {
+      const s = this.stream.get(queue);
+      return s !== undefined && !s.awaitingCopy && lsn > s.pos && this.live(queue) && (!dequeue || s.mode === 'enqueue-and-dequeue');
+    };
+    const op = (o: TxOp, lsn: number) => {
+      if (!wants(o.queue, lsn, o.kind === 'dequeue')) return;
+      const q = broker.queues.get(o.queue);
+      if (!q) return;
+      // A dequeue may follow its enqueue in this same batch, so only enqueues are checked.
+      if (o.kind === 'dequeue' || !q.has(o.message.id)) ops.push(o);
+    };
+    for (const e of m.entries ?? []) {
+      const c = e.change;
+      switch (c.kind) {
+        case 'queue-declare':
+          if (ops.length > 0) flush(prev, m.time);
+          if (this.live(c.name)) this.ensureQueue(c.name, c.settings);
+          break;
+        case 'queue-delete': {
+          // Deleted at the source: a mirror empties (a later declare refills it); enqueue-only keeps what it has.
+          const s = this.stream.get(c.name);
+          const local = broker.queues.get(c.name);
+          if (s && local && wants(c.name, e.lsn, true)) {
+            if (ops.length > 0) flush(prev, m.time);
+            for (const entry of local.entries()) ops.push({ kind: 'dequeue', queue: c.name, id: entry.msg.id });
+            flush(e.lsn, m.time);
+          }
+          break;
+        }
+        case 'enqueue':
+        case 'dequeue':
+          op(c, e.lsn);
+          break;
+        case 'transaction':
+          for (const o of c.changes) op(o, e.lsn);
+          break;
+        default:
+          break;
+      }
+      prev = e.lsn;
+      this.appliedChanges++;
+    }
+    flush(m.lsn, m.time);
+    this.appliedBatches++;
+    return last;
+  }
+
+  /** Still a passive DR queue of this source (activation or `dr del` stops it at once). */
+  private live(queue: string): boolean {
+    const c = this.host.broker.drQueues.get(queue);
+    return c !== undefined && c.source === this.source && c.state === 'passive' && this.stream.has(queue);
+  }
+
+  private record(queues: string[], lsn: number, time: number, ops: TxOp[], always = false): number {
+    if (ops.length === 0 && !always) return 0;
+    return this.host.broker.recordDr({ kind: 'dr-transaction', queues, lsn, time, changes: ops }).lsn;
+  }
+
+  private ensureQueue(name: string, settings: QueueSettings): void {
+    const broker = this.host.broker;
+    if (broker.queues.has(name)) return;
+    if (!this.host.autoCreate) {
+      this.queueErrors.set(name, `queue '${name}' does not exist on this broker and auto-create is off`);
+      return;
+    }
+    // Journaled and HA-replicated whatever the source says: the DR position and contents must agree after a restart or failover.
+    const alternate = settings.alternateExchange && broker.exchanges.has(settings.alternateExchange) ? settings.alternateExchange : '';
+    broker.declareQueue(name, { ...settings, durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
+    this.host.log.info({ queue: name, source: this.source }, "DR: created the queue with the source's settings");
+  }
+}

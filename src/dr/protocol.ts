@@ -1,0 +1,106 @@
+// The DR stream between a primary cluster (source) and a DR bridge on another
+// cluster (secondary), over AMQP.
+//
+// The bridge opens a receiver from DR_ADDRESS on the source, naming in the link
+// properties the queues it wants, each with its mode and the source position it
+// has applied. The source answers the attach with DR_SOURCE_PROP (a broker that
+// does not is not a tandem DR source) and sends transfers whose application
+// property `k` says what they carry; records are encoded with the journal's codec
+// (as in the HA stream). The bridge grants credit as it applies, which is all the
+// flow control there is: the source keeps no per-bridge acknowledgement state.
+import rhea from 'rhea';
+import type { DrMode, LoggedChange } from '../broker/changes.js';
+import { decodeChange, encodeChange } from '../store/record-codec.js';
+
+export const DR_ADDRESS = '$dr.replication';
+
+export const DrProps = {
+  /** Link property (bridge -> source): JSON of DrRequestQueue[]. */
+  queues: 'tandem.dr.queues',
+  /** Link property (source -> bridge): present on a tandem DR source. */
+  source: 'tandem.dr.source',
+  /** Connection property: who is connecting (for the source's log). */
+  bridge: 'tandem.dr.bridge',
+} as const;
+
+export interface DrRequestQueue {
+  queue: string;
+  mode: DrMode;
+  /** Source LSN this queue has applied (0 = nothing yet: copy its contents first). */
+  from: number;
+}
+
+/**
+ * declares: queue-declare records of the requested queues that exist (lsn 0).
+ * changes: log records in source LSN order, filtered to the queues and modes asked for.
+ * snapshot-begin / snapshot / snapshot-end: a copy of `queues` as of source LSN `lsn`.
+ * heartbeat: nothing new up to `lsn`.
+ */
+export type DrStreamKind = 'declares' | 'changes' | 'snapshot-begin' | 'snapshot' | 'snapshot-end' | 'heartbeat';
+
+export interface DrStreamMessage {
+  kind: DrStreamKind;
+  /** Source position covered once this message is applied (0: none, e.g. snapshot content). */
+  lsn: number;
+  /** Source clock (ms) when the change at `lsn` was made (heartbeat: now). */
+  time: number;
+  /** Source's newest position it could send (for lag). */
+  head: number;
+  /** Source clock now. */
+  now: number;
+  queues?: string[];
+  reason?: string;
+  entries?: LoggedChange[];
+}
+
+export function encodeDrMessage(m: DrStreamMessage): Buffer {
+  const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn, time: m.time, head: m.head, now: m.now };
+  if (m.queues) props.queues = JSON.stringify(m.queues);
+  if (m.reason) props.reason = m.reason;
+  const body = m.entries ? Buffer.concat(m.entries.map((e) => lengthPrefixed(encodeChange(e)))) : Buffer.alloc(0);
+  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(body) }) as Buffer;
+}
+
+function lengthPrefixed(record: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(4 + record.length);
+  out.writeUInt32BE(record.length, 0);
+  record.copy(out, 4);
+  return out;
+}
+
+export function decodeDrMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): DrStreamMessage {
+  const p = message.application_properties ?? {};
+  const kind = p.k as DrStreamKind;
+  if (!['declares', 'changes', 'snapshot-begin', 'snapshot', 'snapshot-end', 'heartbeat'].includes(kind)) {
+    throw new Error(`DR stream: unknown message kind ${String(kind)}`);
+  }
+  const out: DrStreamMessage = { kind, lsn: Number(p.lsn ?? 0), time: Number(p.time ?? 0), head: Number(p.head ?? 0), now: Number(p.now ?? 0) };
+  if (typeof p.queues === 'string') out.queues = JSON.parse(p.queues) as string[];
+  if (typeof p.reason === 'string') out.reason = p.reason;
+  const body = message.body as { content?: unknown } | Buffer | undefined;
+  const bytes = Buffer.isBuffer(body) ? body : Buffer.isBuffer(body?.content) ? (body.content as Buffer) : undefined;
+  if (bytes && bytes.length > 0) {
+    out.entries = [];
+    for (let offset = 0; offset < bytes.length; ) {
+      const len = bytes.readUInt32BE(offset);
+      const r = decodeChange(bytes.subarray(offset + 4, offset + 4 + len));
+      if (r.status !== 'ok') throw new Error(`DR stream: undecodable record (${r.status === 'invalid' ? r.reason : 'truncated'})`);
+      const e = r.entry as LoggedChange;
+      out.entries.push({ lsn: e.lsn, change: e.change, durable: e.durable });
+      offset += 4 + len;
+    }
+  }
+  return out;
+}
+
+export function parseRequest(raw: unknown): DrRequestQueue[] {
+  if (typeof raw !== 'string') throw new Error(`link property ${DrProps.queues} is missing: is this a tandem DR bridge?`);
+  const list = JSON.parse(raw) as DrRequestQueue[];
+  if (!Array.isArray(list)) throw new Error(`link property ${DrProps.queues} must be a JSON list`);
+  for (const q of list) {
+    if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0) {
+      throw new Error(`bad DR queue request ${JSON.stringify(q)}`);
+    }
+  }
+  return list;
+}

@@ -1,0 +1,349 @@
+// The primary's side of DR. A ChangeSink on every broker (HA backups too, so a
+// newly promoted primary can serve a bridge from its own window): it keeps a
+// bounded window of recent queue changes, stamped with the time they were made.
+// Where the broker serves clients, DR bridges attach to DR_ADDRESS; each link
+// (DrStream) gets, in LSN order, the changes of the queues it asked for, from
+// the window, or a snapshot of a queue first when the window cannot serve it.
+// Only changes the broker's settlement gate calls safe (journaled, and held by
+// every ready HA backup) are sent, so a source failover never un-happens
+// something a secondary already applied.
+import type { Sender } from 'rhea';
+import type { Broker } from '../broker/broker.js';
+import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
+import type { SettlementGate } from '../broker/settlement.js';
+import type { Logger } from '../ops/log.js';
+import { Deque } from '../util/deque.js';
+import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+
+interface Stamped {
+  entry: LoggedChange;
+  at: number;
+}
+
+const BATCH_RECORDS = 256;
+const BATCH_BYTES = 256 * 1024;
+
+function sizeOf(c: Change): number {
+  if (c.kind === 'enqueue') return 64 + c.message.bytes.length;
+  if (c.kind === 'transaction') return 64 + c.changes.reduce((n, op) => n + (op.kind === 'enqueue' ? op.message.bytes.length + 64 : 32), 0);
+  return 64;
+}
+
+/** Recent queue changes (declare, delete, enqueue, dequeue, transaction), oldest dropped first. */
+export class DrWindow {
+  private readonly entries = new Deque<Stamped>();
+  private bytes = 0;
+  firstSeq = 0;
+  /** A secondary at or beyond this LSN can be served from the window. */
+  coversFromLsn: number;
+
+  constructor(
+    startLsn: number,
+    private readonly maxCount: number,
+    private readonly maxBytes: number,
+  ) {
+    this.coversFromLsn = startLsn;
+  }
+
+  get endSeq(): number {
+    return this.firstSeq + this.entries.length;
+  }
+
+  push(entry: LoggedChange, at: number): void {
+    this.entries.push({ entry, at });
+    this.bytes += sizeOf(entry.change);
+    while (this.entries.length > this.maxCount || (this.bytes > this.maxBytes && this.entries.length > 1)) {
+      const dropped = this.entries.shift() as Stamped;
+      this.bytes -= sizeOf(dropped.entry.change);
+      this.firstSeq++;
+      this.coversFromLsn = dropped.entry.lsn;
+    }
+  }
+
+  at(seq: number): Stamped | undefined {
+    return this.entries.at(seq - this.firstSeq);
+  }
+
+  seqAfter(lsn: number): number {
+    return this.firstSeq + this.entries.lowerBound(lsn + 1, (e) => e.entry.lsn);
+  }
+
+  /** Start over (a backup replaced its state with a snapshot). */
+  reset(lsn: number): void {
+    this.firstSeq = this.endSeq;
+    this.entries.clear();
+    this.bytes = 0;
+    this.coversFromLsn = lsn;
+  }
+}
+
+export interface DrSourceOptions {
+  broker: Broker;
+  gate: SettlementGate;
+  log: Logger;
+  retainCount: number;
+  retainBytes: number;
+  heartbeatMs: number;
+}
+
+export class DrSource implements ChangeSink {
+  readonly window: DrWindow;
+  readonly streams = new Set<DrStream>();
+  /** Newest LSN the gate called safe. */
+  safeLsn: number;
+  headLsn: number;
+  headTime = Date.now();
+  private asking = false;
+  private timer: NodeJS.Timeout;
+
+  constructor(readonly opts: DrSourceOptions) {
+    this.headLsn = this.safeLsn = opts.broker.log.lsn;
+    this.window = new DrWindow(this.headLsn, opts.retainCount, opts.retainBytes);
+    this.timer = setInterval(() => {
+      for (const s of this.streams) s.heartbeat();
+    }, opts.heartbeatMs);
+    this.timer.unref();
+  }
+
+  append(entry: LoggedChange): void {
+    if (entry.lsn <= this.headLsn && this.window.endSeq > this.window.firstSeq) {
+      // The log went backwards: an HA backup loading a snapshot. resetWindow() follows.
+      this.window.reset(entry.lsn);
+    }
+    this.headLsn = entry.lsn;
+    this.headTime = Date.now();
+    const k = entry.change.kind;
+    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete') {
+      this.window.push(entry, this.headTime);
+    }
+    if (this.streams.size > 0) this.askSafe();
+  }
+
+  /** After an HA snapshot load: nothing before `lsn` can be served from the window. */
+  resetWindow(lsn: number): void {
+    this.window.reset(lsn);
+    this.headLsn = this.safeLsn = lsn;
+  }
+
+  /** A bridge attached to DR_ADDRESS; the caller checked that this broker serves clients. */
+  attach(sender: Sender, remote: string): DrStream | undefined {
+    const props = ((sender as unknown as { remote: { attach: { properties?: Record<string, unknown> } } }).remote.attach.properties ?? {}) as Record<string, unknown>;
+    let request: DrRequestQueue[];
+    try {
+      request = parseRequest(props[DrProps.queues]);
+    } catch (err) {
+      refuse(sender, 'amqp:invalid-field', (err as Error).message);
+      return undefined;
+    }
+    (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = { [DrProps.source]: true, 'tandem.lsn': this.headLsn };
+    sender.set_source({ address: DR_ADDRESS } as never);
+    const stream = new DrStream(this, sender, request, remote);
+    this.streams.add(stream);
+    this.askSafe();
+    setImmediate(() => stream.pump());
+    return stream;
+  }
+
+  detach(stream: DrStream): void {
+    if (!this.streams.delete(stream)) return;
+    stream.closed = true;
+    this.opts.log.info({ bridge: stream.remote }, 'DR bridge detached');
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    for (const s of this.streams) s.closed = true;
+    this.streams.clear();
+  }
+
+  /** One question to the gate at a time, for the newest LSN: cheap under load. */
+  private askSafe(): void {
+    if (this.asking || this.safeLsn >= this.headLsn) return;
+    this.asking = true;
+    const lsn = this.headLsn;
+    this.opts.gate.whenSafe(lsn, true, (err) => {
+      this.asking = false;
+      if (err) {
+        // Not safe and never will be here (journal failure, lost primary role): try later, streams wait.
+        const t = setTimeout(() => this.askSafe(), 500);
+        t.unref();
+        return;
+      }
+      if (lsn > this.safeLsn) this.safeLsn = lsn;
+      for (const s of this.streams) s.pump();
+      if (this.streams.size > 0) this.askSafe();
+    });
+  }
+}
+
+function refuse(sender: Sender, condition: string, description: string): void {
+  (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
+  sender.close({ condition, description });
+}
+
+/** One bridge's link: declares, snapshots it needs, then the window, by credit. */
+export class DrStream {
+  closed = false;
+  private readonly queues = new Map<string, { mode: DrRequestQueue['mode']; from: number }>();
+  private declares: LoggedChange[] | undefined;
+  private snapshot: { queues: string[]; lsn: number; reason: string; entries: LoggedChange[]; pos: number; begun: boolean } | undefined;
+  private cursor: number;
+  private covered: number;
+  private sent = 0;
+
+  constructor(
+    private readonly source: DrSource,
+    private readonly link: Sender,
+    request: DrRequestQueue[],
+    readonly remote: string,
+  ) {
+    const broker = source.opts.broker;
+    const head = source.headLsn;
+    const window = source.window;
+    const snapQueues: string[] = [];
+    const reasons: string[] = [];
+    for (const r of request) {
+      let from = r.from;
+      if (from === 0) {
+        snapQueues.push(r.queue);
+        reasons.push(`${r.queue}: new on the secondary, copying its current contents`);
+      } else if (from > head) {
+        snapQueues.push(r.queue);
+        reasons.push(`${r.queue}: the secondary is at ${from}, ahead of this source (${head}); its extra changes were never confirmed here`);
+      } else if (from < window.coversFromLsn) {
+        snapQueues.push(r.queue);
+        reasons.push(`${r.queue}: the secondary is at ${from}, older than the retained log (from ${window.coversFromLsn})`);
+      }
+      if (snapQueues.includes(r.queue)) from = head;
+      this.queues.set(r.queue, { mode: r.mode, from });
+    }
+    this.declares = [];
+    for (const r of request) {
+      const q = broker.queues.get(r.queue);
+      if (q) this.declares.push({ lsn: 0, durable: true, change: { kind: 'queue-declare', name: q.name, settings: q.settings } });
+    }
+    if (snapQueues.length > 0) {
+      const entries: LoggedChange[] = [];
+      for (const name of snapQueues) {
+        const q = broker.queues.get(name);
+        if (!q) continue;
+        for (const e of q.entries()) entries.push({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: name, message: { ...e.msg, deliveryCount: e.deliveryCount } } });
+      }
+      this.snapshot = { queues: snapQueues, lsn: head, reason: reasons.join('; '), entries, pos: 0, begun: false };
+      source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: entries.length, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
+    }
+    const froms = [...this.queues.values()].map((q) => q.from);
+    const start = Math.min(head, ...froms);
+    this.cursor = window.seqAfter(start);
+    this.covered = start;
+    source.opts.log.info({ bridge: remote, queues: request.map((r) => `${r.queue}(${r.mode}) from ${r.from}`), start }, 'DR bridge attached');
+  }
+
+  /** Send what credit allows. */
+  pump(): void {
+    if (this.closed) return;
+    const src = this.source;
+    for (let guard = 0; guard < 10_000 && this.credit() > 0; guard++) {
+      if (this.declares) {
+        this.send({ kind: 'declares', lsn: 0, entries: this.declares });
+        this.declares = undefined;
+        continue;
+      }
+      const snap = this.snapshot;
+      if (snap) {
+        // A snapshot of changes not yet safe could show a state a source failover loses.
+        if (src.safeLsn < snap.lsn) break;
+        if (!snap.begun) {
+          snap.begun = true;
+          this.send({ kind: 'snapshot-begin', lsn: 0, queues: snap.queues, reason: snap.reason });
+          continue;
+        }
+        if (snap.pos < snap.entries.length) {
+          const batch: LoggedChange[] = [];
+          let bytes = 0;
+          while (snap.pos < snap.entries.length && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+            const e = snap.entries[snap.pos++];
+            batch.push(e);
+            bytes += sizeOf(e.change);
+          }
+          this.send({ kind: 'snapshot', lsn: 0, entries: batch });
+          continue;
+        }
+        this.snapshot = undefined;
+        this.send({ kind: 'snapshot-end', lsn: snap.lsn, queues: snap.queues });
+        continue;
+      }
+      const w = src.window;
+      if (this.cursor < w.firstSeq) {
+        // Fell out of the window while waiting for credit: the bridge reconnects and gets a snapshot.
+        this.link.close({ condition: 'tandem:dr:behind', description: 'the secondary fell behind the retained log; reconnect for a snapshot' });
+        this.closed = true;
+        return;
+      }
+      const batch: LoggedChange[] = [];
+      let bytes = 0;
+      let last: Stamped | undefined;
+      while (this.cursor < w.endSeq && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+        const s = w.at(this.cursor) as Stamped;
+        if (s.entry.lsn > src.safeLsn) break;
+        this.cursor++;
+        last = s;
+        const f = this.filter(s.entry);
+        if (f) {
+          batch.push(f);
+          bytes += sizeOf(f.change);
+        }
+      }
+      if (!last) break;
+      this.covered = last.entry.lsn;
+      if (batch.length > 0) this.send({ kind: 'changes', lsn: last.entry.lsn, time: last.at, entries: batch });
+    }
+  }
+
+  heartbeat(): void {
+    if (this.closed || this.snapshot || this.declares || this.credit() <= 0) return;
+    // Everything safe is sent (or filtered out): the secondary is current up to safeLsn.
+    const w = this.source.window;
+    const upTo = this.cursor >= w.endSeq || (w.at(this.cursor)?.entry.lsn ?? Infinity) > this.source.safeLsn ? this.source.safeLsn : this.covered;
+    this.covered = Math.max(this.covered, upTo);
+    this.send({ kind: 'heartbeat', lsn: this.covered, time: Date.now() });
+  }
+
+  private filter(entry: LoggedChange): LoggedChange | undefined {
+    const c = entry.change;
+    const want = (queue: string, dequeue: boolean): boolean => {
+      const q = this.queues.get(queue);
+      return q !== undefined && entry.lsn > q.from && (!dequeue || q.mode === 'enqueue-and-dequeue');
+    };
+    switch (c.kind) {
+      case 'queue-declare':
+      case 'queue-delete':
+        return this.queues.has(c.name) ? entry : undefined;
+      case 'enqueue':
+        return want(c.queue, false) ? entry : undefined;
+      case 'dequeue':
+        return want(c.queue, true) ? entry : undefined;
+      case 'transaction': {
+        const changes = c.changes.filter((op) => want(op.queue, op.kind === 'dequeue'));
+        if (changes.length === 0) return undefined;
+        return changes.length === c.changes.length ? entry : { lsn: entry.lsn, durable: entry.durable, change: { kind: 'transaction', changes } };
+      }
+      default:
+        return undefined;
+    }
+  }
+
+  private credit(): number {
+    const l = this.link as unknown as { credit: number; delivery_count: number; session: { outgoing: { available(): number } } };
+    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available() - 1);
+  }
+
+  private send(m: Omit<DrStreamMessage, 'time' | 'head' | 'now'> & { time?: number }): void {
+    const now = Date.now();
+    const full: DrStreamMessage = { ...m, time: m.time ?? now, head: this.source.safeLsn, now };
+    const d = this.link.send(encodeDrMessage(full), undefined, 0);
+    this.sent++;
+    // Settled at once: the bridge's credit is the only acknowledgement.
+    if (!d.settled) d.update(true);
+  }
+}
