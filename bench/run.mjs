@@ -132,6 +132,7 @@ async function main() {
   mkdirSync(resultsDir, { recursive: true });
   const file = join(resultsDir, `run-${report.startedAt.replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(file.replace(/\.json$/, '.md'), markdown(report));
   process.stdout.write(markdown(report));
   log(`raw results: ${file}`);
   process.exit(0);
