@@ -7,7 +7,7 @@
 //   env BENCH_PROFILE_DIR: where the .cpuprofile goes (default bench/results/profile-<time>)
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { topSelf } from './cpuprofile-top.mjs';
+import { formatTop, topSelf } from './cpuprofile-top.mjs';
 import { benchDir, buildTandem, log, runLoad, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
 
 const args = process.argv.slice(2);
@@ -20,7 +20,7 @@ const tandem = await startTandem({ entry: build.entry, dataDir: join(base, 'data
 log(`tandemd ${build.label} pid ${tandem.pid} port ${tandem.port}, profiling into ${profDir}`);
 let r;
 try {
-  const q = await waitQuiet({ maxSeconds: 20 });
+  const q = await waitQuiet({ maxSeconds: Number(process.env.BENCH_QUIET_WAIT ?? 60) });
   log(`machine busy ${q.busyCores} cores before the load (waited ${q.waited} s)`);
   r = await runLoad(tandem, loadArgs);
   log(`load: ${r.throughput} msgs/s, p50 ${r.latencyMs.p50} ms p99 ${r.latencyMs.p99} ms; cores broker ${r.brokerCores} client ${r.clientCores} others ${r.otherCores}`);
@@ -31,8 +31,6 @@ try {
 const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
 if (!file) throw new Error(`no .cpuprofile in ${profDir} (did tandemd exit cleanly on SIGTERM?)`);
 const top = topSelf(JSON.parse(readFileSync(join(profDir, file), 'utf8')), 30);
-process.stdout.write(`profile: ${join(profDir, file)} (${top.totalMs} ms of samples; load ${loadArgs.join(' ')}: ${r.throughput} msgs/s, broker ${r.brokerCores} cores)\n\nby group:\n`);
-for (const g of top.groups) process.stdout.write(`  ${String(g.pct).padStart(5)} %  ${g.group}\n`);
-process.stdout.write('\n| self % | self ms | function | where |\n|---:|---:|---|---|\n');
-for (const t of top.top) process.stdout.write(`| ${t.pct} | ${t.selfMs} | \`${t.fn}\` | ${t.where} |\n`);
+process.stdout.write(`profile: ${join(profDir, file)}\ntandem ${build.label}; load ${loadArgs.join(' ')}: ${r.throughput} msgs/s, p50 ${r.latencyMs.p50} ms p99 ${r.latencyMs.p99} ms; cores broker ${r.brokerCores} client ${r.clientCores} others ${r.otherCores}\n\n`);
+process.stdout.write(formatTop(top));
 process.exit(0);

@@ -208,6 +208,13 @@ function markdown(report) {
   return `${lines.join('\n')}\n`;
 }
 
+// `node run.mjs --report results/run-X.json` re-renders the markdown of a past run.
+if (process.argv[2] === '--report') {
+  const { readFileSync } = await import('node:fs');
+  process.stdout.write(markdown(JSON.parse(readFileSync(process.argv[3], 'utf8'))));
+  process.exit(0);
+}
+
 main().catch((err) => {
   log(`bench failed: ${err.stack ?? err}`);
   process.exit(1);
