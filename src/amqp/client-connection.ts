@@ -361,7 +361,7 @@ export class ClientConnection {
     const readOnly = this.host.readOnly?.();
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
     const name = `tmp.${randomUUID()}`;
-    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true }, this.id);
+    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
     return queue;
   }
 

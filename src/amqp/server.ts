@@ -26,6 +26,8 @@ export interface ServerOptions {
   idleTimeoutMs: number;
   maxConnections: number;
   autoCreate: boolean;
+  /** Properties of our open frame. */
+  openProperties?: Record<string, unknown>;
 }
 
 /** A sender link handled outside the queue machinery (the HA replication stream). */
@@ -93,6 +95,8 @@ export class AmqpServer {
       max_frame_size: this.options.maxFrameSize,
       idle_time_out: this.options.idleTimeoutMs || undefined,
       container_id: this.container.id,
+      // Lets a broker that finds itself in ha-brokers-url recognise itself.
+      properties: this.options.openProperties,
     };
     const plain = this.container.listen({ ...common, port: this.options.port } as never) as unknown as Server;
     this.servers.push(plain);

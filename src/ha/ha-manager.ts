@@ -29,6 +29,8 @@ export interface HaHost {
   /** The snapshot is complete and durable: drop the store it replaced. */
   snapshotComplete(): void;
   whenDurable(lsn: number, cb: (err?: Error) => void): void;
+  /** This process's id, also in the AMQP open frame of our listener. */
+  instanceId: string;
   /** LSN of the data recovered at start (for elections before joining). */
   recoveredLsn: number;
   /** This broker became the primary: start serving (timers, expiry). */
@@ -63,7 +65,7 @@ export class HaManager {
   readonly sm: HaStateMachine;
   readonly history: EpochHistory;
   readonly brokerId: string;
-  readonly instanceId = randomUUID();
+  readonly instanceId: string;
   private readonly url: BrokersUrl;
   private follower: Follower | undefined;
   private source: ReplicationSource | undefined;
@@ -83,6 +85,7 @@ export class HaManager {
     this.url = parseBrokersUrl(s.haBrokersUrl as string);
     this.history = new EpochHistory(s.dataDir);
     this.brokerId = loadBrokerId(s.dataDir);
+    this.instanceId = host.instanceId;
     this.sm = new HaStateMachine('joining');
     this.sm.onChange((e) => {
       this.log.info({ from: e.from, to: e.to, reason: e.reason }, `HA state ${e.to}`);
@@ -241,7 +244,8 @@ export class HaManager {
       handle: (m) => this.handle(m),
       onFollowing: () => this.transition('catchup', 'attached to the primary'),
       onLost: (reason) => {
-        if (this.sm.state === 'catchup' || this.sm.state === 'ready') this.transition('joining', reason);
+        // A ready backup stays ready: it has everything the primary confirmed.
+        if (this.sm.state === 'catchup') this.transition('joining', reason);
       },
       onFatal: (reason) => this.host.fatal(reason),
     });

@@ -25,7 +25,9 @@ const allowed: Record<HaState, readonly HaState[]> = {
   joining: ['catchup', 'recovering'],
   // Losing the primary mid-copy sends a backup back to looking.
   catchup: ['ready', 'joining'],
-  ready: ['joining', 'recovering'],
+  // A ready backup that loses the primary stays ready (it keeps its data and is
+  // promotable); it catches up again when it attaches to the new primary.
+  ready: ['catchup', 'recovering'],
   recovering: ['active'],
   // An active primary never becomes a backup in place: it is restarted as one.
   active: [],

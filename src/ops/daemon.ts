@@ -3,6 +3,7 @@
 // reverse order on shutdown.
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
 import { AllGates, type SettlementGate } from '../broker/settlement.js';
@@ -45,6 +46,8 @@ export class Daemon {
   private stopping: Promise<void> | undefined;
   private readonly log: Logger;
   private readonly startedAt = Date.now();
+  /** Identifies this process to other brokers (a broker skips itself in ha-brokers-url). */
+  readonly instanceId = randomUUID();
   port = 0;
   tlsPort: number | undefined;
   metricsPort: number | undefined;
@@ -92,6 +95,7 @@ export class Daemon {
         snapshotComplete: () => this.dropReplacedStores(),
         whenDurable: (lsn, cb) => this.journal!.whenDurable(lsn, cb),
         recoveredLsn,
+        instanceId: this.instanceId,
         onPrimary: () => this.startPrimaryTimers(),
         fatal: (reason) => this.fatal(reason),
       });
@@ -120,6 +124,7 @@ export class Daemon {
         idleTimeoutMs: s.idleTimeoutMs,
         maxConnections: s.maxConnections,
         autoCreate: s.autoCreate,
+        openProperties: { 'tandem.instance': this.instanceId },
       },
       logger('amqp'),
       () => this.status(),

@@ -115,7 +115,8 @@ export class Follower {
       this.receiver = receiver;
       receiver.on('receiver_open', (c: EventContext) => {
         // A broker that is not the primary refuses by attaching with no source, then detaching.
-        if (!(c.receiver as unknown as { remote: { attach: { source?: unknown } } }).remote.attach.source) return;
+        const source = (c.receiver as unknown as { remote: { attach: { source?: { address?: unknown } | null } } }).remote.attach.source;
+        if (!source || typeof source.address !== 'string') return;
         clearTimeout(this.attemptTimer);
         settledAttempt = true;
         this.primaryAddress = address;

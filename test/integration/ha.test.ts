@@ -1,0 +1,242 @@
+// Active-passive HA with real brokers on 127.0.0.1, after Apache Qpid's
+// ha_tests.py: replication at every level, catch-up, clients refused by
+// backups, failover under kill -9 with a client that fails over by itself,
+// promotion rules, holding settlements while recovering, stalled backups,
+// acquired messages and stale primaries.
+import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/broker.js';
+import { TestCluster, tandem, type HaStatusJson } from '../helpers/cluster.js';
+import { runPython } from '../helpers/python.js';
+import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+
+let cluster: TestCluster | undefined;
+
+afterEach(async () => {
+  await cluster?.stopAll();
+  cluster = undefined;
+});
+
+/** Start n brokers, promote broker 0, wait until the others are ready. */
+async function readyCluster(n: number, args: string[] = []): Promise<TestCluster> {
+  const c = await TestCluster.start(n, args);
+  const promoted = await c.promote(0);
+  expect(promoted.code, promoted.stderr).toBe(0);
+  for (let i = 1; i < n; i++) await c.waitState(i, 'ready');
+  return c;
+}
+
+/** Wait until every ready backup has acknowledged everything the primary has. */
+async function settled(c: TestCluster, primary: number): Promise<void> {
+  await waitFor(
+    async () => {
+      const s = await c.status(primary);
+      return s && s.backups.length > 0 && s.backups.every((b) => b.state === 'ready' && b.lag === 0);
+    },
+    { timeout: 45_000, interval: 200, name: 'backups caught up' },
+  );
+}
+
+async function queues(c: TestCluster, i: number): Promise<Record<string, { depth: number; [k: string]: unknown }>> {
+  const r = await tandem(['queue', 'list', '--json', '-b', c.address(i)]);
+  expect(r.code, r.stderr).toBe(0);
+  const rows = JSON.parse(r.stdout) as Array<{ name: string; depth: number }>;
+  return Object.fromEntries(rows.filter((q) => !q.name.startsWith('tmp.')).map((q) => [q.name, q]));
+}
+
+async function bindings(c: TestCluster, i: number): Promise<string[]> {
+  const r = await tandem(['bindings', '--json', '-b', c.address(i)]);
+  expect(r.code, r.stderr).toBe(0);
+  return (JSON.parse(r.stdout) as Array<{ exchange: string; queue: string; key: string }>).map((b) => `${b.exchange}/${b.queue}/${b.key}`).sort();
+}
+
+/** Browse a queue on any broker (backups admit admin connections that ask). */
+async function browse(c: TestCluster, i: number, queue: string, n: number): Promise<unknown[]> {
+  const client = await TestClient.connect({ port: c.ports[i], properties: { 'qpid.ha-admin': true } });
+  try {
+    const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
+    r.receiver.add_credit(n + 10);
+    const got = await r.next(n);
+    const extra = await r.drainFor(300);
+    return [...got, ...extra].map((x) => bodyOf(x.message));
+  } finally {
+    client.connection.close();
+  }
+}
+
+const url = (c: TestCluster, i: number) => `amqp://${c.address(i)}`;
+
+describe('ha', () => {
+  it('ha - replication levels, bindings and deletes reach a ready backup; objects re-created while it was away are replaced', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    const P = c.address(0);
+    for (const [name, level] of [['q-all', 'all'], ['q-conf', 'configuration'], ['q-none', 'none']]) {
+      expect((await tandem(['queue', 'add', name, '--durable', '--replicate', level, '-b', P])).code).toBe(0);
+    }
+    expect((await tandem(['exchange', 'add', 'topic', 'ex', '--durable', '-b', P])).code).toBe(0);
+    expect((await tandem(['bind', 'ex', 'q-all', 'a.#', '-b', P])).code).toBe(0);
+    expect((await tandem(['bind', 'ex', 'q-conf', 'b', '-b', P])).code).toBe(0);
+    expect((await tandem(['bind', 'ex', 'q-none', 'c', '-b', P])).code).toBe(0);
+    for (const q of ['q-all', 'q-conf', 'q-none']) await runPython('send.py', [url(c, 0), q, q, '5']);
+    await settled(c, 0);
+
+    const backup = await queues(c, 1);
+    expect(backup['q-all']?.depth).toBe(5);
+    expect(backup['q-all']?.['qpid.replicate']).toBe('all');
+    expect(backup['q-conf']?.depth).toBe(0);
+    expect(backup['q-none']).toBeUndefined();
+    expect(await bindings(c, 1)).toEqual(['ex/q-all/a.#', 'ex/q-conf/b']);
+    expect(await browse(c, 1, 'q-all', 5)).toEqual(['q-all-0', 'q-all-1', 'q-all-2', 'q-all-3', 'q-all-4']);
+
+    // Steady state: unbind and delete follow.
+    expect((await tandem(['unbind', 'ex', 'q-all', 'a.#', '-b', P])).code).toBe(0);
+    expect((await tandem(['queue', 'del', 'q-conf', '-b', P])).code).toBe(0);
+    await settled(c, 0);
+    expect(await bindings(c, 1)).toEqual([]);
+    expect((await queues(c, 1))['q-conf']).toBeUndefined();
+
+    // While the backup is away, q-all is deleted and re-created with other settings.
+    await c.kill(1);
+    expect((await tandem(['queue', 'del', 'q-all', '-b', P])).code).toBe(0);
+    expect((await tandem(['queue', 'add', 'q-all', '--durable', '--max-count', '7', '-b', P])).code).toBe(0);
+    await runPython('send.py', [url(c, 0), 'q-all', 'new', '2']);
+    await c.startBroker(1);
+    await c.waitState(1, 'ready');
+    await settled(c, 0);
+    const after = await queues(c, 1);
+    expect(after['q-all']?.depth).toBe(2);
+    expect(after['q-all']?.['max-count']).toBe(7);
+    expect(await browse(c, 1, 'q-all', 2)).toEqual(['new-0', 'new-1']);
+  });
+
+  it('ha - send 1000, receive 990: every backup holds exactly the last 10', async () => {
+    cluster = await readyCluster(3);
+    const c = cluster;
+    await runPython('send.py', [url(c, 0), 'q1000', 'm', '1000'], 60_000);
+    const got = await runPython<string[]>('receive.py', [url(c, 0), 'q1000', '990'], 60_000);
+    expect(got[0]).toBe('m-0');
+    expect(got[989]).toBe('m-989');
+    await settled(c, 0);
+    const last10 = Array.from({ length: 10 }, (_, i) => `m-${990 + i}`);
+    for (const i of [1, 2]) {
+      expect((await queues(c, i))['q1000']?.depth).toBe(10);
+      expect(await browse(c, i, 'q1000', 10)).toEqual(last10);
+    }
+  });
+
+  it('ha - backups refuse clients but admit admin connections', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    await expect(TestClient.connect({ port: c.ports[1], timeoutMs: 5000 })).rejects.toThrow();
+    await expect(runPython('send.py', [url(c, 1), 'refused', 'x', '1'], 15_000)).rejects.toThrow();
+    const admin = await tandem(['queue', 'list', '-b', c.address(1)]);
+    expect(admin.code).toBe(0);
+    // Admin or not, nothing may change a backup's state locally.
+    const add = await tandem(['queue', 'add', 'local', '-b', c.address(1)]);
+    expect(add.code).toBe(8);
+    expect(add.stderr).toMatch(/backup.*primary/);
+  });
+
+  it('ha - kill -9 of the primary: a python client fails over by itself, nothing accepted is lost, the other backup follows', async () => {
+    cluster = await readyCluster(3);
+    const c = cluster;
+    const sending = runPython<{ accepted: number[]; resent: number }>('failover_send.py', [c.url, 'fq', '20000', '90'], 120_000);
+    await waitFor(async () => ((await queues(c, 1))['fq']?.depth ?? 0) > 500, { timeout: 60_000, interval: 200, name: 'traffic flowing' });
+    await c.kill(0);
+    const promoted = await c.promote(1);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    const result = await sending;
+    expect(result.accepted.length).toBe(20000);
+    await c.waitState(2, 'ready');
+    await settled(c, 1);
+    const drained = await runPython<string[]>('drain.py', [url(c, 1), 'fq'], 120_000);
+    const seen = new Set(drained);
+    const lost = result.accepted.filter((n) => !seen.has(`seq-${n}`));
+    expect(lost).toEqual([]);
+    // Duplicates only where the client resent a message it had no answer for.
+    expect(drained.length - seen.size).toBeLessThanOrEqual(result.resent);
+    // The old primary comes back as a backup and catches up.
+    await c.startBroker(0);
+    await c.waitState(0, 'ready');
+  });
+
+  it('ha - a restarted (joining) broker refuses promotion while a ready one exists', async () => {
+    cluster = await readyCluster(3);
+    const c = cluster;
+    await c.kill(0);
+    // The backups lose the primary but stay ready (promotable); the old primary restarts joining.
+    await c.startBroker(0);
+    expect((await c.status(0))?.state).toBe('joining');
+    expect((await c.status(1))?.state).toBe('ready');
+    const refused = await c.promote(0);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/ready/);
+    const ok = await c.promote(1);
+    expect(ok.code, ok.stderr).toBe(0);
+    await c.waitState(0, 'ready');
+    await c.waitState(2, 'ready');
+  });
+
+  it('ha - a new primary holds settlements while an expected backup is missing, then releases them on ha-backup-timeout', async () => {
+    cluster = await readyCluster(3);
+    const c = cluster;
+    await c.kill(0);
+    await c.kill(2);
+    expect((await c.promote(1)).code).toBe(0);
+    expect((await c.status(1))?.state).toBe('recovering');
+    const client = await TestClient.connect({ port: c.ports[1] });
+    const started = Date.now();
+    const outcomes = await client.send('held', ['x'], { timeoutMs: 20_000 });
+    const heldMs = Date.now() - started;
+    client.connection.close();
+    expect(outcomes[0].state).toBe('accepted');
+    // ha-backup-timeout is 3s in these clusters; the settlement waited for it.
+    expect(heldMs).toBeGreaterThan(1000);
+    expect((await c.status(1))?.state).toBe('active');
+  });
+
+  it('ha - a SIGSTOPped backup is dropped and stops holding the primary up', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    c.brokers[1]!.signal('SIGSTOP');
+    try {
+      const client = await TestClient.connect({ port: c.ports[0] });
+      const outcomes = await client.send('stalled', ['a', 'b'], { timeoutMs: 20_000 });
+      client.connection.close();
+      expect(outcomes.map((o) => o.state)).toEqual(['accepted', 'accepted']);
+      const s = (await c.status(0)) as HaStatusJson;
+      expect(s.backups.filter((b) => b.state === 'ready')).toEqual([]);
+    } finally {
+      c.brokers[1]!.signal('SIGCONT');
+    }
+    await c.waitState(1, 'ready', 30_000);
+  });
+
+  it('ha - acquired but unacknowledged messages are replicated and delivered again after failover', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    await runPython('send.py', [url(c, 0), 'acq', 'a', '5']);
+    const consumer = await TestClient.connect({ port: c.ports[0] });
+    const r = await consumer.openReceiver('acq');
+    r.receiver.add_credit(5);
+    expect((await r.next(5)).map((x) => bodyOf(x.message))).toEqual(['a-0', 'a-1', 'a-2', 'a-3', 'a-4']);
+    await settled(c, 0);
+    expect((await queues(c, 1))['acq']?.depth).toBe(5);
+    await c.kill(0);
+    consumer.connection.close();
+    expect((await c.promote(1)).code).toBe(0);
+    expect(await runPython<string[]>('drain.py', [url(c, 1), 'acq'])).toEqual(['a-0', 'a-1', 'a-2', 'a-3', 'a-4']);
+  });
+
+  it('ha - a stale primary that comes back after a promotion stops instead of serving', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    const old = c.brokers[0]!;
+    old.signal('SIGSTOP');
+    // The cluster manager sees the primary hang and promotes the ready backup.
+    expect((await c.promote(1)).code).toBe(0);
+    old.signal('SIGCONT');
+    await waitFor(() => !old.alive, { timeout: 20_000, name: 'stale primary exit' });
+    expect(old.stderr).toMatch(/stale/);
+  });
+});
