@@ -203,7 +203,9 @@ export class DrBridge {
         // A refusal is an attach with no source, then a detach (handled in receiver_close).
         if (!attach.source) return;
         if (attach.properties?.[DrProps.source] !== true) {
-          giveUp(`not a tandem DR source (its attach to ${DR_ADDRESS} lacks ${DrProps.source}): point --source at the brokers of a tandem primary cluster`);
+          // A refusing tandem broker detaches right after; its reason (receiver_close) beats this guess.
+          const t = setTimeout(() => giveUp(`not a tandem DR source (its attach to ${DR_ADDRESS} lacks ${DrProps.source}): point --source at the brokers of a tandem primary cluster`), 300);
+          t.unref();
           return;
         }
         clearTimeout(this.attemptTimer);

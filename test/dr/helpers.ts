@@ -1,0 +1,135 @@
+// Helpers for the DR tests: fast senders and receivers on plain rhea, DR status
+// over management, and the flush barrier (the secondary has applied everything
+// the primary had when we asked).
+import rhea, { type Connection, type EventContext } from 'rhea';
+import { ManagementClient } from '../../src/admin/client.js';
+import { waitFor } from '../helpers/broker.js';
+
+export interface DrRow {
+  queue: string;
+  state: string;
+  link: string;
+  'source-position': number;
+  'applied-position': number;
+  'lag-changes': number;
+  'lag-seconds': number | null;
+  'last-error': string | null;
+  depth: number;
+}
+
+async function request(port: number, op: string, body: Record<string, unknown> = {}, name = 'broker'): Promise<Record<string, unknown>> {
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port }, { timeoutMs: 10_000, properties: { 'qpid.ha-admin': true } });
+  try {
+    return (await c.request(op, 'broker', name, body)) as Record<string, unknown>;
+  } finally {
+    c.close();
+  }
+}
+
+export const mgmt = request;
+
+export async function drStatus(port: number): Promise<DrRow[]> {
+  return (await request(port, 'DR-STATUS')).queues as DrRow[];
+}
+
+export async function lsnOf(port: number): Promise<number> {
+  return Number((await request(port, 'READ', {}, 'broker')).lsn);
+}
+
+/** Flush barrier: every passive DR queue on the secondary has applied the primary's current position. */
+export async function drFlush(primaryPort: number, secondaryPort: number, timeout = 30_000, only?: string[]): Promise<DrRow[]> {
+  const target = await lsnOf(primaryPort);
+  let rows: DrRow[] = [];
+  await waitFor(
+    async () => {
+      rows = await drStatus(secondaryPort);
+      return rows.every((r) => r.state !== 'passive' || (only && !only.includes(r.queue)) || (r.link === 'connected' && r['applied-position'] >= target && r['applied-position'] === r['source-position']));
+    },
+    { timeout, interval: 100, name: `DR flush to ${target} (last: ${JSON.stringify(rows)})` },
+  );
+  return rows;
+}
+
+function connect(port: number, props: Record<string, unknown> = {}): Promise<Connection> {
+  const c = rhea.create_container();
+  const conn = c.connect({ host: '127.0.0.1', port, reconnect: false, properties: props } as never);
+  conn.on('error', () => undefined);
+  return new Promise((resolve, reject) => {
+    conn.once('connection_open', () => resolve(conn));
+    conn.once('connection_error', (ctx: EventContext) => reject(new Error(`connection refused: ${JSON.stringify((ctx.connection as unknown as { error?: unknown }).error)}`)));
+    conn.once('disconnected', () => reject(new Error('disconnected before open')));
+  });
+}
+
+/** Send bodies in order, at least once, with a window of unsettled ones; resolves when all are accepted. */
+export async function send(port: number, address: string, bodies: unknown[], options: { durable?: boolean; window?: number } = {}): Promise<void> {
+  const conn = await connect(port);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const sender = conn.open_sender({ target: { address } });
+      let next = 0;
+      let accepted = 0;
+      const windowSize = options.window ?? 1000;
+      const pump = () => {
+        while (next < bodies.length && sender.sendable() && next - accepted < windowSize) sender.send({ body: bodies[next++], durable: options.durable ?? true });
+      };
+      sender.on('sendable', pump);
+      sender.on('accepted', () => {
+        if (++accepted === bodies.length) resolve();
+        else pump();
+      });
+      sender.on('rejected', (ctx: EventContext) => reject(new Error(`rejected: ${JSON.stringify(ctx.delivery?.remote_state)}`)));
+      sender.on('released', () => reject(new Error('released')));
+      sender.on('sender_close', (ctx: EventContext) => reject(new Error(`sender closed: ${ctx.sender?.error?.description}`)));
+      conn.on('disconnected', () => reject(new Error('disconnected while sending')));
+      if (bodies.length === 0) resolve();
+    });
+  } finally {
+    conn.close();
+  }
+}
+
+/** Receive (and accept) exactly n messages, or browse (copy) until n are seen. Throws on refusal. */
+export async function receive(port: number, address: string, n: number, options: { browse?: boolean; admin?: boolean; timeoutMs?: number } = {}): Promise<unknown[]> {
+  const conn = await connect(port, options.admin ? { 'qpid.ha-admin': true } : {});
+  try {
+    return await new Promise<unknown[]>((resolve, reject) => {
+      const got: unknown[] = [];
+      if (n === 0) return resolve(got);
+      const timer = setTimeout(() => reject(new Error(`received ${got.length} of ${n} from ${address} within ${options.timeoutMs ?? 30_000} ms`)), options.timeoutMs ?? 30_000);
+      const r = conn.open_receiver({ source: { address, distribution_mode: options.browse ? 'copy' : undefined }, credit_window: 0, autoaccept: false } as never);
+      r.add_credit(Math.min(n, 5000));
+      r.on('message', (ctx: EventContext) => {
+        got.push(ctx.message?.body);
+        if (!options.browse) ctx.delivery?.accept();
+        if (got.length === n) {
+          clearTimeout(timer);
+          resolve(got);
+        } else if (r.credit === 0) r.add_credit(Math.min(n - got.length, 5000));
+      });
+      r.on('receiver_close', (ctx: EventContext) => {
+        clearTimeout(timer);
+        reject(Object.assign(new Error(`link refused: ${ctx.receiver?.error?.description}`), { description: ctx.receiver?.error?.description }));
+      });
+    });
+  } finally {
+    conn.close();
+  }
+}
+
+/** Everything a queue holds, in order, without taking it (admin browse; works on passive DR queues). */
+export async function contents(port: number, queue: string, depth?: number): Promise<unknown[]> {
+  const n = depth ?? (await depthOf(port, queue));
+  return receive(port, queue, n, { browse: true, admin: true });
+}
+
+export async function depthOf(port: number, queue: string): Promise<number> {
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port }, { timeoutMs: 10_000, properties: { 'qpid.ha-admin': true } });
+  try {
+    return Number(((await c.request('READ', 'queue', queue)) as Record<string, unknown>).depth);
+  } finally {
+    c.close();
+  }
+}
+
+export const range = (prefix: string, from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
