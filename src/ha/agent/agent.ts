@@ -55,7 +55,6 @@ export type Observation =
 
 interface Validated {
   settings: Settings;
-  account: Account;
   address: BrokerAddress;
   args: string[];
 }
@@ -64,6 +63,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const BACKUP_STATES = ['joining', 'catchup', 'ready'];
 const reached: Record<StartWait, string[]> = { joining: BACKUP_STATES, catchup: ['catchup', 'ready'], ready: ['ready'] };
 const PEER_TIMEOUT_MS = 2000;
+const PROMOTE_PEER_TIMEOUT_MS = 1000;
 const LOCAL_TIMEOUT_MS = 3000;
 
 export class TandemAgent {
@@ -109,10 +109,6 @@ export class TandemAgent {
     }
     if (!settings.haCluster) throw new OcfError(Ocf.errConfigured, `${p.config} lacks ha-cluster=yes: Pacemaker manages clustered brokers only`);
     if (settings.port === 0) throw new OcfError(Ocf.errConfigured, 'port 0 (any free port) cannot be used in a cluster: set port');
-    const account = await this.deps.lookupAccount(p.user);
-    if (!account) throw new OcfError(Ocf.errInstalled, `user ${p.user} does not exist (parameter user)`);
-    const uid = process.getuid?.();
-    if (uid !== undefined && uid !== 0 && uid !== account.uid) throw new OcfError(Ocf.errPerm, `only root can run tandemd as ${p.user}`);
     const c = p.clone;
     if (c.isClone && !c.promotable) throw new OcfError(Ocf.errConfigured, 'the resource must be a promotable clone (pcs resource create ... promotable)');
     if (c.promotable && !c.notify) throw new OcfError(Ocf.errConfigured, 'the promotable clone needs notify=true: promotion re-checks positions published in pre-promote');
@@ -124,11 +120,22 @@ export class TandemAgent {
     if (p.dataDir) args.push('--data-dir', p.dataDir);
     if (p.port !== undefined) args.push('--port', String(p.port));
     if (p.brokersUrl) args.push('--ha-brokers-url', p.brokersUrl);
-    return { settings, account, address, args };
+    return { settings, address, args };
+  }
+
+  /** The account tandemd runs as; looked up only by the actions that start it (getent costs a process). */
+  private async account(): Promise<Account> {
+    const p = this.p;
+    const account = await this.deps.lookupAccount(p.user);
+    if (!account) throw new OcfError(Ocf.errInstalled, `user ${p.user} does not exist (parameter user)`);
+    const uid = process.getuid?.();
+    if (uid !== undefined && uid !== 0 && uid !== account.uid) throw new OcfError(Ocf.errPerm, `only root can run tandemd as ${p.user}`);
+    return account;
   }
 
   async validateAll(): Promise<OcfResult> {
     await this.validate();
+    await this.account();
     return ok();
   }
 
@@ -212,10 +219,10 @@ export class TandemAgent {
     });
   }
 
-  private async peers(v: Validated): Promise<BrokerView[] | undefined> {
+  private async peers(v: Validated, timeoutMs = PEER_TIMEOUT_MS): Promise<BrokerView[] | undefined> {
     try {
       const s = v.settings;
-      return await this.deps.statusOfAll(s.haBrokersUrl!, { user: s.haMechanism === 'ANONYMOUS' ? undefined : s.haUsername, password: s.haPassword }, PEER_TIMEOUT_MS);
+      return await this.deps.statusOfAll(s.haBrokersUrl!, { user: s.haMechanism === 'ANONYMOUS' ? undefined : s.haUsername, password: s.haPassword }, timeoutMs);
     } catch (err) {
       this.log.warn(`cannot ask the brokers of ha-brokers-url: ${(err as Error).message}`);
       return undefined;
@@ -280,8 +287,9 @@ export class TandemAgent {
   private async startBackup(v: Validated): Promise<OcfResult> {
     const proc = this.deps.process;
     await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
-    const pid = await proc.start(this.p.binary, v.args, v.account, v.settings.dataDir);
-    this.log.info(`started tandemd (pid ${pid}) as ${v.account.name}: ${this.p.binary} ${v.args.join(' ')}`);
+    const account = await this.account();
+    const pid = await proc.start(this.p.binary, v.args, account, v.settings.dataDir);
+    this.log.info(`started tandemd (pid ${pid}) as ${account.name}: ${this.p.binary} ${v.args.join(' ')}`);
     let last = 'no answer yet';
     while (this.remainingMs() > 0) {
       const o = await this.observe(v);
@@ -344,26 +352,33 @@ export class TandemAgent {
     }
     const self = o.status;
     if (self.state === 'catchup') return fail(Ocf.errGeneric, 'refusing to promote a broker in catchup: its copy of the primary is incomplete');
-    const peers = await this.peers(v);
+    // A short timeout: the node that just died is among them, and failover time counts.
+    const peers = await this.peers(v, PROMOTE_PEER_TIMEOUT_MS);
     const primary = peers?.find((b) => isPrimary(b.state));
     if (primary) return fail(Ocf.errGeneric, `refusing to promote: ${primary.address} is a live primary (${primary.state}); that would be a split brain`);
     if (!mayBePromoted(self.state, peers)) {
       const ahead = peers?.find((b) => b.state !== 'joining' && b.state !== 'unreachable');
       return fail(Ocf.errGeneric, `refusing to promote a joining broker while ${ahead ? `${ahead.address} is ${ahead.state}` : 'the other brokers cannot be asked'}`);
     }
-    // Two sources: what the brokers say now, and what every node published in pre-promote.
+    // Two sources: what every node published in pre-promote (names the node, so the
+    // score can follow) and what the brokers say now.
+    const published = await this.publishedPositions(self);
+    const better = betterCandidate(self, published);
     const reachable = (peers ?? []).filter((b) => b.state !== 'unreachable').map((b) => ({ ...b, node: b.address }));
-    const ahead = betterCandidate(self, reachable);
+    const ahead = better ?? betterCandidate(self, reachable);
     if (ahead) {
-      return fail(Ocf.errGeneric, `refusing to promote: broker ${ahead.node} is further ahead (${ahead.state}, epoch ${ahead.epoch} lsn ${ahead.lsn} > epoch ${self.epoch} lsn ${self.lsn})`);
-    }
-    const better = await this.betterPublished(self);
-    if (better) {
-      await this.bestEffort('moving the promotion score', async () => {
-        await this.deps.cluster.setScore(BEST_SCORE, better.node);
-        await this.deps.cluster.setScore(1);
-      });
-      return fail(Ocf.errGeneric, `${better.node} is further ahead (epoch ${better.epoch} lsn ${better.lsn} > epoch ${self.epoch} lsn ${self.lsn}); promotion score moved there`);
+      // The node to hand the score to: the one named, or one that published the same position.
+      const node = better?.node ?? published.find((p) => p.epoch === ahead.epoch && p.lsn === ahead.lsn)?.node;
+      if (node) {
+        await this.bestEffort('moving the promotion score', async () => {
+          await this.deps.cluster.setScore(BEST_SCORE, node);
+          await this.deps.cluster.setScore(1);
+        });
+      }
+      return fail(
+        Ocf.errGeneric,
+        `refusing to promote: ${node ?? `broker ${ahead.node}`} is further ahead (${ahead.state}, epoch ${ahead.epoch} lsn ${ahead.lsn} > epoch ${self.epoch} lsn ${self.lsn})${node ? '; promotion score moved there' : ''}`,
+      );
     }
     let result: HaSnapshot;
     try {
@@ -385,11 +400,11 @@ export class TandemAgent {
     return fail(Ocf.errGeneric, 'the broker accepted promotion but never reported itself primary');
   }
 
-  /** Under Pacemaker (notify=true): a candidate published in pre-promote that is ahead of this one. */
-  private async betterPublished(self: HaSnapshot): Promise<Published | undefined> {
+  /** Under Pacemaker (notify=true): the positions the other nodes published in pre-promote. */
+  private async publishedPositions(self: HaSnapshot): Promise<Published[]> {
     if (!this.p.clone.notify) {
-      this.log.info('not a notify-enabled clone: promoting without comparing positions');
-      return undefined;
+      this.log.info('not a notify-enabled clone: no published positions to compare');
+      return [];
     }
     const c = this.deps.cluster;
     let me: string;
@@ -400,7 +415,7 @@ export class TandemAgent {
     } catch (err) {
       // No cluster to ask (crm_resource --force-promote by hand): the brokers were compared directly.
       this.log.warn(`cannot read the positions published for promotion: ${(err as Error).message}`);
-      return undefined;
+      return [];
     }
     const published: Published[] = [];
     for (const [node, value] of values) {
@@ -409,7 +424,7 @@ export class TandemAgent {
       if (pos) published.push(pos);
     }
     this.log.debug(`positions: self ${self.state}:${self.epoch}:${self.lsn}; ${published.map((x) => `${x.node}=${x.state}:${x.epoch}:${x.lsn}`).join(' ') || 'none published'}`);
-    return betterCandidate(self, published);
+    return published;
   }
 
   // ------------------------------------------------------------ demote

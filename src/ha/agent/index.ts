@@ -24,7 +24,7 @@ export async function runAgentAction(action: string, env: Record<string, string 
   const agent = new TandemAgent({
     params,
     process: new BrokerProcess(params.pidfile, params.logFile),
-    cluster: new PacemakerCluster(params.resource),
+    cluster: new PacemakerCluster(params.resource, env.OCF_RESKEY_CRM_meta_on_node),
     log: stdoutLog,
     statusOf,
     statusOfAll,

@@ -36,7 +36,13 @@ export interface Cluster {
 export class PacemakerCluster implements Cluster {
   private node: string | undefined;
 
-  constructor(private readonly resource: string) {}
+  /** onNode: OCF_RESKEY_CRM_meta_on_node when Pacemaker gives it (saves a crm_node run). */
+  constructor(
+    private readonly resource: string,
+    onNode?: string,
+  ) {
+    this.node = onNode || undefined;
+  }
 
   async localNode(): Promise<string> {
     if (this.node) return this.node;

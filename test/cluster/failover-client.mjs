@@ -1,0 +1,123 @@
+// failover-client.mjs HOST:PORT,HOST:PORT,... QUEUE
+// A sender and a receiver with reconnect over every broker address (rhea
+// connection_details rotating), run by the cluster tests inside the lab's switch
+// namespace. One JSON event per line on stdout, each with Date.now() as t:
+//   {ev:'connected', role, host}  {ev:'disconnected', role}  {ev:'accepted', id, host}
+//   {ev:'received', id}  {ev:'summary', sent, accepted:[...], received:[...]}
+// A message not accepted when its connection drops is sent again (at-least-once),
+// so the test can check that every accepted message is received at least once.
+// SIGUSR2 stops sending; the receiver then drains until it has every accepted
+// message (or 30 s pass) and prints the summary. SIGTERM prints it at once.
+import rhea from 'rhea';
+
+const [urls, queue] = process.argv.slice(2);
+const hosts = urls.split(',').map((h) => {
+  const [host, port] = h.split(':');
+  return { host, port: Number(port ?? 5672) };
+});
+const out = (o) => process.stdout.write(`${JSON.stringify({ t: Date.now(), ...o })}\n`);
+
+function connect(role) {
+  let next = 0;
+  let current = '';
+  const container = rhea.create_container({ id: `failover-${role}-${process.pid}` });
+  const conn = container.connect({
+    connection_details: () => {
+      const h = hosts[next++ % hosts.length];
+      current = `${h.host}:${h.port}`;
+      return { host: h.host, port: h.port };
+    },
+    reconnect: true,
+    initial_reconnect_delay: 50,
+    max_reconnect_delay: 300,
+    reconnect_limit: 100000,
+    idle_time_out: 2000,
+  });
+  conn.on('connection_open', () => out({ ev: 'connected', role, host: current }));
+  conn.currentHost = () => current;
+  conn.on('disconnected', () => out({ ev: 'disconnected', role }));
+  conn.on('connection_error', () => undefined);
+  conn.on('error', () => undefined);
+  return conn;
+}
+
+// ------------------------------------------------------------ sender
+const MAX_IN_FLIGHT = 20;
+const pending = []; // ids to (re)send
+const inFlight = new Map(); // delivery id -> message id on the current link
+const accepted = new Set();
+let nextId = 1;
+let sending = true;
+let sent = 0;
+
+const sconn = connect('sender');
+const sender = sconn.open_sender({ target: { address: queue, durable: 2 }, autosettle: true });
+function pump() {
+  while (sender.sendable() && inFlight.size < MAX_IN_FLIGHT) {
+    let id = pending.shift();
+    if (id === undefined) {
+      if (!sending) return;
+      id = nextId++;
+    }
+    const d = sender.send({ message_id: String(id), durable: true, body: `message ${id}` });
+    inFlight.set(d, id);
+    sent++;
+  }
+}
+sender.on('sendable', pump);
+sender.on('accepted', (ctx) => {
+  const id = inFlight.get(ctx.delivery);
+  inFlight.delete(ctx.delivery);
+  if (id === undefined) return;
+  if (!accepted.has(id)) {
+    accepted.add(id);
+    out({ ev: 'accepted', id, host: sconn.currentHost() });
+  }
+});
+for (const ev of ['rejected', 'released', 'modified']) {
+  sender.on(ev, (ctx) => {
+    const id = inFlight.get(ctx.delivery);
+    inFlight.delete(ctx.delivery);
+    if (id !== undefined && !accepted.has(id)) pending.push(id);
+  });
+}
+sconn.on('disconnected', () => {
+  for (const id of inFlight.values()) if (!accepted.has(id)) pending.push(id);
+  inFlight.clear();
+});
+// A steady trickle: one batch every 10 ms keeps failover timing fine-grained.
+const ticker = setInterval(pump, 10);
+
+// ------------------------------------------------------------ receiver
+const received = new Set();
+const rconn = connect('receiver');
+const receiver = rconn.open_receiver({ source: { address: queue, durable: 2 }, autoaccept: true, credit_window: 100 });
+receiver.on('message', (ctx) => {
+  const id = Number(ctx.message.message_id);
+  if (!received.has(id)) {
+    received.add(id);
+    out({ ev: 'received', id });
+  }
+});
+
+function summary() {
+  out({ ev: 'summary', sent, accepted: [...accepted], received: [...received] });
+}
+process.on('SIGUSR2', () => {
+  sending = false;
+  out({ ev: 'draining' });
+  const deadline = Date.now() + 30_000;
+  const check = setInterval(() => {
+    const missing = [...accepted].filter((id) => !received.has(id));
+    if ((missing.length === 0 && pending.length === 0 && inFlight.size === 0) || Date.now() > deadline) {
+      clearInterval(check);
+      clearInterval(ticker);
+      summary();
+      process.exit(0);
+    }
+  }, 100);
+});
+process.on('SIGTERM', () => {
+  summary();
+  process.exit(0);
+});

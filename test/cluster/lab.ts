@@ -1,0 +1,117 @@
+// TypeScript side of test/cluster/lab.sh: a real N-node Corosync + Pacemaker
+// cluster in namespaces, with helpers to read roles from crm_mon's XML and to
+// run processes (clients) in the switch namespace that reaches every node.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { elements } from '../../src/ha/agent/xml.js';
+import { hasCommand, isRoot, run, waitFor, type RunResult } from './helpers.js';
+
+export const labScript = join(import.meta.dirname, 'lab.sh');
+
+export interface RoleLine {
+  resource: string;
+  role: string;
+  node: string;
+}
+
+export class Lab {
+  readonly env: NodeJS.ProcessEnv;
+
+  constructor(
+    readonly dir = '/var/tmp/tandem-lab-test',
+    readonly net = '10.204.0',
+    readonly ns = 'tdtest-',
+    readonly token = 1000,
+  ) {
+    this.env = { TANDEM_LAB_DIR: dir, TANDEM_LAB_NET: net, TANDEM_LAB_NS: ns, TANDEM_LAB_TOKEN: String(token) };
+  }
+
+  static usable(): boolean {
+    return isRoot && ['corosync', 'pacemakerd', 'pcs', 'unshare', 'nsenter', 'ip', 'cibadmin'].every(hasCommand) && existsSync('/proc/self/ns/pid');
+  }
+
+  address(node: string): string {
+    return `${this.net}.${node.replace('node', '')}`;
+  }
+
+  private async lab(args: string[], timeoutMs = 240_000): Promise<RunResult> {
+    return run(labScript, args, { env: this.env, timeoutMs });
+  }
+
+  async up(n = 3): Promise<void> {
+    await this.lab(['down']); // a previous run that died leaves namespaces behind
+    const r = await this.lab(['up', String(n)]);
+    if (r.code !== 0) throw new Error(`lab up failed: ${r.stderr}`);
+  }
+
+  async down(): Promise<void> {
+    await this.lab(['down']);
+  }
+
+  exec(node: string, args: string[], timeoutMs = 120_000): Promise<RunResult> {
+    return this.lab(['exec', node, ...args], timeoutMs);
+  }
+
+  async kill(node: string): Promise<void> {
+    const r = await this.lab(['kill', node]);
+    if (r.code !== 0) throw new Error(`lab kill ${node}: ${r.stderr}`);
+  }
+
+  async start(node: string): Promise<void> {
+    const r = await this.lab(['start', node]);
+    if (r.code !== 0) throw new Error(`lab start ${node}: ${r.stderr}`);
+  }
+
+  /** Boot every node that is down (a test that failed midway may leave one killed). */
+  async startAll(nodes: string[]): Promise<void> {
+    for (const n of nodes) await this.start(n);
+    await this.waitCluster();
+  }
+
+  async waitCluster(seconds = 120): Promise<void> {
+    const r = await this.lab(['wait', String(seconds)], (seconds + 30) * 1000);
+    if (r.code !== 0) throw new Error(`cluster did not form: ${r.stderr}`);
+  }
+
+  /** A long-running process in the switch namespace (reaches every node). */
+  spawnInSwitch(cmd: string, args: string[]): ChildProcess {
+    return spawn('ip', ['netns', 'exec', `${this.ns}sw`, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  }
+
+  runInSwitch(cmd: string, args: string[], timeoutMs = 30_000): Promise<RunResult> {
+    return run('ip', ['netns', 'exec', `${this.ns}sw`, cmd, ...args], { timeoutMs });
+  }
+
+  /** Active resource instances as `viewer` sees them, from crm_mon's XML. */
+  async roles(viewer: string): Promise<RoleLine[]> {
+    const r = await this.exec(viewer, ['crm_mon', '--one-shot', '--output-as=xml'], 20_000);
+    if (r.code !== 0) throw new Error(`crm_mon on ${viewer}: ${r.stderr}`);
+    const out: RoleLine[] = [];
+    for (const m of r.stdout.matchAll(/<resource\b((?:[^>"]|"[^"]*")*)>([\s\S]*?)<\/resource>/g)) {
+      const rsc = elements(`<resource${m[1]}>`, 'resource')[0];
+      // A failed promote leaves the instance shown as Promoted (failed): that is no primary.
+      if (rsc.failed === 'true' || rsc.active !== 'true') continue;
+      for (const n of elements(m[2], 'node')) out.push({ resource: rsc.id, role: rsc.role, node: n.name });
+    }
+    return out;
+  }
+
+  async promoted(viewer: string, resource: string): Promise<string[]> {
+    return (await this.roles(viewer)).filter((l) => l.resource === resource && l.role === 'Promoted').map((l) => l.node);
+  }
+
+  /** Wait for one Promoted and n-1 Unpromoted instances of `resource` on distinct nodes. */
+  async healthy(viewer: string, resource: string, n: number, timeoutMs: number): Promise<{ promoted: string; unpromoted: string[] }> {
+    return waitFor(
+      async () => {
+        const lines = (await this.roles(viewer)).filter((l) => l.resource === resource);
+        const p = lines.filter((l) => l.role === 'Promoted');
+        const u = lines.filter((l) => l.role === 'Unpromoted');
+        if (p.length !== 1 || u.length !== n - 1 || new Set(lines.map((l) => l.node)).size !== n) return undefined;
+        return { promoted: p[0].node, unpromoted: u.map((l) => l.node) };
+      },
+      { timeoutMs, name: `${resource}: 1 Promoted + ${n - 1} Unpromoted (seen by ${viewer})`, everyMs: 250 },
+    );
+  }
+}

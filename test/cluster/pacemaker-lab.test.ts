@@ -1,0 +1,229 @@
+// A real 3-node Corosync + Pacemaker cluster in namespaces (test/cluster/lab.sh),
+// one tandemd per node under ocf:tandem:tandemd: Pacemaker promotes one broker,
+// a node crash promotes a ready backup while a sender and a receiver with
+// reconnect keep going and lose no accepted message, the crashed node rejoins as
+// a backup and catches up, and `pcs resource move --promoted` moves the primary.
+// The same lab then times Pacemaker's own ocf:pacemaker:Stateful after a crash,
+// the baseline tandem's failover is compared with (docs/pacemaker.md).
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { haAvailable, isAlive, repoRoot, tandemBin, tandemdBin, useInstalledAgent, waitFor } from './helpers.js';
+import { Lab } from './lab.js';
+
+const lab = new Lab();
+const NODES = ['node1', 'node2', 'node3'];
+const ROUNDS = Number(process.env.TANDEM_LAB_ROUNDS ?? 2);
+const brokersUrl = NODES.map((n) => `${lab.address(n)}:5672`).join(',');
+const results: Record<string, unknown> = { token_ms: lab.token, rounds: ROUNDS, tandem: [] as unknown[], move: [] as unknown[], stateful: [] as unknown[] };
+let uninstall: (() => Promise<void>) | undefined;
+let client: FailoverClient | undefined;
+let ready = false;
+
+interface ClientEvent {
+  t: number;
+  ev: string;
+  id?: number;
+  host?: string;
+  role?: string;
+  accepted?: number[];
+  received?: number[];
+  sent?: number;
+}
+
+/** failover-client.mjs in the switch namespace, its events parsed as they arrive. */
+class FailoverClient {
+  readonly events: ClientEvent[] = [];
+  private buffer = '';
+  stderr = '';
+  private exited: Promise<void>;
+
+  constructor(readonly proc: ChildProcess) {
+    proc.stdout!.on('data', (d: Buffer) => {
+      this.buffer += d.toString();
+      let nl;
+      while ((nl = this.buffer.indexOf('\n')) >= 0) {
+        const line = this.buffer.slice(0, nl);
+        this.buffer = this.buffer.slice(nl + 1);
+        try {
+          this.events.push(JSON.parse(line) as ClientEvent);
+        } catch {
+          // not an event
+        }
+      }
+    });
+    proc.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    this.exited = new Promise((r) => proc.once('exit', () => r()));
+  }
+
+  accepted(): ClientEvent[] {
+    return this.events.filter((e) => e.ev === 'accepted');
+  }
+
+  /** The first message accepted after `t` by a broker at `host`. */
+  firstAcceptedAfter(t: number, host: string): ClientEvent | undefined {
+    return this.events.find((e) => e.ev === 'accepted' && e.t > t && e.host === host);
+  }
+
+  async drain(): Promise<ClientEvent> {
+    this.proc.kill('SIGUSR2');
+    await Promise.race([this.exited, new Promise((r) => setTimeout(r, 45_000))]);
+    if (this.proc.exitCode === null) this.proc.kill('SIGKILL');
+    const s = this.events.find((e) => e.ev === 'summary');
+    if (!s) throw new Error(`the client printed no summary; stderr: ${this.stderr}`);
+    return s;
+  }
+
+  async kill(): Promise<void> {
+    if (this.proc.exitCode === null && this.proc.pid && isAlive(this.proc.pid)) this.proc.kill('SIGKILL');
+    await Promise.race([this.exited, new Promise((r) => setTimeout(r, 5000))]);
+  }
+}
+
+async function tandem(args: string[]) {
+  return lab.runInSwitch(process.execPath, [tandemBin, ...args], 30_000);
+}
+
+/** HA states of the three brokers, by node. */
+async function brokerStates(): Promise<Record<string, string>> {
+  const r = await tandem(['ha', 'status', '-b', `${lab.address('node1')}:5672`, '--all', '--json', '--timeout', '2']);
+  const rows = r.code === 0 ? (JSON.parse(r.stdout) as Array<{ address: string; state: string }>) : [];
+  const out: Record<string, string> = {};
+  for (const n of NODES) out[n] = rows.find((row) => row.address === `${lab.address(n)}:5672`)?.state ?? 'unreachable';
+  return out;
+}
+
+const other = (node: string, except: string[] = []) => NODES.find((n) => n !== node && !except.includes(n))!;
+
+beforeAll(async () => {
+  if (!Lab.usable() || !(await haAvailable())) return;
+  uninstall = await useInstalledAgent();
+  await lab.up(3);
+  mkdirSync(lab.dir, { recursive: true });
+  writeFileSync(
+    join(lab.dir, 'tandemd.conf'),
+    ['host=0.0.0.0', 'port=5672', 'auth=no', 'ha-cluster=yes', `ha-brokers-url=${brokersUrl}`, `data-dir=${join(lab.dir, 'local', 'data')}`, 'log-level=info', ''].join('\n'),
+  );
+  ready = true;
+}, 300_000);
+
+afterAll(async () => {
+  await client?.kill();
+  if (ready) {
+    mkdirSync(join(lab.dir, 'results'), { recursive: true });
+    writeFileSync(join(lab.dir, 'results', 'failover.json'), `${JSON.stringify(results, null, 2)}\n`);
+    console.log('failover results', JSON.stringify(results));
+  }
+  await lab.down();
+  await uninstall?.();
+}, 120_000);
+
+describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
+  it('pcs creates the promotable clone: one Promoted, two Unpromoted, brokers active and ready', async ({ skip }) => {
+    if (!ready) skip('needs root, corosync/pacemaker/pcs, namespaces and a tandemd with HA');
+    const create = await lab.exec('node1', [
+      'pcs', 'resource', 'create', 'broker', 'ocf:tandem:tandemd',
+      `config=${join(lab.dir, 'tandemd.conf')}`, `binary=${tandemdBin}`, `tandem=${tandemBin}`, 'user=root',
+      `log_file=${join(lab.dir, 'local', 'tandemd.log')}`,
+      'promotable', 'promoted-max=1', 'notify=true',
+    ]);
+    expect(create.code, create.stderr).toBe(0);
+    const roles = await lab.healthy('node1', 'broker', 3, 120_000);
+    await waitFor(
+      async () => {
+        const s = await brokerStates();
+        return s[roles.promoted] === 'active' && roles.unpromoted.every((n) => s[n] === 'ready') ? s : undefined;
+      },
+      { timeoutMs: 60_000, name: 'brokers active + ready + ready', everyMs: 500 },
+    );
+    const q = await tandem(['queue', 'add', 'failover', '--durable', '-b', `${lab.address(roles.promoted)}:5672`]);
+    expect(q.code, q.stderr).toBe(0);
+  }, 240_000);
+
+  it('a crash of the Promoted node promotes a ready backup; clients continue; the node rejoins and catches up; a move keeps every message', async ({ skip }) => {
+    if (!ready) skip('needs the lab');
+    client = new FailoverClient(lab.spawnInSwitch(process.execPath, [join(repoRoot, 'test', 'cluster', 'failover-client.mjs'), brokersUrl, 'failover']));
+    await waitFor(() => client!.accepted().length > 50 && client!.events.some((e) => e.ev === 'received'), { timeoutMs: 30_000, name: 'traffic before the crash' });
+
+    for (let round = 1; round <= ROUNDS; round++) {
+      const { promoted: victim } = await lab.healthy('node1', 'broker', 3, 120_000).catch(() => lab.healthy('node2', 'broker', 3, 60_000));
+      const viewer = other(victim);
+      const before = client.accepted().length;
+      const tKill = Date.now();
+      await lab.kill(victim);
+      const newPrimary = await waitFor(
+        async () => {
+          const p = await lab.promoted(viewer, 'broker');
+          return p.length === 1 && p[0] !== victim ? p[0] : undefined;
+        },
+        { timeoutMs: 90_000, name: `a new Promoted after killing ${victim}`, everyMs: 100 },
+      );
+      const tPromoted = Date.now();
+      const first = await waitFor(() => client!.firstAcceptedAfter(tKill, `${lab.address(newPrimary)}:5672`), {
+        timeoutMs: 60_000,
+        name: `a message accepted by the new primary on ${newPrimary}`,
+        everyMs: 50,
+      });
+      (results.tandem as unknown[]).push({ round, killed: victim, promoted: newPrimary, kill_to_promoted_ms: tPromoted - tKill, kill_to_first_accepted_ms: first.t - tKill });
+      await waitFor(() => client!.accepted().length > before + 100, { timeoutMs: 30_000, name: 'traffic after failover' });
+
+      await lab.start(victim);
+      await lab.healthy(viewer, 'broker', 3, 120_000);
+      expect(await lab.promoted(viewer, 'broker'), 'the restarted node comes back Unpromoted').toEqual([newPrimary]);
+      await waitFor(
+        async () => {
+          const s = await brokerStates();
+          return s[victim] === 'ready' && s[newPrimary] === 'active' ? s : undefined;
+        },
+        { timeoutMs: 90_000, name: `${victim} caught up (ready)`, everyMs: 500 },
+      );
+    }
+
+    // A planned move of the primary.
+    const { promoted: from } = await lab.healthy('node1', 'broker', 3, 60_000);
+    const to = other(from);
+    const tMove = Date.now();
+    const move = await lab.exec(from, ['pcs', 'resource', 'move', 'broker-clone', to, '--promoted']);
+    expect(move.code, move.stderr).toBe(0);
+    await waitFor(async () => ((await lab.promoted(from, 'broker'))[0] === to ? true : undefined), { timeoutMs: 120_000, name: `Promoted on ${to}`, everyMs: 100 });
+    const first = await waitFor(() => client!.firstAcceptedAfter(tMove, `${lab.address(to)}:5672`), { timeoutMs: 60_000, name: `a message accepted on ${to}`, everyMs: 50 });
+    (results.move as unknown[]).push({ from, to, move_to_first_accepted_ms: first.t - tMove });
+    expect((await lab.exec(from, ['pcs', 'resource', 'clear', 'broker-clone'])).code).toBe(0);
+    await lab.healthy('node1', 'broker', 3, 120_000);
+    const moved = client.accepted().length;
+    await waitFor(() => client!.accepted().length > moved + 100, { timeoutMs: 30_000, name: 'traffic after the move' });
+
+    const summary = await client.drain();
+    const received = new Set(summary.received);
+    const lost = summary.accepted!.filter((id) => !received.has(id));
+    results.messages = { accepted: summary.accepted!.length, received: received.size, lost: lost.length };
+    expect(summary.accepted!.length).toBeGreaterThan(500);
+    expect(lost, 'accepted messages never received').toEqual([]);
+  }, 600_000);
+
+  it('baseline: ocf:pacemaker:Stateful moves after a crash of its Promoted node', async ({ skip }) => {
+    if (!ready) skip('needs the lab');
+    await lab.startAll(NODES);
+    const del = await lab.exec('node1', ['pcs', 'resource', 'delete', 'broker-clone']);
+    expect(del.code, del.stderr).toBe(0);
+    const st = await lab.exec('node1', ['pcs', 'resource', 'create', 'st', 'ocf:pacemaker:Stateful', 'promotable', 'promoted-max=1', 'notify=true']);
+    expect(st.code, st.stderr).toBe(0);
+    for (let round = 1; round <= ROUNDS; round++) {
+      const { promoted: victim } = await lab.healthy('node1', 'st', 3, 120_000).catch(() => lab.healthy('node2', 'st', 3, 60_000));
+      const viewer = other(victim);
+      const tKill = Date.now();
+      await lab.kill(victim);
+      const p = await waitFor(
+        async () => {
+          const nodes = await lab.promoted(viewer, 'st');
+          return nodes.length === 1 && nodes[0] !== victim ? nodes[0] : undefined;
+        },
+        { timeoutMs: 90_000, name: 'a new Stateful Promoted', everyMs: 100 },
+      );
+      (results.stateful as unknown[]).push({ round, killed: victim, promoted: p, kill_to_promoted_ms: Date.now() - tKill });
+      await lab.start(victim);
+      await lab.healthy(viewer, 'st', 3, 120_000);
+    }
+  }, 400_000);
+});
