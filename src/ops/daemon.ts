@@ -163,7 +163,7 @@ export class Daemon {
     this.port = bound.port;
     this.tlsPort = bound.tlsPort;
     if (s.metricsPort !== undefined) {
-      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0, extra: () => this.dr?.metrics() ?? {} });
+      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0, extra: () => ({ ...this.haMetrics(), ...(this.dr?.metrics() ?? {}) }) });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
     // One write, so a reader that waits for "listening on" sees the other ports too.
@@ -176,6 +176,20 @@ export class Daemon {
     notifyReady(this.ha ? `HA ${this.ha.state} on ${s.host}:${this.port}` : `serving on ${s.host}:${this.port}`);
     this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${s.host}:${this.port}`));
     this.stopWatchdog = startWatchdog();
+  }
+
+  /** HA figures for Prometheus: state, epoch, applied LSN, and each backup's lag in changes. */
+  private haMetrics(): Record<string, number> {
+    if (!this.ha) return {};
+    const st = this.ha.status();
+    const out: Record<string, number> = {
+      ha_epoch: st.epoch,
+      ha_lsn: st.lsn,
+      ha_primary: this.ha.isPrimary ? 1 : 0,
+      ha_ready_backups: st.backups.filter((b) => b.state === 'ready').length,
+    };
+    for (const b of st.backups) out[`ha_backup_lag:${b.id}`] = b.lag;
+    return out;
   }
 
   /** Timers only the broker serving clients runs (a backup's queues follow the primary). */
