@@ -103,13 +103,25 @@ export class HaManager {
   /** Settlement gate: on the primary, every ready backup must have the change. */
   readonly gate: SettlementGate = {
     whenSafe: (lsn, durable, cb) => {
-      if (this.source) return this.source.whenSafe(lsn, durable, cb);
+      if (this.source && this.isPrimary) return this.source.whenSafe(lsn, durable, cb);
       // A backup never settles publishers: it has none (clients are refused).
       cb(new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is not the primary'));
     },
   };
 
   start(): void {
+    // A backup keeps the same window of recent changes a primary does, so when it is
+    // promoted the other backups get only the changes they lack, not a snapshot.
+    const s = this.host.settings;
+    this.source = new ReplicationSource({
+      broker: this.host.broker,
+      defaultLevel: s.haReplicate,
+      history: this.history,
+      heartbeatMs: s.haHeartbeatIntervalMs,
+      log: this.log.child({ sub: 'replication' }),
+      onMembership: (ready) => this.onMembership(ready),
+    });
+    this.host.broker.log.attach(this.source);
     this.follow();
   }
 
@@ -208,7 +220,7 @@ export class HaManager {
   }
 
   status(): HaStatusReport {
-    const backups = this.source
+    const backups = this.source && this.isPrimary
       ? [...this.source.streams].map((s) => ({ id: s.hello.brokerId, address: s.hello.address, state: s.state, lsn: s.acked, lag: s.lag }))
       : [];
     return {
@@ -281,6 +293,8 @@ export class HaManager {
         await durable(this.host, m.lsn);
         this.inSnapshot = false;
         this.positionValid = true;
+        // Snapshot records are numbered 1..N, not primary LSNs: never serve them as a diff.
+        this.source?.resetWindow(m.lsn);
         this.host.snapshotComplete();
         this.log.info({ lsn: m.lsn, queues: broker.queues.size }, 'snapshot loaded');
         return;
@@ -301,15 +315,6 @@ export class HaManager {
 
   private becomePrimary(): void {
     const s = this.host.settings;
-    this.source = new ReplicationSource({
-      broker: this.host.broker,
-      defaultLevel: s.haReplicate,
-      history: this.history,
-      heartbeatMs: s.haHeartbeatIntervalMs,
-      log: this.log.child({ sub: 'replication' }),
-      onMembership: (ready) => this.onMembership(ready),
-    });
-    this.host.broker.log.attach(this.source);
     this.positionValid = true;
     const expected = this.expectedBackups();
     this.transition('recovering', 'promoted by the cluster manager');
@@ -318,7 +323,7 @@ export class HaManager {
       this.transition('active', 'no backups were ready before the promotion');
     } else {
       // Hold publishers' settlements until the backups that were ready are ready again.
-      this.source.hold(true);
+      this.source!.hold(true);
       this.recoveringTimer = setTimeout(() => this.goActive(`ha-backup-timeout (${s.haBackupTimeoutMs} ms) passed`), s.haBackupTimeoutMs);
       this.recoveringTimer.unref();
     }

@@ -60,6 +60,12 @@ class Retained {
     this.coversFromLsn = startLsn;
   }
 
+  reset(lsn: number): void {
+    this.entries.clear();
+    this.bytes = 0;
+    this.coversFromLsn = lsn;
+  }
+
   get endSeq(): number {
     return this.firstSeq + this.entries.length;
   }
@@ -279,6 +285,14 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
 
   get readyBackups(): BackupStream[] {
     return [...this.streams].filter((s) => s.state === 'ready');
+  }
+
+  /** Forget the window (a backup loaded a snapshot): diffs start at `lsn`. */
+  resetWindow(lsn: number): void {
+    this.retained.reset(lsn);
+    this.headLsn = lsn;
+    this.filter.reset();
+    this.learnLevels();
   }
 
   /** Hold every settlement (a new primary in `recovering`) or release them. */
