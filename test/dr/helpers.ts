@@ -97,15 +97,19 @@ export async function receive(port: number, address: string, n: number, options:
       const got: unknown[] = [];
       if (n === 0) return resolve(got);
       const timer = setTimeout(() => reject(new Error(`received ${got.length} of ${n} from ${address} within ${options.timeoutMs ?? 30_000} ms`)), options.timeoutMs ?? 30_000);
-      const r = conn.open_receiver({ source: { address, distribution_mode: options.browse ? 'copy' : undefined }, credit_window: 0, autoaccept: false } as never);
-      r.add_credit(Math.min(n, 5000));
+      // rhea's own credit window keeps session flow going (manual credit stalls at its 2048-delivery session window).
+      const r = conn.open_receiver({ source: { address, distribution_mode: options.browse ? 'copy' : undefined }, credit_window: 500, autoaccept: false } as never);
       r.on('message', (ctx: EventContext) => {
+        if (got.length >= n) return;
         got.push(ctx.message?.body);
-        if (!options.browse) ctx.delivery?.accept();
+        if (options.browse) ctx.delivery?.update(true);
+        else ctx.delivery?.accept();
         if (got.length === n) {
           clearTimeout(timer);
+          // Stop the flow; extra prefetched deliveries go back to the queue when the link closes.
+          r.close();
           resolve(got);
-        } else if (r.credit === 0) r.add_credit(Math.min(n - got.length, 5000));
+        }
       });
       r.on('receiver_close', (ctx: EventContext) => {
         clearTimeout(timer);
