@@ -63,6 +63,13 @@ describe('election - promotion scores', () => {
     expect(promotionScore({ state: 'ready', epoch: 3, lsn: 100_000 }, peers(1)), 'an older epoch than the primary').toBe(LOWEST_SCORE);
   });
 
+  it("the primary's own lag figure for this backup wins over comparing two snapshots", () => {
+    const primary: BrokerView = { ...view('p', 'active', 4, 100_000), lagById: { me: 0, other: 5000 } };
+    expect(promotionScore({ state: 'ready', epoch: 4, lsn: 90_000, id: 'me' }, [primary])).toBe(BEST_SCORE);
+    expect(promotionScore({ state: 'ready', epoch: 4, lsn: 100_000, id: 'other' }, [primary])).toBeLessThan(BEST_SCORE);
+    expect(promotionScore({ state: 'ready', epoch: 4, lsn: 90_000, id: 'unlisted' }, [primary])).toBeLessThan(BEST_SCORE);
+  });
+
   it('without a primary, ready backups rank by position: the most advanced highest', () => {
     const peers = [view('a', 'ready', 2, 500), view('b', 'ready', 2, 700), view('c', 'ready', 3, 10), view('d', 'unreachable', 0, 0)];
     const score = (epoch: number, lsn: number) => promotionScore({ state: 'ready', epoch, lsn }, peers)!;

@@ -2,10 +2,12 @@
 // agent (resource-agents/tandemd) only passes Pacemaker's call here; every
 // action reads the real state first (pidfile and HA-STATUS, two independent
 // probes), acts, and confirms the result before reporting success.
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type { BrokerAddress } from '../../admin/client.js';
 import { ConfigError, loadSettings, type Settings } from '../../ops/config.js';
-import { BrokerProcess, lookupAccount, type Account } from './broker-process.js';
+import { LOCK_FILE_NAME } from '../../store/lock.js';
+import { isTandemd, type BrokerProcess, type Account } from './broker-process.js';
 import type { HaSnapshot, LocalStatus } from './brokers.js';
 import {
   betterCandidate,
@@ -235,7 +237,8 @@ export class TandemAgent {
     if (o.role !== 'backup') return this.applyScore(null);
     const s = o.status;
     const peers = s.state === 'ready' || s.state === 'joining' ? await this.peers(v) : undefined;
-    return this.applyScore(promotionScore(s, peers));
+    const id = typeof s['broker-id'] === 'string' ? s['broker-id'] : undefined;
+    return this.applyScore(promotionScore({ state: s.state, epoch: s.epoch, lsn: s.lsn, id }, peers));
   }
 
   // ------------------------------------------------------------ monitor
@@ -288,6 +291,7 @@ export class TandemAgent {
     const proc = this.deps.process;
     await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
     const account = await this.account();
+    this.clearStaleLock(v.settings.dataDir);
     const pid = await proc.start(this.p.binary, v.args, account, v.settings.dataDir);
     this.log.info(`started tandemd (pid ${pid}) as ${account.name}: ${this.p.binary} ${v.args.join(' ')}`);
     let last = 'no answer yet';
@@ -311,6 +315,24 @@ export class TandemAgent {
       await sleep(250);
     }
     return fail(Ocf.errGeneric, `tandemd (pid ${pid}) did not reach ${this.p.startWait} within ${Math.round(actionBudgetMs(this.p) / 1000)}s (last: ${last})`);
+  }
+
+  /**
+   * tandemd's data-dir lock names its owner by PID. After a power loss the node boots
+   * with other processes on those PIDs, and tandemd would take the lock for held. No
+   * tandemd of ours runs (start checked), so a lock whose PID is not a live tandemd is stale.
+   */
+  private clearStaleLock(dataDir: string): void {
+    const file = join(dataDir, LOCK_FILE_NAME);
+    let pid: number;
+    try {
+      pid = Number.parseInt(readFileSync(file, 'utf8').trim(), 10);
+    } catch {
+      return;
+    }
+    if (Number.isInteger(pid) && pid > 0 && isTandemd(pid)) return;
+    this.log.warn(`removing the stale data directory lock ${file} (pid ${pid} is not a running tandemd)`);
+    rmSync(file, { force: true });
   }
 
   // ------------------------------------------------------------ stop

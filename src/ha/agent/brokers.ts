@@ -60,7 +60,11 @@ export async function statusOfAll(brokersUrl: string, credentials: { user?: stri
       const address = { host: e.host, port: e.port, user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password };
       const s = await statusOf(address, timeoutMs);
       if (s.kind !== 'up') return { address: endpointKey(e), state: 'unreachable', epoch: 0, lsn: 0 };
-      return { address: endpointKey(e), state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn };
+      const lagById: Record<string, number> = {};
+      for (const b of s.status.backups ?? []) {
+        if (typeof b.id === 'string' && Number.isFinite(Number(b.lag))) lagById[b.id] = Number(b.lag);
+      }
+      return { address: endpointKey(e), state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn, lagById };
     }),
   );
 }

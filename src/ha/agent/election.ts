@@ -16,6 +16,8 @@ export interface Position {
 export interface BrokerView extends Position {
   address: string;
   state: string; // an HA state, or 'unreachable'
+  /** The primary's own count of how far each backup (by broker id) is behind it. */
+  lagById?: Record<string, number>;
 }
 
 export const PRIMARY_SCORE = 1001; // keeps the primary where it is (PAF's choice too)
@@ -57,21 +59,25 @@ function bucket(distance: number): number {
  *
  * - primary: PRIMARY_SCORE.
  * - ready, a live primary visible: BEST_SCORE minus 10 per log2 bucket of lag
- *   behind the primary (all caught-up backups tie; Pacemaker picks among them).
+ *   behind the primary, as the primary counts it when it lists this backup (all
+ *   caught-up backups tie; Pacemaker picks among them).
  * - ready, no primary visible: BEST_SCORE minus STEP per ready broker ahead of it.
  * - ready, peers unknown: its own position bucketed (more data, higher score), below BEST_SCORE.
  * - joining: a score only on a cold start (no broker beyond joining) seen by a
  *   majority of ha-brokers-url; BEST_SCORE minus STEP per joining broker ahead.
  * - catchup, standalone, anything else: none.
  */
-export function promotionScore(self: { state: string } & Position, peers: readonly BrokerView[] | undefined): number | null {
+export function promotionScore(self: { state: string; id?: string } & Position, peers: readonly BrokerView[] | undefined): number | null {
   if (isPrimary(self.state)) return PRIMARY_SCORE;
   if (self.state === 'ready') {
     if (peers === undefined) return Math.min(BEST_SCORE - 1, LOWEST_SCORE + 20 * Math.floor(Math.log2(self.lsn + 1)));
     const primary = peers.find((p) => isPrimary(p.state));
     if (primary) {
       if (primary.epoch !== self.epoch) return LOWEST_SCORE; // following an older generation: keep it last
-      return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(primary.lsn - self.lsn));
+      // The primary's own figure when it lists this backup: two status snapshots taken
+      // at different instants of a busy log would disagree by the traffic in between.
+      const lag = self.id !== undefined ? primary.lagById?.[self.id] : undefined;
+      return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(lag ?? primary.lsn - self.lsn));
     }
     const ahead = peers.filter((p) => p.state === 'ready' && comparePositions(p, self) > 0).length;
     return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);
