@@ -60,7 +60,7 @@ export class TestCluster {
     const b = await TestBroker.start({
       port: this.ports[i],
       dataDir: this.dataDirs[i],
-      args: ['--ha-cluster', 'yes', '--ha-brokers-url', this.url, '--ha-heartbeat-interval', '500ms', '--ha-backup-timeout', '3s', ...this.extraArgs, ...args],
+      args: ['--ha-cluster', 'yes', '--ha-brokers-url', this.url, '--ha-heartbeat-interval', '1s', '--ha-backup-timeout', '3s', ...this.extraArgs, ...args],
     });
     this.dataDirs[i] = b.dataDir;
     this.brokers[i] = b;
