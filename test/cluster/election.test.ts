@@ -55,7 +55,7 @@ describe('election - promotion scores', () => {
     const peers = (lsn: number) => [view('p', 'active', 4, 100_000), view('s', 'ready', 4, lsn)];
     const caughtUp = promotionScore({ state: 'ready', epoch: 4, lsn: 99_995 }, peers(99_995));
     expect(caughtUp).toBe(BEST_SCORE);
-    const behind = promotionScore({ state: 'ready', epoch: 4, lsn: 99_000 }, peers(99_000))!;
+    const behind = promotionScore({ state: 'ready', epoch: 4, lsn: 95_000 }, peers(95_000))!;
     const further = promotionScore({ state: 'ready', epoch: 4, lsn: 50_000 }, peers(50_000))!;
     expect(behind).toBeLessThan(BEST_SCORE);
     expect(further).toBeLessThan(behind);

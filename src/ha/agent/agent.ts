@@ -375,7 +375,7 @@ export class TandemAgent {
     const self = o.status;
     if (self.state === 'catchup') return fail(Ocf.errGeneric, 'refusing to promote a broker in catchup: its copy of the primary is incomplete');
     // A short timeout: the node that just died is among them, and failover time counts.
-    const peers = await this.peers(v, PROMOTE_PEER_TIMEOUT_MS);
+    const [peers, published] = await Promise.all([this.peers(v, PROMOTE_PEER_TIMEOUT_MS), this.publishedPositions(self)]);
     const primary = peers?.find((b) => isPrimary(b.state));
     if (primary) return fail(Ocf.errGeneric, `refusing to promote: ${primary.address} is a live primary (${primary.state}); that would be a split brain`);
     if (!mayBePromoted(self.state, peers)) {
@@ -384,7 +384,6 @@ export class TandemAgent {
     }
     // Two sources: what every node published in pre-promote (names the node, so the
     // score can follow) and what the brokers say now.
-    const published = await this.publishedPositions(self);
     const better = betterCandidate(self, published);
     const reachable = (peers ?? []).filter((b) => b.state !== 'unreachable').map((b) => ({ ...b, node: b.address }));
     const ahead = better ?? betterCandidate(self, reachable);

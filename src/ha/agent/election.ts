@@ -44,8 +44,12 @@ export function mayBePromoted(state: string, others: readonly BrokerView[] | und
   return !others.some((o) => beyondJoining(o.state));
 }
 
-/** Distances up to this many changes count as caught up (status snapshots are taken at different instants). */
-const CAUGHT_UP = 16;
+/**
+ * Distances up to this many changes count as caught up: a busy primary always has
+ * changes in flight, and a score that moves with them rewrites the CIB at every
+ * monitor, which aborts Pacemaker's transition in progress.
+ */
+const CAUGHT_UP = 1024;
 
 /** log2 buckets beyond CAUGHT_UP: scores move only when the distance changes by a factor of two. */
 function bucket(distance: number): number {
