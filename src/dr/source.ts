@@ -94,6 +94,7 @@ export class DrSource implements ChangeSink {
   headLsn: number;
   headTime = Date.now();
   private asking = false;
+  private askScheduled = false;
   private timer: NodeJS.Timeout;
 
   constructor(readonly opts: DrSourceOptions) {
@@ -116,7 +117,15 @@ export class DrSource implements ChangeSink {
     if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete') {
       this.window.push(entry, this.headTime);
     }
-    if (this.streams.size > 0) this.askSafe();
+    if (this.streams.size > 0 && !this.askScheduled) {
+      // After the other sinks: a backup that loaded a snapshot attached its new journal after us,
+      // and a journal asked about an LSN it has not seen waits for a sync that may never come.
+      this.askScheduled = true;
+      queueMicrotask(() => {
+        this.askScheduled = false;
+        this.askSafe();
+      });
+    }
   }
 
   /** After an HA snapshot load: nothing before `lsn` can be served from the window. */

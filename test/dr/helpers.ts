@@ -45,8 +45,10 @@ export async function drFlush(primaryPort: number, secondaryPort: number, timeou
       rows = await drStatus(secondaryPort);
       return rows.every((r) => r.state !== 'passive' || (only && !only.includes(r.queue)) || (r.link === 'connected' && r['applied-position'] >= target && r['applied-position'] === r['source-position']));
     },
-    { timeout, interval: 100, name: `DR flush to ${target} (last: ${JSON.stringify(rows)})` },
-  );
+    { timeout, interval: 100, name: `DR flush to ${target}` },
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; last status: ${JSON.stringify(rows)}`);
+  });
   return rows;
 }
 
