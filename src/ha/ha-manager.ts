@@ -255,16 +255,19 @@ export class HaManager {
       position: () => ({ lsn: this.positionValid ? this.host.broker.log.lsn : 0, epoch: this.host.broker.epoch }),
       handle: (m) => this.handle(m),
       onFollowing: () => this.transition('catchup', 'attached to the primary'),
-      onLost: (reason) => {
-        // A ready backup stays ready: it has everything the primary confirmed.
-        if (this.sm.state === 'catchup') this.transition('joining', reason);
+      onLost: (reason, dropped) => {
+        // A ready backup that lost the primary stays ready: it has everything the primary
+        // confirmed. One the primary dropped does not (the primary settled without it).
+        if (this.sm.state === 'catchup' || (dropped && this.sm.state === 'ready')) this.transition('joining', reason);
       },
       onFatal: (reason) => this.host.fatal(reason),
     });
     this.follower.start();
   }
 
-  private async handle(m: StreamMessage): Promise<void> {
+  /** Apply a stream message in order; `safe` says when it may be acknowledged. */
+  private async handle(m: StreamMessage): Promise<{ safe: Promise<void> }> {
+    const done = { safe: Promise.resolve() };
     const broker = this.host.broker;
     switch (m.kind) {
       case 'snapshot-begin':
@@ -272,7 +275,7 @@ export class HaManager {
         this.inSnapshot = true;
         this.positionValid = false;
         await this.host.resetStore();
-        return;
+        return done;
       case 'changes': {
         let lastDurable = 0;
         for (const e of m.entries ?? []) {
@@ -283,8 +286,8 @@ export class HaManager {
           if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
           if (e.durable || this.inSnapshot) lastDurable = e.lsn;
         }
-        if (lastDurable > 0) await durable(this.host, lastDurable);
-        return;
+        // Journal syncs overlap with the next applies; the acknowledgement waits for its own.
+        return lastDurable > 0 ? { safe: durable(this.host, lastDurable) } : done;
       }
       case 'snapshot-end': {
         const epoch = m.epoch ?? 0;
@@ -297,18 +300,19 @@ export class HaManager {
         this.source?.resetWindow(m.lsn);
         this.host.snapshotComplete();
         this.log.info({ lsn: m.lsn, queues: broker.queues.size }, 'snapshot loaded');
-        return;
+        return done;
       }
       case 'ready':
         this.positionValid = true;
         if (this.sm.state === 'catchup') this.transition('ready', 'caught up with the primary');
-        return;
+        return done;
       case 'membership':
         this.membership = (m.ready ?? []).filter((id) => id !== this.brokerId);
-        return;
+        return done;
       case 'heartbeat':
-        return;
+        return done;
     }
+    return done;
   }
 
   // ---- becoming primary --------------------------------------------------------

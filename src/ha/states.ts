@@ -26,8 +26,9 @@ const allowed: Record<HaState, readonly HaState[]> = {
   // Losing the primary mid-copy sends a backup back to looking.
   catchup: ['ready', 'joining'],
   // A ready backup that loses the primary stays ready (it keeps its data and is
-  // promotable); it catches up again when it attaches to the new primary.
-  ready: ['catchup', 'recovering'],
+  // promotable); it catches up again when it attaches to the new primary. One the
+  // primary dropped (too slow) is no longer up to date: back to joining.
+  ready: ['catchup', 'recovering', 'joining'],
   recovering: ['active'],
   // An active primary never becomes a backup in place: it is restarted as one.
   active: [],

@@ -20,12 +20,17 @@ export interface FollowerHost {
   log: Logger;
   /** Our log position and epoch, sent when we attach. */
   position(): { lsn: number; epoch: number };
-  /** Apply one stream message; resolve once it may be acknowledged. */
-  handle(m: StreamMessage): Promise<void>;
+  /**
+   * Apply one stream message. Resolves once it is applied (the next message may
+   * then be applied) with `safe`, which resolves once it may be acknowledged
+   * (journaled): applies stay in order while journal syncs overlap.
+   */
+  handle(m: StreamMessage): Promise<{ safe: Promise<void> }>;
   /** Attached to the primary at this address (catch-up starts). */
   onFollowing(address: string): void;
   /** Lost the primary (or never found it) with this reason. */
-  onLost(reason: string): void;
+  /** Lost the primary (or never found it). `dropped`: the primary dropped us, so we may lack what it settled since. */
+  onLost(reason: string, dropped: boolean): void;
   /** The primary refused us for a reason retrying cannot fix (e.g. ha-replicate mismatch). */
   onFatal(reason: string): void;
 }
@@ -133,7 +138,7 @@ export class Follower {
           return;
         }
         if (!settledAttempt) return giveUp(err?.description ?? 'replication refused');
-        this.lost(`replication link closed${err?.description ? `: ${err.description}` : ''}`);
+        this.lost(`replication link closed${err?.description ? `: ${err.description}` : ''}`, err?.condition === 'tandem:ha:dropped');
       });
       receiver.on('receiver_error', () => undefined);
     });
@@ -160,29 +165,29 @@ export class Follower {
       return;
     }
     const conn = this.connection;
+    const failed = (err: Error) => {
+      this.host.log.error({ err: err.message, kind: m.kind }, 'could not apply a replicated change; reconnecting');
+      if (this.connection === conn) {
+        delivery.reject({ condition: 'amqp:internal-error', description: err.message });
+        this.lost(`apply failed: ${err.message}`);
+      }
+    };
     this.chain = this.chain.then(
       () =>
-        this.host.handle(m).then(
-          () => {
+        this.host.handle(m).then(({ safe }) => {
+          safe.then(() => {
             if (this.connection === conn) delivery.accept();
-          },
-          (err: Error) => {
-            this.host.log.error({ err: err.message, kind: m.kind }, 'could not apply a replicated change; reconnecting');
-            if (this.connection === conn) {
-              delivery.reject({ condition: 'amqp:internal-error', description: err.message });
-              this.lost(`apply failed: ${err.message}`);
-            }
-          },
-        ),
+          }, failed);
+        }, failed),
     );
   }
 
-  private lost(reason: string): void {
+  private lost(reason: string, dropped = false): void {
     if (this.stopped) return;
     this.dropConnection();
     this.primaryAddress = undefined;
     this.lastError = reason;
-    this.host.onLost(reason);
+    this.host.onLost(reason, dropped);
     // Let in-flight applies finish before attaching again from our new position.
     void this.chain.finally(() => this.tryNext(100));
   }

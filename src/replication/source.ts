@@ -41,6 +41,9 @@ interface Unacked {
   acked: boolean;
 }
 
+/** Link error telling a backup the primary dropped it: it is no longer up to date. */
+export const DROPPED = 'tandem:ha:dropped';
+
 const BATCH_RECORDS = 256;
 const BATCH_BYTES = 256 * 1024;
 
@@ -216,9 +219,18 @@ export class BackupStream {
     this.source.progress();
   }
 
-  close(): void {
+  /** Stop feeding this backup; with a reason, tell it (it must not think itself ready). */
+  close(reason?: string): void {
+    if (this.closed) return;
     this.closed = true;
     this.byDelivery.clear();
+    if (reason) {
+      try {
+        this.link.close({ condition: DROPPED, description: reason });
+      } catch {
+        // the link is already gone
+      }
+    }
   }
 
   private advanceAcked(): void {
@@ -334,7 +346,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   dropBackup(stream: BackupStream, reason: string): void {
     if (!this.streams.delete(stream)) return;
     const wasReady = stream.state === 'ready';
-    stream.close();
+    stream.close(reason);
     this.opts.log.warn({ backup: stream.hello.brokerId, address: stream.hello.address, reason, wasReady }, 'backup dropped');
     if (wasReady) this.membershipChanged();
     this.progress();

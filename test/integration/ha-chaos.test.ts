@@ -39,6 +39,8 @@ function failoverConnection(ports: number[], id: string): Connection {
   } as never);
   conn.on('error', () => undefined);
   conn.on('connection_error', () => undefined);
+  // Handled, so rhea does not print every reconnect attempt.
+  conn.on('disconnected', () => undefined);
   return conn;
 }
 
@@ -122,7 +124,10 @@ describe('ha - randomized kill loop', () => {
     const receivers = [new ChaosReceiver(c.ports, 'r1'), new ChaosReceiver(c.ports, 'r2')];
     clients.push(...senders.map((s) => s.conn), ...receivers.map((r) => r.conn));
 
+    const progress = (what: string) =>
+      process.stderr.write(`chaos: ${what}; accepted ${senders.map((x) => x.accepted.size).join('/')}, received ${receivers.map((r) => r.bodies.length).join('/')}\n`);
     for (let round = 0; round < ROUNDS; round++) {
+      progress(`round ${round}, primary ${primary}`);
       const before = senders.reduce((n, s) => n + s.accepted.size, 0);
       await waitFor(() => senders.reduce((n, s) => n + s.accepted.size, 0) > before + 300, { timeout: 60_000, name: `traffic in round ${round}` });
       await new Promise((r) => setTimeout(r, random() * 500));
@@ -144,6 +149,7 @@ describe('ha - randomized kill loop', () => {
       primary = next;
     }
 
+    progress('stopping senders');
     for (const s of senders) s.stopped = true;
     await waitFor(() => senders.every((s) => s.pending === 0), { timeout: 60_000, name: 'senders settled' });
     let last = -1;
@@ -156,6 +162,7 @@ describe('ha - randomized kill loop', () => {
       },
       { timeout: 60_000, interval: 2000, name: 'receivers idle' },
     );
+    progress('receivers idle');
     for (const r of receivers) r.conn.close();
     const rest = await runPython<string[]>('drain.py', [`amqp://${c.address(primary)}`, QUEUE], 60_000);
 
@@ -184,5 +191,5 @@ describe('ha - randomized kill loop', () => {
     }
     const totalAccepted = senders.reduce((n, s) => n + s.accepted.size, 0);
     expect(totalAccepted).toBeGreaterThan(ROUNDS * 300);
-  });
+  }, 400_000);
 });
