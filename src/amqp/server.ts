@@ -95,6 +95,8 @@ export class AmqpServer {
       max_frame_size: this.options.maxFrameSize,
       idle_time_out: this.options.idleTimeoutMs || undefined,
       container_id: this.container.id,
+      // Small frames (settlements, flow) must not wait for Nagle and delayed ACKs.
+      tcp_no_delay: true,
       // Lets a broker that finds itself in ha-brokers-url recognise itself.
       properties: this.options.openProperties,
     };
