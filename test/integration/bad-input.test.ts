@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { manage } from '../helpers/tandem-cli.js';
+import { prng as mulberry32 } from '../helpers/prng.js';
 
 const require = createRequire(import.meta.url);
 interface Described {
@@ -292,14 +293,3 @@ describe('bad input', () => {
   }, 30_000);
 });
 
-/** A small seeded PRNG so a failing fuzz case can be replayed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -7,23 +7,13 @@
 import rhea, { type Connection, type EventContext } from 'rhea';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { prng } from '../helpers/prng.js';
 
 const QUEUE = 'crash-q';
 const PRODUCERS = 3;
 const CONSUMERS = 2;
 const ROUNDS = 4;
 
-// Seeded PRNG so a failure can be replayed.
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Round {
   connections: Connection[];

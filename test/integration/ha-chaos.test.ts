@@ -10,20 +10,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
+import { prng } from '../helpers/prng.js';
 
 const QUEUE = 'chaos';
 const ROUNDS = 4;
 
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A rhea connection that rotates over every broker address and reconnects. */
 function failoverConnection(ports: number[], id: string): Connection {

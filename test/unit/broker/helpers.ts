@@ -6,17 +6,7 @@ import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broke
 import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../../../src/broker/settings.js';
 
-/** mulberry32: small, fast, seeded. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng } from '../../helpers/prng.js';
 
 export class FakeClock {
   constructor(public t = 1_000_000) {}

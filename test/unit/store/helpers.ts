@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
+import { prng as mulberry32 } from '../../helpers/prng.js';
 
 /** A fresh directory, on tmpfs when there is one (fdatasync there is cheap). */
 export async function tempDir(prefix = 'tandem-store-'): Promise<string> {
@@ -19,14 +20,7 @@ export async function removeDir(dir: string): Promise<void> {
 
 /** mulberry32: small, seeded, good enough to drive property tests reproducibly. */
 export function prng(seed: number): { next(): number; int(n: number): number; pick<T>(xs: readonly T[]): T; chance(p: number): boolean } {
-  let a = seed >>> 0;
-  const next = (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(seed);
   return {
     next,
     int: (n) => Math.floor(next() * n),

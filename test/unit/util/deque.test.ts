@@ -1,17 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { Deque } from '../../../src/util/deque.js';
+import { prng } from '../../helpers/prng.js';
 
-/** mulberry32: a small seeded PRNG so every run sees the same operations. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function contents<T>(d: Deque<T>): T[] {
   const viaAt: T[] = [];
