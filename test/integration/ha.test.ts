@@ -228,6 +228,20 @@ describe('ha', () => {
     expect(await runPython<string[]>('drain.py', [url(c, 1), 'acq'])).toEqual(['a-0', 'a-1', 'a-2', 'a-3', 'a-4']);
   });
 
+  it('ha - transactions replicate whole; a rolled-back or dropped one leaves nothing on the backup', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    await runPython('tx_send.py', [url(c, 0), 'txq', 'commit']);
+    await runPython('tx_send.py', [url(c, 0), 'txq', 'rollback']);
+    await runPython('tx_send.py', [url(c, 0), 'txq', 'drop']);
+    await settled(c, 0);
+    expect(await browse(c, 1, 'txq', 5)).toEqual(['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4']);
+    // A failover right after: the new primary has exactly the committed transaction.
+    await c.kill(0);
+    expect((await c.promote(1)).code).toBe(0);
+    expect(await runPython<string[]>('drain.py', [url(c, 1), 'txq'])).toEqual(['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4']);
+  });
+
   it('ha - a stale primary that comes back after a promotion stops instead of serving', async () => {
     cluster = await readyCluster(2);
     const c = cluster;
