@@ -165,7 +165,7 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
         name: `a message accepted by the new primary on ${newPrimary}`,
         everyMs: 50,
       });
-      (results.tandem as unknown[]).push({ round, killed: victim, promoted: newPrimary, kill_to_promoted_ms: tPromoted - tKill, kill_to_first_accepted_ms: first.t - tKill });
+      (results.tandem as unknown[]).push({ round, t_kill: tKill, killed: victim, promoted: newPrimary, kill_to_promoted_ms: tPromoted - tKill, kill_to_first_accepted_ms: first.t - tKill });
       await waitFor(() => client!.accepted().length > before + 100, { timeoutMs: 30_000, name: 'traffic after failover' });
 
       await lab.start(victim);
@@ -188,7 +188,7 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     expect(move.code, move.stderr).toBe(0);
     await waitFor(async () => ((await lab.promoted(from, 'broker'))[0] === to ? true : undefined), { timeoutMs: 120_000, name: `Promoted on ${to}`, everyMs: 100 });
     const first = await waitFor(() => client!.firstAcceptedAfter(tMove, `${lab.address(to)}:5672`), { timeoutMs: 60_000, name: `a message accepted on ${to}`, everyMs: 50 });
-    (results.move as unknown[]).push({ from, to, move_to_first_accepted_ms: first.t - tMove });
+    (results.move as unknown[]).push({ t_move: tMove, from, to, move_to_first_accepted_ms: first.t - tMove });
     expect((await lab.exec(from, ['pcs', 'resource', 'clear', 'broker-clone'])).code).toBe(0);
     await lab.healthy('node1', 'broker', 3, 120_000);
     const moved = client.accepted().length;
@@ -197,9 +197,13 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     const summary = await client.drain();
     const received = new Set(summary.received);
     const lost = summary.accepted!.filter((id) => !received.has(id));
-    results.messages = { accepted: summary.accepted!.length, received: received.size, lost: lost.length };
+    // Evidence for a loss: when and by whom each lost message was accepted, next to the kills and moves.
+    const lostDetail = client.events.filter((e) => e.ev === 'accepted' && lost.includes(e.id!));
+    results.messages = { accepted: summary.accepted!.length, received: received.size, lost: lost.length, lostDetail };
+    mkdirSync(join(lab.dir, 'results'), { recursive: true });
+    writeFileSync(join(lab.dir, 'results', 'client-events.jsonl'), client.events.map((e) => JSON.stringify(e)).join('\n') + '\n');
     expect(summary.accepted!.length).toBeGreaterThan(500);
-    expect(lost, 'accepted messages never received').toEqual([]);
+    expect(lostDetail, `accepted messages never received (events in ${join(lab.dir, 'results')})`).toEqual([]);
   }, 600_000);
 
   it('baseline: ocf:pacemaker:Stateful moves after a crash of its Promoted node', async ({ skip }) => {

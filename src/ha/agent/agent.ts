@@ -340,6 +340,7 @@ export class TandemAgent {
   async stop(): Promise<OcfResult> {
     const proc = this.deps.process;
     await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
+    await this.bestEffort('clearing the published position', () => this.deps.cluster.unpublish(this.positionAttribute));
     const pid = proc.pid();
     if (pid === undefined) {
       proc.forget();
@@ -488,7 +489,11 @@ export class TandemAgent {
         return ok();
       }
       const o = await this.observe(v);
-      if (o.role !== 'backup' && o.role !== 'primary') return ok();
+      if (o.role !== 'backup' && o.role !== 'primary') {
+        // Nothing to offer: make sure no position from an earlier round speaks for this node.
+        await this.bestEffort('clearing the published position', () => this.deps.cluster.unpublish(this.positionAttribute));
+        return ok();
+      }
       const value = formatPublished(o.status.state, o.status);
       await this.bestEffort('publishing the position', async () => {
         await this.deps.cluster.publish(this.positionAttribute, value, Math.max(1000, this.remainingMs()));

@@ -1,0 +1,210 @@
+// TandemAgent's decisions with fake brokers, processes and cluster: what monitor
+// reports, when promote refuses and where it sends the score, what notify publishes.
+import { rmSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { TandemAgent, type AgentDeps } from '../../src/ha/agent/agent.js';
+import type { BrokerProcess } from '../../src/ha/agent/broker-process.js';
+import type { HaSnapshot, LocalStatus } from '../../src/ha/agent/brokers.js';
+import type { BrokerView } from '../../src/ha/agent/election.js';
+import type { Cluster } from '../../src/ha/agent/pacemaker.js';
+import { readParams } from '../../src/ha/agent/params.js';
+import { brokerDir } from './helpers.js';
+
+class FakeCluster implements Cluster {
+  scores = new Map<string, number>();
+  attrs = new Map<string, string>();
+  constructor(readonly me = 'node1') {}
+  async localNode() {
+    return this.me;
+  }
+  async getScore(node = this.me) {
+    return this.scores.get(node);
+  }
+  async setScore(score: number, node = this.me) {
+    this.scores.set(node, score);
+  }
+  async deleteScore(node = this.me) {
+    this.scores.delete(node);
+  }
+  async publish(_name: string, value: string) {
+    this.attrs.set(this.me, value);
+  }
+  async published() {
+    return new Map(this.attrs);
+  }
+  async unpublish() {
+    this.attrs.delete(this.me);
+  }
+  async onlineNodes() {
+    return ['node1', 'node2', 'node3'];
+  }
+}
+
+interface World {
+  local: LocalStatus;
+  pid: number | undefined;
+  stale?: number;
+  wasPrimary?: boolean;
+  peers: BrokerView[];
+  promoted: number;
+}
+
+const b = brokerDir(5672);
+afterAll(() => rmSync(b.dir, { recursive: true, force: true }));
+
+function agentFor(world: World, cluster: FakeCluster, env: Record<string, string> = {}) {
+  const fullEnv = {
+    OCF_RESOURCE_INSTANCE: 'broker:0',
+    OCF_RESKEY_config: b.conf,
+    OCF_RESKEY_binary: '/bin/true',
+    OCF_RESKEY_user: 'root',
+    OCF_RESKEY_pidfile: b.pidfile,
+    OCF_RESKEY_CRM_meta_clone_max: '3',
+    OCF_RESKEY_CRM_meta_promoted_max: '1',
+    OCF_RESKEY_CRM_meta_notify: 'true',
+    ...env,
+  };
+  const proc = {
+    pid: () => world.pid,
+    stalePid: () => world.stale,
+    wasPrimary: () => world.wasPrimary ?? false,
+    markPrimary: (p: boolean) => (world.wasPrimary = p),
+    forget: () => (world.stale = undefined),
+    lastLogLine: () => 'last words',
+  } as unknown as BrokerProcess;
+  const deps: AgentDeps = {
+    params: readParams(fullEnv),
+    process: proc,
+    cluster,
+    log: { debug: () => undefined, info: () => undefined, warn: () => undefined, err: () => undefined },
+    statusOf: async () => world.local,
+    statusOfAll: async () => world.peers,
+    promote: async (): Promise<HaSnapshot> => {
+      world.promoted++;
+      world.local = { kind: 'up', status: { state: 'recovering', epoch: 2, lsn: 10 } };
+      return { state: 'recovering', epoch: 2, lsn: 10 };
+    },
+    lookupAccount: async () => ({ name: 'root', uid: 0, gid: 0, home: '/root' }),
+    env: fullEnv,
+  };
+  return new TandemAgent(deps);
+}
+
+const up = (state: string, epoch: number, lsn: number): LocalStatus => ({ kind: 'up', status: { state, epoch, lsn } });
+const v = (address: string, state: string, epoch: number, lsn: number): BrokerView => ({ address, state, epoch, lsn });
+
+describe('agent logic - monitor', () => {
+  it('maps broker states and process states to OCF codes', async () => {
+    const c = new FakeCluster();
+    const cases: Array<[Partial<World>, number, number?]> = [
+      [{ local: up('ready', 1, 5), pid: 10 }, 0],
+      [{ local: up('joining', 1, 5), pid: 10 }, 0],
+      [{ local: up('catchup', 1, 5), pid: 10 }, 0],
+      [{ local: up('active', 1, 5), pid: 10 }, 8],
+      [{ local: up('recovering', 1, 5), pid: 10 }, 8],
+      [{ local: { kind: 'down', why: 'refused' }, pid: undefined }, 7],
+      [{ local: { kind: 'down', why: 'refused' }, pid: undefined, stale: 10 }, 1, 10_000],
+      [{ local: { kind: 'down', why: 'refused' }, pid: undefined, stale: 10, wasPrimary: true }, 9, 10_000],
+      [{ local: { kind: 'down', why: 'refused' }, pid: undefined, stale: 10, wasPrimary: true }, 7, 0],
+      [{ local: { kind: 'down', why: 'timeout' }, pid: 10 }, 1],
+      [{ local: { kind: 'down', why: 'timeout' }, pid: 10, wasPrimary: true }, 9],
+      [{ local: up('standalone', 0, 0), pid: 10 }, 6],
+      [{ local: { kind: 'no-ha', why: 'unknown operation' }, pid: 10 }, 6],
+      [{ local: up('active', 1, 5), pid: undefined }, 1],
+    ];
+    for (const [w, code, interval] of cases) {
+      const world = { peers: [], promoted: 0, local: up('ready', 1, 1), pid: 1, ...w } as World;
+      const r = await agentFor(world, c, { OCF_RESKEY_CRM_meta_interval: String(interval ?? 10_000) }).run('monitor');
+      expect(r.code, JSON.stringify(w)).toBe(code);
+    }
+  });
+
+  it('keeps the score: primary 1001, ready by rank, catchup none, failed none', async () => {
+    const c = new FakeCluster();
+    const world: World = { local: up('active', 2, 50), pid: 10, peers: [], promoted: 0 };
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.get('node1')).toBe(1001);
+    world.local = up('ready', 2, 40);
+    world.peers = [v('a', 'ready', 2, 40), v('b', 'ready', 2, 45), v('c', 'unreachable', 0, 0)];
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.get('node1')).toBe(900);
+    world.local = up('catchup', 2, 40);
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.has('node1')).toBe(false);
+    c.scores.set('node1', 1000);
+    world.local = { kind: 'down', why: 'timeout' };
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.has('node1'), 'an unhealthy instance drops its score').toBe(false);
+  });
+});
+
+describe('agent logic - promote', () => {
+  it('promotes a ready backup that nobody is ahead of', async () => {
+    const c = new FakeCluster();
+    c.attrs.set('node2', 'ready:2:40');
+    const world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('a', 'ready', 2, 40), v('b', 'unreachable', 0, 0)], promoted: 0 };
+    const r = await agentFor(world, c).run('promote');
+    expect(r).toEqual({ code: 0 });
+    expect(world.promoted).toBe(1);
+    expect(c.scores.get('node1')).toBe(1001);
+  });
+
+  it('refuses, and hands the score over, when another node published a better position', async () => {
+    const c = new FakeCluster();
+    c.attrs.set('node1', 'ready:2:40');
+    c.attrs.set('node3', 'ready:2:41');
+    const world: World = { local: up('ready', 2, 40), pid: 10, peers: [], promoted: 0 };
+    const r = await agentFor(world, c).run('promote');
+    expect(r.code).toBe(1);
+    expect(r.reason).toMatch(/node3 is further ahead/);
+    expect(world.promoted).toBe(0);
+    expect(c.scores.get('node3')).toBe(1000);
+    expect(c.scores.get('node1')).toBe(1);
+  });
+
+  it('refuses when a broker it can reach is further ahead, even if nothing was published', async () => {
+    const world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('x:5672', 'ready', 2, 90)], promoted: 0 };
+    const r = await agentFor(world, new FakeCluster()).run('promote');
+    expect(r.code).toBe(1);
+    expect(r.reason).toMatch(/x:5672 is further ahead/);
+  });
+
+  it('refuses while another primary is alive, a catchup broker, and a joining one beside a ready one', async () => {
+    let world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('p:5672', 'active', 2, 40)], promoted: 0 };
+    let r = await agentFor(world, new FakeCluster()).run('promote');
+    expect(r.code).toBe(1);
+    expect(r.reason).toMatch(/live primary/);
+    world = { local: up('catchup', 2, 40), pid: 10, peers: [], promoted: 0 };
+    expect((await agentFor(world, new FakeCluster()).run('promote')).code).toBe(1);
+    world = { local: up('joining', 2, 90), pid: 10, peers: [v('r:5672', 'ready', 2, 40)], promoted: 0 };
+    r = await agentFor(world, new FakeCluster()).run('promote');
+    expect(r.code).toBe(1);
+    expect(r.reason).toMatch(/joining/);
+    expect(world.promoted).toBe(0);
+  });
+
+  it('a cold start promotes the joining broker with the most data', async () => {
+    const peers = [v('a', 'joining', 1, 70), v('b', 'joining', 1, 50), v('c', 'unreachable', 0, 0)];
+    const best: World = { local: up('joining', 1, 70), pid: 10, peers, promoted: 0 };
+    expect((await agentFor(best, new FakeCluster()).run('promote')).code).toBe(0);
+    const worse: World = { local: up('joining', 1, 50), pid: 10, peers, promoted: 0 };
+    expect((await agentFor(worse, new FakeCluster()).run('promote')).code).toBe(1);
+  });
+});
+
+describe('agent logic - notify', () => {
+  it('pre-promote publishes state, epoch and lsn; post-promote clears; a stopped broker clears', async () => {
+    const c = new FakeCluster();
+    const world: World = { local: up('ready', 3, 77), pid: 10, peers: [], promoted: 0 };
+    const pre = { OCF_RESKEY_CRM_meta_notify_type: 'pre', OCF_RESKEY_CRM_meta_notify_operation: 'promote' };
+    expect((await agentFor(world, c, pre).run('notify')).code).toBe(0);
+    expect(c.attrs.get('node1')).toBe('ready:3:77');
+    expect((await agentFor(world, c, { OCF_RESKEY_CRM_meta_notify_type: 'post', OCF_RESKEY_CRM_meta_notify_operation: 'promote' }).run('notify')).code).toBe(0);
+    expect(c.attrs.has('node1')).toBe(false);
+    c.attrs.set('node1', 'ready:1:1');
+    world.local = { kind: 'down', why: 'refused' };
+    world.pid = undefined;
+    expect((await agentFor(world, c, pre).run('notify')).code).toBe(0);
+    expect(c.attrs.has('node1')).toBe(false);
+  });
+});
