@@ -21,8 +21,10 @@ export class ChangeLog {
     this.last = lsn;
   }
 
-  attach(sink: ChangeSink): void {
-    this.sinks.push(sink);
+  /** Add a reader; `first` puts it before the others (the journal, which others may ask about durability). */
+  attach(sink: ChangeSink, options: { first?: boolean } = {}): void {
+    if (options.first) this.sinks.unshift(sink);
+    else this.sinks.push(sink);
   }
 
   detach(sink: ChangeSink): void {

@@ -266,7 +266,8 @@ export class Daemon {
     this.broker.resetState();
     const { journal } = await Journal.open({ dataDir: dir, logger: logger('store') });
     this.journal = journal;
-    this.broker.log.attach(journal);
+    // First again, as at start: other readers may ask it about the change they are handed.
+    this.broker.log.attach(journal, { first: true });
   }
 
   private dropReplacedStores(): void {
