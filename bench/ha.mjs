@@ -1,0 +1,540 @@
+#!/usr/bin/env node
+// HA benchmark (issue 4), one run, tandem only, everything on 127.0.0.1:
+//  1. throughput of the standalone loads (non-durable 1/1, durable 1/1, durable 4/4)
+//     against a standalone tandemd and against the primary of a 3-broker cluster
+//     (ha-replicate=all, 2 ready backups); ratio cluster / standalone;
+//  2. failover: a durable sender (all three addresses, reconnect) runs against the
+//     cluster; the primary is killed with SIGKILL and `tandem ha promote
+//     --cluster-manager` is run at once on a ready backup; time from the kill to the
+//     first message accepted by the new primary, promote's own run time, and the
+//     CLI's bare node start-up; repeated BENCH_HA_FAILOVERS times;
+//  3. catch-up: a primary holding N durable 1 KiB messages (up to BENCH_HA_CATCHUP_N,
+//     or what 2 minutes of loading gives), a new backup started on an empty data dir,
+//     time until it is `ready`.
+//
+//   node bench/ha.mjs > ha-report.md      (progress on stderr; ~6-9 minutes)
+//
+// Same tandem build as run.mjs (committed HEAD into bench/.build; BENCH_TANDEM=worktree
+// for dist/). Every process is started by this script, registered and killed by PID
+// on exit, failure or signal. Raw numbers: bench/results/ha-<time>.json.
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+
+const require = createRequire(import.meta.url);
+const wallMs = () => performance.timeOrigin + performance.now(); // comparable across processes
+const BODY = Buffer.alloc(1024, 'x');
+
+// ---- child modes: a failover sender and a filler (plain rhea, no lib.mjs) ---------------
+if (process.argv[2] === '--failover-sender') await failoverSender(JSON.parse(process.argv[3]));
+else if (process.argv[2] === '--fill') await filler(JSON.parse(process.argv[3]));
+else await import('./lib.mjs').then(main);
+
+/**
+ * Durable 1 KiB messages to a durable queue, at `rate`/s, window `window`, reconnecting
+ * over all `ports` (10-50 ms back-off). Prints JSON lines: every connection opened, and
+ * the first accept of each connection generation (wall-clock ms).
+ */
+async function failoverSender({ ports, queue, rate, window, seconds }) {
+  const rhea = require('rhea');
+  let next = 0;
+  let gen = 0;
+  const out = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+  const conn = rhea.create_container({ id: `ha-failover-${process.pid}` }).connect({
+    connection_details: () => ({ host: '127.0.0.1', port: ports[next++ % ports.length] }),
+    reconnect: true, initial_reconnect_delay: 10, max_reconnect_delay: 50, reconnect_limit: 100_000,
+    idle_time_out: 0, tcp_no_delay: true,
+  });
+  conn.on('error', () => {});
+  conn.on('connection_error', () => {});
+  conn.on('disconnected', () => out({ type: 'disconnected', t: wallMs() }));
+  conn.on('connection_open', (ctx) => {
+    gen++;
+    out({ type: 'open', gen, t: wallMs(), port: ctx.connection.socket?.remotePort });
+  });
+  const sender = conn.open_sender({ target: { address: queue, durable: 2 }, autosettle: true });
+  sender.on('sender_error', () => {});
+  const firstOf = new Set();
+  let sent = 0;
+  let inflight = 0;
+  let accepted = 0;
+  const t0 = Date.now();
+  const pump = () => {
+    const allowed = Math.floor(((Date.now() - t0) / 1000) * rate) + 1;
+    while (inflight < window && sender.sendable() && sent < allowed) {
+      const d = sender.send({ durable: true, body: BODY });
+      d.ha_gen = gen;
+      d.ha_port = conn.socket?.remotePort;
+      sent++;
+      inflight++;
+    }
+  };
+  sender.on('accepted', (ctx) => {
+    inflight--;
+    accepted++;
+    const g = ctx.delivery.ha_gen;
+    if (!firstOf.has(g)) {
+      firstOf.add(g);
+      out({ type: 'accepted', gen: g, t: wallMs(), port: ctx.delivery.ha_port });
+    }
+  });
+  for (const ev of ['rejected', 'released', 'modified']) sender.on(ev, () => inflight--);
+  // Deliveries in flight on a dead connection never settle: forget them on reconnect.
+  conn.on('disconnected', () => (inflight = 0));
+  sender.on('sendable', pump);
+  setInterval(pump, 2);
+  setTimeout(() => {
+    out({ type: 'done', sent, accepted });
+    process.exit(0);
+  }, seconds * 1000);
+}
+
+/** Send durable 1 KiB messages at-least-once until `count` are accepted or `seconds` pass. */
+async function filler({ port, queue, count, seconds }) {
+  const rhea = require('rhea');
+  const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false, idle_time_out: 0, tcp_no_delay: true });
+  conn.on('error', () => {});
+  const sender = conn.open_sender({ target: { address: queue, durable: 2 }, autosettle: true });
+  let sent = 0;
+  let accepted = 0;
+  let stop = false;
+  const t0 = Date.now();
+  const finish = () => {
+    process.stdout.write(`${JSON.stringify({ sent, accepted, seconds: (Date.now() - t0) / 1000 })}\n`);
+    process.exit(0);
+  };
+  const pump = () => {
+    while (!stop && sent < count && sent - accepted < 1000 && sender.sendable()) {
+      sender.send({ durable: true, body: BODY });
+      sent++;
+    }
+  };
+  sender.on('sendable', pump);
+  sender.on('accepted', () => {
+    accepted++;
+    if (accepted === count || (stop && accepted === sent)) finish();
+    else pump();
+  });
+  conn.on('disconnected', finish);
+  setTimeout(() => {
+    stop = true;
+    setTimeout(finish, 15_000); // whatever is left unsettled by then is not counted
+    if (accepted === sent) finish();
+  }, seconds * 1000);
+}
+
+// ---- driver -----------------------------------------------------------------------------------
+async function main(lib) {
+  const { benchDir, buildTandem, freePort, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, tempDir, tmpBase, waitQuiet } = lib;
+  const num = (name, def, min, max) => {
+    const v = Number(process.env[name] ?? def);
+    if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
+    return v;
+  };
+  const DURATION = num('BENCH_DURATION', 8, 1, 20);
+  const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
+  const FAILOVERS = num('BENCH_HA_FAILOVERS', 4, 1, 5);
+  const CATCHUP_N = num('BENCH_HA_CATCHUP_N', 1_000_000, 1000, 1_000_000);
+  const FILL_SECONDS = num('BENCH_HA_FILL_SECONDS', 120, 5, 150);
+  const TIME_LIMIT = num('BENCH_TIME_LIMIT', 600, 60, 900);
+  const WITH_4X4 = process.env.BENCH_HA_4X4 !== 'no';
+  const PROFILE = process.env.BENCH_HA_PROFILE === '1'; // --cpu-prof on the cluster primary and the catch-up brokers
+
+  const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, FAILOVERS, CATCHUP_N, FILL_SECONDS, WITH_4X4 }, throughput: [], failovers: [], cliStartMs: [] };
+  report.machine = { ...machineInfo(), uptimeBefore: await run('uptime'), kernel: await run('uname', ['-r']) };
+  log(`machine: ${report.machine.uptimeBefore}`);
+  const build = await buildTandem();
+  const tandemdJs = build.entry;
+  const tandemJs = join(dirname(tandemdJs), 'tandem.js');
+  report.versions = { node: process.version, tandem: build.label };
+  const base = tempDir(tmpBase(), 'tandem-ha-bench-');
+  const t0 = Date.now();
+  const deadline = setTimeout(() => {
+    log(`run exceeded BENCH_TIME_LIMIT=${TIME_LIMIT} s; stopping (everything started is killed)`);
+    process.exit(3);
+  }, TIME_LIMIT * 1000);
+  onCleanup(() => clearTimeout(deadline));
+  const elapsed = () => (Date.now() - t0) / 1000;
+
+  // ---- brokers --------------------------------------------------------------------------------
+  const kill = (pid, sig = 'SIGKILL') => {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone
+    }
+  };
+  let dirN = 0;
+  /** tandemd on a fixed port; resolves once it prints "listening on". */
+  async function startBroker({ port, dataDir, args = [], name, profile = false }) {
+    dataDir ??= join(base, `data-${name}-${dirN++}`);
+    const nodeArgs = profile ? ['--cpu-prof', '--cpu-prof-dir', join(base, 'profiles'), '--cpu-prof-name', `${name}-${dirN++}.cpuprofile`] : [];
+    const t = Date.now();
+    const proc = spawn(process.execPath, [...nodeArgs, tandemdJs, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args], {
+      cwd: base, env: { ...process.env, NOTIFY_SOCKET: '' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const unregister = onCleanup(() => kill(proc.pid));
+    let out = '';
+    let err = '';
+    proc.stdout.on('data', (d) => (out += d));
+    proc.stderr.on('data', (d) => (err += d).length > 1e5 && (err = err.slice(-5e4)));
+    const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+    await new Promise((resolveP, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${name} did not listen within 30 s: ${err.slice(-2000)}`)), 30_000);
+      proc.stdout.on('data', () => /listening on/.test(out) && (clearTimeout(timer), resolveP()));
+      exited.then(({ code, signal }) => (clearTimeout(timer), reject(new Error(`${name} exited (${code ?? signal}) before listening: ${err.slice(-2000)}`))));
+    });
+    return {
+      name, port, dataDir, pid: proc.pid, loadArgs: [], startMs: Date.now() - t, exited, stderr: () => err,
+      kill9() {
+        kill(proc.pid);
+        return exited.then(() => unregister());
+      },
+      async stop() {
+        kill(proc.pid, 'SIGTERM');
+        const done = await Promise.race([exited, sleep(15_000).then(() => undefined)]);
+        if (!done) kill(proc.pid);
+        await exited;
+        unregister();
+      },
+    };
+  }
+
+  // In-process HA-STATUS (the same management request `tandem ha status` makes), so
+  // polling does not pay a node start-up each time.
+  const rhea = require('rhea');
+  function haStatus(port, timeoutMs = 3000) {
+    return new Promise((resolveP) => {
+      const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false, idle_time_out: 0, properties: { 'qpid.ha-admin': true } });
+      const done = (v) => {
+        clearTimeout(timer);
+        conn.close();
+        conn.socket?.destroy?.();
+        resolveP(v);
+      };
+      const timer = setTimeout(() => done(undefined), timeoutMs);
+      conn.on('error', () => done(undefined));
+      conn.on('disconnected', () => done(undefined));
+      const recv = conn.open_receiver({ source: { dynamic: true } });
+      recv.once('receiver_open', () => {
+        conn.open_sender('$management').send({ reply_to: recv.source.address, application_properties: { operation: 'HA-STATUS', type: 'broker', name: 'broker' }, body: {} });
+      });
+      recv.once('message', (ctx) => done(ctx.message.application_properties?.statusCode < 300 ? ctx.message.body : undefined));
+    });
+  }
+  async function waitFor(what, fn, timeoutMs, intervalMs = 50) {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const v = await fn();
+      if (v) return v;
+      if (Date.now() > end) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+      await sleep(intervalMs);
+    }
+  }
+  const readyBackups = (st) => (st?.backups ?? []).filter((b) => b.state === 'ready').length;
+
+  /** `tandem ha promote --cluster-manager` as a cluster manager runs it; its wall time. */
+  function promote(port) {
+    return new Promise((resolveP) => {
+      const t = wallMs();
+      const p = spawn(process.execPath, [tandemJs, 'ha', 'promote', '-b', `127.0.0.1:${port}`, '--cluster-manager', '--timeout', '10'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const unregister = onCleanup(() => kill(p.pid));
+      let out = '';
+      p.stdout.on('data', (d) => (out += d));
+      p.stderr.on('data', (d) => (out += d));
+      const timer = setTimeout(() => kill(p.pid), 20_000);
+      p.once('exit', (code) => {
+        clearTimeout(timer);
+        unregister();
+        resolveP({ code, ms: wallMs() - t, out: out.trim(), endT: wallMs() });
+      });
+    });
+  }
+
+  const clusterArgs = (ports) => ['--ha-cluster', 'yes', '--ha-brokers-url', ports.map((p) => `127.0.0.1:${p}`).join(','), '--ha-replicate', 'all'];
+
+  async function startCluster(n, { profilePrimary = false } = {}) {
+    const ports = [];
+    for (let i = 0; i < n; i++) ports.push(await freePort());
+    const brokers = [];
+    for (let i = 0; i < n; i++) brokers.push(await startBroker({ port: ports[i], args: clusterArgs(ports), name: `ha${i}`, profile: profilePrimary && i === 0 }));
+    const pr = await promote(ports[0]);
+    if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
+    await waitFor(`${n - 1} ready backups`, async () => readyBackups(await haStatus(ports[0])) === n - 1, 60_000, 100);
+    return { ports, brokers, primary: 0 };
+  }
+
+  const stopAll = async (list) => {
+    for (const b of list) if (b) await b.stop();
+  };
+
+  try {
+    // ---- 0. CLI start-up alone ------------------------------------------------------------
+    for (let i = 0; i < 3; i++) {
+      const t = wallMs();
+      await run(process.execPath, [tandemJs, '--version']).catch(() => run(process.execPath, [tandemJs, '--help']));
+      report.cliStartMs.push(Math.round(wallMs() - t));
+    }
+    log(`CLI start-up (tandem --version): ${report.cliStartMs.join(', ')} ms`);
+
+    // ---- 1. throughput: standalone vs cluster ---------------------------------------------
+    const loads = [
+      { key: 'nd-1x1', title: 'non-durable 1 KiB, 1/1', args: ['--duration', DURATION] },
+      { key: 'd-1x1', title: 'durable 1 KiB, 1/1', args: ['--durable', '--terminus-durable', '--duration', DURATION] },
+      ...(WITH_4X4 ? [{ key: 'd-4x4', title: 'durable 1 KiB, 4/4, one queue', args: ['--durable', '--terminus-durable', '--duration', DURATION, '--senders', 4] }] : []),
+    ];
+    const standalone = await startBroker({ port: await freePort(), name: 'standalone' });
+    log(`standalone tandemd pid ${standalone.pid} port ${standalone.port}`);
+    let cluster = await startCluster(3, { profilePrimary: PROFILE });
+    log(`cluster ports ${cluster.ports.join(',')} pids ${cluster.brokers.map((b) => b.pid).join(',')}; primary ${cluster.ports[0]}, 2 backups ready`);
+    const targets = [
+      { name: 'standalone', broker: () => standalone, others: () => [] },
+      { name: 'cluster', broker: () => cluster.brokers[cluster.primary], others: () => cluster.brokers.filter((_, i) => i !== cluster.primary) },
+    ];
+    for (let round = 1; round <= ROUNDS; round++) {
+      const order = round % 2 ? targets : [...targets].reverse();
+      for (const load of loads) {
+        for (const tg of order) {
+          const q = await waitQuiet({ cores: 0.3, maxSeconds: 3 });
+          const b = tg.broker();
+          const others = tg.others();
+          const c0 = others.map((o) => procCpu(o.pid));
+          const w0 = Date.now();
+          log(`round ${round} ${load.key} on ${tg.name}`);
+          const r = await runLoad({ ...b, name: tg.name }, load.args.map(String), { timeoutMs: (DURATION + 90) * 1000 });
+          const backupCores = others.map((o, i) => Math.round(((procCpu(o.pid) - c0[i]) / ((Date.now() - w0) / 1000)) * 100) / 100);
+          report.throughput.push({ ...r, load: load.key, target: tg.name, round, backupCores, busyBefore: q.busyCores });
+          log(`  ${r.throughput} msgs/s p50 ${r.latencyMs.p50} p99 ${r.latencyMs.p99} ms lost ${r.lost} dup ${r.duplicates}; cores: broker ${r.brokerCores} backups ${backupCores.join('/')} client ${r.clientCores} others ${r.otherCores}`);
+        }
+      }
+    }
+    await standalone.stop();
+    if (PROFILE) {
+      // Stop the profiled primary with SIGTERM (V8 writes the profile), then start over.
+      await stopAll(cluster.brokers);
+      cluster = await startCluster(3);
+    }
+
+    // ---- 2. failover --------------------------------------------------------------------
+    for (let k = 1; k <= FAILOVERS && elapsed() < TIME_LIMIT - 240; k++) {
+      const { ports, brokers } = cluster;
+      const p = cluster.primary;
+      const sender = spawn(process.execPath, [new URL(import.meta.url).pathname, '--failover-sender', JSON.stringify({ ports, queue: 'ha-failover', rate: 1000, window: 200, seconds: 40 })], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const unregister = onCleanup(() => kill(sender.pid));
+      const events = [];
+      let buf = '';
+      let wake = () => {};
+      sender.stdout.on('data', (d) => {
+        buf += d;
+        let i;
+        while ((i = buf.indexOf('\n')) >= 0) {
+          events.push(JSON.parse(buf.slice(0, i)));
+          buf = buf.slice(i + 1);
+          wake();
+        }
+      });
+      const until = (pred, ms, what) =>
+        new Promise((resolveP, reject) => {
+          const timer = setTimeout(() => reject(new Error(`failover ${k}: timed out waiting for ${what}`)), ms);
+          const check = () => {
+            const e = events.find(pred);
+            if (e) {
+              clearTimeout(timer);
+              resolveP(e);
+            }
+          };
+          wake = check;
+          check();
+        });
+      try {
+        await until((e) => e.type === 'accepted' && e.port === ports[p], 15_000, 'steady sending to the primary');
+        await sleep(1500);
+        const np = brokers.findIndex((b, i) => b && i !== p); // a ready backup (checked below)
+        const stBefore = await haStatus(ports[np]);
+        if (stBefore?.state !== 'ready') throw new Error(`failover ${k}: broker ${np} is ${stBefore?.state}, not ready`);
+        const lastGen = Math.max(...events.filter((e) => e.type === 'open').map((e) => e.gen));
+        const tKill = wallMs();
+        kill(brokers[p].pid);
+        const pr = await promote(ports[np]);
+        const first = await until((e) => e.type === 'accepted' && e.gen > lastGen && e.port === ports[np], 20_000, 'the first accept from the new primary');
+        const st = await waitFor('new primary active', async () => ((await haStatus(ports[np]))?.state === 'active' ? wallMs() : 0), 20_000, 20);
+        const row = {
+          k,
+          killedPort: ports[p],
+          newPrimaryPort: ports[np],
+          failoverMs: Math.round(first.t - tKill),
+          promoteMs: Math.round(pr.ms),
+          promoteExit: pr.code,
+          promoteOut: pr.out.slice(0, 200),
+          promoteEndToFirstAcceptMs: Math.round(first.t - pr.endT),
+          killToActiveMs: Math.round(st - tKill), // upper bound: polled every ~20 ms
+          reconnects: events.filter((e) => e.type === 'open' && e.gen > lastGen).length,
+        };
+        report.failovers.push(row);
+        log(`failover ${k}: kill -> first accept ${row.failoverMs} ms (promote ran ${row.promoteMs} ms, exit ${pr.code}; first accept ${row.promoteEndToFirstAcceptMs} ms after promote returned; active within ${row.killToActiveMs} ms)`);
+        await brokers[p].kill9();
+        // The killed broker rejoins as a backup on its data dir and port.
+        cluster.primary = np;
+        try {
+          brokers[p] = await startBroker({ port: ports[p], dataDir: brokers[p].dataDir, args: clusterArgs(ports), name: `ha${p}` });
+        } catch (err) {
+          log(`restart of the old primary on its data dir failed (${err.message.slice(0, 200)}); starting it on an empty one`);
+          brokers[p] = await startBroker({ port: ports[p], args: clusterArgs(ports), name: `ha${p}` });
+        }
+      } finally {
+        kill(sender.pid);
+        unregister();
+      }
+      await waitFor('2 ready backups after failover', async () => readyBackups(await haStatus(ports[cluster.primary])) === 2, 60_000, 100);
+    }
+    await stopAll(cluster.brokers);
+
+    // ---- 3. catch-up --------------------------------------------------------------------
+    {
+      const ports = [await freePort(), await freePort()];
+      const a = await startBroker({ port: ports[0], args: clusterArgs(ports), name: 'catchup-primary', profile: PROFILE });
+      const pr = await promote(ports[0]);
+      if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
+      await waitFor('catch-up primary active', async () => (await haStatus(ports[0]))?.state === 'active', 20_000);
+      const fillSeconds = Math.max(5, Math.min(FILL_SECONDS, TIME_LIMIT - elapsed() - 150));
+      log(`filling the primary: up to ${CATCHUP_N} durable 1 KiB messages or ${Math.round(fillSeconds)} s, 4 senders`);
+      const fills = await Promise.all(
+        Array.from({ length: 4 }, (_, i) =>
+          new Promise((resolveP) => {
+            const c = spawn(process.execPath, [new URL(import.meta.url).pathname, '--fill', JSON.stringify({ port: ports[0], queue: 'ha-catchup', count: Math.ceil(CATCHUP_N / 4), seconds: fillSeconds })], { stdio: ['ignore', 'pipe', 'inherit'] });
+            const unregister = onCleanup(() => kill(c.pid));
+            let out = '';
+            c.stdout.on('data', (d) => (out += d));
+            const timer = setTimeout(() => kill(c.pid), (fillSeconds + 30) * 1000);
+            c.once('exit', () => {
+              clearTimeout(timer);
+              unregister();
+              try {
+                resolveP(JSON.parse(out.trim().split('\n').pop()));
+              } catch {
+                resolveP({ sent: 0, accepted: 0, seconds: 0, error: out.slice(0, 200) });
+              }
+            });
+          })),
+      );
+      const n = fills.reduce((s, f) => s + f.accepted, 0);
+      const fillS = Math.max(...fills.map((f) => f.seconds));
+      const stA = await haStatus(ports[0]);
+      const aRss = (() => {
+        try {
+          return Math.round(Number(/VmRSS:\s+(\d+)/.exec(require('node:fs').readFileSync(`/proc/${a.pid}/status`, 'utf8'))[1]) / 1024);
+        } catch {
+          return NaN;
+        }
+      })();
+      log(`primary holds ${n} accepted messages (filled at ${Math.round(n / fillS)}/s in ${fillS.toFixed(1)} s); lsn ${stA?.lsn}; rss ${aRss} MiB`);
+      await sleep(1000);
+      const cpuA0 = procCpu(a.pid);
+      const tStart = wallMs();
+      const b = await startBroker({ port: ports[1], args: clusterArgs(ports), name: 'catchup-backup', profile: PROFILE });
+      const tListen = wallMs();
+      const states = [];
+      let tReady = 0;
+      const end = Date.now() + Math.max(30_000, (TIME_LIMIT - elapsed() - 50) * 1000);
+      let last;
+      while (Date.now() < end) {
+        const st = await haStatus(ports[1], 5000);
+        if (st) last = { state: st.state, lsn: st.lsn, lastError: st['last-error'], atMs: Math.round(wallMs() - tStart) };
+        if (st && states.at(-1)?.state !== st.state) states.push({ state: st.state, atMs: Math.round(wallMs() - tStart) });
+        if (st?.state === 'ready') {
+          tReady = wallMs();
+          break;
+        }
+        await sleep(50);
+      }
+      const cpuB = procCpu(b.pid);
+      const cpuA = procCpu(a.pid) - cpuA0;
+      report.catchUp = {
+        messages: n,
+        target: CATCHUP_N,
+        fillSeconds: Math.round(fillS * 10) / 10,
+        fillRate: Math.round(n / fillS),
+        primaryLsn: stA?.lsn,
+        primaryRssMiB: aRss,
+        readyMs: tReady ? Math.round(tReady - tStart) : null,
+        readyAfterListenMs: tReady ? Math.round(tReady - tListen) : null,
+        backupStartMs: Math.round(tListen - tStart),
+        msgsPerSecond: tReady ? Math.round(n / ((tReady - tStart) / 1000)) : null,
+        msgsPerSecondAfterListen: tReady ? Math.round(n / ((tReady - tListen) / 1000)) : null,
+        states,
+        lastBackupStatus: last,
+        gaveUpAfterMs: tReady ? null : Math.round(wallMs() - tStart),
+        cpuSeconds: { primary: Math.round(cpuA * 10) / 10, backup: Math.round(cpuB * 10) / 10 },
+      };
+      log(`catch-up: ${JSON.stringify(report.catchUp)}`);
+      // Profiles need SIGTERM; otherwise SIGKILL (a primary busy building snapshots can take long to stop).
+      if (PROFILE) {
+        await b.stop();
+        await a.stop();
+      } else {
+        await b.kill9();
+        await a.kill9();
+      }
+    }
+  } finally {
+    clearTimeout(deadline);
+  }
+  report.machine.uptimeAfter = await run('uptime');
+  report.finishedAt = new Date().toISOString();
+  report.seconds = Math.round(elapsed());
+  const resultsDir = join(benchDir, 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `ha-${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  const md = markdown(report);
+  writeFileSync(file.replace(/\.json$/, '.md'), md);
+  process.stdout.write(md);
+  log(`raw results: ${file}${PROFILE ? `; profiles in ${join(base, 'profiles')} (set BENCH_KEEP=1 to keep them)` : ''}`);
+  process.exit(0);
+}
+
+function markdown(r) {
+  const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '–');
+  const med = (xs) => {
+    const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
+    return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
+  };
+  const L = [];
+  L.push(`### HA run ${r.startedAt} (${r.seconds} s)`, '');
+  L.push(`- tandem ${r.versions.tandem}, node ${r.versions.node}; machine ${r.machine.cores} × ${r.machine.model}, kernel ${r.machine.kernel}`);
+  L.push(`- **shared machine**: load before \`${r.machine.uptimeBefore}\`; after \`${r.machine.uptimeAfter}\``);
+  L.push(`- cluster: 3 tandemd on 127.0.0.1, ha-replicate=all, default heartbeat/backup-timeout; ${r.settings.ROUNDS} round(s) × ${r.settings.DURATION} s per load; throughput = best round`, '');
+  L.push('| load | standalone msgs/s | cluster msgs/s | cluster / standalone | p50 / p99 ms (standalone; cluster) | lost / dup (cluster) | primary cores (standalone; cluster) | backups\' cores | msgs per broker CPU-s (standalone; cluster primary) | others\' cores (standalone; cluster) |');
+  L.push('|---|---:|---:|---:|---|---|---|---|---|---|');
+  for (const key of [...new Set(r.throughput.map((t) => t.load))]) {
+    const rows = (tg) => r.throughput.filter((t) => t.load === key && t.target === tg);
+    const best = (xs) => Math.max(...xs.map((x) => x.throughput));
+    const s = rows('standalone');
+    const c = rows('cluster');
+    const p = (xs, q) => med(xs.map((x) => x.latencyMs[q]));
+    L.push(`| ${key} | ${fmt(best(s))} | ${fmt(best(c))} | **${fmt((100 * best(c)) / best(s))}%** | ${fmt(p(s, 'p50'), 1)} / ${fmt(p(s, 'p99'), 1)}; ${fmt(p(c, 'p50'), 1)} / ${fmt(p(c, 'p99'), 1)} | ${c.reduce((a, x) => a + x.lost, 0)} / ${c.reduce((a, x) => a + x.duplicates, 0)} | ${fmt(med(s.map((x) => x.brokerCores)), 2)}; ${fmt(med(c.map((x) => x.brokerCores)), 2)} | ${c.map((x) => x.backupCores.join(' + ')).join('; ')} | ${fmt(med(s.map((x) => x.msgsPerBrokerCpuSecond)))}; ${fmt(med(c.map((x) => x.msgsPerBrokerCpuSecond)))} | ${fmt(med(s.map((x) => x.otherCores)), 2)}; ${fmt(med(c.map((x) => x.otherCores)), 2)} |`);
+  }
+  L.push('', '<details><summary>every throughput run</summary>', '', '| round | load | target | msgs/s | p50 / p99 ms | lost / dup | cores primary / backups / client / others |', '|---|---|---|---:|---|---|---|');
+  for (const t of r.throughput) L.push(`| ${t.round} | ${t.load} | ${t.target} | ${fmt(t.throughput)} | ${t.latencyMs.p50} / ${t.latencyMs.p99} | ${t.lost} / ${t.duplicates} | ${t.brokerCores} / ${t.backupCores.join('+') || '-'} / ${t.clientCores} / ${t.otherCores} |`);
+  L.push('', '</details>', '');
+  const f = r.failovers;
+  if (f.length) {
+    const stat = (k) => { const xs = f.map((x) => x[k]); return `${fmt(Math.min(...xs))} / ${fmt(med(xs))} / ${fmt(Math.max(...xs))}`; };
+    L.push(`Failover (durable sender at 1,000 msgs/s, all three addresses, reconnect 10-50 ms; kill -9 the primary, then \`tandem ha promote --cluster-manager\` on a ready backup), ${f.length} times:`, '');
+    L.push('| measure | min / median / max ms |', '|---|---|');
+    L.push(`| kill → first message accepted by the new primary (promote included) | **${stat('failoverMs')}** |`);
+    L.push(`| \`tandem ha promote\` run time (node start-up included) | ${stat('promoteMs')} |`);
+    L.push(`| CLI start-up alone (\`node tandem.js --version\`, ${r.cliStartMs.length}×) | ${fmt(Math.min(...r.cliStartMs))} / ${fmt(med(r.cliStartMs))} / ${fmt(Math.max(...r.cliStartMs))} |`);
+    L.push(`| promote returned → first accept | ${stat('promoteEndToFirstAcceptMs')} |`);
+    L.push(`| kill → new primary \`active\` (polled every ~20 ms) | ${stat('killToActiveMs')} |`);
+    L.push('', `each: ${f.map((x) => `${x.failoverMs} ms (promote ${x.promoteMs} ms, exit ${x.promoteExit}, ${x.reconnects} connection(s))`).join('; ')}`, '');
+  }
+  const c = r.catchUp;
+  if (c) {
+    if (!c.readyMs) L.push(`**Catch-up did not finish**: the new backup was not \`ready\` ${fmt(c.gaveUpAfterMs)} ms after it was spawned (last status: ${JSON.stringify(c.lastBackupStatus)}).`, '');
+    L.push(`Catch-up: the primary held **${fmt(c.messages)}** durable 1 KiB messages (${c.messages >= c.target ? 'the full target' : `what ${c.fillSeconds} s of loading gave, at ${fmt(c.fillRate)}/s; the ${fmt(c.target)} target did not fit`}; primary RSS ${fmt(c.primaryRssMiB)} MiB). A new backup on an empty data dir was \`ready\` **${fmt(c.readyMs)} ms** after its process was spawned (${fmt(c.readyAfterListenMs)} ms after it listened): **${fmt(c.msgsPerSecond)} msgs/s** (${fmt(c.msgsPerSecondAfterListen)} msgs/s from listening). CPU during catch-up: primary ${c.cpuSeconds.primary} s, backup ${c.cpuSeconds.backup} s. States seen: ${c.states.map((s) => `${s.state} @${s.atMs} ms`).join(', ')}.`, '');
+  }
+  return `${L.join('\n')}\n`;
+}
