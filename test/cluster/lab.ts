@@ -18,10 +18,14 @@ export interface RoleLine {
 export class Lab {
   readonly env: NodeJS.ProcessEnv;
 
+  /**
+   * Names, subnet and directory are per process, so two test runs (say `npm test` and
+   * someone's `vitest run test/cluster`) can each have a lab at the same time.
+   */
   constructor(
-    readonly dir = '/var/tmp/tandem-lab-test',
-    readonly net = '10.204.0',
-    readonly ns = 'tdtest-',
+    readonly dir = `/var/tmp/tandem-lab-${process.pid}`,
+    readonly net = `10.204.${process.pid % 250}`,
+    readonly ns = `td${process.pid}-`,
     readonly token = 1000,
   ) {
     this.env = { TANDEM_LAB_DIR: dir, TANDEM_LAB_NET: net, TANDEM_LAB_NS: ns, TANDEM_LAB_TOKEN: String(token) };

@@ -6,7 +6,7 @@
 // The same lab then times Pacemaker's own ocf:pacemaker:Stateful after a crash,
 // the baseline tandem's failover is compared with (docs/pacemaker.md).
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haAvailable, isAlive, repoRoot, tandemBin, tandemdBin, useInstalledAgent, waitFor } from './helpers.js';
@@ -108,15 +108,22 @@ beforeAll(async () => {
   ready = true;
 }, 300_000);
 
+// Results outlive the lab; the lab's directory (logs of every node) is kept only when a test failed.
+const RESULTS = '/var/tmp/tandem-lab-results';
+let passed = 0;
+
 afterAll(async () => {
   await client?.kill();
   if (ready) {
-    mkdirSync(join(lab.dir, 'results'), { recursive: true });
-    writeFileSync(join(lab.dir, 'results', 'failover.json'), `${JSON.stringify(results, null, 2)}\n`);
+    mkdirSync(RESULTS, { recursive: true });
+    const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+    writeFileSync(join(RESULTS, `failover-${stamp}.json`), `${JSON.stringify(results, null, 2)}\n`);
     console.log('failover results', JSON.stringify(results));
   }
   await lab.down();
   await uninstall?.();
+  if (passed === 3) rmSync(lab.dir, { recursive: true, force: true });
+  else if (ready) console.log(`lab logs kept in ${lab.dir}`);
 }, 120_000);
 
 describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
@@ -139,6 +146,7 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     );
     const q = await tandem(['queue', 'add', 'failover', '--durable', '-b', `${lab.address(roles.promoted)}:5672`]);
     expect(q.code, q.stderr).toBe(0);
+    passed++;
   }, 240_000);
 
   it('a crash of the Promoted node promotes a ready backup; clients continue; the node rejoins and catches up; a move keeps every message', async ({ skip }) => {
@@ -204,6 +212,7 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     writeFileSync(join(lab.dir, 'results', 'client-events.jsonl'), client.events.map((e) => JSON.stringify(e)).join('\n') + '\n');
     expect(summary.accepted!.length).toBeGreaterThan(500);
     expect(lostDetail, `accepted messages never received (events in ${join(lab.dir, 'results')})`).toEqual([]);
+    passed++;
   }, 600_000);
 
   it('baseline: ocf:pacemaker:Stateful moves after a crash of its Promoted node', async ({ skip }) => {
@@ -229,5 +238,6 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
       await lab.start(victim);
       await lab.healthy(viewer, 'st', 3, 120_000);
     }
+    passed++;
   }, 400_000);
 });
