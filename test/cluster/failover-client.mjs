@@ -3,7 +3,7 @@
 // connection_details rotating), run by the cluster tests inside the lab's switch
 // namespace. One JSON event per line on stdout, each with Date.now() as t:
 //   {ev:'connected', role, host}  {ev:'disconnected', role}  {ev:'accepted', id, host}
-//   {ev:'received', id}  {ev:'summary', sent, accepted:[...], received:[...]}
+//   {ev:'received', id}  {ev:'summary', sent, accepted, received, missing:[...]}
 // A message not accepted when its connection drops is sent again (at-least-once),
 // so the test can check that every accepted message is received at least once.
 // SIGUSR2 stops sending; the receiver then drains until it has every accepted
@@ -100,8 +100,11 @@ receiver.on('message', (ctx) => {
   }
 });
 
-function summary() {
-  out({ ev: 'summary', sent, accepted: [...accepted], received: [...received] });
+// Counts only: the test has every id from the events. Exit once stdout has taken the
+// line (stdout to a pipe is asynchronous; process.exit right away could cut it).
+function summaryAndExit() {
+  const missing = [...accepted].filter((id) => !received.has(id));
+  process.stdout.write(`${JSON.stringify({ t: Date.now(), ev: 'summary', sent, accepted: accepted.size, received: received.size, missing })}\n`, () => process.exit(0));
 }
 process.on('SIGUSR2', () => {
   sending = false;
@@ -112,12 +115,8 @@ process.on('SIGUSR2', () => {
     if ((missing.length === 0 && pending.length === 0 && inFlight.size === 0) || Date.now() > deadline) {
       clearInterval(check);
       clearInterval(ticker);
-      summary();
-      process.exit(0);
+      summaryAndExit();
     }
   }, 100);
 });
-process.on('SIGTERM', () => {
-  summary();
-  process.exit(0);
-});
+process.on('SIGTERM', summaryAndExit);

@@ -27,8 +27,9 @@ interface ClientEvent {
   id?: number;
   host?: string;
   role?: string;
-  accepted?: number[];
-  received?: number[];
+  accepted?: number;
+  received?: number;
+  missing?: number[];
   sent?: number;
 }
 
@@ -66,13 +67,12 @@ class FailoverClient {
     return this.events.find((e) => e.ev === 'accepted' && e.t > t && e.host === host);
   }
 
-  async drain(): Promise<ClientEvent> {
+  /** Stop sending and let the receiver catch up (the client gives it 30 s), then stop. */
+  async drain(): Promise<ClientEvent | undefined> {
     this.proc.kill('SIGUSR2');
     await Promise.race([this.exited, new Promise((r) => setTimeout(r, 45_000))]);
     if (this.proc.exitCode === null) this.proc.kill('SIGKILL');
-    const s = this.events.find((e) => e.ev === 'summary');
-    if (!s) throw new Error(`the client printed no summary; stderr: ${this.stderr}`);
-    return s;
+    return this.events.find((e) => e.ev === 'summary');
   }
 
   async kill(): Promise<void> {
@@ -202,15 +202,15 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     const moved = client.accepted().length;
     await waitFor(() => client!.accepted().length > moved + 100, { timeoutMs: 30_000, name: 'traffic after the move' });
 
-    const summary = await client.drain();
-    const received = new Set(summary.received);
-    const lost = summary.accepted!.filter((id) => !received.has(id));
+    await client.drain();
+    const received = new Set(client.events.filter((e) => e.ev === 'received').map((e) => e.id));
+    const accepted = client.accepted().map((e) => e.id!);
     // Evidence for a loss: when and by whom each lost message was accepted, next to the kills and moves.
-    const lostDetail = client.events.filter((e) => e.ev === 'accepted' && lost.includes(e.id!));
-    results.messages = { accepted: summary.accepted!.length, received: received.size, lost: lost.length, lostDetail };
+    const lostDetail = client.accepted().filter((e) => !received.has(e.id));
+    results.messages = { accepted: accepted.length, received: received.size, lost: lostDetail.length, lostDetail };
     mkdirSync(join(lab.dir, 'results'), { recursive: true });
     writeFileSync(join(lab.dir, 'results', 'client-events.jsonl'), client.events.map((e) => JSON.stringify(e)).join('\n') + '\n');
-    expect(summary.accepted!.length).toBeGreaterThan(500);
+    expect(accepted.length).toBeGreaterThan(500);
     expect(lostDetail, `accepted messages never received (events in ${join(lab.dir, 'results')})`).toEqual([]);
     passed++;
   }, 600_000);
