@@ -98,6 +98,11 @@ export class Broker implements QueueHost {
     }
   }
 
+  /** The id the next new message will get (messages below it existed before now). */
+  peekNextMessageId(): number {
+    return this.nextMessageId;
+  }
+
   replicationOf(settings: { replicate: ReplicationLevel | undefined }): ReplicationLevel {
     return settings.replicate ?? this.defaultReplicate;
   }

@@ -242,6 +242,11 @@ export class Queue {
     return [...this.byId.values()].sort((a, b) => a.msg.id - b.msg.id);
   }
 
+  /** Every entry, available or acquired, in no particular order; safe while the queue changes. */
+  liveEntries(): IterableIterator<QueueEntry> {
+    return this.byId.values();
+  }
+
   /** Available messages in delivery order (for browsing by management). */
   *availableEntries(): IterableIterator<QueueEntry> {
     for (let p = this.levels.length - 1; p >= 0; p--) yield* this.levels[p];

@@ -101,7 +101,8 @@ export class Follower {
       properties: { [Props.haAdmin]: true, [Props.instance]: this.host.instanceId, [Props.brokerId]: this.host.brokerId },
     } as never);
     this.connection = conn;
-    this.attemptTimer = setTimeout(() => giveUp('no answer within the heartbeat interval'), Math.max(1000, this.host.heartbeatMs));
+    // Generous: a loaded primary may take a while to answer; giving up early only restarts the work.
+    this.attemptTimer = setTimeout(() => giveUp('no answer within five heartbeat intervals'), Math.max(5000, 5 * this.host.heartbeatMs));
     this.attemptTimer.unref();
     conn.on('connection_open', (ctx: EventContext) => {
       const props = (ctx.connection as unknown as { remote: { open: { properties?: Record<string, unknown> } } }).remote.open.properties ?? {};

@@ -1,39 +1,57 @@
 // A snapshot of the replicated state, for a backup that cannot catch up from the
-// retained log: declares, bindings, then every message of every `all` queue in
-// id order (acquired ones included: they are not dequeued yet). The records are
-// numbered 1..N; the backup writes them into a fresh journal and then jumps to
-// the snapshot's LSN.
+// retained log: declares, bindings, then every message of every `all` queue
+// (acquired ones included: they are not dequeued yet). It is produced lazily, a
+// batch at a time as credit allows, so a primary holding millions of messages
+// answers at once and never copies its queues. The records are numbered 1..N
+// (N below a bound fixed at the start); the backup writes them into a fresh
+// journal and then jumps to the snapshot's LSN P, where the live stream resumes.
+//
+// Laziness is safe because the live stream replays every change after P and
+// applying is idempotent: a message enqueued after P is skipped here (its id is
+// new) and arrives live; one dequeued after P is either not seen here or removed
+// by the live dequeue; a queue re-created after P is replaced by the live declare.
 import type { Broker } from '../broker/broker.js';
-import type { LoggedChange } from '../broker/changes.js';
+import type { Change } from '../broker/changes.js';
 
-export function buildSnapshot(broker: Broker): LoggedChange[] {
-  const out: LoggedChange[] = [];
-  let n = 0;
-  const push = (change: LoggedChange['change']) => out.push({ lsn: ++n, change, durable: true });
+/** The snapshot as a generator of changes, plus the most records it can yield. */
+export interface SnapshotSource {
+  records: Iterator<Change>;
+  /** Upper bound on the number of records. */
+  bound: number;
+}
+
+export function snapshotOf(broker: Broker): SnapshotSource {
   const levelOf = (s: { replicate: 'none' | 'configuration' | 'all' | undefined }) => broker.replicationOf(s);
-  for (const ex of broker.exchanges.values()) {
-    if (ex.builtIn || levelOf(ex.settings) === 'none') continue;
-    push({ kind: 'exchange-declare', name: ex.name, type: ex.type, settings: ex.settings });
-  }
-  for (const q of broker.queues.values()) {
-    if (levelOf(q.settings) === 'none') continue;
-    push({ kind: 'queue-declare', name: q.name, settings: q.settings });
-  }
+  // Messages with ids from here on were enqueued after the snapshot point: they come live.
+  const firstNewId = broker.peekNextMessageId();
+  const exchanges = [...broker.exchanges.values()].filter((ex) => !ex.builtIn && levelOf(ex.settings) !== 'none');
+  const queues = [...broker.queues.values()].filter((q) => levelOf(q.settings) !== 'none');
+  const config: Change[] = [
+    ...exchanges.map((ex): Change => ({ kind: 'exchange-declare', name: ex.name, type: ex.type, settings: ex.settings })),
+    ...queues.map((q): Change => ({ kind: 'queue-declare', name: q.name, settings: q.settings })),
+  ];
   for (const ex of broker.exchanges.values()) {
     if (!ex.builtIn && levelOf(ex.settings) === 'none') continue;
     for (const b of ex.bindings) {
       const q = broker.queues.get(b.queue);
-      if (q && levelOf(q.settings) !== 'none') push({ kind: 'bind', exchange: ex.name, queue: b.queue, key: b.key });
-    }
-  }
-  for (const q of broker.queues.values()) {
-    if (levelOf(q.settings) !== 'all') continue;
-    for (const entry of q.entries()) {
-      push({ kind: 'enqueue', queue: q.name, message: { ...entry.msg, deliveryCount: entry.deliveryCount } });
+      if (q && levelOf(q.settings) !== 'none') config.push({ kind: 'bind', exchange: ex.name, queue: b.queue, key: b.key });
     }
   }
   // DR secondary state (src/dr): each queue's configuration and applied source position.
-  for (const [queue, c] of broker.drQueues) push({ kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state });
-  for (const [queue, p] of broker.drPositions) push({ kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] });
-  return out;
+  for (const [queue, c] of broker.drQueues) config.push({ kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state });
+  for (const [queue, p] of broker.drPositions) config.push({ kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] });
+  const full = queues.filter((q) => levelOf(q.settings) === 'all');
+  const messages = full.reduce((n, q) => n + q.depth, 0);
+  function* records(): Generator<Change> {
+    yield* config;
+    for (const q of full) {
+      // A queue deleted (or replaced) since the snapshot point: the live stream says so.
+      if (broker.queues.get(q.name) !== q) continue;
+      for (const entry of q.liveEntries()) {
+        if (entry.msg.id >= firstNewId) continue;
+        yield { kind: 'enqueue', queue: q.name, message: { ...entry.msg, deliveryCount: entry.deliveryCount } };
+      }
+    }
+  }
+  return { records: records(), bound: config.length + messages };
 }

@@ -13,7 +13,7 @@ import type { Logger } from '../ops/log.js';
 import type { EpochHistory } from '../ha/epoch-history.js';
 import { ReplicationFilter } from './filter.js';
 import { encodeStreamMessage, type StreamMessage } from './protocol.js';
-import { buildSnapshot } from './snapshot.js';
+import { snapshotOf, type SnapshotSource } from './snapshot.js';
 
 export interface SourceOptions {
   broker: Broker;
@@ -45,6 +45,8 @@ interface Unacked {
 export const DROPPED = 'tandem:ha:dropped';
 
 const BATCH_RECORDS = 256;
+/** Transfers in flight to one backup: bounds its queue, so acknowledgements stay prompt. */
+const MAX_UNACKED = 16;
 const BATCH_BYTES = 256 * 1024;
 
 class Retained {
@@ -103,14 +105,15 @@ function sizeOf(e: LoggedChange): number {
 
 export class BackupStream {
   state: 'catchup' | 'ready' = 'catchup';
-  private snapshot: LoggedChange[] | undefined;
-  private snapshotPos = 0;
+  private snapshot: SnapshotSource | undefined;
+  private snapshotCount = 0;
   private snapshotLsn = 0;
   private cursor: number;
   /** Primary LSN covered by what was sent (skipped, filtered changes included). */
   private sentThrough: number;
   private ackedThrough: number;
   private readonly unacked = new Deque<Unacked>();
+  private lastAckAt = 0;
   private readonly byDelivery = new Map<Delivery, Unacked>();
   private sent = 0;
   private liveAt: number | undefined;
@@ -121,7 +124,7 @@ export class BackupStream {
     readonly hello: BackupHello,
     private readonly link: Sender,
     private readonly source: ReplicationSource,
-    start: { snapshot: LoggedChange[]; lsn: number; reason: string } | { fromSeq: number; fromLsn: number },
+    start: { snapshot: SnapshotSource; lsn: number; reason: string } | { fromSeq: number; fromLsn: number },
   ) {
     if ('snapshot' in start) {
       this.snapshot = start.snapshot;
@@ -144,24 +147,27 @@ export class BackupStream {
     return Math.max(0, this.source.headLsn - this.ackedThrough);
   }
 
-  /** Oldest unacknowledged transfer, for stall detection. */
-  get oldestUnackedAt(): number | undefined {
-    return this.unacked.peek()?.sentAt;
+  /**
+   * Since when this backup has made no progress while owing acknowledgements
+   * (undefined: it owes none). A slow backup that keeps acknowledging is not stalled.
+   */
+  get stalledSince(): number | undefined {
+    const oldest = this.unacked.peek();
+    return oldest ? Math.max(oldest.sentAt, this.lastAckAt) : undefined;
   }
 
   /** Send what credit allows: snapshot first, then the window, then mark live. */
   pump(): void {
     if (this.closed) return;
-    for (let guard = 0; guard < 10_000 && this.credit() > 0; guard++) {
+    for (let guard = 0; guard < 10_000 && this.credit() > 0 && this.unacked.length < MAX_UNACKED; guard++) {
       if (this.pendingBegin) {
         this.send(this.pendingBegin, 0);
         this.pendingBegin = undefined;
         continue;
       }
       if (this.snapshot) {
-        if (this.snapshotPos < this.snapshot.length) {
-          const batch = this.take(this.snapshot, this.snapshotPos, this.snapshot.length - this.snapshotPos);
-          this.snapshotPos += batch.length;
+        const batch = this.takeSnapshot(this.snapshot);
+        if (batch.length > 0) {
           this.send({ kind: 'changes', lsn: 0, entries: batch }, 0);
           continue;
         }
@@ -214,7 +220,10 @@ export class BackupStream {
       return;
     }
     u.acked = true;
+    this.lastAckAt = Date.now();
     this.advanceAcked();
+    // Room in the in-flight window again.
+    this.pump();
     this.checkReady();
     this.source.progress();
   }
@@ -248,12 +257,16 @@ export class BackupStream {
     this.source.backupReady(this);
   }
 
-  private take(list: LoggedChange[], from: number, max: number): LoggedChange[] {
+  /** Next batch of snapshot records, numbered 1..N (never past the bound fixed at the start). */
+  private takeSnapshot(snap: SnapshotSource): LoggedChange[] {
     const out: LoggedChange[] = [];
     let bytes = 0;
-    for (let i = from; i < from + max && out.length < BATCH_RECORDS && bytes < BATCH_BYTES; i++) {
-      out.push(list[i]);
-      bytes += sizeOf(list[i]);
+    while (out.length < BATCH_RECORDS && bytes < BATCH_BYTES && this.snapshotCount < snap.bound) {
+      const next = snap.records.next();
+      if (next.done) break;
+      const entry: LoggedChange = { lsn: ++this.snapshotCount, change: next.value, durable: true };
+      out.push(entry);
+      bytes += sizeOf(entry);
     }
     return out;
   }
@@ -387,21 +400,21 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   private tick(): void {
     const now = Date.now();
     for (const s of [...this.streams]) {
-      const oldest = s.oldestUnackedAt;
-      if (oldest !== undefined && now - oldest > 2 * this.opts.heartbeatMs) {
-        this.dropBackup(s, `no acknowledgement for ${now - oldest} ms (heartbeat timeout)`);
+      const since = s.stalledSince;
+      if (since !== undefined && now - since > 2 * this.opts.heartbeatMs) {
+        this.dropBackup(s, `no acknowledgement for ${now - since} ms (heartbeat timeout)`);
         continue;
       }
       s.heartbeat();
     }
   }
 
-  private startFor(hello: BackupHello): { snapshot: LoggedChange[]; lsn: number; reason: string } | { fromSeq: number; fromLsn: number } {
+  private startFor(hello: BackupHello): { snapshot: SnapshotSource; lsn: number; reason: string } | { fromSeq: number; fromLsn: number } {
     const reason = this.diffRefusal(hello);
     if (!reason) return { fromSeq: this.retained.seqAfter(hello.lsn), fromLsn: hello.lsn };
-    const snapshot = buildSnapshot(this.opts.broker);
+    const snapshot = snapshotOf(this.opts.broker);
     // Snapshot records are numbered 1..N and must stay below the snapshot point.
-    if (snapshot.length >= this.opts.broker.log.lsn) this.opts.broker.log.resumeAfter(snapshot.length + 1);
+    if (snapshot.bound >= this.opts.broker.log.lsn) this.opts.broker.log.resumeAfter(snapshot.bound + 1);
     return { snapshot, lsn: this.opts.broker.log.lsn, reason };
   }
 

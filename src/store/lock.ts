@@ -1,8 +1,9 @@
 // One broker per data directory. Node has no flock(), so the lock is a file
 // created with O_EXCL holding the owner's PID. A lock whose PID no longer runs
-// (no /proc/PID) is stale, left by a crash, and is taken over.
+// (no /proc/PID, or a PID reused by a process that is not tandemd) is stale,
+// left by a crash or a power loss, and is taken over.
 
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { open, readFile, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { DataDirLockedError } from './errors.js';
@@ -10,7 +11,16 @@ import { DataDirLockedError } from './errors.js';
 export const LOCK_FILE_NAME = 'tandemd.lock';
 
 function pidAlive(pid: number): boolean {
-  if (existsSync('/proc/self')) return existsSync(`/proc/${pid}`);
+  if (pid === process.pid) return true;
+  if (existsSync('/proc/self')) {
+    // After a power loss the recorded PID often belongs to some other process by now:
+    // only a tandemd holds the lock.
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('tandemd');
+    } catch {
+      return false;
+    }
+  }
   // No procfs (not Linux): signal 0 probes the PID without touching it.
   try {
     process.kill(pid, 0);
