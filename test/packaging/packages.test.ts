@@ -2,7 +2,7 @@
 // installed on this host (broker serves a qpid-proton client, OCF agent passes ocf-tester
 // when it exists), purged, and the RPM installed into a scratch root.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { waitFor } from '../helpers/systemd-lab.js';
 import {
@@ -171,12 +171,27 @@ describe.skipIf(skip)('packaging - the DEB installed on this host', () => {
     expect(execFileSync('/usr/bin/tandemd', ['--version'], { encoding: 'utf8' }).trim()).toBe(`tandemd ${VERSION}`);
   });
 
-  test.skipIf(!HAS_OCF_AGENT)('the installed OCF agent passes ocf-tester', () => {
-    const r = spawnSync('ocf-tester', ['-n', 'tandem-ocf-test', '/usr/lib/ocf/resource.d/tandem/tandemd'], {
-      encoding: 'utf8',
-      timeout: 300_000,
-    });
-    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+  test.skipIf(!HAS_OCF_AGENT)('the installed OCF agent passes ocf-tester', async () => {
+    // The agent manages clustered brokers only: give it a one-broker cluster config on a
+    // free loopback port, run with the installed binaries.
+    const port = await freePort();
+    const dir = mkdtempSync('/var/tmp/tandem-pkg-ocf-');
+    const conf = `${dir}/tandemd.conf`;
+    writeFileSync(
+      conf,
+      ['host=127.0.0.1', `port=${port}`, 'auth=no', 'ha-cluster=yes', `ha-brokers-url=127.0.0.1:${port}`, `data-dir=${dir}/data`, 'shutdown-timeout=3s'].join('\n') + '\n',
+    );
+    try {
+      const r = spawnSync(
+        'ocf-tester',
+        ['-n', 'tandem-ocf-test', '-o', `config=${conf}`, '-o', 'user=root', '-o', `pidfile=${dir}/tandemd.pid`, '-o', `log_file=${dir}/tandemd.log`, '/usr/lib/ocf/resource.d/tandem/tandemd'],
+        { encoding: 'utf8', timeout: 300_000 },
+      );
+      expect(r.stdout + r.stderr, `${r.stdout}\n${r.stderr}`).toMatch(/passed all tests/);
+      expect(r.status).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 320_000);
 
   test('a broker run from the installed files serves a qpid-proton client', async () => {
