@@ -2,6 +2,7 @@
 // and enqueued at once, but settled "accepted" only when the settlement gate
 // says it is safe (journal synced, backups have it). Credit is handed out in a
 // window so a client can never have more unsettled messages than we allow.
+import diagnostics_channel from 'node:diagnostics_channel';
 import type { Delivery, Receiver } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import { TandemError } from '../broker/errors.js';
@@ -10,6 +11,12 @@ import type { Logger } from '../ops/log.js';
 import { errorCondition } from './conditions.js';
 import { parseIncoming, type ParsedMessage } from './message-codec.js';
 import { readTransactionalState } from './transaction-types.js';
+
+/**
+ * A message's sender was told "accepted": { seconds } from arrival to settlement.
+ * Costs nothing without subscribers (the metrics endpoint subscribes).
+ */
+export const settledChannel = diagnostics_channel.channel('tandem:amqp:accepted');
 
 export interface IncomingOptions {
   /** Fixed target address; undefined = anonymous relay (each message's `to`). */
@@ -44,6 +51,7 @@ export class IncomingLink {
 
   onMessage(delivery: Delivery, bytes: Buffer): void {
     this.outstanding++;
+    const received = settledChannel.hasSubscribers ? performance.now() : 0;
     const presettled = delivery.remote_settled === true;
     let msg: ParsedMessage;
     try {
@@ -66,6 +74,7 @@ export class IncomingLink {
       const result = this.broker.publish(address, msg);
       if (presettled || result.lsn === 0) {
         if (!presettled) delivery.accept();
+        if (received) settledChannel.publish({ seconds: (performance.now() - received) / 1000 });
         this.settled();
         return;
       }
@@ -73,7 +82,10 @@ export class IncomingLink {
         if (err) this.broker.withdraw(result);
         if (this.closed) return;
         if (err) this.refuse(delivery, err);
-        else delivery.accept();
+        else {
+          delivery.accept();
+          if (received) settledChannel.publish({ seconds: (performance.now() - received) / 1000 });
+        }
         this.settled();
       });
     } catch (err) {

@@ -1,5 +1,7 @@
 // Prometheus metrics over HTTP (prom-client). Gauges are read from the broker
-// when scraped, so the hot path pays only for the settlement-latency histogram.
+// when scraped; settlement latency arrives on a diagnostics channel, so the hot
+// path pays for it only while metrics are on.
+import diagnostics_channel from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -17,6 +19,7 @@ export class Metrics {
   readonly settlementLatency: Histogram;
   readonly published: Counter;
   private server: Server | undefined;
+  private readonly unsubscribe: () => void;
 
   constructor(sources: MetricsSources) {
     const r = this.registry;
@@ -27,7 +30,13 @@ export class Metrics {
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
       registers: [r],
     });
-    this.published = new Counter({ name: 'tandem_messages_received_total', help: 'Messages received from senders', registers: [r] });
+    this.published = new Counter({ name: 'tandem_messages_accepted_total', help: 'Messages whose senders were told accepted', registers: [r] });
+    const onAccepted = (m: unknown) => {
+      this.settlementLatency.observe((m as { seconds: number }).seconds);
+      this.published.inc();
+    };
+    diagnostics_channel.subscribe('tandem:amqp:accepted', onAccepted);
+    this.unsubscribe = () => diagnostics_channel.unsubscribe('tandem:amqp:accepted', onAccepted);
     new Gauge({
       name: 'tandem_connections',
       help: 'Open client connections',
@@ -94,6 +103,7 @@ export class Metrics {
   }
 
   close(): Promise<void> {
+    this.unsubscribe();
     const s = this.server;
     this.server = undefined;
     return s ? new Promise((r) => s.close(() => r())) : Promise.resolve();

@@ -171,6 +171,9 @@ describe('operations', () => {
     expect(text).toMatch(/tandem_connections [1-9]/);
     expect(text).toMatch(/tandem_log_lsn \d+/);
     expect(text).toMatch(/tandem_queue_enqueued_total\{queue="metrics.q"\} 3/);
+    // Settlement latency: one observation per message its sender was told accepted.
+    expect(text).toMatch(/tandem_settlement_latency_seconds_count 3\b/);
+    expect(text).toMatch(/tandem_messages_accepted_total 3\b/);
     expect(await httpGet(`http://127.0.0.1:${broker.metricsPort}/other`, 404)).toMatch(/metrics are at \/metrics/);
     await c.close();
     await broker.stop();
