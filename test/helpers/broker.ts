@@ -23,6 +23,8 @@ export interface BrokerOptions {
 }
 
 const running = new Set<TestBroker>();
+/** Every broker started, so their temp dirs can be removed once a file is done. */
+const created = new Set<TestBroker>();
 
 export class TestBroker {
   port = 0;
@@ -38,7 +40,6 @@ export class TestBroker {
     readonly proc: ChildProcess,
     readonly dir: string,
     readonly dataDir: string,
-    private readonly ownsDir: boolean,
   ) {
     this.exited = new Promise((r) =>
       proc.once('exit', (code, signal) => {
@@ -79,8 +80,9 @@ export class TestBroker {
       env: { ...process.env, NOTIFY_SOCKET: '', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const broker = new TestBroker(proc, dir, dataDir, options.dataDir === undefined);
+    const broker = new TestBroker(proc, dir, dataDir);
     running.add(broker);
+    created.add(broker);
     await broker.waitListening();
     return broker;
   }
@@ -141,7 +143,8 @@ export class TestBroker {
 
   /** Remove the broker's temp dir (after it stopped). */
   cleanup(): void {
-    if (this.ownsDir) rmSync(this.dir, { recursive: true, force: true });
+    // The temp dir holds the config, the cwd and (unless one was given) the data dir.
+    rmSync(this.dir, { recursive: true, force: true });
   }
 }
 
@@ -154,6 +157,9 @@ async function waitOrKill(b: TestBroker, ms: number): Promise<void> {
 /** Kill every broker a test file started (use in afterAll / afterEach). */
 export async function killAllBrokers(): Promise<void> {
   await Promise.all([...running].map((b) => b.kill()));
+  // Nothing runs any more: no broker's data dir is needed for a restart.
+  for (const b of created) b.cleanup();
+  created.clear();
 }
 
 /** Poll until fn returns a truthy value, or fail with "<name> timeout". */

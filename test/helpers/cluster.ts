@@ -3,7 +3,7 @@
 // promoted with the same command a cluster manager uses.
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:net';
-import { TestBroker, tandemBin, waitFor } from './broker.js';
+import { TestBroker, killAllBrokers, tandemBin, waitFor } from './broker.js';
 
 export async function freePorts(n: number): Promise<number[]> {
   const servers = await Promise.all(
@@ -94,7 +94,8 @@ export class TestCluster {
     this.brokers[i] = undefined;
   }
 
+  /** Kill every broker still running, then remove every broker's temp dir. */
   async stopAll(): Promise<void> {
-    await Promise.all(this.brokers.map((b) => b?.kill()));
+    await killAllBrokers();
   }
 }
