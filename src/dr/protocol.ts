@@ -10,7 +10,7 @@
 // flow control there is: the source keeps no per-bridge acknowledgement state.
 import rhea from 'rhea';
 import type { DrMode, LoggedChange } from '../broker/changes.js';
-import { decodeChange, encodeChange } from '../store/record-codec.js';
+import { bodyBytes, decodeRecordBatch, encodeRecordBatch } from '../replication/protocol.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -57,15 +57,7 @@ export function encodeDrMessage(m: DrStreamMessage): Buffer {
   const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn, time: m.time, head: m.head, now: m.now };
   if (m.queues) props.queues = JSON.stringify(m.queues);
   if (m.reason) props.reason = m.reason;
-  const body = m.entries ? Buffer.concat(m.entries.map((e) => lengthPrefixed(encodeChange(e)))) : Buffer.alloc(0);
-  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(body) }) as Buffer;
-}
-
-function lengthPrefixed(record: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(4 + record.length);
-  out.writeUInt32BE(record.length, 0);
-  record.copy(out, 4);
-  return out;
+  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(encodeRecordBatch(m.entries)) }) as Buffer;
 }
 
 export function decodeDrMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): DrStreamMessage {
@@ -77,19 +69,8 @@ export function decodeDrMessage(message: { application_properties?: Record<strin
   const out: DrStreamMessage = { kind, lsn: Number(p.lsn ?? 0), time: Number(p.time ?? 0), head: Number(p.head ?? 0), now: Number(p.now ?? 0) };
   if (typeof p.queues === 'string') out.queues = JSON.parse(p.queues) as string[];
   if (typeof p.reason === 'string') out.reason = p.reason;
-  const body = message.body as { content?: unknown } | Buffer | undefined;
-  const bytes = Buffer.isBuffer(body) ? body : Buffer.isBuffer(body?.content) ? (body.content as Buffer) : undefined;
-  if (bytes && bytes.length > 0) {
-    out.entries = [];
-    for (let offset = 0; offset < bytes.length; ) {
-      const len = bytes.readUInt32BE(offset);
-      const r = decodeChange(bytes.subarray(offset + 4, offset + 4 + len));
-      if (r.status !== 'ok') throw new Error(`DR stream: undecodable record (${r.status === 'invalid' ? r.reason : 'truncated'})`);
-      const e = r.entry as LoggedChange;
-      out.entries.push({ lsn: e.lsn, change: e.change, durable: e.durable });
-      offset += 4 + len;
-    }
-  }
+  const bytes = bodyBytes(message);
+  if (bytes && bytes.length > 0) out.entries = decodeRecordBatch(bytes, 'DR stream');
   return out;
 }
 

@@ -44,15 +44,42 @@ export function encodeStreamMessage(m: StreamMessage): Buffer {
   if (m.epoch !== undefined) props.epoch = m.epoch;
   if (m.ready) props.ready = m.ready.join(',');
   if (m.reason) props.reason = m.reason;
-  const body = m.entries ? Buffer.concat(m.entries.map((e) => lengthPrefixed(encodeChange(e)))) : Buffer.alloc(0);
-  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(body) }) as Buffer;
+  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(encodeRecordBatch(m.entries)) }) as Buffer;
 }
 
-function lengthPrefixed(record: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(4 + record.length);
-  out.writeUInt32BE(record.length, 0);
-  record.copy(out, 4);
-  return out;
+/** Change records, each length-prefixed (u32), in one buffer: the body of a stream message (HA and DR). */
+export function encodeRecordBatch(entries: LoggedChange[] | undefined): Buffer {
+  if (!entries) return Buffer.alloc(0);
+  return Buffer.concat(
+    entries.map((e) => {
+      const record = encodeChange(e);
+      const out = Buffer.allocUnsafe(4 + record.length);
+      out.writeUInt32BE(record.length, 0);
+      record.copy(out, 4);
+      return out;
+    }),
+  );
+}
+
+/** The binary body of a stream message as rhea hands it over (data section or buffer). */
+export function bodyBytes(message: { body?: unknown }): Buffer | undefined {
+  const body = message.body as { content?: unknown } | Buffer | undefined;
+  if (Buffer.isBuffer(body)) return body;
+  return Buffer.isBuffer((body as { content?: unknown } | undefined)?.content) ? (body as { content: Buffer }).content : undefined;
+}
+
+/** Inverse of encodeRecordBatch; `what` names the stream in errors. */
+export function decodeRecordBatch(bytes: Buffer, what: string): LoggedChange[] {
+  const entries: LoggedChange[] = [];
+  for (let offset = 0; offset < bytes.length; ) {
+    const len = bytes.readUInt32BE(offset);
+    const r = decodeChange(bytes.subarray(offset + 4, offset + 4 + len));
+    if (r.status !== 'ok') throw new Error(`${what}: undecodable record (${r.status === 'invalid' ? r.reason : 'truncated'})`);
+    const e = r.entry as LoggedChange;
+    entries.push({ lsn: e.lsn, change: e.change, durable: e.durable });
+    offset += 4 + len;
+  }
+  return entries;
 }
 
 /** Decode a message rhea handed us (fully decoded or lazy). */
@@ -64,18 +91,9 @@ export function decodeStreamMessage(message: { application_properties?: Record<s
   if (typeof p.ready === 'string') out.ready = p.ready === '' ? [] : p.ready.split(',');
   if (typeof p.reason === 'string') out.reason = p.reason;
   if (kind === 'changes') {
-    const body = message.body as { content?: unknown } | Buffer | undefined;
-    const bytes = Buffer.isBuffer(body) ? body : Buffer.isBuffer((body as { content?: unknown })?.content) ? ((body as { content: Buffer }).content) : undefined;
+    const bytes = bodyBytes(message);
     if (!bytes) throw new Error('replication: changes message without a binary body');
-    out.entries = [];
-    for (let offset = 0; offset < bytes.length; ) {
-      const len = bytes.readUInt32BE(offset);
-      const r = decodeChange(bytes.subarray(offset + 4, offset + 4 + len));
-      if (r.status !== 'ok') throw new Error(`replication: undecodable record (${r.status === 'invalid' ? r.reason : 'truncated'})`);
-      const e = r.entry as LoggedChange;
-      out.entries.push({ lsn: e.lsn, change: e.change, durable: e.durable });
-      offset += 4 + len;
-    }
+    out.entries = decodeRecordBatch(bytes, 'replication');
   }
   return out;
 }
