@@ -20,8 +20,6 @@ describe('DR activation', () => {
   });
   afterAll(async () => {
     await killAllBrokers();
-    primary.cleanup();
-    secondary.cleanup();
   });
 
   it('DR - a large replicated queue is activated and serves its first message at once', async () => {

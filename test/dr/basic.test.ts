@@ -20,7 +20,6 @@ describe('DR basics', () => {
   });
   afterAll(async () => {
     await killAllBrokers();
-    for (const b of brokers) b.cleanup();
   });
 
   const dr = (...args: string[]) => tandem(['dr', ...args, '-b', secondary.url]);

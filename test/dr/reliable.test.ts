@@ -24,7 +24,6 @@ describe('DR reliable replication', () => {
   afterAll(async () => {
     primary?.signal('SIGCONT');
     await killAllBrokers();
-    for (const b of started) b.cleanup();
   });
 
   async function connectedAgain(since: string | undefined): Promise<void> {

@@ -28,8 +28,6 @@ describe('DR transactions', () => {
   });
   afterAll(async () => {
     await killAllBrokers();
-    primary.cleanup();
-    secondary.cleanup();
   });
 
   it('DR - committed multi-queue transactions appear whole, rolled-back ones never', async () => {

@@ -117,7 +117,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await healthy?.close();
   await killAllBrokers();
-  broker?.cleanup();
 });
 
 describe('bad input', () => {

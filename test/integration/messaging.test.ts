@@ -32,7 +32,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(opened.map((c) => c.close()));
   await killAllBrokers();
-  broker?.cleanup();
 });
 
 describe('messaging', () => {

@@ -36,8 +36,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(opened.map((c) => c.close()));
   await killAllBrokers();
-  broker?.cleanup();
-  noAuto?.cleanup();
 });
 
 describe('routing', () => {

@@ -50,7 +50,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rhea?.close();
   await killAllBrokers();
-  broker?.cleanup();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -14,7 +14,6 @@ describe('transactions (python qpid-proton)', () => {
   });
   afterAll(async () => {
     await killAllBrokers();
-    broker.cleanup();
   });
 
   it('transactions - committed sends appear, rolled-back and dropped ones never', async () => {
