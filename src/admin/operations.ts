@@ -52,6 +52,7 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     'qpid.replicate': broker.replicationOf(s),
     depth: q.depth,
     'byte-depth': q.byteDepth,
+    'paged-depth': q.pagedDepth,
     acquired: q.acquired,
     consumers: q.consumerCount,
     enqueued: q.enqueued,

@@ -6,6 +6,9 @@ import type { Delivery, Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import { outgoingBytes } from './message-codec.js';
+import { logger } from '../ops/log.js';
+
+const log = logger('amqp');
 
 interface RheaSenderInternals {
   credit: number;
@@ -60,7 +63,14 @@ export class OutgoingLink implements Consumer {
   }
 
   deliver(entry: QueueEntry, queue: Queue): void {
-    const bytes = outgoingBytes(entry.msg, entry.deliveryCount, this.broker.now());
+    let bytes: Buffer;
+    try {
+      // Reads a paged body back from the journal, which can fail (disk error).
+      bytes = outgoingBytes(entry.msg, entry.deliveryCount, this.broker.now());
+    } catch (err) {
+      this.failDelivery(entry, queue, err as Error);
+      return;
+    }
     const delivery = this.link.send(bytes, undefined, 0);
     this.sent++;
     if (this.browse) {
@@ -73,6 +83,19 @@ export class OutgoingLink implements Consumer {
       return;
     }
     this.unsettled.set(delivery, entry);
+  }
+
+  /** A body could not be read: the message stays queued, this link stops with the reason. */
+  private failDelivery(entry: QueueEntry, queue: Queue, err: Error): void {
+    if (!this.browse) queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
+    this.credit = 0;
+    if (this.closed) return;
+    log.error({ err, queue: queue.name, id: entry.msg.id, link: this.id }, 'cannot read a message body back from the journal; closing the consumer');
+    // Not from inside the queue's dispatch loop, which is iterating its consumers.
+    setImmediate(() => {
+      this.close();
+      this.link.close({ condition: 'amqp:internal-error', description: err.message });
+    });
   }
 
   onAccepted(delivery: Delivery): void {

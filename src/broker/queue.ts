@@ -3,9 +3,11 @@
 // removal in the change log through QueueHost.
 import { Deque } from '../util/deque.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
+import { bodySize, PagedMessage } from './paged-message.js';
 
 export interface QueueEntry {
-  readonly msg: MessageRecord;
+  /** Replaced by a PagedMessage when the Pager moves the body out of memory. */
+  msg: MessageRecord;
   /** Times this entry was delivered without being accepted. */
   deliveryCount: number;
   acquiredBy: Consumer | undefined;
@@ -41,6 +43,9 @@ export class Queue {
   readonly consumers: Consumer[] = [];
   private nextConsumer = 0;
   private bytes = 0;
+  /** Messages (and their body bytes) whose bodies are paged out to the journal. */
+  private pagedCount = 0;
+  private pagedBytes = 0;
   private withTtl = 0;
   private hadConsumer = false;
   private dispatching = false;
@@ -64,6 +69,19 @@ export class Queue {
 
   get byteDepth(): number {
     return this.bytes;
+  }
+
+  /** Body bytes held in memory (the queue's bytes minus the paged ones). */
+  get residentBytes(): number {
+    return this.bytes - this.pagedBytes;
+  }
+
+  get pagedDepth(): number {
+    return this.pagedCount;
+  }
+
+  get pagedByteDepth(): number {
+    return this.pagedBytes;
   }
 
   get available(): number {
@@ -116,7 +134,8 @@ export class Queue {
   enqueue(msg: MessageRecord): QueueEntry {
     const entry: QueueEntry = { msg, deliveryCount: msg.deliveryCount, acquiredBy: undefined };
     this.byId.set(msg.id, entry);
-    this.bytes += msg.bytes.length;
+    this.bytes += bodySize(msg);
+    if (msg instanceof PagedMessage) this.notePaged(msg, 1);
     if (msg.expiresAt) this.withTtl++;
     const level = this.levelOf(msg);
     const last = level.at(level.length - 1);
@@ -131,9 +150,7 @@ export class Queue {
     if (!this.byId.delete(entry.msg.id)) return;
     if (!entry.acquiredBy) this.unlink(entry);
     entry.acquiredBy = undefined;
-    this.bytes -= entry.msg.bytes.length;
-    if (entry.msg.expiresAt) this.withTtl--;
-    this.dequeued++;
+    this.forget(entry);
     this.host.removed(this, entry, reason);
   }
 
@@ -144,10 +161,34 @@ export class Queue {
     this.byId.delete(id);
     if (!entry.acquiredBy) this.unlink(entry);
     entry.acquiredBy = undefined;
-    this.bytes -= entry.msg.bytes.length;
-    if (entry.msg.expiresAt) this.withTtl--;
-    this.dequeued++;
+    this.forget(entry);
     return entry;
+  }
+
+  /** Move an entry's body out of memory: `paged` stands in for its message from now on. */
+  pageOut(entry: QueueEntry, paged: PagedMessage): void {
+    if (entry.msg instanceof PagedMessage || this.byId.get(entry.msg.id) !== entry) return;
+    entry.msg = paged;
+    this.notePaged(paged, 1);
+  }
+
+  /**
+   * Paged messages after `entry` in delivery order (its priority level), whose
+   * bodies are not read ahead yet: what a read-ahead should fetch with it.
+   */
+  pagedAfter(entry: QueueEntry, maxCount: number, maxBytes: number): PagedMessage[] {
+    const level = this.levelOf(entry.msg);
+    const out: PagedMessage[] = [];
+    let bytes = 0;
+    let i = level.lowerBound(entry.msg.id + 1, (e) => e.msg.id);
+    for (; i < level.length && out.length < maxCount && bytes < maxBytes; i++) {
+      const m = (level.at(i) as QueueEntry).msg;
+      if (!(m instanceof PagedMessage)) continue;
+      if (m.cached) break; // read ahead already from here on
+      out.push(m);
+      bytes += m.size;
+    }
+    return out;
   }
 
   /** Put an acquired entry back where its id belongs, so order is kept. */
@@ -234,6 +275,8 @@ export class Queue {
     for (const level of this.levels) level.clear();
     this.byId.clear();
     this.bytes = 0;
+    this.pagedBytes = 0;
+    this.pagedCount = 0;
     this.withTtl = 0;
   }
 
@@ -250,6 +293,19 @@ export class Queue {
   /** Available messages in delivery order (for browsing by management). */
   *availableEntries(): IterableIterator<QueueEntry> {
     for (let p = this.levels.length - 1; p >= 0; p--) yield* this.levels[p];
+  }
+
+  /** Bookkeeping for an entry leaving the queue. */
+  private forget(entry: QueueEntry): void {
+    this.bytes -= bodySize(entry.msg);
+    if (entry.msg instanceof PagedMessage) this.notePaged(entry.msg, -1);
+    if (entry.msg.expiresAt) this.withTtl--;
+    this.dequeued++;
+  }
+
+  private notePaged(msg: PagedMessage, sign: 1 | -1): void {
+    this.pagedCount += sign;
+    this.pagedBytes += sign * msg.size;
   }
 
   private levelOf(msg: MessageRecord): Deque<QueueEntry> {

@@ -11,6 +11,7 @@ import type { Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
+import { copyMessage } from '../broker/paged-message.js';
 import type { Logger } from '../ops/log.js';
 import { Deque } from '../util/deque.js';
 import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
@@ -236,7 +237,7 @@ export class DrStream {
       for (const name of snapQueues) {
         const q = broker.queues.get(name);
         if (!q) continue;
-        for (const e of q.entries()) entries.push({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: name, message: { ...e.msg, deliveryCount: e.deliveryCount } } });
+        for (const e of q.entries()) entries.push({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: name, message: copyMessage(e.msg, e.deliveryCount) } });
       }
       this.snapshot = { queues: snapQueues, lsn: head, reason: reasons.join('; '), entries, pos: 0, begun: false };
       source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: entries.length, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');

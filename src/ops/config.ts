@@ -43,6 +43,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'auto-create', kind: 'bool', description: 'create a queue when a link attaches to an unknown address' },
   { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes' },
   { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes' },
+  { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal' },
   { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)' },
   { key: 'max-connections', kind: 'count', description: 'connections accepted at once' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
@@ -93,6 +94,8 @@ export interface Settings {
   haHeartbeatIntervalMs: number;
   drRetainChanges: number;
   drRetainBytes: number;
+  /** Body bytes of queued messages kept in memory (the rest are paged to the journal). */
+  maxMemory: number;
   /** DR queues of the [dr] section (this broker as a secondary). */
   drQueues: DrQueueSpec[];
   /** Where the settings came from, for messages. */
@@ -234,6 +237,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     haHeartbeatIntervalMs: (values['ha-heartbeat-interval'] as number | undefined) ?? 2_000,
     drRetainChanges: (values['dr-retain-changes'] as number | undefined) ?? 200_000,
     drRetainBytes: (values['dr-retain-size'] as number | undefined) ?? 128 * 1024 * 1024,
+    maxMemory: (values['max-memory'] as number | undefined) ?? 1024 * 1024 * 1024,
     drQueues,
     configFile,
   };
@@ -256,5 +260,6 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');
   }
   if (settings.maxFrameSize < 512) throw new ConfigError('max-frame-size must be at least 512 (AMQP minimum)');
+  if (settings.maxMemory < 1024 * 1024) throw new ConfigError('max-memory must be at least 1MiB (message bodies kept in memory)');
   return settings;
 }

@@ -17,6 +17,7 @@ import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
 import { AmqpServer } from '../amqp/server.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
+import { Pager } from '../store/pager.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -39,6 +40,8 @@ export class Daemon {
   private drSource: DrSource | undefined;
   dr: DrManager | undefined;
   private journal: Journal | undefined;
+  /** Keeps queued message bodies in memory under max-memory (the rest stay in the journal). */
+  readonly pager: Pager;
   private metrics: Metrics | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly autoDeleteTimers = new Map<Queue, NodeJS.Timeout>();
@@ -62,6 +65,7 @@ export class Daemon {
         queueDeleted: (q) => this.cancelAutoDelete(q),
       },
     });
+    this.pager = new Pager({ broker: this.broker, journal: () => this.journal, maxMemory: settings.maxMemory, log: logger('store') });
   }
 
   async start(options: DaemonOptions = {}): Promise<void> {
@@ -70,7 +74,13 @@ export class Daemon {
     notifyStatus('recovering journal');
     const storeLog = logger('store');
     this.restoreInterruptedSnapshot(storeLog);
-    const { journal, recovered } = await Journal.open({ dataDir: s.dataDir, repair: options.repair, logger: storeLog });
+    const { journal, recovered } = await Journal.open({
+      dataDir: s.dataDir,
+      repair: options.repair,
+      logger: storeLog,
+      // Recovered bodies stay on disk until a consumer reaches them: restart time and memory do not grow with them.
+      pageRecovered: (message, queue) => this.pager.pageRecovered(message, queue),
+    });
     this.journal = journal;
     let recoveredLsn = 0;
     for (const entry of recovered.changes) {
@@ -80,6 +90,10 @@ export class Daemon {
     this.broker.log.resumeAfter(recovered.lastLsn);
     if (recovered.epoch > this.broker.epoch) this.broker.epoch = recovered.epoch;
     this.broker.log.attach(journal);
+    this.broker.log.attach(this.pager);
+    const paging = setInterval(() => this.pager.pass(), 250);
+    paging.unref();
+    this.timers.push(paging);
     storeLog.info({ changes: recovered.changes.length, lsn: recovered.lastLsn, queues: this.broker.queues.size }, 'journal recovered');
 
     const journalGate: SettlementGate = {
@@ -163,7 +177,7 @@ export class Daemon {
     this.port = bound.port;
     this.tlsPort = bound.tlsPort;
     if (s.metricsPort !== undefined) {
-      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0, extra: () => ({ ...this.haMetrics(), ...(this.dr?.metrics() ?? {}) }) });
+      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0, extra: () => ({ ...this.haMetrics(), ...(this.dr?.metrics() ?? {}), ...this.pagingMetrics() }) });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
     // One write, so a reader that waits for "listening on" sees the other ports too.
@@ -176,6 +190,18 @@ export class Daemon {
     notifyReady(this.ha ? `HA ${this.ha.state} on ${s.host}:${this.port}` : `serving on ${s.host}:${this.port}`);
     this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${s.host}:${this.port}`));
     this.stopWatchdog = startWatchdog();
+  }
+
+  private pagingMetrics(): Record<string, number> {
+    const m = this.memoryStatus();
+    return {
+      store_max_memory_bytes: m['max-memory']!,
+      store_resident_bytes: m['resident-bytes']!,
+      store_paged_messages: m['paged-messages']!,
+      store_paged_bytes: m['paged-bytes']!,
+      store_paged_out_total: m['paged-out-total']!,
+      store_read_back_total: m['read-back-total']!,
+    };
   }
 
   /** HA figures for Prometheus: state, epoch, applied LSN, and each backup's lag in changes. */
@@ -264,6 +290,7 @@ export class Daemon {
     // Until the snapshot is complete, a restart must go back to the old store.
     writeFileSync(join(dir, SNAPSHOT_MARKER), aside);
     this.broker.resetState();
+    this.pager.reset();
     const { journal } = await Journal.open({ dataDir: dir, logger: logger('store') });
     this.journal = journal;
     // First again, as at start: other readers may ask it about the change they are handed.
@@ -303,6 +330,25 @@ export class Daemon {
       connections: this.server?.connectionCount ?? 0,
       'uptime-seconds': Math.round((Date.now() - this.startedAt) / 1000),
       'data-dir': this.settings.dataDir,
+      ...this.memoryStatus(),
+    };
+  }
+
+  /** Message bodies in memory and in the journal only (paged), for status and metrics. */
+  private memoryStatus(): Record<string, number> {
+    let paged = 0;
+    let pagedBytes = 0;
+    for (const q of this.broker.queues.values()) {
+      paged += q.pagedDepth;
+      pagedBytes += q.pagedByteDepth;
+    }
+    return {
+      'max-memory': this.pager.maxMemory,
+      'resident-bytes': this.pager.residentBytes(),
+      'paged-messages': paged,
+      'paged-bytes': pagedBytes,
+      'paged-out-total': this.pager.stats.pagedOut,
+      'read-back-total': this.pager.stats.readBack,
     };
   }
 

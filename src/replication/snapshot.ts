@@ -12,6 +12,7 @@
 // by the live dequeue; a queue re-created after P is replaced by the live declare.
 import type { Broker } from '../broker/broker.js';
 import type { Change } from '../broker/changes.js';
+import { copyMessage } from '../broker/paged-message.js';
 
 /** The snapshot as a generator of changes, plus the most records it can yield. */
 export interface SnapshotSource {
@@ -49,7 +50,7 @@ export function snapshotOf(broker: Broker): SnapshotSource {
       if (broker.queues.get(q.name) !== q) continue;
       for (const entry of q.liveEntries()) {
         if (entry.msg.id >= firstNewId) continue;
-        yield { kind: 'enqueue', queue: q.name, message: { ...entry.msg, deliveryCount: entry.deliveryCount } };
+        yield { kind: 'enqueue', queue: q.name, message: copyMessage(entry.msg, entry.deliveryCount) };
       }
     }
   }

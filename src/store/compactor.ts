@@ -15,7 +15,7 @@ import { readFile, unlink } from 'node:fs/promises';
 import { JournalIoError } from './errors.js';
 import { syncDir, type JournalIo } from './io.js';
 import type { Change } from '../broker/changes.js';
-import type { LiveIndex, Location } from './live-index.js';
+import type { DiskRecord, LiveIndex, Location } from './live-index.js';
 import { encodeChange } from './record-codec.js';
 import { encodeFrame, readFrame, segmentPath } from './segment.js';
 import type { RecoveryLogger } from './recovery.js';
@@ -31,6 +31,8 @@ export interface CompactorHost {
   /** A test for changes that queued, unsynced records will kill. */
   pendingKills(): (c: Change) => boolean;
   readonly logger?: RecoveryLogger | undefined;
+  /** A segment file was unlinked (readers close their descriptors). */
+  segmentDeleted?(id: number): void;
 }
 
 export interface CompactionHooks {
@@ -109,6 +111,7 @@ export class Compactor {
     // the liveness check and the relocation.
     const undos: Array<() => void> = [];
     const synced: Promise<void>[] = [];
+    const copied: Array<{ rec: DiskRecord; loc: Location }> = [];
     const killedSoon = this.host.pendingKills();
     for (const rec of index.liveIn(id)) {
       const f = readFrame(buf, rec.home.offset);
@@ -131,6 +134,7 @@ export class Compactor {
       const copy = this.host.writeCopy(frame);
       undos.push(index.relocate(rec, copy.loc));
       synced.push(copy.synced);
+      copied.push({ rec, loc: copy.loc });
     }
     const results = await Promise.allSettled(synced);
     let ok = true;
@@ -138,7 +142,7 @@ export class Compactor {
       if (r.status === 'rejected') {
         ok = false;
         undos[i]!();
-      }
+      } else index.copySynced(copied[i]!.rec, copied[i]!.loc);
     });
     if (!ok) {
       this.host.logger?.warn({ segment: file }, 'compaction could not copy live records forward; will retry later');
@@ -155,6 +159,7 @@ export class Compactor {
       if (err.code !== 'ENOENT') throw err;
     });
     this.host.index.dropSegment(id);
+    this.host.segmentDeleted?.(id);
     await syncDir(this.host.io, this.host.dir);
     this.host.logger?.info({ segment: file }, 'compaction removed a dead segment');
   }

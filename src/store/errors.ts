@@ -9,6 +9,7 @@ export const StoreErrorCode = {
   dataDirLocked: 'TANDEM_ERR_DATA_DIR_LOCKED',
   diskFull: 'TANDEM_ERR_DISK_FULL',
   journalIo: 'TANDEM_ERR_JOURNAL_IO',
+  journalRead: 'TANDEM_ERR_JOURNAL_READ',
 } as const;
 export type StoreErrorCode = (typeof StoreErrorCode)[keyof typeof StoreErrorCode];
 
@@ -85,3 +86,16 @@ export class JournalIoError extends StoreError {
 }
 
 export const storeErrors = { JournalCorruptError, DataDirLockedError, DiskFullError, JournalIoError } as const;
+
+/** A paged-out message body could not be read back from the journal. */
+export class JournalReadError extends StoreError {
+  readonly code = StoreErrorCode.journalRead;
+  override readonly name = 'JournalReadError';
+  constructor(message: string, options?: ErrorOptions) {
+    super(
+      `${message}. The message stays queued (nothing was dequeued); check the disk and the system log (dmesg). ` +
+        `If the journal is damaged, restart the broker: recovery checks every record and says what to do.`,
+      options,
+    );
+  }
+}

@@ -20,7 +20,10 @@ import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
 import { recoverJournal } from './recovery.js';
 import { encodeFrame } from './segment.js';
+import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
+import type { MessageRecord } from '../broker/changes.js';
+import { JournalReadError } from './errors.js';
 
 export interface JournalLogger {
   info(o: object | string, msg?: string): void;
@@ -44,6 +47,18 @@ export interface JournalOptions {
   /** File operations (tests inject failures or count syncs). */
   io?: JournalIo;
   compactionHooks?: CompactionHooks;
+  /**
+   * Recovery hands every recovered message to this instead of copying its body
+   * out of the segment (the broker keeps a paged stand-in and reads the body
+   * back when a consumer reaches it). Without it recovery copies every body.
+   */
+  pageRecovered?: (message: MessageRecord, queue: string) => MessageRecord;
+}
+
+/** A message on a queue, as the journal knows it. */
+export interface MessageRef {
+  queue: string;
+  id: number;
 }
 
 export interface Recovered {
@@ -72,6 +87,7 @@ const noopLogger: JournalLogger = { info() {}, warn() {}, error() {} };
 export class Journal implements ChangeSink {
   private readonly writer: SegmentWriter<Tag>;
   private readonly compactor: Compactor;
+  private readonly reader: SegmentReader;
   private lastAppendedLsn: number;
   /** Durable records queued but not yet synced, in order (a queue with a head index). */
   private unsynced: LoggedChange[] = [];
@@ -94,6 +110,7 @@ export class Journal implements ChangeSink {
     lastLsn: number,
   ) {
     this.lastAppendedLsn = lastLsn;
+    this.reader = new SegmentReader(dir);
     this.reservedRequested = this.reservedDurable = lastLsn;
     this.writer = new SegmentWriter<Tag>(dir, io, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES, firstSegment, {
       onSynced: (items) => this.onSynced(items),
@@ -109,6 +126,7 @@ export class Journal implements ChangeSink {
         oldestOpenSegment: () => this.writer.oldestOpenSegment,
         writeCopy: (frame) => this.writeCopy(frame),
         pendingKills: () => this.pendingKills(),
+        segmentDeleted: (id) => this.reader.forget(id),
       },
       opts.compactLiveRatio ?? 0.5,
       opts.compactionHooks,
@@ -122,7 +140,7 @@ export class Journal implements ChangeSink {
     const lock = await DataDirLock.acquire(opts.dataDir, log as CompactorLogger);
     let journal: Journal | undefined;
     try {
-      const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger: log as CompactorLogger });
+      const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger: log as CompactorLogger, pageRecovered: opts.pageRecovered });
       // Always start a fresh segment: never append behind a tail that was just cut.
       journal = new Journal(dir, rec.index, lock, opts.io ?? nodeIo, log, opts, rec.lastSegment + 1, rec.lastLsn);
       // The first reservation must be on disk before any LSN above lastLsn is used.
@@ -181,6 +199,31 @@ export class Journal implements ChangeSink {
     else this.waiters.splice(this.waiters.findIndex((x) => x.lsn > lsn), 0, w);
   }
 
+  /** Is the enqueue of this message synced, so its body can be read back? */
+  holds(queue: string, id: number): boolean {
+    return this.index.messageLocation(queue, id) !== undefined;
+  }
+
+  /**
+   * Read message bodies back (paged messages). Synchronous: see segment-reader.ts.
+   * Throws JournalReadError if one is not in the synced journal or cannot be read.
+   */
+  readMessages(refs: readonly MessageRef[]): Buffer[] {
+    if (this.destroyed) throw new JournalReadError(`journal is closed (${this.destroyed.message})`);
+    const locs = refs.map(({ queue, id }) => {
+      const loc = this.index.messageLocation(queue, id);
+      if (!loc) throw new JournalReadError(`message ${id} of queue '${queue}' is not in the journal`);
+      return loc;
+    });
+    const entries = this.reader.read(locs);
+    return refs.map(({ queue, id }, i) => {
+      const body = entries[i]!.change;
+      const ops = body.kind === 'enqueue' ? [body] : body.kind === 'transaction' || body.kind === 'dr-transaction' ? body.changes : [];
+      for (const op of ops) if (op.kind === 'enqueue' && op.queue === queue && op.message.id === id) return op.message.bytes;
+      throw new JournalReadError(`the journal record at segment ${locs[i]!.seg} offset ${locs[i]!.offset} does not hold message ${id} of queue '${queue}'`);
+    });
+  }
+
   /** Run compaction now (it also runs by itself when a segment fills). */
   compact(): Promise<CompactionReport> {
     return this.compactor.run();
@@ -190,6 +233,7 @@ export class Journal implements ChangeSink {
     this.closing ??= (async () => {
       await this.compactor.idle();
       await this.writer.close();
+      this.reader.close();
       await this.lock.release();
       this.log.info({ dir: this.dir, durableLsn: this.durableLsn }, 'journal closed');
     })();
@@ -205,6 +249,7 @@ export class Journal implements ChangeSink {
       await this.compactor.idle();
       // Let an in-flight write finish before another process may take the directory.
       await this.writer.close();
+      this.reader.close();
       await this.lock.release();
     })();
     this.closing.catch(() => undefined);

@@ -30,8 +30,10 @@ export interface Location {
 export interface DiskRecord {
   lsn: number;
   kind: RecordBody['kind'];
-  /** Where the copy that counts for liveness is (the newest copy). */
+  /** Where the copy that counts for liveness is (the newest copy, maybe not synced yet). */
   home: Location;
+  /** The newest synced copy: where the record may be read back (paged message bodies). */
+  at: Location;
   /** Every segment that holds a copy (compaction copies records forward). */
   segs: number[];
   /** Live parts: 1 for a plain live record, the number of live enqueues for a transaction. */
@@ -79,7 +81,7 @@ export class LiveIndex {
 
   /** Apply one synced record. `segs` lists every segment holding a copy (recovery may find duplicates). */
   apply(lsn: number, body: RecordBody, home: Location, segs: number[] = [home.seg], keepBody = false): void {
-    const rec: DiskRecord = { lsn, kind: body.kind, home, segs, liveRefs: 0 };
+    const rec: DiskRecord = { lsn, kind: body.kind, home, at: home, segs, liveRefs: 0 };
     if (keepBody) rec.body = body;
     switch (body.kind) {
       case 'queue-declare':
@@ -188,6 +190,16 @@ export class LiveIndex {
       rec.home = from;
       // The failed copy's segment stays in `segs`: a tombstone waiting on it is merely conservative.
     };
+  }
+
+  /** A copy made by relocate() is synced: reads may use it (its old segment may go next). */
+  copySynced(rec: DiskRecord, loc: Location): void {
+    if (rec.home === loc) rec.at = loc;
+  }
+
+  /** Where the synced journal holds the enqueue of message `id` on `queue`, if it does. */
+  messageLocation(queue: string, id: number): Location | undefined {
+    return this.queues.get(queue)?.messages.get(id)?.at;
   }
 
   /** Count the bytes of a synced copy written by compaction. */

@@ -260,6 +260,8 @@ class ByteReader {
   constructor(
     readonly buf: Buffer,
     public pos: number,
+    /** false: message bodies are views into `buf` (the caller drops them before keeping the record). */
+    readonly copyBodies = true,
   ) {}
   need(n: number): void {
     if (this.pos + n > this.buf.length) throw INCOMPLETE;
@@ -311,7 +313,7 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
         return r.u8() ? r.raw().toString('utf8') : undefined;
       case 'bytes':
         // A copy, so a decoded message does not pin a whole segment read buffer.
-        return Buffer.from(r.raw());
+        return r.copyBodies ? Buffer.from(r.raw()) : r.raw();
       case 'strings': {
         const n = r.u32();
         const out: string[] = [];
@@ -359,13 +361,18 @@ function decodeBody(r: ByteReader): RecordBody {
   return decodeFields(r, kind.fields, { kind: kind.name }) as unknown as RecordBody;
 }
 
+export interface DecodeOptions {
+  /** Default true. false: message bodies are views into `buf`, for a caller that drops them at once. */
+  copyBodies?: boolean;
+}
+
 /**
  * Decode one record starting at `offset`. Never throws on bad input: a short
  * buffer is `incomplete`, garbage is `invalid`. `size` is the bytes consumed,
  * so a stream decoder can keep reading after it.
  */
-export function decodeChange(buf: Buffer, offset = 0): DecodeResult {
-  const r = new ByteReader(buf, offset);
+export function decodeChange(buf: Buffer, offset = 0, options: DecodeOptions = {}): DecodeResult {
+  const r = new ByteReader(buf, offset, options.copyBodies ?? true);
   try {
     const kind = kindOf(r.u8());
     const lsn = r.u64();

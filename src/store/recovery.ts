@@ -12,7 +12,7 @@
 // original and the most complete (a copied transaction keeps only its live part).
 
 import { copyFile, open, readFile, rename, stat } from 'node:fs/promises';
-import type { LoggedChange } from '../broker/changes.js';
+import type { LoggedChange, MessageRecord } from '../broker/changes.js';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
@@ -43,7 +43,15 @@ interface Found {
   segs: number[];
 }
 
-export async function recoverJournal(dir: string, opts: { repair?: boolean; logger?: RecoveryLogger }): Promise<RecoveryResult> {
+export interface RecoveryOptions {
+  repair?: boolean;
+  logger?: RecoveryLogger;
+  /** Turn each recovered message into a paged stand-in (see JournalOptions.pageRecovered). */
+  pageRecovered?: (message: MessageRecord, queue: string) => MessageRecord;
+}
+
+export async function recoverJournal(dir: string, opts: RecoveryOptions): Promise<RecoveryResult> {
+  const page = opts.pageRecovered;
   const log = opts.logger;
   const ids = await listSegments(dir);
   const sizes = await Promise.all(ids.map(async (id) => (await stat(segmentPath(dir, id))).size));
@@ -55,7 +63,9 @@ export async function recoverJournal(dir: string, opts: { repair?: boolean; logg
     const id = ids[i]!;
     const file = segmentPath(dir, id);
     const buf = await readFile(file);
-    const scan = scanSegment(buf);
+    // Paging: bodies are views into `buf` until page() replaces them, so no body is copied.
+    const scan = scanSegment(buf, { copyBodies: !page });
+    if (page) for (const r of scan.records) pageMessages(r.entry.change, page);
     let end = scan.fileSize;
     let stop = false;
     if (scan.bad) {
@@ -121,6 +131,11 @@ export async function recoverJournal(dir: string, opts: { repair?: boolean; logg
     'journal recovered',
   );
   return { index, changes, lastLsn, epoch: index.epoch, lastSegment };
+}
+
+function pageMessages(body: RecordBody, page: (message: MessageRecord, queue: string) => MessageRecord): void {
+  if (body.kind === 'enqueue') body.message = page(body.message, body.queue);
+  else if (body.kind === 'transaction' || body.kind === 'dr-transaction') for (const op of body.changes) pageMessages(op, page);
 }
 
 async function truncateFile(file: string, length: number): Promise<void> {

@@ -10,7 +10,7 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c } from './crc32c.js';
-import { decodeChange, isKnownRecordCode, RECORD_HEADER_BYTES, type CodecEntry } from './record-codec.js';
+import { decodeChange, isKnownRecordCode, RECORD_HEADER_BYTES, type CodecEntry, type DecodeOptions } from './record-codec.js';
 
 export const FRAME_HEADER_BYTES = 8;
 /** Upper bound on one record, to reject a garbage length before trusting it. */
@@ -49,7 +49,7 @@ export type FrameRead =
   | { status: 'bad'; reason: string };
 
 /** Read the frame at `offset`; `bad` covers short, mis-checksummed and undecodable frames. */
-export function readFrame(buf: Buffer, offset: number): FrameRead {
+export function readFrame(buf: Buffer, offset: number, options?: DecodeOptions): FrameRead {
   const left = buf.length - offset;
   if (left < FRAME_HEADER_BYTES) return { status: 'bad', reason: `short frame header (${left} bytes)` };
   const len = buf.readUInt32LE(offset);
@@ -59,7 +59,7 @@ export function readFrame(buf: Buffer, offset: number): FrameRead {
   const crc = crc32c(buf, crc32c(buf, 0, offset, offset + 4), start, start + len);
   if (crc !== buf.readUInt32LE(offset + 4)) return { status: 'bad', reason: 'CRC mismatch' };
   const payload = buf.subarray(start, start + len);
-  const decoded = decodeChange(payload);
+  const decoded = decodeChange(payload, 0, options);
   if (decoded.status === 'incomplete') return { status: 'bad', reason: 'record shorter than its fields' };
   if (decoded.status === 'invalid') return { status: 'bad', reason: decoded.reason };
   if (decoded.size !== len) return { status: 'bad', reason: `record has ${len - decoded.size} trailing bytes` };
@@ -82,11 +82,11 @@ export interface SegmentScan {
   bad?: { offset: number; reason: string; validAfter: boolean };
 }
 
-export function scanSegment(buf: Buffer): SegmentScan {
+export function scanSegment(buf: Buffer, options?: DecodeOptions): SegmentScan {
   const records: ScannedRecord[] = [];
   let offset = 0;
   while (offset < buf.length) {
-    const f = readFrame(buf, offset);
+    const f = readFrame(buf, offset, options);
     if (f.status === 'bad') {
       return { records, goodEnd: offset, fileSize: buf.length, bad: { offset, reason: f.reason, validAfter: hasValidFrameAfter(buf, offset + 1) } };
     }

@@ -1,0 +1,188 @@
+// Keeps the message bodies held in memory under a budget (--max-memory).
+//
+// Bodies of messages the journal holds can leave memory: the queue keeps a
+// PagedMessage (id, size, priority, expiry) and the body is read back from the
+// journal when a consumer, a browser, a reroute or a snapshot needs it.
+//
+// Which bodies go: the newest first. Consumers take from the head of a queue, so
+// with a backlog the head stays in memory and the tail waits on disk, and a
+// message that arrives while the budget is spent goes to disk as soon as its
+// record is synced. Only synced records are paged (the journal must be able to
+// read them back), so non-durable messages on durable queues, and everything on
+// a standalone broker's non-durable queues, always stay in memory; the pager
+// says so in the log when they alone exceed the budget.
+//
+// Reading back is batched: a read fetches the message asked for plus the paged
+// messages after it on its queue (read-ahead), with one pread per contiguous run
+// of records. Read-ahead bodies are handed out once, then dropped again.
+
+import type { Broker } from '../broker/broker.js';
+import type { Change, ChangeSink, LoggedChange, MessageRecord } from '../broker/changes.js';
+import { PagedMessage, type BodyLoader } from '../broker/paged-message.js';
+import { JournalReadError } from './errors.js';
+import type { Journal, MessageRef } from './journal.js';
+
+export interface PagerLogger {
+  warn(o: object, msg?: string): void;
+}
+
+export interface PagerOptions {
+  broker: Broker;
+  /** The journal in use now (an HA backup swaps it when it loads a snapshot). */
+  journal: () => Journal | undefined;
+  /** Body bytes allowed in memory. */
+  maxMemory: number;
+  log: PagerLogger;
+  /** Messages read ahead with one that is asked for. Default 256. */
+  readAheadCount?: number;
+  /** ...up to this many body bytes. Default 1 MiB. */
+  readAheadBytes?: number;
+}
+
+export interface PagerStats {
+  /** Bodies moved out of memory. */
+  pagedOut: number;
+  /** Bodies read back (including read-ahead). */
+  readBack: number;
+  /** Read operations (each one or more preads). */
+  reads: number;
+}
+
+/** Page down to this share of the budget, so one pass makes room for a while. */
+const LOW_WATER = 0.9;
+const WARN_EVERY_MS = 60_000;
+const MIN_PRUNE_AT = 65_536;
+
+export class Pager implements ChangeSink, BodyLoader {
+  /** Enqueues that may be paged once synced, oldest first (newest are paged first). */
+  private candidates: MessageRef[] = [];
+  private addedSinceCheck = 0;
+  /** Prune stale candidates when the list grows past this. */
+  private pruneAt = MIN_PRUNE_AT;
+  private scheduled = false;
+  private lastWarning = 0;
+  private readonly readAheadCount: number;
+  private readonly readAheadBytes: number;
+  readonly stats: PagerStats = { pagedOut: 0, readBack: 0, reads: 0 };
+
+  constructor(private readonly opts: PagerOptions) {
+    this.readAheadCount = opts.readAheadCount ?? 256;
+    this.readAheadBytes = opts.readAheadBytes ?? 1024 * 1024;
+  }
+
+  get maxMemory(): number {
+    return this.opts.maxMemory;
+  }
+
+  /** Body bytes now held in memory by queued messages. */
+  residentBytes(): number {
+    let n = 0;
+    for (const q of this.opts.broker.queues.values()) n += q.residentBytes;
+    return n;
+  }
+
+  append(entry: LoggedChange): void {
+    // Only journaled changes can be read back; the journal has the final say (holds()).
+    if (!entry.durable) return;
+    this.collect(entry.change);
+    if (this.candidates.length > this.pruneAt) this.prune();
+    if (this.addedSinceCheck > this.opts.maxMemory / 16) this.schedule();
+  }
+
+  /** A stand-in for a recovered message: its body stays in the journal until needed. */
+  pageRecovered(message: MessageRecord, queue: string): PagedMessage {
+    return new PagedMessage(message, queue, this);
+  }
+
+  /** Page out until under the budget (called on a timer and after enough new bytes). */
+  pass(): void {
+    this.addedSinceCheck = 0;
+    const journal = this.opts.journal();
+    if (!journal) return;
+    let resident = this.residentBytes();
+    if (resident <= this.opts.maxMemory) return;
+    const target = this.opts.maxMemory * LOW_WATER;
+    const notYet: MessageRef[] = [];
+    const { broker } = this.opts;
+    while (resident > target && this.candidates.length > 0) {
+      const ref = this.candidates.pop()!;
+      const queue = broker.queues.get(ref.queue);
+      const entry = queue?.entry(ref.id);
+      // Gone, paged already, or out with a consumer (its settlement is near): skip.
+      if (!queue || !entry || entry.msg instanceof PagedMessage || entry.acquiredBy) continue;
+      if (!journal.holds(ref.queue, ref.id)) {
+        notYet.push(ref); // not synced yet: try again next pass
+        continue;
+      }
+      const paged = new PagedMessage(entry.msg, queue.name, this);
+      queue.pageOut(entry, paged);
+      resident -= paged.size;
+      this.stats.pagedOut++;
+    }
+    for (let i = notYet.length - 1; i >= 0; i--) this.candidates.push(notYet[i]!);
+    if (resident > this.opts.maxMemory && Date.now() - this.lastWarning > WARN_EVERY_MS) {
+      this.lastWarning = Date.now();
+      this.opts.log.warn(
+        { residentBytes: resident, maxMemory: this.opts.maxMemory, waitingForSync: notYet.length },
+        'message bodies in memory exceed max-memory: the rest are non-durable (or not yet synced) and cannot be paged to the journal',
+      );
+    }
+  }
+
+  load(msg: PagedMessage): Buffer {
+    const journal = this.opts.journal();
+    if (!journal) throw new JournalReadError(`message ${msg.id} of queue '${msg.queue}' is paged out but no journal is open`);
+    const queue = this.opts.broker.queues.get(msg.queue);
+    const entry = queue?.entry(msg.id);
+    const ahead = queue && entry?.msg === msg ? queue.pagedAfter(entry, this.readAheadCount - 1, this.readAheadBytes) : [];
+    const batch = [msg, ...ahead];
+    let bodies: Buffer[];
+    try {
+      bodies = journal.readMessages(batch.map((m) => ({ queue: m.queue, id: m.id })));
+    } catch (err) {
+      if (batch.length === 1) throw err;
+      // A neighbour's trouble must not fail this one: read it alone.
+      bodies = journal.readMessages([{ queue: msg.queue, id: msg.id }]);
+      batch.length = 1;
+    }
+    for (let i = 1; i < batch.length; i++) batch[i]!.cached = bodies[i];
+    this.stats.reads++;
+    this.stats.readBack += batch.length;
+    return bodies[0]!;
+  }
+
+  /** The broker's state was replaced (an HA backup loading a snapshot). */
+  reset(): void {
+    this.candidates = [];
+    this.pruneAt = MIN_PRUNE_AT;
+    this.addedSinceCheck = 0;
+  }
+
+  private collect(change: Change): void {
+    if (change.kind === 'enqueue') {
+      this.candidates.push({ queue: change.queue, id: change.message.id });
+      this.addedSinceCheck += change.message.bytes.length;
+    } else if (change.kind === 'transaction' || change.kind === 'dr-transaction') {
+      for (const op of change.changes) this.collect(op);
+    }
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.pass();
+    });
+  }
+
+  /** Drop candidates that are gone or paged already; amortised (the threshold doubles). */
+  private prune(): void {
+    const { broker } = this.opts;
+    this.candidates = this.candidates.filter((ref) => {
+      const e = broker.queues.get(ref.queue)?.entry(ref.id);
+      return e !== undefined && !(e.msg instanceof PagedMessage);
+    });
+    this.pruneAt = Math.max(MIN_PRUNE_AT, 2 * this.candidates.length);
+  }
+}

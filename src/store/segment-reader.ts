@@ -1,0 +1,99 @@
+// Reads records back from segment files, for message bodies paged out of memory.
+//
+// Reads are synchronous on purpose: a consumer reaching a paged message needs
+// its body before the delivery can be encoded, and the caller batches (one read
+// per contiguous run of records, see Pager), so one pread of up to a few hundred
+// KiB stands in for hundreds of messages. The writer's fdatasync never runs here.
+//
+// Only synced records are read (the index hands out synced locations only), and
+// a segment is only deleted after every live record in it has a synced copy
+// elsewhere, so a location is valid for as long as nothing awaits between
+// looking it up and reading it: the caller does both in one synchronous step.
+
+import fs from 'node:fs';
+import { JournalReadError } from './errors.js';
+import type { Location } from './live-index.js';
+import type { CodecEntry } from './record-codec.js';
+import { readFrame, segmentPath } from './segment.js';
+
+/** Read neighbouring records with one pread when the gap between them is at most this. */
+const MAX_GAP = 64 * 1024;
+/** ...and the whole read stays under this. */
+const MAX_RUN = 4 * 1024 * 1024;
+
+export class SegmentReader {
+  /** Open descriptors by segment, oldest first (Map keeps insertion order). */
+  private readonly fds = new Map<number, number>();
+
+  constructor(
+    private readonly dir: string,
+    private readonly maxOpen = 16,
+  ) {}
+
+  /** Decode the records at `locs`; the result is in the order of `locs`. Throws JournalReadError. */
+  read(locs: readonly Location[]): CodecEntry[] {
+    const order = locs.map((_, i) => i).sort((a, b) => locs[a]!.seg - locs[b]!.seg || locs[a]!.offset - locs[b]!.offset);
+    const out = new Array<CodecEntry>(locs.length);
+    let i = 0;
+    while (i < order.length) {
+      const first = locs[order[i]!]!;
+      let end = first.offset + first.size;
+      let j = i + 1;
+      for (; j < order.length; j++) {
+        const next = locs[order[j]!]!;
+        if (next.seg !== first.seg || next.offset - end > MAX_GAP || next.offset + next.size - first.offset > MAX_RUN) break;
+        end = Math.max(end, next.offset + next.size);
+      }
+      const buf = this.pread(first.seg, first.offset, end - first.offset);
+      for (let k = i; k < j; k++) {
+        const loc = locs[order[k]!]!;
+        const f = readFrame(buf.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.size), 0);
+        if (f.status !== 'ok') {
+          throw new JournalReadError(`journal record at ${segmentPath(this.dir, loc.seg)} offset ${loc.offset} cannot be read back (${f.reason})`);
+        }
+        out[order[k]!] = f.entry;
+      }
+      i = j;
+    }
+    return out;
+  }
+
+  /** The segment is gone (compaction): drop its descriptor. */
+  forget(seg: number): void {
+    const fd = this.fds.get(seg);
+    if (fd === undefined) return;
+    this.fds.delete(seg);
+    fs.closeSync(fd);
+  }
+
+  close(): void {
+    for (const seg of [...this.fds.keys()]) this.forget(seg);
+  }
+
+  private pread(seg: number, position: number, length: number): Buffer {
+    const buf = Buffer.allocUnsafe(length);
+    const fd = this.fdFor(seg);
+    let done = 0;
+    // Bounded: each pass reads at least one byte or throws.
+    while (done < length) {
+      const n = fs.readSync(fd, buf, done, length - done, position + done);
+      if (n === 0) throw new JournalReadError(`journal segment ${segmentPath(this.dir, seg)} ends before offset ${position + length}`);
+      done += n;
+    }
+    return buf;
+  }
+
+  private fdFor(seg: number): number {
+    const open = this.fds.get(seg);
+    if (open !== undefined) return open;
+    if (this.fds.size >= this.maxOpen) this.forget(this.fds.keys().next().value as number);
+    let fd: number;
+    try {
+      fd = fs.openSync(segmentPath(this.dir, seg), 'r');
+    } catch (err) {
+      throw new JournalReadError(`cannot open journal segment ${segmentPath(this.dir, seg)} to read a message back (${(err as Error).message})`, { cause: err });
+    }
+    this.fds.set(seg, fd);
+    return fd;
+  }
+}
