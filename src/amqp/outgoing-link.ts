@@ -54,7 +54,7 @@ export class OutgoingLink implements Consumer {
     // rhea takes credit off at write time, so subtract what we queued but it has not written.
     const pending = this.sent - l.delivery_count;
     const before = this.credit;
-    this.credit = Math.max(0, Math.min(l.credit - pending, l.session.outgoing.available() - 1));
+    this.credit = Math.max(0, Math.min(l.credit - pending, l.session.outgoing.available()));
     if (this.credit > 0 && before === 0) this.schedule(this.queue);
   }
 

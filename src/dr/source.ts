@@ -345,7 +345,7 @@ export class DrStream {
 
   private credit(): number {
     const l = this.link as unknown as { credit: number; delivery_count: number; session: { outgoing: { available(): number } } };
-    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available() - 1);
+    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available());
   }
 
   private send(m: Omit<DrStreamMessage, 'time' | 'head' | 'now'> & { time?: number }): void {

@@ -273,7 +273,7 @@ export class BackupStream {
 
   private credit(): number {
     const l = this.link as unknown as { credit: number; delivery_count: number; session: { outgoing: { available(): number } } };
-    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available() - 1);
+    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available());
   }
 
   /** ackLsn 0: a transfer that moves no position (snapshot content, control). */

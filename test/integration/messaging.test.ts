@@ -76,6 +76,23 @@ describe('messaging', () => {
     expect(info.depth).toBe(1);
   });
 
+  it('credit - one grant larger than the session window (2048 deliveries) is used up as the client settles', async () => {
+    // Regression: the broker stopped at 2047 deliveries and never woke up again.
+    const n = 3000;
+    const c = await connect();
+    await c.send('credit.big', n, { timeoutMs: 30_000 });
+    const r = await c.openReceiver('credit.big');
+    r.receiver.add_credit(n);
+    let got = 0;
+    while (got < n) {
+      const batch = await r.next(Math.min(250, n - got));
+      for (const m of batch) m.delivery.accept();
+      got += batch.length;
+    }
+    expect(got).toBe(n);
+    await waitFor(async () => (await queueInfo('credit.big')).depth === 0, { name: 'credit.big drained' });
+  });
+
   it('redelivery - unsettled deliveries come back with delivery-count raised when the link closes', async () => {
     await client.send('redeliver-link.q', 3);
     const r = await client.openReceiver('redeliver-link.q');
