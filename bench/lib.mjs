@@ -43,7 +43,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   });
 }
 
-function killPid(pid, sig = 'SIGKILL') {
+export function killPid(pid, sig = 'SIGKILL') {
   try {
     process.kill(pid, sig);
   } catch {

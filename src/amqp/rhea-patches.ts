@@ -20,6 +20,11 @@
 //    after a failed SASL outcome leaves the socket open for more attempts. We
 //    refuse oversize and undersize frames and a begin before open (a protocol
 //    error ends the connection), and close the socket after a failed outcome.
+//    rhea also accepts any revision in the protocol header and ends the socket on
+//    a protocol error without a word. We refuse a revision other than 0, and
+//    before the socket ends we answer as the spec says: our protocol header when
+//    we have sent nothing yet (2.2: "the supported protocol header, then close"),
+//    and a close with amqp:connection:framing-error once the connection is open.
 import { createRequire } from 'node:module';
 import { installLazyDecode } from './lazy-message.js';
 import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
@@ -188,6 +193,40 @@ interface RheaSaslServer {
   do_step(challenge: unknown): void;
 }
 
+interface RheaConnection {
+  socket?: { bytesWritten: number; writableEnded: boolean; destroyed: boolean; write(b: Buffer): void };
+  transport?: { header_received?: { protocol_id: number }; transports?: Record<number, unknown>; protocol_id?: number; write(socket: unknown): void };
+  state: { remote_open: boolean; local_open: boolean; close_requests: number };
+  open(): void;
+  close(error?: { condition: string; description: string }): void;
+  _process(): void;
+}
+
+/** Before rhea ends the socket for a protocol error: our header if nothing went out yet, else a close. */
+function answerProtocolError(conn: RheaConnection, err: Error, condition: string): void {
+  const socket = conn.socket;
+  if (!socket || socket.destroyed || socket.writableEnded) return;
+  try {
+    if (conn.state.remote_open) {
+      // The error may come in the same read as the client's open, before ours: a close needs an open first.
+      if (!conn.state.local_open && conn.state.close_requests === 0) conn.open();
+      conn.close({ condition, description: err?.message ?? 'protocol error' });
+      conn._process(); // our open first if it was still pending, then the close
+      conn.transport?.write(socket); // and our header, if it had not gone out
+      return;
+    }
+    if (socket.bytesWritten === 0) {
+      const t = conn.transport;
+      const supported = t?.transports ? Object.keys(t.transports).map(Number) : [t?.protocol_id ?? 0];
+      const asked = t?.header_received?.protocol_id;
+      const id = asked !== undefined && supported.includes(asked) ? asked : supported.includes(3) ? 3 : supported[0]!;
+      socket.write(Buffer.from([0x41, 0x4d, 0x51, 0x50, id, 1, 0, 0]));
+    }
+  } catch {
+    // The socket is ended next in any case.
+  }
+}
+
 function installInputGuards(require: NodeRequire): void {
   const { ProtocolError } = require('rhea/lib/errors.js') as { ProtocolError: new (message: string) => Error };
   const Transport = require('rhea/lib/transport.js') as { prototype: RheaTransport };
@@ -212,14 +251,39 @@ function installInputGuards(require: NodeRequire): void {
       let offset = this.header_received ? 0 : 8;
       while (offset + 4 <= buffer.length) {
         const size = buffer.readUInt32BE(offset);
-        check(this, size);
+        try {
+          check(this, size);
+        } catch (err) {
+          // Take the good frames before it first (the client's open among them), so the
+          // refusal can be an AMQP close rather than a bare end of the socket.
+          if (offset > 0) read.call(this, buffer.subarray(0, offset));
+          throw err;
+        }
         offset += size;
       }
     }
     return read.call(this, buffer);
   };
 
-  const Connection = require('rhea/lib/connection.js') as { prototype: { on_begin(frame: unknown): void; remote: { open?: unknown } } };
+  const frames = require('rhea/lib/frames.js') as { read_header(buffer: Buffer): { protocol_id: number; revision: number } };
+  const readHeader = frames.read_header;
+  frames.read_header = function (buffer: Buffer) {
+    const header = readHeader.call(this, buffer);
+    if (header.revision !== 0) throw new ProtocolError(`Unsupported AMQP revision ${header.revision} (AMQP 1.0.0 only)`);
+    return header;
+  };
+
+  const Connection = require('rhea/lib/connection.js') as {
+    prototype: { on_begin(frame: unknown): void; remote: { open?: unknown }; dispatch(name: string, ...args: unknown[]): boolean };
+  };
+  const dispatch = Connection.prototype.dispatch;
+  Connection.prototype.dispatch = function (this: RheaConnection, name: string, ...args: unknown[]) {
+    // rhea ends the socket right after this event: say why first.
+    // 'error' from input is a frame body that does not decode.
+    if (name === 'protocol_error') answerProtocolError(this, args[0] as Error, 'amqp:connection:framing-error');
+    else if (name === 'error' && args[0] instanceof Error) answerProtocolError(this, args[0], 'amqp:decode-error');
+    return dispatch.call(this, name, ...args);
+  };
   const onBegin = Connection.prototype.on_begin;
   Connection.prototype.on_begin = function (this: { remote: { open?: unknown } }, frame: unknown) {
     if (!this.remote.open) throw new ProtocolError('begin received before open');

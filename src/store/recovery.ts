@@ -11,7 +11,7 @@
 // the same LSN read twice is one record. The first copy in segment order is the
 // original and the most complete (a copied transaction keeps only its live part).
 
-import { copyFile, open, readFile, rename, stat } from 'node:fs/promises';
+import { copyFile, open, rename, stat } from 'node:fs/promises';
 import type { LoggedChange, MessageRecord } from '../broker/changes.js';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
@@ -55,14 +55,26 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
   const log = opts.logger;
   const ids = await listSegments(dir);
   const sizes = await Promise.all(ids.map(async (id) => (await stat(segmentPath(dir, id))).size));
-  const found = new Map<string, Found>();
+  // Changes by LSN; reservations by upTo (their LSN slot may repeat a change's LSN).
+  const found = new Map<number, Found>();
+  const reservations = new Map<number, Found>();
   const segmentBytes = new Map<number, number>();
   let lastSegment = ids.at(-1) ?? 0;
+  // Read the next segment while this one is decoded (a failed read surfaces when awaited).
+  const buffers = new SegmentBuffers();
+  const readSegment = (k: number): Promise<Buffer> | undefined => {
+    if (k >= ids.length) return undefined;
+    const p = buffers.read(segmentPath(dir, ids[k]!), sizes[k]!);
+    p.catch(() => undefined);
+    return p;
+  };
+  let nextRead = readSegment(0);
 
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i]!;
     const file = segmentPath(dir, id);
-    const buf = await readFile(file);
+    const buf = await nextRead!;
+    nextRead = readSegment(i + 1);
     // Paging: bodies are views into `buf` until page() replaces them, so no body is copied.
     const scan = scanSegment(buf, { copyBodies: !page });
     if (page) for (const r of scan.records) pageMessages(r.entry.change, page);
@@ -102,20 +114,21 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
       const loc: Location = { seg: id, offset: r.offset, size: r.size };
       const body = r.entry.change;
       // Reservations are not changes: their LSN slot may repeat a change's LSN.
-      const key = body.kind === 'lsn-reservation' ? `r${body.upTo}` : `c${r.entry.lsn}`;
-      const seen = found.get(key);
+      const map = body.kind === 'lsn-reservation' ? reservations : found;
+      const key = body.kind === 'lsn-reservation' ? body.upTo : r.entry.lsn;
+      const seen = map.get(key);
       if (seen) {
         seen.home = loc;
         seen.segs.push(id);
       } else {
-        found.set(key, { lsn: r.entry.lsn, body, first: loc, home: loc, segs: [id] });
+        map.set(key, { lsn: r.entry.lsn, body, first: loc, home: loc, segs: [id] });
       }
     }
     if (stop) break;
   }
 
   const index = new LiveIndex();
-  const all = [...found.values()].sort((a, b) => a.lsn - b.lsn);
+  const all = [...found.values(), ...reservations.values()].sort((a, b) => a.lsn - b.lsn);
   let lastLsn = 0;
   for (const f of all) {
     index.apply(f.lsn, f.body, f.home, f.segs, true);
@@ -131,6 +144,38 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     'journal recovered',
   );
   return { index, changes, lastLsn, epoch: index.epoch, lastSegment };
+}
+
+/**
+ * Two read buffers used in turn (one being decoded, one being filled). Reusing
+ * them matters: a fresh 64 MiB buffer per segment costs a page fault per 4 KiB,
+ * which made reading a 1 GiB journal ten times slower than the copy itself. Safe
+ * because nothing decoded keeps a view into the buffer: bodies are copied, or
+ * replaced by paged stand-ins before the buffer is reused.
+ */
+class SegmentBuffers {
+  private readonly bufs = [Buffer.alloc(0), Buffer.alloc(0)];
+  private turn = 0;
+
+  async read(file: string, size: number): Promise<Buffer> {
+    const i = this.turn;
+    this.turn ^= 1;
+    if (this.bufs[i]!.length < size) this.bufs[i] = Buffer.allocUnsafe(size);
+    const buf = this.bufs[i]!;
+    const fh = await open(file, 'r');
+    try {
+      let done = 0;
+      // Bounded: each pass reads at least one byte or stops.
+      while (done < size) {
+        const { bytesRead } = await fh.read(buf, done, size - done, done);
+        if (bytesRead === 0) break;
+        done += bytesRead;
+      }
+      return buf.subarray(0, done);
+    } finally {
+      await fh.close();
+    }
+  }
 }
 
 function pageMessages(body: RecordBody, page: (message: MessageRecord, queue: string) => MessageRecord): void {

@@ -135,11 +135,22 @@ describe('bad input', () => {
     await assertHealthy();
   });
 
-  it('bad input - a wrong protocol id or version in the header gets the connection closed', async () => {
-    for (const header of ['AMQP\x02\x01\x00\x00', 'AMQP\x00\x02\x00\x00', 'XMQP\x00\x01\x00\x00']) {
+  it('bad input - a wrong protocol id, version or revision in the header gets our header back, then the close', async () => {
+    for (const header of ['AMQP\x02\x01\x00\x00', 'AMQP\x00\x02\x00\x00', 'AMQP\x00\x01\x00\x07', 'XMQP\x00\x01\x00\x00']) {
       const r = await raw(broker.port, [Buffer.from(header, 'binary')]);
       expect(r.closed, JSON.stringify(header)).toBe(true);
+      // Spec 2.2: a server that does not support the requested version answers with one it supports.
+      expect([AMQP_HEADER.toString('latin1'), SASL_HEADER.toString('latin1')], JSON.stringify(header)).toContain(r.data.subarray(0, 8).toString('latin1'));
     }
+    await assertHealthy();
+  });
+
+  it('bad input - a frame that does not decode after open gets a close with amqp:decode-error', async () => {
+    const [header, open] = validConversation();
+    const garbage = Buffer.from([0, 0, 0, 12, 2, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef]);
+    const r = await raw(broker.port, [header, open, garbage]);
+    expect(r.closed).toBe(true);
+    expect(closeCondition(r.data)).toBe('amqp:decode-error');
     await assertHealthy();
   });
 
@@ -165,6 +176,7 @@ describe('bad input', () => {
     const big = frame(0, frames.transfer({ handle: 0, delivery_id: 0, delivery_tag: Buffer.from('0'), message_format: 0, settled: true }), Buffer.alloc(MAX_FRAME * 4, 0x41));
     const r = await raw(broker.port, [header, open, begin, attach, big]);
     expect(r.closed).toBe(true);
+    expect(closeCondition(r.data)).toBe('amqp:connection:framing-error');
     // A frame that only declares a huge size is refused at once, not awaited.
     const declared = Buffer.alloc(8);
     declared.writeUInt32BE(0x7fffffff, 0);
@@ -192,6 +204,7 @@ describe('bad input', () => {
     const [header, open] = validConversation();
     const r = await raw(broker.port, [header, open, open]);
     expect(r.closed).toBe(true);
+    expect(closeCondition(r.data)).toBe('amqp:connection:framing-error');
     await assertHealthy();
   });
 
