@@ -17,6 +17,7 @@ import { Follower } from '../replication/follower.js';
 import { Props, type StreamMessage } from '../replication/protocol.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
+import { clearJournalComplete, markJournalComplete } from './journal-marker.js';
 import { EpochHistory } from './epoch-history.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
 
@@ -33,6 +34,11 @@ export interface HaHost {
   instanceId: string;
   /** LSN of the data recovered at start (for elections before joining). */
   recoveredLsn: number;
+  /**
+   * Set when the journal holds every change up to this LSN (see journal-marker.ts):
+   * the backup resumes the primary's log there (a diff, not a snapshot).
+   */
+  resumeLsn?: number;
   /** This broker became the primary: start serving (timers, expiry). */
   onPrimary(): void;
   /** Stop the process: stale primary, fatal misconfiguration, illegal transition. */
@@ -87,6 +93,7 @@ export class HaManager {
     this.brokerId = loadBrokerId(s.dataDir);
     this.instanceId = host.instanceId;
     this.sm = new HaStateMachine('joining');
+    this.positionValid = host.resumeLsn !== undefined;
     this.sm.onChange((e) => {
       this.log.info({ from: e.from, to: e.to, reason: e.reason }, `HA state ${e.to}`);
     });
@@ -122,6 +129,7 @@ export class HaManager {
       onMembership: (ready) => this.onMembership(ready),
     });
     this.host.broker.log.attach(this.source);
+    if (this.host.resumeLsn !== undefined) this.source.resetWindow(this.host.resumeLsn);
     this.follow();
   }
 
@@ -208,6 +216,8 @@ export class HaManager {
       await this.follower?.stop();
       this.follower = undefined;
       const epoch = maxEpoch + 1;
+      // From here on the journal gets durable changes only: not a replica's journal any more.
+      clearJournalComplete(this.host.settings.dataDir);
       const logged = this.host.broker.raiseEpoch(epoch);
       this.history.record(epoch, logged.lsn);
       await new Promise<void>((resolve, reject) => this.host.whenDurable(logged.lsn, (err) => (err ? reject(err) : resolve())));
@@ -299,6 +309,8 @@ export class HaManager {
         // Snapshot records are numbered 1..N, not primary LSNs: never serve them as a diff.
         this.source?.resetWindow(m.lsn);
         this.host.snapshotComplete();
+        // Only now: until snapshotComplete() a restart goes back to the store this one replaced.
+        markJournalComplete(this.host.settings.dataDir);
         this.log.info({ lsn: m.lsn, queues: broker.queues.size }, 'snapshot loaded');
         return done;
       }

@@ -9,6 +9,7 @@ import type { Queue } from '../broker/queue.js';
 import { AllGates, type SettlementGate } from '../broker/settlement.js';
 import { TandemError } from '../broker/errors.js';
 import { HaManager } from '../ha/ha-manager.js';
+import { clearJournalComplete, isJournalComplete } from '../ha/journal-marker.js';
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
 import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
@@ -87,7 +88,18 @@ export class Daemon {
       this.broker.apply(entry, { adopt: false });
       if (entry.lsn > recoveredLsn) recoveredLsn = entry.lsn;
     }
-    this.broker.log.resumeAfter(recovered.lastLsn);
+    // An HA backup whose journal holds every change it applied resumes the primary's
+    // log at its newest change (then it gets only what it lacks). Anyone else continues
+    // above its LSN reservation, so no LSN it may have handed out is used twice.
+    // Outside a cluster the journal keeps durable changes only: forget the marker for good.
+    if (!s.haCluster) clearJournalComplete(s.dataDir);
+    const resumeLsn = s.haCluster && isJournalComplete(s.dataDir) ? recovered.lastChangeLsn : undefined;
+    if (resumeLsn !== undefined) {
+      this.broker.log.rewind(resumeLsn);
+      journal.rewindTo(resumeLsn);
+    } else {
+      this.broker.log.resumeAfter(recovered.lastLsn);
+    }
     if (recovered.epoch > this.broker.epoch) this.broker.epoch = recovered.epoch;
     this.broker.log.attach(journal);
     this.broker.log.attach(this.pager);
@@ -109,6 +121,7 @@ export class Daemon {
         snapshotComplete: () => this.dropReplacedStores(),
         whenDurable: (lsn, cb) => this.journal!.whenDurable(lsn, cb),
         recoveredLsn,
+        resumeLsn,
         instanceId: this.instanceId,
         onPrimary: () => this.startPrimaryTimers(),
         fatal: (reason) => this.fatal(reason),

@@ -65,6 +65,8 @@ export interface Recovered {
   changes: LoggedChange[];
   /** The next LSN handed out must be above this, even if the last changes before the crash were non-durable. */
   lastLsn: number;
+  /** The newest change on disk (reservations not counted). */
+  lastChangeLsn: number;
   epoch: number;
 }
 
@@ -89,6 +91,8 @@ export class Journal implements ChangeSink {
   private readonly compactor: Compactor;
   private readonly reader: SegmentReader;
   private lastAppendedLsn: number;
+  /** The newest change appended (or recovered); reservations not counted. */
+  private lastChangeLsn = 0;
   /** Durable records queued but not yet synced, in order (a queue with a head index). */
   private unsynced: LoggedChange[] = [];
   private unsyncedHead = 0;
@@ -146,7 +150,8 @@ export class Journal implements ChangeSink {
       // The first reservation must be on disk before any LSN above lastLsn is used.
       await new Promise<void>((resolve, reject) => journal!.reserve(rec.lastLsn, (err) => (err ? reject(err) : resolve())));
       if (opts.autoCompact ?? true) journal.scheduleCompaction();
-      return { journal, recovered: { changes: rec.changes, lastLsn: rec.lastLsn, epoch: rec.epoch } };
+      journal.lastChangeLsn = rec.lastChangeLsn;
+      return { journal, recovered: { changes: rec.changes, lastLsn: rec.lastLsn, lastChangeLsn: rec.lastChangeLsn, epoch: rec.epoch } };
     } catch (err) {
       if (journal) await journal.close().catch(() => undefined);
       else await lock.release();
@@ -177,11 +182,23 @@ export class Journal implements ChangeSink {
     const block = this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK;
     if (lsn + block / 2 > this.reservedRequested) this.reserve(lsn);
     this.lastAppendedLsn = lsn;
+    this.lastChangeLsn = lsn;
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
     if (!entry.durable && entry.change.kind !== 'epoch') return;
     const frame = encodeFrame(encodeChange({ lsn, change: entry.change, durable: true }));
     this.unsynced.push(entry);
     this.writer.enqueue(frame, { type: 'change', entry });
+  }
+
+  /**
+   * Accept LSNs again from just after the newest change on disk, below the
+   * reservation. Only for an HA backup whose journal holds every change it
+   * applied: it resumes the primary's log there, and the primary hands out the
+   * LSNs (this broker's own reservation no longer matters once it follows).
+   */
+  rewindTo(lsn: number): void {
+    if (lsn < this.lastChangeLsn) throw new RangeError(`cannot rewind the journal to ${lsn}: it holds changes up to ${this.lastChangeLsn}`);
+    this.lastAppendedLsn = lsn;
   }
 
   whenDurable(lsn: number, cb: (err?: Error) => void): void {

@@ -11,6 +11,8 @@
 // newest LSN reservation while nothing newer exists. DR (secondary side): a
 // dr-transaction lives like a transaction and also while it holds the newest
 // source position of one of its queues; the newest dr-queue record per queue lives.
+// And the change with the highest LSN lives, whatever it is: it is the journal's
+// position, which an HA backup resumes from after a restart.
 //
 // Tombstones: a dequeue or delete is dead itself, but while a record it killed is
 // still on disk it must stay too, or replay would resurrect that record. So each
@@ -39,7 +41,7 @@ export interface DiskRecord {
   /** Live parts: 1 for a plain live record, the number of live enqueues for a transaction. */
   liveRefs: number;
   /** Kept during recovery only, to return the live changes. */
-  body?: RecordBody;
+  body: RecordBody | undefined;
 }
 
 export interface SegmentStats {
@@ -65,6 +67,8 @@ export class LiveIndex {
   private readonly bindings = new Map<string, { exchange: string; queue: string; rec: DiskRecord }>();
   private epochRec: DiskRecord | undefined;
   private reservationRec: DiskRecord | undefined;
+  /** The change with the highest LSN: kept on disk so a restart knows how far the log went. */
+  private newestRec: DiskRecord | undefined;
   private readonly drPositionRecs = new Map<string, DiskRecord>();
   private readonly drQueueRecs = new Map<string, DiskRecord>();
   epoch = 0;
@@ -81,8 +85,8 @@ export class LiveIndex {
 
   /** Apply one synced record. `segs` lists every segment holding a copy (recovery may find duplicates). */
   apply(lsn: number, body: RecordBody, home: Location, segs: number[] = [home.seg], keepBody = false): void {
-    const rec: DiskRecord = { lsn, kind: body.kind, home, at: home, segs, liveRefs: 0 };
-    if (keepBody) rec.body = body;
+    // One shape for every record (no property added or deleted later): V8 keeps them small.
+    const rec: DiskRecord = { lsn, kind: body.kind, home, at: home, segs, liveRefs: 0, body: keepBody ? body : undefined };
     switch (body.kind) {
       case 'queue-declare':
         this.queue(body.name).declares.push(rec);
@@ -164,8 +168,20 @@ export class LiveIndex {
         }
         break;
     }
+    if (body.kind !== 'lsn-reservation' && (!this.newestRec || lsn > this.newestRec.lsn)) {
+      // An HA backup resumes from this position after a restart (see journal.ts):
+      // compaction must not delete it, even when the change itself is dead (a dequeue).
+      if (this.newestRec) this.unref(this.newestRec);
+      this.newestRec = rec;
+      this.ref(rec);
+    }
     const seg = this.segment(home.seg);
     seg.bytes += home.size;
+  }
+
+  /** LSN of the newest change on disk (0 if none). */
+  get newestLsn(): number {
+    return this.newestRec?.lsn ?? 0;
   }
 
   /** Is this enqueue (queue, id) still live in `rec`? Used to filter transactions. */
@@ -248,7 +264,7 @@ export class LiveIndex {
   }
 
   releaseBodies(): void {
-    for (const s of this.segments.values()) for (const r of s.live) delete r.body;
+    for (const s of this.segments.values()) for (const r of s.live) r.body = undefined;
   }
 
   // ---- internals ----------------------------------------------------------

@@ -30,6 +30,8 @@ export interface RecoveryResult {
   changes: LoggedChange[];
   /** Highest LSN of any record or reservation. */
   lastLsn: number;
+  /** Highest LSN of a change (reservations not counted): how far the log itself went. */
+  lastChangeLsn: number;
   epoch: number;
   /** Highest segment id present (0 if none). */
   lastSegment: number;
@@ -143,7 +145,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     { segments: ids.length, records: all.length, live: changes.length, lastLsn, epoch: index.epoch },
     'journal recovered',
   );
-  return { index, changes, lastLsn, epoch: index.epoch, lastSegment };
+  return { index, changes, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment };
 }
 
 /**

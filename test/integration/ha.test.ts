@@ -160,6 +160,51 @@ describe('ha', () => {
     await c.waitState(0, 'ready');
   });
 
+  it('ha - a backup restarted after kill -9 gets only the changes it lacks, and a failover to it loses nothing', async () => {
+    cluster = await readyCluster(3);
+    const c = cluster;
+    const client = await TestClient.connect({ port: c.ports[0] });
+    try {
+      // Non-durable first: the durable ones after them make the backups sync them too.
+      await client.send('rq', Array.from({ length: 100 }, (_, i) => ({ body: `n-${i}` })));
+      await client.send('rq', Array.from({ length: 2000 }, (_, i) => ({ body: `d-${i}`, durable: true })), { timeoutMs: 60_000 });
+      await settled(c, 0);
+      await c.kill(2);
+      // While it is down: more messages, and the oldest 600 consumed.
+      await client.send('rq', Array.from({ length: 1000 }, (_, i) => ({ body: `d-${2000 + i}`, durable: true })), { timeoutMs: 60_000 });
+      const taken = await client.receiveAndAccept('rq', 600, 30_000);
+      expect(taken.map(bodyOf).slice(0, 3)).toEqual(['n-0', 'n-1', 'n-2']);
+    } finally {
+      client.connection.close();
+    }
+    await c.startBroker(2);
+    await c.waitState(2, 'ready', 30_000);
+    await settled(c, 0);
+    const primaryLog = c.brokers[0]!.stderr;
+    // Two snapshots when the empty backups first joined; the restarted one resumed with a diff.
+    expect(primaryLog.match(/backup joined: sending a snapshot/g)?.length).toBe(2);
+    expect(primaryLog).toMatch(/backup joined: sending the changes it lacks/);
+    // Failover to the restarted backup: it must hold exactly d-500..d-2999, in order.
+    await c.kill(0);
+    const promoted = await c.promote(2);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    const after = await TestClient.connect({ port: c.ports[2] });
+    try {
+      const r = await after.openReceiver('rq');
+      r.receiver.add_credit(3000);
+      const got: string[] = [];
+      while (got.length < 2500) {
+        const batch = await r.next(Math.min(500, 2500 - got.length), 30_000);
+        for (const m of batch) m.delivery.accept();
+        got.push(...batch.map((m) => String(bodyOf(m.message))));
+      }
+      expect(await r.drainFor(500)).toHaveLength(0);
+      expect(got).toEqual(Array.from({ length: 2500 }, (_, i) => `d-${500 + i}`));
+    } finally {
+      after.connection.close();
+    }
+  });
+
   it('ha - a restarted (joining) broker refuses promotion while a ready one exists', async () => {
     cluster = await readyCluster(3);
     const c = cluster;

@@ -137,4 +137,33 @@ describe('journal compaction', () => {
     // Each live message is well under 200 bytes on disk; allow a few segments of slack.
     expect(total).toBeLessThan(liveMessages * 200 + 6 * 2048);
   });
+
+  it('journal compaction - keeps the newest change on disk, so a restart knows how far the log went', async () => {
+    const dataDir = await fresh();
+    let lsn = 0;
+    {
+      const { journal } = await Journal.open({ dataDir, autoCompact: false, segmentBytes: 512 });
+      journal.append({ lsn: ++lsn, durable: true, change: { kind: 'queue-declare', name: 'q', settings: queueSettings() } });
+      // Everything after the declare dies: each enqueue is dequeued; the last change is a dequeue.
+      for (let id = 1; id <= 40; id++) {
+        journal.append({ lsn: ++lsn, durable: true, change: { kind: 'enqueue', queue: 'q', message: message(id, 'x'.repeat(64)) } });
+        journal.append({ lsn: ++lsn, durable: true, change: { kind: 'dequeue', queue: 'q', id } });
+      }
+      await durable(journal, lsn);
+      await journal.close();
+    }
+    {
+      const { journal, recovered } = await Journal.open({ dataDir, autoCompact: false, segmentBytes: 512 });
+      expect(recovered.lastChangeLsn).toBe(lsn);
+      const report = await journal.compact();
+      expect(report.deletedSegments.length).toBeGreaterThan(0);
+      await journal.close();
+    }
+    const { journal, recovered } = await Journal.open({ dataDir, autoCompact: false });
+    // Without the newest change kept, every segment after the declare's would be gone and this would be 1.
+    expect(recovered.lastChangeLsn).toBe(lsn);
+    expect(recovered.lastLsn).toBeGreaterThan(lsn); // the LSN reservations are above it
+    expect(recovered.changes.map((c) => c.change.kind)).toEqual(['queue-declare', 'dequeue']);
+    await journal.close();
+  });
 });
