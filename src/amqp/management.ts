@@ -137,7 +137,7 @@ export class ManagementNode {
       return;
     }
     try {
-      this.ctx.broker.publish(queue.name, parseIncoming(bytes));
+      this.ctx.broker.publish(queue.name, parseIncoming(bytes), { internal: true });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'management reply could not be queued');
     }

@@ -85,6 +85,11 @@ export class Broker implements QueueHost {
   /** DR secondary: configured queues, and the source position each has applied. */
   readonly drQueues = new Map<string, DrQueueConfig>();
   readonly drPositions = new Map<string, { lsn: number; time: number }>();
+  /**
+   * Set while the process is short of memory (src/ops/memory-alarm.ts): new
+   * messages are refused with this reason; consumers, replication and DR go on.
+   */
+  memoryAlarm: string | undefined;
   private nextMessageId = 1;
   /** When set, removals are collected into a transaction instead of logged one by one. */
   private txCollector: Array<{ op: TxOp; durable: boolean }> | undefined;
@@ -229,7 +234,9 @@ export class Broker implements QueueHost {
    * Route a message sent to an address and enqueue it. Throws a TandemError if a
    * queue with the reject policy is full (nothing is enqueued anywhere then).
    */
-  publish(address: string, msg: IncomingMessage): PublishResult {
+  publish(address: string, msg: IncomingMessage, options: { internal?: boolean } = {}): PublishResult {
+    // The broker's own replies (management) still go out: operators need them most now.
+    if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
     const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
@@ -248,6 +255,7 @@ export class Broker implements QueueHost {
 
   /** Commit a transaction's sends and acceptances as one change. */
   commit(sends: Array<{ address: string; msg: IncomingMessage }>, accepts: Array<{ queue: Queue; entry: QueueEntry }>): PublishResult {
+    if (this.memoryAlarm && sends.length > 0) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `${this.memoryAlarm}; the transaction was rolled back`);
     // Check every limit first so a failing commit changes nothing.
     const routed = sends.map(({ address, msg }) => {
       const target = this.resolve(address);

@@ -11,6 +11,7 @@ export const ErrorCatalogue = {
   TANDEM_ERR_NOT_IMPLEMENTED: { condition: 'amqp:not-implemented', exitCode: 3 },
   TANDEM_ERR_PRECONDITION: { condition: 'amqp:precondition-failed', exitCode: 8 },
   TANDEM_ERR_DISK_FULL: { condition: 'amqp:resource-limit-exceeded', exitCode: 9 },
+  TANDEM_ERR_MEMORY_FULL: { condition: 'amqp:resource-limit-exceeded', exitCode: 9 },
   TANDEM_ERR_TRANSACTION: { condition: 'amqp:transaction:rollback', exitCode: 10 },
   TANDEM_ERR_INTERNAL: { condition: 'amqp:internal-error', exitCode: 1 },
 } as const;

@@ -3,6 +3,7 @@
 // reverse order on shutdown.
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import v8 from 'node:v8';
 import { randomUUID } from 'node:crypto';
 import { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
@@ -21,6 +22,7 @@ import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
+import { MemoryAlarm } from './memory-alarm.js';
 import { Metrics } from './metrics.js';
 import { notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
@@ -47,6 +49,7 @@ export class Daemon {
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly autoDeleteTimers = new Map<Queue, NodeJS.Timeout>();
   private stopWatchdog: (() => void) | undefined;
+  private readonly memoryAlarm: MemoryAlarm;
   private stopping: Promise<void> | undefined;
   private readonly log: Logger;
   private readonly startedAt = Date.now();
@@ -64,6 +67,14 @@ export class Daemon {
         queueReady: (q) => this.server?.schedule(q),
         queueUnused: (q) => this.scheduleAutoDelete(q),
         queueDeleted: (q) => this.cancelAutoDelete(q),
+      },
+    });
+    this.memoryAlarm = new MemoryAlarm({
+      onChange: (reason, r) => {
+        this.broker.memoryAlarm = reason;
+        const figures = { heapUsedMiB: Math.round(r.used / 2 ** 20), heapLimitMiB: Math.round(r.limit / 2 ** 20) };
+        if (reason) this.log.warn(figures, 'MEMORY ALARM: refusing new messages until the heap is below 40% of its limit');
+        else this.log.info(figures, 'memory alarm cleared: accepting messages again');
       },
     });
     this.pager = new Pager({ broker: this.broker, journal: () => this.journal, maxMemory: settings.maxMemory, log: logger('store') });
@@ -103,6 +114,7 @@ export class Daemon {
     if (recovered.epoch > this.broker.epoch) this.broker.epoch = recovered.epoch;
     this.broker.log.attach(journal);
     this.broker.log.attach(this.pager);
+    this.memoryAlarm.start();
     const paging = setInterval(() => this.pager.pass(), 250);
     paging.unref();
     this.timers.push(paging);
@@ -344,6 +356,9 @@ export class Daemon {
       'uptime-seconds': Math.round((Date.now() - this.startedAt) / 1000),
       'data-dir': this.settings.dataDir,
       ...this.memoryStatus(),
+      'memory-alarm': this.memoryAlarm.active,
+      'heap-used-bytes': v8.getHeapStatistics().used_heap_size,
+      'heap-limit-bytes': v8.getHeapStatistics().heap_size_limit,
     };
   }
 
@@ -378,6 +393,7 @@ export class Daemon {
     notifyStopping();
     this.stopWatchdog?.();
     for (const t of this.timers) clearInterval(t);
+    this.memoryAlarm.stop();
     for (const t of this.autoDeleteTimers.values()) clearTimeout(t);
     this.dr?.stop();
     this.drSource?.close();

@@ -79,4 +79,42 @@ describe('very large queues - bodies beyond max-memory wait in the journal', () 
     second.connection.close();
     await broker.stop();
   }, 180_000);
+
+  it('memory alarm - a broker near its heap limit refuses new messages with a clear error, and accepts again once drained', async () => {
+    // A small heap so the alarm comes after tens of thousands of messages, not millions.
+    // Not a DR source: its window of recent changes would keep drained messages in memory.
+    const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0'], env: { NODE_OPTIONS: '--max-old-space-size=96' } });
+    const client = await TestClient.connect({ port: broker.port });
+    const sender = await client.openSender('heap');
+    let accepted = 0;
+    let refusal: { condition?: string; description?: string } | undefined;
+    // Bounded: at most 400k messages (the alarm comes far earlier).
+    for (let batch = 0; batch < 80 && !refusal; batch++) {
+      const outcomes = await client.send(sender, Array.from({ length: 5000 }, (_, i) => ({ body: `h-${batch * 5000 + i}` })), { timeoutMs: 60_000 });
+      for (const o of outcomes) {
+        if (o.state === 'accepted') accepted++;
+        else refusal ??= o.error;
+      }
+    }
+    expect(refusal, 'the alarm never came').toBeDefined();
+    expect(refusal!.condition).toBe('amqp:resource-limit-exceeded');
+    expect(refusal!.description).toMatch(/memory is nearly full.*max-old-space-size/);
+    expect(((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm']).toBe(true);
+    // Consumers still work; nothing accepted is lost; the alarm clears as the queue drains.
+    const r = await client.openReceiver('heap');
+    r.receiver.add_credit(accepted);
+    let got = 0;
+    while (got < accepted) {
+      const batch = await r.next(Math.min(1000, accepted - got), 60_000);
+      for (const m of batch) m.delivery.accept();
+      got += batch.length;
+    }
+    await r.close();
+    await waitFor(async () => ((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm'] === false, { timeout: 30_000, name: 'alarm cleared' });
+    const again = await client.send(sender, ['after the alarm']);
+    expect(again[0]!.state).toBe('accepted');
+    expect(broker.stderr).toMatch(/MEMORY ALARM/);
+    client.connection.close();
+    await broker.stop();
+  }, 240_000);
 });
