@@ -27,7 +27,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { benchDir, buildTandem, killPid, log, machineInfo, onCleanup, sleep, tempDir, tmpBase } from './lib.mjs';
+import { benchDir, buildTandem, killPid, log, machineInfo, onCleanup, startTandem, tempDir, tmpBase } from './lib.mjs';
 
 const require = createRequire(import.meta.url);
 const rhea = require('rhea');
@@ -69,46 +69,6 @@ function procStatus(pid) {
   return { rssMiB: Math.round(kib('VmRSS') / 1024), peakMiB: Math.round(kib('VmHWM') / 1024) };
 }
 
-async function startBroker(entry, dataDir) {
-  const t0 = performance.now();
-  const proc = spawn(process.execPath, [entry, '--port', '0', '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn'], {
-    cwd: dirname(dataDir),
-    env: { ...process.env, NOTIFY_SOCKET: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const unregister = onCleanup(() => killPid(proc.pid));
-  let out = '';
-  let err = '';
-  proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err = (err + d).slice(-20_000)));
-  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-  const port = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`tandemd did not listen within 15 minutes: ${err}`)), 15 * 60_000);
-    proc.stdout.on('data', () => {
-      const m = /listening on [^\s]+:(\d+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve(Number(m[1]));
-      }
-    });
-    exited.then(({ code, signal }) => reject(new Error(`tandemd exited (${code ?? signal}) before listening: ${err}`)));
-  });
-  const listenMs = performance.now() - t0;
-  return {
-    pid: proc.pid,
-    port,
-    t0,
-    listenMs,
-    async stop() {
-      killPid(proc.pid, 'SIGTERM');
-      const done = await Promise.race([exited, sleep(60_000).then(() => undefined)]);
-      if (!done) killPid(proc.pid, 'SIGKILL');
-      await exited;
-      unregister();
-    },
-  };
-}
-
 /** Connect a consumer; resolve with the time of the first message and, after `drain` messages, the drain rate. */
 function consume(broker, drain) {
   return new Promise((resolve, reject) => {
@@ -148,7 +108,7 @@ function consume(broker, drain) {
 }
 
 async function measure(entry, dataDir, drain, label) {
-  const broker = await startBroker(entry, dataDir);
+  const broker = await startTandem({ entry, dataDir, listenTimeoutMs: 15 * 60_000 });
   log(`${label}: listening after ${(broker.listenMs / 1000).toFixed(1)} s`);
   const atListen = procStatus(broker.pid);
   try {

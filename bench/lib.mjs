@@ -156,7 +156,8 @@ function newestMtime(dir) {
 }
 
 // ---- tandemd ---------------------------------------------------------------------------
-export async function startTandem({ entry, dataDir, nodeArgs = [], cwd }) {
+export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTimeoutMs = 20_000 }) {
+  const t0 = performance.now();
   const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', '0', '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn'], {
     cwd: cwd ?? dirname(dataDir),
     env: { ...process.env, NOTIFY_SOCKET: '' },
@@ -169,7 +170,7 @@ export async function startTandem({ entry, dataDir, nodeArgs = [], cwd }) {
   proc.stderr.on('data', (d) => (err += d).length > 1e5 && (err = err.slice(-5e4)));
   const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
   const port = await new Promise((resolvePort, reject) => {
-    const t = setTimeout(() => reject(new Error(`tandemd did not listen within 20 s: ${err}`)), 20_000);
+    const t = setTimeout(() => reject(new Error(`tandemd did not listen within ${listenTimeoutMs / 1000} s: ${err}`)), listenTimeoutMs);
     const check = () => {
       const m = /listening on [^\s]+:(\d+)/.exec(out);
       if (m) {
@@ -184,6 +185,9 @@ export async function startTandem({ entry, dataDir, nodeArgs = [], cwd }) {
     name: 'tandem',
     pid: proc.pid,
     port,
+    /** performance.now() at spawn, and how long until it listened. */
+    t0,
+    listenMs: performance.now() - t0,
     loadArgs: [],
     stderr: () => err,
     async stop() {
