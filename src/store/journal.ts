@@ -169,6 +169,11 @@ export class Journal implements ChangeSink {
     return this.writer.stats;
   }
 
+  /** Reads of paged message bodies: preads and records decoded. */
+  get readStats(): Readonly<{ preads: number; decodes: number }> {
+    return this.reader.stats;
+  }
+
   get currentSegment(): number {
     return this.writer.currentSegment;
   }

@@ -22,6 +22,8 @@ const MAX_GAP = 64 * 1024;
 const MAX_RUN = 4 * 1024 * 1024;
 
 export class SegmentReader {
+  /** Preads done and records decoded (tests check that a transaction is decoded once per read). */
+  readonly stats = { preads: 0, decodes: 0 };
   /** Open descriptors by segment, oldest first (Map keeps insertion order). */
   private readonly fds = new Map<number, number>();
 
@@ -45,13 +47,21 @@ export class SegmentReader {
         end = Math.max(end, next.offset + next.size);
       }
       const buf = this.pread(first.seg, first.offset, end - first.offset);
+      // Messages of one transaction share a record: decode it once, not once per message.
+      const decoded = new Map<number, CodecEntry>();
       for (let k = i; k < j; k++) {
         const loc = locs[order[k]!]!;
-        const f = readFrame(buf.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.size), 0);
-        if (f.status !== 'ok') {
-          throw new JournalReadError(`journal record at ${segmentPath(this.dir, loc.seg)} offset ${loc.offset} cannot be read back (${f.reason})`);
+        let entry = decoded.get(loc.offset);
+        if (!entry) {
+          const f = readFrame(buf.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.size), 0);
+          if (f.status !== 'ok') {
+            throw new JournalReadError(`journal record at ${segmentPath(this.dir, loc.seg)} offset ${loc.offset} cannot be read back (${f.reason})`);
+          }
+          entry = f.entry;
+          decoded.set(loc.offset, entry);
+          this.stats.decodes++;
         }
-        out[order[k]!] = f.entry;
+        out[order[k]!] = entry;
       }
       i = j;
     }
@@ -73,6 +83,7 @@ export class SegmentReader {
   private pread(seg: number, position: number, length: number): Buffer {
     const buf = Buffer.allocUnsafe(length);
     const fd = this.fdFor(seg);
+    this.stats.preads++;
     let done = 0;
     // Bounded: each pass reads at least one byte or throws.
     while (done < length) {

@@ -157,4 +157,28 @@ describe('paging message bodies to the journal', () => {
     expect(c.bodies).toEqual([...Array.from({ length: 100 }, (_, i) => body(i)), 'in a transaction']);
     expect(c.deliveries.at(-1)!.msg.subject).toBe('s');
   });
+
+  it('paging - messages of one big transaction record are read back with one decode per read-ahead batch', async () => {
+    const dataDir = await tempDir();
+    dirs.push(dataDir);
+    {
+      const { broker, journal } = await open(dataDir, 1024 * KiB);
+      broker.declareQueue('q', qs({ durable: true }));
+      const changes = Array.from({ length: 300 }, (_, i) => ({
+        kind: 'enqueue' as const,
+        queue: 'q',
+        message: { id: i + 1, bytes: Buffer.from(body(i, 100)), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined },
+      }));
+      broker.log.record({ kind: 'transaction', changes }, true);
+      await synced(journal, broker);
+      await journal.close();
+      journals.length = 0;
+    }
+    const { broker, journal, pager } = await open(dataDir, 1024 * KiB);
+    const c = drain(broker, broker.queue('q'), 300);
+    expect(c.bodies).toEqual(Array.from({ length: 300 }, (_, i) => body(i, 100)));
+    // Read-ahead of 16 (see open()): about 300 / 16 reads, each decoding the one record once.
+    expect(pager.stats.reads).toBeLessThanOrEqual(Math.ceil(300 / 16) + 1);
+    expect(journal.readStats.decodes).toBe(pager.stats.reads);
+  });
 });
