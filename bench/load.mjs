@@ -48,6 +48,7 @@ const optionSpecs = {
   senders: { type: 'string', default: '1', help: 'sender threads (one connection each)' },
   receivers: { type: 'string', default: '', help: 'receiver threads (default: same as --senders)' },
   duration: { type: 'string', default: '10', help: 'seconds of sending (bounded; ignored if --count is set)' },
+  warmup: { type: 'string', default: '0', help: 'seconds of the same load before --duration whose latencies are not counted (JIT warm-up of client and broker)' },
   count: { type: 'string', default: '0', help: 'messages per sender (0: use --duration)' },
   rate: { type: 'string', default: '0', help: 'total target send rate in msgs/s over all senders (0: as fast as the window allows)' },
   window: { type: 'string', default: '1000', help: 'unsettled sends per sender' },
@@ -97,6 +98,7 @@ function readOptions() {
     senders,
     receivers: o.receivers === '' ? senders : int('receivers', 1),
     duration: Math.min(int('duration', 0.1), 600),
+    warmup: Math.min(int('warmup', 0), 60),
     count: int('count', 0),
     rate: int('rate', 0),
     window: int('window', 1),
@@ -232,7 +234,7 @@ async function runSender(rhea, o, id) {
     if (m.type === 'start') {
       elu0 = performance.eventLoopUtilization();
       startUs = nowUs();
-      endUs = o.count > 0 ? startUs + 600e6 : startUs + o.duration * 1e6;
+      endUs = o.count > 0 ? startUs + 600e6 : startUs + (o.warmup + o.duration) * 1e6;
       running = true;
       pump();
     } else if (m.type === 'abort') finish('aborted');
@@ -248,6 +250,8 @@ async function runReceiver(rhea, o, id) {
   let seen = new Map(); // sender id -> Uint8Array of times seen (saturating)
   let elu0 = performance.eventLoopUtilization();
   let bad = 0;
+  /** Messages sent before this (the warm-up) do not count in the latency histogram. */
+  let measureFromUs = 0;
   const receiver = conn.open_receiver({ source: terminus(o, o.recvAddress), credit_window: o.prefetch, autoaccept: true });
   receiver.on('message', (ctx) => {
     const t = nowUs();
@@ -259,7 +263,7 @@ async function runReceiver(rhea, o, id) {
     received++;
     if (firstUs === 0) firstUs = t;
     lastUs = t;
-    hist[bucketOf(t - p.t)]++;
+    if (p.t >= measureFromUs) hist[bucketOf(t - p.t)]++;
     let m = seen.get(p.s);
     if (!m || p.n >= m.length) {
       const bigger = new Uint8Array(Math.max((m?.length ?? 0) * 2, p.n + 1, 1 << 16));
@@ -272,7 +276,10 @@ async function runReceiver(rhea, o, id) {
   parentPort.postMessage({ type: 'ready', id });
   const progress = setInterval(() => parentPort.postMessage({ type: 'progress', id, received }), 100);
   parentPort.on('message', (m) => {
-    if (m.type === 'start') elu0 = performance.eventLoopUtilization();
+    if (m.type === 'start') {
+      elu0 = performance.eventLoopUtilization();
+      measureFromUs = m.measureFromUs ?? 0;
+    }
     if (m.type !== 'stop' && m.type !== 'abort') return;
     clearInterval(progress);
     const elu = performance.eventLoopUtilization(elu0);
@@ -328,7 +335,7 @@ export async function runLoad(o) {
         });
       }),
     ]);
-  const hardStop = setTimeout(() => rejectRun(new Error('load exceeded its hard time limit')), (o.count > 0 ? 600 : o.duration + o.settleTimeout + o.drainTimeout + 30) * 1000);
+  const hardStop = setTimeout(() => rejectRun(new Error('load exceeded its hard time limit')), (o.count > 0 ? 600 : o.warmup + o.duration + o.settleTimeout + o.drainTimeout + 30) * 1000);
   try {
     // Receivers first: on RabbitMQ the receiver's /queue/ address declares the queue.
     const receivers = [];
@@ -346,9 +353,9 @@ export async function runLoad(o) {
     }
     workers.push(...senders);
     await Promise.all(ready);
-    const done = senders.map((_, i) => waitFor(`done:${i}`, (o.count > 0 ? 590 : o.duration + o.settleTimeout + 10) * 1000, `sender ${i}`));
+    const done = senders.map((_, i) => waitFor(`done:${i}`, (o.count > 0 ? 590 : o.warmup + o.duration + o.settleTimeout + 10) * 1000, `sender ${i}`));
     const startUs = nowUs();
-    for (const w of workers) w.postMessage({ type: 'start' });
+    for (const w of workers) w.postMessage({ type: 'start', measureFromUs: startUs + o.warmup * 1e6 });
     await Promise.all(done);
     const sendersDoneUs = nowUs();
     const acceptedTotal = results.sender.reduce((a, r) => a + r.accepted, 0);
