@@ -13,13 +13,8 @@ import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { copyMessage } from '../broker/paged-message.js';
 import type { Logger } from '../ops/log.js';
-import { Deque } from '../util/deque.js';
+import { DrWindow, type Stamped } from './window.js';
 import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
-
-interface Stamped {
-  entry: LoggedChange;
-  at: number;
-}
 
 const BATCH_RECORDS = 256;
 const BATCH_BYTES = 256 * 1024;
@@ -28,54 +23,6 @@ function sizeOf(c: Change): number {
   if (c.kind === 'enqueue') return 64 + c.message.bytes.length;
   if (c.kind === 'transaction') return 64 + c.changes.reduce((n, op) => n + (op.kind === 'enqueue' ? op.message.bytes.length + 64 : 32), 0);
   return 64;
-}
-
-/** Recent queue changes (declare, delete, enqueue, dequeue, transaction), oldest dropped first. */
-export class DrWindow {
-  private readonly entries = new Deque<Stamped>();
-  private bytes = 0;
-  firstSeq = 0;
-  /** A secondary at or beyond this LSN can be served from the window. */
-  coversFromLsn: number;
-
-  constructor(
-    startLsn: number,
-    private readonly maxCount: number,
-    private readonly maxBytes: number,
-  ) {
-    this.coversFromLsn = startLsn;
-  }
-
-  get endSeq(): number {
-    return this.firstSeq + this.entries.length;
-  }
-
-  push(entry: LoggedChange, at: number): void {
-    this.entries.push({ entry, at });
-    this.bytes += sizeOf(entry.change);
-    while (this.entries.length > this.maxCount || (this.bytes > this.maxBytes && this.entries.length > 1)) {
-      const dropped = this.entries.shift() as Stamped;
-      this.bytes -= sizeOf(dropped.entry.change);
-      this.firstSeq++;
-      this.coversFromLsn = dropped.entry.lsn;
-    }
-  }
-
-  at(seq: number): Stamped | undefined {
-    return this.entries.at(seq - this.firstSeq);
-  }
-
-  seqAfter(lsn: number): number {
-    return this.firstSeq + this.entries.lowerBound(lsn + 1, (e) => e.entry.lsn);
-  }
-
-  /** Start over (a backup replaced its state with a snapshot). */
-  reset(lsn: number): void {
-    this.firstSeq = this.endSeq;
-    this.entries.clear();
-    this.bytes = 0;
-    this.coversFromLsn = lsn;
-  }
 }
 
 export interface DrSourceOptions {
@@ -294,8 +241,8 @@ export class DrStream {
       let bytes = 0;
       let last: Stamped | undefined;
       while (this.cursor < w.endSeq && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+        if ((w.lsnAt(this.cursor) as number) > src.safeLsn) break;
         const s = w.at(this.cursor) as Stamped;
-        if (s.entry.lsn > src.safeLsn) break;
         this.cursor++;
         last = s;
         const f = this.filter(s.entry);
@@ -314,7 +261,7 @@ export class DrStream {
     if (this.closed || this.snapshot || this.declares || this.credit() <= 0) return;
     // Everything safe is sent (or filtered out): the secondary is current up to safeLsn.
     const w = this.source.window;
-    const upTo = this.cursor >= w.endSeq || (w.at(this.cursor)?.entry.lsn ?? Infinity) > this.source.safeLsn ? this.source.safeLsn : this.covered;
+    const upTo = this.cursor >= w.endSeq || (w.lsnAt(this.cursor) ?? Infinity) > this.source.safeLsn ? this.source.safeLsn : this.covered;
     this.covered = Math.max(this.covered, upTo);
     this.send({ kind: 'heartbeat', lsn: this.covered, time: Date.now() });
   }

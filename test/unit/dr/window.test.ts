@@ -1,0 +1,67 @@
+// The DR source window kept off the heap: what goes in comes out equal, in
+// order, found by LSN; the oldest go first by count and by bytes; a reset
+// starts over; chunks are reused and freed as entries go.
+import { describe, expect, it } from 'vitest';
+import type { LoggedChange } from '../../../src/broker/changes.js';
+import { DrWindow } from '../../../src/dr/window.js';
+import { message } from '../store/helpers.js';
+
+const enqueue = (lsn: number, size = 16): LoggedChange => ({ lsn, durable: true, change: { kind: 'enqueue', queue: 'q', message: message(lsn, 'x'.repeat(size)) } });
+
+describe('DR window', () => {
+  it('DR window - returns every change as it was pushed, by sequence and by LSN', () => {
+    const w = new DrWindow(0, 100_000, 1 << 30);
+    const pushed: LoggedChange[] = [];
+    for (let lsn = 10; lsn < 5000; lsn += 3) {
+      const e: LoggedChange =
+        lsn % 7 === 0
+          ? { lsn, durable: false, change: { kind: 'dequeue', queue: 'q', id: lsn - 3 } }
+          : lsn % 11 === 0
+            ? { lsn, durable: true, change: { kind: 'transaction', changes: [enqueue(lsn).change as Extract<LoggedChange['change'], { kind: 'enqueue' }>, { kind: 'dequeue', queue: 'r', id: 1 }] } }
+            : enqueue(lsn, lsn % 200);
+      pushed.push(e);
+      w.push(e, 1000 + lsn);
+    }
+    expect(w.endSeq - w.firstSeq).toBe(pushed.length);
+    pushed.forEach((e, k) => {
+      const s = w.at(w.firstSeq + k)!;
+      expect(s.entry).toEqual(e);
+      expect(s.at).toBe(1000 + e.lsn);
+      expect(w.lsnAt(w.firstSeq + k)).toBe(e.lsn);
+    });
+    expect(w.at(w.endSeq)).toBeUndefined();
+    expect(w.seqAfter(0)).toBe(w.firstSeq);
+    expect(w.seqAfter(10)).toBe(w.firstSeq + 1);
+    expect(w.seqAfter(11)).toBe(w.firstSeq + 1);
+    expect(w.seqAfter(1_000_000)).toBe(w.endSeq);
+  });
+
+  it('DR window - drops the oldest by count and by bytes, and keeps what it says it covers', () => {
+    const byCount = new DrWindow(0, 100, 1 << 30);
+    for (let lsn = 1; lsn <= 1000; lsn++) byCount.push(enqueue(lsn), lsn);
+    expect(byCount.endSeq - byCount.firstSeq).toBe(100);
+    expect(byCount.at(byCount.firstSeq)!.entry.lsn).toBe(901);
+    expect(byCount.coversFromLsn).toBe(900);
+    // 64 KiB bodies against a 1 MiB budget: about 16 stay; chunks (4 MiB) are reused and freed.
+    const byBytes = new DrWindow(0, 1_000_000, 1 << 20);
+    for (let lsn = 1; lsn <= 500; lsn++) byBytes.push(enqueue(lsn, 64 * 1024), lsn);
+    const held = byBytes.endSeq - byBytes.firstSeq;
+    expect(held).toBeGreaterThan(10);
+    expect(held).toBeLessThan(20);
+    expect(byBytes.byteSize).toBeLessThanOrEqual(1 << 20);
+    expect(byBytes.at(byBytes.endSeq - 1)!.entry).toEqual(enqueue(500, 64 * 1024));
+  });
+
+  it('DR window - a reset forgets everything before and goes on from the same sequence', () => {
+    const w = new DrWindow(0, 1000, 1 << 30);
+    for (let lsn = 1; lsn <= 50; lsn++) w.push(enqueue(lsn), lsn);
+    const end = w.endSeq;
+    w.reset(70);
+    expect(w.firstSeq).toBe(end);
+    expect(w.endSeq).toBe(end);
+    expect(w.coversFromLsn).toBe(70);
+    w.push(enqueue(71), 71);
+    expect(w.at(end)!.entry.lsn).toBe(71);
+    expect(w.seqAfter(70)).toBe(end);
+  });
+});
