@@ -13,7 +13,7 @@ import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { copyMessage } from '../broker/paged-message.js';
 import type { Logger } from '../ops/log.js';
-import { DrWindow, type Stamped } from './window.js';
+import { ChangeWindow, type Stamped } from '../replication/change-window.js';
 import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 const BATCH_RECORDS = 256;
@@ -35,7 +35,7 @@ export interface DrSourceOptions {
 }
 
 export class DrSource implements ChangeSink {
-  readonly window: DrWindow;
+  readonly window: ChangeWindow;
   readonly streams = new Set<DrStream>();
   /** Newest LSN the gate called safe. */
   safeLsn: number;
@@ -47,7 +47,7 @@ export class DrSource implements ChangeSink {
 
   constructor(readonly opts: DrSourceOptions) {
     this.headLsn = this.safeLsn = opts.broker.log.lsn;
-    this.window = new DrWindow(this.headLsn, opts.retainCount, opts.retainBytes);
+    this.window = new ChangeWindow(this.headLsn, opts.retainCount, opts.retainBytes);
     this.timer = setInterval(() => {
       for (const s of this.streams) s.heartbeat();
     }, opts.heartbeatMs);

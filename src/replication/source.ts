@@ -14,6 +14,7 @@ import type { EpochHistory } from '../ha/epoch-history.js';
 import { ReplicationFilter } from './filter.js';
 import { encodeStreamMessage, type StreamMessage } from './protocol.js';
 import { snapshotOf, type SnapshotSource } from './snapshot.js';
+import { ChangeWindow, type Stamped } from './change-window.js';
 
 export interface SourceOptions {
   broker: Broker;
@@ -48,53 +49,6 @@ const BATCH_RECORDS = 256;
 /** Transfers in flight to one backup: bounds its queue, so acknowledgements stay prompt. */
 const MAX_UNACKED = 16;
 const BATCH_BYTES = 256 * 1024;
-
-class Retained {
-  private readonly entries = new Deque<LoggedChange>();
-  private bytes = 0;
-  /** Sequence number of entries.at(0). */
-  firstSeq = 0;
-  /** A backup at or beyond this LSN can be served from the window. */
-  coversFromLsn: number;
-
-  constructor(
-    startLsn: number,
-    private readonly maxCount: number,
-    private readonly maxBytes: number,
-  ) {
-    this.coversFromLsn = startLsn;
-  }
-
-  reset(lsn: number): void {
-    this.entries.clear();
-    this.bytes = 0;
-    this.coversFromLsn = lsn;
-  }
-
-  get endSeq(): number {
-    return this.firstSeq + this.entries.length;
-  }
-
-  push(entry: LoggedChange): void {
-    this.entries.push(entry);
-    this.bytes += sizeOf(entry);
-    while (this.entries.length > this.maxCount || (this.bytes > this.maxBytes && this.entries.length > 1)) {
-      const dropped = this.entries.shift() as LoggedChange;
-      this.bytes -= sizeOf(dropped);
-      this.firstSeq++;
-      this.coversFromLsn = dropped.lsn;
-    }
-  }
-
-  at(seq: number): LoggedChange | undefined {
-    return this.entries.at(seq - this.firstSeq);
-  }
-
-  /** Sequence number of the first entry with an LSN above `lsn`. */
-  seqAfter(lsn: number): number {
-    return this.firstSeq + this.entries.lowerBound(lsn + 1, (e) => e.lsn);
-  }
-}
 
 function sizeOf(e: LoggedChange): number {
   const c = e.change;
@@ -181,7 +135,7 @@ export class BackupStream {
         const batch: LoggedChange[] = [];
         let bytes = 0;
         while (this.cursor < end && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
-          const e = this.source.retained.at(this.cursor++) as LoggedChange;
+          const e = (this.source.retained.at(this.cursor++) as Stamped).entry;
           batch.push(e);
           bytes += sizeOf(e);
         }
@@ -287,7 +241,7 @@ export class BackupStream {
 }
 
 export class ReplicationSource implements ChangeSink, SettlementGate {
-  readonly retained: Retained;
+  readonly retained: ChangeWindow;
   readonly filter: ReplicationFilter;
   readonly streams = new Set<BackupStream>();
   private pending = new Deque<{ lsn: number; cb: (err?: Error) => void }>();
@@ -297,7 +251,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
 
   constructor(private readonly opts: SourceOptions) {
     this.headLsn = opts.broker.log.lsn;
-    this.retained = new Retained(this.headLsn, opts.retainCount ?? 1_000_000, opts.retainBytes ?? 512 * 1024 * 1024);
+    this.retained = new ChangeWindow(this.headLsn, opts.retainCount ?? 1_000_000, opts.retainBytes ?? 512 * 1024 * 1024);
     this.filter = new ReplicationFilter(opts.defaultLevel);
     this.learnLevels();
     this.timer = setInterval(() => this.tick(), opts.heartbeatMs);
@@ -329,7 +283,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   append(entry: LoggedChange): void {
     this.headLsn = entry.lsn;
     const passed = this.filter.pass(entry);
-    if (passed) this.retained.push(passed);
+    if (passed) this.retained.push(passed, 0);
     for (const s of this.streams) s.pump();
   }
 

@@ -1,16 +1,16 @@
-// The DR source window kept off the heap: what goes in comes out equal, in
+// The change window (HA primary, DR source) kept off the heap: what goes in comes out equal, in
 // order, found by LSN; the oldest go first by count and by bytes; a reset
 // starts over; chunks are reused and freed as entries go.
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { DrWindow } from '../../../src/dr/window.js';
+import { ChangeWindow } from '../../../src/replication/change-window.js';
 import { message } from '../store/helpers.js';
 
 const enqueue = (lsn: number, size = 16): LoggedChange => ({ lsn, durable: true, change: { kind: 'enqueue', queue: 'q', message: message(lsn, 'x'.repeat(size)) } });
 
-describe('DR window', () => {
-  it('DR window - returns every change as it was pushed, by sequence and by LSN', () => {
-    const w = new DrWindow(0, 100_000, 1 << 30);
+describe('change window', () => {
+  it('change window - returns every change as it was pushed, by sequence and by LSN', () => {
+    const w = new ChangeWindow(0, 100_000, 1 << 30);
     const pushed: LoggedChange[] = [];
     for (let lsn = 10; lsn < 5000; lsn += 3) {
       const e: LoggedChange =
@@ -36,14 +36,14 @@ describe('DR window', () => {
     expect(w.seqAfter(1_000_000)).toBe(w.endSeq);
   });
 
-  it('DR window - drops the oldest by count and by bytes, and keeps what it says it covers', () => {
-    const byCount = new DrWindow(0, 100, 1 << 30);
+  it('change window - drops the oldest by count and by bytes, and keeps what it says it covers', () => {
+    const byCount = new ChangeWindow(0, 100, 1 << 30);
     for (let lsn = 1; lsn <= 1000; lsn++) byCount.push(enqueue(lsn), lsn);
     expect(byCount.endSeq - byCount.firstSeq).toBe(100);
     expect(byCount.at(byCount.firstSeq)!.entry.lsn).toBe(901);
     expect(byCount.coversFromLsn).toBe(900);
     // 64 KiB bodies against a 1 MiB budget: about 16 stay; chunks (4 MiB) are reused and freed.
-    const byBytes = new DrWindow(0, 1_000_000, 1 << 20);
+    const byBytes = new ChangeWindow(0, 1_000_000, 1 << 20);
     for (let lsn = 1; lsn <= 500; lsn++) byBytes.push(enqueue(lsn, 64 * 1024), lsn);
     const held = byBytes.endSeq - byBytes.firstSeq;
     expect(held).toBeGreaterThan(10);
@@ -52,8 +52,8 @@ describe('DR window', () => {
     expect(byBytes.at(byBytes.endSeq - 1)!.entry).toEqual(enqueue(500, 64 * 1024));
   });
 
-  it('DR window - a reset forgets everything before and goes on from the same sequence', () => {
-    const w = new DrWindow(0, 1000, 1 << 30);
+  it('change window - a reset forgets everything before and goes on from the same sequence', () => {
+    const w = new ChangeWindow(0, 1000, 1 << 30);
     for (let lsn = 1; lsn <= 50; lsn++) w.push(enqueue(lsn), lsn);
     const end = w.endSeq;
     w.reset(70);

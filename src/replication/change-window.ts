@@ -1,18 +1,19 @@
-// The DR source's window of recent queue changes, kept off the V8 heap.
+// A window of recent changes, kept off the V8 heap: what an HA primary keeps so
+// a backup that comes back gets only what it lacks, and what a DR source keeps
+// so a bridge can resume after a break.
 //
-// Every broker that is a DR source keeps its last N changes (200,000 by default)
-// so a bridge can resume after a break. Held as objects (change, message, body)
-// they made the heap a large, ever-renewed set that V8 had to collect: p99
-// latency at 10,000 msgs/s went from ~15 ms to ~150 ms (bench/RESULTS.md). So
-// each change is encoded with the record codec into large shared chunks, its
-// LSN, time and place go into typed arrays, and a change becomes objects again
-// only when a bridge reads it.
+// Both keep many changes (HA up to 1,000,000, DR 200,000 by default). Held as
+// objects (change, message, body) they made the heap a large, ever-renewed set
+// that V8 had to collect: p99 latency at 10,000 msgs/s went from ~15 ms to
+// ~150 ms (bench/RESULTS.md). So each change is encoded with the record codec
+// into large shared chunks, its LSN, time and place go into typed arrays, and a
+// change becomes objects again only when a stream reads it.
 import type { LoggedChange } from '../broker/changes.js';
 import { decodeChange, encodeChange } from '../store/record-codec.js';
 
 export interface Stamped {
   entry: LoggedChange;
-  /** Source clock (ms) when the change was made. */
+  /** Source clock (ms) when the change was made (DR; 0 where nobody asks). */
   at: number;
 }
 
@@ -25,8 +26,8 @@ interface Chunk {
   live: number;
 }
 
-/** Recent queue changes (declare, delete, enqueue, dequeue, transaction), oldest dropped first. */
-export class DrWindow {
+/** Recent changes in LSN order, oldest dropped first (by count and by bytes). */
+export class ChangeWindow {
   // Per entry, in a ring: LSN, time, chunk number, offset, length.
   private lsns = new Float64Array(1024);
   private times = new Float64Array(1024);
@@ -40,7 +41,7 @@ export class DrWindow {
   private firstChunkNo = 0;
   private bytes = 0;
   firstSeq = 0;
-  /** A secondary at or beyond this LSN can be served from the window. */
+  /** A reader at or beyond this LSN can be served from the window. */
   coversFromLsn: number;
 
   constructor(
@@ -87,7 +88,7 @@ export class DrWindow {
     const chunk = this.chunks[this.chunkNos[i]! - this.firstChunkNo]!;
     const offset = this.offsets[i]!;
     const decoded = decodeChange(chunk.buf.subarray(offset, offset + this.lengths[i]!));
-    if (decoded.status !== 'ok') throw new Error(`DR window: change at seq ${seq} does not decode (${decoded.status})`);
+    if (decoded.status !== 'ok') throw new Error(`change window: change at seq ${seq} does not decode (${decoded.status})`);
     const { lsn, change, durable } = decoded.entry;
     return { entry: { lsn, change: change as LoggedChange['change'], durable }, at: this.times[i]! };
   }
@@ -110,7 +111,7 @@ export class DrWindow {
     return this.firstSeq + lo;
   }
 
-  /** Start over (a backup replaced its state with a snapshot). */
+  /** Start over (a backup replaced its state with a snapshot); sequence numbers go on. */
   reset(lsn: number): void {
     this.firstSeq = this.endSeq;
     this.head = 0;
