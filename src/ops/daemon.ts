@@ -344,6 +344,7 @@ export class Daemon {
   }
 
   status(): Record<string, unknown> {
+    const heap = v8.getHeapStatistics();
     return {
       name: 'broker',
       version: VERSION,
@@ -357,8 +358,8 @@ export class Daemon {
       'data-dir': this.settings.dataDir,
       ...this.memoryStatus(),
       'memory-alarm': this.memoryAlarm.active,
-      'heap-used-bytes': v8.getHeapStatistics().used_heap_size,
-      'heap-limit-bytes': v8.getHeapStatistics().heap_size_limit,
+      'heap-used-bytes': heap.used_heap_size,
+      'heap-limit-bytes': heap.heap_size_limit,
     };
   }
 

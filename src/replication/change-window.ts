@@ -85,12 +85,19 @@ export class ChangeWindow {
   at(seq: number): Stamped | undefined {
     const i = this.slot(seq);
     if (i === undefined) return undefined;
-    const chunk = this.chunks[this.chunkNos[i]! - this.firstChunkNo]!;
-    const offset = this.offsets[i]!;
-    const decoded = decodeChange(chunk.buf.subarray(offset, offset + this.lengths[i]!));
+    const decoded = decodeChange(this.recordIn(i));
     if (decoded.status !== 'ok') throw new Error(`change window: change at seq ${seq} does not decode (${decoded.status})`);
     const { lsn, change, durable } = decoded.entry;
     return { entry: { lsn, change: change as LoggedChange['change'], durable }, at: this.times[i]! };
+  }
+
+  /**
+   * The change at `seq` as the record codec encoded it (a view: copy it before
+   * keeping it), for a stream that sends every change without looking at it.
+   */
+  recordAt(seq: number): Buffer | undefined {
+    const i = this.slot(seq);
+    return i === undefined ? undefined : this.recordIn(i);
   }
 
   /** The LSN at `seq`, without decoding the change. */
@@ -120,6 +127,12 @@ export class ChangeWindow {
     this.firstChunkNo += this.chunks.length;
     this.chunks.length = 0;
     this.coversFromLsn = lsn;
+  }
+
+  private recordIn(i: number): Buffer {
+    const chunk = this.chunks[this.chunkNos[i]! - this.firstChunkNo]!;
+    const offset = this.offsets[i]!;
+    return chunk.buf.subarray(offset, offset + this.lengths[i]!);
   }
 
   private slot(seq: number): number | undefined {

@@ -32,6 +32,8 @@ export interface StreamMessage {
   epoch?: number;
   /** changes: the records. */
   entries?: LoggedChange[];
+  /** changes, when sending: the records already encoded by the record codec (instead of `entries`). */
+  records?: Buffer[];
   /** membership: broker ids of the ready backups. */
   ready?: string[];
   /** snapshot-begin: why (for the log line). */
@@ -44,21 +46,25 @@ export function encodeStreamMessage(m: StreamMessage): Buffer {
   if (m.epoch !== undefined) props.epoch = m.epoch;
   if (m.ready) props.ready = m.ready.join(',');
   if (m.reason) props.reason = m.reason;
-  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(encodeRecordBatch(m.entries)) }) as Buffer;
+  const body = m.records ? lengthPrefixed(m.records) : encodeRecordBatch(m.entries);
+  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(body) }) as Buffer;
 }
 
 /** Change records, each length-prefixed (u32), in one buffer: the body of a stream message (HA and DR). */
 export function encodeRecordBatch(entries: LoggedChange[] | undefined): Buffer {
-  if (!entries) return Buffer.alloc(0);
-  return Buffer.concat(
-    entries.map((e) => {
-      const record = encodeChange(e);
-      const out = Buffer.allocUnsafe(4 + record.length);
-      out.writeUInt32BE(record.length, 0);
-      record.copy(out, 4);
-      return out;
-    }),
-  );
+  return lengthPrefixed((entries ?? []).map((e) => encodeChange(e)));
+}
+
+/** Records already encoded, each after its u32 length, in one buffer. */
+function lengthPrefixed(records: Buffer[]): Buffer {
+  const out = Buffer.allocUnsafe(records.reduce((n, r) => n + 4 + r.length, 0));
+  let offset = 0;
+  for (const r of records) {
+    out.writeUInt32BE(r.length, offset);
+    r.copy(out, offset + 4);
+    offset += 4 + r.length;
+  }
+  return out;
 }
 
 /** The binary body of a stream message as rhea hands it over (data section or buffer). */

@@ -14,7 +14,7 @@ import type { EpochHistory } from '../ha/epoch-history.js';
 import { ReplicationFilter } from './filter.js';
 import { encodeStreamMessage, type StreamMessage } from './protocol.js';
 import { snapshotOf, type SnapshotSource } from './snapshot.js';
-import { ChangeWindow, type Stamped } from './change-window.js';
+import { ChangeWindow } from './change-window.js';
 
 export interface SourceOptions {
   broker: Broker;
@@ -130,17 +130,19 @@ export class BackupStream {
         this.sentThrough = Math.max(this.sentThrough, this.snapshotLsn);
         continue;
       }
-      const end = this.source.retained.endSeq;
+      const window = this.source.retained;
+      const end = window.endSeq;
       if (this.cursor < end) {
-        const batch: LoggedChange[] = [];
+        // The window holds each change encoded as the stream carries it: send those bytes as they are.
+        const records: Buffer[] = [];
         let bytes = 0;
-        while (this.cursor < end && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
-          const e = (this.source.retained.at(this.cursor++) as Stamped).entry;
-          batch.push(e);
-          bytes += sizeOf(e);
+        while (this.cursor < end && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+          const record = window.recordAt(this.cursor++) as Buffer;
+          records.push(record);
+          bytes += record.length;
         }
-        const last = batch[batch.length - 1].lsn;
-        this.send({ kind: 'changes', lsn: last, entries: batch }, last);
+        const last = window.lsnAt(this.cursor - 1) as number;
+        this.send({ kind: 'changes', lsn: last, records }, last);
         this.sentThrough = Math.max(this.sentThrough, last);
         continue;
       }

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
 import { ChangeWindow } from '../../../src/replication/change-window.js';
+import { encodeChange } from '../../../src/store/record-codec.js';
 import { message } from '../store/helpers.js';
 
 const enqueue = (lsn: number, size = 16): LoggedChange => ({ lsn, durable: true, change: { kind: 'enqueue', queue: 'q', message: message(lsn, 'x'.repeat(size)) } });
@@ -28,8 +29,10 @@ describe('change window', () => {
       expect(s.entry).toEqual(e);
       expect(s.at).toBe(1000 + e.lsn);
       expect(w.lsnAt(w.firstSeq + k)).toBe(e.lsn);
+      expect(w.recordAt(w.firstSeq + k)).toEqual(encodeChange(e));
     });
     expect(w.at(w.endSeq)).toBeUndefined();
+    expect(w.recordAt(w.endSeq)).toBeUndefined();
     expect(w.seqAfter(0)).toBe(w.firstSeq);
     expect(w.seqAfter(10)).toBe(w.firstSeq + 1);
     expect(w.seqAfter(11)).toBe(w.firstSeq + 1);
