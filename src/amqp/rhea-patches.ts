@@ -25,6 +25,13 @@
 //    before the socket ends we answer as the spec says: our protocol header when
 //    we have sent nothing yet (2.2: "the supported protocol header, then close"),
 //    and a close with amqp:connection:framing-error once the connection is open.
+// 6. Reads: when a socket read ends inside a frame, rhea keeps the partial frame and,
+//    on the next read, concatenates it with the *whole* new read (64 KiB) before
+//    parsing: every byte received was copied once more (5% of the broker's CPU at
+//    peak). We hand rhea the bytes that complete the frame first, then the rest, as
+//    if they had come in two reads: only the one frame is copied.
+// 7. Logging: rhea calls its `debug` loggers with format arguments on every frame
+//    and event even when they are off (1-2% of CPU). Loggers that are off become no-ops.
 import { createRequire } from 'node:module';
 import { installLazyDecode } from './lazy-message.js';
 import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
@@ -165,12 +172,42 @@ export function installRheaPatches(): void {
   };
 
   installInputGuards(require);
+  installPartialFrameSplit(require);
+  silenceDisabledLoggers(require);
 
   proto.remove_link = function (this: RheaSession, link: RheaLink) {
     delete this.remote.handles[link.remote.handle];
     delete this.local.handles[link.local.handle];
     delete this.links[key(link.is_sender(), link.name)];
   };
+}
+
+interface RheaInput {
+  /** Size of the partial frame held in `chunks` (known once its first 4 bytes are in). */
+  frame_size: number | undefined;
+  received_bytes: number;
+  /** Set by rhea when input fails; the socket is then ended. */
+  saved_error: unknown;
+  input(buff: Buffer): void;
+}
+
+function installPartialFrameSplit(require: NodeRequire): void {
+  const Connection = require('rhea/lib/connection.js') as { prototype: RheaInput };
+  const input = Connection.prototype.input;
+  Connection.prototype.input = function (this: RheaInput, buff: Buffer) {
+    const missing = this.frame_size ? this.frame_size - this.received_bytes : 0;
+    if (missing <= 0 || buff.length <= missing) return input.call(this, buff);
+    const errorBefore = this.saved_error;
+    input.call(this, buff.subarray(0, missing));
+    // A protocol error in the first part ends the connection: feed it nothing more.
+    if (this.saved_error === errorBefore) input.call(this, buff.subarray(missing));
+  };
+}
+
+function silenceDisabledLoggers(require: NodeRequire): void {
+  const log = require('rhea/lib/log.js') as Record<string, ((...args: unknown[]) => void) & { enabled?: boolean }>;
+  const off = (): void => {};
+  for (const [name, logger] of Object.entries(log)) if (typeof logger === 'function' && !logger.enabled) log[name] = off;
 }
 
 /** SASL frames are a few hundred bytes; this bounds what one may claim to be. */

@@ -37,16 +37,20 @@ const MAX_FRAME = 4096;
 const frame = (channel: number, performative: Described, payload?: Buffer): Buffer =>
   frames.write_frame(frames.amqp_frame(channel, performative.described(), payload));
 
+/** Attach of a pre-settled sender (handle 0) to a queue. */
+const senderAttach = (address: string): Buffer =>
+  frame(
+    0,
+    frames.attach({ name: 'raw-link', handle: 0, role: false, snd_settle_mode: 1, source: terminus.source({}).described(), target: terminus.target({ address }).described(), initial_delivery_count: 0 }),
+  );
+
 /** A valid client conversation: header, open, begin, attach (sender to fuzz.q), one pre-settled transfer, detach, end, close. */
 function validConversation(): Buffer[] {
   return [
     AMQP_HEADER,
     frame(0, frames.open({ container_id: 'raw-client', max_frame_size: MAX_FRAME })),
     frame(0, frames.begin({ next_outgoing_id: 0, incoming_window: 2048, outgoing_window: 2048 })),
-    frame(
-      0,
-      frames.attach({ name: 'raw-link', handle: 0, role: false, snd_settle_mode: 1, source: terminus.source({}).described(), target: terminus.target({ address: 'fuzz.q' }).described(), initial_delivery_count: 0 }),
-    ),
+    senderAttach('fuzz.q'),
     frame(0, frames.transfer({ handle: 0, delivery_id: 0, delivery_tag: Buffer.from('0'), message_format: 0, settled: true }), rhea.message.encode({ body: 'raw' }) as Buffer),
     frame(0, frames.detach({ handle: 0, closed: true })),
     frame(0, frames.end({})),
@@ -61,8 +65,21 @@ interface RawResult {
   closed: boolean;
 }
 
+/** The same bytes cut at random points into pieces of 1 to maxPiece bytes. */
+function cutAtRandom(chunks: Buffer[], seed: number, maxPiece: number): Buffer[] {
+  const random = mulberry32(seed);
+  const all = Buffer.concat(chunks);
+  const pieces: Buffer[] = [];
+  for (let at = 0; at < all.length; ) {
+    const n = 1 + Math.floor(random() * maxPiece);
+    pieces.push(all.subarray(at, at + n));
+    at += n;
+  }
+  return pieces;
+}
+
 /** Write bytes on a raw socket; resolve when the broker closes it or after waitMs. */
-function raw(port: number, chunks: Buffer[], options: { waitMs?: number; endAfterWrite?: boolean } = {}): Promise<RawResult> {
+function raw(port: number, chunks: Buffer[], options: { waitMs?: number; endAfterWrite?: boolean; pauseBetweenWritesMs?: number } = {}): Promise<RawResult> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: '127.0.0.1', port });
     const received: Buffer[] = [];
@@ -79,8 +96,14 @@ function raw(port: number, chunks: Buffer[], options: { waitMs?: number; endAfte
     socket.on('end', () => finish(true));
     socket.on('close', () => finish(true));
     socket.on('error', () => finish(true));
-    socket.on('connect', () => {
-      for (const c of chunks) socket.write(c);
+    socket.on('connect', async () => {
+      socket.setNoDelay(true);
+      for (const c of chunks) {
+        if (done) return;
+        socket.write(c);
+        // A pause lets each piece arrive as a read of its own.
+        if (options.pauseBetweenWritesMs !== undefined) await new Promise((r) => setTimeout(r, options.pauseBetweenWritesMs));
+      }
       if (options.endAfterWrite) socket.end();
     });
   });
@@ -126,6 +149,27 @@ describe('bad input', () => {
     expect(r.closed).toBe(true);
     const got = await healthy.receiveAndAccept('fuzz.q', 1);
     expect(bodyOf(got[0])).toBe('raw');
+    await assertHealthy();
+  });
+
+  it('bad input - frames cut at random points across many reads are put together again, in order', async () => {
+    // Several transfers larger than a piece, so reads end inside frames, inside frame
+    // headers and exactly on frame boundaries.
+    const bodies = Array.from({ length: 12 }, (_, i) => `split-${i}-${'x'.repeat(37 * i)}`);
+    const [header, open, begin] = validConversation();
+    const transfers = bodies.map((body, i) =>
+      frame(0, frames.transfer({ handle: 0, delivery_id: i, delivery_tag: Buffer.from(String(i)), message_format: 0, settled: true }), rhea.message.encode({ body }) as Buffer),
+    );
+    const tail = [frame(0, frames.detach({ handle: 0, closed: true })), frame(0, frames.end({})), frame(0, frames.close({}))];
+    for (const seed of [1, 2, 3]) {
+      const q = `split.q${seed}`;
+      const pieces = cutAtRandom([header!, open!, begin!, senderAttach(q), ...transfers, ...tail], seed, 90);
+      const r = await raw(broker.port, pieces, { waitMs: 10_000, pauseBetweenWritesMs: 1 });
+      expect(r.closed).toBe(true);
+      expect(closeCondition(r.data)).toBeUndefined();
+      const got = await healthy.receiveAndAccept(q, bodies.length);
+      expect(got.map(bodyOf)).toEqual(bodies);
+    }
     await assertHealthy();
   });
 
