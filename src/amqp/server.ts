@@ -14,6 +14,7 @@ import type { Logger } from '../ops/log.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
 import { installRheaPatches } from './rhea-patches.js';
 import { ManagementNode } from './management.js';
+import { ConnectionRefuser, type Refusal } from './refusal.js';
 
 export interface ServerOptions {
   host: string;
@@ -38,7 +39,7 @@ export interface SpecialSender {
 }
 
 /** Decides whether a freshly opened connection may stay (HA backups refuse clients). */
-export type AdmissionCheck = (conn: ClientConnection) => { condition: string; description: string; info?: Record<string, unknown> } | undefined;
+export type AdmissionCheck = (conn: ClientConnection) => Refusal | undefined;
 
 export class AmqpServer {
   readonly container: Container;
@@ -49,6 +50,7 @@ export class AmqpServer {
   private flushScheduled = false;
   private nextId = 0;
   private closing = false;
+  private readonly refuser = new ConnectionRefuser();
   admission: AdmissionCheck | undefined;
   checkLink: ConnectionHost['checkLink'];
   /** Why local changes are refused right now (an HA backup), if they are. */
@@ -270,12 +272,8 @@ export class AmqpServer {
     const conn = new ClientConnection(id, rc, role ? user : undefined, admin, this.broker, this.gate, host, policy, this.log.child({ conn: id }));
     const refusal = this.admission?.(conn);
     if (refusal) {
-      this.log.info({ conn: id, remote: conn.remoteAddress, reason: refusal.description }, 'connection refused');
-      // The refusal is a dropped transport, not an AMQP close: clients with failover
-      // (qpid-proton, rhea) then move on to their next address, whereas after a close
-      // frame proton waits forever for the transport to end. The reason is in our log.
-      const socket = (rc as unknown as { socket?: { destroy(): void } }).socket;
-      socket?.destroy();
+      const how = this.refuser.refuse(rc, `${conn.containerId ?? ''}@${remoteHost(conn.remoteAddress)}`, refusal);
+      this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how, reason: refusal.description }, 'connection refused');
       return;
     }
     this.connections.set(rc, conn);
@@ -315,6 +313,13 @@ export class AmqpServer {
     }
     return false;
   }
+}
+
+/** "host:port" → "host" (the refusal memory is per client host, not per socket). */
+function remoteHost(address: string | undefined): string {
+  if (!address) return '';
+  const i = address.lastIndexOf(':');
+  return i > 0 ? address.slice(0, i) : address;
 }
 
 function boundPort(server: Server): Promise<number> {

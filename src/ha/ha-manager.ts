@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Sender } from 'rhea';
+import type { Refusal } from '../amqp/refusal.js';
 import { ManagementClient } from '../admin/client.js';
 import type { Broker } from '../broker/broker.js';
 import type { LoggedChange, ReplicationLevel } from '../broker/changes.js';
@@ -142,15 +143,29 @@ export class HaManager {
 
   // ---- admission -------------------------------------------------------------
 
-  /** Backups admit only admin connections that ask for admin access. */
-  admission(conn: { admin: boolean; properties: Record<string, unknown> }): { condition: string; description: string } | undefined {
+  /**
+   * Backups admit only admin connections that ask for admin access. The others
+   * are told why and, when we know it, where the primary is (see src/amqp/refusal.ts
+   * for why this is amqp:connection:forced and not amqp:connection:redirect).
+   */
+  admission(conn: { admin: boolean; properties: Record<string, unknown> }): Refusal | undefined {
     if (servesClients(this.sm.state)) return undefined;
     if (conn.admin && (conn.properties[Props.haAdmin] === true || conn.properties['tandem.admin'] === true)) return undefined;
     const primary = this.follower?.primaryAddress;
+    const publicUrl = this.host.settings.haPublicUrl;
+    const where = [
+      primary ? `the primary is ${primary}` : 'the primary is not known yet',
+      publicUrl ? `clients should connect to ${publicUrl}` : 'give clients every broker address (or the cluster VIP) with reconnect on',
+    ].join('; ');
+    const info: Record<string, unknown> = { 'tandem:ha-state': this.sm.state };
+    const endpoint = primary ? parseBrokersUrl(primary).endpoints[0] : undefined;
+    if (endpoint) Object.assign(info, { 'network-host': endpoint.host, port: endpoint.port });
+    if (publicUrl) info['tandem:ha-public-url'] = publicUrl;
     return {
-      // amqp:connection:forced makes clients with reconnect (rhea, proton) try their next address.
+      // forced, not redirect: rhea and proton reconnect to their next address after it.
       condition: 'amqp:connection:forced',
-      description: `this broker is an HA backup (${this.sm.state}) and does not serve clients${primary ? `; the primary is ${primary}` : ''}; give clients every broker address (or the cluster VIP)`,
+      description: `this broker is an HA backup (${this.sm.state}) and does not serve clients; ${where}`,
+      info,
     };
   }
 

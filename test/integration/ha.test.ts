@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster, tandem, type HaStatusJson } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
+import rhea, { type EventContext } from 'rhea';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 
 let cluster: TestCluster | undefined;
@@ -64,6 +65,63 @@ async function browse(c: TestCluster, i: number, queue: string, n: number): Prom
 }
 
 const url = (c: TestCluster, i: number) => `amqp://${c.address(i)}`;
+
+/** The error a broker closes a fresh rhea connection with (undefined: it stayed open). */
+function refusalOf(port: number): Promise<{ condition?: string; description?: string } | undefined> {
+  const conn = rhea.create_container({ id: `refused-${process.pid}` }).connect({ host: '127.0.0.1', port, reconnect: false } as never);
+  conn.on('error', () => undefined);
+  return new Promise((resolve) => {
+    const done = (e: { condition?: string; description?: string } | undefined) => {
+      clearTimeout(timer);
+      conn.close();
+      resolve(e);
+    };
+    const timer = setTimeout(() => done(undefined), 5000);
+    conn.on('connection_error', (ctx: EventContext) => done((ctx.connection as unknown as { error?: { condition?: string; description?: string } }).error));
+    conn.on('disconnected', () => done({ description: 'dropped without a close frame' }));
+  });
+}
+
+/**
+ * One durable message through a rhea connection that rotates over `ports` in that
+ * order with reconnect on (as the chaos test's clients do); collects the errors of
+ * the connections closed on it.
+ */
+function rheaThroughBackups(ports: number[], queue: string, timeoutMs: number): Promise<{ accepted: boolean; refusals: Array<{ condition?: string; description?: string }> }> {
+  let next = 0;
+  const refusals: Array<{ condition?: string; description?: string }> = [];
+  const conn = rhea.create_container({ id: `through-${process.pid}` }).connect({
+    connection_details: () => ({ host: '127.0.0.1', port: ports[next++ % ports.length] }),
+    reconnect: true,
+    initial_reconnect_delay: 20,
+    max_reconnect_delay: 200,
+    reconnect_limit: 1000,
+  } as never);
+  conn.on('error', () => undefined);
+  conn.on('disconnected', () => undefined);
+  conn.on('connection_error', (ctx: EventContext) => {
+    const e = (ctx.connection as unknown as { error?: { condition?: string; description?: string } }).error;
+    if (e) refusals.push({ condition: e.condition, description: e.description });
+  });
+  const sender = conn.open_sender({ target: { address: queue } });
+  // Resend on every (re)connection until one is accepted: refused connections lose it.
+  sender.on('sendable', () => {
+    if (sender.sendable() && !(sender as unknown as { tandemSent?: boolean }).tandemSent) {
+      (sender as unknown as { tandemSent?: boolean }).tandemSent = true;
+      sender.send({ body: 'through-rhea', durable: true });
+    }
+  });
+  conn.on('disconnected', () => ((sender as unknown as { tandemSent?: boolean }).tandemSent = false));
+  return new Promise((resolve) => {
+    const finish = (accepted: boolean) => {
+      clearTimeout(timer);
+      conn.close();
+      resolve({ accepted, refusals });
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sender.on('accepted', () => finish(true));
+  });
+}
 
 describe('ha', () => {
   it('ha - replication levels, bindings and deletes reach a ready backup; objects re-created while it was away are replaced', async () => {
@@ -124,11 +182,39 @@ describe('ha', () => {
     }
   });
 
-  it('ha - backups refuse clients but admit admin connections', async () => {
-    cluster = await readyCluster(2);
+  it('ha - backups refuse clients with the reason and the primary, admit admin connections, and clients listing backups first still reach the primary', async () => {
+    cluster = await readyCluster(3);
     const c = cluster;
-    await expect(TestClient.connect({ port: c.ports[1], timeoutMs: 5000 })).rejects.toThrow();
+    const reason = new RegExp(`HA backup \\(ready\\).*the primary is 127\\.0\\.0\\.1:${c.ports[0]}`);
+    // A plain rhea client is told why, with the primary's address.
+    const refused = await refusalOf(c.ports[1]);
+    expect(refused?.condition).toBe('amqp:connection:forced');
+    expect(refused?.description).toMatch(reason);
     await expect(runPython('send.py', [url(c, 1), 'refused', 'x', '1'], 15_000)).rejects.toThrow();
+
+    // python-qpid-proton with both backups before the primary in its list: it is told
+    // why and still goes on to the primary (proton restarts its list at every open frame).
+    const viaBackups = [c.address(1), c.address(2), c.address(0)].join(',');
+    const py = await runPython<{ accepted: boolean; refusals: Array<[string, string, Record<string, unknown>]> }>('refused_send.py', [viaBackups, 'through', '40'], 60_000);
+    expect(py.accepted).toBe(true);
+    expect(py.refusals.length).toBeGreaterThan(0);
+    for (const [condition, description, info] of py.refusals) {
+      expect(condition).toBe('amqp:connection:forced');
+      expect(description).toMatch(reason);
+      expect(info).toMatchObject({ 'network-host': '127.0.0.1', port: c.ports[0], 'tandem:ha-state': 'ready' });
+    }
+
+    // rhea rotating over the same list with reconnect: told why, then on to the primary.
+    const rheaResult = await rheaThroughBackups([c.ports[1], c.ports[2], c.ports[0]], 'through', 40_000);
+    expect(rheaResult.accepted).toBe(true);
+    expect(rheaResult.refusals.length).toBeGreaterThan(0);
+    for (const e of rheaResult.refusals) {
+      expect(e.condition).toBe('amqp:connection:forced');
+      expect(e.description).toMatch(reason);
+    }
+    const primaryQueues = await queues(c, 0);
+    expect(primaryQueues['through']?.depth).toBe(2);
+
     const admin = await tandem(['queue', 'list', '-b', c.address(1)]);
     expect(admin.code).toBe(0);
     // Admin or not, nothing may change a backup's state locally.
