@@ -151,16 +151,17 @@ export class Broker implements QueueHost {
     if (options.ifUnused && queue.consumerCount > 0) {
       throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${name}' has ${queue.consumerCount} consumers; delete without --if-unused`);
     }
-    const remaining = queue.entries();
+    const count = queue.depth;
     // Messages left on a deleted queue go to its alternate exchange (as qpidd does).
     const alternate = queue.settings.alternateExchange;
+    const remaining = alternate ? [...queue.liveEntries()] : [];
     for (const ex of this.exchanges.values()) ex.unbindQueue(name);
     this.queues.delete(name);
     queue.discard();
     this.log.record({ kind: 'queue-delete', name }, queue.settings.durable);
     if (alternate) for (const entry of remaining) this.reroute(alternate, entry);
     this.events.queueDeleted?.(queue);
-    return remaining.length;
+    return count;
   }
 
   declareExchange(name: string, type: ExchangeType, settings: ExchangeSettings): { exchange: Exchange; created: boolean } {

@@ -2,11 +2,31 @@
 // (the Pager) reads it back when someone asks for `bytes`. Everything the queue
 // acts on (id, priority, expiry, size) stays here, so only delivery, browsing,
 // rerouting and replication snapshots ever touch the disk.
+//
+// Queues keep most paged messages as rows of typed arrays (queue.ts), not as
+// objects; a PagedMessage is made from such a row when a consumer, browser or
+// snapshot needs a message object, and dropped again when it is done.
 import type { MessageRecord } from './changes.js';
 
 export interface BodyLoader {
   /** The body of `msg`, read back now (and, as read-ahead, its neighbours'). Throws if unreadable. */
   load(msg: PagedMessage): Buffer;
+  /** The subject stored with `msg` (only asked when it has one). Throws if unreadable. */
+  loadSubject(msg: PagedMessage): string | undefined;
+}
+
+/** What a queue keeps of a paged message: everything but the body and the subject. */
+export interface PagedFields {
+  id: number;
+  /** Body bytes. */
+  size: number;
+  headerLength: number;
+  durable: boolean;
+  priority: number;
+  expiresAt: number;
+  deliveryCount: number;
+  /** Whether the stored record has a subject (read back when asked for). */
+  hasSubject: boolean;
 }
 
 export class PagedMessage implements MessageRecord {
@@ -16,35 +36,55 @@ export class PagedMessage implements MessageRecord {
   readonly priority: number;
   readonly expiresAt: number;
   readonly deliveryCount: number;
-  readonly subject: string | undefined;
   /** Body bytes. */
   readonly size: number;
-  /** A body read ahead, handed out once by `bytes` (so read-ahead never piles up in memory). */
-  cached: Buffer | undefined;
+  readonly hasSubject: boolean;
+  private knownSubject: string | undefined;
 
   constructor(
-    from: MessageRecord,
+    fields: PagedFields,
     readonly queue: string,
-    private readonly loader: BodyLoader,
+    readonly loader: BodyLoader,
+    subject?: string,
   ) {
-    this.id = from.id;
-    this.headerLength = from.headerLength;
-    this.durable = from.durable;
-    this.priority = from.priority;
-    this.expiresAt = from.expiresAt;
-    this.deliveryCount = from.deliveryCount;
-    this.subject = from.subject;
-    this.size = from.bytes.length;
+    this.id = fields.id;
+    this.headerLength = fields.headerLength;
+    this.durable = fields.durable;
+    this.priority = fields.priority;
+    this.expiresAt = fields.expiresAt;
+    this.deliveryCount = fields.deliveryCount;
+    this.size = fields.size;
+    this.hasSubject = fields.hasSubject;
+    this.knownSubject = subject;
+  }
+
+  /** A stand-in for a message whose body is in memory now. */
+  static of(from: MessageRecord, queue: string, loader: BodyLoader): PagedMessage {
+    return new PagedMessage(pagedFields(from), queue, loader, from.subject);
   }
 
   get bytes(): Buffer {
-    const body = this.cached;
-    if (body) {
-      this.cached = undefined;
-      return body;
-    }
     return this.loader.load(this);
   }
+
+  get subject(): string | undefined {
+    if (!this.hasSubject) return undefined;
+    this.knownSubject ??= this.loader.loadSubject(this);
+    return this.knownSubject;
+  }
+}
+
+export function pagedFields(m: MessageRecord): PagedFields {
+  return {
+    id: m.id,
+    size: bodySize(m),
+    headerLength: m.headerLength,
+    durable: m.durable,
+    priority: m.priority,
+    expiresAt: m.expiresAt,
+    deliveryCount: m.deliveryCount,
+    hasSubject: m instanceof PagedMessage ? m.hasSubject : m.subject !== undefined,
+  };
 }
 
 /** Body size without reading a paged body back. */

@@ -1,9 +1,18 @@
 // A queue: messages held in id order per priority level, handed to consumers by
 // credit, round-robin. No I/O, no timers: the broker drives it and records every
 // removal in the change log through QueueHost.
-import { Deque } from '../util/deque.js';
+//
+// Storage (for queues of millions): each priority level is an IdTable, one row
+// per available message in id order. A row whose message is in memory, or needs
+// per-message state (refused by a consumer, redelivered), holds a QueueEntry
+// object; a row whose body is paged out to the journal is only numbers in typed
+// arrays (size, expiry, delivery count, header length, priority, flags), about
+// 30 bytes, and becomes a QueueEntry with a PagedMessage only when a consumer,
+// browser, snapshot or lookup needs one. Acquired messages (out with a consumer)
+// are objects in their own id-ordered table.
+import { IdTable, type ColumnType } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
-import { bodySize, PagedMessage } from './paged-message.js';
+import { bodySize, PagedMessage, pagedFields, type BodyLoader, type PagedFields } from './paged-message.js';
 
 export interface QueueEntry {
   /** Replaced by a PagedMessage when the Pager moves the body out of memory. */
@@ -37,9 +46,29 @@ export interface QueueHost {
   unused(queue: Queue): void;
 }
 
+// Columns of a level's rows. SIZE and EXPIRES are kept for every row (expiry and
+// byte counts never need the object); the others only mean something for rows
+// without an object (paged rows).
+const SIZE = 0;
+const EXPIRES = 1;
+const DELIVERY_COUNT = 2;
+const HEADER_LENGTH = 3;
+const PRIORITY = 4;
+const FLAGS = 5;
+const COLUMNS: readonly ColumnType[] = ['u32', 'f64', 'u32', 'u32', 'u8', 'u8'];
+const F_DURABLE = 1;
+const F_SUBJECT = 2;
+
+type Level = IdTable<QueueEntry>;
+
 export class Queue {
-  private readonly levels: Deque<QueueEntry>[];
-  private readonly byId = new Map<number, QueueEntry>();
+  private readonly levels: Level[];
+  /** Entries out with a consumer (or held by a transaction), by id. */
+  private readonly acquiredRows = new IdTable<QueueEntry>([]);
+  /** Entries some consumer refused (undeliverable-here), so a detach can forget that consumer. */
+  private readonly refused = new Set<QueueEntry>();
+  /** Reads paged bodies back (set when the first paged row arrives). */
+  private loader: BodyLoader | undefined;
   readonly consumers: Consumer[] = [];
   private nextConsumer = 0;
   private bytes = 0;
@@ -60,11 +89,11 @@ export class Queue {
     readonly settings: QueueSettings,
     private readonly host: QueueHost,
   ) {
-    this.levels = Array.from({ length: Math.max(1, Math.min(10, settings.priorities)) }, () => new Deque<QueueEntry>());
+    this.levels = Array.from({ length: Math.max(1, Math.min(10, settings.priorities)) }, () => new IdTable<QueueEntry>(COLUMNS));
   }
 
   get depth(): number {
-    return this.byId.size;
+    return this.available + this.acquiredRows.length;
   }
 
   get byteDepth(): number {
@@ -91,7 +120,7 @@ export class Queue {
   }
 
   get acquired(): number {
-    return this.depth - this.available;
+    return this.acquiredRows.length;
   }
 
   get consumerCount(): number {
@@ -99,11 +128,33 @@ export class Queue {
   }
 
   has(id: number): boolean {
-    return this.byId.has(id);
+    if (this.acquiredRows.find(id) >= 0) return true;
+    for (const level of this.levels) if (level.find(id) >= 0) return true;
+    return false;
   }
 
+  /** The entry for a message id (a paged row becomes an object, kept from then on). */
   entry(id: number): QueueEntry | undefined {
-    return this.byId.get(id);
+    const a = this.acquiredRows.find(id);
+    if (a >= 0) return this.acquiredRows.obj(a);
+    for (const level of this.levels) {
+      const pos = level.find(id);
+      if (pos >= 0) return this.entryAt(level, pos, true);
+    }
+    return undefined;
+  }
+
+  /** Is this message here with its body in memory? (Looks without making objects.) */
+  isResident(id: number): boolean {
+    const a = this.acquiredRows.find(id);
+    if (a >= 0) return !(this.acquiredRows.obj(a)!.msg instanceof PagedMessage);
+    for (const level of this.levels) {
+      const pos = level.find(id);
+      if (pos < 0) continue;
+      const e = level.obj(pos);
+      return e !== undefined && !(e.msg instanceof PagedMessage);
+    }
+    return false;
   }
 
   /**
@@ -124,82 +175,110 @@ export class Queue {
     for (let guard = this.depth; guard > 0; guard--) {
       const full = (maxCount > 0 && this.depth + 1 > maxCount) || (maxSize > 0 && this.bytes + size > maxSize);
       if (!full) return;
-      const oldest = this.oldestAvailable();
-      if (!oldest) return;
-      this.remove(oldest, 'ring');
+      const level = this.levels.find((l) => l.length > 0);
+      if (!level) return;
+      this.removeRow(level, level.first(), 'ring');
     }
   }
 
-  /** Add a message (already recorded in the log). */
-  enqueue(msg: MessageRecord): QueueEntry {
+  /** Add a message (already recorded in the log). A PagedMessage becomes a paged row. */
+  enqueue(msg: MessageRecord): void {
+    if (msg instanceof PagedMessage) {
+      this.enqueuePaged(pagedFields(msg), msg.loader);
+      return;
+    }
     const entry: QueueEntry = { msg, deliveryCount: msg.deliveryCount, acquiredBy: undefined };
-    this.byId.set(msg.id, entry);
+    this.putEntry(entry);
     this.bytes += bodySize(msg);
-    if (msg instanceof PagedMessage) this.notePaged(msg, 1);
     if (msg.expiresAt) this.withTtl++;
-    const level = this.levelOf(msg);
-    const last = level.at(level.length - 1);
-    if (!last || last.msg.id < msg.id) level.push(entry);
-    else level.insertAt(level.lowerBound(msg.id, (e) => e.msg.id), entry);
     this.enqueued++;
-    return entry;
+  }
+
+  /** Add a message whose body is in the journal, as a paged row (recovery). */
+  enqueuePaged(fields: PagedFields, loader: BodyLoader): void {
+    this.loader = loader;
+    const level = this.levelOf(fields.priority);
+    const pos = level.insert(fields.id);
+    this.writePaged(level, pos, fields);
+    this.bytes += fields.size;
+    this.notePaged(fields.size, 1);
+    if (fields.expiresAt) this.withTtl++;
+    this.enqueued++;
   }
 
   /** Remove an entry for good (dequeue); reports it to the host. */
   remove(entry: QueueEntry, reason: RemovalReason): void {
-    if (!this.byId.delete(entry.msg.id)) return;
-    if (!entry.acquiredBy) this.unlink(entry);
+    if (!this.take(entry.msg.id)) return;
     entry.acquiredBy = undefined;
-    this.forget(entry);
     this.host.removed(this, entry, reason);
   }
 
   /** Remove by id without reporting (applying a replicated or replayed dequeue). */
-  drop(id: number): QueueEntry | undefined {
-    const entry = this.byId.get(id);
-    if (!entry) return undefined;
-    this.byId.delete(id);
-    if (!entry.acquiredBy) this.unlink(entry);
-    entry.acquiredBy = undefined;
-    this.forget(entry);
-    return entry;
-  }
-
-  /** Move an entry's body out of memory: `paged` stands in for its message from now on. */
-  pageOut(entry: QueueEntry, paged: PagedMessage): void {
-    if (entry.msg instanceof PagedMessage || this.byId.get(entry.msg.id) !== entry) return;
-    entry.msg = paged;
-    this.notePaged(paged, 1);
+  drop(id: number): boolean {
+    const entry = this.take(id);
+    if (entry) entry.acquiredBy = undefined;
+    return entry !== undefined;
   }
 
   /**
-   * Paged messages after `entry` in delivery order (its priority level), whose
-   * bodies are not read ahead yet: what a read-ahead should fetch with it.
+   * Move a message's body out of memory (the journal holds it). A plain available
+   * one becomes a paged row; one with state of its own keeps its object, with a
+   * PagedMessage standing in. Returns the body bytes freed (0: gone, paged
+   * already, or acquired).
    */
-  pagedAfter(entry: QueueEntry, maxCount: number, maxBytes: number): PagedMessage[] {
-    const level = this.levelOf(entry.msg);
-    const out: PagedMessage[] = [];
+  pageOut(id: number, loader: BodyLoader): number {
+    for (const level of this.levels) {
+      const pos = level.find(id);
+      if (pos < 0) continue;
+      const entry = level.obj(pos);
+      if (!entry || entry.msg instanceof PagedMessage) return 0;
+      this.loader = loader;
+      const size = bodySize(entry.msg);
+      const plain = !entry.refusedBy && !entry.txAccepted && entry.deliveryCount === entry.msg.deliveryCount;
+      if (plain) {
+        level.setObj(pos, undefined);
+        this.writePaged(level, pos, pagedFields(entry.msg));
+      } else {
+        entry.msg = PagedMessage.of(entry.msg, this.name, loader);
+      }
+      this.notePaged(size, 1);
+      return size;
+    }
+    return 0;
+  }
+
+  /**
+   * Ids of paged messages after `id` in delivery order (its priority level) for a
+   * read-ahead to fetch with it, stopping at one `isCached` says is read already.
+   */
+  pagedAfter(id: number, priority: number, maxCount: number, maxBytes: number, isCached: (id: number) => boolean): number[] {
+    const level = this.levelOf(priority);
+    const out: number[] = [];
     let bytes = 0;
-    let i = level.lowerBound(entry.msg.id + 1, (e) => e.msg.id);
-    for (; i < level.length && out.length < maxCount && bytes < maxBytes; i++) {
-      const m = (level.at(i) as QueueEntry).msg;
-      if (!(m instanceof PagedMessage)) continue;
-      if (m.cached) break; // read ahead already from here on
-      out.push(m);
-      bytes += m.size;
+    for (let pos = level.lowerBound(id + 1); pos >= 0 && out.length < maxCount && bytes < maxBytes; pos = level.next(pos)) {
+      const e = level.obj(pos);
+      if (e && !(e.msg instanceof PagedMessage)) continue;
+      const next = level.id(pos);
+      if (isCached(next)) break; // read ahead already from here on
+      out.push(next);
+      bytes += level.get(pos, SIZE);
     }
     return out;
   }
 
   /** Put an acquired entry back where its id belongs, so order is kept. */
   release(entry: QueueEntry, options: { deliveryFailed: boolean; undeliverableHere: boolean }): void {
-    if (!this.byId.has(entry.msg.id) || !entry.acquiredBy) return;
-    if (options.undeliverableHere) (entry.refusedBy ??= new Set()).add(entry.acquiredBy);
+    const a = this.acquiredRows.find(entry.msg.id);
+    if (a < 0 || !entry.acquiredBy) return;
+    if (options.undeliverableHere) {
+      (entry.refusedBy ??= new Set()).add(entry.acquiredBy);
+      this.refused.add(entry);
+    }
     if (options.deliveryFailed) entry.deliveryCount++;
     entry.acquiredBy = undefined;
     entry.txAccepted = false;
-    const level = this.levelOf(entry.msg);
-    level.insertAt(level.lowerBound(entry.msg.id, (e) => e.msg.id), entry);
+    this.acquiredRows.removeAt(a);
+    this.putEntry(entry);
   }
 
   addConsumer(consumer: Consumer): void {
@@ -218,11 +297,18 @@ export class Queue {
     if (i < 0) return;
     this.consumers.splice(i, 1);
     if (this.nextConsumer > i) this.nextConsumer--;
-    for (const entry of this.byId.values()) {
-      if (entry.acquiredBy === consumer && !entry.txAccepted) {
-        this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+    const held: QueueEntry[] = [];
+    for (const pos of this.acquiredRows.positions()) {
+      const entry = this.acquiredRows.obj(pos)!;
+      if (entry.acquiredBy === consumer && !entry.txAccepted) held.push(entry);
+    }
+    for (const entry of held) this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+    for (const entry of [...this.refused]) {
+      entry.refusedBy!.delete(consumer);
+      if (entry.refusedBy!.size === 0) {
+        entry.refusedBy = undefined;
+        this.refused.delete(entry);
       }
-      entry.refusedBy?.delete(consumer);
     }
     if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete) this.host.unused(this);
   }
@@ -245,20 +331,30 @@ export class Queue {
   /** Drop every expired message (called periodically by the broker). */
   expire(now: number): number {
     if (this.withTtl === 0) return 0;
-    const expired: QueueEntry[] = [];
-    for (const entry of this.byId.values()) {
-      if (!entry.acquiredBy && entry.msg.expiresAt && entry.msg.expiresAt <= now) expired.push(entry);
+    const expired: number[] = [];
+    for (const level of this.levels) {
+      for (const pos of level.positions()) {
+        const at = level.get(pos, EXPIRES);
+        if (at && at <= now) expired.push(level.id(pos));
+      }
     }
-    for (const entry of expired) this.remove(entry, 'expired');
-    return expired.length;
+    let n = 0;
+    for (const id of expired) {
+      const found = this.findAvailable(id);
+      if (!found) continue; // a removal reported earlier took it (reroute, re-entry)
+      this.removeRow(found.level, found.pos, 'expired');
+      n++;
+    }
+    return n;
   }
 
   /** Remove up to `limit` available messages (all if 0). */
   purge(limit = 0): number {
     let n = 0;
     for (const level of this.levels) {
+      // Bounded: each pass removes one row.
       while (level.length > 0 && (limit === 0 || n < limit)) {
-        this.remove(level.peek() as QueueEntry, 'purged');
+        this.removeRow(level, level.first(), 'purged');
         n++;
       }
     }
@@ -273,81 +369,211 @@ export class Queue {
    */
   discard(): void {
     for (const level of this.levels) level.clear();
-    this.byId.clear();
+    this.acquiredRows.clear();
+    this.refused.clear();
     this.bytes = 0;
     this.pagedBytes = 0;
     this.pagedCount = 0;
     this.withTtl = 0;
   }
 
-  /** Every entry, available or acquired, in id order (for snapshots and deletion). */
+  /** Every entry, available or acquired, in id order. Paged rows become objects: for small queues and tests. */
   entries(): QueueEntry[] {
-    return [...this.byId.values()].sort((a, b) => a.msg.id - b.msg.id);
+    const out: QueueEntry[] = [];
+    for (const e of this.liveEntries(true)) out.push(e);
+    return out;
   }
 
-  /** Every entry, available or acquired, in no particular order; safe while the queue changes. */
-  liveEntries(): IterableIterator<QueueEntry> {
-    return this.byId.values();
+  /**
+   * Every entry, available or acquired, in id order, one at a time; safe while the
+   * queue changes (each step looks up the next id), so a snapshot can stream a
+   * queue of millions. Paged rows come as short-lived objects unless `keep`.
+   */
+  *liveEntries(keep = false): IterableIterator<QueueEntry> {
+    let last = -Infinity;
+    const tables = [...this.levels, this.acquiredRows];
+    // Bounded: every step yields an entry with a larger id, or stops.
+    for (;;) {
+      let best: Level | undefined;
+      let bestPos = -1;
+      let bestId = Infinity;
+      for (const t of tables) {
+        const pos = t.lowerBound(last + 1);
+        if (pos >= 0 && t.id(pos) < bestId) {
+          best = t;
+          bestPos = pos;
+          bestId = t.id(pos);
+        }
+      }
+      if (!best) return;
+      last = bestId;
+      yield best === this.acquiredRows ? best.obj(bestPos)! : this.entryAt(best, bestPos, keep);
+    }
+  }
+
+  /** Ids of every message, available or acquired, in id order (no objects made). */
+  *ids(): IterableIterator<number> {
+    let last = -Infinity;
+    const tables = [...this.levels, this.acquiredRows];
+    for (;;) {
+      let bestId = Infinity;
+      for (const t of tables) {
+        const pos = t.lowerBound(last + 1);
+        if (pos >= 0 && t.id(pos) < bestId) bestId = t.id(pos);
+      }
+      if (bestId === Infinity) return;
+      last = bestId;
+      yield bestId;
+    }
   }
 
   /** Available messages in delivery order (for browsing by management). */
   *availableEntries(): IterableIterator<QueueEntry> {
-    for (let p = this.levels.length - 1; p >= 0; p--) yield* this.levels[p];
-  }
-
-  /** Bookkeeping for an entry leaving the queue. */
-  private forget(entry: QueueEntry): void {
-    this.bytes -= bodySize(entry.msg);
-    if (entry.msg instanceof PagedMessage) this.notePaged(entry.msg, -1);
-    if (entry.msg.expiresAt) this.withTtl--;
-    this.dequeued++;
-  }
-
-  private notePaged(msg: PagedMessage, sign: 1 | -1): void {
-    this.pagedCount += sign;
-    this.pagedBytes += sign * msg.size;
-  }
-
-  private levelOf(msg: MessageRecord): Deque<QueueEntry> {
-    const n = this.levels.length;
-    if (n === 1) return this.levels[0];
-    // AMQP priorities 0-9 map onto the queue's levels evenly (as qpidd does).
-    const p = Math.max(0, Math.min(9, msg.priority));
-    return this.levels[Math.min(n - 1, Math.floor((p * n) / 10))];
-  }
-
-  private unlink(entry: QueueEntry): void {
-    const level = this.levelOf(entry.msg);
-    const i = level.lowerBound(entry.msg.id, (e) => e.msg.id);
-    if (level.at(i) === entry) level.removeAt(i);
-  }
-
-  private oldestAvailable(): QueueEntry | undefined {
-    for (const level of this.levels) if (level.length > 0) return level.peek();
-    return undefined;
-  }
-
-  private expireHeads(now: number): void {
-    for (const level of this.levels) {
-      for (let head = level.peek(); head && head.msg.expiresAt && head.msg.expiresAt <= now; head = level.peek()) {
-        this.remove(head, 'expired');
+    for (let p = this.levels.length - 1; p >= 0; p--) {
+      const level = this.levels[p]!;
+      // By id, not position: the caller may change the queue between steps.
+      for (let pos = level.first(); pos >= 0; ) {
+        const id = level.id(pos);
+        yield this.entryAt(level, pos, false);
+        pos = level.lowerBound(id + 1);
       }
     }
   }
 
-  /** Next available entry for a consumer, highest priority first; skips ones it refused. */
+  // ---- internals -------------------------------------------------------------
+
+  /** The entry at a row: its object, or one made from a paged row (stored in the row if `keep`). */
+  private entryAt(level: Level, pos: number, keep: boolean): QueueEntry {
+    const obj = level.obj(pos);
+    if (obj) return obj;
+    const flags = level.get(pos, FLAGS);
+    const fields: PagedFields = {
+      id: level.id(pos),
+      size: level.get(pos, SIZE),
+      headerLength: level.get(pos, HEADER_LENGTH),
+      durable: (flags & F_DURABLE) !== 0,
+      priority: level.get(pos, PRIORITY),
+      expiresAt: level.get(pos, EXPIRES),
+      deliveryCount: level.get(pos, DELIVERY_COUNT),
+      hasSubject: (flags & F_SUBJECT) !== 0,
+    };
+    const entry: QueueEntry = { msg: new PagedMessage(fields, this.name, this.loader!), deliveryCount: fields.deliveryCount, acquiredBy: undefined };
+    if (keep) level.setObj(pos, entry);
+    return entry;
+  }
+
+  private putEntry(entry: QueueEntry): void {
+    const level = this.levelOf(entry.msg.priority);
+    const pos = level.insert(entry.msg.id);
+    level.setObj(pos, entry);
+    level.set(pos, SIZE, bodySize(entry.msg));
+    level.set(pos, EXPIRES, entry.msg.expiresAt);
+  }
+
+  private writePaged(level: Level, pos: number, f: PagedFields): void {
+    level.set(pos, SIZE, f.size);
+    level.set(pos, EXPIRES, f.expiresAt);
+    level.set(pos, DELIVERY_COUNT, f.deliveryCount);
+    level.set(pos, HEADER_LENGTH, f.headerLength);
+    level.set(pos, PRIORITY, f.priority);
+    level.set(pos, FLAGS, (f.durable ? F_DURABLE : 0) | (f.hasSubject ? F_SUBJECT : 0));
+  }
+
+  private findAvailable(id: number): { level: Level; pos: number } | undefined {
+    for (const level of this.levels) {
+      const pos = level.find(id);
+      if (pos >= 0) return { level, pos };
+    }
+    return undefined;
+  }
+
+  /** Take a message out of the queue by id, with its bookkeeping; the entry, or undefined if absent. */
+  private take(id: number): QueueEntry | undefined {
+    const a = this.acquiredRows.find(id);
+    if (a >= 0) {
+      const entry = this.acquiredRows.obj(a)!;
+      this.acquiredRows.removeAt(a);
+      this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry);
+      return entry;
+    }
+    const found = this.findAvailable(id);
+    if (!found) return undefined;
+    const entry = this.entryAt(found.level, found.pos, false);
+    this.unlinkRow(found.level, found.pos);
+    return entry;
+  }
+
+  /** Remove an available row with its bookkeeping; returns the position after it. */
+  private unlinkRow(level: Level, pos: number): number {
+    const obj = level.obj(pos);
+    this.forget(level.get(pos, SIZE), obj ? obj.msg instanceof PagedMessage : true, level.get(pos, EXPIRES), obj);
+    return level.removeAt(pos);
+  }
+
+  /** Remove an available row and report it. */
+  private removeRow(level: Level, pos: number, reason: RemovalReason): void {
+    const entry = this.entryAt(level, pos, false);
+    this.unlinkRow(level, pos);
+    this.host.removed(this, entry, reason);
+  }
+
+  /** Bookkeeping for a message leaving the queue. */
+  private forget(size: number, paged: boolean, expiresAt: number, entry: QueueEntry | undefined): void {
+    this.bytes -= size;
+    if (paged) this.notePaged(size, -1);
+    if (expiresAt) this.withTtl--;
+    if (entry?.refusedBy) this.refused.delete(entry);
+    this.dequeued++;
+  }
+
+  private notePaged(size: number, sign: 1 | -1): void {
+    this.pagedCount += sign;
+    this.pagedBytes += sign * size;
+  }
+
+  private levelOf(priority: number): Level {
+    const n = this.levels.length;
+    if (n === 1) return this.levels[0]!;
+    // AMQP priorities 0-9 map onto the queue's levels evenly (as qpidd does).
+    const p = Math.max(0, Math.min(9, priority));
+    return this.levels[Math.min(n - 1, Math.floor((p * n) / 10))]!;
+  }
+
+  private expireHeads(now: number): void {
+    for (const level of this.levels) {
+      // Bounded: each pass removes the head.
+      for (let head = level.first(); head >= 0; head = level.first()) {
+        const at = level.get(head, EXPIRES);
+        if (!at || at > now) break;
+        this.removeRow(level, head, 'expired');
+      }
+    }
+  }
+
+  /** Next available entry for a consumer, highest priority first, now acquired by it; skips ones it refused. */
   private takeFor(consumer: Consumer, now: number): QueueEntry | undefined {
     for (let p = this.levels.length - 1; p >= 0; p--) {
-      const level = this.levels[p];
-      for (let i = 0; i < level.length; i++) {
-        const entry = level.at(i) as QueueEntry;
-        if (entry.msg.expiresAt && entry.msg.expiresAt <= now) {
-          this.remove(entry, 'expired');
-          i--;
+      const level = this.levels[p]!;
+      let pos = level.first();
+      // Bounded: each pass moves past or removes one row.
+      while (pos >= 0) {
+        const at = level.get(pos, EXPIRES);
+        if (at && at <= now) {
+          const id = level.id(pos);
+          this.removeRow(level, pos, 'expired');
+          // The report may have changed the queue (a reroute back into it): look again from here.
+          pos = level.lowerBound(id);
           continue;
         }
-        if (entry.refusedBy?.has(consumer)) continue;
-        level.removeAt(i);
+        const obj = level.obj(pos);
+        if (obj?.refusedBy?.has(consumer)) {
+          pos = level.next(pos);
+          continue;
+        }
+        const entry = obj ?? this.entryAt(level, pos, false);
+        level.removeAt(pos);
+        entry.acquiredBy = consumer;
+        this.acquiredRows.setObj(this.acquiredRows.insert(entry.msg.id), entry);
         return entry;
       }
     }
@@ -361,11 +587,10 @@ export class Queue {
       let progressed = false;
       for (let tries = 0; tries < this.consumers.length && this.available > 0; tries++) {
         if (this.nextConsumer >= this.consumers.length) this.nextConsumer = 0;
-        const c = this.consumers[this.nextConsumer++];
+        const c = this.consumers[this.nextConsumer++]!;
         if (c.browse || c.credit <= 0) continue;
         const entry = this.takeFor(c, now);
         if (!entry) continue;
-        entry.acquiredBy = c;
         c.credit--;
         delivered++;
         progressed = true;
@@ -379,17 +604,22 @@ export class Queue {
   private feedBrowser(c: Consumer, now: number): number {
     let delivered = 0;
     while (c.credit > 0) {
-      let next: QueueEntry | undefined;
+      let best: Level | undefined;
+      let bestPos = -1;
       for (const level of this.levels) {
-        const candidate = level.at(level.lowerBound(c.cursor + 1, (e) => e.msg.id));
-        if (candidate && (!next || candidate.msg.id < next.msg.id)) next = candidate;
+        const pos = level.lowerBound(c.cursor + 1);
+        if (pos >= 0 && (!best || level.id(pos) < best.id(bestPos))) {
+          best = level;
+          bestPos = pos;
+        }
       }
-      if (!next) break;
-      c.cursor = next.msg.id;
-      if (next.msg.expiresAt && next.msg.expiresAt <= now) continue;
+      if (!best) break;
+      c.cursor = best.id(bestPos);
+      const at = best.get(bestPos, EXPIRES);
+      if (at && at <= now) continue;
       c.credit--;
       delivered++;
-      c.deliver(next, this);
+      c.deliver(this.entryAt(best, bestPos, false), this);
     }
     return delivered;
   }

@@ -334,7 +334,7 @@ export class DrBridge {
           // A mirror holds exactly the source's contents: what the copy lacks was dequeued there.
           const ids = this.snapshotIds?.get(q) ?? new Set<number>();
           const local = broker.queues.get(q);
-          if (s.mode === 'enqueue-and-dequeue' && local) for (const entry of local.entries()) if (!ids.has(entry.msg.id)) ops.push({ kind: 'dequeue', queue: q, id: entry.msg.id });
+          if (s.mode === 'enqueue-and-dequeue' && local) for (const id of [...local.ids()]) if (!ids.has(id)) ops.push({ kind: 'dequeue', queue: q, id });
         }
         const lsn = this.record(queues, m.lsn, m.time, ops, true);
         for (const q of queues) Object.assign(this.stream.get(q)!, { pos: m.lsn, time: m.time, awaitingCopy: false });
@@ -386,7 +386,7 @@ export class DrBridge {
           const local = broker.queues.get(c.name);
           if (s && local && wants(c.name, e.lsn, true)) {
             if (ops.length > 0) flush(prev, m.time);
-            for (const entry of local.entries()) ops.push({ kind: 'dequeue', queue: c.name, id: entry.msg.id });
+            for (const id of [...local.ids()]) ops.push({ kind: 'dequeue', queue: c.name, id });
             flush(e.lsn, m.time);
           }
           break;

@@ -231,6 +231,11 @@ export class Journal implements ChangeSink {
    * Throws JournalReadError if one is not in the synced journal or cannot be read.
    */
   readMessages(refs: readonly MessageRef[]): Buffer[] {
+    return this.readRecords(refs).map((m) => m.bytes);
+  }
+
+  /** The stored message records (body, subject, header fields) of `refs`; see readMessages. */
+  readRecords(refs: readonly MessageRef[]): MessageRecord[] {
     if (this.destroyed) throw new JournalReadError(`journal is closed (${this.destroyed.message})`);
     const locs = refs.map(({ queue, id }) => {
       const loc = this.index.messageLocation(queue, id);
@@ -241,7 +246,7 @@ export class Journal implements ChangeSink {
     return refs.map(({ queue, id }, i) => {
       const body = entries[i]!.change;
       const ops = body.kind === 'enqueue' ? [body] : body.kind === 'transaction' || body.kind === 'dr-transaction' ? body.changes : [];
-      for (const op of ops) if (op.kind === 'enqueue' && op.queue === queue && op.message.id === id) return op.message.bytes;
+      for (const op of ops) if (op.kind === 'enqueue' && op.queue === queue && op.message.id === id) return op.message;
       throw new JournalReadError(`the journal record at segment ${locs[i]!.seg} offset ${locs[i]!.offset} does not hold message ${id} of queue '${queue}'`);
     });
   }

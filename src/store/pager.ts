@@ -14,13 +14,15 @@
 //
 // Reading back is batched: a read fetches the message asked for plus the paged
 // messages after it on its queue (read-ahead), with one pread per contiguous run
-// of records. Read-ahead bodies are handed out once, then dropped again.
+// of records. Read-ahead bodies wait in a small cache (bounded in bytes, oldest
+// dropped first) and are handed out once, then dropped again: a queue keeps its
+// paged messages as rows of numbers, not objects that could hold a body.
 
 import type { Broker } from '../broker/broker.js';
 import type { Change, ChangeSink, LoggedChange, MessageRecord } from '../broker/changes.js';
 import { PagedMessage, type BodyLoader } from '../broker/paged-message.js';
 import { JournalReadError } from './errors.js';
-import type { Journal, MessageRef } from './journal.js';
+import type { Journal } from './journal.js';
 
 export interface PagerLogger {
   warn(o: object, msg?: string): void;
@@ -53,9 +55,12 @@ const LOW_WATER = 0.9;
 const WARN_EVERY_MS = 60_000;
 const MIN_PRUNE_AT = 65_536;
 
+const cacheKey = (queue: string, id: number): string => `${queue}\u0000${id}`;
+
 export class Pager implements ChangeSink, BodyLoader {
-  /** Enqueues that may be paged once synced, oldest first (newest are paged first). */
-  private candidates: MessageRef[] = [];
+  /** Enqueues that may be paged once synced, oldest first (newest are paged first): queue names and ids side by side. */
+  private candQueues: string[] = [];
+  private candIds: number[] = [];
   private addedSinceCheck = 0;
   /** Prune stale candidates when the list grows past this. */
   private pruneAt = MIN_PRUNE_AT;
@@ -63,11 +68,17 @@ export class Pager implements ChangeSink, BodyLoader {
   private lastWarning = 0;
   private readonly readAheadCount: number;
   private readonly readAheadBytes: number;
+  /** Bodies read ahead and not handed out yet, oldest first. */
+  private readonly ahead = new Map<string, Buffer>();
+  private aheadBytes = 0;
+  private readonly aheadLimit: number;
   readonly stats: PagerStats = { pagedOut: 0, readBack: 0, reads: 0 };
 
   constructor(private readonly opts: PagerOptions) {
     this.readAheadCount = opts.readAheadCount ?? 256;
     this.readAheadBytes = opts.readAheadBytes ?? 1024 * 1024;
+    // A few consumers' worth of read-ahead at once.
+    this.aheadLimit = Math.max(4 * 1024 * 1024, 8 * this.readAheadBytes);
   }
 
   get maxMemory(): number {
@@ -85,13 +96,13 @@ export class Pager implements ChangeSink, BodyLoader {
     // Only journaled changes can be read back; the journal has the final say (holds()).
     if (!entry.durable) return;
     this.collect(entry.change);
-    if (this.candidates.length > this.pruneAt) this.prune();
+    if (this.candIds.length > this.pruneAt) this.prune();
     if (this.addedSinceCheck > this.opts.maxMemory / 16) this.schedule();
   }
 
   /** A stand-in for a recovered message: its body stays in the journal until needed. */
   pageRecovered(message: MessageRecord, queue: string): PagedMessage {
-    return new PagedMessage(message, queue, this);
+    return PagedMessage.of(message, queue, this);
   }
 
   /** Page out until under the budget (called on a timer and after enough new bytes). */
@@ -102,65 +113,99 @@ export class Pager implements ChangeSink, BodyLoader {
     let resident = this.residentBytes();
     if (resident <= this.opts.maxMemory) return;
     const target = this.opts.maxMemory * LOW_WATER;
-    const notYet: MessageRef[] = [];
+    const notYetQueues: string[] = [];
+    const notYetIds: number[] = [];
     const { broker } = this.opts;
-    while (resident > target && this.candidates.length > 0) {
-      const ref = this.candidates.pop()!;
-      const queue = broker.queues.get(ref.queue);
-      const entry = queue?.entry(ref.id);
-      // Gone, paged already, or out with a consumer (its settlement is near): skip.
-      if (!queue || !entry || entry.msg instanceof PagedMessage || entry.acquiredBy) continue;
-      if (!journal.holds(ref.queue, ref.id)) {
-        notYet.push(ref); // not synced yet: try again next pass
+    while (resident > target && this.candIds.length > 0) {
+      const name = this.candQueues.pop()!;
+      const id = this.candIds.pop()!;
+      const queue = broker.queues.get(name);
+      // Gone or paged already: skip.
+      if (!queue || !queue.isResident(id)) continue;
+      if (!journal.holds(name, id)) {
+        notYetQueues.push(name); // not synced yet: try again next pass
+        notYetIds.push(id);
         continue;
       }
-      const paged = new PagedMessage(entry.msg, queue.name, this);
-      queue.pageOut(entry, paged);
-      resident -= paged.size;
+      // 0: out with a consumer (its settlement is near).
+      const freed = queue.pageOut(id, this);
+      if (freed === 0) continue;
+      resident -= freed;
       this.stats.pagedOut++;
     }
-    for (let i = notYet.length - 1; i >= 0; i--) this.candidates.push(notYet[i]!);
+    for (let i = notYetIds.length - 1; i >= 0; i--) {
+      this.candQueues.push(notYetQueues[i]!);
+      this.candIds.push(notYetIds[i]!);
+    }
     if (resident > this.opts.maxMemory && Date.now() - this.lastWarning > WARN_EVERY_MS) {
       this.lastWarning = Date.now();
       this.opts.log.warn(
-        { residentBytes: resident, maxMemory: this.opts.maxMemory, waitingForSync: notYet.length },
+        { residentBytes: resident, maxMemory: this.opts.maxMemory, waitingForSync: notYetIds.length },
         'message bodies in memory exceed max-memory: the rest are non-durable (or not yet synced) and cannot be paged to the journal',
       );
     }
   }
 
   load(msg: PagedMessage): Buffer {
+    const key = cacheKey(msg.queue, msg.id);
+    const cached = this.ahead.get(key);
+    if (cached) {
+      this.ahead.delete(key);
+      this.aheadBytes -= cached.length;
+      return cached;
+    }
     const journal = this.opts.journal();
     if (!journal) throw new JournalReadError(`message ${msg.id} of queue '${msg.queue}' is paged out but no journal is open`);
     const queue = this.opts.broker.queues.get(msg.queue);
-    const entry = queue?.entry(msg.id);
-    const ahead = queue && entry?.msg === msg ? queue.pagedAfter(entry, this.readAheadCount - 1, this.readAheadBytes) : [];
-    const batch = [msg, ...ahead];
+    const ahead = queue ? queue.pagedAfter(msg.id, msg.priority, this.readAheadCount - 1, this.readAheadBytes, (id) => this.ahead.has(cacheKey(msg.queue, id))) : [];
+    const ids = [msg.id, ...ahead];
     let bodies: Buffer[];
     try {
-      bodies = journal.readMessages(batch.map((m) => ({ queue: m.queue, id: m.id })));
+      bodies = journal.readMessages(ids.map((id) => ({ queue: msg.queue, id })));
     } catch (err) {
-      if (batch.length === 1) throw err;
+      if (ids.length === 1) throw err;
       // A neighbour's trouble must not fail this one: read it alone.
       bodies = journal.readMessages([{ queue: msg.queue, id: msg.id }]);
-      batch.length = 1;
+      ids.length = 1;
     }
-    for (let i = 1; i < batch.length; i++) batch[i]!.cached = bodies[i];
+    for (let i = 1; i < ids.length; i++) this.keepAhead(cacheKey(msg.queue, ids[i]!), bodies[i]!);
     this.stats.reads++;
-    this.stats.readBack += batch.length;
+    this.stats.readBack += ids.length;
     return bodies[0]!;
+  }
+
+  loadSubject(msg: PagedMessage): string | undefined {
+    const journal = this.opts.journal();
+    if (!journal) throw new JournalReadError(`message ${msg.id} of queue '${msg.queue}' is paged out but no journal is open`);
+    return journal.readRecords([{ queue: msg.queue, id: msg.id }])[0]!.subject;
   }
 
   /** The broker's state was replaced (an HA backup loading a snapshot). */
   reset(): void {
-    this.candidates = [];
+    this.candQueues = [];
+    this.candIds = [];
     this.pruneAt = MIN_PRUNE_AT;
     this.addedSinceCheck = 0;
+    this.ahead.clear();
+    this.aheadBytes = 0;
+  }
+
+  private keepAhead(key: string, body: Buffer): void {
+    if (this.ahead.has(key)) return;
+    this.ahead.set(key, body);
+    this.aheadBytes += body.length;
+    // Oldest first: a consumer that went away leaves its read-ahead to be dropped.
+    for (const [k, b] of this.ahead) {
+      if (this.aheadBytes <= this.aheadLimit) break;
+      this.ahead.delete(k);
+      this.aheadBytes -= b.length;
+    }
   }
 
   private collect(change: Change): void {
     if (change.kind === 'enqueue') {
-      this.candidates.push({ queue: change.queue, id: change.message.id });
+      this.candQueues.push(change.queue);
+      this.candIds.push(change.message.id);
       this.addedSinceCheck += change.message.bytes.length;
     } else if (change.kind === 'transaction' || change.kind === 'dr-transaction') {
       for (const op of change.changes) this.collect(op);
@@ -179,10 +224,18 @@ export class Pager implements ChangeSink, BodyLoader {
   /** Drop candidates that are gone or paged already; amortised (the threshold doubles). */
   private prune(): void {
     const { broker } = this.opts;
-    this.candidates = this.candidates.filter((ref) => {
-      const e = broker.queues.get(ref.queue)?.entry(ref.id);
-      return e !== undefined && !(e.msg instanceof PagedMessage);
-    });
-    this.pruneAt = Math.max(MIN_PRUNE_AT, 2 * this.candidates.length);
+    const queues: string[] = [];
+    const ids: number[] = [];
+    for (let i = 0; i < this.candIds.length; i++) {
+      const name = this.candQueues[i]!;
+      const id = this.candIds[i]!;
+      if (broker.queues.get(name)?.isResident(id)) {
+        queues.push(name);
+        ids.push(id);
+      }
+    }
+    this.candQueues = queues;
+    this.candIds = ids;
+    this.pruneAt = Math.max(MIN_PRUNE_AT, 2 * ids.length);
   }
 }

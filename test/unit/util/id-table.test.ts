@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import { CHUNK, IdTable } from '../../../src/util/id-table.js';
+import { prng } from '../../helpers/prng.js';
+
+interface Row {
+  id: number;
+  a: number;
+  b: number;
+  obj: string | undefined;
+}
+
+/** Every row through positions(), next() and the accessors, checked against each other. */
+function rows(t: IdTable<string>): Row[] {
+  const out: Row[] = [];
+  for (const pos of t.positions()) out.push({ id: t.id(pos), a: t.get(pos, 0), b: t.get(pos, 1), obj: t.obj(pos) });
+  const viaNext: number[] = [];
+  for (let p = t.first(); p >= 0; p = t.next(p)) viaNext.push(t.id(p));
+  expect(viaNext).toEqual(out.map((r) => r.id));
+  expect(t.length).toBe(out.length);
+  if (out.length > 0) expect(t.id(t.last())).toBe(out.at(-1)!.id);
+  return out;
+}
+
+describe('IdTable', () => {
+  it('IdTable - appends in order, finds by id, removes at the front and the back', () => {
+    const t = new IdTable<string>(['f64', 'u32']);
+    for (let id = 1; id <= 3 * CHUNK; id++) {
+      const p = t.insert(id);
+      t.set(p, 0, id * 1.5);
+      t.set(p, 1, id % 7);
+    }
+    expect(t.length).toBe(3 * CHUNK);
+    expect(t.get(t.find(1000), 0)).toBe(1500);
+    expect(t.find(0)).toBe(-1);
+    expect(t.find(3 * CHUNK + 1)).toBe(-1);
+    expect(t.id(t.lowerBound(0))).toBe(1);
+    expect(t.lowerBound(3 * CHUNK + 1)).toBe(-1);
+    // Consume from the front, as a queue does.
+    let p = t.first();
+    for (let k = 0; k < CHUNK + 10; k++) p = t.removeAt(p);
+    expect(t.id(p)).toBe(CHUNK + 11);
+    expect(t.id(t.first())).toBe(CHUNK + 11);
+    t.removeAt(t.last());
+    expect(t.id(t.last())).toBe(3 * CHUNK - 1);
+    expect(rows(t).length).toBe(2 * CHUNK - 11);
+  });
+
+  it('IdTable - random inserts, removals and objects match a sorted model; frozen snapshots never change', () => {
+    for (const seed of [1, 2, 3, 4]) {
+      const rnd = prng(seed);
+      const t = new IdTable<string>(['u32', 'u8']);
+      let model: Row[] = [];
+      const snapshots: Array<{ chunks: ReturnType<IdTable<string>['freeze']>; expect: Row[] }> = [];
+      const ids = new Set<number>();
+      for (let step = 0; step < 12_000; step++) {
+        const op = rnd();
+        if (op < 0.5 || model.length === 0) {
+          // Mostly ascending ids, sometimes anywhere.
+          let id = rnd() < 0.7 ? (model.at(-1)?.id ?? 0) + 1 + Math.floor(rnd() * 3) : Math.floor(rnd() * 50_000);
+          while (ids.has(id)) id++;
+          ids.add(id);
+          const p = t.insert(id);
+          const row: Row = { id, a: Math.floor(rnd() * 1e9), b: Math.floor(rnd() * 256), obj: rnd() < 0.2 ? `o${id}` : undefined };
+          t.set(p, 0, row.a);
+          t.set(p, 1, row.b);
+          t.setObj(p, row.obj);
+          let at = model.length;
+          while (at > 0 && model[at - 1]!.id > id) at--;
+          model.splice(at, 0, row);
+        } else if (op < 0.85) {
+          // Remove: often the front (a consumer), else anywhere.
+          const k = rnd() < 0.5 ? 0 : Math.floor(rnd() * model.length);
+          const p = t.find(model[k]!.id);
+          expect(p).toBeGreaterThanOrEqual(0);
+          const next = t.removeAt(p);
+          ids.delete(model[k]!.id);
+          model.splice(k, 1);
+          if (k < model.length) expect(t.id(next)).toBe(model[k]!.id);
+          else expect(next).toBe(-1);
+        } else if (op < 0.95) {
+          const k = Math.floor(rnd() * model.length);
+          const p = t.find(model[k]!.id);
+          const obj = rnd() < 0.5 ? undefined : `x${step}`;
+          t.setObj(p, obj);
+          model[k]!.obj = obj;
+          t.set(p, 0, step);
+          model[k]!.a = step;
+        } else if (op < 0.97) {
+          snapshots.push({ chunks: t.freeze(), expect: model.map((r) => ({ ...r })) });
+        } else if (snapshots.length > 0) {
+          const s = snapshots.shift()!;
+          const copy = new IdTable<string>(['u32', 'u8']);
+          // A snapshot's chunks read as the table was when it was taken.
+          const seen: Row[] = [];
+          for (const ch of s.chunks) {
+            for (let i = ch.start; i < ch.end; i++) seen.push({ id: ch.ids[i]!, a: ch.cols[0]![i]!, b: ch.cols[1]![i]!, obj: ch.objs?.[i] });
+          }
+          expect(JSON.stringify(seen)).toBe(JSON.stringify(s.expect));
+          copy.adopt(s.chunks.map((ch) => ch));
+          expect(copy.length).toBe(s.expect.length);
+          t.thaw(s.chunks);
+        }
+        if (step % 1000 === 0) expect(JSON.stringify(rows(t))).toBe(JSON.stringify(model));
+      }
+      expect(rows(t)).toEqual(model);
+      // Sparse tables merge their chunks: storage stays proportional to the rows.
+      let p = t.first();
+      while (p >= 0) p = t.length > 100 && t.id(p) % 10 !== 0 ? t.removeAt(p) : t.next(p);
+      expect(t.storageBytes / t.length).toBeLessThan(((8 + 4 + 1) * CHUNK * 8) / CHUNK);
+    }
+  });
+});
