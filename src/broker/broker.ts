@@ -103,6 +103,11 @@ export class Broker implements QueueHost {
     }
   }
 
+  /** Message ids up to `maxId` exist or existed (a recovered journal): new ones start above. */
+  noteMessageIds(maxId: number): void {
+    if (maxId >= this.nextMessageId) this.nextMessageId = maxId + 1;
+  }
+
   /** The id the next new message will get (messages below it existed before now). */
   peekNextMessageId(): number {
     return this.nextMessageId;

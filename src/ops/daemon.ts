@@ -20,6 +20,7 @@ import { UserDirectory } from '../admin/users.js';
 import { AmqpServer } from '../amqp/server.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
+import { restoreBroker } from '../store/restore.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
 import { MemoryAlarm } from './memory-alarm.js';
@@ -86,19 +87,12 @@ export class Daemon {
     notifyStatus('recovering journal');
     const storeLog = logger('store');
     this.restoreInterruptedSnapshot(storeLog);
-    const { journal, recovered } = await Journal.open({
-      dataDir: s.dataDir,
-      repair: options.repair,
-      logger: storeLog,
-      // Recovered bodies stay on disk until a consumer reaches them: restart time and memory do not grow with them.
-      pageRecovered: (message, queue) => this.pager.pageRecovered(message, queue),
-    });
+    const { journal, recovered } = await Journal.open({ dataDir: s.dataDir, repair: options.repair, logger: storeLog });
     this.journal = journal;
-    let recoveredLsn = 0;
-    for (const entry of recovered.changes) {
-      this.broker.apply(entry, { adopt: false });
-      if (entry.lsn > recoveredLsn) recoveredLsn = entry.lsn;
-    }
+    // Recovered bodies stay on disk until a consumer reaches them: restart time and memory do not grow with them.
+    restoreBroker(this.broker, journal, recovered, this.pager);
+    // The newest change is always kept live (it is the journal's position).
+    const recoveredLsn = recovered.lastChangeLsn;
     // An HA backup whose journal holds every change it applied resumes the primary's
     // log at its newest change (then it gets only what it lacks). Anyone else continues
     // above its LSN reservation, so no LSN it may have handed out is used twice.
@@ -118,7 +112,7 @@ export class Daemon {
     const paging = setInterval(() => this.pager.pass(), 250);
     paging.unref();
     this.timers.push(paging);
-    storeLog.info({ changes: recovered.changes.length, lsn: recovered.lastLsn, queues: this.broker.queues.size }, 'journal recovered');
+    storeLog.info({ changes: recovered.config.length, messages: recovered.messages, lsn: recovered.lastLsn, queues: this.broker.queues.size }, 'journal recovered');
 
     const journalGate: SettlementGate = {
       // this.journal, not `journal`: a backup loading a snapshot replaces it.

@@ -15,7 +15,7 @@ import { readFile, unlink } from 'node:fs/promises';
 import { JournalIoError } from './errors.js';
 import { syncDir, type JournalIo } from './io.js';
 import type { Change } from '../broker/changes.js';
-import type { DiskRecord, LiveIndex, Location } from './live-index.js';
+import type { LiveFrame, LiveIndex, Location } from './live-index.js';
 import { encodeChange } from './record-codec.js';
 import { encodeFrame, readFrame, segmentPath } from './segment.js';
 import type { RecoveryLogger } from './recovery.js';
@@ -24,7 +24,10 @@ export interface CompactorHost {
   readonly index: LiveIndex;
   readonly dir: string;
   readonly io: JournalIo;
-  /** Segments at or above this one are still written to: hands off. */
+  /**
+   * Segments at or above this one are hands off: still written to, or at or after
+   * the durable checkpoint's position (a restart from that checkpoint replays them).
+   */
   oldestOpenSegment(): number;
   /** Queue a copied frame; the promise settles after its sync. */
   writeCopy(frame: Buffer): { loc: Location; synced: Promise<void> };
@@ -90,9 +93,11 @@ export class Compactor {
       if (id >= this.host.oldestOpenSegment()) break;
       const s = index.segments.get(id);
       if (!s) continue;
-      if (s.live.size > 0 && s.liveBytes < this.liveRatio * s.bytes) {
-        if (!(await this.copyForward(id, report))) return false; // a failed copy: try again later
-        progress = true;
+      if (s.liveCount > 0 && s.liveBytes < this.liveRatio * s.bytes) {
+        const copied = await this.copyForward(id, report);
+        if (copied < 0) return false; // a failed copy: try again later
+        // Nothing copied (all of it about to die): no progress from this segment yet.
+        if (copied > 0) progress = true;
       }
       if (index.isDeletable(id)) {
         await this.deleteSegment(id);
@@ -103,7 +108,8 @@ export class Compactor {
     return progress;
   }
 
-  private async copyForward(id: number, report: CompactionReport): Promise<boolean> {
+  /** Copy a segment's live records forward: how many were copied, or -1 if a copy failed. */
+  private async copyForward(id: number, report: CompactionReport): Promise<number> {
     const { index } = this.host;
     const file = segmentPath(this.host.dir, id);
     const buf = await readFile(file);
@@ -111,30 +117,32 @@ export class Compactor {
     // the liveness check and the relocation.
     const undos: Array<() => void> = [];
     const synced: Promise<void>[] = [];
-    const copied: Array<{ rec: DiskRecord; loc: Location }> = [];
+    const copied: Array<{ frame: LiveFrame; loc: Location }> = [];
     const killedSoon = this.host.pendingKills();
-    for (const rec of index.liveIn(id)) {
-      const f = readFrame(buf, rec.home.offset);
-      if (f.status !== 'ok' || f.entry.lsn !== rec.lsn || f.size !== rec.home.size) {
-        throw new JournalIoError(`compaction found ${file} at offset ${rec.home.offset} not holding LSN ${rec.lsn} as indexed`);
+    for (const live of index.liveIn(id)) {
+      const f = readFrame(buf, live.home.offset);
+      if (f.status !== 'ok' || f.entry.lsn !== live.lsn || f.size !== live.home.size) {
+        throw new JournalIoError(`compaction found ${file} at offset ${live.home.offset} not holding LSN ${live.lsn} as indexed`);
       }
       let frame: Buffer;
+      let parts = 1;
       const body = f.entry.change;
       // About to die: leave it; the segment goes in a later pass once the kill is synced.
       if (body.kind !== 'lsn-reservation' && killedSoon(body)) continue;
       if (body.kind === 'transaction' || body.kind === 'dr-transaction') {
-        const live = index.filterTransaction(body, rec);
+        const kept = index.filterTransaction(body, live.lsn);
         // Any part about to die: leave the whole record where it is. Copying a part
         // could lose it if that kill then fails (disk full) and the broker rolls it back.
-        if (live.changes.some((n) => killedSoon(n))) continue;
-        frame = encodeFrame(encodeChange({ lsn: rec.lsn, change: live, durable: true }));
+        if (kept.changes.some((n) => killedSoon(n))) continue;
+        frame = encodeFrame(encodeChange({ lsn: live.lsn, change: kept, durable: true }));
+        parts = kept.changes.length;
       } else {
-        frame = Buffer.from(buf.subarray(rec.home.offset, rec.home.offset + rec.home.size));
+        frame = Buffer.from(buf.subarray(live.home.offset, live.home.offset + live.home.size));
       }
       const copy = this.host.writeCopy(frame);
-      undos.push(index.relocate(rec, copy.loc));
+      undos.push(index.relocate(live, copy.loc, parts));
       synced.push(copy.synced);
-      copied.push({ rec, loc: copy.loc });
+      copied.push({ frame: live, loc: copy.loc });
     }
     const results = await Promise.allSettled(synced);
     let ok = true;
@@ -142,14 +150,14 @@ export class Compactor {
       if (r.status === 'rejected') {
         ok = false;
         undos[i]!();
-      } else index.copySynced(copied[i]!.rec, copied[i]!.loc);
+      } else index.copySynced(copied[i]!.frame, copied[i]!.loc);
     });
     if (!ok) {
       this.host.logger?.warn({ segment: file }, 'compaction could not copy live records forward; will retry later');
-      return false;
+      return -1;
     }
     report.copiedRecords += synced.length;
-    return true;
+    return synced.length;
   }
 
   private async deleteSegment(id: number): Promise<void> {

@@ -23,6 +23,7 @@ import { encodeFrame } from './segment.js';
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
+import type { PagedFields } from '../broker/paged-message.js';
 import { JournalReadError } from './errors.js';
 
 export interface JournalLogger {
@@ -48,11 +49,10 @@ export interface JournalOptions {
   io?: JournalIo;
   compactionHooks?: CompactionHooks;
   /**
-   * Recovery hands every recovered message to this instead of copying its body
-   * out of the segment (the broker keeps a paged stand-in and reads the body
-   * back when a consumer reaches it). Without it recovery copies every body.
+   * Read every recovered message back at open, so Recovered.changes is there even
+   * after close (tests and tools). Otherwise it is read when first asked for.
    */
-  pageRecovered?: (message: MessageRecord, queue: string) => MessageRecord;
+  materialize?: boolean;
 }
 
 /** A message on a queue, as the journal knows it. */
@@ -62,12 +62,26 @@ export interface MessageRef {
 }
 
 export interface Recovered {
-  changes: LoggedChange[];
+  /**
+   * The live configuration (declares, bindings, epoch, DR state) in LSN order: what
+   * the broker applies first. Messages come after, as rows (forEachRecovered).
+   */
+  config: LoggedChange[];
+  /** Live messages recovered. */
+  messages: number;
+  /** The highest message id the journal has seen: new messages must get higher ones. */
+  maxMessageId: number;
   /** The next LSN handed out must be above this, even if the last changes before the crash were non-durable. */
   lastLsn: number;
   /** The newest change on disk (reservations not counted). */
   lastChangeLsn: number;
   epoch: number;
+  /**
+   * Everything recovered as changes, messages with their bodies read back, in LSN
+   * order (a transaction's messages as separate enqueues). For tests and tools:
+   * it makes an object per message, which a broker with millions must not.
+   */
+  readonly changes: LoggedChange[];
 }
 
 export const JOURNAL_DIR_NAME = 'journal';
@@ -144,14 +158,30 @@ export class Journal implements ChangeSink {
     const lock = await DataDirLock.acquire(opts.dataDir, log as CompactorLogger);
     let journal: Journal | undefined;
     try {
-      const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger: log as CompactorLogger, pageRecovered: opts.pageRecovered });
+      const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger: log as CompactorLogger });
       // Always start a fresh segment: never append behind a tail that was just cut.
       journal = new Journal(dir, rec.index, lock, opts.io ?? nodeIo, log, opts, rec.lastSegment + 1, rec.lastLsn);
       // The first reservation must be on disk before any LSN above lastLsn is used.
       await new Promise<void>((resolve, reject) => journal!.reserve(rec.lastLsn, (err) => (err ? reject(err) : resolve())));
       if (opts.autoCompact ?? true) journal.scheduleCompaction();
       journal.lastChangeLsn = rec.lastChangeLsn;
-      return { journal, recovered: { changes: rec.changes, lastLsn: rec.lastLsn, lastChangeLsn: rec.lastChangeLsn, epoch: rec.epoch } };
+      const j = journal;
+      const config = rec.index.configChanges().map((c) => ({ lsn: c.lsn, change: c.change, durable: true }));
+      let materialized: LoggedChange[] | undefined;
+      const recovered: Recovered = {
+        config,
+        messages: rec.index.messageCount,
+        maxMessageId: rec.index.maxMessageId,
+        lastLsn: rec.lastLsn,
+        lastChangeLsn: rec.lastChangeLsn,
+        epoch: rec.epoch,
+        get changes() {
+          materialized ??= j.materialize(config);
+          return materialized;
+        },
+      };
+      if (opts.materialize) void recovered.changes;
+      return { journal, recovered };
     } catch (err) {
       if (journal) await journal.close().catch(() => undefined);
       else await lock.release();
@@ -219,6 +249,35 @@ export class Journal implements ChangeSink {
     const last = this.waiters.at(-1);
     if (!last || last.lsn <= lsn) this.waiters.push(w);
     else this.waiters.splice(this.waiters.findIndex((x) => x.lsn > lsn), 0, w);
+  }
+
+  /** Queues with recovered (or since journaled) messages. */
+  recoveredQueues(): string[] {
+    return this.index.messageQueues();
+  }
+
+  /**
+   * The journal's messages of `queue`, in id order, as the fields of a paged queue
+   * row (one object reused for every call: copy what you keep). At start, before
+   * anything is appended, these are exactly the recovered messages.
+   */
+  forEachRecovered(queue: string, fn: (fields: PagedFields, lsn: number) => void): void {
+    this.index.forEachMessage(queue, fn);
+  }
+
+  /** Recovered changes with message bodies read back (see Recovered.changes). */
+  private materialize(config: LoggedChange[]): LoggedChange[] {
+    const out: LoggedChange[] = [...config];
+    for (const queue of this.index.messageQueues()) {
+      const rows: Array<{ id: number; lsn: number }> = [];
+      this.index.forEachMessage(queue, (f, lsn) => rows.push({ id: f.id, lsn }));
+      for (let i = 0; i < rows.length; i += 256) {
+        const batch = rows.slice(i, i + 256);
+        const records = this.readRecords(batch.map((r) => ({ queue, id: r.id })));
+        batch.forEach((r, k) => out.push({ lsn: r.lsn, change: { kind: 'enqueue', queue, message: records[k]! }, durable: true }));
+      }
+    }
+    return out.sort((a, b) => a.lsn - b.lsn);
   }
 
   /** Is the enqueue of this message synced, so its body can be read back? */
@@ -336,6 +395,8 @@ export class Journal implements ChangeSink {
           if (!c.changes.some((n) => n.kind === 'enqueue')) return false;
           return c.changes.every((n) => n.kind !== 'enqueue' || queues.has(n.queue) || messages.has(`${n.queue}\u0000${n.message.id}`));
         case 'transaction':
+          // Without enqueues it is live only as the newest change: no kill reaches it.
+          if (!c.changes.some((n) => n.kind === 'enqueue')) return false;
           return c.changes.every((n) => n.kind !== 'enqueue' || queues.has(n.queue) || messages.has(`${n.queue}\u0000${n.message.id}`));
         default:
           return false;

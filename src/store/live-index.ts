@@ -2,10 +2,12 @@
 //
 // It models the synced journal only: the journal applies a record after its
 // covering fdatasync, so a record that failed to reach the disk never enters it.
-// It answers two questions: what recovery must replay (liveChanges) and which
-// segments compaction may copy from or delete (SegmentStats).
+// It answers: what recovery hands the broker (configChanges, forEachMessage),
+// where a paged body is (messageLocation), and which segments compaction may copy
+// from or delete (SegmentStats, liveIn).
 //
-// Liveness: a declare lives until its delete, a binding until unbind or the
+// Liveness: a declare lives until its delete (or a newer declare of the same
+// name, which replaces it, as the broker does), a binding until unbind or the
 // delete of its queue or exchange, an enqueue until its dequeue or its queue's
 // delete, a transaction while any enqueue in it lives, the newest epoch and the
 // newest LSN reservation while nothing newer exists. DR (secondary side): a
@@ -14,12 +16,32 @@
 // And the change with the highest LSN lives, whatever it is: it is the journal's
 // position, which an HA backup resumes from after a restart.
 //
+// Memory (see docs/journal.md): messages are rows of an IdTable per queue (LSN,
+// location, and the fields a restart needs to rebuild the queue), about 52 bytes
+// each; a record that holds several messages (a transaction) is only its rows,
+// each knowing how many share the frame. Other records are few and are objects
+// (DiskRecord) with their bodies.
+//
 // Tombstones: a dequeue or delete is dead itself, but while a record it killed is
 // still on disk it must stay too, or replay would resurrect that record. So each
 // segment remembers the segments holding records its tombstones killed
-// (`tombTargets`) and may only go once those are gone.
+// (`tombTargets`) and may only go once those are gone. A record copied forward by
+// compaction leaves a stale copy behind until its old segment is deleted; instead
+// of a list of segments per record, the segment it was copied into remembers where
+// from (`copiedFrom`, kept transitive over segments still on disk), and a kill
+// names those segments too.
+//
+// Order: at run time records arrive in LSN order. Recovery applies them in file
+// order, where a compaction copy is an older LSN in a newer segment: apply()
+// recognises a record it holds already by its LSN and moves its home to the copy
+// (the later copy is the one that counts). A copy is always written before any
+// record that kills it, and declares only kill what is older than themselves, so
+// file order reaches the same state as LSN order.
 
-import type { Change } from '../broker/changes.js';
+import type { Change, MessageRecord } from '../broker/changes.js';
+import type { PagedFields } from '../broker/paged-message.js';
+import { bodySize } from '../broker/paged-message.js';
+import { IdTable, type ColumnType, type IdChunk } from '../util/id-table.js';
 import type { RecordBody } from './record-codec.js';
 
 export interface Location {
@@ -29,18 +51,16 @@ export interface Location {
   size: number;
 }
 
+/** A record that is not a message (declares, bindings, epoch, DR state, the newest change). */
 export interface DiskRecord {
   lsn: number;
   kind: RecordBody['kind'];
   /** Where the copy that counts for liveness is (the newest copy, maybe not synced yet). */
   home: Location;
-  /** The newest synced copy: where the record may be read back (paged message bodies). */
+  /** The newest synced copy. */
   at: Location;
-  /** Every segment that holds a copy (compaction copies records forward). */
-  segs: number[];
-  /** Live parts: 1 for a plain live record, the number of live enqueues for a transaction. */
   liveRefs: number;
-  /** Kept during recovery only, to return the live changes. */
+  /** What recovery hands the broker (a dr-transaction without its changes); undefined for a pin of the newest change only. */
   body: RecordBody | undefined;
 }
 
@@ -49,22 +69,68 @@ export interface SegmentStats {
   /** Synced frame bytes in the segment. */
   bytes: number;
   liveBytes: number;
-  live: Set<DiskRecord>;
+  /** Live records (message rows and records) homed here. */
+  liveCount: number;
   tombTargets: Set<number>;
+  copiedFrom: Set<number>;
 }
+
+/** A live frame homed in a segment, for compaction: its record object and/or its message rows. */
+export interface LiveFrame {
+  lsn: number;
+  home: Location;
+  rec: DiskRecord | undefined;
+  messages: Array<{ queue: string; id: number }>;
+}
+
+// Message row columns.
+const LSN = 0;
+const EXPIRES = 1;
+const SEG = 2;
+const OFF = 3;
+const FSIZE = 4;
+const BODY = 5;
+const DC = 6;
+const HLEN = 7;
+const PARTS = 8;
+const PRIO = 9;
+const FLAGS = 10;
+export const MESSAGE_COLUMNS: readonly ColumnType[] = ['f64', 'f64', 'u32', 'u32', 'u32', 'u32', 'u32', 'u32', 'u16', 'u8', 'u8'];
+const F_DURABLE = 1;
+const F_SUBJECT = 2;
+
+type MessageTable = IdTable<never>;
 
 interface QueueState {
   declares: DiskRecord[];
-  messages: Map<number, DiskRecord>;
+  /** LSN of the newest declare: messages older than it belong to an earlier queue of that name. */
+  declaredAt: number;
+  messages: MessageTable;
+  /** Rows relocated by a compaction copy not synced yet: where they can still be read. */
+  readableAt: Map<number, Location>;
+}
+
+/** The state a checkpoint holds (see checkpoint.ts); message chunks are frozen until release(). */
+export interface IndexSnapshot {
+  epoch: number;
+  reservedUpTo: number;
+  newest: { lsn: number; home: Location } | undefined;
+  records: Array<{ lsn: number; home: Location; body: RecordBody }>;
+  segments: Array<{ id: number; tombTargets: number[]; copiedFrom: number[] }>;
+  queues: Array<{ name: string; declaredAt: number; chunks: IdChunk<never>[] }>;
+  release(): void;
 }
 
 const bindingKey = (exchange: string, queue: string, key: string): string => `${exchange}\u0000${queue}\u0000${key}`;
+const share = (size: number, parts: number): number => Math.floor(size / Math.max(1, parts));
 
 export class LiveIndex {
   readonly segments = new Map<number, SegmentStats>();
   private readonly queues = new Map<string, QueueState>();
   private readonly exchanges = new Map<string, DiskRecord[]>();
   private readonly bindings = new Map<string, { exchange: string; queue: string; rec: DiskRecord }>();
+  /** Non-message records by LSN, to recognise a compaction copy during recovery. */
+  private readonly records = new Map<number, DiskRecord>();
   private epochRec: DiskRecord | undefined;
   private reservationRec: DiskRecord | undefined;
   /** The change with the highest LSN: kept on disk so a restart knows how far the log went. */
@@ -73,36 +139,46 @@ export class LiveIndex {
   private readonly drQueueRecs = new Map<string, DiskRecord>();
   epoch = 0;
   reservedUpTo = 0;
+  /** Highest message id ever applied (the broker continues above it). */
+  maxMessageId = 0;
 
   segment(id: number): SegmentStats {
     let s = this.segments.get(id);
     if (!s) {
-      s = { id, bytes: 0, liveBytes: 0, live: new Set(), tombTargets: new Set() };
+      s = { id, bytes: 0, liveBytes: 0, liveCount: 0, tombTargets: new Set(), copiedFrom: new Set() };
       this.segments.set(id, s);
     }
     return s;
   }
 
-  /** Apply one synced record. `segs` lists every segment holding a copy (recovery may find duplicates). */
-  apply(lsn: number, body: RecordBody, home: Location, segs: number[] = [home.seg], keepBody = false): void {
-    // One shape for every record (no property added or deleted later): V8 keeps them small.
-    const rec: DiskRecord = { lsn, kind: body.kind, home, at: home, segs, liveRefs: 0, body: keepBody ? body : undefined };
+  /** Apply one synced record found at `home` (a record applied before at another place is a compaction copy). */
+  apply(lsn: number, body: RecordBody, home: Location): void {
+    this.segment(home.seg).bytes += home.size;
     switch (body.kind) {
-      case 'queue-declare':
-        this.queue(body.name).declares.push(rec);
+      case 'queue-declare': {
+        if (this.duplicate(lsn, home)) break;
+        const q = this.queues.get(body.name);
+        if (q && q.declaredAt > lsn) break; // replaced already (file order): dead
+        const rec = this.record(lsn, body, home);
+        if (q) this.replaceQueue(q, rec, body.name);
+        const state = this.queue(body.name);
+        state.declares.push(rec);
+        state.declaredAt = lsn;
         this.ref(rec);
         break;
+      }
       case 'queue-delete': {
         const q = this.queues.get(body.name);
         if (q) {
-          for (const d of q.declares) this.kill(d, rec);
-          for (const m of q.messages.values()) this.kill(m, rec);
-          this.queues.delete(body.name);
+          this.dropQueueState(q, home.seg, lsn);
+          if (q.messages.length === 0 && q.declares.length === 0) this.queues.delete(body.name);
         }
-        for (const [k, b] of this.bindings) if (b.queue === body.name) this.unbind(k, rec);
+        for (const [k, b] of this.bindings) if (b.queue === body.name && b.rec.lsn < lsn) this.unbind(k, home.seg);
         break;
       }
       case 'exchange-declare': {
+        if (this.duplicate(lsn, home)) break;
+        const rec = this.record(lsn, body, home);
         let list = this.exchanges.get(body.name);
         if (!list) this.exchanges.set(body.name, (list = []));
         list.push(rec);
@@ -110,49 +186,63 @@ export class LiveIndex {
         break;
       }
       case 'exchange-delete': {
-        for (const d of this.exchanges.get(body.name) ?? []) this.kill(d, rec);
-        this.exchanges.delete(body.name);
-        for (const [k, b] of this.bindings) if (b.exchange === body.name) this.unbind(k, rec);
+        const list = this.exchanges.get(body.name) ?? [];
+        for (const d of list.filter((d) => d.lsn < lsn)) this.kill(d, home.seg);
+        const kept = list.filter((d) => d.lsn > lsn);
+        if (kept.length > 0) this.exchanges.set(body.name, kept);
+        else this.exchanges.delete(body.name);
+        for (const [k, b] of this.bindings) if (b.exchange === body.name && b.rec.lsn < lsn) this.unbind(k, home.seg);
         break;
       }
       case 'bind': {
+        if (this.duplicate(lsn, home)) break;
         const k = bindingKey(body.exchange, body.queue, body.key);
         // A repeated bind changes nothing: the first one stays the live one.
         if (!this.bindings.has(k)) {
+          const rec = this.record(lsn, body, home);
           this.bindings.set(k, { exchange: body.exchange, queue: body.queue, rec });
           this.ref(rec);
         }
         break;
       }
       case 'unbind':
-        this.unbind(bindingKey(body.exchange, body.queue, body.key), rec);
+        this.unbind(bindingKey(body.exchange, body.queue, body.key), home.seg);
         break;
       case 'enqueue':
-        this.enqueue(body.queue, body.message.id, rec);
+        this.addMessage(body.queue, body.message, lsn, home, 1);
         break;
       case 'dequeue':
-        this.dequeue(body.queue, body.id, rec);
+        this.killMessage(body.queue, body.id, home.seg);
         break;
       case 'transaction':
+      case 'dr-transaction': {
+        let parts = 0;
+        for (const c of body.changes) if (c.kind === 'enqueue') parts++;
         for (const c of body.changes) {
-          if (c.kind === 'enqueue') this.enqueue(c.queue, c.message.id, rec);
-          else this.dequeue(c.queue, c.id, rec);
+          if (c.kind === 'enqueue') this.addMessage(c.queue, c.message, lsn, home, parts);
+          else this.killMessage(c.queue, c.id, home.seg);
+        }
+        if (body.kind === 'dr-transaction' && body.queues.length > 0) {
+          // Only the newest position counts (replay is in LSN order), so no tombstone.
+          if (this.duplicate(lsn, home)) break;
+          const rec = this.record(lsn, { kind: 'dr-transaction', queues: body.queues, lsn: body.lsn, time: body.time, changes: [] }, home);
+          for (const q of body.queues) this.keepNewest(this.drPositionRecs, q, rec);
+          if (rec.liveRefs === 0) this.records.delete(lsn);
         }
         break;
-      case 'dr-transaction':
-        for (const c of body.changes) {
-          if (c.kind === 'enqueue') this.enqueue(c.queue, c.message.id, rec);
-          else this.dequeue(c.queue, c.id, rec);
-        }
-        // Only the newest position counts (replay is in LSN order), so no tombstone.
-        for (const q of body.queues) this.keepNewest(this.drPositionRecs, q, rec);
-        break;
-      case 'dr-queue':
+      }
+      case 'dr-queue': {
+        if (this.duplicate(lsn, home)) break;
+        const rec = this.record(lsn, body, home);
         this.keepNewest(this.drQueueRecs, body.queue, rec);
+        if (rec.liveRefs === 0) this.records.delete(lsn);
         break;
+      }
       case 'epoch':
         // Only the highest epoch matters, so an older one needs no tombstone.
-        if (body.epoch >= this.epoch) {
+        if (this.epochRec?.lsn === lsn) this.moveRecord(this.epochRec, home);
+        else if (body.epoch >= this.epoch) {
+          const rec = this.newRecord(lsn, body, home);
           if (this.epochRec) this.unref(this.epochRec);
           this.epoch = body.epoch;
           this.epochRec = rec;
@@ -160,7 +250,10 @@ export class LiveIndex {
         }
         break;
       case 'lsn-reservation':
-        if (body.upTo >= this.reservedUpTo) {
+        // Reservations are not changes: their LSN slot may repeat a change's LSN, so they are known by upTo.
+        if (this.reservationRec && this.reservationRec.lsn === lsn && body.upTo === this.reservedUpTo) this.moveRecord(this.reservationRec, home);
+        else if (body.upTo >= this.reservedUpTo) {
+          const rec = this.newRecord(lsn, body, home);
           if (this.reservationRec) this.unref(this.reservationRec);
           this.reservedUpTo = body.upTo;
           this.reservationRec = rec;
@@ -168,15 +261,7 @@ export class LiveIndex {
         }
         break;
     }
-    if (body.kind !== 'lsn-reservation' && (!this.newestRec || lsn > this.newestRec.lsn)) {
-      // An HA backup resumes from this position after a restart (see journal.ts):
-      // compaction must not delete it, even when the change itself is dead (a dequeue).
-      if (this.newestRec) this.unref(this.newestRec);
-      this.newestRec = rec;
-      this.ref(rec);
-    }
-    const seg = this.segment(home.seg);
-    seg.bytes += home.size;
+    if (body.kind !== 'lsn-reservation') this.noteNewest(lsn, body, home);
   }
 
   /** LSN of the newest change on disk (0 if none). */
@@ -184,38 +269,30 @@ export class LiveIndex {
     return this.newestRec?.lsn ?? 0;
   }
 
-  /** Is this enqueue (queue, id) still live in `rec`? Used to filter transactions. */
-  isLiveMessage(queue: string, id: number, rec: DiskRecord): boolean {
-    return this.queues.get(queue)?.messages.get(id) === rec;
+  /** Live message rows in all queues. */
+  get messageCount(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.messages.length;
+    return n;
   }
 
-  /**
-   * Compaction wrote a copy of `rec` at `to`: the copy becomes the one that counts.
-   * Called when the copy is queued (not synced) so that a kill arriving meanwhile
-   * already names the new segment as a tombstone target. Returns an undo.
-   */
-  relocate(rec: DiskRecord, to: Location): () => void {
-    const from = rec.home;
-    const wasLive = rec.liveRefs > 0;
-    if (wasLive) this.moveLive(rec, from, to);
-    rec.home = to;
-    rec.segs.push(to.seg);
-    return () => {
-      if (rec.home !== to) return;
-      if (rec.liveRefs > 0) this.moveLive(rec, to, from);
-      rec.home = from;
-      // The failed copy's segment stays in `segs`: a tombstone waiting on it is merely conservative.
-    };
-  }
-
-  /** A copy made by relocate() is synced: reads may use it (its old segment may go next). */
-  copySynced(rec: DiskRecord, loc: Location): void {
-    if (rec.home === loc) rec.at = loc;
+  /** Is the enqueue of (queue, id) in the record with this LSN still live? Used to filter transactions. */
+  isLiveMessage(queue: string, id: number, lsn: number): boolean {
+    const t = this.queues.get(queue)?.messages;
+    if (!t) return false;
+    const pos = t.find(id);
+    return pos >= 0 && t.get(pos, LSN) === lsn;
   }
 
   /** Where the synced journal holds the enqueue of message `id` on `queue`, if it does. */
   messageLocation(queue: string, id: number): Location | undefined {
-    return this.queues.get(queue)?.messages.get(id)?.at;
+    const q = this.queues.get(queue);
+    if (!q) return undefined;
+    const pending = q.readableAt.get(id);
+    if (pending) return pending;
+    const pos = q.messages.find(id);
+    if (pos < 0) return undefined;
+    return { seg: q.messages.get(pos, SEG), offset: q.messages.get(pos, OFF), size: q.messages.get(pos, FSIZE) };
   }
 
   /** Count the bytes of a synced copy written by compaction. */
@@ -227,68 +304,364 @@ export class LiveIndex {
   isDeletable(id: number): boolean {
     const s = this.segments.get(id);
     if (!s) return true;
-    if (s.live.size > 0) return false;
+    if (s.liveCount > 0) return false;
     for (const t of s.tombTargets) if (this.segments.has(t)) return false;
     return true;
   }
 
+  /** The segment file is gone: forget it, and let segments copied from it name its sources instead. */
   dropSegment(id: number): void {
+    const gone = this.segments.get(id);
     this.segments.delete(id);
+    for (const s of this.segments.values()) {
+      if (!s.copiedFrom.delete(id)) continue;
+      if (gone) for (const from of gone.copiedFrom) if (this.segments.has(from)) s.copiedFrom.add(from);
+    }
   }
 
-  /** Live records homed in `id`, in LSN order. */
-  liveIn(id: number): DiskRecord[] {
-    return [...(this.segments.get(id)?.live ?? [])].sort((a, b) => a.lsn - b.lsn);
+  /** Live frames homed in `id`, in LSN order (compaction copies them forward). */
+  liveIn(id: number): LiveFrame[] {
+    const byOffset = new Map<number, LiveFrame>();
+    const frame = (lsn: number, home: Location): LiveFrame => {
+      let f = byOffset.get(home.offset);
+      if (!f) byOffset.set(home.offset, (f = { lsn, home, rec: undefined, messages: [] }));
+      return f;
+    };
+    const s = this.segments.get(id);
+    if (!s || s.liveCount === 0) return [];
+    for (const rec of this.liveRecords()) if (rec.home.seg === id) frame(rec.lsn, rec.home).rec = rec;
+    for (const [name, q] of this.queues) {
+      const t = q.messages;
+      for (const pos of t.positions()) {
+        if (t.get(pos, SEG) !== id) continue;
+        frame(t.get(pos, LSN), { seg: id, offset: t.get(pos, OFF), size: t.get(pos, FSIZE) }).messages.push({ queue: name, id: t.id(pos) });
+      }
+    }
+    return [...byOffset.values()].sort((a, b) => a.lsn - b.lsn);
   }
 
   /**
-   * The live changes in LSN order (recovery only: needs the bodies). Transactions
-   * are cut down to their live enqueues: their dequeues and dead enqueues have
-   * nothing left to act on.
+   * Compaction wrote a copy of `frame` at `to` (holding `parts` messages): the copy
+   * becomes the one that counts. Called when the copy is queued (not synced), so a
+   * kill arriving meanwhile already names the new segment; reads keep using the old
+   * copy until copySynced(). Returns an undo.
    */
-  liveChanges(): Array<{ lsn: number; change: Change }> {
-    const live: DiskRecord[] = [];
-    for (const s of this.segments.values()) for (const r of s.live) live.push(r);
-    live.sort((a, b) => a.lsn - b.lsn);
-    const out: Array<{ lsn: number; change: Change }> = [];
-    for (const r of live) {
-      const body = r.body;
-      if (!body || body.kind === 'lsn-reservation') continue;
-      out.push({ lsn: r.lsn, change: body.kind === 'transaction' || body.kind === 'dr-transaction' ? this.filterTransaction(body, r) : body });
+  relocate(frame: LiveFrame, to: Location, parts: number): () => void {
+    const from = frame.home;
+    this.noteCopied(from.seg, to.seg);
+    const rec = frame.rec;
+    if (rec) {
+      if (rec.liveRefs > 0) this.moveLive(from, to, 1, 1);
+      rec.home = to;
     }
-    return out;
+    const moved: Array<{ q: QueueState; id: number; parts: number }> = [];
+    for (const { queue, id } of frame.messages) {
+      const q = this.queues.get(queue);
+      const pos = q?.messages.find(id) ?? -1;
+      if (!q || pos < 0 || q.messages.get(pos, LSN) !== frame.lsn) continue;
+      const t = q.messages;
+      const oldParts = t.get(pos, PARTS);
+      this.moveLive(from, to, oldParts, parts);
+      q.readableAt.set(id, from);
+      t.set(pos, SEG, to.seg);
+      t.set(pos, OFF, to.offset);
+      t.set(pos, FSIZE, to.size);
+      t.set(pos, PARTS, parts);
+      moved.push({ q, id, parts: oldParts });
+    }
+    return () => {
+      if (rec && rec.home === to) {
+        if (rec.liveRefs > 0) this.moveLive(to, from, 1, 1);
+        rec.home = from;
+      }
+      for (const m of moved) {
+        const t = m.q.messages;
+        const pos = t.find(m.id);
+        m.q.readableAt.delete(m.id);
+        // Gone meanwhile (a kill), or no longer at the failed copy: nothing to undo.
+        if (pos < 0 || t.get(pos, LSN) !== frame.lsn || t.get(pos, SEG) !== to.seg || t.get(pos, OFF) !== to.offset) continue;
+        this.moveLive(to, from, parts, m.parts);
+        t.set(pos, SEG, from.seg);
+        t.set(pos, OFF, from.offset);
+        t.set(pos, FSIZE, from.size);
+        t.set(pos, PARTS, m.parts);
+      }
+      // The failed copy's segment stays in copiedFrom: a tombstone waiting on it is merely conservative.
+    };
   }
 
-  filterTransaction<T extends Extract<Change, { kind: 'transaction' | 'dr-transaction' }>>(body: T, rec: DiskRecord): T {
-    return { ...body, changes: body.changes.filter((c) => c.kind === 'enqueue' && this.isLiveMessage(c.queue, c.message.id, rec)) };
+  /** A copy made by relocate() is synced: reads may use it (its old segment may go next). */
+  copySynced(frame: LiveFrame, loc: Location): void {
+    if (frame.rec && frame.rec.home === loc) frame.rec.at = loc;
+    for (const { queue, id } of frame.messages) this.queues.get(queue)?.readableAt.delete(id);
   }
 
-  releaseBodies(): void {
-    for (const s of this.segments.values()) for (const r of s.live) r.body = undefined;
+  /**
+   * The live non-message records as changes, in LSN order: what recovery hands the
+   * broker before the messages (the newest change only pins a position; the LSN
+   * reservation is the journal's own).
+   */
+  configChanges(): Array<{ lsn: number; change: Change }> {
+    const out: Array<{ lsn: number; change: Change }> = [];
+    for (const rec of this.liveRecords()) {
+      if (!rec.body || rec.body.kind === 'lsn-reservation') continue;
+      out.push({ lsn: rec.lsn, change: rec.body });
+    }
+    return out.sort((a, b) => a.lsn - b.lsn);
+  }
+
+  /** Queues that have message rows. */
+  messageQueues(): string[] {
+    return [...this.queues].filter(([, q]) => q.messages.length > 0).map(([name]) => name);
+  }
+
+  /**
+   * Every live message of `queue` in id order, as the fields a paged queue row
+   * needs (one object, reused: copy what you keep), with its LSN.
+   */
+  forEachMessage(queue: string, fn: (fields: PagedFields, lsn: number) => void): void {
+    const t = this.queues.get(queue)?.messages;
+    if (!t) return;
+    const f: PagedFields = { id: 0, size: 0, headerLength: 0, durable: true, priority: 0, expiresAt: 0, deliveryCount: 0, hasSubject: false };
+    for (const pos of t.positions()) {
+      const flags = t.get(pos, FLAGS);
+      f.id = t.id(pos);
+      f.size = t.get(pos, BODY);
+      f.headerLength = t.get(pos, HLEN);
+      f.durable = (flags & F_DURABLE) !== 0;
+      f.priority = t.get(pos, PRIO);
+      f.expiresAt = t.get(pos, EXPIRES);
+      f.deliveryCount = t.get(pos, DC);
+      f.hasSubject = (flags & F_SUBJECT) !== 0;
+      fn(f, t.get(pos, LSN));
+    }
+  }
+
+  filterTransaction<T extends Extract<Change, { kind: 'transaction' | 'dr-transaction' }>>(body: T, lsn: number): T {
+    return { ...body, changes: body.changes.filter((c) => c.kind === 'enqueue' && this.isLiveMessage(c.queue, c.message.id, lsn)) };
+  }
+
+  /**
+   * Where each live message row and record is homed, for a check after recovery:
+   * a home in a segment that is not on disk would be a body that cannot be read.
+   */
+  homesOutside(present: (seg: number) => boolean): number {
+    let n = 0;
+    for (const rec of this.liveRecords()) if (!present(rec.home.seg)) n++;
+    for (const q of this.queues.values()) for (const pos of q.messages.positions()) if (!present(q.messages.get(pos, SEG))) n++;
+    return n;
+  }
+
+  // ---- checkpoint -----------------------------------------------------------
+
+  /**
+   * The state a checkpoint holds, taken now, synchronously, while no compaction
+   * copy is in flight (every live record has one synced home). Message tables are
+   * frozen, not copied: call release() once written.
+   */
+  snapshot(): IndexSnapshot {
+    for (const q of this.queues.values()) {
+      if (q.readableAt.size > 0) throw new Error('index snapshot while a compaction copy is in flight');
+    }
+    const frozen: Array<{ table: MessageTable; chunks: IdChunk<never>[] }> = [];
+    const queues = [...this.queues].map(([name, q]) => {
+      const chunks = q.messages.freeze();
+      frozen.push({ table: q.messages, chunks });
+      return { name, declaredAt: q.declaredAt, chunks };
+    });
+    const records: IndexSnapshot['records'] = [];
+    for (const rec of this.liveRecords()) if (rec.body) records.push({ lsn: rec.lsn, home: { ...rec.home }, body: rec.body });
+    records.sort((a, b) => a.lsn - b.lsn);
+    let released = false;
+    return {
+      epoch: this.epoch,
+      reservedUpTo: this.reservedUpTo,
+      newest: this.newestRec ? { lsn: this.newestRec.lsn, home: { ...this.newestRec.home } } : undefined,
+      records,
+      segments: [...this.segments.values()].map((s) => ({ id: s.id, tombTargets: [...s.tombTargets], copiedFrom: [...s.copiedFrom] })),
+      queues,
+      release: () => {
+        if (released) return;
+        released = true;
+        for (const { table, chunks } of frozen) table.thaw(chunks);
+      },
+    };
+  }
+
+  /** Rebuild an index from a checkpoint's state (its chunks are adopted as they are). */
+  static restore(state: Omit<IndexSnapshot, 'release'>): LiveIndex {
+    const index = new LiveIndex();
+    for (const r of state.records) index.apply(r.lsn, r.body, r.home);
+    // apply() counted the records' bytes; byte counts come from the files (recovery sets them).
+    for (const s of index.segments.values()) s.bytes = 0;
+    index.epoch = Math.max(index.epoch, state.epoch);
+    index.reservedUpTo = Math.max(index.reservedUpTo, state.reservedUpTo);
+    if (state.newest) {
+      if (index.newestRec) index.unref(index.newestRec);
+      const existing = index.records.get(state.newest.lsn);
+      index.newestRec = existing ?? index.newRecord(state.newest.lsn, undefined, state.newest.home);
+      index.ref(index.newestRec);
+    }
+    for (const { name, declaredAt, chunks } of state.queues) {
+      const q = index.queue(name);
+      q.declaredAt = Math.max(q.declaredAt, declaredAt);
+      q.messages.adopt(chunks);
+      const t = q.messages;
+      for (const pos of t.positions()) {
+        index.segment(t.get(pos, SEG));
+        index.addLive(t.get(pos, SEG), share(t.get(pos, FSIZE), t.get(pos, PARTS)));
+        if (t.id(pos) > index.maxMessageId) index.maxMessageId = t.id(pos);
+      }
+    }
+    for (const s of state.segments) {
+      const stats = index.segment(s.id);
+      for (const t of s.tombTargets) stats.tombTargets.add(t);
+      for (const c of s.copiedFrom) stats.copiedFrom.add(c);
+    }
+    return index;
   }
 
   // ---- internals ----------------------------------------------------------
 
   private queue(name: string): QueueState {
     let q = this.queues.get(name);
-    if (!q) this.queues.set(name, (q = { declares: [], messages: new Map() }));
+    if (!q) this.queues.set(name, (q = { declares: [], declaredAt: 0, messages: new IdTable<never>(MESSAGE_COLUMNS), readableAt: new Map() }));
     return q;
   }
 
-  private enqueue(queue: string, id: number, rec: DiskRecord): void {
-    const q = this.queue(queue);
-    const old = q.messages.get(id);
-    if (old) this.kill(old, rec);
-    q.messages.set(id, rec);
+  private newRecord(lsn: number, body: RecordBody | undefined, home: Location): DiskRecord {
+    // One shape for every record (no property added or deleted later): V8 keeps them small.
+    return { lsn, kind: body?.kind ?? 'dequeue', home, at: home, liveRefs: 0, body };
+  }
+
+  /** A new non-message record, known by its LSN from now on. */
+  private record(lsn: number, body: RecordBody, home: Location): DiskRecord {
+    const rec = this.newRecord(lsn, body, home);
+    this.records.set(lsn, rec);
+    return rec;
+  }
+
+  /** A record with this LSN is known already: this is a compaction copy of it; move its home here. */
+  private duplicate(lsn: number, home: Location): boolean {
+    const rec = this.records.get(lsn);
+    if (!rec) return false;
+    this.moveRecord(rec, home);
+    return true;
+  }
+
+  private moveRecord(rec: DiskRecord, home: Location): void {
+    if (rec.home.seg === home.seg && rec.home.offset === home.offset) return;
+    this.noteCopied(rec.home.seg, home.seg);
+    if (rec.liveRefs > 0) this.moveLive(rec.home, home, 1, 1);
+    rec.home = home;
+    rec.at = home;
+  }
+
+  private *liveRecords(): IterableIterator<DiskRecord> {
+    const seen = new Set<DiskRecord>();
+    const all: Array<DiskRecord | undefined> = [this.epochRec, this.reservationRec, this.newestRec];
+    for (const q of this.queues.values()) all.push(...q.declares);
+    for (const list of this.exchanges.values()) all.push(...list);
+    for (const b of this.bindings.values()) all.push(b.rec);
+    all.push(...this.drPositionRecs.values(), ...this.drQueueRecs.values());
+    for (const rec of all) {
+      if (!rec || rec.liveRefs <= 0 || seen.has(rec)) continue;
+      seen.add(rec);
+      yield rec;
+    }
+  }
+
+  private noteNewest(lsn: number, body: RecordBody, home: Location): void {
+    const cur = this.newestRec;
+    if (cur && cur.lsn === lsn) {
+      // A compaction copy of the newest change (or the record itself, just applied).
+      if (cur.body === undefined) this.moveRecord(cur, home);
+      return;
+    }
+    if (cur && lsn < cur.lsn) return;
+    // An HA backup resumes from this position after a restart (see journal.ts):
+    // compaction must not delete it, even when the change itself is dead (a dequeue).
+    const rec = this.records.get(lsn) ?? this.newRecord(lsn, undefined, home);
+    if (rec.body === undefined) rec.kind = body.kind;
+    if (cur) this.unref(cur);
+    this.newestRec = rec;
     this.ref(rec);
   }
 
-  private dequeue(queue: string, id: number, killer: DiskRecord): void {
+  private addMessage(queue: string, m: MessageRecord, lsn: number, home: Location, parts: number): void {
+    const q = this.queue(queue);
+    if (lsn < q.declaredAt) return; // an earlier queue of this name (file order): dead
+    const t = q.messages;
+    let pos = t.find(m.id);
+    if (pos >= 0) {
+      const had = t.get(pos, LSN);
+      if (had === lsn) {
+        // A compaction copy of this row's record: the later copy counts.
+        const from: Location = { seg: t.get(pos, SEG), offset: t.get(pos, OFF), size: t.get(pos, FSIZE) };
+        if (from.seg === home.seg && from.offset === home.offset) return;
+        this.noteCopied(from.seg, home.seg);
+        this.moveLive(from, home, t.get(pos, PARTS), parts);
+        t.set(pos, SEG, home.seg);
+        t.set(pos, OFF, home.offset);
+        t.set(pos, FSIZE, home.size);
+        t.set(pos, PARTS, parts);
+        return;
+      }
+      if (had > lsn) return; // older than what we hold: dead
+      // The same id again (a replayed copy from elsewhere): the older one dies.
+      this.killRow(q, pos, home.seg);
+      pos = -1;
+    }
+    pos = t.insert(m.id);
+    t.set(pos, LSN, lsn);
+    t.set(pos, EXPIRES, m.expiresAt);
+    t.set(pos, SEG, home.seg);
+    t.set(pos, OFF, home.offset);
+    t.set(pos, FSIZE, home.size);
+    t.set(pos, BODY, bodySize(m));
+    t.set(pos, DC, m.deliveryCount);
+    t.set(pos, HLEN, m.headerLength);
+    t.set(pos, PARTS, parts);
+    t.set(pos, PRIO, m.priority);
+    t.set(pos, FLAGS, (m.durable ? F_DURABLE : 0) | (m.subject !== undefined ? F_SUBJECT : 0));
+    this.addLive(home.seg, share(home.size, parts));
+    if (m.id > this.maxMessageId) this.maxMessageId = m.id;
+  }
+
+  private killMessage(queue: string, id: number, killerSeg: number): void {
     const q = this.queues.get(queue);
-    const m = q?.messages.get(id);
-    if (!q || !m) return; // not journaled (non-durable) or already gone
-    q.messages.delete(id);
-    this.kill(m, killer);
+    if (!q) return; // not journaled (non-durable) or already gone
+    const pos = q.messages.find(id);
+    if (pos < 0) return;
+    this.killRow(q, pos, killerSeg);
+  }
+
+  /** Kill a message row: uncount it, and make the killer's segment wait for its copies. */
+  private killRow(q: QueueState, pos: number, killerSeg: number): number {
+    const t = q.messages;
+    const seg = t.get(pos, SEG);
+    this.subLive(seg, share(t.get(pos, FSIZE), t.get(pos, PARTS)));
+    this.tomb(killerSeg, seg);
+    const pending = q.readableAt.get(t.id(pos));
+    if (pending) {
+      this.tomb(killerSeg, pending.seg);
+      q.readableAt.delete(t.id(pos));
+    }
+    return t.removeAt(pos);
+  }
+
+  /** Everything of a queue older than `lsn` dies (its delete, or a newer declare). */
+  private dropQueueState(q: QueueState, killerSeg: number, lsn: number): void {
+    for (const d of q.declares.filter((d) => d.lsn < lsn)) this.kill(d, killerSeg);
+    q.declares = q.declares.filter((d) => d.lsn > lsn);
+    const t = q.messages;
+    for (let pos = t.first(); pos >= 0; ) pos = t.get(pos, LSN) < lsn ? this.killRow(q, pos, killerSeg) : t.next(pos);
+  }
+
+  /** A declare of a queue that exists: the broker drops the old queue (messages, bindings) and makes a new one. */
+  private replaceQueue(q: QueueState, rec: DiskRecord, name: string): void {
+    this.dropQueueState(q, rec.home.seg, rec.lsn);
+    for (const [k, b] of this.bindings) if (b.queue === name && b.rec.lsn < rec.lsn) this.unbind(k, rec.home.seg);
   }
 
   private keepNewest(map: Map<string, DiskRecord>, key: string, rec: DiskRecord): void {
@@ -299,48 +672,63 @@ export class LiveIndex {
     this.ref(rec);
   }
 
-  private unbind(key: string, killer: DiskRecord): void {
+  private unbind(key: string, killerSeg: number): void {
     const b = this.bindings.get(key);
     if (!b) return;
     this.bindings.delete(key);
-    this.kill(b.rec, killer);
+    this.kill(b.rec, killerSeg);
   }
 
   private ref(rec: DiskRecord): void {
-    if (rec.liveRefs++ === 0) {
-      const s = this.segment(rec.home.seg);
-      s.live.add(rec);
-      s.liveBytes += rec.home.size;
-    }
+    if (rec.liveRefs++ === 0) this.addLive(rec.home.seg, rec.home.size);
   }
 
   private unref(rec: DiskRecord): void {
     if (rec.liveRefs <= 0) return;
     if (--rec.liveRefs === 0) {
-      const s = this.segments.get(rec.home.seg);
-      if (s) {
-        s.live.delete(rec);
-        s.liveBytes -= rec.home.size;
-      }
+      this.subLive(rec.home.seg, rec.home.size);
+      if (this.records.get(rec.lsn) === rec) this.records.delete(rec.lsn);
     }
   }
 
-  private kill(target: DiskRecord, killer: DiskRecord): void {
+  private kill(target: DiskRecord, killerSeg: number): void {
     this.unref(target);
-    for (const ks of killer.segs) {
-      const stats = this.segment(ks);
-      for (const t of target.segs) if (t !== ks) stats.tombTargets.add(t);
-    }
+    this.tomb(killerSeg, target.home.seg);
   }
 
-  private moveLive(rec: DiskRecord, from: Location, to: Location): void {
-    const a = this.segments.get(from.seg);
-    if (a) {
-      a.live.delete(rec);
-      a.liveBytes -= from.size;
-    }
-    const b = this.segment(to.seg);
-    b.live.add(rec);
-    b.liveBytes += to.size;
+  /** The killer's segment may only go once the target's segment, and those it was copied from, are gone. */
+  private tomb(killerSeg: number, targetSeg: number): void {
+    const killer = this.segment(killerSeg);
+    if (targetSeg !== killerSeg) killer.tombTargets.add(targetSeg);
+    const from = this.segments.get(targetSeg)?.copiedFrom;
+    if (from) for (const s of from) if (s !== killerSeg) killer.tombTargets.add(s);
   }
+
+  /** A record of segment `from` was copied into `to`: `to` now stands for `from`'s stale copies too. */
+  private noteCopied(from: number, to: number): void {
+    if (from === to) return;
+    const target = this.segment(to);
+    target.copiedFrom.add(from);
+    const earlier = this.segments.get(from)?.copiedFrom;
+    if (earlier) for (const s of earlier) if (s !== to) target.copiedFrom.add(s);
+  }
+
+  private addLive(seg: number, bytes: number): void {
+    const s = this.segment(seg);
+    s.liveCount++;
+    s.liveBytes += bytes;
+  }
+
+  private subLive(seg: number, bytes: number): void {
+    const s = this.segments.get(seg);
+    if (!s) return;
+    s.liveCount--;
+    s.liveBytes -= bytes;
+  }
+
+  private moveLive(from: Location, to: Location, fromParts: number, toParts: number): void {
+    this.subLive(from.seg, share(from.size, fromParts));
+    this.addLive(to.seg, share(to.size, toParts));
+  }
+
 }

@@ -19,8 +19,8 @@
 // paged messages as rows of numbers, not objects that could hold a body.
 
 import type { Broker } from '../broker/broker.js';
-import type { Change, ChangeSink, LoggedChange, MessageRecord } from '../broker/changes.js';
-import { PagedMessage, type BodyLoader } from '../broker/paged-message.js';
+import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
+import type { BodyLoader, PagedMessage } from '../broker/paged-message.js';
 import { JournalReadError } from './errors.js';
 import type { Journal } from './journal.js';
 
@@ -98,11 +98,6 @@ export class Pager implements ChangeSink, BodyLoader {
     this.collect(entry.change);
     if (this.candIds.length > this.pruneAt) this.prune();
     if (this.addedSinceCheck > this.opts.maxMemory / 16) this.schedule();
-  }
-
-  /** A stand-in for a recovered message: its body stays in the journal until needed. */
-  pageRecovered(message: MessageRecord, queue: string): PagedMessage {
-    return PagedMessage.of(message, queue, this);
   }
 
   /** Page out until under the budget (called on a timer and after enough new bytes). */

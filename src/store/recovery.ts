@@ -1,22 +1,21 @@
 // Rebuild the journal's state from its segments at start.
 //
-// Reads every segment in order. A bad frame with nothing valid after it, in the
-// last segment holding data, is a write torn by a crash: it was never confirmed
-// (its fdatasync had not returned), so it is cut away and the start continues.
-// A bad frame followed by valid data is damage: open fails with
-// JournalCorruptError, unless `repair` is set, in which case the journal is cut at
-// that frame and the cut segments are kept as *.corrupt for the operator.
+// Reads the segments in order (from a checkpoint's position when one is given)
+// and applies each record to the LiveIndex in file order, as it is decoded: no
+// map of every record, no message object (the index keeps rows of numbers; see
+// live-index.ts for why file order gives the same state as LSN order).
 //
-// Compaction may leave two copies of a record (crash between copy and delete):
-// the same LSN read twice is one record. The first copy in segment order is the
-// original and the most complete (a copied transaction keeps only its live part).
+// A bad frame with nothing valid after it, in the last segment holding data, is a
+// write torn by a crash: it was never confirmed (its fdatasync had not returned),
+// so it is cut away and the start continues. A bad frame followed by valid data
+// is damage: open fails with JournalCorruptError, unless `repair` is set, in which
+// case the journal is cut at that frame and the cut segments are kept as *.corrupt
+// for the operator.
 
 import { copyFile, open, rename, stat } from 'node:fs/promises';
-import type { LoggedChange, MessageRecord } from '../broker/changes.js';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
-import type { RecordBody } from './record-codec.js';
 import { listSegments, scanSegment, segmentPath } from './segment.js';
 
 export interface RecoveryLogger {
@@ -27,7 +26,6 @@ export interface RecoveryLogger {
 
 export interface RecoveryResult {
   index: LiveIndex;
-  changes: LoggedChange[];
   /** Highest LSN of any record or reservation. */
   lastLsn: number;
   /** Highest LSN of a change (reservations not counted): how far the log itself went. */
@@ -35,32 +33,43 @@ export interface RecoveryResult {
   epoch: number;
   /** Highest segment id present (0 if none). */
   lastSegment: number;
+  /** What was read: records and bytes (after a checkpoint's position only, if one was used). */
+  replayed: { records: number; bytes: number };
+  /** End of the last good record read (or the start position): the synced end of the journal. */
+  end: { seg: number; offset: number };
 }
 
-interface Found {
-  lsn: number;
-  body: RecordBody;
-  home: Location;
-  segs: number[];
+/** Where to start: an index loaded from a checkpoint and the position it covers. */
+export interface RecoveryStart {
+  index: LiveIndex;
+  seg: number;
+  offset: number;
+  /** Highest LSN the checkpoint knows (records and reservations). */
+  lastLsn: number;
 }
 
 export interface RecoveryOptions {
   repair?: boolean;
   logger?: RecoveryLogger;
-  /** Turn each recovered message into a paged stand-in (see JournalOptions.pageRecovered). */
-  pageRecovered?: (message: MessageRecord, queue: string) => MessageRecord;
+  start?: RecoveryStart;
 }
 
 export async function recoverJournal(dir: string, opts: RecoveryOptions): Promise<RecoveryResult> {
-  const page = opts.pageRecovered;
   const log = opts.logger;
-  const ids = await listSegments(dir);
-  const sizes = await Promise.all(ids.map(async (id) => (await stat(segmentPath(dir, id))).size));
-  // Changes by LSN; reservations by upTo (their LSN slot may repeat a change's LSN).
-  const found = new ChangesByLsn();
-  const reservations = new Map<number, Found>();
-  const segmentBytes = new Map<number, number>();
-  let lastSegment = ids.at(-1) ?? 0;
+  const allIds = await listSegments(dir);
+  const allSizes = await Promise.all(allIds.map(async (id) => (await stat(segmentPath(dir, id))).size));
+  const start = opts.start;
+  const index = start?.index ?? new LiveIndex();
+  const from = start ? { seg: start.seg, offset: start.offset } : { seg: 0, offset: 0 };
+  const first = allIds.findIndex((id) => id >= from.seg);
+  const ids = first < 0 ? [] : allIds.slice(first);
+  const sizes = first < 0 ? [] : allSizes.slice(first);
+  const segmentBytes = new Map<number, number>(allIds.map((id, k) => [id, allSizes[k]!]));
+  let lastSegment = allIds.at(-1) ?? 0;
+  let lastLsn = start?.lastLsn ?? 0;
+  let records = 0;
+  let bytes = 0;
+  let end = { seg: from.seg, offset: from.offset };
   // Read the next segment while this one is decoded (a failed read surfaces when awaited).
   const buffers = new SegmentBuffers();
   const readSegment = (k: number): Promise<Buffer> | undefined => {
@@ -76,10 +85,25 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     const file = segmentPath(dir, id);
     const buf = await nextRead!;
     nextRead = readSegment(i + 1);
-    // Paging: bodies are views into `buf` until page() replaces them, so no body is copied.
-    const scan = scanSegment(buf, { copyBodies: !page });
-    if (page) for (const r of scan.records) pageMessages(r.entry.change, page);
-    let end = scan.fileSize;
+    const startAt = id === from.seg ? from.offset : 0;
+    if (buf.length < startAt) {
+      throw new JournalCorruptError(file, buf.length, `the segment ends before offset ${startAt}, where the checkpoint says the journal continues`);
+    }
+    // Bodies are views into `buf`: the index copies the numbers it keeps, nothing keeps a view.
+    const scan = scanSegment(buf, {
+      copyBodies: false,
+      start: startAt,
+      onRecord: (r) => {
+        const loc: Location = { seg: id, offset: r.offset, size: r.size };
+        const body = r.entry.change;
+        index.apply(r.entry.lsn, body, loc);
+        lastLsn = Math.max(lastLsn, body.kind === 'lsn-reservation' ? body.upTo : r.entry.lsn);
+        records++;
+        bytes += r.size;
+        end = { seg: id, offset: r.offset + r.size };
+      },
+    });
+    let segEnd = scan.fileSize;
     let stop = false;
     if (scan.bad) {
       const laterData = sizes.slice(i + 1).some((s) => s > 0);
@@ -89,7 +113,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
           'journal ends in a torn record (crash during a write); cutting it off',
         );
         await truncateFile(file, scan.goodEnd);
-        end = scan.goodEnd;
+        segEnd = scan.goodEnd;
       } else if (opts.repair) {
         log?.error(
           { file, offset: scan.bad.offset, reason: scan.bad.reason, keptAs: `${file}.corrupt` },
@@ -99,101 +123,38 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
         for (const later of ids.slice(i + 1)) {
           const p = segmentPath(dir, later);
           await rename(p, `${p}.corrupt`);
+          segmentBytes.delete(later);
           log?.error({ file: p, keptAs: `${p}.corrupt` }, 'REPAIR: segment after the cut moved aside');
         }
         await truncateFile(file, scan.bad.offset);
         await syncDir(nodeIo, dir);
-        end = scan.bad.offset;
+        segEnd = scan.bad.offset;
         lastSegment = id;
         stop = true;
       } else {
         throw new JournalCorruptError(file, scan.bad.offset, scan.bad.reason);
       }
     }
-    segmentBytes.set(id, end);
-    for (const r of scan.records) {
-      const loc: Location = { seg: id, offset: r.offset, size: r.size };
-      const body = r.entry.change;
-      // Reservations are not changes: their LSN slot may repeat a change's LSN.
-      const seen = body.kind === 'lsn-reservation' ? reservations.get(body.upTo) : found.get(r.entry.lsn);
-      if (seen) {
-        seen.home = loc;
-        seen.segs.push(id);
-      } else {
-        const f: Found = { lsn: r.entry.lsn, body, home: loc, segs: [id] };
-        if (body.kind === 'lsn-reservation') reservations.set(body.upTo, f);
-        else found.add(f);
-      }
-    }
+    segmentBytes.set(id, segEnd);
     if (stop) break;
   }
 
-  const index = new LiveIndex();
-  const all = found.inOrder(reservations.values());
-  let lastLsn = 0;
-  for (const f of all) {
-    index.apply(f.lsn, f.body, f.home, f.segs, true);
-    if (f.body.kind === 'lsn-reservation') lastLsn = Math.max(lastLsn, f.body.upTo);
-    else lastLsn = Math.max(lastLsn, f.lsn);
-  }
   // Byte counts from the files themselves: they include duplicates and dead records.
-  for (const [id, bytes] of segmentBytes) index.segment(id).bytes = bytes;
-  const changes: LoggedChange[] = index.liveChanges().map((c) => ({ lsn: c.lsn, change: c.change, durable: true }));
-  index.releaseBodies();
+  // Segments a checkpoint knew but that compaction deleted since are forgotten.
+  for (const id of [...index.segments.keys()]) if (!segmentBytes.has(id)) index.dropSegment(id);
+  for (const [id, b] of segmentBytes) index.segment(id).bytes = b;
   log?.info(
-    { segments: ids.length, records: all.length, live: changes.length, lastLsn, epoch: index.epoch },
+    { segments: ids.length, records, live: index.messageCount, lastLsn, epoch: index.epoch, fromCheckpoint: start !== undefined },
     'journal recovered',
   );
-  return { index, changes, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment };
-}
-
-/**
- * Records by LSN. Segments are written in LSN order, so nearly every record is
- * newer than all before it and goes on the end of a sorted array; a copy made by
- * compaction (an older LSN in a newer segment) is found there by binary search.
- * Only what fits neither (rare) goes to a map. A map of every record was the
- * biggest cost of recovering a million records.
- */
-class ChangesByLsn {
-  private readonly ordered: Found[] = [];
-  private readonly others = new Map<number, Found>();
-
-  get(lsn: number): Found | undefined {
-    const o = this.ordered;
-    if (o.length > 0 && lsn <= o[o.length - 1]!.lsn) {
-      let lo = 0;
-      let hi = o.length - 1;
-      while (lo <= hi) {
-        const mid = (lo + hi) >>> 1;
-        const v = o[mid]!.lsn;
-        if (v === lsn) return o[mid];
-        if (v < lsn) lo = mid + 1;
-        else hi = mid - 1;
-      }
-    }
-    return this.others.get(lsn);
-  }
-
-  add(f: Found): void {
-    const o = this.ordered;
-    if (o.length === 0 || f.lsn > o[o.length - 1]!.lsn) o.push(f);
-    else this.others.set(f.lsn, f);
-  }
-
-  /** Every record plus `extra`, in LSN order. */
-  inOrder(extra: Iterable<Found>): Found[] {
-    const more = [...this.others.values(), ...extra];
-    if (more.length === 0) return this.ordered;
-    return this.ordered.concat(more).sort((a, b) => a.lsn - b.lsn);
-  }
+  return { index, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment, replayed: { records, bytes }, end };
 }
 
 /**
  * Two read buffers used in turn (one being decoded, one being filled). Reusing
  * them matters: a fresh 64 MiB buffer per segment costs a page fault per 4 KiB,
  * which made reading a 1 GiB journal ten times slower than the copy itself. Safe
- * because nothing decoded keeps a view into the buffer: bodies are copied, or
- * replaced by paged stand-ins before the buffer is reused.
+ * because nothing decoded keeps a view into the buffer.
  */
 class SegmentBuffers {
   private readonly bufs = [Buffer.alloc(0), Buffer.alloc(0)];
@@ -218,11 +179,6 @@ class SegmentBuffers {
       await fh.close();
     }
   }
-}
-
-function pageMessages(body: RecordBody, page: (message: MessageRecord, queue: string) => MessageRecord): void {
-  if (body.kind === 'enqueue') body.message = page(body.message, body.queue);
-  else if (body.kind === 'transaction' || body.kind === 'dr-transaction') for (const op of body.changes) pageMessages(op, page);
 }
 
 async function truncateFile(file: string, length: number): Promise<void> {

@@ -82,15 +82,23 @@ export interface SegmentScan {
   bad?: { offset: number; reason: string; validAfter: boolean };
 }
 
-export function scanSegment(buf: Buffer, options?: DecodeOptions): SegmentScan {
+export interface ScanOptions extends DecodeOptions {
+  /** Offset of the first frame to read (a checkpoint covers what is before it). Default 0. */
+  start?: number;
+  /** Called for each good frame instead of collecting them in `records` (which stays empty). */
+  onRecord?: (r: ScannedRecord) => void;
+}
+
+export function scanSegment(buf: Buffer, options?: ScanOptions): SegmentScan {
   const records: ScannedRecord[] = [];
-  let offset = 0;
+  const onRecord = options?.onRecord ?? ((r: ScannedRecord) => void records.push(r));
+  let offset = options?.start ?? 0;
   while (offset < buf.length) {
     const f = readFrame(buf, offset, options);
     if (f.status === 'bad') {
       return { records, goodEnd: offset, fileSize: buf.length, bad: { offset, reason: f.reason, validAfter: hasValidFrameAfter(buf, offset + 1) } };
     }
-    records.push({ offset, size: f.size, entry: f.entry });
+    onRecord({ offset, size: f.size, entry: f.entry });
     offset += f.size;
   }
   return { records, goodEnd: offset, fileSize: buf.length };

@@ -24,7 +24,7 @@ async function runSessions(seed: number, dataDir: string) {
   const sessions = 3;
   let lastChunkFirstLsn = 0;
   for (let s = 0; s < sessions; s++) {
-    const { journal, recovered } = await Journal.open({ dataDir, autoCompact: false, segmentBytes: 2048, reserveLsnBlock: 50 });
+    const { journal, recovered } = await Journal.open({ materialize: true, dataDir, autoCompact: false, segmentBytes: 2048, reserveLsnBlock: 50 });
     // Every earlier session closed cleanly: the recovery equals the whole model.
     expect(modelState(recovered.changes.map((c) => c.change))).toEqual(modelState(journaled(work.log)));
     expect(recovered.lastLsn).toBeGreaterThanOrEqual(maxLsnEver);
@@ -99,7 +99,7 @@ describe('journal crash property', () => {
 
       for (let cut = firstCut; cut <= lastBuf.length; cut++) {
         await stage(srcJournal, crashDir, segIds, lastBuf.subarray(0, cut));
-        const { journal, recovered } = await Journal.open({ dataDir: crashDir, autoCompact: false });
+        const { journal, recovered } = await Journal.open({ materialize: true, dataDir: crashDir, autoCompact: false });
         await journal.close();
         expect(modelState(recovered.changes.map((c) => c.change)), `cut at ${cut}`).toEqual(expectedFor(cut));
         expect(recovered.lastLsn).toBeGreaterThanOrEqual(maxLsnEver);
@@ -110,7 +110,7 @@ describe('journal crash property', () => {
       const flippedTail = Buffer.from(lastBuf);
       flippedTail[lastRec.offset + lastRec.size - 1]! ^= 0x01;
       await stage(srcJournal, crashDir, segIds, flippedTail);
-      const t = await Journal.open({ dataDir: crashDir, autoCompact: false });
+      const t = await Journal.open({ materialize: true, dataDir: crashDir, autoCompact: false });
       await t.journal.close();
       expect(modelState(t.recovered.changes.map((c) => c.change))).toEqual(expectedFor(lastRec.offset));
 
@@ -118,7 +118,7 @@ describe('journal crash property', () => {
       const flippedMid = Buffer.from(lastBuf);
       flippedMid[tail[0]!.offset + 9]! ^= 0x01;
       await stage(srcJournal, crashDir, segIds, flippedMid);
-      const err = await Journal.open({ dataDir: crashDir, autoCompact: false }).catch((e: unknown) => e);
+      const err = await Journal.open({ materialize: true, dataDir: crashDir, autoCompact: false }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(JournalCorruptError);
       expect((err as JournalCorruptError).offset).toBe(tail[0]!.offset);
       expect((await readdir(crashDir)).includes('tandemd.lock')).toBe(false);

@@ -43,7 +43,7 @@ describe('journal disk full', () => {
     await writeFile(ballast, Buffer.alloc(512 * 1024));
     const warnings: unknown[] = [];
     const logger = { info() {}, warn: (o: unknown) => void warnings.push(o), error: (o: unknown) => void warnings.push(o) };
-    const { journal } = await Journal.open({ dataDir, segmentBytes: 8 * 1024 * 1024, logger, autoCompact: false });
+    const { journal } = await Journal.open({ materialize: true, dataDir, segmentBytes: 8 * 1024 * 1024, logger, autoCompact: false });
     let lsn = 1_000_000;
     const confirmed: LoggedChange[] = [];
     const append = (e: Omit<LoggedChange, 'lsn'>): LoggedChange => {
@@ -92,7 +92,7 @@ describe('journal disk full', () => {
 
     // Recovery is clean and holds exactly the confirmed records (less what they consumed).
     const recoveryWarnings: unknown[] = [];
-    const r = await Journal.open({ dataDir, logger: { info() {}, warn: (o: unknown) => void recoveryWarnings.push(o), error: (o: unknown) => void recoveryWarnings.push(o) }, autoCompact: false });
+    const r = await Journal.open({ materialize: true, dataDir, logger: { info() {}, warn: (o: unknown) => void recoveryWarnings.push(o), error: (o: unknown) => void recoveryWarnings.push(o) }, autoCompact: false });
     await r.journal.close();
     expect(recoveryWarnings).toEqual([]);
     const expectIds = confirmed.filter((e) => e.change.kind === 'enqueue').map((e) => (e.change as { message: { id: number } }).message.id).filter((x) => x !== 2);

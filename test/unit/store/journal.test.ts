@@ -17,7 +17,7 @@ async function fresh(): Promise<string> {
   return d;
 }
 async function open(dataDir: string, extra: Partial<Parameters<typeof Journal.open>[0]> = {}) {
-  const r = await Journal.open({ dataDir, autoCompact: false, ...extra });
+  const r = await Journal.open({ materialize: true, dataDir, autoCompact: false, ...extra });
   journals.push(r.journal);
   return r;
 }
@@ -63,7 +63,7 @@ describe('journal', () => {
   it('journal - an empty directory recovers to nothing and reserves LSNs ahead', async () => {
     const dataDir = await fresh();
     const { journal, recovered } = await open(dataDir);
-    expect(recovered).toEqual({ changes: [], lastLsn: 0, lastChangeLsn: 0, epoch: 0 });
+    expect({ ...recovered, changes: recovered.changes }).toEqual({ config: [], messages: 0, maxMessageId: 0, changes: [], lastLsn: 0, lastChangeLsn: 0, epoch: 0 });
     await journal.close();
     const again = await open(dataDir, { reserveLsnBlock: 1000 });
     // The first open reserved 1..1,000,000 before handing anything out.
@@ -183,7 +183,7 @@ describe('journal', () => {
     buf[victim.offset + victim.size - 2]! ^= 0x40;
     await writeFile(file, buf);
 
-    const err = await Journal.open({ dataDir }).catch((e: unknown) => e);
+    const err = await Journal.open({ materialize: true, dataDir }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(JournalCorruptError);
     expect(isStoreError(err)).toBe(true);
     const ce = err as JournalCorruptError;
@@ -207,7 +207,7 @@ describe('journal', () => {
   it('journal - a second journal on the same directory fails with the holder PID; a stale lock is taken over', async () => {
     const dataDir = await fresh();
     const { journal } = await open(dataDir);
-    const err = await Journal.open({ dataDir }).catch((e: unknown) => e);
+    const err = await Journal.open({ materialize: true, dataDir }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DataDirLockedError);
     expect((err as DataDirLockedError).code).toBe('TANDEM_ERR_DATA_DIR_LOCKED');
     expect((err as DataDirLockedError).pid).toBe(process.pid);
@@ -242,9 +242,13 @@ describe('journal', () => {
     await journal.close();
     const { recovered } = await open(dataDir);
     expect(modelState(recovered.changes.map((c) => c.change))).toEqual(modelState(log.map((e) => e.change)));
+    // The transaction's live part: its one live enqueue, as a message with the transaction's LSN.
+    expect(recovered.changes.map((c) => c.lsn)).toEqual([1, 2, 4]);
+    expect(recovered.changes[2]!.change).toEqual({ kind: 'enqueue', queue: 'b', message: message(2) });
+    expect(recovered.messages).toBe(1);
+    expect(recovered.maxMessageId).toBe(4);
     // 8 (the delete) is dead, but as the newest change it stays: it is how far the log went.
-    expect(recovered.changes.map((c) => c.lsn)).toEqual([1, 2, 4, 8]);
-    expect(recovered.changes[2]!.change).toEqual({ kind: 'transaction', changes: [{ kind: 'enqueue', queue: 'b', message: message(2) }] });
+    expect(recovered.lastChangeLsn).toBe(8);
   });
 
   it('journal - destroy fails outstanding waiters at once; both close and destroy are idempotent', async () => {
@@ -261,5 +265,23 @@ describe('journal', () => {
     expect(isStoreError(err)).toBe(true);
     c.release();
     await journal.close();
+  });
+
+  it('journal - a declare of a queue that exists replaces it, as the broker does: its older messages and bindings are dead', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    journal.append(declare(1));
+    journal.append(enqueue(2, 1));
+    journal.append({ lsn: 3, change: { kind: 'bind', exchange: 'amq.direct', queue: 'q', key: 'k' }, durable: true });
+    journal.append(declare(4)); // an HA backup applying a primary's delete-and-recreate it did not see
+    journal.append(enqueue(5, 2));
+    await durable(journal, 5);
+    await journal.close();
+    const { recovered } = await open(dataDir);
+    expect(recovered.changes.map((c) => [c.lsn, c.change.kind])).toEqual([
+      [4, 'queue-declare'],
+      [5, 'enqueue'],
+    ]);
+    expect(recovered.maxMessageId).toBe(2);
   });
 });

@@ -9,6 +9,7 @@ import { PagedMessage } from '../../../src/broker/paged-message.js';
 import type { Queue, QueueEntry } from '../../../src/broker/queue.js';
 import { Journal } from '../../../src/store/journal.js';
 import { Pager } from '../../../src/store/pager.js';
+import { restoreBroker } from '../../../src/store/restore.js';
 import { FakeConsumer, msg, qs } from '../broker/helpers.js';
 import { removeDir, tempDir } from './helpers.js';
 
@@ -26,10 +27,10 @@ async function open(dataDir: string, maxMemory: number, segmentBytes = 256 * KiB
   const broker = new Broker();
   let journal: Journal | undefined;
   const pager = new Pager({ broker, journal: () => journal, maxMemory, log: silent, readAheadCount: 16 });
-  const opened = await Journal.open({ dataDir, segmentBytes, pageRecovered: (m, q) => pager.pageRecovered(m, q) });
+  const opened = await Journal.open({ dataDir, segmentBytes });
   journal = opened.journal;
   journals.push(journal);
-  for (const entry of opened.recovered.changes) broker.apply(entry, { adopt: false });
+  restoreBroker(broker, journal, opened.recovered, pager);
   broker.log.resumeAfter(opened.recovered.lastLsn);
   broker.log.attach(journal);
   broker.log.attach(pager);
