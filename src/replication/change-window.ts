@@ -100,6 +100,12 @@ export class ChangeWindow {
     return i === undefined ? undefined : this.recordIn(i);
   }
 
+  /** When the change at `seq` was made (the `at` it was pushed with), without decoding it. */
+  timeAt(seq: number): number | undefined {
+    const i = this.slot(seq);
+    return i === undefined ? undefined : this.times[i];
+  }
+
   /** The LSN at `seq`, without decoding the change. */
   lsnAt(seq: number): number | undefined {
     const i = this.slot(seq);

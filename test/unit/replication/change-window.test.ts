@@ -28,6 +28,7 @@ describe('change window', () => {
       const s = w.at(w.firstSeq + k)!;
       expect(s.entry).toEqual(e);
       expect(s.at).toBe(1000 + e.lsn);
+      expect(w.timeAt(w.firstSeq + k)).toBe(1000 + e.lsn);
       expect(w.lsnAt(w.firstSeq + k)).toBe(e.lsn);
       expect(w.recordAt(w.firstSeq + k)).toEqual(encodeChange(e));
     });
