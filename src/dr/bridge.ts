@@ -52,7 +52,8 @@ export class DrBridge {
   private attemptTimer: NodeJS.Timeout | undefined;
   private readonly failures: string[] = [];
   private stream = new Map<string, StreamQueue>();
-  private snapshotIds: Map<string, Set<number>> | undefined;
+  /** During a copy: per mirror, the messages it held that the copy has not shown yet. */
+  private snapshotStale: Map<string, Set<number>> | undefined;
   /** The queue set the current link was opened for (the manager restarts us when it changes). */
   carries = '';
   state: LinkState = 'idle';
@@ -220,7 +221,7 @@ export class DrBridge {
             return [r.queue, { mode: r.mode, pos: r.from, time: p?.time ?? 0, awaitingCopy: r.from === 0 }];
           }),
         );
-        this.snapshotIds = undefined;
+        this.snapshotStale = undefined;
         this.host.log.info({ source: address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
         receiver.add_credit(CREDIT);
       });
@@ -306,11 +307,13 @@ export class DrBridge {
         return 0;
       case 'snapshot-begin': {
         this.state = 'snapshot';
-        this.snapshotIds = new Map();
+        this.snapshotStale = new Map();
         for (const q of m.queues ?? []) {
           const s = this.stream.get(q);
           if (s) s.awaitingCopy = true;
-          this.snapshotIds.set(q, new Set());
+          // Memory goes with what a mirror already holds, not with the size of the copy.
+          const local = broker.queues.get(q);
+          if (s?.mode === 'enqueue-and-dequeue' && local && local.depth > 0) this.snapshotStale.set(q, new Set(local.ids()));
         }
         this.host.log.info({ queues: m.queues, reason: m.reason }, 'DR: the source is sending a snapshot of queues');
         return 0;
@@ -319,7 +322,7 @@ export class DrBridge {
         const ops: TxOp[] = [];
         for (const e of m.entries ?? []) {
           if (e.change.kind !== 'enqueue' || !this.live(e.change.queue)) continue;
-          this.snapshotIds?.get(e.change.queue)?.add(e.change.message.id);
+          this.snapshotStale?.get(e.change.queue)?.delete(e.change.message.id);
           if (!broker.queues.get(e.change.queue)?.has(e.change.message.id)) ops.push(e.change);
         }
         return this.record([], 0, 0, ops);
@@ -332,13 +335,13 @@ export class DrBridge {
           if (!s || !this.live(q)) continue;
           queues.push(q);
           // A mirror holds exactly the source's contents: what the copy lacks was dequeued there.
-          const ids = this.snapshotIds?.get(q) ?? new Set<number>();
           const local = broker.queues.get(q);
-          if (s.mode === 'enqueue-and-dequeue' && local) for (const id of [...local.ids()]) if (!ids.has(id)) ops.push({ kind: 'dequeue', queue: q, id });
+          const stale = this.snapshotStale?.get(q);
+          if (s.mode === 'enqueue-and-dequeue' && local && stale) for (const id of stale) if (local.has(id)) ops.push({ kind: 'dequeue', queue: q, id });
         }
         const lsn = this.record(queues, m.lsn, m.time, ops, true);
         for (const q of queues) Object.assign(this.stream.get(q)!, { pos: m.lsn, time: m.time, awaitingCopy: false });
-        this.snapshotIds = undefined;
+        this.snapshotStale = undefined;
         this.state = 'connected';
         this.host.log.info({ queues, lsn: m.lsn }, 'DR: snapshot applied; following the log');
         return lsn;

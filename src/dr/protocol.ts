@@ -10,7 +10,7 @@
 // flow control there is: the source keeps no per-bridge acknowledgement state.
 import rhea from 'rhea';
 import type { DrMode, LoggedChange } from '../broker/changes.js';
-import { bodyBytes, decodeRecordBatch, encodeRecordBatch } from '../replication/protocol.js';
+import { bodyBytes, decodeRecordBatch, encodeRecordBatch, lengthPrefixed } from '../replication/protocol.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -51,13 +51,15 @@ export interface DrStreamMessage {
   queues?: string[];
   reason?: string;
   entries?: LoggedChange[];
+  /** When sending: the records already encoded by the record codec (instead of `entries`). */
+  records?: Buffer[];
 }
 
 export function encodeDrMessage(m: DrStreamMessage): Buffer {
   const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn, time: m.time, head: m.head, now: m.now };
   if (m.queues) props.queues = JSON.stringify(m.queues);
   if (m.reason) props.reason = m.reason;
-  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(encodeRecordBatch(m.entries)) }) as Buffer;
+  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(m.records ? lengthPrefixed(m.records) : encodeRecordBatch(m.entries)) }) as Buffer;
 }
 
 export function decodeDrMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): DrStreamMessage {

@@ -11,19 +11,15 @@ import type { Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
-import { copyMessage } from '../broker/paged-message.js';
 import type { Logger } from '../ops/log.js';
 import { ChangeWindow, type Stamped } from '../replication/change-window.js';
+import { encodeChange } from '../store/record-codec.js';
 import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { peekQueueChange } from './record-peek.js';
+import { DrSnapshotReader } from './snapshot.js';
 
 const BATCH_RECORDS = 256;
 const BATCH_BYTES = 256 * 1024;
-
-function sizeOf(c: Change): number {
-  if (c.kind === 'enqueue') return 64 + c.message.bytes.length;
-  if (c.kind === 'transaction') return 64 + c.changes.reduce((n, op) => n + (op.kind === 'enqueue' ? op.message.bytes.length + 64 : 32), 0);
-  return 64;
-}
 
 export interface DrSourceOptions {
   broker: Broker;
@@ -64,6 +60,7 @@ export class DrSource implements ChangeSink {
     const k = entry.change.kind;
     if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete') {
       this.window.push(entry, this.headTime);
+      if (k === 'enqueue' || k === 'transaction') for (const s of this.streams) s.noteChange(entry.change);
     }
     if (this.streams.size > 0 && !this.askScheduled) {
       // After the other sinks: a backup that loaded a snapshot attached its new journal after us,
@@ -114,7 +111,7 @@ export class DrSource implements ChangeSink {
   }
 
   /** One question to the gate at a time, for the newest LSN: cheap under load. */
-  private askSafe(): void {
+  askSafe(): void {
     if (this.asking || this.safeLsn >= this.headLsn) return;
     this.asking = true;
     const lsn = this.headLsn;
@@ -138,12 +135,12 @@ function refuse(sender: Sender, condition: string, description: string): void {
   sender.close({ condition, description });
 }
 
-/** One bridge's link: declares, snapshots it needs, then the window, by credit. */
+/** One bridge's link: declares, the copies it needs, then the window, by credit. */
 export class DrStream {
   closed = false;
   private readonly queues = new Map<string, { mode: DrRequestQueue['mode']; from: number }>();
   private declares: LoggedChange[] | undefined;
-  private snapshot: { queues: string[]; lsn: number; reason: string; entries: LoggedChange[]; pos: number; begun: boolean } | undefined;
+  private snapshot: PendingSnapshot | undefined;
   private cursor: number;
   private covered: number;
   private sent = 0;
@@ -180,14 +177,9 @@ export class DrStream {
       if (q) this.declares.push({ lsn: 0, durable: true, change: { kind: 'queue-declare', name: q.name, settings: q.settings } });
     }
     if (snapQueues.length > 0) {
-      const entries: LoggedChange[] = [];
-      for (const name of snapQueues) {
-        const q = broker.queues.get(name);
-        if (!q) continue;
-        for (const e of q.entries()) entries.push({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: name, message: copyMessage(e.msg, e.deliveryCount) } });
-      }
-      this.snapshot = { queues: snapQueues, lsn: head, reason: reasons.join('; '), entries, pos: 0, begun: false };
-      source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: entries.length, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
+      const reader = new DrSnapshotReader(broker, snapQueues, head);
+      this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [] };
+      source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
     }
     const froms = [...this.queues.values()].map((q) => q.from);
     const start = Math.min(head, ...froms);
@@ -196,9 +188,26 @@ export class DrStream {
     source.opts.log.info({ bridge: remote, queues: request.map((r) => `${r.queue}(${r.mode}) from ${r.from}`), start }, 'DR bridge attached');
   }
 
+  /** The source logged a change (after the snapshot point of a copy in progress). */
+  noteChange(change: Change): void {
+    this.snapshot?.reader.noteChange(change);
+  }
+
   /** Send what credit allows. */
   pump(): void {
     if (this.closed) return;
+    try {
+      this.pumpOrThrow();
+    } catch (err) {
+      // A body the journal cannot give back, for instance: the bridge reconnects and the copy starts over.
+      const description = `the DR source could not read what it sends: ${(err as Error).message}`;
+      this.source.opts.log.error({ bridge: this.remote, err: (err as Error).message }, 'DR: stream failed; closing the link');
+      this.closed = true;
+      this.link.close({ condition: 'amqp:internal-error', description });
+    }
+  }
+
+  private pumpOrThrow(): void {
     const src = this.source;
     for (let guard = 0; guard < 10_000 && this.credit() > 0; guard++) {
       if (this.declares) {
@@ -208,26 +217,7 @@ export class DrStream {
       }
       const snap = this.snapshot;
       if (snap) {
-        // A snapshot of changes not yet safe could show a state a source failover loses.
-        if (src.safeLsn < snap.lsn) break;
-        if (!snap.begun) {
-          snap.begun = true;
-          this.send({ kind: 'snapshot-begin', lsn: 0, queues: snap.queues, reason: snap.reason });
-          continue;
-        }
-        if (snap.pos < snap.entries.length) {
-          const batch: LoggedChange[] = [];
-          let bytes = 0;
-          while (snap.pos < snap.entries.length && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
-            const e = snap.entries[snap.pos++];
-            batch.push(e);
-            bytes += sizeOf(e.change);
-          }
-          this.send({ kind: 'snapshot', lsn: 0, entries: batch });
-          continue;
-        }
-        this.snapshot = undefined;
-        this.send({ kind: 'snapshot-end', lsn: snap.lsn, queues: snap.queues });
+        if (!this.pumpSnapshot(snap)) break;
         continue;
       }
       const w = src.window;
@@ -237,24 +227,59 @@ export class DrStream {
         this.closed = true;
         return;
       }
-      const batch: LoggedChange[] = [];
+      const records: Buffer[] = [];
       let bytes = 0;
-      let last: Stamped | undefined;
-      while (this.cursor < w.endSeq && batch.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
-        if ((w.lsnAt(this.cursor) as number) > src.safeLsn) break;
-        const s = w.at(this.cursor) as Stamped;
-        this.cursor++;
-        last = s;
-        const f = this.filter(s.entry);
-        if (f) {
-          batch.push(f);
-          bytes += sizeOf(f.change);
+      let lastSeq = -1;
+      while (this.cursor < w.endSeq && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+        const lsn = w.lsnAt(this.cursor) as number;
+        if (lsn > src.safeLsn) break;
+        const record = this.filtered(this.cursor, lsn);
+        lastSeq = this.cursor++;
+        if (record) {
+          records.push(record);
+          bytes += record.length;
         }
       }
-      if (!last) break;
-      this.covered = last.entry.lsn;
-      if (batch.length > 0) this.send({ kind: 'changes', lsn: last.entry.lsn, time: last.at, entries: batch });
+      if (lastSeq < 0) break;
+      this.covered = w.lsnAt(lastSeq) as number;
+      if (records.length > 0) this.send({ kind: 'changes', lsn: this.covered, time: w.timeAt(lastSeq) as number, records });
     }
+  }
+
+  /**
+   * One step of a copy; false when it must wait. A batch is read when there is
+   * credit for it, but sent only once the source LSN it was read at is safe: it
+   * may show changes after the snapshot point (a dequeue) that a source failover
+   * could take back.
+   */
+  private pumpSnapshot(snap: PendingSnapshot): boolean {
+    const src = this.source;
+    // A copy of changes not yet safe could show a state a source failover loses.
+    if (src.safeLsn < snap.reader.lsn) return false;
+    if (!snap.begun) {
+      snap.begun = true;
+      this.send({ kind: 'snapshot-begin', lsn: 0, queues: snap.reader.queues, reason: snap.reason });
+      return true;
+    }
+    const first = snap.ready[0];
+    if (first && first.readAt <= src.safeLsn) {
+      snap.ready.shift();
+      this.send({ kind: 'snapshot', lsn: 0, records: first.records });
+      return true;
+    }
+    if (!snap.reader.done && snap.ready.length < this.credit()) {
+      const batch = snap.reader.next(BATCH_RECORDS, BATCH_BYTES);
+      if (batch.length > 0) snap.ready.push({ records: batch.map((e) => encodeChange(e)), readAt: src.headLsn });
+      return true;
+    }
+    if (first) {
+      src.askSafe();
+      return false;
+    }
+    this.snapshot = undefined;
+    this.send({ kind: 'snapshot-end', lsn: snap.reader.lsn, queues: snap.reader.queues });
+    src.opts.log.info({ bridge: this.remote, queues: snap.reader.queues, lsn: snap.reader.lsn, messages: snap.reader.copied }, 'DR: snapshot sent; following the log');
+    return true;
   }
 
   heartbeat(): void {
@@ -266,22 +291,39 @@ export class DrStream {
     this.send({ kind: 'heartbeat', lsn: this.covered, time: Date.now() });
   }
 
+  /**
+   * The window's change at `seq` as this bridge gets it, encoded (undefined: not
+   * for it). Enqueues and dequeues, nearly all of the log, are filtered on their
+   * queue name and sent as the window holds them: no decode, no encode.
+   */
+  private filtered(seq: number, lsn: number): Buffer | undefined {
+    const w = this.source.window;
+    const record = w.recordAt(seq) as Buffer;
+    const peeked = peekQueueChange(record);
+    if (peeked) return this.wants(peeked.queue, lsn, peeked.dequeue) ? record : undefined;
+    const entry = (w.at(seq) as Stamped).entry;
+    const f = this.filter(entry);
+    if (!f) return undefined;
+    return f === entry ? record : encodeChange(f);
+  }
+
+  private wants(queue: string, lsn: number, dequeue: boolean): boolean {
+    const q = this.queues.get(queue);
+    return q !== undefined && lsn > q.from && (!dequeue || q.mode === 'enqueue-and-dequeue');
+  }
+
   private filter(entry: LoggedChange): LoggedChange | undefined {
     const c = entry.change;
-    const want = (queue: string, dequeue: boolean): boolean => {
-      const q = this.queues.get(queue);
-      return q !== undefined && entry.lsn > q.from && (!dequeue || q.mode === 'enqueue-and-dequeue');
-    };
     switch (c.kind) {
       case 'queue-declare':
       case 'queue-delete':
         return this.queues.has(c.name) ? entry : undefined;
       case 'enqueue':
-        return want(c.queue, false) ? entry : undefined;
+        return this.wants(c.queue, entry.lsn, false) ? entry : undefined;
       case 'dequeue':
-        return want(c.queue, true) ? entry : undefined;
+        return this.wants(c.queue, entry.lsn, true) ? entry : undefined;
       case 'transaction': {
-        const changes = c.changes.filter((op) => want(op.queue, op.kind === 'dequeue'));
+        const changes = c.changes.filter((op) => this.wants(op.queue, entry.lsn, op.kind === 'dequeue'));
         if (changes.length === 0) return undefined;
         return changes.length === c.changes.length ? entry : { lsn: entry.lsn, durable: entry.durable, change: { kind: 'transaction', changes } };
       }
@@ -303,4 +345,12 @@ export class DrStream {
     // Settled at once: the bridge's credit is the only acknowledgement.
     if (!d.settled) d.update(true);
   }
+}
+
+interface PendingSnapshot {
+  reader: DrSnapshotReader;
+  reason: string;
+  begun: boolean;
+  /** Batches read, encoded, waiting for credit or for the LSN they were read at to be safe. */
+  ready: Array<{ records: Buffer[]; readAt: number }>;
 }
