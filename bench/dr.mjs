@@ -1,25 +1,37 @@
-// DR benchmark (not a test): two tandemd processes on 127.0.0.1 (primary,
-// secondary) from this tree's dist/.
-//  1. Apply throughput: the secondary is stopped while N 1 KiB messages are sent
-//     to an enqueue-only DR queue; on restart it catches up from the source's
-//     retained window; changes/s = N / catch-up time.
-//  2. Lag under steady load: the primary's own throughput is measured first
+// DR benchmark (not a test): tandemd processes on 127.0.0.1 (primary,
+// secondary) from this tree's dist/ (or DR_BENCH_ROOT's).
+//  1. Catch-up from the retained log: the secondary is stopped while N 1 KiB
+//     messages are sent to an enqueue-only DR queue; on restart it catches up from
+//     the source's retained window; changes/s = N / catch-up time.
+//  2. Mirror catch-up: the same with an enqueue-and-dequeue queue where a consumer
+//     on the primary took half of the messages while the secondary was down
+//     (1.5 N changes: enqueues and dequeues).
+//  3. Snapshot: a queue holding S 1 KiB durable messages on a primary whose
+//     max-memory (16 MiB) keeps most bodies paged out to its journal is added on
+//     the secondary, which copies it; messages/s and the primary's memory.
+//  4. Lag under steady load: the primary's own throughput is measured first
 //     (blast of at-least-once sends); then messages carrying their send time are
 //     sent at half that rate for DURATION s while an admin browser on the
 //     secondary sees them arrive; lag = arrival - send time (same clock).
-// Usage: node bench/dr.mjs [N=50000] [DURATION=20]
+// CPU seconds (user + system, /proc/PID/stat) are reported beside every rate: on
+// a shared machine they say more than the wall clock.
+// Usage: node bench/dr.mjs [N=100000] [DURATION=20] [S=300000]
+// DR_BENCH_PROF=DIR: run the brokers with --cpu-prof into DIR (stopped with
+// SIGTERM so their profiles are written); aggregate with bench/cpuprofile-top.mjs.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 const require = createRequire(import.meta.url);
-const rhea = require('../node_modules/rhea');
-const root = resolve(import.meta.dirname, '..');
-const N = Number(process.argv[2] ?? 50_000);
+const root = resolve(process.env.DR_BENCH_ROOT ?? resolve(import.meta.dirname, '..'));
+const rhea = require(join(root, 'node_modules', 'rhea'));
+const N = Number(process.argv[2] ?? 100_000);
 const DURATION = Number(process.argv[3] ?? 20);
+const S = Number(process.argv[4] ?? 300_000);
 const BODY = Buffer.alloc(1024, 'x');
+const PROF = process.env.DR_BENCH_PROF;
 const procs = new Set();
 const dirs = [];
 process.on('exit', () => {
@@ -28,10 +40,27 @@ process.on('exit', () => {
 });
 const log = (...a) => process.stderr.write(`[dr-bench] ${a.join(' ')}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const load = () => loadavg().map((x) => Math.round(x * 100) / 100);
+const round2 = (x) => Math.round(x * 100) / 100;
 
-function start(dataDir) {
+/** CPU seconds (user + system) a process has used so far. */
+function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/** Resident and peak resident memory of a process, MiB. */
+function memory(pid) {
+  const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (k) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
+  return { rssMiB: Math.round(kib('VmRSS') / 1024), peakMiB: Math.round(kib('VmHWM') / 1024) };
+}
+
+function start(dataDir, name, args = []) {
   return new Promise((resolveP, reject) => {
-    const p = spawn(process.execPath, [join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const prof = PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+    const p = spawn(process.execPath, [...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', 'warn', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     procs.add(p);
     p.on('exit', () => procs.delete(p));
     let out = '';
@@ -44,9 +73,24 @@ function start(dataDir) {
   });
 }
 
+/** SIGTERM (so a profile is written) and wait for the exit. */
+async function stop(b) {
+  if (b.proc.exitCode !== null) return;
+  const gone = new Promise((r) => b.proc.once('exit', r));
+  b.proc.kill(PROF ? 'SIGTERM' : 'SIGKILL');
+  await gone;
+}
+
+function tempDir(prefix) {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+}
+
 function connect(port, props = {}) {
   const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false, properties: props });
   conn.on('error', () => undefined);
+  conn.on('disconnected', () => undefined);
   return new Promise((r) => conn.once('connection_open', () => r(conn)));
 }
 
@@ -88,41 +132,128 @@ async function send(port, address, count, { rate, bodyOf } = {}) {
   return Date.now() - t0;
 }
 
-async function drRow(port) {
-  return (await mgmt(port, 'DR-STATUS')).queues[0];
+/** Take (accept) `count` messages from a queue. */
+async function consume(port, address, count) {
+  const conn = await connect(port);
+  await new Promise((done) => {
+    let got = 0;
+    const r = conn.open_receiver({ source: { address }, credit_window: 500, autoaccept: false });
+    r.on('message', (ctx) => {
+      if (got >= count) return;
+      ctx.delivery.accept();
+      if (++got === count) {
+        r.close();
+        done();
+      }
+    });
+  });
+  conn.close();
+}
+
+async function drRow(port, queue) {
+  return (await mgmt(port, 'DR-STATUS')).queues.find((r) => r.queue === queue);
+}
+
+async function waitConnected(port, queue) {
+  for (let i = 0; i < 200; i++) {
+    const row = await drRow(port, queue);
+    if (row?.link === 'connected') return;
+    await sleep(50);
+  }
+  throw new Error(`DR queue ${queue} never connected`);
+}
+
+/** Until the secondary's DR queue has applied `head` with `depth` messages; bounded. */
+async function waitApplied(port, queue, head, depth, timeoutMs = 600_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const row = await drRow(port, queue);
+    if (row && row.link === 'connected' && row['applied-position'] >= head && row.depth === depth) return row;
+    if (Date.now() > deadline) throw new Error(`DR queue ${queue} did not reach ${head}/${depth}: ${JSON.stringify(row)}`);
+    await sleep(20);
+  }
 }
 
 const pct = (xs, p) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 
-async function main() {
-  const d1 = mkdtempSync(join(tmpdir(), 'dr-bench-p-'));
-  const d2 = mkdtempSync(join(tmpdir(), 'dr-bench-s-'));
-  dirs.push(d1, d2);
-  const primary = await start(d1);
-  let secondary = await start(d2);
-  await mgmt(primary.port, 'CREATE', { durable: true }, 'queue', 'bench');
-  await mgmt(secondary.port, 'DR-ADD', { queue: 'bench', source: `127.0.0.1:${primary.port}`, mode: 'enqueue-only' });
-  for (let i = 0; i < 100 && (await drRow(secondary.port)).link !== 'connected'; i++) await sleep(100);
-
-  // 1. catch-up throughput from the retained window
-  secondary.proc.kill('SIGKILL');
-  await sleep(200);
-  const sendMs = await send(primary.port, 'bench', N);
-  log(`sent ${N} x 1 KiB to the primary in ${sendMs} ms (${Math.round(N / (sendMs / 1000))} msg/s, secondary down)`);
+/** Scenarios 1 and 2: the secondary down while the primary works, then its catch-up. */
+async function catchUp(primary, secondaryDir, queue, mode, consumeHalf) {
+  let secondary = await start(secondaryDir, `secondary-${queue}`);
+  await mgmt(primary.port, 'CREATE', { durable: true }, 'queue', queue);
+  await mgmt(secondary.port, 'DR-ADD', { queue, source: `127.0.0.1:${primary.port}`, mode });
+  await waitConnected(secondary.port, queue);
+  await stop(secondary);
+  const sendMs = await send(primary.port, queue, N);
+  if (consumeHalf) await consume(primary.port, queue, N / 2);
+  const changes = consumeHalf ? N * 1.5 : N;
+  log(`${queue}: ${changes} changes made on the primary in ${sendMs} ms of sending (${Math.round(N / (sendMs / 1000))} msg/s), secondary down`);
   const head = Number((await mgmt(primary.port, 'READ')).lsn);
+  const primaryCpu0 = cpuSeconds(primary.proc.pid);
   const c0 = Date.now();
-  secondary = await start(d2);
-  let row;
-  for (;;) {
-    row = await drRow(secondary.port);
-    if (row['applied-position'] >= head - 5 && row.depth >= N) break;
-    await sleep(20);
-  }
-  const catchMs = Date.now() - c0;
-  const applyRate = Math.round(N / (catchMs / 1000));
-  log(`secondary restarted and caught up ${N} changes in ${catchMs} ms (process start included): ${applyRate} changes/s`);
+  secondary = await start(secondaryDir, `secondary-${queue}-catchup`);
+  const started = Date.now();
+  const cpu0 = cpuSeconds(secondary.proc.pid);
+  await waitApplied(secondary.port, queue, head, consumeHalf ? N / 2 : N);
+  const ms = Date.now() - started;
+  const cpu = cpuSeconds(secondary.proc.pid) - cpu0;
+  const primaryCpu = cpuSeconds(primary.proc.pid) - primaryCpu0;
+  const r = {
+    mode,
+    changes,
+    msInclProcessStart: Date.now() - c0,
+    ms,
+    changesPerSecond: Math.round(changes / (ms / 1000)),
+    secondaryCpuSeconds: round2(cpu),
+    primaryCpuSeconds: round2(primaryCpu),
+    changesPerSecondaryCpuSecond: Math.round(changes / cpu),
+    loadavg: load(),
+  };
+  log(`${queue}: caught up ${changes} changes in ${ms} ms after listening: ${r.changesPerSecond} changes/s; CPU secondary ${r.secondaryCpuSeconds} s, primary ${r.primaryCpuSeconds} s`);
+  return { result: r, secondary };
+}
 
-  // 2. lag under steady load at half the primary's throughput
+/** Scenario 3: a new DR queue copies a large source queue whose bodies are mostly paged out. */
+async function snapshot() {
+  const primary = await start(tempDir('dr-bench-sp-'), 'snapshot-primary', ['--max-memory', '16MiB']);
+  await mgmt(primary.port, 'CREATE', { durable: true }, 'queue', 'snap');
+  const sendMs = await send(primary.port, 'snap', S);
+  log(`snap: ${S} x 1 KiB on the primary in ${sendMs} ms`);
+  const st = await mgmt(primary.port, 'READ');
+  const secondary = await start(tempDir('dr-bench-ss-'), 'snapshot-secondary');
+  const before = memory(primary.proc.pid);
+  const cpuP = cpuSeconds(primary.proc.pid);
+  const cpuS = cpuSeconds(secondary.proc.pid);
+  let maxRss = before.rssMiB;
+  const t0 = Date.now();
+  await mgmt(secondary.port, 'DR-ADD', { queue: 'snap', source: `127.0.0.1:${primary.port}`, mode: 'enqueue-and-dequeue' });
+  const head = Number(st.lsn);
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    maxRss = Math.max(maxRss, memory(primary.proc.pid).rssMiB);
+    const row = await drRow(secondary.port, 'snap');
+    if (row && row.link === 'connected' && row['applied-position'] >= head && row.depth === S) break;
+    if (Date.now() > deadline) throw new Error(`snapshot did not finish: ${JSON.stringify(row)}`);
+    await sleep(50);
+  }
+  const ms = Date.now() - t0;
+  const r = {
+    messages: S,
+    primaryPagedMessages: st['paged-messages'],
+    ms,
+    messagesPerSecond: Math.round(S / (ms / 1000)),
+    primaryCpuSeconds: round2(cpuSeconds(primary.proc.pid) - cpuP),
+    secondaryCpuSeconds: round2(cpuSeconds(secondary.proc.pid) - cpuS),
+    primaryRssMiB: { before: before.rssMiB, maxDuring: maxRss },
+    loadavg: load(),
+  };
+  log(`snap: copied ${S} messages (${st['paged-messages']} paged out at the source) in ${ms} ms: ${r.messagesPerSecond} msg/s; primary RSS ${before.rssMiB} -> max ${maxRss} MiB`);
+  await stop(secondary);
+  await stop(primary);
+  return r;
+}
+
+/** Scenario 4: lag at half the primary's rate. */
+async function lag(primary, secondary) {
   await mgmt(primary.port, 'CREATE', { durable: true }, 'queue', 'blast');
   const blastN = Math.max(20_000, Math.round(N / 2));
   const blastMs = await send(primary.port, 'blast', blastN);
@@ -130,7 +261,7 @@ async function main() {
   const rate = Math.round(primaryRate / 2);
   await mgmt(secondary.port, 'DR-ADD', { queue: 'lag', source: `127.0.0.1:${primary.port}`, mode: 'enqueue-only' });
   await mgmt(primary.port, 'CREATE', { durable: true }, 'queue', 'lag');
-  await sleep(1500);
+  await waitConnected(secondary.port, 'lag');
   const lags = [];
   const bconn = await connect(secondary.port, { 'qpid.ha-admin': true });
   const browser = bconn.open_receiver({ source: { address: 'lag', distribution_mode: 'copy' }, credit_window: 500, autoaccept: false });
@@ -140,15 +271,39 @@ async function main() {
   });
   const total = rate * DURATION;
   const pad = 'x'.repeat(1024 - 14);
+  const cpuP = cpuSeconds(primary.proc.pid);
+  const cpuS = cpuSeconds(secondary.proc.pid);
   await send(primary.port, 'lag', total, { rate, bodyOf: () => `${Date.now()} ${pad}` });
   for (let i = 0; i < 200 && lags.length < total; i++) await sleep(50);
   bconn.close();
   lags.sort((a, b) => a - b);
-  const result = {
-    messageBytes: 1024,
-    catchUp: { changes: N, ms: catchMs, changesPerSecond: applyRate },
-    steady: { primaryMsgPerSec: Math.round(primaryRate), offeredMsgPerSec: rate, seconds: DURATION, seen: lags.length, lagMs: { p50: pct(lags, 50), p90: pct(lags, 90), p99: pct(lags, 99), max: lags.at(-1) } },
+  return {
+    primaryMsgPerSec: Math.round(primaryRate),
+    offeredMsgPerSec: rate,
+    seconds: DURATION,
+    seen: lags.length,
+    lagMs: { p50: pct(lags, 50), p90: pct(lags, 90), p99: pct(lags, 99), max: lags.at(-1) },
+    primaryCores: round2((cpuSeconds(primary.proc.pid) - cpuP) / DURATION),
+    secondaryCores: round2((cpuSeconds(secondary.proc.pid) - cpuS) / DURATION),
+    loadavg: load(),
   };
+}
+
+async function main() {
+  const result = { root, messageBytes: 1024, loadavgBefore: load() };
+  // A window that holds every change of the catch-up runs (the defaults hold 200,000 or 128 MiB).
+  const primary = await start(tempDir('dr-bench-p-'), 'primary', ['--dr-retain-changes', String(4 * N), '--dr-retain-size', '1GiB']);
+  const one = await catchUp(primary, tempDir('dr-bench-s1-'), 'only', 'enqueue-only', false);
+  result.catchUp = one.result;
+  await stop(one.secondary);
+  const two = await catchUp(primary, tempDir('dr-bench-s2-'), 'mirror', 'enqueue-and-dequeue', true);
+  result.mirrorCatchUp = two.result;
+  result.steady = await lag(primary, two.secondary);
+  log(`lag: ${JSON.stringify(result.steady.lagMs)} at ${result.steady.offeredMsgPerSec} msg/s`);
+  await stop(two.secondary);
+  await stop(primary);
+  if (S > 0) result.snapshot = await snapshot();
+  result.loadavgAfter = load();
   process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   process.exit(0);
 }
