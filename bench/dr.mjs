@@ -16,6 +16,7 @@
 // CPU seconds (user + system, /proc/PID/stat) are reported beside every rate: on
 // a shared machine they say more than the wall clock.
 // Usage: node bench/dr.mjs [N=100000] [DURATION=20] [S=300000]
+// DR_BENCH_LOG=info: the brokers log at that level (default warn) to stderr.
 // DR_BENCH_PROF=DIR: run the brokers with --cpu-prof into DIR (stopped with
 // SIGTERM so their profiles are written); aggregate with bench/cpuprofile-top.mjs.
 import { spawn } from 'node:child_process';
@@ -60,7 +61,7 @@ function memory(pid) {
 function start(dataDir, name, args = []) {
   return new Promise((resolveP, reject) => {
     const prof = PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
-    const p = spawn(process.execPath, [...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', 'warn', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const p = spawn(process.execPath, [...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', process.env.DR_BENCH_LOG ?? 'warn', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     procs.add(p);
     p.on('exit', () => procs.delete(p));
     let out = '';
