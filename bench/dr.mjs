@@ -17,6 +17,8 @@
 // a shared machine they say more than the wall clock.
 // Usage: node bench/dr.mjs [N=100000] [DURATION=20] [S=300000]
 // DR_BENCH_LOG=info: the brokers log at that level (default warn) to stderr.
+// DR_BENCH_STRACE=DIR: run the brokers under strace -c, counting fdatasync/fsync
+// calls into DIR/NAME-TIME.txt (written when each broker exits).
 // DR_BENCH_PROF=DIR: run the brokers with --cpu-prof into DIR (stopped with
 // SIGTERM so their profiles are written); aggregate with bench/cpuprofile-top.mjs.
 import { spawn } from 'node:child_process';
@@ -58,27 +60,34 @@ function memory(pid) {
   return { rssMiB: Math.round(kib('VmRSS') / 1024), peakMiB: Math.round(kib('VmHWM') / 1024) };
 }
 
+const STRACE = process.env.DR_BENCH_STRACE;
+
 function start(dataDir, name, args = []) {
   return new Promise((resolveP, reject) => {
     const prof = PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
-    const p = spawn(process.execPath, [...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', process.env.DR_BENCH_LOG ?? 'warn', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const argv = [...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', process.env.DR_BENCH_LOG ?? 'warn', ...args];
+    // strace writes its count of sync calls when the broker exits.
+    const [cmd, cmdArgs] = STRACE ? ['strace', ['-f', '-qq', '-c', '-e', 'trace=fdatasync,fsync', '-o', join(STRACE, `${name}-${Date.now()}.txt`), process.execPath, ...argv]] : [process.execPath, argv];
+    const p = spawn(cmd, cmdArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
     procs.add(p);
     p.on('exit', () => procs.delete(p));
     let out = '';
     p.stdout.on('data', (d) => {
       out += d;
       const m = /listening on [^\s]+:(\d+)\n/.exec(out);
-      if (m) resolveP({ proc: p, port: Number(m[1]), dataDir });
+      if (!m) return;
+      const pid = STRACE ? Number(readFileSync(`/proc/${p.pid}/task/${p.pid}/children`, 'utf8').trim().split(/\s+/)[0]) : p.pid;
+      resolveP({ proc: p, pid, port: Number(m[1]), dataDir });
     });
     p.once('exit', (c) => reject(new Error(`tandemd exited ${c}`)));
   });
 }
 
-/** SIGTERM (so a profile is written) and wait for the exit. */
+/** Stop a broker (SIGTERM when a profile or a sync count must be written) and wait for the exit. */
 async function stop(b) {
   if (b.proc.exitCode !== null) return;
   const gone = new Promise((r) => b.proc.once('exit', r));
-  b.proc.kill(PROF ? 'SIGTERM' : 'SIGKILL');
+  process.kill(b.pid, PROF || STRACE ? 'SIGTERM' : 'SIGKILL');
   await gone;
 }
 
@@ -189,15 +198,15 @@ async function catchUp(primary, secondaryDir, queue, mode, consumeHalf) {
   const changes = consumeHalf ? N * 1.5 : N;
   log(`${queue}: ${changes} changes made on the primary in ${sendMs} ms of sending (${Math.round(N / (sendMs / 1000))} msg/s), secondary down`);
   const head = Number((await mgmt(primary.port, 'READ')).lsn);
-  const primaryCpu0 = cpuSeconds(primary.proc.pid);
+  const primaryCpu0 = cpuSeconds(primary.pid);
   const c0 = Date.now();
   secondary = await start(secondaryDir, `secondary-${queue}-catchup`);
   const started = Date.now();
-  const cpu0 = cpuSeconds(secondary.proc.pid);
+  const cpu0 = cpuSeconds(secondary.pid);
   await waitApplied(secondary.port, queue, head, consumeHalf ? N / 2 : N);
   const ms = Date.now() - started;
-  const cpu = cpuSeconds(secondary.proc.pid) - cpu0;
-  const primaryCpu = cpuSeconds(primary.proc.pid) - primaryCpu0;
+  const cpu = cpuSeconds(secondary.pid) - cpu0;
+  const primaryCpu = cpuSeconds(primary.pid) - primaryCpu0;
   const r = {
     mode,
     changes,
@@ -221,16 +230,16 @@ async function snapshot() {
   log(`snap: ${S} x 1 KiB on the primary in ${sendMs} ms`);
   const st = await mgmt(primary.port, 'READ');
   const secondary = await start(tempDir('dr-bench-ss-'), 'snapshot-secondary');
-  const before = memory(primary.proc.pid);
-  const cpuP = cpuSeconds(primary.proc.pid);
-  const cpuS = cpuSeconds(secondary.proc.pid);
+  const before = memory(primary.pid);
+  const cpuP = cpuSeconds(primary.pid);
+  const cpuS = cpuSeconds(secondary.pid);
   let maxRss = before.rssMiB;
   const t0 = Date.now();
   await mgmt(secondary.port, 'DR-ADD', { queue: 'snap', source: `127.0.0.1:${primary.port}`, mode: 'enqueue-and-dequeue' });
   const head = Number(st.lsn);
   const deadline = Date.now() + 600_000;
   for (;;) {
-    maxRss = Math.max(maxRss, memory(primary.proc.pid).rssMiB);
+    maxRss = Math.max(maxRss, memory(primary.pid).rssMiB);
     const row = await drRow(secondary.port, 'snap');
     if (row && row.link === 'connected' && row['applied-position'] >= head && row.depth === S) break;
     if (Date.now() > deadline) throw new Error(`snapshot did not finish: ${JSON.stringify(row)}`);
@@ -242,8 +251,8 @@ async function snapshot() {
     primaryPagedMessages: st['paged-messages'],
     ms,
     messagesPerSecond: Math.round(S / (ms / 1000)),
-    primaryCpuSeconds: round2(cpuSeconds(primary.proc.pid) - cpuP),
-    secondaryCpuSeconds: round2(cpuSeconds(secondary.proc.pid) - cpuS),
+    primaryCpuSeconds: round2(cpuSeconds(primary.pid) - cpuP),
+    secondaryCpuSeconds: round2(cpuSeconds(secondary.pid) - cpuS),
     primaryRssMiB: { before: before.rssMiB, maxDuring: maxRss },
     loadavg: load(),
   };
@@ -272,8 +281,8 @@ async function lag(primary, secondary) {
   });
   const total = rate * DURATION;
   const pad = 'x'.repeat(1024 - 14);
-  const cpuP = cpuSeconds(primary.proc.pid);
-  const cpuS = cpuSeconds(secondary.proc.pid);
+  const cpuP = cpuSeconds(primary.pid);
+  const cpuS = cpuSeconds(secondary.pid);
   await send(primary.port, 'lag', total, { rate, bodyOf: () => `${Date.now()} ${pad}` });
   for (let i = 0; i < 200 && lags.length < total; i++) await sleep(50);
   bconn.close();
@@ -284,8 +293,8 @@ async function lag(primary, secondary) {
     seconds: DURATION,
     seen: lags.length,
     lagMs: { p50: pct(lags, 50), p90: pct(lags, 90), p99: pct(lags, 99), max: lags.at(-1) },
-    primaryCores: round2((cpuSeconds(primary.proc.pid) - cpuP) / DURATION),
-    secondaryCores: round2((cpuSeconds(secondary.proc.pid) - cpuS) / DURATION),
+    primaryCores: round2((cpuSeconds(primary.pid) - cpuP) / DURATION),
+    secondaryCores: round2((cpuSeconds(secondary.pid) - cpuS) / DURATION),
     loadavg: load(),
   };
 }
