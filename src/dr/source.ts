@@ -272,7 +272,10 @@ export class DrStream {
       if (batch.length > 0) snap.ready.push({ records: batch.map((e) => encodeChange(e)), readAt: src.headLsn });
       return true;
     }
-    if (first) {
+    // The end, too, waits until what the reading saw is safe: the messages it skipped
+    // were dequeued, and the secondary's mirror drops what the copy did not show.
+    if (snap.reader.done) snap.doneAt ??= src.headLsn;
+    if (first || snap.doneAt === undefined || src.safeLsn < snap.doneAt) {
       src.askSafe();
       return false;
     }
@@ -353,4 +356,6 @@ interface PendingSnapshot {
   begun: boolean;
   /** Batches read, encoded, waiting for credit or for the LSN they were read at to be safe. */
   ready: Array<{ records: Buffer[]; readAt: number }>;
+  /** Source LSN when the reading was seen to be over. */
+  doneAt?: number;
 }
