@@ -12,8 +12,14 @@ import { brokerDir } from './helpers.js';
 
 class FakeCluster implements Cluster {
   scores = new Map<string, number>();
-  attrs = new Map<string, string>();
+  /** Private attributes by name, then node. */
+  attrsByName = new Map<string, Map<string, string>>();
   constructor(readonly me = 'node1') {}
+  attrs(name = 'tandem-position-broker'): Map<string, string> {
+    let m = this.attrsByName.get(name);
+    if (!m) this.attrsByName.set(name, (m = new Map()));
+    return m;
+  }
   async localNode() {
     return this.me;
   }
@@ -26,17 +32,24 @@ class FakeCluster implements Cluster {
   async deleteScore(node = this.me) {
     this.scores.delete(node);
   }
-  async publish(_name: string, value: string) {
-    this.attrs.set(this.me, value);
+  async allScores() {
+    return new Map(this.scores);
   }
-  async published() {
-    return new Map(this.attrs);
+  async awaitScore(node: string, score: number | undefined) {
+    return this.scores.get(node) === score;
   }
-  async unpublish() {
-    this.attrs.delete(this.me);
+  async publish(name: string, value: string) {
+    this.attrs(name).set(this.me, value);
+    return new Map(this.attrs(name));
   }
-  async onlineNodes() {
-    return ['node1', 'node2', 'node3'];
+  async setPrivate(name: string, value: string) {
+    this.attrs(name).set(this.me, value);
+  }
+  async published(name: string) {
+    return new Map(this.attrs(name));
+  }
+  async unpublish(name: string) {
+    this.attrs(name).delete(this.me);
   }
 }
 
@@ -141,7 +154,7 @@ describe('agent logic - monitor', () => {
 describe('agent logic - promote', () => {
   it('promotes a ready backup that nobody is ahead of', async () => {
     const c = new FakeCluster();
-    c.attrs.set('node2', 'ready:2:40');
+    c.attrs().set('node2', 'ready:2:40');
     const world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('a', 'ready', 2, 40), v('b', 'unreachable', 0, 0)], promoted: 0 };
     const r = await agentFor(world, c).run('promote');
     expect(r).toEqual({ code: 0 });
@@ -151,8 +164,8 @@ describe('agent logic - promote', () => {
 
   it('refuses, and hands the score over, when another node published a better position', async () => {
     const c = new FakeCluster();
-    c.attrs.set('node1', 'ready:2:40');
-    c.attrs.set('node3', 'ready:2:41');
+    c.attrs().set('node1', 'ready:2:40');
+    c.attrs().set('node3', 'ready:2:41');
     const world: World = { local: up('ready', 2, 40), pid: 10, peers: [], promoted: 0 };
     const r = await agentFor(world, c).run('promote');
     expect(r.code).toBe(1);
@@ -198,13 +211,13 @@ describe('agent logic - notify', () => {
     const world: World = { local: up('ready', 3, 77), pid: 10, peers: [], promoted: 0 };
     const pre = { OCF_RESKEY_CRM_meta_notify_type: 'pre', OCF_RESKEY_CRM_meta_notify_operation: 'promote' };
     expect((await agentFor(world, c, pre).run('notify')).code).toBe(0);
-    expect(c.attrs.get('node1')).toBe('ready:3:77');
+    expect(c.attrs().get('node1')).toBe('ready:3:77');
     expect((await agentFor(world, c, { OCF_RESKEY_CRM_meta_notify_type: 'post', OCF_RESKEY_CRM_meta_notify_operation: 'promote' }).run('notify')).code).toBe(0);
-    expect(c.attrs.has('node1')).toBe(false);
-    c.attrs.set('node1', 'ready:1:1');
+    expect(c.attrs().has('node1')).toBe(false);
+    c.attrs().set('node1', 'ready:1:1');
     world.local = { kind: 'down', why: 'refused' };
     world.pid = undefined;
     expect((await agentFor(world, c, pre).run('notify')).code).toBe(0);
-    expect(c.attrs.has('node1')).toBe(false);
+    expect(c.attrs().has('node1')).toBe(false);
   });
 });

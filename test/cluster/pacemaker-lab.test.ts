@@ -122,7 +122,8 @@ afterAll(async () => {
   }
   await lab.down();
   await uninstall?.();
-  if (passed === 3) rmSync(lab.dir, { recursive: true, force: true });
+  // TANDEM_LAB_KEEP=1 keeps the logs of a passing run too (to see where failover time goes).
+  if (passed === 3 && !process.env.TANDEM_LAB_KEEP) rmSync(lab.dir, { recursive: true, force: true });
   else if (ready) console.log(`lab logs kept in ${lab.dir}`);
 }, 120_000);
 

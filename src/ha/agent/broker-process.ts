@@ -4,8 +4,8 @@
 import { spawn } from 'node:child_process';
 import { chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { execa } from 'execa';
 import { Ocf, OcfError } from './ocf.js';
+import { runCommand } from './run.js';
 
 export interface Account {
   name: string;
@@ -16,8 +16,8 @@ export interface Account {
 
 /** The user tandemd runs as (getent, so LDAP/SSSD users work too). */
 export async function lookupAccount(name: string): Promise<Account | undefined> {
-  const r = await execa('getent', ['passwd', name], { reject: false });
-  if (r.exitCode !== 0) return undefined;
+  const r = await runCommand('getent', ['passwd', name]).catch(() => undefined);
+  if (!r || r.exitCode !== 0) return undefined;
   const f = r.stdout.trim().split(':');
   return { name: f[0], uid: Number(f[2]), gid: Number(f[3]), home: f[5] || '/' };
 }

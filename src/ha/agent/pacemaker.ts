@@ -1,10 +1,14 @@
-// What the agent asks of Pacemaker, through its command-line tools (execa) and
-// their XML output: promotion scores (crm_attribute --promotion), private node
-// attributes (attrd_updater -p), the local node name and the online nodes.
-import { execa } from 'execa';
-import { elements, sections } from './xml.js';
+// What the agent asks of Pacemaker, through its command-line tools and their XML
+// output: promotion scores (crm_attribute --promotion), private node attributes
+// (attrd_updater -p: the positions of pre-promote and each broker's identity),
+// and the local node name.
+import { runCommand, RunError } from './run.js';
+import { elements } from './xml.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** How often a read-back polls attrd or the CIB: each poll is one short C tool run. */
+const POLL_MS = 25;
 
 export class PacemakerError extends Error {
   constructor(command: string, detail: string) {
@@ -14,9 +18,12 @@ export class PacemakerError extends Error {
 }
 
 async function run(command: string, args: string[], timeoutMs = 10_000): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const r = await execa(command, args, { reject: false, timeout: timeoutMs, env: { LC_ALL: 'C' } });
-  if (r.failed && r.exitCode === undefined) throw new PacemakerError(command, r.shortMessage ?? `cannot run ${command}`);
-  return { exitCode: r.exitCode ?? 1, stdout: String(r.stdout), stderr: String(r.stderr) };
+  try {
+    return await runCommand(command, args, timeoutMs);
+  } catch (err) {
+    if (err instanceof RunError) throw new PacemakerError(command, err.message);
+    throw err;
+  }
 }
 
 /** The cluster as the agent sees it; an interface so unit tests can fake it. */
@@ -25,12 +32,20 @@ export interface Cluster {
   getScore(node?: string): Promise<number | undefined>;
   setScore(score: number, node?: string): Promise<void>;
   deleteScore(node?: string): Promise<void>;
-  /** Set a private attribute on this node and wait until attrd answers with it. */
-  publish(name: string, value: string, timeoutMs: number): Promise<void>;
+  /** Every node's promotion score, in one attrd query (nodes without one are left out). */
+  allScores(): Promise<Map<string, number>>;
+  /** Wait until the CIB holds this promotion score for node (undefined: no score). */
+  awaitScore(node: string, score: number | undefined, timeoutMs: number): Promise<boolean>;
+  /**
+   * Set a private attribute on this node and wait until attrd answers with it.
+   * Resolves with every node's value as read back then.
+   */
+  publish(name: string, value: string, timeoutMs: number): Promise<Map<string, string>>;
+  /** Set a private attribute on this node without waiting for it to read back. */
+  setPrivate(name: string, value: string): Promise<void>;
   /** Every node's value of a private attribute (nodes without one are left out). */
   published(name: string): Promise<Map<string, string>>;
   unpublish(name: string): Promise<void>;
-  onlineNodes(): Promise<string[]>;
 }
 
 export class PacemakerCluster implements Cluster {
@@ -50,6 +65,11 @@ export class PacemakerCluster implements Cluster {
     if (r.exitCode !== 0 || !r.stdout.trim()) throw new PacemakerError('crm_node -n', r.stderr || 'no node name');
     this.node = r.stdout.trim();
     return this.node;
+  }
+
+  /** The node attribute crm_attribute --promotion keeps the score in (Pacemaker's own naming). */
+  private get scoreAttribute(): string {
+    return `master-${this.resource}`;
   }
 
   private promotion(node: string | undefined, ...rest: string[]): string[] {
@@ -75,23 +95,55 @@ export class PacemakerCluster implements Cluster {
     if (r.exitCode !== 0 && r.exitCode !== 105) throw new PacemakerError('crm_attribute --promotion --delete', r.stderr);
   }
 
-  async publish(name: string, value: string, timeoutMs: number): Promise<void> {
-    const r = await run('attrd_updater', ['--private', '--name', name, '--update', value]);
-    if (r.exitCode !== 0) throw new PacemakerError('attrd_updater --update', r.stderr);
+  async allScores(): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    for (const [node, value] of await this.attrdValues(this.scoreAttribute, true)) {
+      const n = Number(value);
+      if (value !== '' && Number.isFinite(n)) out.set(node, n);
+    }
+    return out;
+  }
+
+  async awaitScore(node: string, score: number | undefined, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if ((await this.getScore(node)) === score) return true;
+      if (Date.now() > deadline) return false;
+      await sleep(POLL_MS);
+    }
+  }
+
+  async publish(name: string, value: string, timeoutMs: number): Promise<Map<string, string>> {
+    await this.setPrivate(name, value);
     // attrd applies updates asynchronously: read back until it shows (PAF's _set_priv_attr).
     const node = await this.localNode();
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if ((await this.published(name)).get(node) === value) return;
+      const values = await this.published(name);
+      if (values.get(node) === value) return values;
       if (Date.now() > deadline) throw new PacemakerError('attrd_updater', `${name} did not read back as ${value} within ${timeoutMs} ms`);
-      await sleep(100);
+      await sleep(POLL_MS);
     }
   }
 
-  async published(name: string): Promise<Map<string, string>> {
+  async setPrivate(name: string, value: string): Promise<void> {
+    const r = await run('attrd_updater', ['--private', '--name', name, '--update', value]);
+    if (r.exitCode !== 0) throw new PacemakerError('attrd_updater --update', r.stderr);
+  }
+
+  published(name: string): Promise<Map<string, string>> {
+    return this.attrdValues(name, false);
+  }
+
+  /** attrd's value of an attribute on every node; strict: a failed query is an error, not "none". */
+  private async attrdValues(name: string, strict: boolean): Promise<Map<string, string>> {
     const r = await run('attrd_updater', ['--query', '--all', '--name', name, '--output-as=xml']);
     const out = new Map<string, string>();
-    if (r.exitCode !== 0) return out;
+    if (r.exitCode !== 0) {
+      // attrd answers "no such attribute" when no node has it: that is an empty map.
+      if (strict && !/not found|No such|does not exist/i.test(r.stdout + r.stderr)) throw new PacemakerError('attrd_updater --query', r.stderr || r.stdout);
+      return out;
+    }
     for (const a of elements(r.stdout, 'attribute')) {
       const node = a.node ?? a.host;
       if (node && a.value) out.set(node, a.value);
@@ -101,14 +153,5 @@ export class PacemakerCluster implements Cluster {
 
   async unpublish(name: string): Promise<void> {
     await run('attrd_updater', ['--delete', '--name', name]);
-  }
-
-  async onlineNodes(): Promise<string[]> {
-    const r = await run('crm_mon', ['--one-shot', '--output-as=xml', '--include=nodes']);
-    if (r.exitCode !== 0) throw new PacemakerError('crm_mon', r.stderr);
-    const nodes = sections(r.stdout, 'nodes')[0] ?? '';
-    return elements(nodes, 'node')
-      .filter((n) => n.online === 'true')
-      .map((n) => n.name);
   }
 }
