@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TandemAgent, type AgentDeps } from '../../src/ha/agent/agent.js';
 import type { BrokerProcess } from '../../src/ha/agent/broker-process.js';
 import type { HaSnapshot, LocalStatus } from '../../src/ha/agent/brokers.js';
-import type { BrokerView } from '../../src/ha/agent/election.js';
+import { lagScore, type BrokerView } from '../../src/ha/agent/election.js';
 import type { Cluster } from '../../src/ha/agent/pacemaker.js';
 import { readParams } from '../../src/ha/agent/params.js';
 import { brokerDir } from './helpers.js';
@@ -60,6 +60,8 @@ interface World {
   wasPrimary?: boolean;
   peers: BrokerView[];
   promoted: number;
+  /** The probe timeout promote/monitor gave each peer address (undefined: the default). */
+  timeouts?: Record<string, number | undefined>;
 }
 
 const b = brokerDir(5672);
@@ -91,7 +93,10 @@ function agentFor(world: World, cluster: FakeCluster, env: Record<string, string
     cluster,
     log: { debug: () => undefined, info: () => undefined, warn: () => undefined, err: () => undefined },
     statusOf: async () => world.local,
-    statusOfAll: async () => world.peers,
+    statusOfAll: async (_url, _credentials, _timeoutMs, timeoutFor) => {
+      world.timeouts = Object.fromEntries(world.peers.map((p) => [p.address, timeoutFor?.(p.address)]));
+      return world.peers;
+    },
     promote: async (): Promise<HaSnapshot> => {
       world.promoted++;
       world.local = { kind: 'up', status: { state: 'recovering', epoch: 2, lsn: 10 } };
@@ -151,6 +156,52 @@ describe('agent logic - monitor', () => {
   });
 });
 
+describe('agent logic - the primary scores its backups', () => {
+  const primaryStatus = (backups: Array<{ id: string; state: string; lag: number }>): LocalStatus => ({
+    kind: 'up',
+    status: { state: 'active', epoch: 2, lsn: 5000, 'broker-id': 'b1', instance: 'i1', backups: backups.map((x) => ({ ...x, address: '10.0.0.9:40000', lsn: 0 })) },
+  });
+
+  it('sets each ready backup’s score from the lag it counts, removes a catchup one’s, leaves nodes without an identity alone', async () => {
+    const c = new FakeCluster('node1');
+    c.attrs('tandem-broker-broker').set('node1', 'b1 10.0.0.1:5672');
+    c.attrs('tandem-broker-broker').set('node2', 'b2 10.0.0.2:5672');
+    c.attrs('tandem-broker-broker').set('node3', 'b3 10.0.0.3:5672');
+    c.scores.set('node3', 1000);
+    c.scores.set('node4', 555); // no identity published: not the primary's to judge
+    const world: World = { local: primaryStatus([{ id: 'b2', state: 'ready', lag: 5000 }, { id: 'b3', state: 'catchup', lag: 10 }]), pid: 10, peers: [], promoted: 0 };
+    expect((await agentFor(world, c).run('monitor')).code).toBe(8);
+    expect(c.scores.get('node1')).toBe(1001);
+    expect(c.scores.get('node2')).toBe(lagScore(5000));
+    expect(c.scores.has('node3'), 'a backup in catchup has no score').toBe(false);
+    expect(c.scores.get('node4')).toBe(555);
+    // It caught up: the next monitor raises it.
+    world.local = primaryStatus([{ id: 'b2', state: 'ready', lag: 3 }, { id: 'b3', state: 'ready', lag: 0 }]);
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.get('node2')).toBe(1000);
+    expect(c.scores.get('node3')).toBe(1000);
+    // A backup that left the primary (restarted, another data dir) loses its score.
+    world.local = primaryStatus([{ id: 'b3', state: 'ready', lag: 0 }]);
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.has('node2')).toBe(false);
+  });
+
+  it('each instance publishes its broker id and its own address in ha-brokers-url; stop clears it', async () => {
+    const c = new FakeCluster('node2');
+    const self: LocalStatus = { kind: 'up', status: { state: 'ready', epoch: 2, lsn: 40, 'broker-id': 'b2', instance: 'i2' } };
+    const peers = [{ ...v('10.0.0.1:5672', 'active', 2, 40), instance: 'i1' }, { ...v('10.0.0.2:5672', 'ready', 2, 40), instance: 'i2' }];
+    const world: World = { local: self, pid: 10, peers, promoted: 0 };
+    await agentFor(world, c).run('monitor');
+    expect(c.attrs('tandem-broker-broker').get('node2')).toBe('b2 10.0.0.2:5672');
+    // In catchup the peers are not asked: the id is published alone until the address is known.
+    const c2 = new FakeCluster('node2');
+    await agentFor({ ...world, local: { kind: 'up', status: { ...self.status, state: 'catchup' } } }, c2).run('monitor');
+    expect(c2.attrs('tandem-broker-broker').get('node2')).toBe('b2');
+    await agentFor({ ...world, pid: undefined, local: { kind: 'down', why: 'refused' } }, c).run('stop');
+    expect(c.attrs('tandem-broker-broker').has('node2')).toBe(false);
+  });
+});
+
 describe('agent logic - promote', () => {
   it('promotes a ready backup that nobody is ahead of', async () => {
     const c = new FakeCluster();
@@ -173,6 +224,19 @@ describe('agent logic - promote', () => {
     expect(world.promoted).toBe(0);
     expect(c.scores.get('node3')).toBe(1000);
     expect(c.scores.get('node1')).toBe(1);
+  });
+
+  it('gives brokers no node claims (a lost node’s) a short probe timeout, the others the normal one', async () => {
+    const c = new FakeCluster('node2');
+    c.attrs('tandem-broker-broker').set('node2', 'b2 10.0.0.2:5672');
+    c.attrs('tandem-broker-broker').set('node3', 'b3 10.0.0.3:5672');
+    const world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('10.0.0.1:5672', 'unreachable', 0, 0), v('10.0.0.2:5672', 'ready', 2, 40), v('10.0.0.3:5672', 'ready', 2, 40)], promoted: 0 };
+    expect((await agentFor(world, c).run('promote')).code).toBe(0);
+    expect(world.timeouts).toEqual({ '10.0.0.1:5672': 300, '10.0.0.2:5672': undefined, '10.0.0.3:5672': undefined });
+    // Nothing published (a cold start before any monitor): nobody's timeout is shortened.
+    const cold: World = { ...world, local: up('ready', 2, 40), promoted: 0 };
+    await agentFor(cold, new FakeCluster('node2')).run('promote');
+    expect(Object.values(cold.timeouts ?? {})).toEqual([undefined, undefined, undefined]);
   });
 
   it('refuses when a broker it can reach is further ahead, even if nothing was published', async () => {
@@ -202,6 +266,50 @@ describe('agent logic - promote', () => {
     expect((await agentFor(best, new FakeCluster()).run('promote')).code).toBe(0);
     const worse: World = { local: up('joining', 1, 50), pid: 10, peers, promoted: 0 };
     expect((await agentFor(worse, new FakeCluster()).run('promote')).code).toBe(1);
+  });
+});
+
+describe('agent logic - pre-promote steering', () => {
+  const pre = (target: string) => ({
+    OCF_RESKEY_CRM_meta_notify_type: 'pre',
+    OCF_RESKEY_CRM_meta_notify_operation: 'promote',
+    OCF_RESKEY_CRM_meta_notify_promote_uname: `${target} `,
+    OCF_RESKEY_CRM_meta_notify_unpromoted_uname: 'node2 node3 ',
+  });
+
+  it('the last node to publish moves the score off a target that another candidate is ahead of', async () => {
+    const c = new FakeCluster('node3');
+    c.attrs().set('node2', 'ready:1:421');
+    c.scores.set('node2', 1000);
+    c.scores.set('node3', 1000);
+    const world: World = { local: up('ready', 1, 434), pid: 10, peers: [], promoted: 0 };
+    expect((await agentFor(world, c, pre('node2')).run('notify')).code).toBe(0);
+    expect(c.attrs().get('node3')).toBe('ready:1:434');
+    expect(c.scores.get('node2')).toBe(1);
+    expect(c.scores.get('node3')).toBe(1000);
+  });
+
+  it('waits briefly for the other candidates, which publish at the same moment', async () => {
+    const c = new FakeCluster('node3');
+    c.scores.set('node2', 1000);
+    c.scores.set('node3', 1000);
+    setTimeout(() => c.attrs().set('node2', 'ready:1:421'), 60);
+    await agentFor({ local: up('ready', 1, 434), pid: 10, peers: [], promoted: 0 }, c, pre('node2')).run('notify');
+    expect(c.scores.get('node2')).toBe(1);
+  });
+
+  it('leaves the scores alone when the target is level or ahead, or its position is not known yet', async () => {
+    for (const [other, target] of [['ready:1:434', 'node2'], ['ready:1:500', 'node2']] as const) {
+      const c = new FakeCluster('node3');
+      c.attrs().set('node2', other);
+      c.scores.set('node2', 1000);
+      await agentFor({ local: up('ready', 1, 434), pid: 10, peers: [], promoted: 0 }, c, pre(target)).run('notify');
+      expect(c.scores.get('node2')).toBe(1000);
+    }
+    const c = new FakeCluster('node3');
+    c.scores.set('node2', 1000);
+    await agentFor({ local: up('ready', 1, 434), pid: 10, peers: [], promoted: 0 }, c, pre('node2')).run('notify');
+    expect(c.scores.get('node2')).toBe(1000);
   });
 });
 

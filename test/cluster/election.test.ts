@@ -2,8 +2,13 @@
 // reader for Pacemaker's output and the parameter reader, without a cluster.
 import { describe, expect, it } from 'vitest';
 import {
+  aheadOfTarget,
+  backupScores,
   betterCandidate,
   BEST_SCORE,
+  formatIdentity,
+  lagScore,
+  parseIdentity,
   comparePositions,
   formatPublished,
   LOWEST_SCORE,
@@ -29,6 +34,54 @@ describe('election - positions', () => {
     expect(parsePublished('node2', formatPublished('ready', { epoch: 3, lsn: 42 }))).toEqual({ node: 'node2', state: 'ready', epoch: 3, lsn: 42 });
     expect(parsePublished('node2', '')).toBeUndefined();
     expect(parsePublished('node2', 'ready:x:1')).toBeUndefined();
+  });
+});
+
+describe('election - the primary scores its backups', () => {
+  it('a ready stream gets the score of its lag, catchup and unattached brokers none, unknown nodes are left alone', () => {
+    const streams = [
+      { id: 'b2', state: 'ready', lag: 0 },
+      { id: 'b3', state: 'ready', lag: 5000 },
+      { id: 'b4', state: 'catchup', lag: 10 },
+    ];
+    const ids = new Map([
+      ['node2', 'b2'],
+      ['node3', 'b3'],
+      ['node4', 'b4'],
+      ['node5', 'gone'],
+    ]);
+    expect(backupScores(streams, ids)).toEqual(
+      new Map<string, number | null>([
+        ['node2', BEST_SCORE],
+        ['node3', lagScore(5000)],
+        ['node4', null],
+        ['node5', null],
+      ]),
+    );
+    expect(lagScore(5000)).toBeLessThan(BEST_SCORE);
+    expect(lagScore(1024)).toBe(BEST_SCORE);
+    expect(lagScore(1025)).toBe(BEST_SCORE - 10);
+    expect(lagScore(2 ** 40)).toBe(BEST_SCORE - 310);
+  });
+
+  it('an identity is the broker id and, once known, its address', () => {
+    expect(parseIdentity(formatIdentity({ id: 'abc', address: '10.0.0.1:5672' }))).toEqual({ id: 'abc', address: '10.0.0.1:5672' });
+    expect(parseIdentity(formatIdentity({ id: 'abc' }))).toEqual({ id: 'abc' });
+    expect(parseIdentity('')).toBeUndefined();
+    expect(parseIdentity('a b c')).toBeUndefined();
+  });
+});
+
+describe('election - pre-promote steering', () => {
+  const pub = (node: string, state: string, lsn: number) => ({ node, state, epoch: 1, lsn });
+  it('names the candidate ahead of the target, among this transition’s candidates only', () => {
+    const all = new Set(['node2', 'node3']);
+    expect(aheadOfTarget('node2', [pub('node2', 'ready', 421), pub('node3', 'ready', 434)], all)?.node).toBe('node3');
+    expect(aheadOfTarget('node3', [pub('node2', 'ready', 421), pub('node3', 'ready', 434)], all)).toBeUndefined();
+    expect(aheadOfTarget('node2', [pub('node2', 'ready', 421), pub('node3', 'ready', 421)], all), 'a tie keeps the target').toBeUndefined();
+    expect(aheadOfTarget('node2', [pub('node3', 'ready', 434)], all), 'target not published yet').toBeUndefined();
+    expect(aheadOfTarget('node2', [pub('node2', 'ready', 421), pub('node3', 'ready', 434)], new Set(['node2'])), 'not a candidate').toBeUndefined();
+    expect(aheadOfTarget('node2', [pub('node2', 'ready', 421), pub('node3', 'joining', 900)], all), 'a joining old primary does not outrank a ready target').toBeUndefined();
   });
 });
 

@@ -12,7 +12,10 @@
 #               wait [SECS] | sw CMD...
 # kill = power loss: SIGKILL to the node's pid-namespace init makes the kernel kill every
 # process of the node. Only PIDs recorded by this script (and the processes inside the
-# node's pid namespace) are ever signalled.
+# node's pid namespace) are ever signalled. The kernel still closes the dead processes'
+# sockets (peers see FIN/RST at once, as after a crash of the software); with
+# TANDEM_LAB_UNPLUG=1 kill then also pulls the node's cable (its bridge port goes down),
+# so from then on nothing answers at its address, as after a real power loss.
 set -uo pipefail
 
 SELF=$(readlink -f "$0")
@@ -20,6 +23,7 @@ LAB=${TANDEM_LAB_DIR:-/var/tmp/tandem-lab}
 NET=${TANDEM_LAB_NET:-10.203.0}
 NS=${TANDEM_LAB_NS:-tdlab-}
 TOKEN=${TANDEM_LAB_TOKEN:-1000}
+UNPLUG=${TANDEM_LAB_UNPLUG:-0}
 STATE=$LAB/state
 SWNS=${NS}sw
 
@@ -109,6 +113,7 @@ net_down() {
 start_node() {
     local node=$1 a b i
     init_pid "$node" >/dev/null && return 0
+    ip -n "$SWNS" link set "v-$node" up
     rm -f "$STATE/$node".{init.pid,pidns} "$LAB/$node/.up"
     cp "$SELF" "$STATE/lab.init.$$" && mv -f "$STATE/lab.init.$$" "$STATE/lab.init"
     (export TANDEM_LAB_DIR="$LAB"
@@ -143,6 +148,7 @@ kill_node() {
         sleep 0.05
     done
     [[ -z $(node_pids "$node") ]] || die "$node: processes survive: $(node_pids "$node")"
+    [[ $UNPLUG == 1 ]] && ip -n "$SWNS" link set "v-$node" down
     rm -f "$STATE/$node".{init.pid,pidns} "$LAB/$node/.up"
 }
 

@@ -7,6 +7,7 @@
 // the baseline tandem's failover is compared with (docs/pacemaker.md).
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haAvailable, isAlive, repoRoot, tandemBin, tandemdBin, useInstalledAgent, waitFor } from './helpers.js';
@@ -16,7 +17,17 @@ const lab = new Lab();
 const NODES = ['node1', 'node2', 'node3'];
 const ROUNDS = Number(process.env.TANDEM_LAB_ROUNDS ?? 2);
 const brokersUrl = NODES.map((n) => `${lab.address(n)}:5672`).join(',');
-const results: Record<string, unknown> = { token_ms: lab.token, rounds: ROUNDS, tandem: [] as unknown[], move: [] as unknown[], stateful: [] as unknown[] };
+const results: Record<string, unknown> = {
+  token_ms: lab.token,
+  rounds: ROUNDS,
+  // TANDEM_LAB_UNPLUG=1: a killed node's address stops answering too (lab.sh), as after a power loss.
+  unplug: process.env.TANDEM_LAB_UNPLUG === '1',
+  tandem: [] as unknown[],
+  move: [] as unknown[],
+  stateful: [] as unknown[],
+};
+/** The host's 1-minute load average: every lab node shares it, and Pacemaker throttles by it. */
+const load = () => Math.round(loadavg()[0] * 100) / 100;
 let uninstall: (() => Promise<void>) | undefined;
 let client: FailoverClient | undefined;
 let ready = false;
@@ -174,7 +185,15 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
         name: `a message accepted by the new primary on ${newPrimary}`,
         everyMs: 50,
       });
-      (results.tandem as unknown[]).push({ round, t_kill: tKill, killed: victim, promoted: newPrimary, kill_to_promoted_ms: tPromoted - tKill, kill_to_first_accepted_ms: first.t - tKill });
+      (results.tandem as unknown[]).push({
+        round,
+        t_kill: tKill,
+        killed: victim,
+        promoted: newPrimary,
+        kill_to_promoted_ms: tPromoted - tKill,
+        kill_to_first_accepted_ms: first.t - tKill,
+        load: load(),
+      });
       await waitFor(() => client!.accepted().length > before + 100, { timeoutMs: 30_000, name: 'traffic after failover' });
 
       await lab.start(victim);
@@ -195,9 +214,19 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     const tMove = Date.now();
     const move = await lab.exec(from, ['pcs', 'resource', 'move', 'broker-clone', to, '--promoted']);
     expect(move.code, move.stderr).toBe(0);
+    const tPcs = Date.now();
     await waitFor(async () => ((await lab.promoted(from, 'broker'))[0] === to ? true : undefined), { timeoutMs: 120_000, name: `Promoted on ${to}`, everyMs: 100 });
+    const tPromoted = Date.now();
     const first = await waitFor(() => client!.firstAcceptedAfter(tMove, `${lab.address(to)}:5672`), { timeoutMs: 60_000, name: `a message accepted on ${to}`, everyMs: 50 });
-    (results.move as unknown[]).push({ t_move: tMove, from, to, move_to_first_accepted_ms: first.t - tMove });
+    (results.move as unknown[]).push({
+      t_move: tMove,
+      from,
+      to,
+      pcs_ms: tPcs - tMove,
+      move_to_promoted_ms: tPromoted - tMove,
+      move_to_first_accepted_ms: first.t - tMove,
+      load: load(),
+    });
     expect((await lab.exec(from, ['pcs', 'resource', 'clear', 'broker-clone'])).code).toBe(0);
     await lab.healthy('node1', 'broker', 3, 120_000);
     const moved = client.accepted().length;
@@ -235,7 +264,7 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
         },
         { timeoutMs: 90_000, name: 'a new Stateful Promoted', everyMs: 100 },
       );
-      (results.stateful as unknown[]).push({ round, killed: victim, promoted: p, kill_to_promoted_ms: Date.now() - tKill });
+      (results.stateful as unknown[]).push({ round, killed: victim, promoted: p, kill_to_promoted_ms: Date.now() - tKill, load: load() });
       await lab.start(victim);
       await lab.healthy(viewer, 'st', 3, 120_000);
     }

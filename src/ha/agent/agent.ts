@@ -10,8 +10,12 @@ import { LOCK_FILE_NAME } from '../../store/lock.js';
 import { isTandemd, type BrokerProcess, type Account } from './broker-process.js';
 import type { HaSnapshot, LocalStatus } from './brokers.js';
 import {
+  aheadOfTarget,
+  backupScores,
   betterCandidate,
+  formatIdentity,
   formatPublished,
+  parseIdentity,
   isPrimary,
   mayBePromoted,
   parsePublished,
@@ -23,7 +27,7 @@ import {
 } from './election.js';
 import { fail, ok, Ocf, OcfError, type OcfResult } from './ocf.js';
 import type { Cluster } from './pacemaker.js';
-import { actionBudgetMs, readNotification, type AgentParams, type StartWait } from './params.js';
+import { actionBudgetMs, readNotification, type AgentParams, type Notification, type StartWait } from './params.js';
 
 export interface AgentLog {
   debug(msg: string): void;
@@ -39,7 +43,12 @@ export interface AgentDeps {
   cluster: Cluster;
   log: AgentLog;
   statusOf(address: BrokerAddress, timeoutMs: number): Promise<LocalStatus>;
-  statusOfAll(brokersUrl: string, credentials: { user?: string; password?: string }, timeoutMs: number): Promise<BrokerView[]>;
+  statusOfAll(
+    brokersUrl: string,
+    credentials: { user?: string; password?: string },
+    timeoutMs: number,
+    timeoutFor?: (address: string) => number | undefined,
+  ): Promise<BrokerView[]>;
   promote(address: BrokerAddress, timeoutMs: number): Promise<HaSnapshot>;
   lookupAccount(name: string): Promise<Account | undefined>;
   env: Record<string, string | undefined>;
@@ -66,6 +75,33 @@ const BACKUP_STATES = ['joining', 'catchup', 'ready'];
 const reached: Record<StartWait, string[]> = { joining: BACKUP_STATES, catchup: ['catchup', 'ready'], ready: ['ready'] };
 const PEER_TIMEOUT_MS = 2000;
 const PROMOTE_PEER_TIMEOUT_MS = 1000;
+/**
+ * In promote, for a broker of ha-brokers-url that no node of the cluster claims as its
+ * own (its node is gone: attrd drops a lost node's attributes): enough for a live broker
+ * on a LAN to answer, without waiting a second for a host that has lost power.
+ */
+const UNCLAIMED_PEER_TIMEOUT_MS = 300;
+/** How long pre-promote waits for the other candidates' positions (they publish at the same moment). */
+const STEER_GATHER_MS = 250;
+/** How long pre-promote waits for a score it moved to reach the CIB (so Pacemaker sees it before it promotes). */
+const STEER_WAIT_MS = 2000;
+
+/**
+ * Per-address probe timeouts for promote: a broker whose address a node of the cluster
+ * published keeps the normal timeout, any other gets UNCLAIMED_PEER_TIMEOUT_MS. With no
+ * published address at all (a cold start before the first monitors, or no cluster) none is shortened.
+ */
+function unclaimedTimeouts(identities: Map<string, string> | undefined): ((address: string) => number | undefined) | undefined {
+  const claimed = new Set<string>();
+  for (const value of identities?.values() ?? []) {
+    const address = parseIdentity(value)?.address;
+    if (address) claimed.add(address);
+  }
+  if (claimed.size === 0) return undefined;
+  return (address) => (claimed.has(address) ? undefined : UNCLAIMED_PEER_TIMEOUT_MS);
+}
+
+const brokerIdOf = (s: HaSnapshot): string | undefined => (typeof s['broker-id'] === 'string' && s['broker-id'] ? s['broker-id'] : undefined);
 const LOCAL_TIMEOUT_MS = 3000;
 
 export class TandemAgent {
@@ -80,6 +116,11 @@ export class TandemAgent {
 
   private get positionAttribute(): string {
     return `tandem-position-${this.p.resource}`;
+  }
+
+  /** Private node attribute naming the broker each node runs: "<broker-id> <host:port in ha-brokers-url>". */
+  private get identityAttribute(): string {
+    return `tandem-broker-${this.p.resource}`;
   }
 
   /** Time left of this action's own budget (its timeout minus a margin). */
@@ -221,24 +262,101 @@ export class TandemAgent {
     });
   }
 
-  private async peers(v: Validated, timeoutMs = PEER_TIMEOUT_MS): Promise<BrokerView[] | undefined> {
+  private async peers(v: Validated, timeoutMs = PEER_TIMEOUT_MS, timeoutFor?: (address: string) => number | undefined): Promise<BrokerView[] | undefined> {
     try {
       const s = v.settings;
-      return await this.deps.statusOfAll(s.haBrokersUrl!, { user: s.haMechanism === 'ANONYMOUS' ? undefined : s.haUsername, password: s.haPassword }, timeoutMs);
+      const credentials = { user: s.haMechanism === 'ANONYMOUS' ? undefined : s.haUsername, password: s.haPassword };
+      return await this.deps.statusOfAll(s.haBrokersUrl!, credentials, timeoutMs, timeoutFor);
     } catch (err) {
       this.log.warn(`cannot ask the brokers of ha-brokers-url: ${(err as Error).message}`);
       return undefined;
     }
   }
 
-  /** Keep this instance's promotion score in step with what monitor saw. */
+  /**
+   * Keep promotion scores in step with what monitor saw: this instance's own and, on
+   * the primary, those of the backups it streams to (it counts their lag itself).
+   */
   private async score(o: Observation, v: Validated): Promise<void> {
-    if (o.role === 'primary') return this.applyScore(PRIMARY_SCORE);
+    if (o.role === 'primary') {
+      await Promise.all([this.applyScore(PRIMARY_SCORE), this.scoreBackups(o.status, v)]);
+      return;
+    }
     if (o.role !== 'backup') return this.applyScore(null);
     const s = o.status;
-    const peers = s.state === 'ready' || s.state === 'joining' ? await this.peers(v) : undefined;
-    const id = typeof s['broker-id'] === 'string' ? s['broker-id'] : undefined;
-    return this.applyScore(promotionScore({ state: s.state, epoch: s.epoch, lsn: s.lsn, id }, peers));
+    const [peers, me, identities] = await Promise.all([
+      s.state === 'ready' || s.state === 'joining' ? this.peers(v) : undefined,
+      this.deps.cluster.localNode().catch(() => undefined),
+      this.identities(),
+    ]);
+    await Promise.all([
+      this.applyScore(promotionScore({ state: s.state, epoch: s.epoch, lsn: s.lsn, id: brokerIdOf(s) }, peers)),
+      me !== undefined && identities !== undefined ? this.publishIdentity(s, identities.get(me), async () => peers) : undefined,
+    ]);
+  }
+
+  /** Every node's published identity (raw values), or undefined when attrd cannot be asked. */
+  private async identities(): Promise<Map<string, string> | undefined> {
+    try {
+      return await this.deps.cluster.published(this.identityAttribute);
+    } catch (err) {
+      this.log.warn(`cannot read the brokers' identities: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
+  /**
+   * Publish this broker's id and its address in ha-brokers-url (found by asking every
+   * broker: the one answering with our process instance is us) unless attrd has them.
+   * The primary maps the backups it lists (by broker id) to nodes with it; promote
+   * tells brokers on nodes still in the cluster from those on lost nodes.
+   */
+  private async publishIdentity(s: HaSnapshot, current: string | undefined, peers: () => Promise<BrokerView[] | undefined>): Promise<void> {
+    const id = brokerIdOf(s);
+    if (!id) return;
+    const known = current !== undefined ? parseIdentity(current) : undefined;
+    if (known?.id === id && known.address) return;
+    const instance = typeof s.instance === 'string' ? s.instance : undefined;
+    const address = instance ? (await peers())?.find((b) => b.instance === instance)?.address : undefined;
+    const value = formatIdentity({ id, address: address ?? (known?.id === id ? known.address : undefined) });
+    if (value === current) return;
+    await this.bestEffort('publishing the broker identity', async () => {
+      await this.deps.cluster.setPrivate(this.identityAttribute, value);
+      this.log.info(`published broker identity ${value}`);
+    });
+  }
+
+  /**
+   * The primary's monitor scores the backups it knows (like PAF's pgsqlms does for its
+   * standbys): each node whose published broker id is one of its ready streams gets the
+   * score of the lag the primary counts for it; a node whose broker is in catchup, or
+   * not attached, loses its score. Only changed scores are written.
+   */
+  private async scoreBackups(s: HaSnapshot, v: Validated): Promise<void> {
+    const c = this.deps.cluster;
+    await this.bestEffort('scoring the backups', async () => {
+      const [me, identities, current] = await Promise.all([c.localNode(), c.published(this.identityAttribute), c.allScores()]);
+      const ids = new Map<string, string>();
+      for (const [node, value] of identities) {
+        const identity = node === me ? undefined : parseIdentity(value);
+        if (identity) ids.set(node, identity.id);
+      }
+      const streams = (s.backups ?? []).flatMap((b) => (typeof b.id === 'string' ? [{ id: b.id, state: String(b.state), lag: Number(b.lag) }] : []));
+      const wanted = backupScores(streams, ids);
+      await Promise.all([
+        this.publishIdentity(s, identities.get(me), () => this.peers(v)),
+        ...[...wanted].map(async ([node, score]) => {
+          const now = current.get(node);
+          if (score === null && now !== undefined) {
+            await c.deleteScore(node);
+            this.log.info(`promotion score of ${node} ${now} removed: its broker is not a ready backup of this primary`);
+          } else if (score !== null && now !== score) {
+            await c.setScore(score, node);
+            this.log.info(`promotion score of ${node} ${now ?? 'none'} -> ${score}`);
+          }
+        }),
+      ]);
+    });
   }
 
   // ------------------------------------------------------------ monitor
@@ -340,7 +458,10 @@ export class TandemAgent {
   async stop(): Promise<OcfResult> {
     const proc = this.deps.process;
     await this.bestEffort('promotion score', () => this.deps.cluster.deleteScore());
-    await this.bestEffort('clearing the published position', () => this.deps.cluster.unpublish(this.positionAttribute));
+    await Promise.all([
+      this.bestEffort('clearing the published position', () => this.deps.cluster.unpublish(this.positionAttribute)),
+      this.bestEffort('clearing the broker identity', () => this.deps.cluster.unpublish(this.identityAttribute)),
+    ]);
     const pid = proc.pid();
     if (pid === undefined) {
       proc.forget();
@@ -375,8 +496,11 @@ export class TandemAgent {
     }
     const self = o.status;
     if (self.state === 'catchup') return fail(Ocf.errGeneric, 'refusing to promote a broker in catchup: its copy of the primary is incomplete');
-    // A short timeout: the node that just died is among them, and failover time counts.
-    const [peers, published] = await Promise.all([this.peers(v, PROMOTE_PEER_TIMEOUT_MS), this.publishedPositions(self)]);
+    // Short timeouts: the node that just died is among them, and failover time counts.
+    const [peers, published] = await Promise.all([
+      this.identities().then((ids) => this.peers(v, PROMOTE_PEER_TIMEOUT_MS, unclaimedTimeouts(ids))),
+      this.publishedPositions(self),
+    ]);
     const primary = peers?.find((b) => isPrimary(b.state));
     if (primary) return fail(Ocf.errGeneric, `refusing to promote: ${primary.address} is a live primary (${primary.state}); that would be a split brain`);
     if (!mayBePromoted(self.state, peers)) {
@@ -393,8 +517,7 @@ export class TandemAgent {
       const node = better?.node ?? published.find((p) => p.epoch === ahead.epoch && p.lsn === ahead.lsn)?.node;
       if (node) {
         await this.bestEffort('moving the promotion score', async () => {
-          await this.deps.cluster.setScore(BEST_SCORE, node);
-          await this.deps.cluster.setScore(1);
+          await Promise.all([this.deps.cluster.setScore(BEST_SCORE, node), this.deps.cluster.setScore(1)]);
         });
       }
       return fail(
@@ -413,11 +536,12 @@ export class TandemAgent {
       const now = await this.observe(v);
       if (now.role === 'primary') {
         this.deps.process.markPrimary(true);
-        await this.applyScore(PRIMARY_SCORE);
+        // A backup's score is never PRIMARY_SCORE: set it without reading it first.
+        await this.bestEffort('promotion score', () => this.deps.cluster.setScore(PRIMARY_SCORE));
         return ok();
       }
       if (now.role !== 'backup') return this.monitorCode(now, false, v);
-      await sleep(100);
+      await sleep(50);
     }
     return fail(Ocf.errGeneric, 'the broker accepted promotion but never reported itself primary');
   }
@@ -495,14 +619,55 @@ export class TandemAgent {
         return ok();
       }
       const value = formatPublished(o.status.state, o.status);
+      let positions: Map<string, string> | undefined;
       await this.bestEffort('publishing the position', async () => {
-        await this.deps.cluster.publish(this.positionAttribute, value, Math.max(1000, this.remainingMs()));
+        positions = await this.deps.cluster.publish(this.positionAttribute, value, Math.max(1000, this.remainingMs()));
         this.log.info(`published position ${value}`);
       });
+      if (positions) await this.steerPromotion(positions, n);
     } else if (n.type === 'post') {
       await this.bestEffort('clearing the published position', () => this.deps.cluster.unpublish(this.positionAttribute));
     }
     return ok();
+  }
+
+  /**
+   * Pre-promote, after publishing: if the positions published so far show a candidate
+   * strictly ahead of the node Pacemaker is about to promote, move the promotion score
+   * to it now, and return only once the CIB has the change. Pacemaker then aborts the
+   * transition before it runs the promote and plans the better node's promotion; a
+   * refused promote would instead count as a failure and restart the refusing broker
+   * (Pacemaker's recovery of a failed promote), which cost about 2 s of failover in the
+   * lab. The notifications run at once on every node, so each waits briefly for the
+   * other candidates' positions (when Pacemaker runs them one after another, under
+   * load, the last one sees them all); should Pacemaker promote the old target
+   * anyway, promote still re-checks and refuses.
+   */
+  private async steerPromotion(positions: Map<string, string>, n: Notification): Promise<void> {
+    const target = n.promoteNodes[0];
+    if (!target || n.promoteNodes.length !== 1) return;
+    const candidates = new Set([...n.unpromotedNodes, ...n.startNodes, target].filter((x) => !n.stopNodes.includes(x)));
+    const deadline = Date.now() + Math.min(STEER_GATHER_MS, this.remainingMs());
+    while ([...candidates].some((node) => !positions.has(node)) && Date.now() < deadline) {
+      await sleep(25);
+      try {
+        positions = await this.deps.cluster.published(this.positionAttribute);
+      } catch {
+        break;
+      }
+    }
+    const published = [...positions].flatMap(([node, value]) => parsePublished(node, value) ?? []);
+    const ahead = aheadOfTarget(target, published, candidates);
+    if (!ahead) return;
+    const t = published.find((p) => p.node === target)!;
+    this.log.info(
+      `pre-promote: ${ahead.node} (${formatPublished(ahead.state, ahead)}) is ahead of ${target} (${formatPublished(t.state, t)}): moving the promotion score to ${ahead.node}`,
+    );
+    const c = this.deps.cluster;
+    await this.bestEffort('moving the promotion score', async () => {
+      await Promise.all([c.setScore(BEST_SCORE, ahead.node), c.setScore(1, target)]);
+      if (!(await c.awaitScore(target, 1, Math.min(STEER_WAIT_MS, this.remainingMs())))) this.log.warn(`the score of ${target} did not reach the CIB within ${STEER_WAIT_MS} ms`);
+    });
   }
 
   // ------------------------------------------------------------ dispatch

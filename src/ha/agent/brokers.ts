@@ -52,19 +52,29 @@ export async function promote(address: BrokerAddress, timeoutMs: number): Promis
   return snapshot(await request(address, 'HA-PROMOTE', { 'cluster-manager': true }, timeoutMs));
 }
 
-/** The status of every broker of ha-brokers-url, unreachable ones included as such. */
-export async function statusOfAll(brokersUrl: string, credentials: { user?: string; password?: string }, timeoutMs: number): Promise<BrokerView[]> {
+/**
+ * The status of every broker of ha-brokers-url, unreachable ones included as such.
+ * timeoutFor may give an address (host:port as in ha-brokers-url) its own timeout.
+ */
+export async function statusOfAll(
+  brokersUrl: string,
+  credentials: { user?: string; password?: string },
+  timeoutMs: number,
+  timeoutFor?: (address: string) => number | undefined,
+): Promise<BrokerView[]> {
   const parsed = parseBrokersUrl(brokersUrl);
   return Promise.all(
     parsed.endpoints.map(async (e): Promise<BrokerView> => {
+      const key = endpointKey(e);
       const address = { host: e.host, port: e.port, user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password };
-      const s = await statusOf(address, timeoutMs);
-      if (s.kind !== 'up') return { address: endpointKey(e), state: 'unreachable', epoch: 0, lsn: 0 };
+      const s = await statusOf(address, timeoutFor?.(key) ?? timeoutMs);
+      if (s.kind !== 'up') return { address: key, state: 'unreachable', epoch: 0, lsn: 0 };
       const lagById: Record<string, number> = {};
       for (const b of s.status.backups ?? []) {
         if (typeof b.id === 'string' && Number.isFinite(Number(b.lag))) lagById[b.id] = Number(b.lag);
       }
-      return { address: endpointKey(e), state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn, lagById };
+      const instance = typeof s.status.instance === 'string' ? s.status.instance : undefined;
+      return { address: key, state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn, lagById, instance };
     }),
   );
 }

@@ -18,6 +18,8 @@ export interface BrokerView extends Position {
   state: string; // an HA state, or 'unreachable'
   /** The primary's own count of how far each backup (by broker id) is behind it. */
   lagById?: Record<string, number>;
+  /** The broker's process instance (HA-STATUS `instance`): tells a broker which address is its own. */
+  instance?: string;
 }
 
 export const PRIMARY_SCORE = 1001; // keeps the primary where it is (PAF's choice too)
@@ -56,6 +58,62 @@ function bucket(distance: number): number {
   return distance <= CAUGHT_UP ? 0 : Math.floor(Math.log2(distance)) - Math.floor(Math.log2(CAUGHT_UP)) + 1;
 }
 
+/** A ready backup's score by its lag behind the live primary: BEST_SCORE minus 10 per log2 bucket. */
+export function lagScore(lag: number): number {
+  return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(lag));
+}
+
+/** One backup as its primary lists it in HA-STATUS. */
+export interface BackupStream {
+  id: string;
+  state: string; // catchup | ready
+  lag: number;
+}
+
+/**
+ * The scores a primary gives the backups it knows, by node: `identities` maps each
+ * node to the broker id its instance published. A node whose broker the primary
+ * streams to as `ready` gets lagScore of the lag the primary counts for it; one in
+ * catchup, or not attached to this primary at all, gets none (null). Nodes without
+ * a published identity are not the primary's to judge and are left out.
+ */
+export function backupScores(backups: readonly BackupStream[], identities: ReadonlyMap<string, string>): Map<string, number | null> {
+  const out = new Map<string, number | null>();
+  for (const [node, id] of identities) {
+    const stream = backups.find((b) => b.id === id);
+    out.set(node, stream?.state === 'ready' && Number.isFinite(stream.lag) ? lagScore(stream.lag) : null);
+  }
+  return out;
+}
+
+/** The identity an instance publishes as a private node attribute: its broker id and its address in ha-brokers-url. */
+export interface Identity {
+  id: string;
+  address?: string;
+}
+
+export function formatIdentity(i: Identity): string {
+  return i.address ? `${i.id} ${i.address}` : i.id;
+}
+
+export function parseIdentity(value: string): Identity | undefined {
+  const [id, address, ...rest] = value.trim().split(/\s+/);
+  if (!id || rest.length > 0) return undefined;
+  return address ? { id, address } : { id };
+}
+
+/**
+ * In pre-promote: the candidate strictly ahead of the node Pacemaker is about to
+ * promote, from the positions published so far (`published` maps node -> position;
+ * only `candidates`, the nodes that could be promoted in this transition, count).
+ * Undefined when the target is the best known, or its own position is not known yet.
+ */
+export function aheadOfTarget(target: string, published: readonly Published[], candidates: ReadonlySet<string>): Published | undefined {
+  const t = published.find((p) => p.node === target);
+  if (!t) return undefined;
+  return betterCandidate(t, published.filter((p) => p.node !== target && candidates.has(p.node)));
+}
+
 /**
  * The promotion score this broker should give itself, or null for none.
  * `peers` is every broker of ha-brokers-url (this one may be among them), or
@@ -81,7 +139,7 @@ export function promotionScore(self: { state: string; id?: string } & Position, 
       // The primary's own figure when it lists this backup: two status snapshots taken
       // at different instants of a busy log would disagree by the traffic in between.
       const lag = self.id !== undefined ? primary.lagById?.[self.id] : undefined;
-      return Math.max(LOWEST_SCORE, BEST_SCORE - 10 * bucket(lag ?? primary.lsn - self.lsn));
+      return lagScore(lag ?? primary.lsn - self.lsn);
     }
     const ahead = peers.filter((p) => p.state === 'ready' && comparePositions(p, self) > 0).length;
     return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);

@@ -88,6 +88,10 @@ export interface Notification {
   type: string; // pre | post
   operation: string; // start | stop | promote | demote
   promoteNodes: string[];
+  /** Nodes with an Unpromoted instance (Pacemaker 2.1 names; the older slave_ ones as a fallback). */
+  unpromotedNodes: string[];
+  startNodes: string[];
+  stopNodes: string[];
 }
 
 export function readNotification(env: Env = process.env): Notification {
@@ -96,6 +100,9 @@ export function readNotification(env: Env = process.env): Notification {
     type: env.OCF_RESKEY_CRM_meta_notify_type ?? '',
     operation: env.OCF_RESKEY_CRM_meta_notify_operation ?? '',
     promoteNodes: words(env.OCF_RESKEY_CRM_meta_notify_promote_uname),
+    unpromotedNodes: words(env.OCF_RESKEY_CRM_meta_notify_unpromoted_uname ?? env.OCF_RESKEY_CRM_meta_notify_slave_uname),
+    startNodes: words(env.OCF_RESKEY_CRM_meta_notify_start_uname),
+    stopNodes: words(env.OCF_RESKEY_CRM_meta_notify_stop_uname),
   };
 }
 
