@@ -6,7 +6,7 @@
 // The same lab then times Pacemaker's own ocf:pacemaker:Stateful after a crash,
 // the baseline tandem's failover is compared with (docs/pacemaker.md).
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -195,6 +195,12 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
         load: load(),
       });
       await waitFor(() => client!.accepted().length > before + 100, { timeoutMs: 30_000, name: 'traffic after failover' });
+      // Pre-promote compared every survivor's position (each node publishes its own; the
+      // agent logs what it saw): a node seeing only its own cannot steer the promotion.
+      const survivors = NODES.filter((n) => n !== victim);
+      const seen = survivors.flatMap((n) => readFileSync(join(lab.dir, n, 'var-log', 'pacemaker', 'pacemaker.log'), 'utf8').split('\n'));
+      const compared = seen.filter((l) => l.includes(`pre-promote of `) && survivors.every((n) => new RegExp(`positions .*\\b${n}=ready:`).test(l)));
+      expect(compared.length, `a pre-promote line naming the positions of ${survivors.join(' and ')}`).toBeGreaterThan(0);
 
       await lab.start(victim);
       await lab.healthy(viewer, 'broker', 3, 120_000);

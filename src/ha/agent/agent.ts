@@ -658,6 +658,9 @@ export class TandemAgent {
     }
     const published = [...positions].flatMap(([node, value]) => parsePublished(node, value) ?? []);
     const ahead = aheadOfTarget(target, published, candidates);
+    this.log.info(
+      `pre-promote of ${target}: candidates ${[...candidates].join(' ')}; positions ${published.map((p) => `${p.node}=${formatPublished(p.state, p)}`).join(' ')}${ahead ? '' : '; nobody ahead of the target'}`,
+    );
     if (!ahead) return;
     const t = published.find((p) => p.node === target)!;
     this.log.info(

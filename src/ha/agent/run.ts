@@ -22,6 +22,18 @@ export class RunError extends Error {
 }
 
 /**
+ * The tools' environment: ours without the OCF_* variables Pacemaker gave the agent.
+ * Pacemaker's tools read some of them: with OCF_RESKEY_CRM_meta_on_node set,
+ * `attrd_updater --query --all` answers for that node only (Pacemaker 2.1.5), and the
+ * positions the other nodes published in pre-promote were invisible.
+ */
+function toolEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { LC_ALL: 'C' };
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('OCF_') && k !== 'LC_ALL') env[k] = v;
+  return env;
+}
+
+/**
  * Run a command to completion with LC_ALL=C; a non-zero exit is a result, not an
  * error. Rejects with RunError if it cannot be started or outlives timeoutMs.
  */
@@ -30,7 +42,7 @@ export function runCommand(command: string, args: readonly string[], timeoutMs =
     execFile(
       command,
       args,
-      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 16 * 1024 * 1024, env: { ...process.env, LC_ALL: 'C' }, encoding: 'utf8' },
+      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 16 * 1024 * 1024, env: toolEnv(), encoding: 'utf8' },
       (err, stdout, stderr) => {
         if (err) {
           const e = err as Omit<NodeJS.ErrnoException, 'code'> & { code?: number | string | null; killed?: boolean; signal?: string | null };
