@@ -77,8 +77,10 @@ export class Follower {
     const endpoints = this.host.endpoints;
     const e = endpoints[this.next % endpoints.length];
     this.next++;
-    // After a full round without a primary, wait a little before the next round.
-    const roundDelay = this.next % endpoints.length === 0 ? Math.min(1000, this.host.heartbeatMs / 2) : 50;
+    // After a full round without a primary, wait a little before the next round. Little:
+    // a new primary holds its publishers' settlements until the backups that were ready
+    // are back, so this wait is paid by every failover (up to 1 s of it with 1000 ms here).
+    const roundDelay = this.next % endpoints.length === 0 ? Math.min(200, this.host.heartbeatMs / 4) : 50;
     const address = `${e.host}:${e.port}`;
     let settledAttempt = false;
     const giveUp = (reason: string, retryMs = roundDelay) => {
