@@ -180,6 +180,10 @@ describe('agent logic - the primary scores its backups', () => {
     await agentFor(world, c).run('monitor');
     expect(c.scores.get('node2')).toBe(1000);
     expect(c.scores.get('node3')).toBe(1000);
+    // Just promoted (recovering), the backups have not come back yet: their scores stay.
+    world.local = { kind: 'up', status: { ...(primaryStatus([]) as { status: HaSnapshot }).status, state: 'recovering' } };
+    await agentFor(world, c).run('monitor');
+    expect(c.scores.get('node2')).toBe(1000);
     // A backup that left the primary (restarted, another data dir) loses its score.
     world.local = primaryStatus([{ id: 'b3', state: 'ready', lag: 0 }]);
     await agentFor(world, c).run('monitor');

@@ -8,6 +8,7 @@
 // so the test can check that every accepted message is received at least once.
 // SIGUSR2 stops sending; the receiver then drains until it has every accepted
 // message (or 30 s pass) and prints the summary. SIGTERM prints it at once.
+import { connect as netConnect } from 'node:net';
 import rhea from 'rhea';
 
 const [urls, queue] = process.argv.slice(2);
@@ -17,6 +18,15 @@ const hosts = urls.split(',').map((h) => {
 });
 const out = (o) => process.stdout.write(`${JSON.stringify({ t: Date.now(), ...o })}\n`);
 
+// A host that lost power answers nothing, not even a reset: give up a connection
+// attempt after 1 s and try the next address (rhea has no connect timeout of its own).
+function connectWithin1s(port, host, _options, onConnected) {
+  const socket = netConnect(port, host, onConnected);
+  socket.setTimeout(1000, () => socket.destroy(new Error(`no answer from ${host}:${port} within 1 s`)));
+  socket.once('connect', () => socket.setTimeout(0));
+  return socket;
+}
+
 function connect(role) {
   let next = 0;
   let current = '';
@@ -25,7 +35,7 @@ function connect(role) {
     connection_details: () => {
       const h = hosts[next++ % hosts.length];
       current = `${h.host}:${h.port}`;
-      return { host: h.host, port: h.port };
+      return { host: h.host, port: h.port, connect: connectWithin1s };
     },
     reconnect: true,
     initial_reconnect_delay: 50,

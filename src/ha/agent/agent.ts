@@ -333,6 +333,9 @@ export class TandemAgent {
    * not attached, loses its score. Only changed scores are written.
    */
   private async scoreBackups(s: HaSnapshot, v: Validated): Promise<void> {
+    // Just promoted, the primary waits for the backups that were ready to come back: their
+    // scores stay as they were rather than be dropped now and written again a monitor later.
+    if (s.state === 'recovering') return;
     const c = this.deps.cluster;
     await this.bestEffort('scoring the backups', async () => {
       const [me, identities, current] = await Promise.all([c.localNode(), c.published(this.identityAttribute), c.allScores()]);
@@ -692,9 +695,6 @@ export class TandemAgent {
           return await this.notify();
         case 'validate-all':
           return await this.validateAll();
-        case 'reload-agent':
-          // Every reloadable parameter (start_wait, stop_wait) is read afresh by each action.
-          return ok();
         default:
           return fail(Ocf.errUnimplemented, `action ${action} is not implemented`);
       }

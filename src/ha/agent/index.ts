@@ -8,7 +8,7 @@ import { Ocf, OcfError, type OcfResult } from './ocf.js';
 import { PacemakerCluster } from './pacemaker.js';
 import { readParams } from './params.js';
 
-export const agentActions = ['start', 'stop', 'monitor', 'promote', 'demote', 'notify', 'validate-all', 'reload-agent'] as const;
+export const agentActions = ['start', 'stop', 'monitor', 'promote', 'demote', 'notify', 'validate-all'] as const;
 
 const lineLog = (level: string) => (msg: string) => process.stdout.write(`${level}: ${msg.replace(/\n/g, ' ')}\n`);
 export const stdoutLog: AgentLog = { debug: lineLog('debug'), info: lineLog('info'), warn: lineLog('warn'), err: lineLog('err') };
