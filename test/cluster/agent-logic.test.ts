@@ -14,7 +14,11 @@ class FakeCluster implements Cluster {
   scores = new Map<string, number>();
   /** Private attributes by name, then node. */
   attrsByName = new Map<string, Map<string, string>>();
+  pin: string | undefined;
   constructor(readonly me = 'node1') {}
+  async promotedPin() {
+    return this.pin;
+  }
   attrs(name = 'tandem-position-broker'): Map<string, string> {
     let m = this.attrsByName.get(name);
     if (!m) this.attrsByName.set(name, (m = new Map()));
@@ -243,6 +247,23 @@ describe('agent logic - promote', () => {
     expect(Object.values(cold.timeouts ?? {})).toEqual([undefined, undefined, undefined]);
   });
 
+  it('promotes a ready backup that a location constraint pins the Promoted role to, even with another one ahead', async () => {
+    const c = new FakeCluster('node1');
+    c.attrs().set('node3', 'ready:2:41');
+    c.pin = 'node1';
+    const world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('x:5672', 'ready', 2, 41)], promoted: 0 };
+    expect(await agentFor(world, c).run('promote')).toEqual({ code: 0 });
+    expect(world.promoted).toBe(1);
+    // Pinned elsewhere, or pinned here but not ready: the usual rules.
+    c.pin = 'node3';
+    const world2: World = { local: up('ready', 2, 40), pid: 10, peers: [], promoted: 0 };
+    expect((await agentFor(world2, c).run('promote')).code).toBe(1);
+    c.pin = 'node1';
+    const world3: World = { local: up('joining', 2, 40), pid: 10, peers: [v('x:5672', 'ready', 2, 41)], promoted: 0 };
+    expect((await agentFor(world3, c).run('promote')).code).toBe(1);
+    expect(world2.promoted + world3.promoted).toBe(0);
+  });
+
   it('refuses when a broker it can reach is further ahead, even if nothing was published', async () => {
     const world: World = { local: up('ready', 2, 40), pid: 10, peers: [v('x:5672', 'ready', 2, 90)], promoted: 0 };
     const r = await agentFor(world, new FakeCluster()).run('promote');
@@ -291,6 +312,15 @@ describe('agent logic - pre-promote steering', () => {
     expect(c.attrs().get('node3')).toBe('ready:1:434');
     expect(c.scores.get('node2')).toBe(1);
     expect(c.scores.get('node3')).toBe(1000);
+  });
+
+  it('does not steer away from a target a location constraint pins the Promoted role to', async () => {
+    const c = new FakeCluster('node3');
+    c.attrs().set('node2', 'ready:1:421');
+    c.scores.set('node2', 1000);
+    c.pin = 'node2';
+    await agentFor({ local: up('ready', 1, 434), pid: 10, peers: [], promoted: 0 }, c, pre('node2')).run('notify');
+    expect(c.scores.get('node2')).toBe(1000);
   });
 
   it('waits briefly for the other candidates, which publish at the same moment', async () => {

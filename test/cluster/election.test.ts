@@ -82,6 +82,11 @@ describe('election - pre-promote steering', () => {
     expect(aheadOfTarget('node2', [pub('node3', 'ready', 434)], all), 'target not published yet').toBeUndefined();
     expect(aheadOfTarget('node2', [pub('node2', 'ready', 421), pub('node3', 'ready', 434)], new Set(['node2'])), 'not a candidate').toBeUndefined();
     expect(aheadOfTarget('node2', [pub('node2', 'ready', 421), pub('node3', 'joining', 900)], all), 'a joining old primary does not outrank a ready target').toBeUndefined();
+    const three = new Set(['node1', 'node2', 'node3']);
+    expect(
+      aheadOfTarget('node1', [pub('node1', 'joining', 800), pub('node2', 'ready', 421), pub('node3', 'joining', 900)], three)?.node,
+      'a joining target: the ready candidate, not the joining one with more data',
+    ).toBe('node2');
   });
 });
 

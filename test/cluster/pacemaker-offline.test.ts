@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BEST_SCORE, promotionScore, type BrokerView } from '../../src/ha/agent/election.js';
+import { promotedPinIn } from '../../src/ha/agent/pacemaker.js';
 import { elements } from '../../src/ha/agent/xml.js';
 import { brokerDir, freePort, haAvailable, hasCommand, isRoot, killFromPidfile, run, tandemBin, tandemdBin, useInstalledAgent } from './helpers.js';
 
@@ -74,6 +75,24 @@ describe.skipIf(!usable)('pacemaker tools (offline CIB)', () => {
     expect(await force('check')).toBe(7);
     expect(await force('stop'), 'stopping a stopped broker').toBe(0);
   }, 180_000);
+
+  it('a location constraint that pins the Promoted role (what a planned move leaves) is read from the CIB', async () => {
+    const cib = await newCib('pin.xml');
+    expect((await run('pcs', ['-f', cib, 'resource', 'create', 'broker', 'ocf:tandem:tandemd', 'promotable', 'promoted-max=1', 'notify=true'])).code).toBe(0);
+    const configuration = async () => (await run('cibadmin', ['--query', '--scope', 'configuration'], { env: { CIB_file: cib } })).stdout;
+    expect(promotedPinIn(await configuration(), 'broker')).toBeUndefined();
+    // The constraint `pcs resource move broker-clone node2 --promoted` creates (pcs cannot move in a file).
+    const add = await run('pcs', ['-f', cib, 'constraint', 'location', 'add', 'cli-prefer-broker-clone', 'broker-clone', 'node2', 'INFINITY', 'role=Promoted', '--force']);
+    expect(add.code, add.stderr).toBe(0);
+    expect(promotedPinIn(await configuration(), 'broker')).toBe('node2');
+    expect(promotedPinIn(await configuration(), 'other'), 'another resource is not pinned').toBeUndefined();
+    // A mere preference (not INFINITY), or one for the Unpromoted role, pins nothing.
+    const cib2 = await newCib('pin2.xml');
+    expect((await run('pcs', ['-f', cib2, 'resource', 'create', 'broker', 'ocf:tandem:tandemd', 'promotable', 'promoted-max=1', 'notify=true'])).code).toBe(0);
+    expect((await run('pcs', ['-f', cib2, 'constraint', 'location', 'add', 'p1', 'broker-clone', 'node2', '100', 'role=Promoted', '--force'])).code).toBe(0);
+    expect((await run('pcs', ['-f', cib2, 'constraint', 'location', 'add', 'p2', 'broker-clone', 'node3', 'INFINITY', 'role=Unpromoted', '--force'])).code).toBe(0);
+    expect(promotedPinIn((await run('cibadmin', ['--query', '--scope', 'configuration'], { env: { CIB_file: cib2 } })).stdout, 'broker')).toBeUndefined();
+  });
 
   it('crm_simulate promotes the most advanced ready backup by the agent’s scores', async () => {
     const cib = await newCib('simulate.xml');

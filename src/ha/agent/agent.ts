@@ -500,15 +500,23 @@ export class TandemAgent {
     const self = o.status;
     if (self.state === 'catchup') return fail(Ocf.errGeneric, 'refusing to promote a broker in catchup: its copy of the primary is incomplete');
     // Short timeouts: the node that just died is among them, and failover time counts.
-    const [peers, published] = await Promise.all([
+    const [peers, published, pinnedHere] = await Promise.all([
       this.identities().then((ids) => this.peers(v, PROMOTE_PEER_TIMEOUT_MS, unclaimedTimeouts(ids))),
       this.publishedPositions(self),
+      this.pinnedTo().then(async (node) => node !== undefined && node === (await this.deps.cluster.localNode().catch(() => undefined))),
     ]);
     const primary = peers?.find((b) => isPrimary(b.state));
     if (primary) return fail(Ocf.errGeneric, `refusing to promote: ${primary.address} is a live primary (${primary.state}); that would be a split brain`);
     if (!mayBePromoted(self.state, peers)) {
       const ahead = peers?.find((b) => b.state !== 'joining' && b.state !== 'unreachable');
       return fail(Ocf.errGeneric, `refusing to promote a joining broker while ${ahead ? `${ahead.address} is ${ahead.state}` : 'the other brokers cannot be asked'}`);
+    }
+    // A constraint requires the Promoted role here (a planned move): refusing could only
+    // repeat until the operator gives up, with no primary meanwhile. A ready backup has
+    // every change a client was told is done, so it is promoted even if another is ahead.
+    if (pinnedHere && self.state === 'ready') {
+      this.log.info('a location constraint requires the Promoted role on this node: not comparing positions with the other backups');
+      return this.promoteNow(v, self);
     }
     // Two sources: what every node published in pre-promote (names the node, so the
     // score can follow) and what the brokers say now.
@@ -528,6 +536,21 @@ export class TandemAgent {
         `refusing to promote: ${node ?? `broker ${ahead.node}`} is further ahead (${ahead.state}, epoch ${ahead.epoch} lsn ${ahead.lsn} > epoch ${self.epoch} lsn ${self.lsn})${node ? '; promotion score moved there' : ''}`,
       );
     }
+    return this.promoteNow(v, self);
+  }
+
+  /** The node a location constraint pins the Promoted role to, if any (undefined also when the CIB cannot be read). */
+  private async pinnedTo(): Promise<string | undefined> {
+    try {
+      return await this.deps.cluster.promotedPin();
+    } catch (err) {
+      this.log.debug(`cannot read the location constraints: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
+  /** HA-PROMOTE, then wait until the broker reports itself primary. */
+  private async promoteNow(v: Validated, self: HaSnapshot): Promise<OcfResult> {
     let result: HaSnapshot;
     try {
       result = await this.deps.promote(v.address, Math.max(1000, this.remainingMs()));
@@ -665,6 +688,10 @@ export class TandemAgent {
       `pre-promote of ${target}: candidates ${[...candidates].join(' ')}; positions ${published.map((p) => `${p.node}=${formatPublished(p.state, p)}`).join(' ')}${ahead ? '' : '; nobody ahead of the target'}`,
     );
     if (!ahead) return;
+    if ((await this.pinnedTo()) === target) {
+      this.log.info(`pre-promote: a location constraint requires the Promoted role on ${target}: leaving the scores alone`);
+      return;
+    }
     const t = published.find((p) => p.node === target)!;
     this.log.info(
       `pre-promote: ${ahead.node} (${formatPublished(ahead.state, ahead)}) is ahead of ${target} (${formatPublished(t.state, t)}): moving the promotion score to ${ahead.node}`,

@@ -176,9 +176,10 @@ export function parsePublished(node: string, value: string): Published | undefin
  * score back and forth.
  */
 export function betterCandidate(self: { state: string } & Position, published: readonly Published[]): Published | undefined {
-  const rivals = published.filter((p) => (self.state === 'ready' ? p.state === 'ready' : p.state === 'ready' || p.state === 'joining'));
-  const best = rivals.reduce<Published | undefined>((b, p) => (b === undefined || comparePositions(p, b) > 0 ? p : b), undefined);
-  if (!best) return undefined;
-  if (best.state === 'ready' && self.state === 'joining') return best;
-  return comparePositions(best, self) > 0 ? best : undefined;
+  const most = (list: readonly Published[]) => list.reduce<Published | undefined>((b, p) => (b === undefined || comparePositions(p, b) > 0 ? p : b), undefined);
+  const ready = most(published.filter((p) => p.state === 'ready'));
+  // A ready broker beats any joining one, whatever their positions (joining may hold an unreplicated tail).
+  if (self.state !== 'ready' && ready) return ready;
+  const best = self.state === 'ready' ? ready : most(published.filter((p) => p.state === 'joining'));
+  return best && comparePositions(best, self) > 0 ? best : undefined;
 }

@@ -3,7 +3,7 @@
 // (attrd_updater -p: the positions of pre-promote and each broker's identity),
 // and the local node name.
 import { runCommand, RunError } from './run.js';
-import { elements } from './xml.js';
+import { elements, sections } from './xml.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -46,6 +46,11 @@ export interface Cluster {
   /** Every node's value of a private attribute (nodes without one are left out). */
   published(name: string): Promise<Map<string, string>>;
   unpublish(name: string): Promise<void>;
+  /**
+   * The node a location constraint requires the Promoted role on (score INFINITY, as
+   * `pcs resource move --promoted` and `crm_resource --move --promoted` leave), if any.
+   */
+  promotedPin(): Promise<string | undefined>;
 }
 
 export class PacemakerCluster implements Cluster {
@@ -154,4 +159,31 @@ export class PacemakerCluster implements Cluster {
   async unpublish(name: string): Promise<void> {
     await run('attrd_updater', ['--delete', '--name', name]);
   }
+
+  async promotedPin(): Promise<string | undefined> {
+    const r = await run('cibadmin', ['--query', '--scope', 'configuration']);
+    if (r.exitCode !== 0) throw new PacemakerError('cibadmin --query', r.stderr);
+    return promotedPinIn(r.stdout, this.resource);
+  }
+}
+
+/** promotedPin over a CIB configuration section; exported for tests. */
+export function promotedPinIn(configuration: string, resource: string): string | undefined {
+  // The promotable clone that holds our primitive ("master" is the pre-2.0 spelling).
+  const clones = new Set<string>();
+  for (const tag of ['clone', 'master']) {
+    const ids = elements(configuration, tag).map((a) => a.id);
+    sections(configuration, tag).forEach((body, i) => {
+      if (ids[i] && elements(body, 'primitive').some((p) => p.id === resource)) clones.add(ids[i]);
+    });
+  }
+  const pins = elements(configuration, 'rsc_location').filter(
+    (c) =>
+      c.rsc !== undefined &&
+      clones.has(c.rsc) &&
+      (c.role === 'Promoted' || c.role === 'Master') &&
+      c.node !== undefined &&
+      /^\+?INFINITY$/i.test(c.score ?? ''),
+  );
+  return pins.length === 1 ? pins[0].node : undefined;
 }
