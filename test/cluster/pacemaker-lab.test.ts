@@ -11,6 +11,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haAvailable, isAlive, repoRoot, tandemBin, tandemdBin, useInstalledAgent, waitFor } from './helpers.js';
+import { elements } from '../../src/ha/agent/xml.js';
 import { Lab } from './lab.js';
 
 const lab = new Lab();
@@ -155,6 +156,16 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
         return s[roles.promoted] === 'active' && roles.unpromoted.every((n) => s[n] === 'ready') ? s : undefined;
       },
       { timeoutMs: 60_000, name: 'brokers active + ready + ready', everyMs: 500 },
+    );
+    // Every instance names its broker (id and its own ha-brokers-url address) for the
+    // primary's monitor, which scores the backups by the broker ids it streams to.
+    await waitFor(
+      async () => {
+        const r = await lab.exec('node1', ['attrd_updater', '--query', '--all', '--name', 'tandem-broker-broker', '--output-as=xml'], 20_000);
+        const ids = new Map(elements(r.stdout, 'attribute').map((a) => [a.host ?? a.node, a.value]));
+        return NODES.every((n) => new RegExp(`^\\S+ ${lab.address(n).replace(/\./g, '\\.')}:5672$`).test(ids.get(n) ?? '')) ? ids : undefined;
+      },
+      { timeoutMs: 60_000, name: 'each node’s published broker identity', everyMs: 1000 },
     );
     const q = await tandem(['queue', 'add', 'failover', '--durable', '-b', `${lab.address(roles.promoted)}:5672`]);
     expect(q.code, q.stderr).toBe(0);

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BEST_SCORE, promotionScore, type BrokerView } from '../../src/ha/agent/election.js';
+import { backupScores, BEST_SCORE, PRIMARY_SCORE, promotionScore, type BrokerView } from '../../src/ha/agent/election.js';
 import { promotedPinIn } from '../../src/ha/agent/pacemaker.js';
 import { elements } from '../../src/ha/agent/xml.js';
 import { brokerDir, freePort, haAvailable, hasCommand, isRoot, killFromPidfile, run, tandemBin, tandemdBin, useInstalledAgent } from './helpers.js';
@@ -75,6 +75,39 @@ describe.skipIf(!usable)('pacemaker tools (offline CIB)', () => {
     expect(await force('check')).toBe(7);
     expect(await force('stop'), 'stopping a stopped broker').toBe(0);
   }, 180_000);
+
+  it('crm_simulate: after the primary’s node fails, the backup the primary scored best is promoted', async () => {
+    const cib = await newCib('primary-scores.xml');
+    expect((await run('pcs', ['-f', cib, 'resource', 'create', 'broker', 'ocf:tandem:tandemd', 'promotable', 'promoted-max=1', 'notify=true'])).code).toBe(0);
+    const up = join(work, 'ps-up.xml');
+    const started = join(work, 'ps-started.xml');
+    let r = await run('crm_simulate', ['-x', cib, '-O', up, '--quorum=true', '--node-up', 'node1', '--node-up', 'node2', '--node-up', 'node3', '-S']);
+    expect(r.code, r.stderr).toBe(0);
+    r = await run('crm_simulate', ['-x', up, '-O', started, '--quorum=true', '-S']);
+    expect(r.code, r.stderr).toBe(0);
+    // node1 runs the primary; its monitor scores the backups from the lags it counts
+    // (node2 far behind, node3 caught up), mapped to nodes by their published broker ids.
+    const scores = backupScores(
+      [
+        { id: 'b2', state: 'ready', lag: 50_000 },
+        { id: 'b3', state: 'ready', lag: 3 },
+      ],
+      new Map([
+        ['node2', 'b2'],
+        ['node3', 'b3'],
+      ]),
+    );
+    for (const [node, score] of [['node1', PRIMARY_SCORE], ...scores] as Array<[string, number | null]>) {
+      const set = await run('crm_attribute', ['--promotion=broker', '--node', node, '--update', String(score)], { env: { CIB_file: started } });
+      expect(set.code, set.stderr).toBe(0);
+    }
+    const promoted = join(work, 'ps-promoted.xml');
+    r = await run('crm_simulate', ['-x', started, '-O', promoted, '--quorum=true', '-S', '--output-as=xml']);
+    expect(elements(r.stdout, 'rsc_action').filter((a) => a.action === 'promote').map((a) => a.source)).toEqual(['node1']);
+    r = await run('crm_simulate', ['-x', promoted, '--quorum=true', '--node-fail', 'node1', '-S', '--output-as=xml']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(elements(r.stdout, 'rsc_action').filter((a) => a.action === 'promote').map((a) => a.source)).toEqual(['node3']);
+  });
 
   it('a location constraint that pins the Promoted role (what a planned move leaves) is read from the CIB', async () => {
     const cib = await newCib('pin.xml');
