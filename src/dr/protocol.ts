@@ -10,7 +10,8 @@
 // flow control there is: the source keeps no per-bridge acknowledgement state.
 import rhea from 'rhea';
 import type { DrMode, LoggedChange } from '../broker/changes.js';
-import { bodyBytes, decodeRecordBatch, encodeRecordBatch, lengthPrefixed } from '../replication/protocol.js';
+import { bodyBytes, decodeRecordBatch } from '../replication/protocol.js';
+import { encodeChange } from '../store/record-codec.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -55,11 +56,43 @@ export interface DrStreamMessage {
   records?: Buffer[];
 }
 
+/** Described-type prefix of an AMQP data section (descriptor 0x75) holding a vbin32. */
+const DATA_SECTION = Buffer.from([0x00, 0x53, 0x75, 0xb0]);
+
+interface RheaTypes {
+  Writer: new () => { write(v: unknown): void; toBuffer(): Buffer };
+  described_nc(descriptor: unknown, value: unknown): unknown;
+  wrap_ulong(v: number): unknown;
+  wrap_map(v: Record<string, unknown>): unknown;
+}
+
+/**
+ * The AMQP message: application-properties, then one data section holding the
+ * records, each after its u32 length. Written here into one buffer of the exact
+ * size: rhea's message.encode copied a batch (up to 256 KiB) three times into
+ * zero-filled buffers it grew as it went, which made most of a DR source's
+ * garbage while it streamed (profile in bench/RESULTS.md).
+ */
 export function encodeDrMessage(m: DrStreamMessage): Buffer {
   const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn, time: m.time, head: m.head, now: m.now };
   if (m.queues) props.queues = JSON.stringify(m.queues);
   if (m.reason) props.reason = m.reason;
-  return rhea.message.encode({ application_properties: props, body: rhea.message.data_section(m.records ? lengthPrefixed(m.records) : encodeRecordBatch(m.entries)) }) as Buffer;
+  const types = (rhea as unknown as { types: RheaTypes }).types;
+  const w = new types.Writer();
+  w.write(types.described_nc(types.wrap_ulong(0x74), types.wrap_map(props)));
+  const head = w.toBuffer();
+  const records = m.records ?? (m.entries ?? []).map((e) => encodeChange(e));
+  let bodyLength = 0;
+  for (const r of records) bodyLength += 4 + r.length;
+  const out = Buffer.allocUnsafe(head.length + DATA_SECTION.length + 4 + bodyLength);
+  let at = head.copy(out, 0);
+  at += DATA_SECTION.copy(out, at);
+  at = out.writeUInt32BE(bodyLength, at);
+  for (const r of records) {
+    at = out.writeUInt32BE(r.length, at);
+    at += r.copy(out, at);
+  }
+  return out;
 }
 
 export function decodeDrMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): DrStreamMessage {

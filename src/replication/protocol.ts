@@ -102,8 +102,8 @@ export function encodeRecordBatch(entries: LoggedChange[] | undefined): Buffer {
   return encodeChangeBatch(entries ?? []);
 }
 
-/** Records already encoded, each after its u32 length, in one buffer (HA and DR). */
-export function lengthPrefixed(records: Buffer[]): Buffer {
+/** Records already encoded, each after its u32 length, in one buffer. */
+function lengthPrefixed(records: Buffer[]): Buffer {
   const out = Buffer.allocUnsafe(records.reduce((n, r) => n + 4 + r.length, 0));
   let offset = 0;
   for (const r of records) {
