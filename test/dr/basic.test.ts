@@ -128,3 +128,41 @@ describe('DR basics', () => {
     expect(bad.stderr).toMatch(/enqueue-and-dequeue or enqueue-only/);
   });
 });
+
+describe('DR behind the retained log', () => {
+  afterAll(async () => {
+    await killAllBrokers();
+  });
+
+  it('DR - a secondary behind the retained log gets a fresh snapshot, says so, and ends exact in both modes', async () => {
+    // A window of 100 changes: the 700 made while the secondary is down are far past it.
+    const primary = await TestBroker.start({ args: ['--dr-retain-changes', '100'] });
+    let secondary = await TestBroker.start();
+    for (const q of ['b-mirror', 'b-log']) expect((await tandem(['queue', 'add', q, '--durable', '-b', primary.url])).code).toBe(0);
+    await mgmt(secondary.port, 'DR-ADD', { queue: 'b-mirror', source: primary.url, mode: 'enqueue-and-dequeue' });
+    await mgmt(secondary.port, 'DR-ADD', { queue: 'b-log', source: primary.url, mode: 'enqueue-only' });
+    await send(primary.port, 'b-mirror', range('m', 0, 50));
+    await send(primary.port, 'b-log', range('l', 0, 50));
+    await receive(primary.port, 'b-mirror', 10);
+    await drFlush(primary.port, secondary.port);
+    expect(await contents(secondary.port, 'b-mirror')).toEqual(range('m', 10, 50));
+
+    const dataDir = secondary.dataDir;
+    await secondary.kill();
+    await send(primary.port, 'b-mirror', range('m', 50, 350));
+    await send(primary.port, 'b-log', range('l', 50, 350));
+    await receive(primary.port, 'b-mirror', 100);
+    await receive(primary.port, 'b-log', 20);
+    secondary = await TestBroker.start({ dataDir });
+    await drFlush(primary.port, secondary.port);
+
+    const snapshotLines = primary.stderr.split('\n').filter((l) => l.includes('DR: sending a snapshot of queues before the log'));
+    expect(snapshotLines.some((l) => l.includes('older than the retained log')), snapshotLines.join('\n')).toBe(true);
+    expect(secondary.stderr).toMatch(/DR: the source is sending a snapshot of queues/);
+    // The mirror dropped what it held and the source had consumed meanwhile (m10..m109).
+    expect(await contents(secondary.port, 'b-mirror')).toEqual(range('m', 110, 350));
+    expect(await contents(primary.port, 'b-mirror')).toEqual(range('m', 110, 350));
+    // Enqueue-only: what it had, plus the copy of what the source holds now (l20..l349).
+    expect(await contents(secondary.port, 'b-log')).toEqual(range('l', 0, 350));
+  });
+});
