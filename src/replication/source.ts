@@ -248,6 +248,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   readonly streams = new Set<BackupStream>();
   private pending = new Deque<{ lsn: number; cb: (err?: Error) => void }>();
   private holding = false;
+  private pumpScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   headLsn: number;
 
@@ -262,6 +263,11 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
 
   get epoch(): number {
     return this.opts.broker.epoch;
+  }
+
+  private anyReady(): boolean {
+    for (const s of this.streams) if (s.state === 'ready') return true;
+    return false;
   }
 
   get readyBackups(): BackupStream[] {
@@ -286,11 +292,22 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     this.headLsn = entry.lsn;
     const passed = this.filter.pass(entry);
     if (passed) this.retained.push(passed, 0);
-    for (const s of this.streams) s.pump();
+    // Once per tick, not per change: every change the tick made (a client's read of many
+    // transfers) goes to each backup in one stream message, with one acknowledgement.
+    // One transfer per change made replication cost the primary more than the change did.
+    if (this.streams.size > 0 && !this.pumpScheduled) {
+      this.pumpScheduled = true;
+      queueMicrotask(this.pumpAll);
+    }
   }
 
+  private readonly pumpAll = (): void => {
+    this.pumpScheduled = false;
+    for (const s of this.streams) s.pump();
+  };
+
   whenSafe(lsn: number, _durable: boolean, cb: (err?: Error) => void): void {
-    if (!this.holding && this.readyBackups.length === 0) return cb();
+    if (!this.holding && !this.anyReady()) return cb();
     this.pending.push({ lsn, cb });
     this.progress();
   }
@@ -329,9 +346,10 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
 
   /** Release settlements every ready backup has acknowledged. */
   progress(): void {
-    if (this.holding) return;
-    const ready = this.readyBackups;
-    const floor = ready.length === 0 ? Infinity : Math.min(...ready.map((s) => s.acked));
+    if (this.holding || this.pending.length === 0) return;
+    // Called for every publisher's message: no arrays.
+    let floor = Infinity;
+    for (const s of this.streams) if (s.state === 'ready' && s.acked < floor) floor = s.acked;
     while (this.pending.length > 0 && (this.pending.peek() as { lsn: number }).lsn <= floor) {
       (this.pending.shift() as { cb: () => void }).cb();
     }
