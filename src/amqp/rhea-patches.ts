@@ -32,6 +32,10 @@
 //    if they had come in two reads: only the one frame is copied.
 // 7. Logging: rhea calls its `debug` loggers with format arguments on every frame
 //    and event even when they are off (1-2% of CPU). Loggers that are off become no-ops.
+// 8. Frame encoding: rhea encodes each outgoing frame into a new zero-filled 1 KiB
+//    buffer, which a 1 KiB transfer outgrows at once (a second, bigger zero-filled
+//    buffer and a copy). We encode the frame header and performative into one reused
+//    scratch buffer and copy them, with the payload, into a buffer of the exact size.
 import { createRequire } from 'node:module';
 import { installLazyDecode } from './lazy-message.js';
 import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
@@ -174,6 +178,7 @@ export function installRheaPatches(): void {
   installInputGuards(require);
   installPartialFrameSplit(require);
   silenceDisabledLoggers(require);
+  installExactSizeFrames(require);
 
   proto.remove_link = function (this: RheaSession, link: RheaLink) {
     delete this.remote.handles[link.remote.handle];
@@ -208,6 +213,52 @@ function silenceDisabledLoggers(require: NodeRequire): void {
   const log = require('rhea/lib/log.js') as Record<string, ((...args: unknown[]) => void) & { enabled?: boolean }>;
   const off = (): void => {};
   for (const [name, logger] of Object.entries(log)) if (typeof logger === 'function' && !logger.enabled) log[name] = off;
+}
+
+interface RheaWriter {
+  buffer: Buffer;
+  position: number;
+  skip(bytes: number): void;
+  write_uint(value: number, width: number): void;
+  write(value: unknown): void;
+}
+
+interface RheaFrame {
+  type: number;
+  channel?: number;
+  performative?: unknown;
+  payload?: Buffer;
+}
+
+/** The scratch buffer's usual size; one grown past SCRATCH_KEEP for a huge frame is let go. */
+const SCRATCH_SIZE = 16 * 1024;
+const SCRATCH_KEEP = 1024 * 1024;
+
+function installExactSizeFrames(require: NodeRequire): void {
+  const types = require('rhea/lib/types.js') as { Writer: new (buffer?: Buffer) => RheaWriter };
+  const frames = require('rhea/lib/frames.js') as { TYPE_AMQP: number; TYPE_SASL: number; write_frame(frame: RheaFrame): Buffer };
+  const writeFrame = frames.write_frame;
+  const scratch = new types.Writer(Buffer.allocUnsafe(SCRATCH_SIZE));
+  frames.write_frame = (frame: RheaFrame): Buffer => {
+    if (frame.type !== frames.TYPE_AMQP && frame.type !== frames.TYPE_SASL) return writeFrame(frame);
+    scratch.position = 0;
+    try {
+      scratch.skip(4); // size, filled in below
+      scratch.write_uint(2, 1); // doff: the 8-byte header
+      scratch.write_uint(frame.type, 1);
+      scratch.write_uint(frame.type === frames.TYPE_AMQP ? frame.channel ?? 0 : 0, 2);
+      if (frame.performative) scratch.write(frame.performative);
+      const head = scratch.position;
+      const payload = frame.performative ? frame.payload : undefined;
+      const out = Buffer.allocUnsafe(head + (payload?.length ?? 0));
+      scratch.buffer.copy(out, 0, 0, head);
+      payload?.copy(out, head);
+      out.writeUInt32BE(out.length, 0);
+      return out;
+    } finally {
+      if (scratch.buffer.length > SCRATCH_KEEP) scratch.buffer = Buffer.allocUnsafe(SCRATCH_SIZE);
+    }
+  };
 }
 
 /** SASL frames are a few hundred bytes; this bounds what one may claim to be. */
