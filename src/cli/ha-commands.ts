@@ -7,7 +7,6 @@ import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { isHaState } from '../ha/states.js';
 import { loadSettings } from '../ops/config.js';
-import { haAgentCommands } from './ha-agent-commands.js';
 
 export const HaExit = { ok: 0, no: 1, usage: 2, notRunning: 7 } as const;
 
@@ -73,7 +72,7 @@ function common(cmd: Command): Command {
 
 const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
 
-export function haCommands(program: Command): void {
+export async function haCommands(program: Command): Promise<void> {
   const ha = program.command('ha').description('high availability: status, promotion (exit codes: 0 ok, 1 no/refused, 2 usage, 7 not running)');
 
   common(ha.command('status').description("print this broker's HA state"))
@@ -141,8 +140,11 @@ export function haCommands(program: Command): void {
       }
     });
 
-  haAgentCommands(ha);
+  // The agent's helper loads the whole agent: not for the commands a failover waits on.
+  if (!LEAN_HA_COMMANDS.has(process.argv[3] ?? '')) (await import('./ha-agent-commands.js')).haAgentCommands(ha);
 }
+
+const LEAN_HA_COMMANDS = new Set(['status', 'query', 'ping', 'promote']);
 
 /** HA-STATUS of every broker in ha-brokers-url (taken from the local broker if not in a config). */
 export async function queryAll(local: BrokerAddress, brokersUrl: string | undefined, timeoutMs: number): Promise<Array<Record<string, unknown>>> {

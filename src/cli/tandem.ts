@@ -2,13 +2,7 @@
 // src/admin and is shared with the $management node.
 import { Command } from 'commander';
 import { VERSION } from '../version.js';
-import { brokerCommands } from './broker-commands.js';
-import { drCommands } from './dr-commands.js';
 import { Exit } from './common.js';
-import { exchangeCommands } from './exchange-commands.js';
-import { haCommands } from './ha-commands.js';
-import { queueCommands } from './queue-commands.js';
-import { userCommands } from './user-commands.js';
 
 const program = new Command('tandem')
   .description('Administer Tandem brokers. Exit codes: 0 ok, 1 error, 2 bad arguments, 4 not found, 5 already exists, 7 not allowed, 8 precondition failed, 69 broker unreachable.')
@@ -18,11 +12,18 @@ const program = new Command('tandem')
     process.exit(err.exitCode === 0 ? Exit.ok : Exit.usage);
   });
 
-queueCommands(program);
-exchangeCommands(program);
-brokerCommands(program);
-haCommands(program);
-drCommands(program);
-userCommands(program);
+// Only the command group asked for is loaded, when one is named: a cluster manager runs
+// `tandem ha promote` right after the primary died, and this process's start-up is part
+// of the failover. Help, the version and unknown words load every group.
+const groups: Record<string, () => Promise<(program: Command) => void | Promise<void>>> = {
+  queue: async () => (await import('./queue-commands.js')).queueCommands,
+  exchange: async () => (await import('./exchange-commands.js')).exchangeCommands,
+  broker: async () => (await import('./broker-commands.js')).brokerCommands,
+  ha: async () => (await import('./ha-commands.js')).haCommands,
+  dr: async () => (await import('./dr-commands.js')).drCommands,
+  user: async () => (await import('./user-commands.js')).userCommands,
+};
+const named = process.argv[2] === 'ha' ? [groups.ha!] : Object.values(groups);
+for (const register of await Promise.all(named.map((load) => load()))) await register(program);
 
 await program.parseAsync(process.argv);
