@@ -139,14 +139,15 @@ export class AmqpServer {
     return Promise.all(this.servers.map((s) => new Promise<void>((r) => s.close(() => r())))).then(() => undefined);
   }
 
-  /** Close every client connection with a reason. */
-  closeAll(condition = 'amqp:connection:forced', description = 'broker is shutting down'): void {
+  /**
+   * End every client connection (a clean shutdown) by dropping its transport, not with
+   * a close frame: python-qpid-proton ignores an amqp:connection:forced close without
+   * ending its side, and then waits for ever instead of failing over to the next broker
+   * (see refusal.ts). After a dropped transport rhea and proton both reconnect.
+   */
+  closeAll(): void {
     for (const conn of [...this.connections.values()]) {
-      try {
-        conn.rhea.close({ condition, description });
-      } catch {
-        // already gone
-      }
+      (conn.rhea as unknown as { socket?: { destroy(): void } }).socket?.destroy();
     }
   }
 
@@ -244,7 +245,8 @@ export class AmqpServer {
   private onConnectionOpen(ctx: EventContext): void {
     const rc = ctx.connection;
     if (this.closing) {
-      rc.close({ condition: 'amqp:connection:forced', description: 'broker is shutting down' });
+      // Dropped, not closed with a frame: see closeAll().
+      (rc as unknown as { socket?: { destroy(): void } }).socket?.destroy();
       return;
     }
     const sasl = (rc as unknown as { sasl_transport?: { username?: string; mechanism?: { username?: string } } }).sasl_transport;

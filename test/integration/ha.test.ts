@@ -246,6 +246,23 @@ describe('ha', () => {
     await c.waitState(0, 'ready');
   });
 
+  it('ha - a clean stop of the primary: a python receiver fails over by itself to the promoted backup', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    await runPython('send.py', [url(c, 0), 'cq', 'a', '5']);
+    const receiving = runPython<{ bodies: string[]; opens: number; done: boolean }>('failover_receive.py', [c.url, 'cq', '10', '60'], 90_000);
+    await waitFor(async () => (await queues(c, 0))['cq']?.depth === 0, { timeout: 30_000, interval: 200, name: 'first five consumed' });
+    await settled(c, 0);
+    // SIGTERM, as systemd or a cluster manager stopping the primary does.
+    expect(await c.brokers[0]!.stop()).toBe(0);
+    expect((await c.promote(1)).code).toBe(0);
+    await runPython('send.py', [url(c, 1), 'cq', 'b', '5']);
+    const got = await receiving;
+    expect(got.done).toBe(true);
+    expect(got.opens).toBeGreaterThanOrEqual(2);
+    expect(got.bodies.filter((b) => b.startsWith('b-')).sort()).toEqual(['b-0', 'b-1', 'b-2', 'b-3', 'b-4']);
+  });
+
   it('ha - a backup restarted after kill -9 gets only the changes it lacks, and a failover to it loses nothing', async () => {
     cluster = await readyCluster(3);
     const c = cluster;
