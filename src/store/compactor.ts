@@ -36,6 +36,8 @@ export interface CompactorHost {
   readonly logger?: RecoveryLogger | undefined;
   /** A segment file was unlinked (readers close their descriptors). */
   segmentDeleted?(id: number): void;
+  /** A segment someone still reads dead records from (Journal.keepMessage): not deleted yet. */
+  isKept?(id: number): boolean;
 }
 
 export interface CompactionHooks {
@@ -99,7 +101,7 @@ export class Compactor {
         // Nothing copied (all of it about to die): no progress from this segment yet.
         if (copied > 0) progress = true;
       }
-      if (index.isDeletable(id)) {
+      if (index.isDeletable(id) && !this.host.isKept?.(id)) {
         await this.deleteSegment(id);
         report.deletedSegments.push(id);
         progress = true;

@@ -116,6 +116,8 @@ export class Journal implements ChangeSink {
   private closing: Promise<void> | undefined;
   private destroyed: Error | undefined;
   private lastError: Error | undefined;
+  /** Segments compaction must leave on disk: per segment, records kept readable past their death (keepMessage). */
+  private readonly kept = new Map<number, number>();
 
   private constructor(
     readonly dir: string,
@@ -145,6 +147,7 @@ export class Journal implements ChangeSink {
         writeCopy: (frame) => this.writeCopy(frame),
         pendingKills: () => this.pendingKills(),
         segmentDeleted: (id) => this.reader.forget(id),
+        isKept: (id) => this.kept.has(id),
       },
       opts.compactLiveRatio ?? 0.5,
       opts.compactionHooks,
@@ -301,6 +304,41 @@ export class Journal implements ChangeSink {
       if (!loc) throw new JournalReadError(`message ${id} of queue '${queue}' is not in the journal`);
       return loc;
     });
+    return this.recordsAt(refs, locs);
+  }
+
+  /**
+   * Keep the synced record of this message readable after its dequeue, until
+   * releaseKept(): its segment stays on disk (compaction skips it). For a reader
+   * that must still see a message the broker is removing now (a DR copy that has
+   * not reached it yet). Undefined if the synced journal does not hold it.
+   */
+  keepMessage(queue: string, id: number): Location | undefined {
+    const loc = this.index.messageLocation(queue, id);
+    if (!loc) return undefined;
+    this.kept.set(loc.seg, (this.kept.get(loc.seg) ?? 0) + 1);
+    return { ...loc };
+  }
+
+  /** Message records kept by keepMessage, read back (the keep still holds: release it after). */
+  readKept(refs: readonly MessageRef[], locs: readonly Location[]): MessageRecord[] {
+    if (this.destroyed) throw new JournalReadError(`journal is closed (${this.destroyed.message})`);
+    return this.recordsAt(refs, locs);
+  }
+
+  /** One keepMessage is over; its segment may go once nothing else holds it. */
+  releaseKept(seg: number): void {
+    const n = (this.kept.get(seg) ?? 0) - 1;
+    if (n > 0) {
+      this.kept.set(seg, n);
+      return;
+    }
+    this.kept.delete(seg);
+    // It may have been left for us alone: let compaction look again.
+    if (this.index.isDeletable(seg)) this.scheduleCompaction();
+  }
+
+  private recordsAt(refs: readonly MessageRef[], locs: readonly Location[]): MessageRecord[] {
     const entries = this.reader.read(locs);
     return refs.map(({ queue, id }, i) => {
       const body = entries[i]!.change;
