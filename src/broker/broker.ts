@@ -67,6 +67,16 @@ export interface BrokerOptions {
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 export type DrChange = Extract<Change, { kind: 'dr-transaction' | 'dr-queue' }>;
 
+/**
+ * Sees each message just before it leaves its queue for good (consumed, rejected,
+ * expired, dropped by a ring, purged, or taken by a committed transaction), while
+ * the entry still holds the message: a DR copy in progress keeps what it has not
+ * read yet (src/dr/snapshot.ts). A queue's delete is not reported per message.
+ */
+export interface RemovalWatcher {
+  leaving(queue: Queue, entry: QueueEntry): void;
+}
+
 /** A queue this broker receives by DR from another cluster (see src/dr). */
 export interface DrQueueConfig {
   source: string;
@@ -85,6 +95,8 @@ export class Broker implements QueueHost {
   /** DR secondary: configured queues, and the source position each has applied. */
   readonly drQueues = new Map<string, DrQueueConfig>();
   readonly drPositions = new Map<string, { lsn: number; time: number }>();
+  /** Told of every message about to leave a queue (see RemovalWatcher); empty almost always. */
+  readonly removalWatchers = new Set<RemovalWatcher>();
   /**
    * Set while the process is short of memory (src/ops/memory-alarm.ts): new
    * messages are refused with this reason; consumers, replication and DR go on.
@@ -288,6 +300,9 @@ export class Broker implements QueueHost {
       ops.push({ kind: 'dequeue', queue: queue.name, id: entry.msg.id });
     }
     if (ops.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+    if (this.removalWatchers.size > 0) {
+      for (const { queue, entry } of accepts) if (queue.has(entry.msg.id)) for (const w of this.removalWatchers) w.leaving(queue, entry);
+    }
     const logged = this.log.record({ kind: 'transaction', changes: ops }, durable);
     const touched = new Set<Queue>();
     this.collectRemovals(() => {
@@ -405,6 +420,7 @@ export class Broker implements QueueHost {
   // ---- QueueHost -------------------------------------------------------------
 
   removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void {
+    for (const w of this.removalWatchers) w.leaving(queue, entry);
     const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
     const durable = entry.msg.durable && queue.settings.durable;
     if (this.txCollector) this.txCollector.push({ op, durable });

@@ -16,10 +16,12 @@ import { ChangeWindow, type Stamped } from '../replication/change-window.js';
 import { encodeChange } from '../store/record-codec.js';
 import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 import { peekQueueChange } from './record-peek.js';
-import { DrSnapshotReader } from './snapshot.js';
+import { DrSnapshotReader, type KeepingJournal } from './snapshot.js';
 
 const BATCH_RECORDS = 256;
 const BATCH_BYTES = 256 * 1024;
+/** A copy held this long by the safety rule is logged (HA backups or the journal lag). */
+const COPY_WAIT_LOG_MS = 1000;
 
 export interface DrSourceOptions {
   broker: Broker;
@@ -28,6 +30,8 @@ export interface DrSourceOptions {
   retainCount: number;
   retainBytes: number;
   heartbeatMs: number;
+  /** The journal in use (an enqueue-only copy keeps the records of messages consumed before it reads them). */
+  journal?: () => KeepingJournal | undefined;
 }
 
 export class DrSource implements ChangeSink {
@@ -100,13 +104,13 @@ export class DrSource implements ChangeSink {
 
   detach(stream: DrStream): void {
     if (!this.streams.delete(stream)) return;
-    stream.closed = true;
+    stream.end();
     this.opts.log.info({ bridge: stream.remote }, 'DR bridge detached');
   }
 
   close(): void {
     clearInterval(this.timer);
-    for (const s of this.streams) s.closed = true;
+    for (const s of this.streams) s.end();
     this.streams.clear();
   }
 
@@ -177,8 +181,10 @@ export class DrStream {
       if (q) this.declares.push({ lsn: 0, durable: true, change: { kind: 'queue-declare', name: q.name, settings: q.settings } });
     }
     if (snapQueues.length > 0) {
-      const reader = new DrSnapshotReader(broker, snapQueues, head);
-      this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [] };
+      // An enqueue-only secondary sees every enqueue: its copy keeps what consumers take before the reading gets there.
+      const keepDequeued = new Set(snapQueues.filter((q) => this.queues.get(q)?.mode === 'enqueue-only'));
+      const reader = new DrSnapshotReader(broker, snapQueues, head, { keepDequeued, journal: source.opts.journal?.() });
+      this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [], waitingSince: undefined, waitLogged: false };
       source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
     }
     const froms = [...this.queues.values()].map((q) => q.from);
@@ -202,9 +208,15 @@ export class DrStream {
       // A body the journal cannot give back, for instance: the bridge reconnects and the copy starts over.
       const description = `the DR source could not read what it sends: ${(err as Error).message}`;
       this.source.opts.log.error({ bridge: this.remote, err: (err as Error).message }, 'DR: stream failed; closing the link');
-      this.closed = true;
+      this.end();
       this.link.close({ condition: 'amqp:internal-error', description });
     }
+  }
+
+  /** The stream is over: a copy in progress stops watching the queues and lets go of what it kept. */
+  end(): void {
+    this.closed = true;
+    this.snapshot?.reader.close();
   }
 
   private pumpOrThrow(): void {
@@ -224,7 +236,7 @@ export class DrStream {
       if (this.cursor < w.firstSeq) {
         // Fell out of the window while waiting for credit: the bridge reconnects and gets a snapshot.
         this.link.close({ condition: 'tandem:dr:behind', description: 'the secondary fell behind the retained log; reconnect for a snapshot' });
-        this.closed = true;
+        this.end();
         return;
       }
       const records: Buffer[] = [];
@@ -255,17 +267,17 @@ export class DrStream {
   private pumpSnapshot(snap: PendingSnapshot): boolean {
     const src = this.source;
     // A copy of changes not yet safe could show a state a source failover loses.
-    if (src.safeLsn < snap.reader.lsn) return false;
+    if (src.safeLsn < snap.reader.lsn) return this.waitSafe(snap, snap.reader.lsn);
     if (!snap.begun) {
       snap.begun = true;
       this.send({ kind: 'snapshot-begin', lsn: 0, queues: snap.reader.queues, reason: snap.reason });
-      return true;
+      return this.progressed(snap);
     }
     const first = snap.ready[0];
     if (first && first.readAt <= src.safeLsn) {
       snap.ready.shift();
       this.send({ kind: 'snapshot', lsn: 0, records: first.records });
-      return true;
+      return this.progressed(snap);
     }
     if (!snap.reader.done && snap.ready.length < this.credit()) {
       const batch = snap.reader.next(BATCH_RECORDS, BATCH_BYTES);
@@ -275,17 +287,46 @@ export class DrStream {
     // The end, too, waits until what the reading saw is safe: the messages it skipped
     // were dequeued, and the secondary's mirror drops what the copy did not show.
     if (snap.reader.done) snap.doneAt ??= src.headLsn;
-    if (first || snap.doneAt === undefined || src.safeLsn < snap.doneAt) {
-      src.askSafe();
-      return false;
-    }
+    if (first) return this.waitSafe(snap, first.readAt);
+    if (snap.doneAt === undefined || src.safeLsn < snap.doneAt) return this.waitSafe(snap, snap.doneAt ?? src.headLsn);
     this.snapshot = undefined;
+    snap.reader.close();
     this.send({ kind: 'snapshot-end', lsn: snap.reader.lsn, queues: snap.reader.queues });
-    src.opts.log.info({ bridge: this.remote, queues: snap.reader.queues, lsn: snap.reader.lsn, messages: snap.reader.copied }, 'DR: snapshot sent; following the log');
+    this.progressed(snap);
+    src.opts.log.info(
+      { bridge: this.remote, queues: snap.reader.queues, lsn: snap.reader.lsn, messages: snap.reader.copied, consumedMeanwhile: snap.reader.keptOnLeaving },
+      'DR: snapshot sent; following the log',
+    );
+    return true;
+  }
+
+  /** The copy waits until `lsn` is safe (journaled, and held by every ready HA backup). */
+  private waitSafe(snap: PendingSnapshot, lsn: number): false {
+    snap.waitingSince ??= Date.now();
+    snap.waitingFor = lsn;
+    this.source.askSafe();
+    return false;
+  }
+
+  private progressed(snap: PendingSnapshot): true {
+    if (snap.waitLogged) {
+      this.source.opts.log.info({ bridge: this.remote, queues: snap.reader.queues, waitedMs: Date.now() - (snap.waitingSince ?? Date.now()) }, 'DR: the copy goes on');
+    }
+    snap.waitingSince = undefined;
+    snap.waitLogged = false;
     return true;
   }
 
   heartbeat(): void {
+    const snap = this.snapshot;
+    if (!this.closed && snap?.waitingSince !== undefined && !snap.waitLogged && Date.now() - snap.waitingSince >= COPY_WAIT_LOG_MS) {
+      // Operators see why a copy stalls: a ready HA backup that lags or hangs holds it until it catches up or is dropped.
+      snap.waitLogged = true;
+      this.source.opts.log.info(
+        { bridge: this.remote, queues: snap.reader.queues, waitingFor: snap.waitingFor, safe: this.source.safeLsn, copied: snap.reader.copied },
+        "DR: the copy waits until the source's journal and ready HA backups hold what it read",
+      );
+    }
     if (this.closed || this.snapshot || this.declares || this.credit() <= 0) return;
     // Everything safe is sent (or filtered out): the secondary is current up to safeLsn.
     const w = this.source.window;
@@ -358,4 +399,8 @@ interface PendingSnapshot {
   ready: Array<{ records: Buffer[]; readAt: number }>;
   /** Source LSN when the reading was seen to be over. */
   doneAt?: number;
+  /** Since when (ms) the copy has been held by the safety rule, and for which LSN. */
+  waitingSince: number | undefined;
+  waitingFor?: number;
+  waitLogged: boolean;
 }

@@ -137,7 +137,7 @@ export class Daemon {
     }
     const gate: SettlementGate = this.ha ? new AllGates([journalGate, this.ha.gate]) : journalGate;
     if (s.drRetainChanges > 0) {
-      this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500 });
+      this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500, journal: () => this.journal });
       this.broker.log.attach(this.drSource);
     }
     this.dr = new DrManager({ broker: this.broker, gate, log: logger('dr'), autoCreate: s.autoCreate, configured: s.drQueues });
