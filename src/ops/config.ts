@@ -44,6 +44,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes' },
   { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes' },
   { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal' },
+  { key: 'checkpoint-bytes', kind: 'size', description: 'write a journal checkpoint after this much journal data (restarts replay only what follows it); 0 = never' },
   { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)' },
   { key: 'max-connections', kind: 'count', description: 'connections accepted at once' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
@@ -96,6 +97,8 @@ export interface Settings {
   drRetainBytes: number;
   /** Body bytes of queued messages kept in memory (the rest are paged to the journal). */
   maxMemory: number;
+  /** Journal bytes between checkpoints; 0: no checkpoints. */
+  checkpointBytes: number;
   /** DR queues of the [dr] section (this broker as a secondary). */
   drQueues: DrQueueSpec[];
   /** Where the settings came from, for messages. */
@@ -238,6 +241,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     drRetainChanges: (values['dr-retain-changes'] as number | undefined) ?? 200_000,
     drRetainBytes: (values['dr-retain-size'] as number | undefined) ?? 128 * 1024 * 1024,
     maxMemory: (values['max-memory'] as number | undefined) ?? 1024 * 1024 * 1024,
+    checkpointBytes: (values['checkpoint-bytes'] as number | undefined) ?? 256 * 1024 * 1024,
     drQueues,
     configFile,
   };

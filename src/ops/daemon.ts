@@ -89,7 +89,7 @@ export class Daemon {
     notifyStatus('recovering journal');
     const storeLog = logger('store');
     this.restoreInterruptedSnapshot(storeLog);
-    const { journal, recovered } = await Journal.open({ dataDir: s.dataDir, repair: options.repair, logger: storeLog });
+    const { journal, recovered } = await Journal.open({ ...this.journalOptions(), repair: options.repair, logger: storeLog });
     this.journal = journal;
     // Recovered bodies stay on disk until a consumer reaches them: restart time and memory do not grow with them.
     restoreBroker(this.broker, journal, recovered, this.pager);
@@ -319,7 +319,8 @@ export class Daemon {
     // only cost time (a tenth of a backup's catch-up). Back on the log in attachDrWindow().
     if (this.drSource) this.broker.log.detach(this.drSource);
     this.drWindowDetached = true;
-    await old.close();
+    // It is about to be set aside: a checkpoint of it would be wasted work.
+    await old.close({ checkpoint: false });
     const current = join(dir, JOURNAL_DIR_NAME);
     const aside = join(dir, `journal.replaced-${Date.now()}`);
     if (existsSync(current)) renameSync(current, aside);
@@ -327,10 +328,15 @@ export class Daemon {
     writeFileSync(join(dir, SNAPSHOT_MARKER), aside);
     this.broker.resetState();
     this.pager.reset();
-    const { journal } = await Journal.open({ dataDir: dir, logger: logger('store') });
+    const { journal } = await Journal.open({ ...this.journalOptions(), logger: logger('store') });
     this.journal = journal;
     // First again, as at start: other readers may ask it about the change they are handed.
     this.broker.log.attach(journal, { first: true });
+  }
+
+  private journalOptions(): { dataDir: string; checkpoint: boolean; checkpointBytes: number } {
+    const s = this.settings;
+    return { dataDir: s.dataDir, checkpoint: s.checkpointBytes > 0, checkpointBytes: s.checkpointBytes };
   }
 
   private dropReplacedStores(): void {

@@ -72,6 +72,11 @@ export class Compactor {
     return this.running;
   }
 
+  /** A run is in progress (copies may be in flight). */
+  get busy(): boolean {
+    return this.running !== undefined;
+  }
+
   idle(): Promise<void> {
     return this.running ? this.running.then(() => undefined, () => undefined) : Promise.resolve();
   }

@@ -9,17 +9,20 @@
 // use", a block ahead of the log, and recovery reports lastLsn as at least N. The
 // broker then never hands out an LSN twice across restarts.
 
-import { mkdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import { Compactor, type CompactionHooks, type CompactionReport } from './compactor.js';
 import { JournalIoError } from './errors.js';
-import { nodeIo, type JournalIo } from './io.js';
-import type { LiveIndex, Location } from './live-index.js';
+import { isDiskFull, nodeIo, syncDir, type JournalIo } from './io.js';
+import { CHECKPOINT_CORRUPT, CHECKPOINT_FILE, CHECKPOINT_TMP, CheckpointError, checkpointSupported, readCheckpoint, writeCheckpoint, type CheckpointMeta, type LoadedCheckpoint } from './checkpoint.js';
+import { LiveIndex, type Location } from './live-index.js';
 import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
-import { recoverJournal } from './recovery.js';
-import { encodeFrame } from './segment.js';
+import { recoverJournal, type RecoveryResult } from './recovery.js';
+import { encodeFrame, listSegments, readFrame, segmentPath } from './segment.js';
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
@@ -53,6 +56,24 @@ export interface JournalOptions {
    * after close (tests and tools). Otherwise it is read when first asked for.
    */
   materialize?: boolean;
+  /**
+   * Write checkpoints, so a restart replays only what came after the last one
+   * (docs/journal.md). Default true. false also removes an existing checkpoint
+   * at open (compaction then no longer respects it, so it must not be used later).
+   */
+  checkpoint?: boolean;
+  /** Write a checkpoint once this many journal bytes were synced since the last (or the last one's size, if larger). Default 256 MiB. */
+  checkpointBytes?: number;
+  /** Bytes per write while a checkpoint is written (tests make it small, so the queues change between writes). Default 4 MiB. */
+  checkpointWriteBytes?: number;
+}
+
+/** What the last checkpoint write did (tests, logs). */
+export interface CheckpointReport {
+  bytes: number;
+  ms: number;
+  position: { seg: number; offset: number };
+  messages: number;
 }
 
 /** A message on a queue, as the journal knows it. */
@@ -87,6 +108,7 @@ export interface Recovered {
 export const JOURNAL_DIR_NAME = 'journal';
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_RESERVE_BLOCK = 1_000_000;
+const DEFAULT_CHECKPOINT_BYTES = 256 * 1024 * 1024;
 
 type Tag =
   | { type: 'change'; entry: LoggedChange }
@@ -118,6 +140,16 @@ export class Journal implements ChangeSink {
   private lastError: Error | undefined;
   /** Segments compaction must leave on disk: per segment, records kept readable past their death (keepMessage). */
   private readonly kept = new Map<number, number>();
+  /** End of the last synced frame applied to the index, and that frame: what a checkpoint covers. */
+  private appliedEnd: { seg: number; offset: number };
+  private lastFrame: CheckpointMeta['lastFrame'];
+  /** Segments from here on are kept for the durable checkpoint (Infinity: there is none). */
+  private protectedFrom = Infinity;
+  private bytesSinceCheckpoint = 0;
+  private lastCheckpointBytes = 0;
+  private checkpointing: Promise<CheckpointReport | undefined> | undefined;
+  /** Checkpoints written by this journal (tests). */
+  checkpointsWritten = 0;
 
   private constructor(
     readonly dir: string,
@@ -128,8 +160,14 @@ export class Journal implements ChangeSink {
     private readonly opts: JournalOptions,
     firstSegment: number,
     lastLsn: number,
+    recovered: RecoveredIndex & Pick<RecoveryResult, 'end' | 'lastFrame'>,
   ) {
     this.lastAppendedLsn = lastLsn;
+    this.appliedEnd = recovered.end;
+    this.lastFrame = recovered.lastFrame;
+    this.protectedFrom = recovered.protectedFrom;
+    this.bytesSinceCheckpoint = recovered.replayedBytes;
+    this.lastCheckpointBytes = recovered.checkpointBytes;
     this.reader = new SegmentReader(dir);
     this.reservedRequested = this.reservedDurable = lastLsn;
     this.writer = new SegmentWriter<Tag>(dir, io, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES, firstSegment, {
@@ -143,7 +181,7 @@ export class Journal implements ChangeSink {
         dir,
         io,
         logger: log as CompactorLogger,
-        oldestOpenSegment: () => this.writer.oldestOpenSegment,
+        oldestOpenSegment: () => Math.min(this.writer.oldestOpenSegment, this.protectedFrom),
         writeCopy: (frame) => this.writeCopy(frame),
         pendingKills: () => this.pendingKills(),
         segmentDeleted: (id) => this.reader.forget(id),
@@ -161,11 +199,13 @@ export class Journal implements ChangeSink {
     const lock = await DataDirLock.acquire(opts.dataDir, log as CompactorLogger);
     let journal: Journal | undefined;
     try {
-      const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger: log as CompactorLogger });
+      const rec = await Journal.recoverIndex(dir, opts, log);
       // Always start a fresh segment: never append behind a tail that was just cut.
-      journal = new Journal(dir, rec.index, lock, opts.io ?? nodeIo, log, opts, rec.lastSegment + 1, rec.lastLsn);
+      journal = new Journal(dir, rec.index, lock, opts.io ?? nodeIo, log, opts, rec.lastSegment + 1, rec.lastLsn, rec);
       // The first reservation must be on disk before any LSN above lastLsn is used.
       await new Promise<void>((resolve, reject) => journal!.reserve(rec.lastLsn, (err) => (err ? reject(err) : resolve())));
+      // A long replay: checkpoint soon, so the next start is quick.
+      journal.maybeCheckpoint();
       if (opts.autoCompact ?? true) journal.scheduleCompaction();
       journal.lastChangeLsn = rec.lastChangeLsn;
       const j = journal;
@@ -190,6 +230,62 @@ export class Journal implements ChangeSink {
       else await lock.release();
       throw err;
     }
+  }
+
+  /**
+   * Rebuild the index: from the checkpoint and the records after it when there is
+   * a usable one, else from every record. A checkpoint that cannot be used is set
+   * aside with a warning saying why, and everything is replayed.
+   */
+  private static async recoverIndex(dir: string, opts: JournalOptions, log: JournalLogger): Promise<RecoveryResult & RecoveredIndex> {
+    const logger = log as CompactorLogger;
+    await rm(path.join(dir, CHECKPOINT_TMP), { force: true });
+    const file = path.join(dir, CHECKPOINT_FILE);
+    const enabled = (opts.checkpoint ?? true) && checkpointSupported;
+    if (opts.repair || !enabled) {
+      if (existsSync(file)) {
+        log.warn({ file, reason: opts.repair ? 'repair' : 'checkpoints are off' }, 'removing the journal checkpoint: the whole journal is replayed');
+        await rm(file, { force: true });
+        await syncDir(nodeIo, dir);
+      }
+      return Journal.fullReplay(dir, opts, logger);
+    }
+    const setAside = async (reason: string): Promise<void> => {
+      log.warn({ file, keptAs: `${file}.corrupt`, reason }, 'the journal checkpoint cannot be used; replaying the whole journal instead (nothing is lost, the start takes longer)');
+      await rename(file, path.join(dir, CHECKPOINT_CORRUPT)).catch(() => rm(file, { force: true }));
+      await syncDir(nodeIo, dir);
+    };
+    let loaded: LoadedCheckpoint | undefined;
+    try {
+      loaded = await readCheckpoint(dir);
+      if (loaded) await checkAgainstJournal(dir, loaded);
+    } catch (err) {
+      if (!(err instanceof CheckpointError)) throw err;
+      await setAside(err.message);
+      return Journal.fullReplay(dir, opts, logger);
+    }
+    if (!loaded) return Journal.fullReplay(dir, opts, logger);
+    const t0 = performance.now();
+    const index = LiveIndex.restore(loaded.state);
+    index.maxMessageId = Math.max(index.maxMessageId, loaded.meta.maxMessageId);
+    const { position, lastLsn, lastFrame } = loaded.meta;
+    const rec = await recoverJournal(dir, { repair: false, logger, start: { index, seg: position.seg, offset: position.offset, lastLsn, lastFrame } });
+    const present = new Set(await listSegments(dir));
+    const orphans = rec.index.homesOutside((seg) => present.has(seg));
+    if (orphans > 0) {
+      await setAside(`${orphans} live records would be in segments that are gone`);
+      return Journal.fullReplay(dir, opts, logger);
+    }
+    log.info(
+      { file, bytes: loaded.bytes, position, replayedRecords: rec.replayed.records, ms: Math.round(performance.now() - t0) },
+      'journal recovered from its checkpoint and the records after it',
+    );
+    return { ...rec, protectedFrom: position.seg, replayedBytes: rec.replayed.bytes, checkpointBytes: loaded.bytes };
+  }
+
+  private static async fullReplay(dir: string, opts: JournalOptions, logger: CompactorLogger): Promise<RecoveryResult & RecoveredIndex> {
+    const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger });
+    return { ...rec, protectedFrom: Infinity, replayedBytes: rec.replayed.bytes, checkpointBytes: 0 };
   }
 
   /** All durable records with LSN <= this are synced. */
@@ -353,10 +449,26 @@ export class Journal implements ChangeSink {
     return this.compactor.run();
   }
 
-  close(): Promise<void> {
+  /**
+   * Write a checkpoint now (they are also written by themselves, see
+   * JournalOptions.checkpointBytes). Resolves with what was written, or undefined
+   * if checkpoints are off or it failed (logged; the previous one stays).
+   */
+  checkpoint(): Promise<CheckpointReport | undefined> {
+    if (!this.checkpointsEnabled || this.destroyed) return Promise.resolve(undefined);
+    this.checkpointing ??= this.writeCheckpoint().finally(() => {
+      this.checkpointing = undefined;
+    });
+    return this.checkpointing;
+  }
+
+  close(options: { checkpoint?: boolean } = {}): Promise<void> {
     this.closing ??= (async () => {
       await this.compactor.idle();
+      await this.checkpointing;
       await this.writer.close();
+      // A clean stop leaves a checkpoint of everything: the next start replays nothing.
+      if ((options.checkpoint ?? true) && !this.destroyed && this.bytesSinceCheckpoint > 0) await this.checkpoint();
       this.reader.close();
       await this.lock.release();
       this.log.info({ dir: this.dir, durableLsn: this.durableLsn }, 'journal closed');
@@ -371,6 +483,7 @@ export class Journal implements ChangeSink {
       this.writer.destroy(this.destroyed!);
       this.failWaiters(this.destroyed!);
       await this.compactor.idle();
+      await this.checkpointing;
       // Let an in-flight write finish before another process may take the directory.
       await this.writer.close();
       this.reader.close();
@@ -380,6 +493,69 @@ export class Journal implements ChangeSink {
   }
 
   // ---- internals ----------------------------------------------------------
+
+  private get checkpointsEnabled(): boolean {
+    return (this.opts.checkpoint ?? true) && checkpointSupported;
+  }
+
+  /** Start a checkpoint in the background if enough was written since the last one. */
+  private maybeCheckpoint(): void {
+    if (!this.checkpointsEnabled || this.checkpointing || this.closing || this.destroyed) return;
+    const due = Math.max(this.opts.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES, this.lastCheckpointBytes);
+    if (this.bytesSinceCheckpoint < due) return;
+    setImmediate(() => {
+      if (!this.closing) void this.checkpoint();
+    });
+  }
+
+  private async writeCheckpoint(): Promise<CheckpointReport | undefined> {
+    // The snapshot needs a moment with no compaction copy in flight (every live
+    // record then has one synced home). Bounded: compaction runs end.
+    for (let i = 0; this.compactor.busy; i++) {
+      if (i > 1000) return undefined;
+      await this.compactor.idle();
+    }
+    if (this.destroyed) return undefined;
+    const t0 = performance.now();
+    const snap = this.index.snapshot();
+    const meta: CheckpointMeta = {
+      position: { ...this.appliedEnd },
+      lastFrame: this.lastFrame,
+      lastLsn: Math.max(this.index.newestLsn, this.index.reservedUpTo),
+      maxMessageId: this.index.maxMessageId,
+    };
+    const messages = this.index.messageCount;
+    const since = this.bytesSinceCheckpoint;
+    this.bytesSinceCheckpoint = 0;
+    let bytes: number;
+    try {
+      bytes = await writeCheckpoint(this.dir, this.io, snap, meta, () => this.destroyed !== undefined, this.opts.checkpointWriteBytes);
+    } catch (err) {
+      this.bytesSinceCheckpoint += since;
+      if (this.destroyed) return undefined;
+      if (isDiskFull(err) && this.protectedFrom !== Infinity) {
+        // The old checkpoint holds segments back from compaction, which is what frees space now.
+        await rm(path.join(this.dir, CHECKPOINT_FILE), { force: true }).catch(() => undefined);
+        await syncDir(this.io, this.dir).catch(() => undefined);
+        this.protectedFrom = Infinity;
+        this.log.warn({ err }, 'disk full: no room for a journal checkpoint; removed the old one so compaction can free space (the next start replays the whole journal)');
+        this.scheduleCompaction();
+      } else {
+        this.log.warn({ err }, 'journal checkpoint not written; the previous one (if any) still stands, retrying later');
+      }
+      return undefined;
+    } finally {
+      snap.release();
+    }
+    this.protectedFrom = meta.position.seg;
+    this.lastCheckpointBytes = bytes;
+    this.checkpointsWritten++;
+    const report: CheckpointReport = { bytes, ms: Math.round(performance.now() - t0), position: meta.position, messages };
+    this.log.info({ ...report }, 'journal checkpoint written');
+    // Segments before the new position may be compacted now.
+    this.scheduleCompaction();
+    return report;
+  }
 
   private reserve(atLsn: number, done?: (err?: Error) => void): void {
     const upTo = atLsn + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
@@ -443,7 +619,10 @@ export class Journal implements ChangeSink {
   }
 
   private onSynced(items: WriterItem<Tag>[]): void {
-    for (const { tag, loc } of items) {
+    for (const { tag, loc, frame } of items) {
+      this.appliedEnd = { seg: loc.seg, offset: loc.offset + loc.size };
+      this.lastFrame = { seg: loc.seg, offset: loc.offset, size: loc.size, lsn: frameLsn(frame) };
+      this.bytesSinceCheckpoint += loc.size;
       switch (tag.type) {
         case 'change':
           this.unsyncedHead++;
@@ -469,6 +648,7 @@ export class Journal implements ChangeSink {
       const w = this.waiters.shift()!;
       this.safeCall(w.cb);
     }
+    this.maybeCheckpoint();
   }
 
   private onFailed(items: WriterItem<Tag>[], err: Error): void {
@@ -513,6 +693,53 @@ export class Journal implements ChangeSink {
       if (this.closing) return;
       this.compactor.run().catch((err: unknown) => this.log.error({ err }, 'journal compaction failed; will retry at the next segment roll'));
     });
+  }
+}
+
+/** The LSN in a frame (frame header, then the record's code byte, then its u64 LSN). */
+function frameLsn(frame: Buffer): number {
+  return frame.readUInt32LE(9) + frame.readUInt32LE(13) * 0x1_0000_0000;
+}
+
+interface RecoveredIndex {
+  /** Segments from here on must stay for the checkpoint in use (Infinity: none). */
+  protectedFrom: number;
+  /** Bytes read after the checkpoint (all of them without one). */
+  replayedBytes: number;
+  checkpointBytes: number;
+}
+
+/**
+ * Does the checkpoint belong to this journal as it is now? Its position must be
+ * inside the files, the frame before it must be the one it names, and every
+ * segment before it with data must be one it knows.
+ */
+async function checkAgainstJournal(dir: string, loaded: LoadedCheckpoint): Promise<void> {
+  const { position, lastFrame } = loaded.meta;
+  const ids = await listSegments(dir);
+  const sizeOf = async (id: number): Promise<number> => (await stat(segmentPath(dir, id))).size;
+  if (position.offset > 0) {
+    if (!ids.includes(position.seg)) throw new CheckpointError(`its position is in segment ${position.seg}, which is not there`);
+    const size = await sizeOf(position.seg);
+    if (size < position.offset) throw new CheckpointError(`its position is offset ${position.offset} of segment ${position.seg}, which has only ${size} bytes`);
+  }
+  if (lastFrame && ids.includes(lastFrame.seg)) {
+    const fh = await open(segmentPath(dir, lastFrame.seg), 'r');
+    try {
+      const buf = Buffer.alloc(lastFrame.size);
+      const { bytesRead } = await fh.read(buf, 0, lastFrame.size, lastFrame.offset);
+      const f = bytesRead === lastFrame.size ? readFrame(buf, 0) : undefined;
+      if (!f || f.status !== 'ok' || f.entry.lsn !== lastFrame.lsn) {
+        throw new CheckpointError(`the record before its position (segment ${lastFrame.seg} offset ${lastFrame.offset}) is not LSN ${lastFrame.lsn}: it belongs to another journal`);
+      }
+    } finally {
+      await fh.close();
+    }
+  }
+  const known = new Set(loaded.state.segments.map((s) => s.id));
+  for (const id of ids) {
+    if (id >= position.seg) break;
+    if (!known.has(id) && (await sizeOf(id)) > 0) throw new CheckpointError(`segment ${id} holds data the checkpoint does not know`);
   }
 }
 

@@ -37,6 +37,8 @@ export interface RecoveryResult {
   replayed: { records: number; bytes: number };
   /** End of the last good record read (or the start position): the synced end of the journal. */
   end: { seg: number; offset: number };
+  /** The last good record read (or the start's), ending at `end`. */
+  lastFrame: { seg: number; offset: number; size: number; lsn: number } | undefined;
 }
 
 /** Where to start: an index loaded from a checkpoint and the position it covers. */
@@ -46,6 +48,7 @@ export interface RecoveryStart {
   offset: number;
   /** Highest LSN the checkpoint knows (records and reservations). */
   lastLsn: number;
+  lastFrame: RecoveryResult['lastFrame'];
 }
 
 export interface RecoveryOptions {
@@ -70,6 +73,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
   let records = 0;
   let bytes = 0;
   let end = { seg: from.seg, offset: from.offset };
+  let lastFrame = start?.lastFrame;
   // Read the next segment while this one is decoded (a failed read surfaces when awaited).
   const buffers = new SegmentBuffers();
   const readSegment = (k: number): Promise<Buffer> | undefined => {
@@ -101,6 +105,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
         records++;
         bytes += r.size;
         end = { seg: id, offset: r.offset + r.size };
+        lastFrame = { seg: id, offset: r.offset, size: r.size, lsn: r.entry.lsn };
       },
     });
     let segEnd = scan.fileSize;
@@ -147,7 +152,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     { segments: ids.length, records, live: index.messageCount, lastLsn, epoch: index.epoch, fromCheckpoint: start !== undefined },
     'journal recovered',
   );
-  return { index, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment, replayed: { records, bytes }, end };
+  return { index, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment, replayed: { records, bytes }, end, lastFrame };
 }
 
 /**

@@ -1,0 +1,103 @@
+// The journal checkpoint on a real tandemd: checkpoints are written while
+// producers and a consumer run, the broker is killed with kill -9, and a restart
+// from the checkpoint (plus the records after it) must hold every accepted,
+// unconsumed message exactly once and in order. Then the checkpoint is damaged,
+// the broker killed again: the restart says so, replays the whole journal, and
+// still holds exactly the same messages.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Message } from 'rhea';
+import { afterAll, describe, expect, it } from 'vitest';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { manage } from '../helpers/tandem-cli.js';
+
+const COUNT = 8000;
+const CONSUMED = 2500;
+const ARGS = ['--checkpoint-bytes', '256KiB', '--max-memory', '2MiB'];
+
+const body = (i: number): string => `m${i}:`.padEnd(1024, String.fromCharCode(97 + (i % 26)));
+
+async function depth(port: number): Promise<number> {
+  return ((await manage(port, 'READ', 'queue', 'ckpt')) as Record<string, number>).depth!;
+}
+
+/** Receive everything left on the queue, accepting each; bodies in arrival order. */
+async function drainAll(port: number, expected: number): Promise<string[]> {
+  const client = await TestClient.connect({ port });
+  const r = await client.openReceiver('ckpt');
+  r.receiver.add_credit(expected + 10);
+  const got: string[] = [];
+  while (got.length < expected) {
+    const batch = await r.next(Math.min(500, expected - got.length), 60_000);
+    for (const m of batch) m.delivery.accept();
+    got.push(...batch.map((m) => String(bodyOf(m.message))));
+  }
+  expect(await r.drainFor(300)).toHaveLength(0);
+  client.connection.close();
+  return got;
+}
+
+describe('journal checkpoint - kill -9 with a checkpoint present', () => {
+  afterAll(async () => {
+    await killAllBrokers();
+  });
+
+  it('checkpoint - a restart from the checkpoint holds every accepted message once, in order; a damaged one falls back to a full replay', async () => {
+    let broker = await TestBroker.start({ args: ARGS });
+    const checkpoint = path.join(broker.dataDir, 'journal', 'checkpoint');
+    const producer = await TestClient.connect({ port: broker.port });
+    const sender = await producer.openSender('ckpt');
+    const consumer = await TestClient.connect({ port: broker.port });
+    const r = await consumer.openReceiver('ckpt');
+    let consumed = 0;
+    for (let start = 0; start < COUNT; start += 500) {
+      const batch: Message[] = Array.from({ length: 500 }, (_, k) => ({ body: body(start + k), durable: true }));
+      const outcomes = await producer.send(sender, batch, { timeoutMs: 60_000 });
+      expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+      // Consume as it goes, so the records after a checkpoint hold dequeues too.
+      if (consumed < CONSUMED) {
+        const n = Math.min(250, CONSUMED - consumed);
+        r.receiver.add_credit(n);
+        const got = await r.next(n, 30_000);
+        got.forEach((m, k) => expect(String(bodyOf(m.message))).toBe(body(consumed + k)));
+        for (const m of got) m.delivery.accept();
+        consumed += n;
+      }
+    }
+    await waitFor(async () => (await depth(broker.port)) === COUNT - CONSUMED, { timeout: 10_000, name: 'acceptances applied' });
+    expect(existsSync(checkpoint)).toBe(true);
+    producer.connection.close();
+    consumer.connection.close();
+    await broker.kill();
+
+    // The crash left a checkpoint and records after it.
+    broker = await TestBroker.start({ dataDir: broker.dataDir, args: ARGS });
+    await waitFor(() => broker.stderr.includes('from its checkpoint'), { timeout: 10_000, name: 'recovered from the checkpoint' });
+    expect(await depth(broker.port)).toBe(COUNT - CONSUMED);
+    // Take a few, not accepted (they come back), then die again; damage the checkpoint.
+    const peek = await TestClient.connect({ port: broker.port });
+    const pr = await peek.openReceiver('ckpt');
+    pr.receiver.add_credit(10);
+    expect((await pr.next(10, 30_000)).map((m) => String(bodyOf(m.message)))).toEqual(Array.from({ length: 10 }, (_, k) => body(CONSUMED + k)));
+    await broker.kill();
+    const ckpt = readFileSync(checkpoint);
+    ckpt[Math.floor(ckpt.length / 2)]! ^= 0x10;
+    writeFileSync(checkpoint, ckpt);
+
+    broker = await TestBroker.start({ dataDir: broker.dataDir, args: ARGS });
+    await waitFor(() => broker.stderr.includes('cannot be used'), { timeout: 10_000, name: 'damaged checkpoint reported' });
+    const bodies = await drainAll(broker.port, COUNT - CONSUMED);
+    expect(bodies.length).toBe(COUNT - CONSUMED);
+    for (let i = 0; i < bodies.length; i++) {
+      if (bodies[i] !== body(CONSUMED + i)) throw new Error(`message ${CONSUMED + i}: expected ${body(CONSUMED + i).slice(0, 12)}..., got ${bodies[i]?.slice(0, 12)}...`);
+    }
+    // A clean stop writes a checkpoint of everything; the next start replays nothing and is empty.
+    await broker.stop();
+    broker = await TestBroker.start({ dataDir: broker.dataDir, args: ARGS });
+    await waitFor(() => broker.stderr.includes('from its checkpoint'), { timeout: 10_000, name: 'clean restart from the checkpoint' });
+    expect(await depth(broker.port)).toBe(0);
+    await broker.stop();
+    broker.cleanup();
+  });
+});
