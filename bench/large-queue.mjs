@@ -8,6 +8,11 @@
 //     broker writes for accepted durable sends (AMQP-encoded by rhea, body = the
 //     sequence number padded to 1 KiB), only without AMQP in between, so 10M
 //     messages take minutes instead of a quarter of an hour;
+//     The filler's journal writes checkpoints as a broker's does (every 256 MiB of
+//     journal, or the last checkpoint's size) and then, by default, crashes
+//     (BENCH_LQ_END=crash: no checkpoint at the end, so a restart loads the last
+//     periodic one and replays what follows it); BENCH_LQ_END=clean closes it, as
+//     a clean broker stop does (a checkpoint of everything);
 //  2. start tandemd on it (default max-memory, 1 GiB) and measure: time to
 //     "listening", time to the first message at a fresh consumer, the broker's
 //     resident memory then (VmRSS) and its peak (VmHWM);
@@ -17,12 +22,14 @@
 // step 2 against that build on the same data, as the same-run peer.
 //
 //   node bench/large-queue.mjs > lq-report.md     (1M: ~3 minutes)
-//   BENCH_LQ_SIZES=1000000,10000000 node bench/large-queue.mjs
+//   BENCH_LQ_SIZES=1000000,10000000 BENCH_TMP=/dir/with/12GiB node bench/large-queue.mjs
+// A baseline that cannot start (an older build running out of heap) is reported, not fatal.
 //
 // Every process is started here and killed by PID on exit. Raw numbers:
 // bench/results/large-queue-<time>.json.
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,7 +43,7 @@ const BODY_BYTES = 1024;
 
 // ---- child mode: the filler ----------------------------------------------------------
 if (process.argv[2] === '--fill') {
-  const [, , , entry, dataDir, nText] = process.argv;
+  const [, , , entry, dataDir, nText, end] = process.argv;
   const dist = dirname(dirname(entry));
   const { Journal } = await import(pathToFileURL(join(dist, 'store', 'journal.js')).href);
   const { parseIncoming } = await import(pathToFileURL(join(dist, 'amqp', 'message-codec.js')).href);
@@ -58,6 +65,7 @@ if (process.argv[2] === '--fill') {
     if (i % 20_000 === 19_999) await synced(lsn);
   }
   await synced(lsn);
+  if (end === 'crash') journal.destroy(); // like kill -9: nothing more is written
   await journal.close();
   process.exit(0);
 }
@@ -125,8 +133,9 @@ async function measure(entry, dataDir, drain, label) {
 const sizes = (process.env.BENCH_LQ_SIZES || '1000000').split(',').map(Number);
 const drainWanted = Number(process.env.BENCH_LQ_DRAIN || 200_000);
 const baseline = process.env.BENCH_LQ_BASELINE;
+const endMode = process.env.BENCH_LQ_END === 'clean' ? 'clean' : 'crash';
 const build = await buildTandem();
-const results = { started: new Date().toISOString(), tandem: build.label, machine: machineInfo(), sizes: [] };
+const results = { started: new Date().toISOString(), tandem: build.label, baseline: baseline ?? null, end: endMode, machine: machineInfo(), sizes: [] };
 const work = tempDir(tmpBase(), 'tandem-lq-');
 
 
@@ -136,16 +145,27 @@ for (const n of sizes) {
   log(`filling ${n} durable 1 KiB messages`);
   const f0 = performance.now();
   await new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [new URL(import.meta.url).pathname, '--fill', build.entry, dataDir, String(n)], { stdio: ['ignore', 'inherit', 'inherit'] });
+    const p = spawn(process.execPath, [new URL(import.meta.url).pathname, '--fill', build.entry, dataDir, String(n), endMode], { stdio: ['ignore', 'inherit', 'inherit'] });
     onCleanup(() => killPid(p.pid));
     p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`filler exited ${code}`))));
   });
   const fillSeconds = Math.round((performance.now() - f0) / 100) / 10;
   const journalBytes = Number((await import('node:child_process')).execFileSync('du', ['-sb', join(dataDir, 'journal')]).toString().split('\t')[0]);
   log(`filled in ${fillSeconds} s; journal ${(journalBytes / 2 ** 20).toFixed(0)} MiB`);
-  const row = { messages: n, journalMiB: Math.round(journalBytes / 2 ** 20), fillSeconds };
+  const checkpointFile = join(dataDir, 'journal', 'checkpoint');
+  const checkpointMiB = existsSync(checkpointFile) ? Math.round(statSync(checkpointFile).size / 2 ** 20) : 0;
+  const row = { messages: n, journalMiB: Math.round(journalBytes / 2 ** 20), checkpointMiB, fillSeconds, load: loadavg().map((x) => x.toFixed(2)).join(' ') };
   // The drain changes the data (it dequeues): the baseline goes first, then tandem, each reading only.
-  if (baseline) row.baseline = await measure(baseline, dataDir, 1, 'baseline');
+  // (The baseline knows no checkpoint and replays everything; its clean stop then adds records after the
+  // filler's checkpoint, which tandem replays.)
+  if (baseline) {
+    try {
+      row.baseline = await measure(baseline, dataDir, 1, 'baseline');
+    } catch (err) {
+      log(`baseline failed: ${String(err.message).slice(0, 300)}`);
+      row.baseline = { error: String(err.message).split('\n').find((l) => /heap|exited|listen/i.test(l))?.slice(0, 200) ?? 'failed' };
+    }
+  }
   row.tandem = await measure(build.entry, dataDir, Math.min(drainWanted, n), 'tandem');
   results.sizes.push(row);
   rmSync(dataDir, { recursive: true, force: true });
@@ -159,12 +179,15 @@ const lines = [
   '',
   `- tandem ${results.tandem}; machine ${JSON.stringify(results.machine)}`,
   '',
-  '| messages | journal MiB | listening after s | first message after s | RSS at first message MiB | peak RSS MiB | drain msgs/s |' + (baseline ? ' baseline: listening s / first message s / peak RSS MiB |' : ''),
-  '|---:|---:|---:|---:|---:|---:|---:|' + (baseline ? '---|' : ''),
+  `- end of fill: ${endMode}; load average at each restart in the table`,
+  '',
+  '| messages | journal MiB | checkpoint MiB | listening after s | first message after s | RSS at first message MiB | peak RSS MiB | drain msgs/s | load |' + (baseline ? ' baseline: listening s / first message s / peak RSS MiB |' : ''),
+  '|---:|---:|---:|---:|---:|---:|---:|---:|---|' + (baseline ? '---|' : ''),
   ...results.sizes.map((r) => {
     const t = r.tandem;
     const b = r.baseline;
-    return `| ${r.messages.toLocaleString('en')} | ${r.journalMiB} | ${(t.listenMs / 1000).toFixed(1)} | ${(t.firstMessageMs / 1000).toFixed(1)} | ${t.rssMiB} | ${t.peakRssMiB} | ${t.drainRate.toLocaleString('en')} |` + (b ? ` ${(b.listenMs / 1000).toFixed(1)} / ${(b.firstMessageMs / 1000).toFixed(1)} / ${b.peakRssMiB} |` : '');
+    const peer = !b ? '' : b.error ? ` failed: ${b.error} |` : ` ${(b.listenMs / 1000).toFixed(1)} / ${(b.firstMessageMs / 1000).toFixed(1)} / ${b.peakRssMiB} |`;
+    return `| ${r.messages.toLocaleString('en')} | ${r.journalMiB} | ${r.checkpointMiB} | ${(t.listenMs / 1000).toFixed(1)} | ${(t.firstMessageMs / 1000).toFixed(1)} | ${t.rssMiB} | ${t.peakRssMiB} | ${t.drainRate.toLocaleString('en')} | ${r.load} |` + peer;
   }),
   '',
   `raw: ${file}`,

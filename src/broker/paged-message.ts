@@ -29,6 +29,26 @@ export interface PagedFields {
   hasSubject: boolean;
 }
 
+/** Flag bits of a paged row (the queue's and the journal index's rows use the same). */
+export const PAGED_DURABLE = 1;
+export const PAGED_SUBJECT = 2;
+
+/**
+ * Paged messages side by side, in ascending id order: what recovery hands a queue
+ * in one go (views into the journal index's rows; copied, not kept).
+ */
+export interface PagedRun {
+  count: number;
+  ids: Float64Array;
+  size: Uint32Array;
+  expiresAt: Float64Array;
+  deliveryCount: Uint32Array;
+  headerLength: Uint32Array;
+  priority: Uint8Array;
+  /** PAGED_DURABLE | PAGED_SUBJECT */
+  flags: Uint8Array;
+}
+
 export class PagedMessage implements MessageRecord {
   readonly id: number;
   readonly headerLength: number;

@@ -12,7 +12,7 @@
 // are objects in their own id-ordered table.
 import { IdTable, type ColumnType } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
-import { bodySize, PagedMessage, pagedFields, type BodyLoader, type PagedFields } from './paged-message.js';
+import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, PagedMessage, pagedFields, type BodyLoader, type PagedFields, type PagedRun } from './paged-message.js';
 
 export interface QueueEntry {
   /** Replaced by a PagedMessage when the Pager moves the body out of memory. */
@@ -56,8 +56,8 @@ const HEADER_LENGTH = 3;
 const PRIORITY = 4;
 const FLAGS = 5;
 const COLUMNS: readonly ColumnType[] = ['u32', 'f64', 'u32', 'u32', 'u8', 'u8'];
-const F_DURABLE = 1;
-const F_SUBJECT = 2;
+const F_DURABLE = PAGED_DURABLE;
+const F_SUBJECT = PAGED_SUBJECT;
 
 type Level = IdTable<QueueEntry>;
 
@@ -204,6 +204,44 @@ export class Queue {
     this.notePaged(fields.size, 1);
     if (fields.expiresAt) this.withTtl++;
     this.enqueued++;
+  }
+
+  /**
+   * Add many paged rows at once (recovery): copied column by column when they go,
+   * in id order, after everything on a one-level queue; else one by one.
+   */
+  enqueuePagedRun(run: PagedRun, loader: BodyLoader): void {
+    this.loader = loader;
+    const level = this.levels[0]!;
+    const n = run.count;
+    const lastId = level.length > 0 ? level.id(level.last()) : -Infinity;
+    if (this.levels.length === 1 && n > 0 && run.ids[0]! > lastId && this.acquiredRows.length === 0) {
+      level.appendRows(run.ids.subarray(0, n), [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n)));
+      let bytes = 0;
+      let ttl = 0;
+      for (let i = 0; i < n; i++) {
+        bytes += run.size[i]!;
+        if (run.expiresAt[i]) ttl++;
+      }
+      this.bytes += bytes;
+      this.pagedCount += n;
+      this.pagedBytes += bytes;
+      this.withTtl += ttl;
+      this.enqueued += n;
+      return;
+    }
+    const f: PagedFields = { id: 0, size: 0, headerLength: 0, durable: true, priority: 0, expiresAt: 0, deliveryCount: 0, hasSubject: false };
+    for (let i = 0; i < n; i++) {
+      f.id = run.ids[i]!;
+      f.size = run.size[i]!;
+      f.headerLength = run.headerLength[i]!;
+      f.durable = (run.flags[i]! & F_DURABLE) !== 0;
+      f.priority = run.priority[i]!;
+      f.expiresAt = run.expiresAt[i]!;
+      f.deliveryCount = run.deliveryCount[i]!;
+      f.hasSubject = (run.flags[i]! & F_SUBJECT) !== 0;
+      if (!this.has(f.id)) this.enqueuePaged(f, loader);
+    }
   }
 
   /** Remove an entry for good (dequeue); reports it to the host. */

@@ -26,7 +26,7 @@ import { encodeFrame, listSegments, readFrame, segmentPath } from './segment.js'
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
-import type { PagedFields } from '../broker/paged-message.js';
+import type { PagedFields, PagedRun } from '../broker/paged-message.js';
 import { JournalReadError } from './errors.js';
 
 export interface JournalLogger {
@@ -362,6 +362,11 @@ export class Journal implements ChangeSink {
    */
   forEachRecovered(queue: string, fn: (fields: PagedFields, lsn: number) => void): void {
     this.index.forEachMessage(queue, fn);
+  }
+
+  /** forEachRecovered, a chunk of rows at a time (views: copy them before the journal changes). */
+  forEachRecoveredRun(queue: string, fn: (run: PagedRun) => void): void {
+    this.index.forEachMessageRun(queue, fn);
   }
 
   /** Recovered changes with message bodies read back (see Recovered.changes). */

@@ -39,8 +39,7 @@
 // file order reaches the same state as LSN order.
 
 import type { Change, MessageRecord } from '../broker/changes.js';
-import type { PagedFields } from '../broker/paged-message.js';
-import { bodySize } from '../broker/paged-message.js';
+import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, type PagedFields, type PagedRun } from '../broker/paged-message.js';
 import { IdTable, type ColumnType, type IdChunk } from '../util/id-table.js';
 import type { RecordBody } from './record-codec.js';
 
@@ -96,8 +95,8 @@ const PARTS = 8;
 const PRIO = 9;
 const FLAGS = 10;
 export const MESSAGE_COLUMNS: readonly ColumnType[] = ['f64', 'f64', 'u32', 'u32', 'u32', 'u32', 'u32', 'u32', 'u16', 'u8', 'u8'];
-const F_DURABLE = 1;
-const F_SUBJECT = 2;
+const F_DURABLE = PAGED_DURABLE;
+const F_SUBJECT = PAGED_SUBJECT;
 
 type MessageTable = IdTable<never>;
 
@@ -434,6 +433,30 @@ export class LiveIndex {
       f.deliveryCount = t.get(pos, DC);
       f.hasSubject = (flags & F_SUBJECT) !== 0;
       fn(f, t.get(pos, LSN));
+    }
+  }
+
+  /**
+   * Every live message of `queue` in id order, a chunk of rows at a time, as views
+   * into the index's own arrays (valid until the index changes: copy them now).
+   */
+  forEachMessageRun(queue: string, fn: (run: PagedRun) => void): void {
+    const t = this.queues.get(queue)?.messages;
+    if (!t) return;
+    for (const ch of t.chunkList()) {
+      const a = ch.start;
+      const b = ch.end;
+      const c = ch.cols;
+      fn({
+        count: b - a,
+        ids: ch.ids.subarray(a, b),
+        size: (c[BODY] as Uint32Array).subarray(a, b),
+        expiresAt: (c[EXPIRES] as Float64Array).subarray(a, b),
+        deliveryCount: (c[DC] as Uint32Array).subarray(a, b),
+        headerLength: (c[HLEN] as Uint32Array).subarray(a, b),
+        priority: (c[PRIO] as Uint8Array).subarray(a, b),
+        flags: (c[FLAGS] as Uint8Array).subarray(a, b),
+      });
     }
   }
 

@@ -12,7 +12,7 @@ export function restoreBroker(broker: Broker, journal: Journal, recovered: Recov
     // Messages of a queue the journal does not declare (never durable here): dropped, as replay always did.
     const queue = broker.queues.get(name);
     if (!queue) continue;
-    journal.forEachRecovered(name, (fields) => queue.enqueuePaged(fields, loader));
+    journal.forEachRecoveredRun(name, (run) => queue.enqueuePagedRun(run, loader));
   }
   broker.noteMessageIds(recovered.maxMessageId);
 }

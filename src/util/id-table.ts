@@ -280,6 +280,36 @@ export class IdTable<T = never> {
     return nx ? (c + 1) * CHUNK + nx.start : -1;
   }
 
+  /**
+   * Append rows whose ids are all above the table's last, ascending: `ids` and,
+   * per column, its values (typed arrays of the same length, copied in bulk).
+   * Objects stay unset.
+   */
+  appendRows(ids: Float64Array, cols: ReadonlyArray<ArrayLike<number> & { subarray(a: number, b: number): ArrayLike<number> }>): void {
+    const n = ids.length;
+    if (n === 0) return;
+    const last = this.rows > 0 ? this.id(this.last()) : -Infinity;
+    if (!(ids[0]! > last)) throw new RangeError(`appendRows: id ${ids[0]} is not above the last id ${last}`);
+    this.version++;
+    let done = 0;
+    // Bounded: each pass copies at least one row into a chunk with room.
+    while (done < n) {
+      let ch = this.chunks[this.chunks.length - 1];
+      if (!ch || ch.end === CHUNK) {
+        ch = new IdChunk<T>(this.layout);
+        this.chunks.push(ch);
+      } else {
+        ch = this.writable(this.chunks.length - 1);
+      }
+      const k = Math.min(CHUNK - ch.end, n - done);
+      ch.ids.set(ids.subarray(done, done + k), ch.end);
+      for (let c = 0; c < ch.cols.length; c++) (ch.cols[c] as Column).set(cols[c]!.subarray(done, done + k) as never, ch.end);
+      ch.end += k;
+      done += k;
+    }
+    this.rows += n;
+  }
+
   clear(): void {
     this.version++;
     this.chunks = [];
@@ -292,6 +322,11 @@ export class IdTable<T = never> {
       const ch = this.chunks[c]!;
       for (let i = ch.start; i < ch.end; i++) yield c * CHUNK + i;
     }
+  }
+
+  /** The chunks, to read rows in bulk right now (they change with the table: do not keep them). */
+  chunkList(): readonly IdChunk<T>[] {
+    return this.chunks;
   }
 
   /**

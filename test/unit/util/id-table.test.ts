@@ -109,4 +109,19 @@ describe('IdTable', () => {
       expect(t.storageBytes / t.length).toBeLessThan(((8 + 4 + 1) * CHUNK * 8) / CHUNK);
     }
   });
+
+  it('IdTable - appendRows copies runs of rows in bulk, across chunks, after what is there', () => {
+    const t = new IdTable<string>(['u32', 'u8']);
+    const p = t.insert(1);
+    t.set(p, 0, 7);
+    const n = 2 * CHUNK + 100;
+    const ids = Float64Array.from({ length: n }, (_, i) => 10 + i * 2);
+    t.appendRows(ids, [Uint32Array.from(ids, (x) => x * 3), Uint8Array.from(ids, (x) => x % 256)]);
+    const r = rows(t);
+    expect(r.length).toBe(n + 1);
+    expect(r[0]).toEqual({ id: 1, a: 7, b: 0, obj: undefined });
+    for (let i = 0; i < n; i++) expect(r[i + 1]).toEqual({ id: 10 + i * 2, a: (10 + i * 2) * 3, b: (10 + i * 2) % 256, obj: undefined });
+    expect(t.get(t.find(10 + 2 * 500), 0)).toBe((10 + 2 * 500) * 3);
+    expect(() => t.appendRows(Float64Array.of(5), [Uint32Array.of(0), Uint8Array.of(0)])).toThrow(RangeError);
+  });
 });
