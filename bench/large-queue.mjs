@@ -163,7 +163,8 @@ for (const n of sizes) {
       row.baseline = await measure(baseline, dataDir, 1, 'baseline');
     } catch (err) {
       log(`baseline failed: ${String(err.message).slice(0, 300)}`);
-      row.baseline = { error: String(err.message).split('\n').find((l) => /heap|exited|listen/i.test(l))?.slice(0, 200) ?? 'failed' };
+      const text = String(err.message);
+      row.baseline = { error: /heap out of memory|Last few GCs/.test(text) ? 'ran out of heap (JavaScript heap out of memory) while recovering' : text.split('\n')[0].slice(0, 200) };
     }
   }
   row.tandem = await measure(build.entry, dataDir, Math.min(drainWanted, n), 'tandem');

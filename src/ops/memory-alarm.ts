@@ -4,13 +4,13 @@
 // memory" and taking every queued message's availability with it. Consumers,
 // replication and DR keep running, so the alarm clears as queues drain.
 //
-// The heap is what can kill the process: every queued message costs a few
-// hundred bytes of heap (its index entries) even when its body is paged out, and
-// V8 stops the process at heap_size_limit (about 4 GiB by default; raise it with
-// NODE_OPTIONS=--max-old-space-size=MiB). The watermark is half of that, because
-// a restart must be able to recover everything that was accepted (see `high`).
-// Without it, 10M queued messages ran the heap out during recovery: the broker
-// could not start again. Hysteresis keeps the alarm from flapping.
+// The heap is what can kill the process: V8 stops it at heap_size_limit (about
+// 4 GiB by default; raise it with NODE_OPTIONS=--max-old-space-size=MiB). Queued
+// messages whose bodies are paged out no longer weigh on it (they are rows of
+// typed arrays, outside the heap: docs/journal.md); what does is objects: message
+// bodies in memory, connections, deliveries in flight, replication windows. The
+// watermark is half of the limit, because a restart must be able to recover
+// everything that was accepted (see `high`). Hysteresis keeps it from flapping.
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 

@@ -470,10 +470,12 @@ export class Journal implements ChangeSink {
   close(options: { checkpoint?: boolean } = {}): Promise<void> {
     this.closing ??= (async () => {
       await this.compactor.idle();
-      await this.checkpointing;
+      await this.checkpointing?.catch(() => undefined);
       await this.writer.close();
       // A clean stop leaves a checkpoint of everything: the next start replays nothing.
-      if ((options.checkpoint ?? true) && !this.destroyed && this.bytesSinceCheckpoint > 0) await this.checkpoint();
+      if ((options.checkpoint ?? true) && !this.destroyed && this.bytesSinceCheckpoint > 0) {
+        await this.checkpoint().catch((err: unknown) => this.log.warn({ err }, 'journal checkpoint at close not written; the next start replays more'));
+      }
       this.reader.close();
       await this.lock.release();
       this.log.info({ dir: this.dir, durableLsn: this.durableLsn }, 'journal closed');
@@ -488,7 +490,7 @@ export class Journal implements ChangeSink {
       this.writer.destroy(this.destroyed!);
       this.failWaiters(this.destroyed!);
       await this.compactor.idle();
-      await this.checkpointing;
+      await this.checkpointing?.catch(() => undefined);
       // Let an in-flight write finish before another process may take the directory.
       await this.writer.close();
       this.reader.close();
@@ -509,7 +511,7 @@ export class Journal implements ChangeSink {
     const due = Math.max(this.opts.checkpointBytes ?? DEFAULT_CHECKPOINT_BYTES, this.lastCheckpointBytes);
     if (this.bytesSinceCheckpoint < due) return;
     setImmediate(() => {
-      if (!this.closing) void this.checkpoint();
+      if (!this.closing) this.checkpoint().catch((err: unknown) => this.log.warn({ err }, 'journal checkpoint failed; retrying later'));
     });
   }
 

@@ -471,7 +471,21 @@ export class LiveIndex {
   homesOutside(present: (seg: number) => boolean): number {
     let n = 0;
     for (const rec of this.liveRecords()) if (!present(rec.home.seg)) n++;
-    for (const q of this.queues.values()) for (const pos of q.messages.positions()) if (!present(q.messages.get(pos, SEG))) n++;
+    for (const q of this.queues.values()) {
+      for (const ch of q.messages.chunkList()) {
+        const segs = ch.cols[SEG]!;
+        let last = -1;
+        for (let i = ch.start; i < ch.end; i++) {
+          const seg = segs[i]!;
+          if (seg === last) continue; // rows of one segment come in runs: ask once per run
+          if (!present(seg)) {
+            n++;
+            continue;
+          }
+          last = seg;
+        }
+      }
+    }
     return n;
   }
 
@@ -529,11 +543,19 @@ export class LiveIndex {
       const q = index.queue(name);
       q.declaredAt = Math.max(q.declaredAt, declaredAt);
       q.messages.adopt(chunks);
-      const t = q.messages;
-      for (const pos of t.positions()) {
-        index.segment(t.get(pos, SEG));
-        index.addLive(t.get(pos, SEG), share(t.get(pos, FSIZE), t.get(pos, PARTS)));
-        if (t.id(pos) > index.maxMessageId) index.maxMessageId = t.id(pos);
+      // Live counts per segment, straight from the columns (millions of rows).
+      for (const ch of chunks) {
+        const segs = ch.cols[SEG]!;
+        const sizes = ch.cols[FSIZE]!;
+        const parts = ch.cols[PARTS]!;
+        let stats: SegmentStats | undefined;
+        for (let i = ch.start; i < ch.end; i++) {
+          const seg = segs[i]!;
+          if (stats?.id !== seg) stats = index.segment(seg);
+          stats.liveCount++;
+          stats.liveBytes += share(sizes[i]!, parts[i]!);
+        }
+        if (ch.end > ch.start && ch.ids[ch.end - 1]! > index.maxMessageId) index.maxMessageId = ch.ids[ch.end - 1]!;
       }
     }
     for (const s of state.segments) {
