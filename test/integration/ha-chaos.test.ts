@@ -43,17 +43,21 @@ class ChaosSender {
   private readonly inflight = new Map<Delivery, number>();
   stopped = false;
   readonly conn: Connection;
+  /** Sends what credit and the in-flight limit allow. */
+  readonly pump: () => void;
 
   constructor(ports: number[], readonly name: string) {
     this.conn = failoverConnection(ports, name);
     const sender = this.conn.open_sender({ target: { address: QUEUE } });
-    const pump = () => {
-      for (let n = 0; n < 20 && !this.stopped && sender.sendable() && this.inflight.size < 200; n++) {
+    const pump = (this.pump = () => {
+      // Once stopped, no new messages, but those without an answer are still resent:
+      // else a failover just before the stop leaves them pending for good.
+      for (let n = 0; n < 20 && (!this.stopped || this.resend.length > 0) && sender.sendable() && this.inflight.size < 200; n++) {
         const seq = this.resend.length > 0 ? (this.resend.shift() as number) : this.nextSeq++;
         const d = sender.send({ body: `${this.name}:${seq}`, durable: true });
         this.inflight.set(d, seq);
       }
-    };
+    });
     sender.on('sendable', pump);
     sender.on('accepted', (ctx: EventContext) => {
       const seq = this.inflight.get(ctx.delivery as Delivery);
@@ -141,7 +145,10 @@ describe('ha - randomized kill loop', () => {
     }
 
     progress('stopping senders');
-    for (const s of senders) s.stopped = true;
+    for (const s of senders) {
+      s.stopped = true;
+      s.pump();
+    }
     await waitFor(() => senders.every((s) => s.pending === 0), { timeout: 60_000, name: 'senders settled' });
     let last = -1;
     await waitFor(
