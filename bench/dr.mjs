@@ -16,6 +16,7 @@
 // CPU seconds (user + system, /proc/PID/stat) are reported beside every rate: on
 // a shared machine they say more than the wall clock.
 // Usage: node bench/dr.mjs [N=100000] [DURATION=20] [S=300000]
+// DR_BENCH_SNAPSHOT_MODE=enqueue-only: the snapshot scenario's queue in that mode.
 // DR_BENCH_LOG=info: the brokers log at that level (default warn) to stderr.
 // DR_BENCH_STRACE=DIR: run the brokers under strace -c, counting fdatasync/fsync
 // calls into DIR/NAME-TIME.txt (written when each broker exits).
@@ -35,6 +36,8 @@ const DURATION = Number(process.argv[3] ?? 20);
 const S = Number(process.argv[4] ?? 300_000);
 const BODY = Buffer.alloc(1024, 'x');
 const PROF = process.env.DR_BENCH_PROF;
+/** DR mode of the snapshot scenario's queue (an enqueue-only copy watches the queue for consumers). */
+const SNAPSHOT_MODE = process.env.DR_BENCH_SNAPSHOT_MODE ?? 'enqueue-and-dequeue';
 const procs = new Set();
 const dirs = [];
 process.on('exit', () => {
@@ -235,7 +238,7 @@ async function snapshot() {
   const cpuS = cpuSeconds(secondary.pid);
   let maxRss = before.rssMiB;
   const t0 = Date.now();
-  await mgmt(secondary.port, 'DR-ADD', { queue: 'snap', source: `127.0.0.1:${primary.port}`, mode: 'enqueue-and-dequeue' });
+  await mgmt(secondary.port, 'DR-ADD', { queue: 'snap', source: `127.0.0.1:${primary.port}`, mode: SNAPSHOT_MODE });
   const head = Number(st.lsn);
   const deadline = Date.now() + 600_000;
   for (;;) {

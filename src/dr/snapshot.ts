@@ -57,8 +57,9 @@ interface Reading {
   last: number;
   /** The live queue is read to its end (or gone); what is kept may remain. */
   liveDone: boolean;
-  /** Taken from the live queue but not yet copied (only within one next()). */
+  /** Taken from the live queue but not yet copied: the entry within one next(), then a copy of its message. */
   peeked: QueueEntry | undefined;
+  carried: MessageRecord | undefined;
   /**
    * Messages of the copy no longer on the queue by id: a row with the journal
    * location of its record, or one holding the message itself.
@@ -93,14 +94,14 @@ export class DrSnapshotReader implements RemovalWatcher {
       const queue = broker.queues.get(name);
       if (!queue) continue;
       const keeps = options.keepDequeued?.has(name) ?? false;
-      this.readings.push({ queue, entries: queue.liveEntries(), keeps, last: 0, liveDone: false, peeked: undefined, kept: new IdTable<MessageRecord>(['u32', 'u32', 'u32']) });
+      this.readings.push({ queue, entries: queue.liveEntries(), keeps, last: 0, liveDone: false, peeked: undefined, carried: undefined, kept: new IdTable<MessageRecord>(['u32', 'u32', 'u32']) });
     }
     if (this.readings.some((r) => r.keeps)) broker.removalWatchers.add(this);
   }
 
   /** Messages the queues held at P (an upper bound on what the copy brings). */
   get bound(): number {
-    return this.readings.reduce((n, r) => n + r.queue.depth + r.kept.length, 0);
+    return this.readings.reduce((n, r) => n + r.queue.depth + r.kept.length + (r.carried ? 1 : 0), 0);
   }
 
   /** Messages kept now for the copy after they left their queue. */
@@ -159,17 +160,22 @@ export class DrSnapshotReader implements RemovalWatcher {
       const r = this.readings[0]!;
       // Replaced or deleted after P: the log carries what became of it.
       if (!r.liveDone && this.broker.queues.get(r.queue.name) !== r.queue) r.liveDone = true;
-      if (!r.peeked && !r.liveDone) {
+      if (!r.peeked && !r.carried && !r.liveDone) {
         const step = r.entries.next();
         if (step.done) r.liveDone = true;
         else {
           r.last = step.value.msg.id;
-          if (this.partOfCopy(r.last)) r.peeked = step.value;
-          continue;
+          if (!this.partOfCopy(r.last)) continue;
+          r.peeked = step.value;
         }
       }
       const pos = r.kept.first();
       const keptId = pos >= 0 ? r.kept.id(pos) : Infinity;
+      if (r.carried && r.carried.id < keptId) {
+        push(r.queue.name, r.carried);
+        r.carried = undefined;
+        continue;
+      }
       if (r.peeked && r.peeked.msg.id < keptId) {
         // Reading `bytes` of a paged message brings it back, with a read-ahead run of its neighbours.
         push(r.queue.name, copyMessage(r.peeked.msg, r.peeked.deliveryCount));
@@ -177,7 +183,7 @@ export class DrSnapshotReader implements RemovalWatcher {
         continue;
       }
       if (pos < 0) {
-        if (!r.peeked && r.liveDone) this.readings.shift();
+        if (!r.peeked && !r.carried && r.liveDone) this.readings.shift();
         continue;
       }
       const held = r.kept.obj(pos);
@@ -193,8 +199,8 @@ export class DrSnapshotReader implements RemovalWatcher {
     }
     const r = this.readings[0];
     if (r?.peeked) {
-      // Taken from the live queue ahead of the batch: kept as it is, as no watcher sees it go now.
-      r.kept.setObj(r.kept.insert(r.peeked.msg.id), copyMessage(r.peeked.msg, r.peeked.deliveryCount));
+      // Taken from the live queue past the batch's end: carried to the next one as it is now (no watcher sees it go).
+      r.carried = copyMessage(r.peeked.msg, r.peeked.deliveryCount);
       r.peeked = undefined;
     }
     if (fromJournal.length > 0) this.readFromJournal(out, fromJournal);
