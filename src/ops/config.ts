@@ -8,6 +8,7 @@ import ini from 'ini';
 import { parseDuration } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
+import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
 const DR_SECTION = '[dr]';
@@ -44,6 +45,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes' },
   { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes' },
   { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal' },
+  { key: 'memory-limit', kind: 'size', description: "live memory (heap, buffers, queue index) past which new messages are refused; default 40% of the machine's or cgroup's memory" },
   { key: 'checkpoint-bytes', kind: 'size', description: 'write a journal checkpoint after this much journal data (restarts replay only what follows it); 0 = never' },
   { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)' },
   { key: 'max-connections', kind: 'count', description: 'connections accepted at once' },
@@ -97,6 +99,8 @@ export interface Settings {
   drRetainBytes: number;
   /** Body bytes of queued messages kept in memory (the rest are paged to the journal). */
   maxMemory: number;
+  /** Live memory at which the memory alarm refuses new messages. */
+  memoryLimit: number;
   /** Journal bytes between checkpoints; 0: no checkpoints. */
   checkpointBytes: number;
   /** DR queues of the [dr] section (this broker as a secondary). */
@@ -242,6 +246,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     drRetainBytes: (values['dr-retain-size'] as number | undefined) ?? 128 * 1024 * 1024,
     maxMemory: (values['max-memory'] as number | undefined) ?? 1024 * 1024 * 1024,
     checkpointBytes: (values['checkpoint-bytes'] as number | undefined) ?? 256 * 1024 * 1024,
+    memoryLimit: (values['memory-limit'] as number | undefined) ?? Math.floor(DEFAULT_MEMORY_SHARE * availableMemory()),
     drQueues,
     configFile,
   };
@@ -264,6 +269,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');
   }
   if (settings.maxFrameSize < 512) throw new ConfigError('max-frame-size must be at least 512 (AMQP minimum)');
+  if (settings.memoryLimit < 64 * 1024 * 1024) throw new ConfigError('memory-limit must be at least 64MiB (the broker itself needs tens of MiB)');
   if (settings.maxMemory < 1024 * 1024) throw new ConfigError('max-memory must be at least 1MiB (message bodies kept in memory)');
   return settings;
 }

@@ -73,10 +73,12 @@ export class Daemon {
       },
     });
     this.memoryAlarm = new MemoryAlarm({
+      memoryLimit: settings.memoryLimit,
       onChange: (reason, r) => {
         this.broker.memoryAlarm = reason;
-        const figures = { heapUsedMiB: Math.round(r.used / 2 ** 20), heapLimitMiB: Math.round(r.limit / 2 ** 20) };
-        if (reason) this.log.warn(figures, 'MEMORY ALARM: refusing new messages until the heap is below 40% of its limit');
+        const MiB = 2 ** 20;
+        const figures = { heapUsedMiB: Math.round(r.used / MiB), heapLimitMiB: Math.round(r.limit / MiB), liveMiB: Math.round((r.live ?? 0) / MiB), memoryLimitMiB: Math.round(settings.memoryLimit / MiB) };
+        if (reason) this.log.warn(figures, `MEMORY ALARM: ${reason}`);
         else this.log.info(figures, 'memory alarm cleared: accepting messages again');
       },
     });
@@ -111,6 +113,12 @@ export class Daemon {
     this.broker.log.attach(journal);
     this.broker.log.attach(this.pager);
     this.memoryAlarm.start();
+    if (s.maxMemory >= s.memoryLimit) {
+      this.log.warn(
+        { maxMemoryMiB: Math.round(s.maxMemory / 2 ** 20), memoryLimitMiB: Math.round(s.memoryLimit / 2 ** 20) },
+        'max-memory is not below memory-limit: message bodies in memory alone can raise the memory alarm before any is paged out; set max-memory lower',
+      );
+    }
     const paging = setInterval(() => this.pager.pass(), 250);
     paging.unref();
     this.timers.push(paging);
@@ -375,6 +383,7 @@ export class Daemon {
       'data-dir': this.settings.dataDir,
       ...this.memoryStatus(),
       'memory-alarm': this.memoryAlarm.active,
+      'memory-limit-bytes': this.settings.memoryLimit,
       'heap-used-bytes': heap.used_heap_size,
       'heap-limit-bytes': heap.heap_size_limit,
     };

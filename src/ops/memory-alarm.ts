@@ -4,19 +4,27 @@
 // memory" and taking every queued message's availability with it. Consumers,
 // replication and DR keep running, so the alarm clears as queues drain.
 //
-// The heap is what can kill the process: V8 stops it at heap_size_limit (about
+// Two things are watched. The heap is what can kill the process: V8 stops it at heap_size_limit (about
 // 4 GiB by default; raise it with NODE_OPTIONS=--max-old-space-size=MiB). Queued
 // messages whose bodies are paged out no longer weigh on it (they are rows of
 // typed arrays, outside the heap: docs/journal.md); what does is objects: message
 // bodies in memory, connections, deliveries in flight, replication windows. The
 // watermark is half of the limit, because a restart must be able to recover
-// everything that was accepted (see `high`). Hysteresis keeps it from flapping.
+// everything that was accepted (see `high`). And the machine: queued messages'
+// rows and bodies live outside the heap, so the live memory of the process (heap
+// objects plus the memory held by buffers and typed arrays) is held under
+// memory-limit (default 40% of the machine's or the cgroup's memory). Not RSS:
+// freed memory need not go back to the system, and the alarm must clear once
+// consumers drain the queues. Hysteresis keeps it from flapping.
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
 export interface HeapReading {
+  /** Old-generation heap in use, and its limit. */
   used: number;
   limit: number;
+  /** Live memory of the whole process (heap plus buffers and typed arrays), when watched. */
+  live?: number;
 }
 
 export interface MemoryAlarmOptions {
@@ -30,6 +38,11 @@ export interface MemoryAlarmOptions {
   high?: number;
   /** Clear it below this share. Default 0.4. */
   low?: number;
+  /**
+   * Bytes of live memory (heap plus buffers and typed arrays) at which the alarm is
+   * raised too; it clears below low/high of it. Unset: not watched.
+   */
+  memoryLimit?: number;
   read?: () => HeapReading;
   onChange(reason: string | undefined, reading: HeapReading): void;
 }
@@ -57,7 +70,8 @@ const YOUNG_GENERATION = 48 * MiB;
 function readOldSpace(): HeapReading {
   const h = v8.getHeapStatistics();
   const young = v8.getHeapSpaceStatistics().filter((s) => s.space_name.startsWith('new_')).reduce((n, s) => n + s.space_used_size, 0);
-  return { used: h.used_heap_size - young, limit: Math.max(h.heap_size_limit / 2, h.heap_size_limit - YOUNG_GENERATION) };
+  const { heapUsed, external } = process.memoryUsage();
+  return { used: h.used_heap_size - young, limit: Math.max(h.heap_size_limit / 2, h.heap_size_limit - YOUNG_GENERATION), live: heapUsed + external };
 }
 
 export class MemoryAlarm {
@@ -97,14 +111,19 @@ export class MemoryAlarm {
     }
     const r = this.read();
     const share = r.used / r.limit;
-    if (!this.raised && share >= this.high) {
+    const limit = this.opts.memoryLimit;
+    const liveShare = limit !== undefined && r.live !== undefined ? r.live / limit : 0;
+    if (!this.raised && (share >= this.high || liveShare >= 1)) {
       this.raised = true;
       this.opts.onChange(
-        `broker memory is nearly full (${Math.round(r.used / MiB)} of ${Math.round(r.limit / MiB)} MiB heap): new messages are refused until consumers drain the queues; ` +
-          'to allow more, start the broker with NODE_OPTIONS=--max-old-space-size=<MiB>',
+        share >= this.high
+          ? `broker memory is nearly full (${Math.round(r.used / MiB)} of ${Math.round(r.limit / MiB)} MiB heap): new messages are refused until consumers drain the queues; ` +
+              'to allow more, start the broker with NODE_OPTIONS=--max-old-space-size=<MiB>'
+          : `broker memory is nearly full (${Math.round(r.live! / MiB)} MiB in use, memory-limit ${Math.round(limit! / MiB)} MiB): new messages are refused until consumers drain the queues; ` +
+              "to allow more, raise memory-limit (default: 40% of the machine's or the cgroup's memory)",
         r,
       );
-    } else if (this.raised && share < this.low) {
+    } else if (this.raised && share < this.low && liveShare < this.low / this.high) {
       this.raised = false;
       this.opts.onChange(undefined, r);
     }

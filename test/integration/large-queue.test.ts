@@ -80,6 +80,45 @@ describe('very large queues - bodies beyond max-memory wait in the journal', () 
     await broker.stop();
   }, 180_000);
 
+  it('memory alarm - a broker past its memory-limit (live memory outside the heap counts) refuses new messages, and accepts again once drained', async () => {
+    // Message bodies are buffers, outside the V8 heap: only memory-limit can stop them.
+    const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0', '--memory-limit', '96MiB', '--max-memory', '16MiB'] });
+    expect(broker.stderr).not.toMatch(/max-memory is not below memory-limit/);
+    const client = await TestClient.connect({ port: broker.port });
+    const sender = await client.openSender('live');
+    const body = 'm'.repeat(4096);
+    let accepted = 0;
+    let refusal: { condition?: string; description?: string } | undefined;
+    // Bounded: at most 100k messages of 4 KiB (400 MiB; the alarm comes near 96 MiB).
+    for (let batch = 0; batch < 50 && !refusal; batch++) {
+      const outcomes = await client.send(sender, Array.from({ length: 2000 }, () => ({ body })), { timeoutMs: 60_000 });
+      for (const o of outcomes) {
+        if (o.state === 'accepted') accepted++;
+        else refusal ??= o.error;
+      }
+    }
+    expect(refusal, 'the alarm never came').toBeDefined();
+    expect(refusal!.condition).toBe('amqp:resource-limit-exceeded');
+    expect(refusal!.description).toMatch(/memory-limit 96 MiB.*raise memory-limit/);
+    const st = (await status(broker.port)) as unknown as { 'memory-alarm': boolean; 'memory-limit-bytes': number };
+    expect(st['memory-alarm']).toBe(true);
+    expect(st['memory-limit-bytes']).toBe(96 * 1024 * 1024);
+    const r = await client.openReceiver('live');
+    r.receiver.add_credit(accepted);
+    let got = 0;
+    while (got < accepted) {
+      const batch = await r.next(Math.min(1000, accepted - got), 60_000);
+      for (const m of batch) m.delivery.accept();
+      got += batch.length;
+    }
+    await r.close();
+    await waitFor(async () => ((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm'] === false, { timeout: 30_000, name: 'alarm cleared' });
+    expect((await client.send(sender, ['after the alarm']))[0]!.state).toBe('accepted');
+    expect(broker.stderr).toMatch(/MEMORY ALARM.*memory-limit/);
+    client.connection.close();
+    await broker.stop();
+  }, 240_000);
+
   it('memory alarm - a broker near its heap limit refuses new messages with a clear error, and accepts again once drained', async () => {
     // A small heap so the alarm comes after tens of thousands of messages, not millions.
     // Not a DR source: its window of recent changes would keep drained messages in memory.

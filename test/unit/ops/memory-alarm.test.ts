@@ -20,6 +20,22 @@ describe('memory alarm', () => {
     expect(changes[0]).toMatch(/max-old-space-size/);
   });
 
+  it('memory alarm - raises when live memory reaches memory-limit though the heap is fine, clears below 80% of it', () => {
+    let reading: HeapReading = { used: 10, limit: 100, live: 0 };
+    const changes: Array<string | undefined> = [];
+    const alarm = new MemoryAlarm({ read: () => reading, memoryLimit: 1000, onChange: (reason) => changes.push(reason) });
+    for (const live of [500, 999, 1000, 1200, 850, 801, 799, 900, 1001]) {
+      reading = { used: 10, limit: 100, live };
+      alarm.check();
+    }
+    expect(changes.map((c) => (c === undefined ? 'clear' : 'raise'))).toEqual(['raise', 'clear', 'raise']);
+    expect(changes[0]).toMatch(/memory-limit/);
+    // Cleared only when both are low: the heap past its low mark keeps it raised.
+    reading = { used: 45, limit: 100, live: 100 };
+    alarm.check();
+    expect(alarm.active).toBe(true);
+  });
+
   it('memory alarm - the broker refuses new messages and transactional sends, and still delivers', () => {
     const broker = new Broker();
     const { queue } = broker.declareQueue('q', qs());
