@@ -84,38 +84,13 @@ describe('very large queues - bodies beyond max-memory wait in the journal', () 
     // Message bodies are buffers, outside the V8 heap: only memory-limit can stop them.
     const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0', '--memory-limit', '96MiB', '--max-memory', '16MiB'] });
     expect(broker.stderr).not.toMatch(/max-memory is not below memory-limit/);
-    const client = await TestClient.connect({ port: broker.port });
-    const sender = await client.openSender('live');
     const body = 'm'.repeat(4096);
-    let accepted = 0;
-    let refusal: { condition?: string; description?: string } | undefined;
     // Bounded: at most 100k messages of 4 KiB (400 MiB; the alarm comes near 96 MiB).
-    for (let batch = 0; batch < 50 && !refusal; batch++) {
-      const outcomes = await client.send(sender, Array.from({ length: 2000 }, () => ({ body })), { timeoutMs: 60_000 });
-      for (const o of outcomes) {
-        if (o.state === 'accepted') accepted++;
-        else refusal ??= o.error;
-      }
-    }
-    expect(refusal, 'the alarm never came').toBeDefined();
-    expect(refusal!.condition).toBe('amqp:resource-limit-exceeded');
-    expect(refusal!.description).toMatch(/memory-limit 96 MiB.*raise memory-limit/);
-    const st = (await status(broker.port)) as unknown as { 'memory-alarm': boolean; 'memory-limit-bytes': number };
-    expect(st['memory-alarm']).toBe(true);
-    expect(st['memory-limit-bytes']).toBe(96 * 1024 * 1024);
-    const r = await client.openReceiver('live');
-    r.receiver.add_credit(accepted);
-    let got = 0;
-    while (got < accepted) {
-      const batch = await r.next(Math.min(1000, accepted - got), 60_000);
-      for (const m of batch) m.delivery.accept();
-      got += batch.length;
-    }
-    await r.close();
-    await waitFor(async () => ((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm'] === false, { timeout: 30_000, name: 'alarm cleared' });
-    expect((await client.send(sender, ['after the alarm']))[0]!.state).toBe('accepted');
+    const fill = await fillUntilRefused(broker.port, 'live', 50, () => Array.from({ length: 2000 }, () => ({ body })));
+    expect(fill.refusal.description).toMatch(/memory-limit 96 MiB.*raise memory-limit/);
+    expect(((await status(broker.port)) as unknown as { 'memory-limit-bytes': number })['memory-limit-bytes']).toBe(96 * 1024 * 1024);
+    await drainAndAcceptAgain(broker, fill);
     expect(broker.stderr).toMatch(/MEMORY ALARM.*memory-limit/);
-    client.connection.close();
     await broker.stop();
   }, 240_000);
 
@@ -123,37 +98,53 @@ describe('very large queues - bodies beyond max-memory wait in the journal', () 
     // A small heap so the alarm comes after tens of thousands of messages, not millions.
     // Not a DR source: its window of recent changes would keep drained messages in memory.
     const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0'], env: { NODE_OPTIONS: '--max-old-space-size=96' } });
-    const client = await TestClient.connect({ port: broker.port });
-    const sender = await client.openSender('heap');
-    let accepted = 0;
-    let refusal: { condition?: string; description?: string } | undefined;
     // Bounded: at most 400k messages (the alarm comes far earlier).
-    for (let batch = 0; batch < 80 && !refusal; batch++) {
-      const outcomes = await client.send(sender, Array.from({ length: 5000 }, (_, i) => ({ body: `h-${batch * 5000 + i}` })), { timeoutMs: 60_000 });
-      for (const o of outcomes) {
-        if (o.state === 'accepted') accepted++;
-        else refusal ??= o.error;
-      }
-    }
-    expect(refusal, 'the alarm never came').toBeDefined();
-    expect(refusal!.condition).toBe('amqp:resource-limit-exceeded');
-    expect(refusal!.description).toMatch(/memory is nearly full.*max-old-space-size/);
-    expect(((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm']).toBe(true);
-    // Consumers still work; nothing accepted is lost; the alarm clears as the queue drains.
-    const r = await client.openReceiver('heap');
-    r.receiver.add_credit(accepted);
-    let got = 0;
-    while (got < accepted) {
-      const batch = await r.next(Math.min(1000, accepted - got), 60_000);
-      for (const m of batch) m.delivery.accept();
-      got += batch.length;
-    }
-    await r.close();
-    await waitFor(async () => ((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm'] === false, { timeout: 30_000, name: 'alarm cleared' });
-    const again = await client.send(sender, ['after the alarm']);
-    expect(again[0]!.state).toBe('accepted');
+    const fill = await fillUntilRefused(broker.port, 'heap', 80, (batch) => Array.from({ length: 5000 }, (_, i) => ({ body: `h-${batch * 5000 + i}` })));
+    expect(fill.refusal.description).toMatch(/memory is nearly full.*max-old-space-size/);
+    await drainAndAcceptAgain(broker, fill);
     expect(broker.stderr).toMatch(/MEMORY ALARM/);
-    client.connection.close();
     await broker.stop();
   }, 240_000);
 });
+
+interface Filled {
+  client: TestClient;
+  sender: Awaited<ReturnType<TestClient['openSender']>>;
+  queue: string;
+  accepted: number;
+  refusal: { condition?: string; description?: string };
+}
+
+/** Send batches until the broker refuses one message (the memory alarm); checks the refusal's condition and the status flag. */
+async function fillUntilRefused(port: number, queue: string, maxBatches: number, batchOf: (batch: number) => Array<{ body: string }>): Promise<Filled> {
+  const client = await TestClient.connect({ port });
+  const sender = await client.openSender(queue);
+  let accepted = 0;
+  let refusal: Filled['refusal'] | undefined;
+  for (let batch = 0; batch < maxBatches && !refusal; batch++) {
+    for (const o of await client.send(sender, batchOf(batch), { timeoutMs: 60_000 })) {
+      if (o.state === 'accepted') accepted++;
+      else refusal ??= o.error;
+    }
+  }
+  expect(refusal, 'the alarm never came').toBeDefined();
+  expect(refusal!.condition).toBe('amqp:resource-limit-exceeded');
+  expect(((await status(port)) as unknown as { 'memory-alarm': boolean })['memory-alarm']).toBe(true);
+  return { client, sender, queue, accepted, refusal: refusal! };
+}
+
+/** Consumers still work while the alarm is up; nothing accepted is lost; the alarm clears as the queue drains. */
+async function drainAndAcceptAgain(broker: TestBroker, fill: Filled): Promise<void> {
+  const r = await fill.client.openReceiver(fill.queue);
+  r.receiver.add_credit(fill.accepted);
+  let got = 0;
+  while (got < fill.accepted) {
+    const batch = await r.next(Math.min(1000, fill.accepted - got), 60_000);
+    for (const m of batch) m.delivery.accept();
+    got += batch.length;
+  }
+  await r.close();
+  await waitFor(async () => ((await status(broker.port)) as unknown as { 'memory-alarm': boolean })['memory-alarm'] === false, { timeout: 30_000, name: 'alarm cleared' });
+  expect((await fill.client.send(fill.sender, ['after the alarm']))[0]!.state).toBe('accepted');
+  fill.client.connection.close();
+}
