@@ -66,6 +66,10 @@ export class ManagementClient {
       const fail = (why: string) => {
         clearTimeout(timer);
         this.connection?.close();
+        // A host that does not answer would leave the socket connecting for minutes
+        // (TCP resends its SYN): give it up now.
+        const socket = (this.connection as unknown as { socket?: { connecting: boolean; destroy(): void } } | undefined)?.socket;
+        if (socket?.connecting) socket.destroy();
         reject(new ConnectError(why));
       };
       const timer = setTimeout(() => fail(`no answer from ${address.host}:${address.port} within ${this.timeoutMs} ms`), this.timeoutMs);

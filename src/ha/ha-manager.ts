@@ -22,6 +22,14 @@ import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
 import { clearJournalComplete, markJournalComplete } from './journal-marker.js';
 import { EpochHistory } from './epoch-history.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
+import { probeTcp } from '../util/tcp-reach.js';
+
+/**
+ * A peer's host must complete a TCP handshake within 300 ms to count as visible: a
+ * live host's kernel answers a SYN within a round trip, and three SYNs 100 ms apart
+ * survive a lost packet (TCP alone would resend only after a second).
+ */
+const PEER_HANDSHAKE = { deadlineMs: 300, resendMs: 100 };
 
 export interface HaHost {
   broker: Broker;
@@ -418,17 +426,29 @@ export class HaManager {
     if (newer) this.host.fatal(`${newer.address} is primary with epoch ${newer.epoch} > ours (${this.host.broker.epoch}): this primary is stale`);
   }
 
-  /** HA state of every other broker in ha-brokers-url (unreachable ones omitted). */
-  private async peerStates(timeoutMs = 3000): Promise<Array<{ address: string; state: string; epoch?: number; instance?: string }>> {
+  /**
+   * HA state of every other broker in ha-brokers-url, asked in parallel; brokers
+   * that are not visible are omitted. Visible means: the host completes a TCP
+   * handshake within PEER_HANDSHAKE.deadlineMs, then the broker answers HA-STATUS within
+   * `answerMs`. A host that answers no SYN (powered off, cable out, or cut off by a
+   * partition) is not waited for: a primary behind a partition would not answer in
+   * 3 s or 30 s either, so a longer wait would make the "another live primary" guard
+   * no sounder, only slower. What keeps two primaries apart in that case is the
+   * cluster manager (quorum and fencing) and the epoch (a stale primary that meets
+   * the newer one stops). A hung broker on a live host (SIGSTOP, overload) gets the
+   * full `answerMs`, as before.
+   */
+  private async peerStates(answerMs = 3000): Promise<Array<{ address: string; state: string; epoch?: number; instance?: string }>> {
     const s = this.host.settings;
     const results = await Promise.all(
       this.url.endpoints.map(async (e) => {
         const address = `${e.host}:${e.port}`;
+        if ((await probeTcp(e.host, e.port, PEER_HANDSHAKE)) !== 'answered') return undefined;
         let client: ManagementClient | undefined;
         try {
           client = await ManagementClient.connect(
             { host: e.host, port: e.port, user: s.haMechanism === 'PLAIN' ? (s.haUsername ?? this.url.user) : undefined, password: s.haMechanism === 'PLAIN' ? (s.haPassword ?? this.url.password) : undefined },
-            { timeoutMs, properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId } },
+            { timeoutMs: answerMs, properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId } },
           );
           const st = (await client.request('HA-STATUS', 'broker', 'broker')) as { state: string; epoch?: number; instance?: string };
           return { address, ...st };
