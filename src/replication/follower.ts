@@ -1,11 +1,13 @@
 // The backup's side of replication: find the primary among ha-brokers-url
-// (other backups refuse the replication link, and we skip ourselves), open the
+// (other backups refuse the replication link, and we skip ourselves; every
+// address is tried at once, so one that lost power delays nothing), open the
 // stream from our log position, and hand every message, in order, to the host,
 // acknowledging each once the host says it is safe. When the primary goes we
 // keep our data and keep looking.
 import rhea, { type Connection, type Container, type EventContext, type Receiver } from 'rhea';
 import type { Logger } from '../ops/log.js';
 import type { BrokerEndpoint } from '../ha/brokers-url.js';
+import { connectWithin } from '../util/tcp-reach.js';
 import { Props, REPLICATION_ADDRESS, decodeStreamMessage, type StreamMessage } from './protocol.js';
 
 export interface FollowerHost {
@@ -35,15 +37,32 @@ export interface FollowerHost {
   onFatal(reason: string): void;
 }
 
+/**
+ * A TCP handshake that has not completed in this time is a host that is down or
+ * unreachable (see src/util/tcp-reach.ts). Retrying soon costs little: every
+ * address is searched on its own, so a dead one only delays itself.
+ */
+const HANDSHAKE_DEADLINE_MS = 500;
+
+/** One address of ha-brokers-url being tried: a connection, or a timer until the next try. */
+interface Probe {
+  address: string;
+  connection?: Connection;
+  retry?: NodeJS.Timeout;
+  answer?: NodeJS.Timeout;
+}
+
 export class Follower {
   private readonly container: Container;
+  /** The connection whose replication link the primary accepted. */
   private connection: Connection | undefined;
   private receiver: Receiver | undefined;
+  /** Every address is searched at once, each on its own: a silent one holds up nothing. */
+  private readonly probes = new Map<string, Probe>();
   private chain: Promise<void> = Promise.resolve();
-  private next = 0;
   private stopped = false;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private attemptTimer: NodeJS.Timeout | undefined;
+  /** Watches the primary's connection for silence (see watchSilence). */
+  private silenceTimer: NodeJS.Timeout | undefined;
   primaryAddress: string | undefined;
   lastError: string | undefined;
 
@@ -53,62 +72,78 @@ export class Follower {
 
   start(): void {
     this.stopped = false;
-    this.tryNext(0);
+    this.search();
   }
 
   /** Stop following (promotion, shutdown). Resolves once in-flight applies are done. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.retryTimer);
-    clearTimeout(this.attemptTimer);
+    this.stopSearching();
     this.dropConnection();
     await this.chain.catch(() => undefined);
   }
 
-  private tryNext(delayMs: number): void {
-    if (this.stopped) return;
-    clearTimeout(this.retryTimer);
-    this.retryTimer = setTimeout(() => this.attempt(), delayMs);
-    this.retryTimer.unref();
+  /** Try every address of ha-brokers-url, now, each again after a refusal, until one is the primary. */
+  private search(): void {
+    if (this.stopped || this.connection) return;
+    for (const e of this.host.endpoints) {
+      const address = `${e.host}:${e.port}`;
+      if (!this.probes.has(address)) {
+        const probe: Probe = { address };
+        this.probes.set(address, probe);
+        this.attempt(probe, e);
+      }
+    }
   }
 
-  private attempt(): void {
-    if (this.stopped) return;
-    const endpoints = this.host.endpoints;
-    const e = endpoints[this.next % endpoints.length];
-    this.next++;
-    // After a full round without a primary, wait a little before the next round. Little:
-    // a new primary holds its publishers' settlements until the backups that were ready
-    // are back, so this wait is paid by every failover (up to 1 s of it with 1000 ms here).
-    const roundDelay = this.next % endpoints.length === 0 ? Math.min(200, this.host.heartbeatMs / 4) : 50;
-    const address = `${e.host}:${e.port}`;
+  private stopSearching(): void {
+    for (const p of this.probes.values()) {
+      clearTimeout(p.retry);
+      clearTimeout(p.answer);
+      abandon(p.connection);
+    }
+    this.probes.clear();
+  }
+
+  private attempt(probe: Probe, e: BrokerEndpoint): void {
+    if (this.stopped || this.connection) return;
+    const address = probe.address;
+    // Little: a new primary holds its publishers' settlements until the backups that
+    // were ready are back, so this wait is paid by every failover.
+    const retryDelay = Math.min(200, this.host.heartbeatMs / 4);
     let settledAttempt = false;
-    const giveUp = (reason: string, retryMs = roundDelay) => {
+    const giveUp = (reason: string, retryMs = retryDelay) => {
       if (settledAttempt) return;
       settledAttempt = true;
-      clearTimeout(this.attemptTimer);
+      clearTimeout(probe.answer);
+      abandon(conn);
+      if (probe.connection === conn) probe.connection = undefined;
+      // Following another broker already (or stopped): this search is over.
+      if (this.stopped || this.connection) return;
       this.lastError = `${address}: ${reason}`;
       this.host.log.debug({ address, reason }, 'not following this broker');
-      this.dropConnection();
-      this.tryNext(retryMs);
+      probe.retry = setTimeout(() => this.attempt(probe, e), retryMs);
+      probe.retry.unref();
     };
     const pos = this.host.position();
     const conn = this.container.connect({
       host: e.host,
       port: e.port,
+      connect: connectWithin(HANDSHAKE_DEADLINE_MS),
       reconnect: false,
       username: this.host.mechanism === 'PLAIN' ? this.host.user : undefined,
       password: this.host.mechanism === 'PLAIN' ? this.host.password : undefined,
       idle_time_out: this.host.heartbeatMs,
       properties: { [Props.haAdmin]: true, [Props.instance]: this.host.instanceId, [Props.brokerId]: this.host.brokerId },
     } as never);
-    this.connection = conn;
+    probe.connection = conn;
     // Generous: a loaded primary may take a while to answer; giving up early only restarts the work.
-    this.attemptTimer = setTimeout(() => giveUp('no answer within five heartbeat intervals'), Math.max(5000, 5 * this.host.heartbeatMs));
-    this.attemptTimer.unref();
+    probe.answer = setTimeout(() => giveUp('no answer within five heartbeat intervals'), Math.max(5000, 5 * this.host.heartbeatMs));
+    probe.answer.unref();
     conn.on('connection_open', (ctx: EventContext) => {
       const props = (ctx.connection as unknown as { remote: { open: { properties?: Record<string, unknown> } } }).remote.open.properties ?? {};
-      if (props[Props.instance] === this.host.instanceId) return giveUp('this is ourselves', 0);
+      // Ourselves: looked at again only now and then (ha-brokers-url lists this broker too).
+      if (props[Props.instance] === this.host.instanceId) return giveUp('this is ourselves', Math.max(1000, this.host.heartbeatMs));
       const receiver = conn.open_receiver({
         source: { address: REPLICATION_ADDRESS },
         autoaccept: false,
@@ -120,19 +155,28 @@ export class Follower {
           [Props.replicate]: this.host.replicate,
         },
       } as never);
-      this.receiver = receiver;
       receiver.on('receiver_open', (c: EventContext) => {
         // A broker that is not the primary refuses by attaching with no source, then detaching.
         const source = (c.receiver as unknown as { remote: { attach: { source?: { address?: unknown } | null } } }).remote.attach.source;
         if (!source || typeof source.address !== 'string') return;
-        clearTimeout(this.attemptTimer);
+        if (settledAttempt) return;
+        // Two brokers accepting at once (a stale primary not yet stopped): the first one wins.
+        if (this.connection || this.stopped) return giveUp('already following another broker');
         settledAttempt = true;
+        clearTimeout(probe.answer);
+        this.probes.delete(address);
+        this.stopSearching();
+        this.connection = conn;
+        this.receiver = receiver;
         this.primaryAddress = address;
         this.lastError = undefined;
         this.host.log.info({ primary: address, lsn: pos.lsn, epoch: pos.epoch }, 'following the primary');
+        this.watchSilence(conn);
         this.host.onFollowing(address);
       });
-      receiver.on('message', (c: EventContext) => this.onMessage(c));
+      receiver.on('message', (c: EventContext) => {
+        if (this.connection === conn) this.onMessage(c);
+      });
       receiver.on('receiver_close', (c: EventContext) => {
         const err = (c.receiver as unknown as { error?: { condition?: string; description?: string } }).error;
         if (err?.condition === 'tandem:ha:fatal') {
@@ -141,7 +185,7 @@ export class Follower {
           return;
         }
         if (!settledAttempt) return giveUp(err?.description ?? 'replication refused');
-        this.lost(`replication link closed${err?.description ? `: ${err.description}` : ''}`, err?.condition === 'tandem:ha:dropped');
+        if (this.connection === conn) this.lost(`replication link closed${err?.description ? `: ${err.description}` : ''}`, err?.condition === 'tandem:ha:dropped');
       });
       receiver.on('receiver_error', () => undefined);
     });
@@ -192,19 +236,51 @@ export class Follower {
     this.lastError = reason;
     this.host.onLost(reason, dropped);
     // Let in-flight applies finish before attaching again from our new position.
-    void this.chain.finally(() => this.tryNext(100));
+    void this.chain.finally(() => this.search());
+  }
+
+  /**
+   * A primary that lost power sends nothing, not even a FIN: only its silence tells.
+   * It sends something at least every half heartbeat interval (AMQP empty frames at
+   * half our idle-time-out, stream heartbeats), so two intervals of silence is lost.
+   * rhea would find it too, a second later: after the same two intervals it still
+   * waits a second for its close frame to go out.
+   */
+  private watchSilence(conn: Connection): void {
+    const socket = (conn as unknown as { socket?: { on(ev: 'data', cb: () => void): void } }).socket;
+    if (!socket) return;
+    let heardAt = Date.now();
+    socket.on('data', () => (heardAt = Date.now()));
+    const limit = 2 * this.host.heartbeatMs;
+    clearInterval(this.silenceTimer);
+    this.silenceTimer = setInterval(
+      // setImmediate: data that arrived while this process was busy is read (I/O runs
+      // first) before its silence is judged.
+      () => setImmediate(() => {
+        if (this.connection === conn && Date.now() - heardAt > limit) this.lost(`nothing from the primary for ${Date.now() - heardAt} ms (two heartbeat intervals)`);
+      }),
+      Math.max(50, this.host.heartbeatMs / 4),
+    );
+    this.silenceTimer.unref();
   }
 
   private dropConnection(): void {
+    clearInterval(this.silenceTimer);
+    this.silenceTimer = undefined;
     const conn = this.connection;
     this.connection = undefined;
     this.receiver = undefined;
-    if (!conn) return;
-    try {
-      conn.close();
-    } catch {
-      // already closed
-    }
-    (conn as unknown as { socket?: { destroy(): void } }).socket?.destroy();
+    abandon(conn);
   }
+}
+
+/** Close a connection and its socket at once (a closing peer may never answer). */
+function abandon(conn: Connection | undefined): void {
+  if (!conn) return;
+  try {
+    conn.close();
+  } catch {
+    // already closed
+  }
+  (conn as unknown as { socket?: { destroy(): void } }).socket?.destroy();
 }
