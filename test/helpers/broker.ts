@@ -20,6 +20,8 @@ export interface BrokerOptions {
   env?: NodeJS.ProcessEnv;
   /** Fixed port (default 0 = pick a free one). */
   port?: number;
+  /** Run inside this network namespace (`ip netns exec`, which execs: the PID is tandemd's). */
+  netns?: string;
 }
 
 const running = new Set<TestBroker>();
@@ -75,7 +77,10 @@ export class TestBroker {
       args.push('--config', conf);
     }
     args.push(...(options.args ?? []));
-    const proc = spawn(process.execPath, [tandemdBin, ...args], {
+    const [command, argv] = options.netns
+      ? ['ip', ['netns', 'exec', options.netns, process.execPath, tandemdBin, ...args]]
+      : [process.execPath, [tandemdBin, ...args]];
+    const proc = spawn(command, argv, {
       cwd: dir,
       env: { ...process.env, NOTIFY_SOCKET: '', ...options.env },
       stdio: ['ignore', 'pipe', 'pipe'],
