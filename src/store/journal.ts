@@ -595,8 +595,9 @@ export class Journal implements ChangeSink {
     const bindings = new Set<string>();
     const note = (c: Change): void => {
       if (c.kind === 'dequeue') messages.add(`${c.queue}\u0000${c.id}`);
-      else if (c.kind === 'queue-delete') queues.add(c.name);
-      else if (c.kind === 'exchange-delete') exchanges.add(c.name);
+      // A declare over an existing queue or exchange replaces it (what it had dies) like a delete.
+      else if (c.kind === 'queue-delete' || c.kind === 'queue-declare') queues.add(c.name);
+      else if (c.kind === 'exchange-delete' || c.kind === 'exchange-declare') exchanges.add(c.name);
       else if (c.kind === 'unbind') bindings.add(`${c.exchange}\u0000${c.queue}\u0000${c.key}`);
       else if (c.kind === 'transaction' || c.kind === 'dr-transaction') c.changes.forEach(note);
     };

@@ -159,7 +159,9 @@ export class LiveIndex {
         const q = this.queues.get(body.name);
         if (q && q.declaredAt > lsn) break; // replaced already (file order): dead
         const rec = this.record(lsn, body, home);
-        if (q) this.replaceQueue(q, rec, body.name);
+        // Even with no state left for the old queue: its declare's segment may be gone
+        // (the target of a kill goes first) while bindings it had are still read.
+        this.replaceQueue(q, rec, body.name);
         const state = this.queue(body.name);
         state.declares.push(rec);
         state.declaredAt = lsn;
@@ -177,10 +179,15 @@ export class LiveIndex {
       }
       case 'exchange-declare': {
         if (this.duplicate(lsn, home)) break;
+        const list = this.exchanges.get(body.name) ?? [];
+        if (list.some((d) => d.lsn > lsn)) break; // replaced already (file order): dead
+        // A declare over an existing exchange replaces it, as the broker does: the old
+        // declare and its bindings die (a bind made after this one is then live, not
+        // taken for a repeat of an old one), also bindings whose declare left the files.
+        for (const d of list) this.kill(d, home.seg);
+        for (const [k, b] of this.bindings) if (b.exchange === body.name && b.rec.lsn < lsn) this.unbind(k, home.seg);
         const rec = this.record(lsn, body, home);
-        let list = this.exchanges.get(body.name);
-        if (!list) this.exchanges.set(body.name, (list = []));
-        list.push(rec);
+        this.exchanges.set(body.name, [rec]);
         this.ref(rec);
         break;
       }
@@ -195,6 +202,9 @@ export class LiveIndex {
       }
       case 'bind': {
         if (this.duplicate(lsn, home)) break;
+        // Older than its queue's or exchange's newest declare, which replaced it and its
+        // bindings: a compaction copy that file order brings after that declare. Dead.
+        if ((this.queues.get(body.queue)?.declaredAt ?? 0) > lsn || this.exchanges.get(body.exchange)?.some((d) => d.lsn > lsn)) break;
         const k = bindingKey(body.exchange, body.queue, body.key);
         // A repeated bind changes nothing: the first one stays the live one.
         if (!this.bindings.has(k)) {
@@ -704,8 +714,8 @@ export class LiveIndex {
   }
 
   /** A declare of a queue that exists: the broker drops the old queue (messages, bindings) and makes a new one. */
-  private replaceQueue(q: QueueState, rec: DiskRecord, name: string): void {
-    this.dropQueueState(q, rec.home.seg, rec.lsn);
+  private replaceQueue(q: QueueState | undefined, rec: DiskRecord, name: string): void {
+    if (q) this.dropQueueState(q, rec.home.seg, rec.lsn);
     for (const [k, b] of this.bindings) if (b.queue === name && b.rec.lsn < rec.lsn) this.unbind(k, rec.home.seg);
   }
 
