@@ -214,14 +214,18 @@ export class LiveIndex {
         }
         break;
       }
-      case 'unbind':
-        this.unbind(bindingKey(body.exchange, body.queue, body.key), home.seg);
+      case 'unbind': {
+        // Only what is older dies: a copy of an unbind (kept as the newest change) that
+        // file order brings after a new bind of the same key must not kill it.
+        const k = bindingKey(body.exchange, body.queue, body.key);
+        if ((this.bindings.get(k)?.rec.lsn ?? Infinity) < lsn) this.unbind(k, home.seg);
         break;
+      }
       case 'enqueue':
         this.addMessage(body.queue, body.message, lsn, home, 1);
         break;
       case 'dequeue':
-        this.killMessage(body.queue, body.id, home.seg);
+        this.killMessage(body.queue, body.id, home.seg, lsn);
         break;
       case 'transaction':
       case 'dr-transaction': {
@@ -229,7 +233,7 @@ export class LiveIndex {
         for (const c of body.changes) if (c.kind === 'enqueue') parts++;
         for (const c of body.changes) {
           if (c.kind === 'enqueue') this.addMessage(c.queue, c.message, lsn, home, parts);
-          else this.killMessage(c.queue, c.id, home.seg);
+          else this.killMessage(c.queue, c.id, home.seg, lsn);
         }
         if (body.kind === 'dr-transaction' && body.queues.length > 0) {
           // Only the newest position counts (replay is in LSN order), so no tombstone.
@@ -683,11 +687,13 @@ export class LiveIndex {
     if (m.id > this.maxMessageId) this.maxMessageId = m.id;
   }
 
-  private killMessage(queue: string, id: number, killerSeg: number): void {
+  private killMessage(queue: string, id: number, killerSeg: number, lsn: number): void {
     const q = this.queues.get(queue);
     if (!q) return; // not journaled (non-durable) or already gone
     const pos = q.messages.find(id);
-    if (pos < 0) return;
+    // Only an older enqueue dies (a dequeue copied forward as the newest change may
+    // come after a newer enqueue of the same id in file order).
+    if (pos < 0 || q.messages.get(pos, LSN) > lsn) return;
     this.killRow(q, pos, killerSeg);
   }
 

@@ -4,7 +4,7 @@
 // records; found by restore-property.test.ts, pinned down here with journals
 // written frame by frame (file order as compaction leaves it) and with compaction
 // running while the declare is not synced yet.
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Change, LoggedChange } from '../../../src/broker/changes.js';
@@ -96,5 +96,71 @@ describe('journal: declares over existing queues and exchanges', () => {
       for (const r of scanSegment(await readFile(segmentPath(jdir, id))).records) if (r.entry.change.kind !== 'lsn-reservation') expect(r.entry.lsn, `segment ${id}`).toBeGreaterThan(4);
     }
     expect(await recoveredConfig(dataDir)).toEqual([{ kind: 'epoch', epoch: 12 }, declareQ(lsn - 1, 3).change, declareE(lsn, 'fanout').change]);
+  });
+});
+
+describe('journal: the newest change copied forward', () => {
+  it('newest - an unbind kept as the newest change and copied forward after a new bind of the same key does not kill it', async () => {
+    const dataDir = await tempDir();
+    dirs.push(dataDir);
+    const jdir = path.join(dataDir, 'journal');
+    let hold: Promise<void> | undefined;
+    let release = () => {};
+    const io: JournalIo = {
+      ...nodeIo,
+      fdatasync: async (fd) => {
+        await hold;
+        return nodeIo.fdatasync(fd);
+      },
+    };
+    const segmentBytes = 2048;
+    const { journal } = await Journal.open({ dataDir, io, autoCompact: false, segmentBytes });
+    const frameOf = (r: LoggedChange) => encodeFrame(encodeChange(r)).length;
+    const enqueue = (lsn: number, id: number, size: number) => rec(lsn, { kind: 'enqueue', queue: 'q', message: { id, bytes: Buffer.alloc(size), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined } });
+    const dequeue = (lsn: number, id: number) => rec(lsn, { kind: 'dequeue', queue: 'q', id });
+    const unbind = (lsn: number) => rec(lsn, { kind: 'unbind', exchange: 'amq.direct', queue: 'q', key: 'k' });
+    let lsn = 0;
+    journal.append(declareQ(++lsn));
+    journal.append(bind(++lsn));
+    // Dead weight, so the segment is mostly dead when it closes.
+    for (let id = 1; id <= 8; id++) journal.append(enqueue(++lsn, id, 60));
+    for (let id = 1; id <= 8; id++) journal.append(dequeue(++lsn, id));
+    await durable(journal, lsn);
+    // One more message, sized so that after its dequeue and the unbind the segment has no room for a bind.
+    const seg = journal.currentSegment;
+    const used = (await stat(segmentPath(jdir, seg))).size;
+    const room = segmentBytes - used - frameOf(enqueue(0, 9, 0)) - frameOf(dequeue(0, 9)) - frameOf(unbind(0)) - frameOf(bind(0)) + 1;
+    journal.append(enqueue(++lsn, 9, room));
+    journal.append(dequeue(++lsn, 9));
+    journal.append(unbind(++lsn)); // the newest change: kept (and copied forward) though dead
+    await durable(journal, lsn);
+    expect(journal.currentSegment).toBe(seg);
+    // Bound again: the bind opens the next segment and is not synced yet when compaction copies the unbind.
+    hold = new Promise((r) => (release = r));
+    journal.append(bind(++lsn));
+    expect(journal.currentSegment).toBe(seg + 1);
+    journal.append(rec(++lsn, { kind: 'epoch', epoch: 1 }));
+    const compacted = journal.compact();
+    await new Promise((r) => setTimeout(r, 20));
+    release();
+    await durable(journal, lsn);
+    await compacted;
+    await journal.close({ checkpoint: false });
+    const config = await recoveredConfig(dataDir);
+    expect(config.filter((c) => c.kind === 'bind')).toEqual([bind(0).change]);
+  });
+
+  it('newest - a dequeue copied forward after a newer enqueue of the same id does not kill it', async () => {
+    const m = (id: number) => ({ id, bytes: Buffer.from(`m${id}`), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined });
+    const dataDir = await journalOf([
+      [declareQ(1), rec(2, { kind: 'enqueue', queue: 'q', message: m(5) }), rec(3, { kind: 'dequeue', queue: 'q', id: 5 })],
+      [rec(4, { kind: 'enqueue', queue: 'q', message: m(5) }), rec(3, { kind: 'dequeue', queue: 'q', id: 5 })],
+    ]);
+    const { journal, recovered } = await Journal.open({ dataDir, autoCompact: false, checkpoint: false });
+    const ids: number[] = [];
+    journal.forEachRecovered('q', (f, lsn) => ids.push(f.id, lsn));
+    await journal.close();
+    expect(recovered.messages).toBe(1);
+    expect(ids).toEqual([5, 4]);
   });
 });
