@@ -3,8 +3,12 @@
 // from the checkpoint (plus the records after it) must hold every accepted,
 // unconsumed message exactly once and in order. Then the checkpoint is damaged,
 // the broker killed again: the restart says so, replays the whole journal, and
-// still holds exactly the same messages.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+// still holds exactly the same messages. And a priority queue whose messages carry
+// subjects, TTLs and delivery counts, paged out and checkpointed: after kill -9 it
+// delivers every field back, in priority order, from the checkpoint and from a
+// full replay alike.
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Message } from 'rhea';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -99,5 +103,80 @@ describe('journal checkpoint - kill -9 with a checkpoint present', () => {
     expect(await depth(broker.port)).toBe(0);
     await broker.stop();
     broker.cleanup();
+  });
+});
+
+describe('journal checkpoint - a priority queue of paged messages with subjects, TTLs and delivery counts', () => {
+  afterAll(async () => {
+    await killAllBrokers();
+  });
+
+  it('checkpoint - after kill -9, every field of every message comes back in priority order, from the checkpoint and from a full replay', async () => {
+    const N = 2400;
+    const args = ['--checkpoint-bytes', '256KiB', '--max-memory', '1MiB'];
+    const broker = await TestBroker.start({ args });
+    await manage(broker.port, 'CREATE', 'queue', 'prio', { durable: true, priorities: 10 });
+    const shortTtl = (i: number) => i % 7 === 3;
+    const sent = (i: number): Message => ({
+      body: `p${i}:`.padEnd(1000, 'x'),
+      durable: true,
+      priority: i % 10,
+      subject: `s.${i}`,
+      ...(shortTtl(i) ? { ttl: 1500 } : i % 7 === 5 ? { ttl: 3_600_000 } : {}),
+      ...(i % 5 === 0 ? { delivery_count: 2 } : {}),
+      application_properties: { i },
+    });
+    const client = await TestClient.connect({ port: broker.port });
+    const sender = await client.openSender('prio');
+    const r = await client.openReceiver('prio');
+    const consumed = new Set<number>();
+    for (let start = 0; start < N; start += 300) {
+      const outcomes = await client.send(sender, Array.from({ length: 300 }, (_, k) => sent(start + k)), { timeoutMs: 60_000 });
+      expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+      // Take some as it goes (the highest priorities), so the log holds dequeues after checkpoints too.
+      r.receiver.add_credit(40);
+      for (const m of await r.next(40, 30_000)) {
+        consumed.add(m.message.application_properties!.i as number);
+        m.delivery.accept();
+      }
+    }
+    await waitFor(async () => ((await manage(broker.port, 'READ', 'queue', 'prio')) as { depth: number }).depth <= N - consumed.size, { timeout: 10_000, name: 'acceptances applied' });
+    expect(existsSync(path.join(broker.dataDir, 'journal', 'checkpoint'))).toBe(true);
+    client.connection.close();
+    await broker.kill();
+
+    // The same crash image twice: with its checkpoint, and without it (every record replayed).
+    const copyDir = path.join(mkdtempSync(path.join(tmpdir(), 'tandem-ckpt-')), 'data');
+    cpSync(broker.dataDir, copyDir, { recursive: true });
+    rmSync(path.join(copyDir, 'journal', 'checkpoint'));
+    const left = Array.from({ length: N }, (_, i) => i).filter((i) => !consumed.has(i) && !shortTtl(i));
+    // Delivery order: highest priority first, then in the order sent.
+    const expected = [...left].sort((a, b) => b % 10 - (a % 10) || a - b).map((i) => ({ i, priority: i % 10, subject: `s.${i}`, deliveryCount: i % 5 === 0 ? 2 : 0, body: `p${i}:`.padEnd(1000, 'x'), ttl: i % 7 === 5 }));
+    for (const [dataDir, how] of [[broker.dataDir, 'from its checkpoint'], [copyDir, 'journal recovered']] as const) {
+      const again = await TestBroker.start({ dataDir, args });
+      await waitFor(() => again.stderr.includes(how), { timeout: 10_000, name: how });
+      if (how === 'journal recovered') expect(again.stderr).not.toContain('from its checkpoint');
+      // The short-lived ones expire (the broker's own timer), the rest stay.
+      await waitFor(async () => ((await manage(again.port, 'READ', 'queue', 'prio')) as { depth: number }).depth === left.length, { timeout: 20_000, name: `${left.length} left after expiry` });
+      const c = await TestClient.connect({ port: again.port });
+      const rr = await c.openReceiver('prio');
+      rr.receiver.add_credit(left.length + 10);
+      const got = await rr.next(left.length, 60_000);
+      for (const m of got) m.delivery.accept();
+      expect(await rr.drainFor(200)).toHaveLength(0);
+      const seen = got.map((m) => ({
+        i: m.message.application_properties!.i as number,
+        priority: m.message.priority ?? 4,
+        subject: m.message.subject,
+        deliveryCount: m.message.delivery_count ?? 0,
+        body: String(bodyOf(m.message)),
+        ttl: (m.message.ttl ?? 0) > 0,
+      }));
+      expect(seen, `restart ${how}`).toEqual(expected);
+      c.connection.close();
+      await again.stop();
+    }
+    broker.cleanup();
+    rmSync(path.dirname(copyDir), { recursive: true, force: true });
   });
 });
