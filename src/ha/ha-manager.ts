@@ -15,7 +15,7 @@ import type { SettlementGate } from '../broker/settlement.js';
 import type { Settings } from '../ops/config.js';
 import type { Logger } from '../ops/log.js';
 import { Follower } from '../replication/follower.js';
-import { rememberEncoding } from '../store/record-codec.js';
+import { markRecordDurable, rememberEncoding } from '../store/record-codec.js';
 import { Props, type StreamMessage } from '../replication/protocol.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
@@ -324,9 +324,10 @@ export class HaManager {
           const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: true };
           if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
           // Journal, HA window and DR window take the primary's bytes instead of encoding
-          // the change again (only where those are the bytes of this durable entry).
+          // the change again; for a non-durable change, with the durable flag set in
+          // place (the decoded entries and bodies are done with that byte).
           const record = m.records?.[i];
-          if (e.durable && record) rememberEncoding(entry, record);
+          if (record) rememberEncoding(entry, e.durable ? record : markRecordDurable(record));
           broker.apply(entry);
           if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
           if (e.durable || this.inSnapshot) lastDurable = e.lsn;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeChange, encodeChange, RECORD_KINDS } from '../../../src/store/record-codec.js';
+import { decodeChange, encodeChange, markRecordDurable, RECORD_KINDS } from '../../../src/store/record-codec.js';
 import type { Change } from '../../../src/broker/changes.js';
 import { sampleChanges } from './helpers.js';
 
@@ -16,6 +16,15 @@ describe('record codec', () => {
         expect(out).toEqual({ status: 'ok', entry, size: buf.length });
       }
     });
+  });
+
+  it('record codec - markRecordDurable turns the bytes of a non-durable change into those of the durable one', () => {
+    for (const change of [...sampleChanges(), ...drSamples()]) {
+      const durable = Buffer.from(encodeChange({ lsn: 7, change, durable: true }));
+      const marked = markRecordDurable(Buffer.from(encodeChange({ lsn: 7, change, durable: false })));
+      expect(marked.equals(durable)).toBe(true);
+      expect(decodeChange(marked)).toEqual({ status: 'ok', entry: { lsn: 7, change, durable: true }, size: marked.length });
+    }
   });
 
   it('record codec - decodes at an offset and reports the bytes used, for stream readers', () => {
