@@ -68,4 +68,32 @@ describe('change window', () => {
     expect(w.at(end)!.entry.lsn).toBe(71);
     expect(w.seqAfter(70)).toBe(end);
   });
+
+  it('change window - chunks emptied by drops and resets are written again, and what is held stays intact', () => {
+    // 8 KiB bodies against a 6 MiB budget: one 4 MiB chunk turns over every ~500 changes.
+    const w = new ChangeWindow(0, 1_000_000, 6 << 20);
+    const check = () => {
+      for (let seq = w.firstSeq; seq < w.endSeq; seq += 97) {
+        const lsn = w.lsnAt(seq)!;
+        // Bytes, not objects: toEqual on 8 KiB bodies is slow.
+        expect(w.recordAt(seq)!.equals(encodeChange(enqueue(lsn, 8192 + (lsn % 50))))).toBe(true);
+      }
+      expect(w.at(w.endSeq - 1)!.entry.lsn).toBe(w.lsnAt(w.endSeq - 1));
+    };
+    let lsn = 0;
+    for (let round = 0; round < 3; round++) {
+      for (let k = 0; k < 3000; k++, lsn++) {
+        w.push(enqueue(lsn + 1, 8192 + ((lsn + 1) % 50)), lsn);
+        if (k % 700 === 0) check();
+      }
+      check();
+      w.reset(lsn + 10);
+      lsn += 10;
+    }
+    // A record larger than a chunk gets a chunk of its own, never kept for reuse.
+    w.push(enqueue(lsn + 1, 5 << 20), 0);
+    w.push(enqueue(lsn + 2, 100), 0);
+    expect(w.recordAt(w.endSeq - 2)!.equals(encodeChange(enqueue(lsn + 1, 5 << 20)))).toBe(true);
+    expect(w.at(w.endSeq - 1)!.entry).toEqual(enqueue(lsn + 2, 100));
+  });
 });
