@@ -133,17 +133,10 @@ export class BackupStream {
       const window = this.source.retained;
       const end = window.endSeq;
       if (this.cursor < end) {
-        // The window holds each change encoded as the stream carries it: send those bytes as they are.
-        const records: Buffer[] = [];
-        let bytes = 0;
-        while (this.cursor < end && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
-          const record = window.recordAt(this.cursor++) as Buffer;
-          records.push(record);
-          bytes += record.length;
-        }
-        const last = window.lsnAt(this.cursor - 1) as number;
-        this.send({ kind: 'changes', lsn: last, records }, last);
-        this.sentThrough = Math.max(this.sentThrough, last);
+        const batch = this.source.batchAt(this.cursor);
+        this.cursor = batch.toSeq;
+        this.sendEncoded(batch.bytes, batch.lsn);
+        this.sentThrough = Math.max(this.sentThrough, batch.lsn);
         continue;
       }
       break;
@@ -234,7 +227,11 @@ export class BackupStream {
 
   /** ackLsn 0: a transfer that moves no position (snapshot content, control). */
   private send(m: StreamMessage, ackLsn: number): void {
-    const delivery = this.link.send(encodeStreamMessage(m), undefined, 0);
+    this.sendEncoded(encodeStreamMessage(m), ackLsn);
+  }
+
+  private sendEncoded(bytes: Buffer, ackLsn: number): void {
+    const delivery = this.link.send(bytes, undefined, 0);
     this.sent++;
     const u: Unacked = { lsn: ackLsn, sentAt: Date.now(), acked: false };
     this.unacked.push(u);
@@ -299,6 +296,36 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
       this.pumpScheduled = true;
       queueMicrotask(this.pumpAll);
     }
+  }
+
+  /** The last batch of window changes encoded (see batchAt). */
+  private lastBatch: { fromSeq: number; toSeq: number; lsn: number; bytes: Buffer; full: boolean } | undefined;
+
+  /**
+   * The stream message carrying the window's changes from `fromSeq` on (as many as
+   * one batch holds), encoded. Backups at the same position, the usual case, get the
+   * same bytes: encoded and copied once per tick, not once per backup. A sequence
+   * number always names the same change (a reset starts after the last one), so the
+   * bytes stay right for as long as they are kept.
+   */
+  batchAt(fromSeq: number): { toSeq: number; lsn: number; bytes: Buffer } {
+    const window = this.retained;
+    const end = window.endSeq;
+    const cached = this.lastBatch;
+    if (cached && cached.fromSeq === fromSeq && (cached.toSeq === end || cached.full)) return cached;
+    // The window holds each change encoded as the stream carries it: send those bytes as they are.
+    const records: Buffer[] = [];
+    let bytes = 0;
+    let seq = fromSeq;
+    while (seq < end && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+      const record = window.recordAt(seq++) as Buffer;
+      records.push(record);
+      bytes += record.length;
+    }
+    const lsn = window.lsnAt(seq - 1) as number;
+    const full = seq < end;
+    this.lastBatch = { fromSeq, toSeq: seq, lsn, bytes: encodeStreamMessage({ kind: 'changes', lsn, records }), full };
+    return this.lastBatch;
   }
 
   private readonly pumpAll = (): void => {
