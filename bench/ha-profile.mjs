@@ -1,0 +1,130 @@
+#!/usr/bin/env node
+// Where a 3-broker cluster (ha-replicate=all) spends its CPU under the standalone
+// benchmark's load, per process: CPU-seconds per message of the primary, of each
+// backup and of the client, against a standalone tandemd in the same run, and
+// (BENCH_HA_PROF=1) a --cpu-prof of every broker with its top functions.
+// CPU per message is what to compare across runs on a shared machine; msgs/s is
+// printed too, for what it is worth.
+//
+//   node bench/ha-profile.mjs [load.mjs options]     default: non-durable 1/1, 8 s
+//   BENCH_HA_BUILDS="a=/path/to/dist/cli/tandemd.js,b=..."  A/B builds, alternated
+//   BENCH_HA_ROUNDS=2  rounds (each runs every build, standalone and cluster)
+//   BENCH_HA_PROF=1    profile the cluster brokers (round 1 of the first build only)
+//   BENCH_HA_WARMUP=30 seconds of the same load first, not measured: the brokers' windows
+//                      of recent changes (HA 1M changes, DR 200k) fill in the first
+//                      ~30 s, and a full one costs less per change (no fresh memory)
+//
+// Every process is started here, registered, and killed by PID on exit.
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { formatTop, topSelf } from './cpuprofile-top.mjs';
+import { benchDir, buildTandem, freePort, log, onCleanup, procCpu, runLoad, sleep, tempDir, tmpBase, waitQuiet } from './lib.mjs';
+
+const loadArgs = process.argv.slice(2).length ? process.argv.slice(2) : ['--duration', '8'];
+const ROUNDS = Number(process.env.BENCH_HA_ROUNDS ?? 2);
+const PROF = process.env.BENCH_HA_PROF === '1';
+const WARMUP = Number(process.env.BENCH_HA_WARMUP ?? 0);
+const builds = process.env.BENCH_HA_BUILDS
+  ? process.env.BENCH_HA_BUILDS.split(',').map((s) => {
+      const [label, entry] = s.split('=');
+      return { label, entry };
+    })
+  : [await buildTandem()];
+const base = tempDir(tmpBase(), 'tandem-ha-profile-');
+const profDir = join(benchDir, 'results', `ha-profile-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+const load1 = () => Math.round(loadavg()[0] * 100) / 100;
+
+let n = 0;
+async function startBroker(entry, port, args, profile) {
+  const dataDir = join(base, `data-${n++}`);
+  const nodeArgs = profile ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `${profile}.cpuprofile`] : [];
+  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args], {
+    cwd: base, env: { ...process.env, NOTIFY_SOCKET: '' }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const unregister = onCleanup(() => proc.kill('SIGKILL'));
+  let out = '';
+  let err = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (err += d).length > 1e5 && (err = err.slice(-5e4)));
+  const exited = new Promise((r) => proc.once('exit', () => r()));
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`tandemd did not listen: ${err.slice(-2000)}`)), 30_000);
+    proc.stdout.on('data', () => /listening on/.test(out) && (clearTimeout(timer), resolve()));
+  });
+  return {
+    pid: proc.pid, port, loadArgs: [],
+    async stop() {
+      proc.kill('SIGTERM');
+      await Promise.race([exited, sleep(20_000)]);
+      proc.kill('SIGKILL');
+      await exited;
+      unregister();
+    },
+  };
+}
+
+async function haRun(entry, args) {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [join(entry, '..', 'tandem.js'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.once('exit', (code) => resolve({ code, out }));
+  });
+}
+
+async function cluster(entry, profile) {
+  const ports = [await freePort(), await freePort(), await freePort()];
+  const url = ports.map((p) => `127.0.0.1:${p}`).join(',');
+  const args = ['--ha-cluster', 'yes', '--ha-brokers-url', url, '--ha-replicate', 'all'];
+  const brokers = [];
+  for (let i = 0; i < 3; i++) brokers.push(await startBroker(entry, ports[i], args, profile ? `${i === 0 ? 'primary' : `backup${i}`}` : undefined));
+  const pr = await haRun(entry, ['ha', 'promote', '-b', `127.0.0.1:${ports[0]}`, '--cluster-manager']);
+  if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
+  for (let k = 0; k < 300; k++) {
+    const st = await haRun(entry, ['ha', 'query', '-b', `127.0.0.1:${ports[0]}`, '--json']);
+    try {
+      if ((JSON.parse(st.out).backups ?? []).filter((b) => b.state === 'ready').length === 2) return brokers;
+    } catch {
+      // not yet
+    }
+    await sleep(200);
+  }
+  throw new Error('backups not ready');
+}
+
+const rows = [];
+const perMsg = (cpu, msgs) => (msgs > 0 ? Math.round((cpu / msgs) * 1e7) / 10 : NaN); // µs per message
+for (let round = 1; round <= ROUNDS; round++) {
+  const order = round % 2 ? builds : [...builds].reverse();
+  for (const b of order) {
+    const profile = PROF && round === 1 && b === builds[0];
+    if (profile) mkdirSync(profDir, { recursive: true });
+    for (const target of round % 2 ? ['standalone', 'cluster'] : ['cluster', 'standalone']) {
+      const brokers = target === 'standalone' ? [await startBroker(b.entry, await freePort(), [], undefined)] : await cluster(b.entry, profile);
+      if (WARMUP > 0) await runLoad({ ...brokers[0], name: target }, ['--duration', String(WARMUP)]);
+      await waitQuiet({ cores: 0.3, maxSeconds: 5 });
+      const c0 = brokers.map((x) => procCpu(x.pid));
+      const before = load1();
+      const r = await runLoad({ ...brokers[0], name: target }, loadArgs.map(String));
+      const cpu = brokers.map((x, i) => procCpu(x.pid) - c0[i]);
+      const row = {
+        round, build: b.label, target, load: `${before} → ${load1()}`, msgs: r.received, msgsPerS: r.throughput, lost: r.lost, dup: r.duplicates,
+        usPerMsg: { primary: perMsg(cpu[0], r.received), backups: cpu.slice(1).map((c) => perMsg(c, r.received)), client: perMsg(r.clientCpuSeconds, r.received) },
+      };
+      rows.push(row);
+      log(JSON.stringify(row));
+      for (const x of brokers) await x.stop();
+    }
+  }
+}
+
+process.stdout.write(`load: ${loadArgs.join(' ')}\n\n| round | build | target | load avg | msgs/s | µs CPU per msg: primary | backups | client |\n|---|---|---|---|---:|---:|---|---:|\n`);
+for (const r of rows) process.stdout.write(`| ${r.round} | ${r.build} | ${r.target} | ${r.load} | ${r.msgsPerS} | ${r.usPerMsg.primary} | ${r.usPerMsg.backups.join(', ')} | ${r.usPerMsg.client} |\n`);
+if (PROF) {
+  for (const f of readdirSync(profDir).filter((x) => x.endsWith('.cpuprofile')).sort()) {
+    process.stdout.write(`\n## ${f} (${join(profDir, f)})\n\n${formatTop(topSelf(JSON.parse(readFileSync(join(profDir, f), 'utf8')), 30))}`);
+  }
+}
+process.exit(0);
