@@ -306,10 +306,20 @@ export class AmqpServer {
     }));
   }
 
+  /**
+   * An administrator's close: the transport is dropped, not closed with a frame.
+   * python-qpid-proton stops reading once it has a close frame and, for
+   * amqp:connection:forced, does not close its end either, so it waited for ever
+   * (see refusal.ts); a dropped transport makes it, and rhea, reconnect. The reason
+   * is in the broker's log instead of the client's error.
+   */
   private closeConnection(id: string): boolean {
     for (const conn of this.connections.values()) {
       if (conn.id === id) {
-        conn.rhea.close({ condition: 'amqp:connection:forced', description: 'closed by an administrator' });
+        this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId }, 'connection closed by an administrator (transport dropped)');
+        // With an error: rhea hears of a socket's end only through 'end' or 'error', and
+        // the connection's links and consumers are cleaned up on its 'disconnected'.
+        (conn.rhea as unknown as { socket?: { destroy(err?: Error): void } }).socket?.destroy(new Error('closed by an administrator'));
         return true;
       }
     }

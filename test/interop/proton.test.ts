@@ -54,6 +54,48 @@ afterAll(async () => {
 });
 
 describe('interop', () => {
+  it('interop - an administrator closing a proton receiver\'s connection: proton notices and reconnects', async () => {
+    // failover_receive.py: Container.connect(urls=[...]) with reconnect on, as in ha.test.ts.
+    const receiving = new Promise<{ bodies: string[]; opens: number; done: boolean }>((resolvePromise, reject) => {
+      execFile(python, [resolve(import.meta.dirname, 'py', 'failover_receive.py'), url(), 'admin.closed', '2', '25'], { timeout: 40_000 }, (err, stdout, stderr) => {
+        try {
+          resolvePromise(JSON.parse(String(stdout).trim().split('\n').pop() ?? ''));
+        } catch {
+          reject(new Error(`failover_receive.py printed no JSON (${err?.message})\nstdout: ${stdout}\nstderr: ${stderr}`));
+        }
+      });
+    });
+    const consumers = async () => {
+      try {
+        return ((await manage(broker.port, 'READ', 'queue', 'admin.closed')) as { consumers: number }).consumers;
+      } catch {
+        return 0;
+      }
+    };
+    await waitFor(async () => (await consumers()) === 1, { timeout: 20_000, name: 'proton consumer attached' });
+    await rhea.send('admin.closed', [{ body: 'before' }]);
+    await waitFor(async () => ((await manage(broker.port, 'READ', 'queue', 'admin.closed')) as { depth: number }).depth === 0, { name: 'first message taken' });
+    const list = await tandem(['connection', 'list', '--json', '-b', url()]);
+    expect(list.code, list.stderr).toBe(0);
+    const proton = (JSON.parse(list.stdout) as Array<{ id: string; container: string; links: number }>).filter((c) => c.links > 0 && !c.container.startsWith('test-') && !c.container.startsWith('tandem-cli-'));
+    expect(proton).toHaveLength(1);
+    const closed = await tandem(['connection', 'close', proton[0]!.id, '-b', url()]);
+    expect(closed.code, closed.stderr).toBe(0);
+    // Proton only learns of it if it reads on: it must come back, on a new connection.
+    await waitFor(async () => {
+      const again = await tandem(['connection', 'list', '--json', '-b', url()]);
+      return (JSON.parse(again.stdout) as Array<{ id: string }>).every((c) => c.id !== proton[0]!.id) && (await consumers()) === 1;
+    }, { timeout: 20_000, interval: 200, name: 'proton reconnected' }).catch(async (err: Error) => {
+      const again = await tandem(['connection', 'list', '--json', '-b', url()]);
+      throw new Error(`${err.message}: consumers ${await consumers()}, connections ${again.stdout}; closed ${proton[0]!.id}`);
+    });
+    await rhea.send('admin.closed', [{ body: 'after' }]);
+    const got = await receiving;
+    expect(got.done).toBe(true);
+    expect(got.bodies).toEqual(['before', 'after']);
+    expect(got.opens).toBeGreaterThanOrEqual(2);
+  });
+
   it('interop - proton sends and receives in order', async () => {
     const sent = await py(['send', url(), 'py.sr', '--count', '5']);
     expect(sent.ok, sent.error).toBe(true);
