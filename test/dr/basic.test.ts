@@ -94,7 +94,10 @@ describe('DR basics', () => {
     expect(await receive(secondary.port, 'log', 3)).toEqual(['l0', 'l1', 'l2']);
     const rows = await drStatus(secondary.port);
     expect(rows.find((x) => x.queue === 'log')).toMatchObject({ state: 'active', link: 'activated' });
-    // Still active after a restart (the state is journaled).
+    // Still active after a restart (the state is journaled). The three dequeues must be
+    // on disk before the kill, or a redelivery of l0 would be right but fail this check:
+    // a durable send settles after the sync that covers every record before it.
+    await send(secondary.port, 'sync-barrier', ['barrier']);
     const dataDir = secondary.dataDir;
     await secondary.kill();
     secondary = await TestBroker.start({ dataDir });
