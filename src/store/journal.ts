@@ -7,7 +7,11 @@
 // LSN reservations: non-durable changes are not written, yet HA backups may have
 // seen their LSNs. So the journal writes small records "LSNs up to N may be in
 // use", a block ahead of the log, and recovery reports lastLsn as at least N. The
-// broker then never hands out an LSN twice across restarts.
+// broker then never hands out an LSN twice across restarts. The same N covers the
+// message ids the log has carried (restore.ts starts new ids above it): the
+// messages with the highest ids may be non-durable or consumed and compacted away,
+// and a DR secondary or backup that still holds one under its id must never see
+// that id again for another message.
 
 import { existsSync } from 'node:fs';
 import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
@@ -314,7 +318,8 @@ export class Journal implements ChangeSink {
       throw new RangeError(`LSN ${lsn} appended after LSN ${this.lastAppendedLsn}: the change log must arrive in LSN order`);
     }
     const block = this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK;
-    if (lsn + block / 2 > this.reservedRequested) this.reserve(lsn);
+    const high = Math.max(lsn, highestMessageId(entry.change));
+    if (high + block / 2 > this.reservedRequested) this.reserve(lsn, undefined, high);
     this.lastAppendedLsn = lsn;
     this.lastChangeLsn = lsn;
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
@@ -564,8 +569,9 @@ export class Journal implements ChangeSink {
     return report;
   }
 
-  private reserve(atLsn: number, done?: (err?: Error) => void): void {
-    const upTo = atLsn + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
+  /** Reserve LSNs (and message ids) up to a block above `covering` (default: `atLsn`). */
+  private reserve(atLsn: number, done?: (err?: Error) => void, covering = atLsn): void {
+    const upTo = covering + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
     this.reservedRequested = upTo;
     this.writer.enqueue(encodeFrame(encodeChange({ lsn: atLsn, change: { kind: 'lsn-reservation', upTo }, durable: true })), {
       type: 'reservation',
@@ -702,6 +708,15 @@ export class Journal implements ChangeSink {
       this.compactor.run().catch((err: unknown) => this.log.error({ err }, 'journal compaction failed; will retry at the next segment roll'));
     });
   }
+}
+
+/** The highest message id a change carries (0 if none). */
+function highestMessageId(c: Change): number {
+  if (c.kind === 'enqueue') return c.message.id;
+  if (c.kind !== 'transaction' && c.kind !== 'dr-transaction') return 0;
+  let max = 0;
+  for (const op of c.changes) if (op.kind === 'enqueue' && op.message.id > max) max = op.message.id;
+  return max;
 }
 
 /** The LSN in a frame (frame header, then the record's code byte, then its u64 LSN). */

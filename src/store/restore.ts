@@ -14,5 +14,7 @@ export function restoreBroker(broker: Broker, journal: Journal, recovered: Recov
     if (!queue) continue;
     journal.forEachRecoveredRun(name, (run) => queue.enqueuePagedRun(run, loader));
   }
-  broker.noteMessageIds(recovered.maxMessageId);
+  // The LSN reservation covers the message ids handed out too (journal.ts): ids of
+  // messages the journal no longer holds must not be given to new ones.
+  broker.noteMessageIds(Math.max(recovered.maxMessageId, recovered.lastLsn));
 }

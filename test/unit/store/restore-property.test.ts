@@ -218,7 +218,19 @@ async function restored(dataDir: string, logger?: { info(o: unknown, msg?: strin
   };
   const broker = new Broker();
   restoreBroker(broker, journal, recovered, loader);
-  return { journal, recovered, view: brokerView(broker) };
+  return { journal, recovered, view: brokerView(broker), nextId: broker.peekNextMessageId() };
+}
+
+/** The highest message id in the changes up to `lsn`. */
+function maxIdUpTo(log: readonly LoggedChange[], lsn: number): number {
+  let max = 0;
+  for (const e of log) {
+    if (e.lsn > lsn) break;
+    const c = e.change;
+    const ops = c.kind === 'enqueue' ? [c] : c.kind === 'transaction' || c.kind === 'dr-transaction' ? c.changes : [];
+    for (const op of ops) if (op.kind === 'enqueue' && op.message.id > max) max = op.message.id;
+  }
+  return max;
 }
 
 /** LSNs of the changes whose records are whole in a journal directory. */
@@ -389,6 +401,8 @@ describe('journal restore property', () => {
           // The journal's position: a restarted HA backup resumes the primary's log right after it.
           expect(r.recovered.lastChangeLsn, what).toBe(newest);
           expect(r.recovered.lastLsn, what).toBeGreaterThanOrEqual(Math.max(0, ...present));
+          // No id a confirmed change carried (durable or not, consumed or not) is handed out again.
+          expect(r.nextId, what).toBeGreaterThan(maxIdUpTo(work.log, image.confirmed));
           if (variant === 'with its checkpoint') {
             // An intact checkpoint always fits its journal (compaction kept what it needs).
             expect(warnings.filter((w) => (w as { keptAs?: string }).keptAs), what).toEqual([]);
