@@ -109,6 +109,8 @@ export function installRheaPatches(): void {
     }
   };
 
+  installCoalescedOutput(require);
+
   const terminus = require('rhea/lib/terminus.js') as { unwrap(field: unknown): unknown };
   const unwrapTerminus = terminus.unwrap;
   terminus.unwrap = (field: unknown) => {
@@ -194,6 +196,40 @@ interface RheaInput {
   /** Set by rhea when input fails; the socket is then ended. */
   saved_error: unknown;
   input(buff: Buffer): void;
+}
+
+/**
+ * 9. One socket write per connection per tick: rhea calls `output()` after every frame
+ *    it encodes, so each transfer, disposition and flow was its own socket write (on
+ *    loopback each write also runs the reader's side in the kernel; strace showed ~200
+ *    writes per event-loop turn under load). Output still runs at once (rhea reuses and
+ *    changes frame objects right after writing them, and callers end sockets right
+ *    after), but the socket stays corked until the end of the tick, so everything one
+ *    input chunk or timer caused leaves in one writev. `end()` uncorks, so nothing
+ *    written before it waits.
+ */
+function installCoalescedOutput(require: NodeRequire): void {
+  const Connection = require('rhea/lib/connection.js') as { prototype: RheaOutput };
+  const output = Connection.prototype.output;
+  Connection.prototype.output = function (this: RheaOutput) {
+    const socket = this.socket;
+    if (!this.tandemCorked && socket && typeof socket.cork === 'function' && this.socket_ready) {
+      this.tandemCorked = true;
+      socket.cork();
+      process.nextTick(() => {
+        this.tandemCorked = false;
+        socket.uncork();
+      });
+    }
+    return output.call(this);
+  };
+}
+
+interface RheaOutput {
+  output(): void;
+  socket?: { cork?(): void; uncork(): void };
+  socket_ready?: boolean;
+  tandemCorked?: boolean;
 }
 
 function installPartialFrameSplit(require: NodeRequire): void {

@@ -16,6 +16,15 @@ import { installRheaPatches } from './rhea-patches.js';
 import { ManagementNode } from './management.js';
 import { ConnectionRefuser, type Refusal } from './refusal.js';
 
+/**
+ * Unsettled messages a sender may have in flight on one link (credit is topped up at
+ * half). A durable message is settled only after its group's fdatasync, so a sender's
+ * rate is about this window over the settlement latency: with 500 a client that keeps
+ * 1000 unsettled waited on credit. 1000 is ActiveMQ Artemis' default (`amqpCredits`);
+ * the memory alarm still stops senders when memory runs short.
+ */
+const SENDER_CREDIT = 1000;
+
 export interface ServerOptions {
   host: string;
   port: number;
@@ -253,7 +262,7 @@ export class AmqpServer {
     const user = sasl?.username ?? sasl?.mechanism?.username;
     const role = user && user !== 'anonymous' ? this.options.users.role(user) : undefined;
     const id = `c${++this.nextId}`;
-    const policy: ConnectionPolicy = { autoCreate: this.options.autoCreate, creditWindow: 500, maxMessageSize: this.options.maxMessageSize };
+    const policy: ConnectionPolicy = { autoCreate: this.options.autoCreate, creditWindow: SENDER_CREDIT, maxMessageSize: this.options.maxMessageSize };
     const host: ConnectionHost = {
       schedule: (q) => this.schedule(q),
       management: this.management,
