@@ -382,7 +382,9 @@ const round2 = (x) => Math.round(x * 100) / 100;
 
 /** Attach strace to a process (all threads) counting sync calls; stop() returns the counts. */
 export async function straceSyncs(pid, outFile) {
-  const proc = spawn('strace', ['-f', '-c', '-e', 'trace=fsync,fdatasync', '-o', outFile, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  // pwrite64 too: tandem opens its journal segments O_DSYNC (src/store/io.ts), so each
+  // of its pwrite64 calls is a sync; the caller decides whose pwrite64 counts.
+  const proc = spawn('strace', ['-f', '-c', '-e', 'trace=fsync,fdatasync,pwrite64', '-o', outFile, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
   const unregister = onCleanup(() => killPid(proc.pid, 'SIGINT'));
   let err = '';
   proc.stderr.on('data', (d) => (err += d));
@@ -398,7 +400,7 @@ export async function straceSyncs(pid, outFile) {
       await Promise.race([exited, sleep(10_000)]);
       killPid(proc.pid);
       unregister();
-      const counts = { fsync: 0, fdatasync: 0 };
+      const counts = { fsync: 0, fdatasync: 0, pwrite64: 0 };
       for (const l of readFileSync(outFile, 'utf8').split('\n')) {
         const cols = l.trim().split(/\s+/);
         const name = cols[cols.length - 1];

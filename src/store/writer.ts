@@ -1,6 +1,7 @@
 // Group commit. append() only queues a frame and gives it its place on disk; one
 // flush at a time writes everything queued as one write per segment, then one
-// fdatasync. Whatever is queued while a flush is in flight goes out in the next
+// fdatasync (or none: with the default JournalIo segment files are opened O_DSYNC,
+// so the write itself returns once the data is on disk). Whatever is queued while a flush is in flight goes out in the next
 // flush, so a single sync covers every record that arrived during the previous one.
 //
 // Failure rules:
@@ -8,13 +9,18 @@
 //   the flush's records and everything queued behind them are reported failed
 //   (later records may depend on them, and the broker rolls them all back), and
 //   the writer carries on: the next append tries again.
-// - any other I/O error is fatal: after a failed fsync the page cache state is
+// - any other I/O error is fatal: after a failed sync the page cache state is
 //   unknown, so nothing more is written and every record is reported failed.
 
+import { constants } from 'node:fs';
 import { DiskFullError, JournalIoError } from './errors.js';
 import { isDiskFull, syncDir, type JournalIo } from './io.js';
 import type { Location } from './live-index.js';
 import { segmentPath } from './segment.js';
+
+// 'wx' and 'r+' with O_DSYNC, for a JournalIo with syncedWrites (see io.ts).
+const O_CREATE_SYNCED = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC;
+const O_REOPEN_SYNCED = constants.O_RDWR | constants.O_DSYNC;
 
 export interface WriterItem<T> {
   frame: Buffer;
@@ -151,7 +157,7 @@ export class SegmentWriter<T> {
         done += await this.io.write(fd, data, done, data.length - done, start + done);
         this.stats.writes++;
       }
-      await this.io.fdatasync(fd);
+      if (!this.io.syncedWrites) await this.io.fdatasync(fd);
       this.stats.syncs++;
       return undefined;
     } catch (err) {
@@ -183,11 +189,11 @@ export class SegmentWriter<T> {
     // After a disk-full cut the file may exist already (empty or short): reopen it.
     let fd: number;
     try {
-      fd = await this.io.open(segmentPath(this.dir, seg), 'wx');
+      fd = await this.io.open(segmentPath(this.dir, seg), this.io.syncedWrites ? O_CREATE_SYNCED : 'wx');
       await syncDir(this.io, this.dir);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      fd = await this.io.open(segmentPath(this.dir, seg), 'r+');
+      fd = await this.io.open(segmentPath(this.dir, seg), this.io.syncedWrites ? O_REOPEN_SYNCED : 'r+');
     }
     this.fd = fd;
     this.fdSeg = seg;

@@ -109,6 +109,7 @@ describe('journal checkpoint', () => {
       const tapped = new Set<number>();
       const io: JournalIo = {
         ...nodeIo,
+        syncedWrites: false, // writes then fdatasync, which this io holds or watches
         open: async (p, flags) => {
           if (p === journalDir) take('before a directory sync');
           const fd = await nodeIo.open(p, flags);
@@ -298,6 +299,7 @@ describe('journal checkpoint', () => {
     let full = false;
     const io: JournalIo = {
       ...nodeIo,
+      syncedWrites: false, // as the other ios here (this one only fails the checkpoint's open)
       open: async (p, flags) => {
         if (full && p.endsWith('checkpoint.tmp')) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
         return nodeIo.open(p, flags);

@@ -1,3 +1,4 @@
+import { constants } from 'node:fs';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -36,6 +37,7 @@ function countingIo() {
   let release: (() => void) | undefined;
   const io: JournalIo = {
     ...nodeIo,
+    syncedWrites: false, // writes then fdatasync, which this io holds or watches
     write: (...a) => {
       counts.write++;
       return nodeIo.write(...a);
@@ -86,6 +88,37 @@ describe('journal', () => {
     expect(b.recovered.epoch).toBe(5);
     // Reservations ran ahead of LSN 399 although nothing past LSN 4 was written.
     expect(b.recovered.lastLsn).toBeGreaterThanOrEqual(399);
+  });
+
+  it('journal - by default segments are opened O_DSYNC and a group commit needs no fdatasync', async () => {
+    const dataDir = await fresh();
+    const fds: number[] = [];
+    let fdatasyncs = 0;
+    const io: JournalIo = {
+      ...nodeIo, // syncedWrites: true, as in production
+      open: async (p, flags) => {
+        const fd = await nodeIo.open(p, flags);
+        if (p.endsWith('.seg')) fds.push(fd);
+        return fd;
+      },
+      fdatasync: (fd) => {
+        fdatasyncs++;
+        return nodeIo.fdatasync(fd);
+      },
+    };
+    const { journal } = await open(dataDir, { io });
+    journal.append(declare(1));
+    for (let lsn = 2; lsn <= 50; lsn++) journal.append(enqueue(lsn, lsn));
+    await durable(journal, 50);
+    expect(fds.length).toBeGreaterThan(0);
+    // Linux shows an fd's open flags (octal) in /proc/self/fdinfo; O_DSYNC is 010000.
+    const info = await readFile(`/proc/self/fdinfo/${fds.at(-1)}`, 'utf8');
+    const flags = parseInt(/^flags:\s+([0-7]+)/m.exec(info)![1]!, 8);
+    expect(flags & constants.O_DSYNC).toBe(constants.O_DSYNC);
+    expect(fdatasyncs).toBe(0);
+    await journal.close();
+    const again = await open(dataDir);
+    expect(again.recovered.lastChangeLsn).toBe(50);
   });
 
   it('journal - group commit: appends made while a sync is in flight share one sync', async () => {

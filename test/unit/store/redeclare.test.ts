@@ -69,6 +69,7 @@ describe('journal: declares over existing queues and exchanges', () => {
     let release = () => {};
     const io: JournalIo = {
       ...nodeIo,
+      syncedWrites: false, // writes then fdatasync, which this io holds or watches
       fdatasync: async (fd) => {
         await hold;
         return nodeIo.fdatasync(fd);
@@ -108,6 +109,7 @@ describe('journal: the newest change copied forward', () => {
     let release = () => {};
     const io: JournalIo = {
       ...nodeIo,
+      syncedWrites: false, // writes then fdatasync, which this io holds or watches
       fdatasync: async (fd) => {
         await hold;
         return nodeIo.fdatasync(fd);

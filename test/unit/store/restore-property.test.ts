@@ -290,6 +290,7 @@ describe('journal restore property', () => {
       const dirFds = new Map<number, number>();
       const io: JournalIo = {
         ...nodeIo,
+        syncedWrites: false, // writes then fdatasync, which this io holds or watches
         open: async (p, flags) => {
           if (p === journalDir) take('before a directory sync');
           if (p.endsWith('checkpoint.tmp')) {
