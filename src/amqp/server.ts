@@ -18,7 +18,7 @@ import { ConnectionRefuser, type Refusal } from './refusal.js';
 
 /**
  * Unsettled messages a sender may have in flight on one link (credit is topped up at
- * half). A durable message is settled only after its group's fdatasync, so a sender's
+ * half). A durable message is settled only after its group's sync, so a sender's
  * rate is about this window over the settlement latency: with 500 a client that keeps
  * 1000 unsettled waited on credit. 1000 is ActiveMQ Artemis' default (`amqpCredits`);
  * the memory alarm still stops senders when memory runs short.

@@ -1,8 +1,9 @@
 // Group commit. append() only queues a frame and gives it its place on disk; one
 // flush at a time writes everything queued as one write per segment, then one
 // fdatasync (or none: with the default JournalIo segment files are opened O_DSYNC,
-// so the write itself returns once the data is on disk). Whatever is queued while a flush is in flight goes out in the next
-// flush, so a single sync covers every record that arrived during the previous one.
+// so the write itself returns once the data is on disk). Whatever is queued while a
+// flush is in flight goes out in the next flush, so a single sync covers every
+// record that arrived during the previous one.
 //
 // Failure rules:
 // - disk full (ENOSPC/EDQUOT): the segment is cut back to the last synced offset,
