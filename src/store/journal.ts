@@ -207,7 +207,7 @@ export class Journal implements ChangeSink {
       // Always start a fresh segment: never append behind a tail that was just cut.
       journal = new Journal(dir, rec.index, lock, opts.io ?? nodeIo, log, opts, rec.lastSegment + 1, rec.lastLsn, rec);
       // The first reservation must be on disk before any LSN above lastLsn is used.
-      await new Promise<void>((resolve, reject) => journal!.reserve(rec.lastLsn, (err) => (err ? reject(err) : resolve())));
+      await new Promise<void>((resolve, reject) => journal!.reserve(rec.lastLsn, rec.lastLsn, (err) => (err ? reject(err) : resolve())));
       // A long replay: checkpoint soon, so the next start is quick.
       journal.maybeCheckpoint();
       if (opts.autoCompact ?? true) journal.scheduleCompaction();
@@ -319,7 +319,7 @@ export class Journal implements ChangeSink {
     }
     const block = this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK;
     const high = Math.max(lsn, highestMessageId(entry.change));
-    if (high + block / 2 > this.reservedRequested) this.reserve(lsn, undefined, high);
+    if (high + block / 2 > this.reservedRequested) this.reserve(lsn, high);
     this.lastAppendedLsn = lsn;
     this.lastChangeLsn = lsn;
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
@@ -569,8 +569,8 @@ export class Journal implements ChangeSink {
     return report;
   }
 
-  /** Reserve LSNs (and message ids) up to a block above `covering` (default: `atLsn`). */
-  private reserve(atLsn: number, done?: (err?: Error) => void, covering = atLsn): void {
+  /** Reserve LSNs and message ids up to a block above `covering`, in a record at LSN `atLsn`. */
+  private reserve(atLsn: number, covering: number, done?: (err?: Error) => void): void {
     const upTo = covering + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
     this.reservedRequested = upTo;
     this.writer.enqueue(encodeFrame(encodeChange({ lsn: atLsn, change: { kind: 'lsn-reservation', upTo }, durable: true })), {
