@@ -22,7 +22,7 @@
 import { open, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { CHUNK, IdTable, type IdChunk } from '../util/id-table.js';
+import { CHUNK, COLUMN_TYPE_BYTES, IdTable, type IdChunk } from '../util/id-table.js';
 import { crc32c } from './crc32c.js';
 import { syncDir, type JournalIo } from './io.js';
 import { MESSAGE_COLUMNS, type IndexSnapshot, type Location } from './live-index.js';
@@ -38,7 +38,7 @@ const RECORDS = 2;
 const ROWS = 3;
 const END = 4;
 const BLOCK_HEADER = 12;
-const COLUMN_BYTES = MESSAGE_COLUMNS.map((t) => ({ f64: 8, u32: 4, u16: 2, u8: 1 })[t]);
+const COLUMN_BYTES = MESSAGE_COLUMNS.map((t) => COLUMN_TYPE_BYTES[t]);
 const ROW_BYTES = 8 + COLUMN_BYTES.reduce((a, b) => a + b, 0);
 /** Write in pieces of about this size. */
 const WRITE_BYTES = 4 * 1024 * 1024;

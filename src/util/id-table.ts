@@ -17,7 +17,9 @@
 export type ColumnType = 'f64' | 'u32' | 'u16' | 'u8';
 type Column = Float64Array | Uint32Array | Uint16Array | Uint8Array;
 
-const BYTES: Record<ColumnType, number> = { f64: 8, u32: 4, u16: 2, u8: 1 };
+/** Bytes per value of each column type (the checkpoint's row format uses them too). */
+export const COLUMN_TYPE_BYTES: Readonly<Record<ColumnType, number>> = { f64: 8, u32: 4, u16: 2, u8: 1 };
+const BYTES = COLUMN_TYPE_BYTES;
 const CTOR = { f64: Float64Array, u32: Uint32Array, u16: Uint16Array, u8: Uint8Array } as const;
 
 /** Rows per chunk. A power of two; 1024 keeps a shift under a few microseconds. */
