@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
+import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { prng as mulberry32 } from '../../helpers/prng.js';
 
 /** A fresh directory, on tmpfs when there is one (fdatasync there is cheap). */
@@ -260,4 +261,38 @@ export class Workload {
     this.log.push(entry);
     return entry;
   }
+}
+
+/**
+ * A JournalIo that writes and then calls fdatasync (not O_DSYNC), counts both, and can
+ * hold fdatasync until released: records appended meanwhile stay unsynced.
+ */
+export function holdableSyncIo() {
+  const counts = { fdatasync: 0, write: 0 };
+  let gate: Promise<void> | undefined;
+  let open: (() => void) | undefined;
+  const io: JournalIo = {
+    ...nodeIo,
+    syncedWrites: false,
+    write: (...a) => {
+      counts.write++;
+      return nodeIo.write(...a);
+    },
+    fdatasync: async (fd) => {
+      counts.fdatasync++;
+      if (gate) await gate;
+      return nodeIo.fdatasync(fd);
+    },
+  };
+  return {
+    io,
+    counts,
+    hold() {
+      gate = new Promise((r) => (open = r));
+    },
+    release() {
+      gate = undefined;
+      open?.();
+    },
+  };
 }

@@ -8,7 +8,7 @@ import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { Journal } from '../../../src/store/journal.js';
 import { LOCK_FILE_NAME } from '../../../src/store/lock.js';
 import { scanSegment, segmentPath } from '../../../src/store/segment.js';
-import { durable, message, modelState, queueSettings, removeDir, tempDir } from './helpers.js';
+import { durable, holdableSyncIo, message, modelState, queueSettings, removeDir, tempDir } from './helpers.js';
 
 const dirs: string[] = [];
 const journals: Journal[] = [];
@@ -29,37 +29,6 @@ afterEach(async () => {
 
 const declare = (lsn: number, name = 'q'): LoggedChange => ({ lsn, change: { kind: 'queue-declare', name, settings: queueSettings() }, durable: true });
 const enqueue = (lsn: number, id: number, queue = 'q', isDurable = true): LoggedChange => ({ lsn, change: { kind: 'enqueue', queue, message: message(id) }, durable: isDurable });
-
-/** A JournalIo that counts calls and can hold fdatasync until released. */
-function countingIo() {
-  const counts = { fdatasync: 0, write: 0 };
-  let gate: Promise<void> | undefined;
-  let release: (() => void) | undefined;
-  const io: JournalIo = {
-    ...nodeIo,
-    syncedWrites: false, // writes then fdatasync, which this io holds or watches
-    write: (...a) => {
-      counts.write++;
-      return nodeIo.write(...a);
-    },
-    fdatasync: async (fd) => {
-      counts.fdatasync++;
-      if (gate) await gate;
-      return nodeIo.fdatasync(fd);
-    },
-  };
-  return {
-    io,
-    counts,
-    hold() {
-      gate = new Promise((r) => (release = r));
-    },
-    release() {
-      gate = undefined;
-      release?.();
-    },
-  };
-}
 
 describe('journal', () => {
   it('journal - an empty directory recovers to nothing and reserves LSNs ahead', async () => {
@@ -123,7 +92,7 @@ describe('journal', () => {
 
   it('journal - group commit: appends made while a sync is in flight share one sync', async () => {
     const dataDir = await fresh();
-    const c = countingIo();
+    const c = holdableSyncIo();
     const { journal } = await open(dataDir, { io: c.io });
     const base = c.counts.fdatasync;
     journal.append(declare(1));
@@ -288,7 +257,7 @@ describe('journal', () => {
 
   it('journal - destroy fails outstanding waiters at once; both close and destroy are idempotent', async () => {
     const dataDir = await fresh();
-    const c = countingIo();
+    const c = holdableSyncIo();
     const { journal } = await open(dataDir, { io: c.io });
     c.hold();
     journal.append(declare(1));

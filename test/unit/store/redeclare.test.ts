@@ -8,11 +8,10 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Change, LoggedChange } from '../../../src/broker/changes.js';
-import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { Journal } from '../../../src/store/journal.js';
 import { encodeChange } from '../../../src/store/record-codec.js';
 import { encodeFrame, listSegments, scanSegment, segmentPath } from '../../../src/store/segment.js';
-import { durable, exchangeSettings, queueSettings, removeDir, tempDir } from './helpers.js';
+import { durable, exchangeSettings, holdableSyncIo, queueSettings, removeDir, tempDir } from './helpers.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -65,16 +64,7 @@ describe('journal: declares over existing queues and exchanges', () => {
     const dataDir = await tempDir();
     dirs.push(dataDir);
     // fdatasync can be held, so the re-declares stay unsynced while compaction runs.
-    let hold: Promise<void> | undefined;
-    let release = () => {};
-    const io: JournalIo = {
-      ...nodeIo,
-      syncedWrites: false, // writes then fdatasync, which this io holds or watches
-      fdatasync: async (fd) => {
-        await hold;
-        return nodeIo.fdatasync(fd);
-      },
-    };
+    const { io, hold, release } = holdableSyncIo();
     const { journal } = await Journal.open({ dataDir, io, autoCompact: false, segmentBytes: 512, compactLiveRatio: 1 });
     const first = [declareQ(1), declareE(2), bind(3), bind(4, 'e')];
     for (const r of first) journal.append(r);
@@ -82,7 +72,7 @@ describe('journal: declares over existing queues and exchanges', () => {
     let lsn = 4;
     for (let i = 0; i < 12; i++) journal.append(rec(++lsn, { kind: 'epoch', epoch: i + 1 }));
     await durable(journal, lsn);
-    hold = new Promise((r) => (release = r));
+    hold();
     journal.append(declareQ(++lsn, 3));
     journal.append(declareE(++lsn, 'fanout'));
     const compacted = journal.compact();
@@ -105,16 +95,7 @@ describe('journal: the newest change copied forward', () => {
     const dataDir = await tempDir();
     dirs.push(dataDir);
     const jdir = path.join(dataDir, 'journal');
-    let hold: Promise<void> | undefined;
-    let release = () => {};
-    const io: JournalIo = {
-      ...nodeIo,
-      syncedWrites: false, // writes then fdatasync, which this io holds or watches
-      fdatasync: async (fd) => {
-        await hold;
-        return nodeIo.fdatasync(fd);
-      },
-    };
+    const { io, hold, release } = holdableSyncIo();
     const segmentBytes = 2048;
     const { journal } = await Journal.open({ dataDir, io, autoCompact: false, segmentBytes });
     const frameOf = (r: LoggedChange) => encodeFrame(encodeChange(r)).length;
@@ -138,7 +119,7 @@ describe('journal: the newest change copied forward', () => {
     await durable(journal, lsn);
     expect(journal.currentSegment).toBe(seg);
     // Bound again: the bind opens the next segment and is not synced yet when compaction copies the unbind.
-    hold = new Promise((r) => (release = r));
+    hold();
     journal.append(bind(++lsn));
     expect(journal.currentSegment).toBe(seg + 1);
     journal.append(rec(++lsn, { kind: 'epoch', epoch: 1 }));
