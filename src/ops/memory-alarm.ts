@@ -70,8 +70,7 @@ const YOUNG_GENERATION = 48 * MiB;
 function readOldSpace(): HeapReading {
   const h = v8.getHeapStatistics();
   const young = v8.getHeapSpaceStatistics().filter((s) => s.space_name.startsWith('new_')).reduce((n, s) => n + s.space_used_size, 0);
-  const { heapUsed, external } = process.memoryUsage();
-  return { used: h.used_heap_size - young, limit: Math.max(h.heap_size_limit / 2, h.heap_size_limit - YOUNG_GENERATION), live: heapUsed + external };
+  return { used: h.used_heap_size - young, limit: Math.max(h.heap_size_limit / 2, h.heap_size_limit - YOUNG_GENERATION), live: h.used_heap_size + h.external_memory };
 }
 
 export class MemoryAlarm {
