@@ -137,6 +137,8 @@ export class HaManager {
       defaultLevel: s.haReplicate,
       history: this.history,
       heartbeatMs: s.haHeartbeatIntervalMs,
+      retainCount: s.haRetainChanges,
+      retainBytes: s.haRetainBytes,
       log: this.log.child({ sub: 'replication' }),
       onMembership: (ready) => this.onMembership(ready),
     });

@@ -62,6 +62,8 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
   { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready' },
   { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped' },
+  { key: 'ha-retain-changes', kind: 'count', description: 'HA: recent changes kept so a returning backup gets only what it lacks (older positions get a snapshot)' },
+  { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold' },
   { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
   { key: 'dr-retain-size', kind: 'size', description: 'DR source: most bytes of message data those changes may hold' },
 ];
@@ -95,6 +97,8 @@ export interface Settings {
   haMechanism: 'PLAIN' | 'ANONYMOUS';
   haBackupTimeoutMs: number;
   haHeartbeatIntervalMs: number;
+  haRetainChanges: number;
+  haRetainBytes: number;
   drRetainChanges: number;
   drRetainBytes: number;
   /** Body bytes of queued messages kept in memory (the rest are paged to the journal). */
@@ -242,6 +246,8 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     haMechanism: ((values['ha-mechanism'] as string | undefined) ?? (values['ha-username'] ? 'PLAIN' : 'ANONYMOUS')).toUpperCase() as Settings['haMechanism'],
     haBackupTimeoutMs: (values['ha-backup-timeout'] as number | undefined) ?? 10_000,
     haHeartbeatIntervalMs: (values['ha-heartbeat-interval'] as number | undefined) ?? 2_000,
+    haRetainChanges: (values['ha-retain-changes'] as number | undefined) ?? 1_000_000,
+    haRetainBytes: (values['ha-retain-size'] as number | undefined) ?? 512 * 1024 * 1024,
     drRetainChanges: (values['dr-retain-changes'] as number | undefined) ?? 200_000,
     drRetainBytes: (values['dr-retain-size'] as number | undefined) ?? 128 * 1024 * 1024,
     maxMemory: (values['max-memory'] as number | undefined) ?? 1024 * 1024 * 1024,
@@ -269,6 +275,10 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');
   }
   if (settings.maxFrameSize < 512) throw new ConfigError('max-frame-size must be at least 512 (AMQP minimum)');
+  // Smaller windows would drop changes before a live backup is sent them (batches of
+  // 256 changes, many in flight), dropping it for a snapshot again and again.
+  if (settings.haRetainChanges < 10_000) throw new ConfigError('ha-retain-changes must be at least 10000 (smaller windows drop changes before backups are sent them)');
+  if (settings.haRetainBytes < 16 * 1024 * 1024) throw new ConfigError('ha-retain-size must be at least 16MiB (smaller windows drop changes before backups are sent them)');
   if (settings.memoryLimit < 64 * 1024 * 1024) throw new ConfigError('memory-limit must be at least 64MiB (the broker itself needs tens of MiB)');
   if (settings.maxMemory < 1024 * 1024) throw new ConfigError('max-memory must be at least 1MiB (message bodies kept in memory)');
   return settings;

@@ -22,9 +22,10 @@ export interface SourceOptions {
   history: EpochHistory;
   heartbeatMs: number;
   log: Logger;
-  /** Most changes kept for diffs; older positions get a snapshot. */
-  retainCount?: number;
-  retainBytes?: number;
+  /** Most changes kept for diffs (`ha-retain-changes`); older positions get a snapshot. */
+  retainCount: number;
+  /** Most bytes they may hold (`ha-retain-size`). */
+  retainBytes: number;
   /** Ready backups changed (for membership and status). */
   onMembership?(ready: string[]): void;
 }
@@ -132,6 +133,13 @@ export class BackupStream {
       }
       const window = this.source.retained;
       const end = window.endSeq;
+      if (this.cursor < window.firstSeq) {
+        // The window dropped changes this backup has not been sent (a long snapshot copy
+        // under load, or a small ha-retain-changes): it cannot be served a diff any more.
+        // Dropped, it rejoins from the position it has and is sent a snapshot.
+        this.source.dropBackup(this, `fell behind the primary's window of recent changes (ha-retain-changes, ha-retain-size); it rejoins with a snapshot`);
+        return;
+      }
       if (this.cursor < end) {
         const batch = this.source.batchAt(this.cursor);
         this.cursor = batch.toSeq;
@@ -251,7 +259,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
 
   constructor(private readonly opts: SourceOptions) {
     this.headLsn = opts.broker.log.lsn;
-    this.retained = new ChangeWindow(this.headLsn, opts.retainCount ?? 1_000_000, opts.retainBytes ?? 512 * 1024 * 1024);
+    this.retained = new ChangeWindow(this.headLsn, opts.retainCount, opts.retainBytes);
     this.filter = new ReplicationFilter(opts.defaultLevel);
     this.learnLevels();
     this.timer = setInterval(() => this.tick(), opts.heartbeatMs);

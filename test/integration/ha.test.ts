@@ -360,6 +360,37 @@ describe('ha', () => {
     await c.waitState(1, 'ready', 30_000);
   });
 
+  it('ha - a backup whose snapshot copy fell behind the window of recent changes is dropped, rejoins and ends complete', async () => {
+    // A small window, and heartbeats slow enough that the stopped backup is not dropped for silence.
+    cluster = await readyCluster(2, ['--ha-retain-changes', '10000', '--ha-retain-size', '16MiB', '--ha-heartbeat-interval', '30s']);
+    const c = cluster;
+    await c.kill(1);
+    const client = await TestClient.connect({ port: c.ports[0] });
+    try {
+      // Enough for a snapshot copy that lasts long enough to stop the backup in the middle of it.
+      for (let k = 0; k < 8; k++) await client.send('deep', Array.from({ length: 10_000 }, (_, i) => ({ body: `d-${k * 10_000 + i}` })), { timeoutMs: 60_000 });
+      const backup = await c.startBroker(1);
+      await waitFor(() => /backup joined: sending a snapshot/.test(c.brokers[0]!.stderr.split('backup dropped').at(-1) ?? ''), { timeout: 30_000, interval: 5, name: 'snapshot started' });
+      backup.signal('SIGSTOP');
+      try {
+        expect((await c.status(0))?.backups.map((b) => b.state)).toEqual(['catchup']);
+        // More changes than the window holds, made while the copy is stalled: the copy's position drops out of it.
+        await client.send('more', Array.from({ length: 12_000 }, (_, i) => ({ body: `m-${i}` })), { timeoutMs: 60_000 });
+      } finally {
+        backup.signal('SIGCONT');
+      }
+    } finally {
+      client.connection.close();
+    }
+    await waitFor(() => /fell behind the primary's window of recent changes/.test(c.brokers[0]!.stderr), { timeout: 30_000, interval: 100, name: 'backup dropped for falling behind' });
+    await c.waitState(1, 'ready', 60_000);
+    await settled(c, 0);
+    const onBackup = await queues(c, 1);
+    expect(onBackup.deep?.depth).toBe(80_000);
+    expect(onBackup.more?.depth).toBe(12_000);
+    expect(c.brokers[0]!.alive).toBe(true);
+  });
+
   it('ha - acquired but unacknowledged messages are replicated and delivered again after failover', async () => {
     cluster = await readyCluster(2);
     const c = cluster;

@@ -225,6 +225,9 @@ describe('operations', () => {
     const sect = await refused(TestBroker.start({ config: '[broker]\nport = 1\n' }));
     expect(sect?.message).toMatch(/exited \(2\)/);
     expect(sect?.message).toMatch(/unknown section \[broker\]/);
+    const tiny = await refused(TestBroker.start({ args: ['--ha-retain-changes', '100'] }));
+    expect(tiny?.message).toMatch(/exited \(2\)/);
+    expect(tiny?.message).toMatch(/ha-retain-changes must be at least 10000/);
     const badCli = await refused(TestBroker.start({ args: ['--idle-timeout', 'soon'] }));
     expect(badCli?.message).toMatch(/exited \(2\)/);
     expect(badCli?.message).toMatch(/idle-timeout/);
