@@ -10,6 +10,11 @@
 //   BENCH_HA_BUILDS="a=/path/to/dist/cli/tandemd.js,b=..."  A/B builds, alternated
 //   BENCH_HA_ROUNDS=2  rounds (each runs every build, standalone and cluster)
 //   BENCH_HA_PROF=1    profile the cluster brokers (round 1 of the first build only)
+//   BENCH_HA_BROKER_ARGS="--ha-retain-size 16MiB"  more tandemd options, for every broker
+//   BENCH_HA_NODE_ARGS="--perf-basic-prof"  more node options, for every broker
+//   BENCH_HA_PERF=/tmp/perf.data  perf record the cluster's brokers during the measured load
+//   BENCH_HA_STRACE=1  count every broker's system calls during the measured load
+//                      (strace -c -f; slows them down, so CPU per message is not comparable)
 //   BENCH_HA_WARMUP=30 seconds of the same load first, not measured: the brokers' windows
 //                      of recent changes (HA 1M changes, DR 200k) fill in the first
 //                      ~30 s, and a full one costs less per change (no fresh memory)
@@ -26,6 +31,7 @@ const loadArgs = process.argv.slice(2).length ? process.argv.slice(2) : ['--dura
 const ROUNDS = Number(process.env.BENCH_HA_ROUNDS ?? 2);
 const PROF = process.env.BENCH_HA_PROF === '1';
 const WARMUP = Number(process.env.BENCH_HA_WARMUP ?? 0);
+const STRACE = process.env.BENCH_HA_STRACE === '1';
 const builds = process.env.BENCH_HA_BUILDS
   ? process.env.BENCH_HA_BUILDS.split(',').map((s) => {
       const [label, entry] = s.split('=');
@@ -39,8 +45,8 @@ const load1 = () => Math.round(loadavg()[0] * 100) / 100;
 let n = 0;
 async function startBroker(entry, port, args, profile) {
   const dataDir = join(base, `data-${n++}`);
-  const nodeArgs = profile ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `${profile}.cpuprofile`] : [];
-  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args], {
+  const nodeArgs = [...(process.env.BENCH_HA_NODE_ARGS ?? '').split(' ').filter(Boolean), ...(profile ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `${profile}.cpuprofile`] : [])];
+  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args, ...(process.env.BENCH_HA_BROKER_ARGS ?? '').split(' ').filter(Boolean)], {
     cwd: base, env: { ...process.env, NOTIFY_SOCKET: '' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   const unregister = onCleanup(() => proc.kill('SIGKILL'));
@@ -94,6 +100,23 @@ async function cluster(entry, profile) {
   throw new Error('backups not ready');
 }
 
+/** strace -c -f attached to a running broker until stop(); its summary table. */
+function traceSyscalls(pid) {
+  const p = spawn('strace', ['-c', '-f', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const unregister = onCleanup(() => p.kill('SIGKILL'));
+  let out = '';
+  p.stderr.on('data', (d) => (out += d));
+  const exited = new Promise((r) => p.once('exit', () => r()));
+  return {
+    async stop() {
+      p.kill('SIGINT');
+      await Promise.race([exited, sleep(10_000)]);
+      unregister();
+      return out.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l) || /total/.test(l)).slice(0, 12).join('\n');
+    },
+  };
+}
+
 const rows = [];
 const perMsg = (cpu, msgs) => (msgs > 0 ? Math.round((cpu / msgs) * 1e7) / 10 : NaN); // µs per message
 for (let round = 1; round <= ROUNDS; round++) {
@@ -107,7 +130,14 @@ for (let round = 1; round <= ROUNDS; round++) {
       await waitQuiet({ cores: 0.3, maxSeconds: 5 });
       const c0 = brokers.map((x) => procCpu(x.pid));
       const before = load1();
+      const straces = STRACE ? brokers.map((x) => traceSyscalls(x.pid)) : [];
+      const perf = process.env.BENCH_HA_PERF && target === 'cluster' ? spawn('perf', ['record', '-F', '499', '-g', '-o', process.env.BENCH_HA_PERF, '-p', brokers.map((x) => x.pid).join(',')], { stdio: 'ignore' }) : undefined;
       const r = await runLoad({ ...brokers[0], name: target }, loadArgs.map(String));
+      if (perf) {
+        perf.kill('SIGINT');
+        await new Promise((r) => perf.once('exit', r));
+      }
+      for (const [i, t] of straces.entries()) log(`${target} broker ${i} (${i === 0 ? 'primary' : 'backup'}), ${r.received} messages:\n${await t.stop()}`);
       const cpu = brokers.map((x, i) => procCpu(x.pid) - c0[i]);
       const row = {
         round, build: b.label, target, load: `${before} → ${load1()}`, msgs: r.received, msgsPerS: r.throughput, lost: r.lost, dup: r.duplicates,

@@ -140,9 +140,17 @@ async function main(lib) {
   const FILL_SECONDS = num('BENCH_HA_FILL_SECONDS', 120, 5, 150);
   const TIME_LIMIT = num('BENCH_TIME_LIMIT', 600, 60, 900);
   const WITH_4X4 = process.env.BENCH_HA_4X4 !== 'no';
+  // Seconds of non-durable load on each target before the measured rounds, not measured.
+  // Every clustered broker keeps a window of recent changes (HA 512 MiB, DR 128 MiB by
+  // default) off the heap; until it is full each change is copied into memory the
+  // process has never touched, and on this VM a first touch costs ~1.8 µs per 4 KiB
+  // page: 5-7 µs per message on the primary and each backup. 40 s fills both windows at
+  // ~20,000 msgs/s, so the rounds measure a broker that has run a while (0 = measure the
+  // fresh brokers, first-touch included).
+  const WARMUP = num('BENCH_HA_WARMUP', 40, 0, 120);
   const PROFILE = process.env.BENCH_HA_PROFILE === '1'; // --cpu-prof on the cluster primary and the catch-up brokers
 
-  const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, FAILOVERS, CATCHUP_N, FILL_SECONDS, WITH_4X4 }, throughput: [], failovers: [], cliStartMs: [] };
+  const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, WARMUP, FAILOVERS, CATCHUP_N, FILL_SECONDS, WITH_4X4 }, throughput: [], failovers: [], cliStartMs: [] };
   report.machine = { ...machineInfo(), uptimeBefore: await run('uptime'), kernel: await run('uname', ['-r']) };
   log(`machine: ${report.machine.uptimeBefore}`);
   const build = await buildTandem();
@@ -293,6 +301,12 @@ async function main(lib) {
       { name: 'standalone', broker: () => standalone, others: () => [] },
       { name: 'cluster', broker: () => cluster.brokers[cluster.primary], others: () => cluster.brokers.filter((_, i) => i !== cluster.primary) },
     ];
+    if (WARMUP > 0) {
+      for (const tg of targets) {
+        log(`warm-up: ${WARMUP} s of non-durable load on ${tg.name}, not measured (fills the change windows)`);
+        await runLoad({ ...tg.broker(), name: tg.name }, ['--duration', String(WARMUP)], { timeoutMs: (WARMUP + 90) * 1000 });
+      }
+    }
     for (let round = 1; round <= ROUNDS; round++) {
       const order = round % 2 ? targets : [...targets].reverse();
       for (const load of loads) {
@@ -505,16 +519,18 @@ function markdown(r) {
   L.push(`### HA run ${r.startedAt} (${r.seconds} s)`, '');
   L.push(`- tandem ${r.versions.tandem}, node ${r.versions.node}; machine ${r.machine.cores} × ${r.machine.model}, kernel ${r.machine.kernel}`);
   L.push(`- **shared machine**: load before \`${r.machine.uptimeBefore}\`; after \`${r.machine.uptimeAfter}\``);
-  L.push(`- cluster: 3 tandemd on 127.0.0.1, ha-replicate=all, default heartbeat/backup-timeout; ${r.settings.ROUNDS} round(s) × ${r.settings.DURATION} s per load; throughput = best round`, '');
-  L.push('| load | standalone msgs/s | cluster msgs/s | cluster / standalone | p50 / p99 ms (standalone; cluster) | lost / dup (cluster) | primary cores (standalone; cluster) | backups\' cores | msgs per broker CPU-s (standalone; cluster primary) | others\' cores (standalone; cluster) |');
-  L.push('|---|---:|---:|---:|---|---|---|---|---|---|');
+  L.push(`- cluster: 3 tandemd on 127.0.0.1, ha-replicate=all, default heartbeat/backup-timeout; ${r.settings.ROUNDS} round(s) × ${r.settings.DURATION} s per load; throughput = best round; warm-up ${r.settings.WARMUP ?? 0} s of non-durable load on each target first, not measured`);
+  L.push('- µs CPU per message: every process of the target (broker or primary + backups, and the load generator), CPU-seconds from /proc over messages received, median of the rounds. On 2 cores with all of them busy, standalone ÷ cluster of it is the throughput ratio the CPU allows', '');
+  L.push('| load | standalone msgs/s | cluster msgs/s | cluster / standalone | p50 / p99 ms (standalone; cluster) | lost / dup (cluster) | primary cores (standalone; cluster) | backups\' cores | msgs per broker CPU-s (standalone; cluster primary) | others\' cores (standalone; cluster) | µs CPU per message, all processes (standalone; cluster) |');
+  L.push('|---|---:|---:|---:|---|---|---|---|---|---|---|');
+  const usPerMsg = (t) => ((t.brokerCores + t.backupCores.reduce((a, x) => a + x, 0) + t.clientCores) / t.throughput) * 1e6;
   for (const key of [...new Set(r.throughput.map((t) => t.load))]) {
     const rows = (tg) => r.throughput.filter((t) => t.load === key && t.target === tg);
     const best = (xs) => Math.max(...xs.map((x) => x.throughput));
     const s = rows('standalone');
     const c = rows('cluster');
     const p = (xs, q) => med(xs.map((x) => x.latencyMs[q]));
-    L.push(`| ${key} | ${fmt(best(s))} | ${fmt(best(c))} | **${fmt((100 * best(c)) / best(s))}%** | ${fmt(p(s, 'p50'), 1)} / ${fmt(p(s, 'p99'), 1)}; ${fmt(p(c, 'p50'), 1)} / ${fmt(p(c, 'p99'), 1)} | ${c.reduce((a, x) => a + x.lost, 0)} / ${c.reduce((a, x) => a + x.duplicates, 0)} | ${fmt(med(s.map((x) => x.brokerCores)), 2)}; ${fmt(med(c.map((x) => x.brokerCores)), 2)} | ${c.map((x) => x.backupCores.join(' + ')).join('; ')} | ${fmt(med(s.map((x) => x.msgsPerBrokerCpuSecond)))}; ${fmt(med(c.map((x) => x.msgsPerBrokerCpuSecond)))} | ${fmt(med(s.map((x) => x.otherCores)), 2)}; ${fmt(med(c.map((x) => x.otherCores)), 2)} |`);
+    L.push(`| ${key} | ${fmt(best(s))} | ${fmt(best(c))} | **${fmt((100 * best(c)) / best(s))}%** | ${fmt(p(s, 'p50'), 1)} / ${fmt(p(s, 'p99'), 1)}; ${fmt(p(c, 'p50'), 1)} / ${fmt(p(c, 'p99'), 1)} | ${c.reduce((a, x) => a + x.lost, 0)} / ${c.reduce((a, x) => a + x.duplicates, 0)} | ${fmt(med(s.map((x) => x.brokerCores)), 2)}; ${fmt(med(c.map((x) => x.brokerCores)), 2)} | ${c.map((x) => x.backupCores.join(' + ')).join('; ')} | ${fmt(med(s.map((x) => x.msgsPerBrokerCpuSecond)))}; ${fmt(med(c.map((x) => x.msgsPerBrokerCpuSecond)))} | ${fmt(med(s.map((x) => x.otherCores)), 2)}; ${fmt(med(c.map((x) => x.otherCores)), 2)} | ${fmt(med(s.map(usPerMsg)), 1)}; ${fmt(med(c.map(usPerMsg)), 1)} |`);
   }
   L.push('', '<details><summary>every throughput run</summary>', '', '| round | load | target | msgs/s | p50 / p99 ms | lost / dup | cores primary / backups / client / others |', '|---|---|---|---:|---|---|---|');
   for (const t of r.throughput) L.push(`| ${t.round} | ${t.load} | ${t.target} | ${fmt(t.throughput)} | ${t.latencyMs.p50} / ${t.latencyMs.p99} | ${t.lost} / ${t.duplicates} | ${t.brokerCores} / ${t.backupCores.join('+') || '-'} / ${t.clientCores} / ${t.otherCores} |`);
