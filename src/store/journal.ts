@@ -324,9 +324,10 @@ export class Journal implements ChangeSink {
     this.lastChangeLsn = lsn;
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
     if (!entry.durable && entry.change.kind !== 'epoch') return;
-    const frame = encodeFrame(encodeChange({ lsn, change: entry.change, durable: true }));
-    this.unsynced.push(entry);
-    this.writer.enqueue(frame, { type: 'change', entry });
+    const kept = entry.change.kind === 'transaction' ? durablePartOf(entry) : entry;
+    const frame = encodeFrame(encodeChange({ lsn, change: kept.change, durable: true }));
+    this.unsynced.push(kept);
+    this.writer.enqueue(frame, { type: 'change', entry: kept });
   }
 
   /**
@@ -767,3 +768,15 @@ async function checkAgainstJournal(dir: string, loaded: LoadedCheckpoint): Promi
 }
 
 type CompactorLogger = { info(o: object, msg?: string): void; warn(o: object, msg?: string): void; error(o: object, msg?: string): void };
+
+/**
+ * A transaction as the journal keeps it: without the enqueues of non-durable
+ * messages. Their dequeues are not durable, so never journaled; kept, such a
+ * message would come back at the next start after it was consumed. (Enqueues to
+ * a non-durable queue are dropped at recovery: the journal never declares it.)
+ */
+function durablePartOf(entry: LoggedChange): LoggedChange {
+  const change = entry.change as Extract<Change, { kind: 'transaction' }>;
+  if (change.changes.every((c) => c.kind !== 'enqueue' || c.message.durable)) return entry;
+  return { ...entry, change: { kind: 'transaction', changes: change.changes.filter((c) => c.kind !== 'enqueue' || c.message.durable) } };
+}

@@ -255,6 +255,25 @@ describe('journal', () => {
     expect(recovered.lastChangeLsn).toBe(8);
   });
 
+  it('journal - a transaction keeps only its durable messages: a non-durable one in it does not come back after its (unjournaled) dequeue', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    const tx = { kind: 'transaction' as const, changes: [{ kind: 'enqueue' as const, queue: 'q', message: message(1, 'fleeting', { durable: false }) }, { kind: 'enqueue' as const, queue: 'q', message: message(2, 'kept') }] };
+    journal.append(declare(1));
+    journal.append({ lsn: 2, change: tx, durable: true });
+    // The non-durable message is consumed: a dequeue that is not durable, so not journaled.
+    journal.append({ lsn: 3, change: { kind: 'dequeue', queue: 'q', id: 1 }, durable: false });
+    journal.append(enqueue(4, 3));
+    await durable(journal, 4);
+    await journal.close();
+    const { recovered } = await open(dataDir);
+    expect(recovered.messages).toBe(2);
+    const ids = recovered.changes.flatMap((c) => (c.change.kind === 'enqueue' ? [c.change.message.id] : []));
+    expect(ids).toEqual([2, 3]);
+    // The caller's change is left as it was.
+    expect(tx.changes).toHaveLength(2);
+  });
+
   it('journal - destroy fails outstanding waiters at once; both close and destroy are idempotent', async () => {
     const dataDir = await fresh();
     const c = holdableSyncIo();

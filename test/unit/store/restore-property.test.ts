@@ -205,8 +205,14 @@ function brokerView(b: Broker) {
 /** The broker a log gives when applied in LSN order (what the journal must give back). */
 function modelView(entries: readonly LoggedChange[]) {
   const b = new Broker();
-  for (const e of entries) if (e.durable || e.change.kind === 'epoch') b.apply(e, { adopt: false });
+  for (const e of entries) if (e.durable || e.change.kind === 'epoch') b.apply(withoutNonDurableTxMessages(e), { adopt: false });
   return brokerView(b);
+}
+
+/** A transaction keeps only its durable messages in the journal (their dequeues are never journaled). */
+function withoutNonDurableTxMessages(e: LoggedChange): LoggedChange {
+  if (e.change.kind !== 'transaction') return e;
+  return { ...e, change: { kind: 'transaction', changes: e.change.changes.filter((c) => c.kind !== 'enqueue' || c.message.durable) } };
 }
 
 /** Restore a journal directory into a fresh broker, as tandemd does at start. */
