@@ -125,6 +125,18 @@ export class Broker implements QueueHost {
     return this.nextMessageId;
   }
 
+  /**
+   * Does this broker hold anything the journal does not keep: a non-durable queue or
+   * exchange (and so any binding to one), or a non-durable message? An HA backup
+   * journals what a primary journals; while this is false its journal plus the
+   * primary's log after it is everything it holds.
+   */
+  holdsNonDurableState(): boolean {
+    for (const q of this.queues.values()) if (!q.settings.durable || q.nonDurableDepth > 0) return true;
+    for (const x of this.exchanges.values()) if (!x.builtIn && !x.settings.durable) return true;
+    return false;
+  }
+
   replicationOf(settings: { replicate: ReplicationLevel | undefined }): ReplicationLevel {
     return settings.replicate ?? this.defaultReplicate;
   }
@@ -571,7 +583,8 @@ export class Broker implements QueueHost {
   }
 }
 
-function bindingDurable(exchange: Exchange, queue: Queue): boolean {
+/** Whether a binding is journaled: a durable (or built-in) exchange to a durable queue. */
+export function bindingDurable(exchange: Exchange, queue: Queue): boolean {
   return (exchange.settings.durable || exchange.builtIn) && queue.settings.durable;
 }
 

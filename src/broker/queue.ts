@@ -76,6 +76,8 @@ export class Queue {
   private pagedCount = 0;
   private pagedBytes = 0;
   private withTtl = 0;
+  /** Messages that are not durable: the journal does not keep them. */
+  private nonDurable = 0;
   private hadConsumer = false;
   private dispatching = false;
   /** Connection that owns an exclusive queue. */
@@ -111,6 +113,11 @@ export class Queue {
 
   get pagedByteDepth(): number {
     return this.pagedBytes;
+  }
+
+  /** Messages here that are not durable (kept in memory only, never in the journal). */
+  get nonDurableDepth(): number {
+    return this.nonDurable;
   }
 
   get available(): number {
@@ -191,6 +198,7 @@ export class Queue {
     this.putEntry(entry);
     this.bytes += bodySize(msg);
     if (msg.expiresAt) this.withTtl++;
+    if (!msg.durable) this.nonDurable++;
     this.enqueued++;
   }
 
@@ -203,6 +211,7 @@ export class Queue {
     this.bytes += fields.size;
     this.notePaged(fields.size, 1);
     if (fields.expiresAt) this.withTtl++;
+    if (!fields.durable) this.nonDurable++;
     this.enqueued++;
   }
 
@@ -219,14 +228,17 @@ export class Queue {
       level.appendRows(run.ids.subarray(0, n), [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n)));
       let bytes = 0;
       let ttl = 0;
+      let nonDurable = 0;
       for (let i = 0; i < n; i++) {
         bytes += run.size[i]!;
         if (run.expiresAt[i]) ttl++;
+        if ((run.flags[i]! & F_DURABLE) === 0) nonDurable++;
       }
       this.bytes += bytes;
       this.pagedCount += n;
       this.pagedBytes += bytes;
       this.withTtl += ttl;
+      this.nonDurable += nonDurable;
       this.enqueued += n;
       return;
     }
@@ -413,6 +425,7 @@ export class Queue {
     this.pagedBytes = 0;
     this.pagedCount = 0;
     this.withTtl = 0;
+    this.nonDurable = 0;
   }
 
   /** Every entry, available or acquired, in id order. Paged rows become objects: for small queues and tests. */
@@ -531,7 +544,7 @@ export class Queue {
     if (a >= 0) {
       const entry = this.acquiredRows.obj(a)!;
       this.acquiredRows.removeAt(a);
-      this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry);
+      this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry.msg.durable, entry);
       return entry;
     }
     const found = this.findAvailable(id);
@@ -544,7 +557,8 @@ export class Queue {
   /** Remove an available row with its bookkeeping; returns the position after it. */
   private unlinkRow(level: Level, pos: number): number {
     const obj = level.obj(pos);
-    this.forget(level.get(pos, SIZE), obj ? obj.msg instanceof PagedMessage : true, level.get(pos, EXPIRES), obj);
+    const durable = obj ? obj.msg.durable : (level.get(pos, FLAGS) & F_DURABLE) !== 0;
+    this.forget(level.get(pos, SIZE), obj ? obj.msg instanceof PagedMessage : true, level.get(pos, EXPIRES), durable, obj);
     return level.removeAt(pos);
   }
 
@@ -556,10 +570,11 @@ export class Queue {
   }
 
   /** Bookkeeping for a message leaving the queue. */
-  private forget(size: number, paged: boolean, expiresAt: number, entry: QueueEntry | undefined): void {
+  private forget(size: number, paged: boolean, expiresAt: number, durable: boolean, entry: QueueEntry | undefined): void {
     this.bytes -= size;
     if (paged) this.notePaged(size, -1);
     if (expiresAt) this.withTtl--;
+    if (!durable) this.nonDurable--;
     if (entry?.refusedBy) this.refused.delete(entry);
     this.dequeued++;
   }

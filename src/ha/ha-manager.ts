@@ -19,7 +19,7 @@ import { markRecordDurable, rememberEncoding } from '../store/record-codec.js';
 import { Props, type StreamMessage } from '../replication/protocol.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
-import { clearJournalComplete, markJournalComplete } from './journal-marker.js';
+import { clearJournalComplete, isJournalComplete, markJournalComplete } from './journal-marker.js';
 import { EpochHistory } from './epoch-history.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
 import { probeTcp } from '../util/tcp-reach.js';
@@ -30,6 +30,12 @@ import { probeTcp } from '../util/tcp-reach.js';
  * survive a lost packet (TCP alone would resend only after a second).
  */
 const PEER_HANDSHAKE = { deadlineMs: 300, resendMs: 100 };
+
+
+/** Changes a backup journals only when they are durable, as a primary does. */
+const SKIPPED_WHEN_NOT_DURABLE: ReadonlySet<string> = new Set(['queue-declare', 'queue-delete', 'exchange-declare', 'exchange-delete', 'bind', 'unbind', 'enqueue', 'dequeue', 'transaction']);
+/** How often a backup whose journal is incomplete looks whether it can mark it complete again. */
+const MARK_COMPLETE_EVERY_MS = 2000;
 
 export interface HaHost {
   broker: Broker;
@@ -95,6 +101,9 @@ export class HaManager {
   private promoting = false;
   private recoveringTimer: NodeJS.Timeout | undefined;
   private staleTimer: NodeJS.Timeout | undefined;
+  /** Whether the journal-complete marker is on disk (see journal-marker.ts). */
+  private journalComplete: boolean;
+  private completeTimer: NodeJS.Timeout | undefined;
   private readonly log: Logger;
 
   constructor(private readonly host: HaHost) {
@@ -106,6 +115,7 @@ export class HaManager {
     this.instanceId = host.instanceId;
     this.sm = new HaStateMachine('joining');
     this.positionValid = host.resumeLsn !== undefined;
+    this.journalComplete = isJournalComplete(s.dataDir);
     this.sm.onChange((e) => {
       this.log.info({ from: e.from, to: e.to, reason: e.reason }, `HA state ${e.to}`);
     });
@@ -150,6 +160,7 @@ export class HaManager {
   async stop(): Promise<void> {
     clearTimeout(this.recoveringTimer);
     clearInterval(this.staleTimer);
+    clearInterval(this.completeTimer);
     await this.follower?.stop();
     this.source?.close();
   }
@@ -244,8 +255,9 @@ export class HaManager {
       await this.follower?.stop();
       this.follower = undefined;
       const epoch = maxEpoch + 1;
-      // From here on the journal gets durable changes only: not a replica's journal any more.
-      clearJournalComplete(this.host.settings.dataDir);
+      // A primary's journal is never resumed from as a replica's is.
+      clearInterval(this.completeTimer);
+      this.forgetJournalComplete();
       const logged = this.host.broker.raiseEpoch(epoch);
       this.history.record(epoch, logged.lsn);
       await new Promise<void>((resolve, reject) => this.host.whenDurable(logged.lsn, (err) => (err ? reject(err) : resolve())));
@@ -301,6 +313,32 @@ export class HaManager {
       onFatal: (reason) => this.host.fatal(reason),
     });
     this.follower.start();
+    this.completeTimer = setInterval(() => this.maybeMarkJournalComplete(), MARK_COMPLETE_EVERY_MS);
+    this.completeTimer.unref();
+  }
+
+  /**
+   * The marker says the journal plus the primary's log after its newest record is
+   * everything this backup holds. It must go, synced, before the journal skips a
+   * change (a non-durable one) that a restart would need.
+   */
+  private forgetJournalComplete(): void {
+    if (!this.journalComplete) return;
+    clearJournalComplete(this.host.settings.dataDir);
+    this.journalComplete = false;
+  }
+
+  /**
+   * Mark the journal complete again once this backup holds nothing non-durable: a
+   * restart then resumes from the journal's newest change and is sent only the
+   * changes after it (the skipped ones among them). Checked now and then, not per
+   * change: each mark and clear is a synced directory update.
+   */
+  private maybeMarkJournalComplete(): void {
+    if (this.journalComplete || !this.positionValid || this.inSnapshot || this.promoting || this.isPrimary) return;
+    if (this.host.broker.holdsNonDurableState()) return;
+    markJournalComplete(this.host.settings.dataDir);
+    this.journalComplete = true;
   }
 
   /** Apply a stream message in order; `safe` says when it may be acknowledged. */
@@ -312,6 +350,8 @@ export class HaManager {
         this.log.info({ lsn: m.lsn, epoch: m.epoch, reason: m.reason }, 'receiving a snapshot from the primary');
         this.inSnapshot = true;
         this.positionValid = false;
+        // A restart during the load goes back to the old store, for a snapshot again.
+        this.forgetJournalComplete();
         // Our window of recent changes is reset when the snapshot is in: feeding it the
         // snapshot's records on the way (copying each one) was a tenth of the load's cost.
         this.detachWindow();
@@ -322,14 +362,17 @@ export class HaManager {
         const entries = m.entries ?? [];
         for (let i = 0; i < entries.length; i++) {
           const e = entries[i]!;
-          // A backup journals everything it holds, so a restart or promotion finds it all.
-          const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: true };
+          // A backup journals what the primary journals: non-durable messages, queues and
+          // exchanges stay in memory, as on the primary (journaling them cost a backup a
+          // third of its CPU). Other changes (epochs, DR state) are always journaled.
+          const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: e.durable || !SKIPPED_WHEN_NOT_DURABLE.has(e.change.kind) };
           if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
+          if (!entry.durable && !this.inSnapshot) this.forgetJournalComplete();
           // Journal, HA window and DR window take the primary's bytes instead of encoding
-          // the change again; for a non-durable change, with the durable flag set in
-          // place (the decoded entries and bodies are done with that byte).
+          // the change again (with the durable flag set in place where it is forced: the
+          // decoded entries and bodies are done with that byte).
           const record = m.records?.[i];
-          if (record) rememberEncoding(entry, e.durable ? record : markRecordDurable(record));
+          if (record) rememberEncoding(entry, entry.durable === e.durable ? record : markRecordDurable(record));
           broker.apply(entry);
           if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
           if (e.durable || this.inSnapshot) lastDurable = e.lsn;
@@ -349,7 +392,7 @@ export class HaManager {
         this.attachWindow();
         this.host.snapshotComplete();
         // Only now: until snapshotComplete() a restart goes back to the store this one replaced.
-        markJournalComplete(this.host.settings.dataDir);
+        this.maybeMarkJournalComplete();
         this.log.info({ lsn: m.lsn, queues: broker.queues.size }, 'snapshot loaded');
         return done;
       }

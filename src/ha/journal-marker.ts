@@ -1,14 +1,17 @@
-// Whether this data dir's journal holds every change the broker applied, so a
-// restarted backup can resume the primary's log from its newest change instead
-// of asking for a full snapshot.
+// Whether a restarted backup may resume the primary's log from the newest change
+// in its journal (and be sent only the changes after it) instead of asking for a
+// full snapshot.
 //
-// A backup journals everything it applies (durable or not), in LSN order; the
-// journal is a prefix of the primary's log. A primary journals durable changes
-// only, so once a broker has been primary its journal is no longer such a
-// prefix. Hence: the marker is written when a backup has loaded a snapshot
-// (its journal is then a complete prefix), and removed, durably, before a
-// promotion hands out its first LSN. A missing marker only costs a snapshot; a
-// marker that lies would lose messages, so removal comes first and is synced.
+// A backup journals what a primary journals: durable changes. That is enough to
+// resume from while the backup holds nothing non-durable (no non-durable message,
+// queue or exchange): the primary's log after the journal's newest record holds
+// every change it skipped. So the marker is written when a backup holds nothing
+// non-durable after a snapshot load (ha-manager checks again every few seconds),
+// and removed, durably, before the journal skips a non-durable change, when a
+// snapshot load begins, and before a promotion hands out its first LSN (a
+// primary's journal is never resumed from). A missing marker only costs a
+// snapshot; a marker that lies would lose messages, so removal comes first and is
+// synced.
 import { closeSync, existsSync, fsyncSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -19,7 +22,7 @@ export function isJournalComplete(dataDir: string): boolean {
 }
 
 export function markJournalComplete(dataDir: string): void {
-  writeFileSync(join(dataDir, MARKER), 'every change this broker applied as a backup is in the journal\n');
+  writeFileSync(join(dataDir, MARKER), 'the journal, and the primary\'s log after its newest change, are everything this backup holds\n');
   syncDir(dataDir);
 }
 

@@ -10,13 +10,24 @@
 // applying is idempotent: a message enqueued after P is skipped here (its id is
 // new) and arrives live; one dequeued after P is either not seen here or removed
 // by the live dequeue; a queue re-created after P is replaced by the live declare.
-import type { Broker } from '../broker/broker.js';
+import { bindingDurable, type Broker } from '../broker/broker.js';
 import type { Change } from '../broker/changes.js';
 import { copyMessage } from '../broker/paged-message.js';
 
+/**
+ * One record of a snapshot. `durable` as the primary's journal has it, so a backup
+ * journals what the primary does (a non-durable message marked durable would come
+ * back after a restart of the backup although it was consumed: its dequeue is not
+ * durable, so never journaled).
+ */
+export interface SnapshotRecord {
+  change: Change;
+  durable: boolean;
+}
+
 /** The snapshot as a generator of changes, plus the most records it can yield. */
 export interface SnapshotSource {
-  records: Iterator<Change>;
+  records: Iterator<SnapshotRecord>;
   /** Upper bound on the number of records. */
   bound: number;
 }
@@ -27,30 +38,30 @@ export function snapshotOf(broker: Broker): SnapshotSource {
   const firstNewId = broker.peekNextMessageId();
   const exchanges = [...broker.exchanges.values()].filter((ex) => !ex.builtIn && levelOf(ex.settings) !== 'none');
   const queues = [...broker.queues.values()].filter((q) => levelOf(q.settings) !== 'none');
-  const config: Change[] = [
-    ...exchanges.map((ex): Change => ({ kind: 'exchange-declare', name: ex.name, type: ex.type, settings: ex.settings })),
-    ...queues.map((q): Change => ({ kind: 'queue-declare', name: q.name, settings: q.settings })),
+  const config: SnapshotRecord[] = [
+    ...exchanges.map((ex): SnapshotRecord => ({ change: { kind: 'exchange-declare', name: ex.name, type: ex.type, settings: ex.settings }, durable: ex.settings.durable })),
+    ...queues.map((q): SnapshotRecord => ({ change: { kind: 'queue-declare', name: q.name, settings: q.settings }, durable: q.settings.durable })),
   ];
   for (const ex of broker.exchanges.values()) {
     if (!ex.builtIn && levelOf(ex.settings) === 'none') continue;
     for (const b of ex.bindings) {
       const q = broker.queues.get(b.queue);
-      if (q && levelOf(q.settings) !== 'none') config.push({ kind: 'bind', exchange: ex.name, queue: b.queue, key: b.key });
+      if (q && levelOf(q.settings) !== 'none') config.push({ change: { kind: 'bind', exchange: ex.name, queue: b.queue, key: b.key }, durable: bindingDurable(ex, q) });
     }
   }
   // DR secondary state (src/dr): each queue's configuration and applied source position.
-  for (const [queue, c] of broker.drQueues) config.push({ kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state });
-  for (const [queue, p] of broker.drPositions) config.push({ kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] });
+  for (const [queue, c] of broker.drQueues) config.push({ change: { kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state }, durable: true });
+  for (const [queue, p] of broker.drPositions) config.push({ change: { kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] }, durable: true });
   const full = queues.filter((q) => levelOf(q.settings) === 'all');
   const messages = full.reduce((n, q) => n + q.depth, 0);
-  function* records(): Generator<Change> {
+  function* records(): Generator<SnapshotRecord> {
     yield* config;
     for (const q of full) {
       // A queue deleted (or replaced) since the snapshot point: the live stream says so.
       if (broker.queues.get(q.name) !== q) continue;
       for (const entry of q.liveEntries()) {
         if (entry.msg.id >= firstNewId) continue;
-        yield { kind: 'enqueue', queue: q.name, message: copyMessage(entry.msg, entry.deliveryCount) };
+        yield { change: { kind: 'enqueue', queue: q.name, message: copyMessage(entry.msg, entry.deliveryCount) }, durable: entry.msg.durable && q.settings.durable };
       }
     }
   }

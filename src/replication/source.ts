@@ -221,7 +221,7 @@ export class BackupStream {
     while (out.length < BATCH_RECORDS && bytes < BATCH_BYTES && this.snapshotCount < snap.bound) {
       const next = snap.records.next();
       if (next.done) break;
-      const entry: LoggedChange = { lsn: ++this.snapshotCount, change: next.value, durable: true };
+      const entry: LoggedChange = { lsn: ++this.snapshotCount, change: next.value.change, durable: next.value.durable };
       out.push(entry);
       bytes += sizeOf(entry);
     }

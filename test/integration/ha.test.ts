@@ -3,6 +3,8 @@
 // backups, failover under kill -9 with a client that fails over by itself,
 // promotion rules, holding settlements while recovering, stalled backups,
 // acquired messages and stale primaries.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster, tandem, type HaStatusJson } from '../helpers/cluster.js';
@@ -263,31 +265,56 @@ describe('ha', () => {
     expect(got.bodies.filter((b) => b.startsWith('b-')).sort()).toEqual(['b-0', 'b-1', 'b-2', 'b-3', 'b-4']);
   });
 
-  it('ha - a backup restarted after kill -9 gets only the changes it lacks, and a failover to it loses nothing', async () => {
+  it('ha - a backup restarted after kill -9 gets a snapshot while it held non-durable messages, then only the changes it lacks; a failover to it loses nothing', async () => {
     cluster = await readyCluster(3);
     const c = cluster;
+    const marker = join(c.dataDirs[2]!, 'ha-journal-complete');
     const client = await TestClient.connect({ port: c.ports[0] });
     try {
-      // Non-durable first: the durable ones after them make the backups sync them too.
+      // Non-durable first: backups keep them in memory only, as the primary does.
       await client.send('rq', Array.from({ length: 100 }, (_, i) => ({ body: `n-${i}` })));
       await client.send('rq', Array.from({ length: 2000 }, (_, i) => ({ body: `d-${i}`, durable: true })), { timeoutMs: 60_000 });
       await settled(c, 0);
+      expect(existsSync(marker)).toBe(false);
       await c.kill(2);
-      // While it is down: more messages, and the oldest 600 consumed.
+      // While it is down: more messages, and the oldest 50 consumed (half the non-durable ones).
       await client.send('rq', Array.from({ length: 1000 }, (_, i) => ({ body: `d-${2000 + i}`, durable: true })), { timeoutMs: 60_000 });
-      const taken = await client.receiveAndAccept('rq', 600, 30_000);
-      expect(taken.map(bodyOf).slice(0, 3)).toEqual(['n-0', 'n-1', 'n-2']);
+      const taken = await client.receiveAndAccept('rq', 50, 30_000);
+      expect(taken.map(bodyOf)).toEqual(Array.from({ length: 50 }, (_, i) => `n-${i}`));
     } finally {
       client.connection.close();
+    }
+    // It held non-durable messages when it died: its journal alone is not what it had.
+    await c.startBroker(2);
+    await c.waitState(2, 'ready', 30_000);
+    await settled(c, 0);
+    expect(c.brokers[0]!.stderr.match(/backup joined: sending a snapshot/g)?.length).toBe(3);
+    expect((await browse(c, 2, 'rq', 51)).slice(0, 51)).toEqual([...Array.from({ length: 50 }, (_, i) => `n-${50 + i}`), 'd-0']);
+    expect((await queues(c, 2)).rq?.depth).toBe(3050);
+    const rest = await TestClient.connect({ port: c.ports[0] });
+    try {
+      expect((await rest.receiveAndAccept('rq', 550, 30_000)).map(bodyOf).slice(49, 51)).toEqual(['n-99', 'd-0']);
+    } finally {
+      rest.connection.close();
+    }
+    // Now it holds durable messages only: its journal is complete again.
+    await waitFor(() => existsSync(marker), { timeout: 20_000, interval: 100, name: 'journal marked complete' });
+    await c.kill(2);
+    const more = await TestClient.connect({ port: c.ports[0] });
+    try {
+      await more.send('rq', Array.from({ length: 500 }, (_, i) => ({ body: `d-${3000 + i}`, durable: true })), { timeoutMs: 60_000 });
+      const taken = await more.receiveAndAccept('rq', 100, 30_000);
+      expect(taken.map(bodyOf)).toEqual(Array.from({ length: 100 }, (_, i) => `d-${500 + i}`));
+    } finally {
+      more.connection.close();
     }
     await c.startBroker(2);
     await c.waitState(2, 'ready', 30_000);
     await settled(c, 0);
     const primaryLog = c.brokers[0]!.stderr;
-    // Two snapshots when the empty backups first joined; the restarted one resumed with a diff.
-    expect(primaryLog.match(/backup joined: sending a snapshot/g)?.length).toBe(2);
-    expect(primaryLog).toMatch(/backup joined: sending the changes it lacks/);
-    // Failover to the restarted backup: it must hold exactly d-500..d-2999, in order.
+    expect(primaryLog.match(/backup joined: sending a snapshot/g)?.length).toBe(3);
+    expect(primaryLog.match(/backup joined: sending the changes it lacks/g)?.length).toBe(1);
+    // Failover to the restarted backup: it must hold exactly d-600..d-3499, in order.
     await c.kill(0);
     const promoted = await c.promote(2);
     expect(promoted.code, promoted.stderr).toBe(0);
@@ -296,13 +323,13 @@ describe('ha', () => {
       const r = await after.openReceiver('rq');
       r.receiver.add_credit(3000);
       const got: string[] = [];
-      while (got.length < 2500) {
-        const batch = await r.next(Math.min(500, 2500 - got.length), 30_000);
+      while (got.length < 2900) {
+        const batch = await r.next(Math.min(500, 2900 - got.length), 30_000);
         for (const m of batch) m.delivery.accept();
         got.push(...batch.map((m) => String(bodyOf(m.message))));
       }
-      expect(await r.drainFor(500)).toHaveLength(0);
-      expect(got).toEqual(Array.from({ length: 2500 }, (_, i) => `d-${500 + i}`));
+      expect((await r.drainFor(500)).map((m) => String(bodyOf(m.message)))).toEqual([]);
+      expect(got).toEqual(Array.from({ length: 2900 }, (_, i) => `d-${600 + i}`));
     } finally {
       after.connection.close();
     }
