@@ -97,8 +97,9 @@ export class Daemon {
     restoreBroker(this.broker, journal, recovered, this.pager);
     // The newest change is always kept live (it is the journal's position).
     const recoveredLsn = recovered.lastChangeLsn;
-    // An HA backup whose journal holds every change it applied resumes the primary's
-    // log at its newest change (then it gets only what it lacks). Anyone else continues
+    // An HA backup whose journal is marked complete (it held nothing non-durable: see
+    // journal-marker.ts) resumes the primary's log at its newest change (then it gets
+    // only what it lacks). Anyone else continues
     // above its LSN reservation, so no LSN it may have handed out is used twice.
     // Outside a cluster the journal keeps durable changes only: forget the marker for good.
     if (!s.haCluster) clearJournalComplete(s.dataDir);

@@ -124,9 +124,9 @@ const FLAGS_OFFSET = 9;
 
 /**
  * Set the durable flag of an encoded record in place and return it: what an HA
- * backup journals for a change the primary sent as non-durable (the backup journals
- * everything), so the primary's bytes serve as they are instead of being encoded
- * again. The caller must own `record` (nobody else reads or keeps it).
+ * backup journals for a change the primary sent as non-durable that it must keep
+ * anyway (an epoch, DR state), so the primary's bytes serve as they are instead of
+ * being encoded again. The caller must own `record` (nobody else reads or keeps it).
  */
 export function markRecordDurable(record: Buffer): Buffer {
   record[FLAGS_OFFSET] = 1;
