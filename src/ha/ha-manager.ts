@@ -31,7 +31,6 @@ import { probeTcp } from '../util/tcp-reach.js';
  */
 const PEER_HANDSHAKE = { deadlineMs: 300, resendMs: 100 };
 
-
 /** Changes a backup journals only when they are durable, as a primary does. */
 const SKIPPED_WHEN_NOT_DURABLE: ReadonlySet<string> = new Set(['queue-declare', 'queue-delete', 'exchange-declare', 'exchange-delete', 'bind', 'unbind', 'enqueue', 'dequeue', 'transaction']);
 /** How often a backup whose journal is incomplete looks whether it can mark it complete again. */
