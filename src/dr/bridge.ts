@@ -420,7 +420,7 @@ export class DrBridge {
 
   private record(queues: string[], lsn: number, time: number, ops: TxOp[], always = false): number {
     if (ops.length === 0 && !always) return 0;
-    return this.host.broker.recordDr({ kind: 'dr-transaction', queues, lsn, time, changes: ops }).lsn;
+    return this.host.broker.recordDr({ kind: 'dr-transaction', queues, lsn, time, changes: ops.map(keptCopy) }).lsn;
   }
 
   private ensureQueue(name: string, settings: QueueSettings): void {
@@ -435,4 +435,15 @@ export class DrBridge {
     broker.declareQueue(name, { ...settings, durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
     this.host.log.info({ queue: name, source: this.source }, "DR: created the queue with the source's settings");
   }
+}
+
+/**
+ * A copy is kept here as a durable message, whatever it was at the source: the
+ * dr-transaction that brings it is journaled (with the position), so a restart keeps
+ * it, and once the queue is activated and a consumer takes it, its dequeue must be
+ * journaled too, or the next restart would bring it back. (The bytes, and so what a
+ * consumer is told, are the source's.)
+ */
+function keptCopy(op: TxOp): TxOp {
+  return op.kind === 'enqueue' && !op.message.durable ? { ...op, message: { ...op.message, durable: true } } : op;
 }

@@ -106,6 +106,22 @@ describe('DR basics', () => {
     expect((await dr('activate')).code).toBe(2);
   });
 
+  it('DR - copies of non-durable messages stay consumed on an activated secondary across a kill -9', async () => {
+    expect((await tandem(['queue', 'add', 'fleeting', '--durable', '-b', primary.url])).code).toBe(0);
+    expect((await dr('add', 'fleeting', '--source', primary.url, '--mode', 'enqueue-only')).code).toBe(0);
+    await send(primary.port, 'fleeting', range('f', 0, 10), { durable: false });
+    await drFlush(primary.port, secondary.port);
+    expect((await dr('activate', 'fleeting')).code).toBe(0);
+    expect(await receive(secondary.port, 'fleeting', 4)).toEqual(range('f', 0, 4));
+    // A durable send settles after the sync that covers every record before it.
+    await send(secondary.port, 'sync-barrier', ['barrier']);
+    const dataDir = secondary.dataDir;
+    await secondary.kill();
+    secondary = await TestBroker.start({ dataDir });
+    brokers.push(secondary);
+    expect(await contents(secondary.port, 'fleeting')).toEqual(range('f', 4, 10));
+  });
+
   it('DR - bad input: queue missing with auto-create off is skipped, others go on; sources that are not tandem primaries are named', async () => {
     const strict = await TestBroker.start({ args: ['--auto-create', 'no'] });
     const notSource = await TestBroker.start({ args: ['--dr-retain-changes', '0'] });
