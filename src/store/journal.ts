@@ -26,7 +26,7 @@ import { LiveIndex, type Location } from './live-index.js';
 import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
 import { recoverJournal, type RecoveryResult } from './recovery.js';
-import { encodeFrame, listSegments, readFrame, segmentPath } from './segment.js';
+import { listSegments, readFrame, segmentPath } from './segment.js';
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
@@ -325,9 +325,9 @@ export class Journal implements ChangeSink {
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
     if (!entry.durable && entry.change.kind !== 'epoch') return;
     const kept = entry.change.kind === 'transaction' ? durablePartOf(entry) : entry;
-    const frame = encodeFrame(encodeChange({ lsn, change: kept.change, durable: true }));
+    const record = encodeChange({ lsn, change: kept.change, durable: true });
     this.unsynced.push(kept);
-    this.writer.enqueue(frame, { type: 'change', entry: kept });
+    this.writer.enqueueRecord(record, { type: 'change', entry: kept });
   }
 
   /**
@@ -574,7 +574,7 @@ export class Journal implements ChangeSink {
   private reserve(atLsn: number, covering: number, done?: (err?: Error) => void): void {
     const upTo = covering + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
     this.reservedRequested = upTo;
-    this.writer.enqueue(encodeFrame(encodeChange({ lsn: atLsn, change: { kind: 'lsn-reservation', upTo }, durable: true })), {
+    this.writer.enqueueRecord(encodeChange({ lsn: atLsn, change: { kind: 'lsn-reservation', upTo }, durable: true }), {
       type: 'reservation',
       lsn: atLsn,
       upTo,
@@ -634,9 +634,9 @@ export class Journal implements ChangeSink {
   }
 
   private onSynced(items: WriterItem<Tag>[]): void {
-    for (const { tag, loc, frame } of items) {
+    for (const { tag, loc, lsn } of items) {
       this.appliedEnd = { seg: loc.seg, offset: loc.offset + loc.size };
-      this.lastFrame = { seg: loc.seg, offset: loc.offset, size: loc.size, lsn: frameLsn(frame) };
+      this.lastFrame = { seg: loc.seg, offset: loc.offset, size: loc.size, lsn };
       this.bytesSinceCheckpoint += loc.size;
       switch (tag.type) {
         case 'change':
@@ -718,11 +718,6 @@ function highestMessageId(c: Change): number {
   let max = 0;
   for (const op of c.changes) if (op.kind === 'enqueue' && op.message.id > max) max = op.message.id;
   return max;
-}
-
-/** The LSN in a frame (frame header, then the record's code byte, then its u64 LSN). */
-function frameLsn(frame: Buffer): number {
-  return frame.readUInt32LE(9) + frame.readUInt32LE(13) * 0x1_0000_0000;
 }
 
 interface RecoveredIndex {
