@@ -122,6 +122,11 @@ export const RECORD_HEADER_BYTES = 10; // code + lsn + flags
 /** Where the flags byte of an encoded record is (after the code and the LSN). */
 const FLAGS_OFFSET = 9;
 
+/** The LSN of the encoded record at `at` in `buf` (the u64 after its code byte). */
+export function recordLsn(buf: Buffer, at = 0): number {
+  return buf.readUInt32LE(at + 1) + buf.readUInt32LE(at + 5) * 0x1_0000_0000;
+}
+
 /**
  * Set the durable flag of an encoded record in place and return it: what an HA
  * backup journals for a change the primary sent as non-durable that it must keep

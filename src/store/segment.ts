@@ -38,10 +38,17 @@ export async function listSegments(dir: string): Promise<number[]> {
 
 export function encodeFrame(payload: Buffer): Buffer {
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
-  frame.writeUInt32LE(payload.length, 0);
-  payload.copy(frame, FRAME_HEADER_BYTES);
-  frame.writeUInt32LE(crc32c(payload, crc32c(frame.subarray(0, 4))), 4);
+  writeFrame(frame, 0, payload);
   return frame;
+}
+
+/** Frame `payload` into `buf` at `at` (room for FRAME_HEADER_BYTES + its length); returns the frame's size. */
+export function writeFrame(buf: Buffer, at: number, payload: Buffer): number {
+  const size = FRAME_HEADER_BYTES + payload.length;
+  buf.writeUInt32LE(payload.length, at);
+  payload.copy(buf, at + FRAME_HEADER_BYTES);
+  buf.writeUInt32LE(crc32c(buf, crc32c(buf, 0, at, at + 4), at + FRAME_HEADER_BYTES, at + size), at + 4);
+  return size;
 }
 
 export type FrameRead =

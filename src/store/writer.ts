@@ -23,8 +23,8 @@ import { constants } from 'node:fs';
 import { DiskFullError, JournalIoError } from './errors.js';
 import { isDiskFull, syncDir, type JournalIo } from './io.js';
 import type { Location } from './live-index.js';
-import { crc32c } from './crc32c.js';
-import { FRAME_HEADER_BYTES, segmentPath } from './segment.js';
+import { recordLsn } from './record-codec.js';
+import { FRAME_HEADER_BYTES, segmentPath, writeFrame } from './segment.js';
 
 // 'wx' and 'r+' with O_DSYNC, for a JournalIo with syncedWrites (see io.ts).
 const O_CREATE_SYNCED = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC;
@@ -98,13 +98,8 @@ export class SegmentWriter<T> {
 
   /** Queue a record, framed here (length, CRC-32C, payload; see segment.ts). */
   enqueueRecord(payload: Buffer, tag: T): Location {
-    const size = FRAME_HEADER_BYTES + payload.length;
-    const at = this.room(size);
-    const buf = this.staging;
-    buf.writeUInt32LE(payload.length, at);
-    payload.copy(buf, at + FRAME_HEADER_BYTES);
-    buf.writeUInt32LE(crc32c(buf, crc32c(buf, 0, at, at + 4), at + FRAME_HEADER_BYTES, at + size), at + 4);
-    return this.place(at, size, tag);
+    const at = this.room(FRAME_HEADER_BYTES + payload.length);
+    return this.place(at, writeFrame(this.staging, at, payload), tag);
   }
 
   /** Queue a frame as it is (a compaction copy). */
@@ -134,9 +129,7 @@ export class SegmentWriter<T> {
     }
     const loc: Location = { seg: this.activeSeg, offset: this.logicalSize, size };
     this.logicalSize += size;
-    // The record's code byte, then its u64 LSN, follow the frame header.
-    const lsn = this.staging.readUInt32LE(start + FRAME_HEADER_BYTES + 1) + this.staging.readUInt32LE(start + FRAME_HEADER_BYTES + 5) * 0x1_0000_0000;
-    this.pending.push({ start, loc, lsn, tag });
+    this.pending.push({ start, loc, lsn: recordLsn(this.staging, start + FRAME_HEADER_BYTES), tag });
     if (loc.seg < this.lowestUnsynced) this.lowestUnsynced = loc.seg;
     if (this.state === 0) {
       this.state = 1;
