@@ -15,7 +15,7 @@ import type { SettlementGate } from '../broker/settlement.js';
 import type { Settings } from '../ops/config.js';
 import type { Logger } from '../ops/log.js';
 import { Follower } from '../replication/follower.js';
-import { markRecordDurable, rememberEncoding } from '../store/record-codec.js';
+import { rememberEncoding } from '../store/record-codec.js';
 import { Props, type StreamMessage } from '../replication/protocol.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
@@ -31,8 +31,6 @@ import { probeTcp } from '../util/tcp-reach.js';
  */
 const PEER_HANDSHAKE = { deadlineMs: 300, resendMs: 100 };
 
-/** Changes a backup journals only when they are durable, as a primary does. */
-const SKIPPED_WHEN_NOT_DURABLE: ReadonlySet<string> = new Set(['queue-declare', 'queue-delete', 'exchange-declare', 'exchange-delete', 'bind', 'unbind', 'enqueue', 'dequeue', 'transaction']);
 /** How often a backup whose journal is incomplete looks whether it can mark it complete again. */
 const MARK_COMPLETE_EVERY_MS = 2000;
 
@@ -363,15 +361,13 @@ export class HaManager {
           const e = entries[i]!;
           // A backup journals what the primary journals: non-durable messages, queues and
           // exchanges stay in memory, as on the primary (journaling them cost a backup a
-          // third of its CPU). Other changes (epochs, DR state) are always journaled.
-          const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: e.durable || !SKIPPED_WHEN_NOT_DURABLE.has(e.change.kind) };
+          // third of its CPU). Epochs and DR state are recorded durable at the primary.
+          const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: e.durable };
           if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
           if (!entry.durable && !this.inSnapshot) this.forgetJournalComplete();
-          // Journal, HA window and DR window take the primary's bytes instead of encoding
-          // the change again (with the durable flag set in place where it is forced: the
-          // decoded entries and bodies are done with that byte).
+          // Journal, HA window and DR window take the primary's bytes instead of encoding the change again.
           const record = m.records?.[i];
-          if (record) rememberEncoding(entry, entry.durable === e.durable ? record : markRecordDurable(record));
+          if (record) rememberEncoding(entry, record);
           broker.apply(entry);
           if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
           if (e.durable || this.inSnapshot) lastDurable = e.lsn;

@@ -119,24 +119,11 @@ const BY_CODE = new Map(RECORD_KINDS.map((k) => [k.code, k]));
 const NESTED_KINDS = new Set(['enqueue', 'dequeue']);
 
 export const RECORD_HEADER_BYTES = 10; // code + lsn + flags
-/** Where the flags byte of an encoded record is (after the code and the LSN). */
-const FLAGS_OFFSET = 9;
-
 /** The LSN of the encoded record at `at` in `buf` (the u64 after its code byte). */
 export function recordLsn(buf: Buffer, at = 0): number {
   return buf.readUInt32LE(at + 1) + buf.readUInt32LE(at + 5) * 0x1_0000_0000;
 }
 
-/**
- * Set the durable flag of an encoded record in place and return it: what an HA
- * backup journals for a change the primary sent as non-durable that it must keep
- * anyway (an epoch, DR state), so the primary's bytes serve as they are instead of
- * being encoded again. The caller must own `record` (nobody else reads or keeps it).
- */
-export function markRecordDurable(record: Buffer): Buffer {
-  record[FLAGS_OFFSET] = 1;
-  return record;
-}
 
 // ---- encoding -------------------------------------------------------------
 

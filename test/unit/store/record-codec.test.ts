@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeChange, encodeChange, markRecordDurable, RECORD_KINDS } from '../../../src/store/record-codec.js';
+import { decodeChange, encodeChange, RECORD_KINDS, recordLsn } from '../../../src/store/record-codec.js';
 import type { Change } from '../../../src/broker/changes.js';
 import { sampleChanges } from './helpers.js';
 
@@ -18,12 +18,13 @@ describe('record codec', () => {
     });
   });
 
-  it('record codec - markRecordDurable turns the bytes of a non-durable change into those of the durable one', () => {
+  it('record codec - recordLsn reads the LSN of an encoded record where it lies, small or past 2^32', () => {
     for (const change of [...sampleChanges(), ...drSamples()]) {
-      const durable = Buffer.from(encodeChange({ lsn: 7, change, durable: true }));
-      const marked = markRecordDurable(Buffer.from(encodeChange({ lsn: 7, change, durable: false })));
-      expect(marked.equals(durable)).toBe(true);
-      expect(decodeChange(marked)).toEqual({ status: 'ok', entry: { lsn: 7, change, durable: true }, size: marked.length });
+      for (const lsn of [7, 2 ** 32 + 5, Number.MAX_SAFE_INTEGER]) {
+        const bytes = encodeChange({ lsn, change, durable: false });
+        expect(recordLsn(bytes)).toBe(lsn);
+        expect(recordLsn(Buffer.concat([Buffer.alloc(3), bytes]), 3)).toBe(lsn);
+      }
     }
   });
 
