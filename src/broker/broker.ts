@@ -302,13 +302,13 @@ export class Broker implements QueueHost {
       const id = this.nextMessageId++;
       for (const queue of queues) {
         const record = this.messageFor(queue, msg, id);
-        durable ||= record.durable && queue.settings.durable;
+        durable ||= messageDurable(record, queue);
         ops.push({ kind: 'enqueue', queue: queue.name, message: record });
       }
     }
     for (const { queue, entry } of accepts) {
       if (!queue.has(entry.msg.id)) continue;
-      durable ||= entry.msg.durable && queue.settings.durable;
+      durable ||= messageDurable(entry.msg, queue);
       ops.push({ kind: 'dequeue', queue: queue.name, id: entry.msg.id });
     }
     if (ops.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
@@ -434,7 +434,7 @@ export class Broker implements QueueHost {
   removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void {
     for (const w of this.removalWatchers) w.leaving(queue, entry);
     const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
-    const durable = entry.msg.durable && queue.settings.durable;
+    const durable = messageDurable(entry.msg, queue);
     if (this.txCollector) this.txCollector.push({ op, durable });
     else this.log.record(op, durable);
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
@@ -524,7 +524,7 @@ export class Broker implements QueueHost {
     for (const queue of queues) {
       if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
       const record = this.messageFor(queue, msg, id);
-      const journaled = record.durable && queue.settings.durable;
+      const journaled = messageDurable(record, queue);
       lsn = this.log.record({ kind: 'enqueue', queue: queue.name, message: record }, journaled).lsn;
       durable ||= journaled;
       queue.enqueue(record);
@@ -581,6 +581,11 @@ export class Broker implements QueueHost {
     // Ring overflows caused by a commit are logged right after it.
     for (const { op, durable } of collected) this.log.record(op, durable);
   }
+}
+
+/** Whether a message's enqueue and dequeue are journaled: a durable message on a durable queue. */
+export function messageDurable(msg: { durable: boolean }, queue: Queue): boolean {
+  return msg.durable && queue.settings.durable;
 }
 
 /** Whether a binding is journaled: a durable (or built-in) exchange to a durable queue. */

@@ -99,8 +99,8 @@ export class Daemon {
     const recoveredLsn = recovered.lastChangeLsn;
     // An HA backup whose journal is marked complete (it held nothing non-durable: see
     // journal-marker.ts) resumes the primary's log at its newest change (then it gets
-    // only what it lacks). Anyone else continues
-    // above its LSN reservation, so no LSN it may have handed out is used twice.
+    // only what it lacks). Anyone else continues above its LSN reservation, so no LSN
+    // it may have handed out is used twice.
     // Outside a cluster the journal keeps durable changes only: forget the marker for good.
     if (!s.haCluster) clearJournalComplete(s.dataDir);
     const resumeLsn = s.haCluster && isJournalComplete(s.dataDir) ? recovered.lastChangeLsn : undefined;

@@ -10,7 +10,7 @@
 // applying is idempotent: a message enqueued after P is skipped here (its id is
 // new) and arrives live; one dequeued after P is either not seen here or removed
 // by the live dequeue; a queue re-created after P is replaced by the live declare.
-import { bindingDurable, type Broker } from '../broker/broker.js';
+import { bindingDurable, messageDurable, type Broker } from '../broker/broker.js';
 import type { Change } from '../broker/changes.js';
 import { copyMessage } from '../broker/paged-message.js';
 
@@ -61,7 +61,7 @@ export function snapshotOf(broker: Broker): SnapshotSource {
       if (broker.queues.get(q.name) !== q) continue;
       for (const entry of q.liveEntries()) {
         if (entry.msg.id >= firstNewId) continue;
-        yield { change: { kind: 'enqueue', queue: q.name, message: copyMessage(entry.msg, entry.deliveryCount) }, durable: entry.msg.durable && q.settings.durable };
+        yield { change: { kind: 'enqueue', queue: q.name, message: copyMessage(entry.msg, entry.deliveryCount) }, durable: messageDurable(entry.msg, q) };
       }
     }
   }
