@@ -142,6 +142,10 @@ describe('journal checkpoint - a priority queue of paged messages with subjects,
     }
     await waitFor(async () => ((await manage(broker.port, 'READ', 'queue', 'prio')) as { depth: number }).depth <= N - consumed.size, { timeout: 10_000, name: 'acceptances applied' });
     expect(existsSync(path.join(broker.dataDir, 'journal', 'checkpoint'))).toBe(true);
+    // The dequeues of what was taken must be on disk before the kill, or a consumed message
+    // could rightly come back: a durable send settles after the sync that covers every
+    // record before it.
+    expect((await client.send('sync-barrier', [{ body: 'barrier', durable: true }]))[0]!.state).toBe('accepted');
     client.connection.close();
     await broker.kill();
 
