@@ -7,12 +7,14 @@
 // printed too, for what it is worth.
 //
 //   node bench/ha-profile.mjs [load.mjs options]     default: non-durable 1/1, 8 s
-//   BENCH_HA_BUILDS="a=/path/to/dist/cli/tandemd.js,b=..."  A/B builds, alternated
+//   BENCH_HA_BUILDS="a=/path/to/dist/cli/tandemd.js,b=..."  A/B builds, alternated;
+//                      "b=/path/tandemd.js@--opt-a@--opt-b": node options for that build only
 //   BENCH_HA_ROUNDS=2  rounds (each runs every build, standalone and cluster)
 //   BENCH_HA_PROF=1    profile the cluster brokers (round 1 of the first build only)
 //   BENCH_HA_BROKER_ARGS="--ha-retain-size 16MiB"  more tandemd options, for every broker
 //   BENCH_HA_NODE_ARGS="--perf-basic-prof"  more node options, for every broker
 //   BENCH_HA_PERF=/tmp/perf.data  perf record the cluster's brokers during the measured load
+//   BENCH_HA_OUT_DIR=/tmp/logs  keep every broker's stdout and stderr there (with --trace-gc, say)
 //   BENCH_HA_STRACE=1  count every broker's system calls during the measured load
 //                      (strace -c -f; slows them down, so CPU per message is not comparable)
 //   BENCH_HA_WARMUP=30 seconds of the same load first, not measured: the brokers' windows
@@ -21,21 +23,23 @@
 //
 // Every process is started here, registered, and killed by PID on exit.
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { formatTop, topSelf } from './cpuprofile-top.mjs';
-import { benchDir, buildTandem, freePort, log, onCleanup, procCpu, runLoad, sleep, tempDir, tmpBase, waitQuiet } from './lib.mjs';
+import { benchDir, buildTandem, freePort, launcherNodeOptions, log, onCleanup, procCpu, runLoad, sleep, tempDir, tmpBase, waitQuiet } from './lib.mjs';
 
 const loadArgs = process.argv.slice(2).length ? process.argv.slice(2) : ['--duration', '8'];
 const ROUNDS = Number(process.env.BENCH_HA_ROUNDS ?? 2);
 const PROF = process.env.BENCH_HA_PROF === '1';
 const WARMUP = Number(process.env.BENCH_HA_WARMUP ?? 0);
 const STRACE = process.env.BENCH_HA_STRACE === '1';
+const OUT_DIR = process.env.BENCH_HA_OUT_DIR; // keep each broker's stdout and stderr there (e.g. with --trace-gc)
 const builds = process.env.BENCH_HA_BUILDS
   ? process.env.BENCH_HA_BUILDS.split(',').map((s) => {
-      const [label, entry] = s.split('=');
-      return { label, entry };
+      const [label, spec] = [s.slice(0, s.indexOf('=')), s.slice(s.indexOf('=') + 1)];
+      const [entry, ...nodeArgs] = spec.split('@');
+      return { label, entry, nodeArgs };
     })
   : [await buildTandem()];
 const base = tempDir(tmpBase(), 'tandem-ha-profile-');
@@ -43,9 +47,10 @@ const profDir = join(benchDir, 'results', `ha-profile-${new Date().toISOString()
 const load1 = () => Math.round(loadavg()[0] * 100) / 100;
 
 let n = 0;
-async function startBroker(entry, port, args, profile) {
-  const dataDir = join(base, `data-${n++}`);
-  const nodeArgs = [...(process.env.BENCH_HA_NODE_ARGS ?? '').split(' ').filter(Boolean), ...(profile ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `${profile}.cpuprofile`] : [])];
+async function startBroker({ entry, nodeArgs: buildArgs = [] }, port, args, profile) {
+  const id = n++;
+  const dataDir = join(base, `data-${id}`);
+  const nodeArgs = [...launcherNodeOptions(entry), ...buildArgs, ...(process.env.BENCH_HA_NODE_ARGS ?? '').split(' ').filter(Boolean), ...(profile ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `${profile}.cpuprofile`] : [])];
   const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args, ...(process.env.BENCH_HA_BROKER_ARGS ?? '').split(' ').filter(Boolean)], {
     cwd: base, env: { ...process.env, NOTIFY_SOCKET: '' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -67,6 +72,7 @@ async function startBroker(entry, port, args, profile) {
       proc.kill('SIGKILL');
       await exited;
       unregister();
+      if (OUT_DIR) writeFileSync(join(OUT_DIR, `broker-${id}-${port}.log`), out + err);
     },
   };
 }
@@ -80,12 +86,13 @@ async function haRun(entry, args) {
   });
 }
 
-async function cluster(entry, profile) {
+async function cluster(build, profile) {
+  const entry = build.entry;
   const ports = [await freePort(), await freePort(), await freePort()];
   const url = ports.map((p) => `127.0.0.1:${p}`).join(',');
   const args = ['--ha-cluster', 'yes', '--ha-brokers-url', url, '--ha-replicate', 'all'];
   const brokers = [];
-  for (let i = 0; i < 3; i++) brokers.push(await startBroker(entry, ports[i], args, profile ? `${i === 0 ? 'primary' : `backup${i}`}` : undefined));
+  for (let i = 0; i < 3; i++) brokers.push(await startBroker(build, ports[i], args, profile ? `${i === 0 ? 'primary' : `backup${i}`}` : undefined));
   const pr = await haRun(entry, ['ha', 'promote', '-b', `127.0.0.1:${ports[0]}`, '--cluster-manager']);
   if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
   for (let k = 0; k < 300; k++) {
@@ -125,7 +132,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     const profile = PROF && round === 1 && b === builds[0];
     if (profile) mkdirSync(profDir, { recursive: true });
     for (const target of round % 2 ? ['standalone', 'cluster'] : ['cluster', 'standalone']) {
-      const brokers = target === 'standalone' ? [await startBroker(b.entry, await freePort(), [], undefined)] : await cluster(b.entry, profile);
+      const brokers = target === 'standalone' ? [await startBroker(b, await freePort(), [], undefined)] : await cluster(b, profile);
       if (WARMUP > 0) await runLoad({ ...brokers[0], name: target }, ['--duration', String(WARMUP)]);
       await waitQuiet({ cores: 0.3, maxSeconds: 5 });
       const c0 = brokers.map((x) => procCpu(x.pid));
