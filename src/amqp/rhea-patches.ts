@@ -38,7 +38,7 @@
 //    buffer, which a 1 KiB transfer outgrows at once (a second, bigger zero-filled
 //    buffer and a copy). We encode the frame header and performative into one reused
 //    scratch buffer and copy them, with the payload, into a buffer of the exact size.
-//    A payload of 16 KiB or more is not copied at all (patch 10, below).
+//    A payload of 16 KiB or more is not copied at all (patch 10).
 // 9. Writes: rhea calls `output()` after every frame it encodes, and its transport
 //    gives each frame its own socket.write: each transfer, disposition and flow was
 //    a write (strace: ~26,000 in 2 s under a 1/1 load; on loopback each write also
@@ -47,6 +47,9 @@
 //    but a connection's socket is corked from its first output in a tick until the
 //    tick ends, so everything one input chunk or timer caused leaves in one writev.
 //    `end()` uncorks, so nothing written before it waits.
+// 10. Big payloads: a frame carrying 16 KiB or more (a replication batch) is written
+//    as its head, then its payload as it is, and the corked socket sends both in one
+//    writev: a primary no longer copies every batch once per backup.
 import { createRequire } from 'node:module';
 import { adjacent, joined } from '../util/slab-reads.js';
 import { installLazyDecode } from './lazy-message.js';
@@ -271,13 +274,17 @@ interface RheaFrame {
 const SCRATCH_SIZE = 16 * 1024;
 const SCRATCH_KEEP = 1024 * 1024;
 
+/** A payload this big goes to the socket as it is, after its frame's head (patch 10). */
+const UNCOPIED_PAYLOAD_BYTES = 16 * 1024;
+
 function installExactSizeFrames(require: NodeRequire): void {
   const types = require('rhea/lib/types.js') as { Writer: new (buffer?: Buffer) => RheaWriter };
   const frames = require('rhea/lib/frames.js') as { TYPE_AMQP: number; TYPE_SASL: number; write_frame(frame: RheaFrame): Buffer };
+  const Transport = require('rhea/lib/transport.js') as { prototype: RheaTransportWrite };
   const writeFrame = frames.write_frame;
   const scratch = new types.Writer(Buffer.allocUnsafe(SCRATCH_SIZE));
-  frames.write_frame = (frame: RheaFrame): Buffer => {
-    if (frame.type !== frames.TYPE_AMQP && frame.type !== frames.TYPE_SASL) return writeFrame(frame);
+  /** The frame's header and performative, then its payload if `withPayload`; the size field counts the payload either way. */
+  const encode = (frame: RheaFrame, withPayload: boolean): Buffer => {
     scratch.position = 0;
     try {
       scratch.skip(4); // size, filled in below
@@ -287,15 +294,44 @@ function installExactSizeFrames(require: NodeRequire): void {
       if (frame.performative) scratch.write(frame.performative);
       const head = scratch.position;
       const payload = frame.performative ? frame.payload : undefined;
-      const out = Buffer.allocUnsafe(head + (payload?.length ?? 0));
+      const out = Buffer.allocUnsafe(head + (withPayload ? payload?.length ?? 0 : 0));
       scratch.buffer.copy(out, 0, 0, head);
-      payload?.copy(out, head);
-      out.writeUInt32BE(out.length, 0);
+      if (withPayload) payload?.copy(out, head);
+      out.writeUInt32BE(head + (payload?.length ?? 0), 0);
       return out;
     } finally {
       if (scratch.buffer.length > SCRATCH_KEEP) scratch.buffer = Buffer.allocUnsafe(SCRATCH_SIZE);
     }
   };
+  frames.write_frame = (frame: RheaFrame): Buffer => {
+    if (frame.type !== frames.TYPE_AMQP && frame.type !== frames.TYPE_SASL) return writeFrame(frame);
+    return encode(frame, true);
+  };
+  // Patch 10: a big payload (a replication batch) is not copied into its frame: the
+  // head and the payload are two writes, which the corked socket (patch 9) sends as
+  // one writev. Payloads are never changed once sent (stored message bytes, encoded
+  // batches), so the socket may hold on to them until they are out.
+  const uncopied = (frame: RheaFrame): boolean => frame.type === frames.TYPE_AMQP && !!frame.performative && (frame.payload?.length ?? 0) >= UNCOPIED_PAYLOAD_BYTES;
+  const write = Transport.prototype.write;
+  Transport.prototype.write = function (this: RheaTransportWrite, socket: { write(b: Buffer): void }) {
+    if (!this.pending.some(uncopied)) return write.call(this, socket);
+    const pending = this.pending;
+    this.pending = [];
+    write.call(this, socket); // the protocol header, if it has not gone out yet
+    for (const frame of pending) {
+      if (uncopied(frame)) {
+        socket.write(encode(frame, false));
+        socket.write(frame.payload!);
+      } else {
+        socket.write(frames.write_frame(frame));
+      }
+    }
+  };
+}
+
+interface RheaTransportWrite {
+  pending: RheaFrame[];
+  write(socket: { write(b: Buffer): void }): void;
 }
 
 /** SASL frames are a few hundred bytes; this bounds what one may claim to be. */

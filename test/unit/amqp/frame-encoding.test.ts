@@ -52,4 +52,27 @@ describe('frame encoding', () => {
     expect(actual.length).toBe(expected.length);
     for (let i = 0; i < expected.length; i++) expect(actual[i]!.equals(expected[i]!), `frame ${i}`).toBe(true);
   });
+
+  it('frame encoding - a transport writes a big payload after its frame head, uncopied, and the bytes are the same as rhea writes', () => {
+    installRheaPatches();
+    const Transport = require('rhea/lib/transport.js') as new (id: string, protocol: number, type: number, handler: unknown) => {
+      pending: unknown[];
+      encode(frame: unknown): void;
+      write(socket: { write(b: Buffer): void }): void;
+    };
+    const random = prng(3);
+    const payloads = [100, 16 * 1024 - 1, 16 * 1024, 70_000, 5, 300_000].map((n) => Buffer.from(Array.from({ length: n }, () => Math.floor(random() * 256))));
+    const sample = payloads.map((p, i) => frames.amqp_frame(1, frames.transfer!({ handle: 0, delivery_id: i, delivery_tag: Buffer.from([i]), message_format: 0 }).described(), p));
+    sample.push(frames.amqp_frame(0, frames.flow!({ handle: 0, link_credit: 10, delivery_count: 6, next_incoming_id: 1, incoming_window: 2048, next_outgoing_id: 6, outgoing_window: 2048 }).described()));
+    const t = new Transport('test', 0, 0, {});
+    const written: Buffer[] = [];
+    for (const f of sample) t.encode(f);
+    t.write({ write: (b) => written.push(b) });
+    // The protocol header, then every frame as rhea's own encoder writes it.
+    const header = Buffer.from([0x41, 0x4d, 0x51, 0x50, 0, 1, 0, 0]);
+    expect(Buffer.concat(written).equals(Buffer.concat([header, ...sample.map((f) => rheaWriteFrame(f))]))).toBe(true);
+    // Payloads of 16 KiB or more went to the socket as they are; smaller ones were copied into their frame.
+    expect(payloads.map((p) => written.includes(p))).toEqual([false, false, true, true, false, true]);
+    expect(t.pending).toEqual([]);
+  });
 });
