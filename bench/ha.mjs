@@ -127,7 +127,7 @@ async function filler({ port, queue, count, seconds }) {
 
 // ---- driver -----------------------------------------------------------------------------------
 async function main(lib) {
-  const { benchDir, buildTandem, freePort, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, tempDir, tmpBase, waitQuiet } = lib;
+  const { benchDir, buildTandem, freePort, launcherNodeOptions, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, tempDir, tmpBase, waitQuiet } = lib;
   const num = (name, def, min, max) => {
     const v = Number(process.env[name] ?? def);
     if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
@@ -180,7 +180,7 @@ async function main(lib) {
     dataDir ??= join(base, `data-${name}-${dirN++}`);
     const nodeArgs = profile ? ['--cpu-prof', '--cpu-prof-dir', join(base, 'profiles'), '--cpu-prof-name', `${name}-${dirN++}.cpuprofile`] : [];
     const t = Date.now();
-    const proc = spawn(process.execPath, [...nodeArgs, tandemdJs, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args], {
+    const proc = spawn(process.execPath, [...launcherNodeOptions(tandemdJs), ...nodeArgs, tandemdJs, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args], {
       cwd: base, env: { ...process.env, NOTIFY_SOCKET: '' }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     const unregister = onCleanup(() => kill(proc.pid));

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { createHash } from 'node:crypto';
 
 export const benchDir = dirname(new URL(import.meta.url).pathname);
 export const repoRoot = resolve(benchDir, '..');
@@ -117,8 +118,10 @@ export async function buildTandem() {
     }
     return { entry, sha, label: `${sha.slice(0, 10)}${dirty ? ` + ${dirty} uncommitted src files` : ''} (worktree)` };
   }
-  // Keyed by the src tree, so commits that touch only bench/ or tests reuse the build.
-  const tree = await run('git', ['-C', repoRoot, 'rev-parse', 'HEAD:src']);
+  // Keyed by the src and bin trees (bin/tandemd holds the broker's node options), so
+  // commits that touch only bench/ or tests reuse the build.
+  const trees = await run('git', ['-C', repoRoot, 'rev-parse', 'HEAD:src', 'HEAD:bin']);
+  const tree = createHash('sha1').update(trees).digest('hex');
   const buildRoot = join(benchDir, '.build');
   const dir = join(buildRoot, tree);
   const entry = join(dir, 'dist', 'cli', 'tandemd.js');
@@ -156,9 +159,20 @@ function newestMtime(dir) {
 }
 
 // ---- tandemd ---------------------------------------------------------------------------
+/**
+ * The node options the broker's launcher gives it (the first line of bin/tandemd, next
+ * to the build's dist/), for spawning `node dist/cli/tandemd.js` as users run it.
+ */
+export function launcherNodeOptions(entry) {
+  const launcher = resolve(dirname(entry), '..', '..', 'bin', 'tandemd');
+  if (!existsSync(launcher)) return [];
+  const m = /^#!\/usr\/bin\/env -S node (.*)$/.exec(readFileSync(launcher, 'utf8').split('\n', 1)[0]);
+  return m ? m[1].trim().split(/\s+/) : [];
+}
+
 export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTimeoutMs = 20_000 }) {
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', '0', '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn'], {
+  const proc = spawn(process.execPath, [...launcherNodeOptions(entry), ...nodeArgs, entry, '--port', '0', '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn'], {
     cwd: cwd ?? dirname(dataDir),
     env: { ...process.env, NOTIFY_SOCKET: '' },
     stdio: ['ignore', 'pipe', 'pipe'],

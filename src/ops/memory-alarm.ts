@@ -15,7 +15,9 @@
 // objects plus the memory held by buffers and typed arrays) is held under
 // memory-limit (default 40% of the machine's or the cgroup's memory). Not RSS:
 // freed memory need not go back to the system, and the alarm must clear once
-// consumers drain the queues. Hysteresis keeps it from flapping.
+// consumers drain the queues. Hysteresis keeps it from flapping, and a reading past
+// a mark is confirmed by a full collection before anything is refused (garbage counts
+// until V8 collects it).
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -44,11 +46,21 @@ export interface MemoryAlarmOptions {
    */
   memoryLimit?: number;
   read?: () => HeapReading;
+  /** A full garbage collection (tests pass their own). */
+  collect?: () => void;
+  /** Milliseconds now (tests pass their own clock). */
+  now?: () => number;
   onChange(reason: string | undefined, reading: HeapReading): void;
 }
 
 const MiB = 1024 * 1024;
 const COLLECT_EVERY_MS = 5000;
+/**
+ * A reading past a mark is confirmed by a full collection first, at most this often: a
+ * broker hovering at a mark must not spend its time collecting. A real rise is seen
+ * this much later at worst.
+ */
+const CONFIRM_EVERY_MS = 2000;
 
 let gcFunction: (() => void) | undefined;
 /** A full GC (V8's gc(), reached without starting node with --expose-gc). */
@@ -80,11 +92,15 @@ export class MemoryAlarm {
   private readonly high: number;
   private readonly low: number;
   private readonly read: () => HeapReading;
+  private readonly collect: () => void;
+  private readonly now: () => number;
 
   constructor(private readonly opts: MemoryAlarmOptions) {
     this.high = opts.high ?? 0.5;
     this.low = opts.low ?? 0.4;
     this.read = opts.read ?? readOldSpace;
+    this.collect = opts.collect ?? collectGarbage;
+    this.now = opts.now ?? Date.now;
   }
 
   get active(): boolean {
@@ -104,15 +120,24 @@ export class MemoryAlarm {
   check(): void {
     // While raised, the heap holds drained messages as garbage until V8 next collects,
     // and an idle broker allocates too little for that to happen: collect now and then.
-    if (this.raised && Date.now() - this.lastCollect > COLLECT_EVERY_MS) {
-      this.lastCollect = Date.now();
-      collectGarbage();
+    if (this.raised && this.now() - this.lastCollect > COLLECT_EVERY_MS) {
+      this.lastCollect = this.now();
+      this.collect();
     }
-    const r = this.read();
+    let r = this.read();
+    if (!this.raised && this.past(r)) {
+      // The readings count garbage until V8 next collects, and bin/tandemd lets V8 keep
+      // up to --initial-old-space-size of it before it does: only a full collection
+      // tells live memory from garbage, so none is refused for garbage.
+      if (this.now() - this.lastCollect < CONFIRM_EVERY_MS) return;
+      this.lastCollect = this.now();
+      this.collect();
+      r = this.read();
+    }
     const share = r.used / r.limit;
     const limit = this.opts.memoryLimit;
     const liveShare = limit !== undefined && r.live !== undefined ? r.live / limit : 0;
-    if (!this.raised && (share >= this.high || liveShare >= 1)) {
+    if (!this.raised && this.past(r)) {
       this.raised = true;
       this.opts.onChange(
         share >= this.high
@@ -126,5 +151,11 @@ export class MemoryAlarm {
       this.raised = false;
       this.opts.onChange(undefined, r);
     }
+  }
+
+  /** Past the heap's high mark or memory-limit. */
+  private past(r: HeapReading): boolean {
+    const limit = this.opts.memoryLimit;
+    return r.used / r.limit >= this.high || (limit !== undefined && r.live !== undefined && r.live >= limit);
   }
 }

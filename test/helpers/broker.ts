@@ -2,13 +2,22 @@
 // a private data dir, port 0, race "listening on" against early exit, and stop
 // by PID. Every broker started is killed in cleanup even if a test fails.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
 export const repoRoot = resolve(import.meta.dirname, '..', '..');
 export const tandemdBin = join(repoRoot, 'bin', 'tandemd');
 export const tandemBin = join(repoRoot, 'bin', 'tandem');
+
+/**
+ * The node options bin/tandemd's first line gives the broker (`#!/usr/bin/env -S node
+ * ...`): tests run the launcher with process.execPath, so the kernel never reads it.
+ */
+export const launcherNodeOptions: string[] = (() => {
+  const m = /^#!\/usr\/bin\/env -S node (.*)$/.exec(readFileSync(tandemdBin, 'utf8').split('\n', 1)[0]!);
+  return m ? m[1]!.trim().split(/\s+/) : [];
+})();
 
 export interface BrokerOptions {
   /** Extra command-line options, e.g. ['--auth', 'yes']. */
@@ -78,8 +87,8 @@ export class TestBroker {
     }
     args.push(...(options.args ?? []));
     const [command, argv] = options.netns
-      ? ['ip', ['netns', 'exec', options.netns, process.execPath, tandemdBin, ...args]]
-      : [process.execPath, [tandemdBin, ...args]];
+      ? ['ip', ['netns', 'exec', options.netns, process.execPath, ...launcherNodeOptions, tandemdBin, ...args]]
+      : [process.execPath, [...launcherNodeOptions, tandemdBin, ...args]];
     const proc = spawn(command, argv, {
       cwd: dir,
       env: { ...process.env, NOTIFY_SOCKET: '', ...options.env },

@@ -2,8 +2,9 @@
 // installed on this host (broker serves a qpid-proton client, OCF agent passes ocf-tester
 // when it exists), purged, and the RPM installed into a scratch root.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { launcherNodeOptions } from '../helpers/broker.js';
 import { waitFor } from '../helpers/systemd-lab.js';
 import {
   DEB, dpkg, ensurePackages, freePort, HAS_OCF_AGENT, HAS_RGMANAGER_SCRIPT, installDeb, installedVersion,
@@ -205,6 +206,11 @@ describe.skipIf(skip)('packaging - the DEB installed on this host', () => {
     broker.stderr!.on('data', (d) => (out += d));
     await waitFor(() => out.includes(`listening on 127.0.0.1:${port}`) || broker!.exitCode !== null, { name: 'installed broker listening' });
     expect(broker.exitCode, out).toBeNull();
+    // /usr/bin/tandemd exec'd the launcher, whose first line exec'd /usr/bin/node with the
+    // launcher's V8 option: the broker is the process we started, with that option.
+    expect(launcherNodeOptions.length).toBeGreaterThan(0);
+    const cmdline = readFileSync(`/proc/${broker.pid}/cmdline`, 'utf8').split('\0');
+    expect(cmdline.slice(0, 1 + launcherNodeOptions.length + 1)).toEqual(['/usr/bin/node', ...launcherNodeOptions, '/usr/lib/tandem/bin/tandemd']);
     const client = `
 import sys
 from proton import Message

@@ -11,9 +11,11 @@ describe('memory alarm', () => {
   it('memory alarm - raises at 50% of the heap limit, clears below 40%, no flapping in between', () => {
     let reading: HeapReading = { used: 50, limit: 100 };
     const changes: Array<string | undefined> = [];
-    const alarm = new MemoryAlarm({ read: () => reading, onChange: (reason) => changes.push(reason) });
+    let t = 0;
+    const alarm = new MemoryAlarm({ read: () => reading, collect: () => {}, now: () => t, onChange: (reason) => changes.push(reason) });
     for (const used of [30, 49, 50, 60, 45, 41, 40, 39, 45, 51]) {
       reading = { used, limit: 100 };
+      t += 10_000;
       alarm.check();
     }
     expect(changes.map((c) => (c === undefined ? 'clear' : 'raise'))).toEqual(['raise', 'clear', 'raise']);
@@ -23,9 +25,11 @@ describe('memory alarm', () => {
   it('memory alarm - raises when live memory reaches memory-limit though the heap is fine, clears below 80% of it', () => {
     let reading: HeapReading = { used: 10, limit: 100, live: 0 };
     const changes: Array<string | undefined> = [];
-    const alarm = new MemoryAlarm({ read: () => reading, memoryLimit: 1000, onChange: (reason) => changes.push(reason) });
+    let t = 0;
+    const alarm = new MemoryAlarm({ read: () => reading, memoryLimit: 1000, collect: () => {}, now: () => t, onChange: (reason) => changes.push(reason) });
     for (const live of [500, 999, 1000, 1200, 850, 801, 799, 900, 1001]) {
       reading = { used: 10, limit: 100, live };
+      t += 10_000;
       alarm.check();
     }
     expect(changes.map((c) => (c === undefined ? 'clear' : 'raise'))).toEqual(['raise', 'clear', 'raise']);
@@ -33,6 +37,39 @@ describe('memory alarm', () => {
     // Cleared only when both are low: the heap past its low mark keeps it raised.
     reading = { used: 45, limit: 100, live: 100 };
     alarm.check();
+    expect(alarm.active).toBe(true);
+  });
+
+  it('memory alarm - garbage is no alarm: a reading past a mark is confirmed by a full collection, at most every 2 s', () => {
+    // What a collection leaves: `live`; what the heap shows before it: `live + garbage`.
+    let live = 400;
+    let garbage = 700;
+    let t = 0;
+    let collections = 0;
+    const changes: Array<string | undefined> = [];
+    const alarm = new MemoryAlarm({
+      read: () => ({ used: 10, limit: 100, live: live + garbage }),
+      collect: () => {
+        collections++;
+        garbage = 0;
+      },
+      now: () => t,
+      memoryLimit: 1000,
+      onChange: (reason) => changes.push(reason),
+    });
+    t = 10_000;
+    alarm.check(); // 1100 shown, 400 live: collected, nothing refused
+    expect([collections, changes.length]).toEqual([1, 0]);
+    garbage = 700;
+    t += 500;
+    alarm.check(); // past again half a second later: not collected again yet, and no alarm
+    expect([collections, changes.length]).toEqual([1, 0]);
+    live = 1050;
+    t += 2000;
+    alarm.check(); // 2 s on: collected, and what is left is past memory-limit
+    expect(collections).toBe(2);
+    expect(changes).toHaveLength(1);
+    expect(changes[0]).toMatch(/memory-limit/);
     expect(alarm.active).toBe(true);
   });
 
