@@ -27,6 +27,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { launcherNodeOptions } from './lib.mjs';
 
 const require = createRequire(import.meta.url);
 const root = resolve(process.env.DR_BENCH_ROOT ?? resolve(import.meta.dirname, '..'));
@@ -68,7 +69,7 @@ const STRACE = process.env.DR_BENCH_STRACE;
 function start(dataDir, name, args = []) {
   return new Promise((resolveP, reject) => {
     const prof = PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
-    const argv = [...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', process.env.DR_BENCH_LOG ?? 'warn', ...args];
+    const argv = [...launcherNodeOptions(join(root, 'dist', 'cli', 'tandemd.js')), ...prof, join(root, 'bin', 'tandemd'), '--port', '0', '--data-dir', dataDir, '--log-level', process.env.DR_BENCH_LOG ?? 'warn', ...args];
     // strace writes its count of sync calls when the broker exits.
     const [cmd, cmdArgs] = STRACE ? ['strace', ['-f', '-qq', '-c', '-e', 'trace=fdatasync,fsync', '-o', join(STRACE, `${name}-${Date.now()}.txt`), process.execPath, ...argv]] : [process.execPath, argv];
     const p = spawn(cmd, cmdArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
