@@ -29,9 +29,7 @@
 //    on the next read, concatenates it with the *whole* new read (64 KiB) before
 //    parsing: every byte received was copied once more (5% of the broker's CPU at
 //    peak). We hand rhea the bytes that complete the frame first, then the rest, as
-//    if they had come in two reads: only the one frame is copied. And when the new
-//    read lies right after the held bytes in memory (a replication link reads into
-//    slabs, util/slab-reads.ts), rhea gets the two as one view: nothing is copied.
+//    if they had come in two reads: only the one frame is copied.
 // 7. Logging: rhea calls its `debug` loggers with format arguments on every frame
 //    and event even when they are off (1-2% of CPU). Loggers that are off become no-ops.
 // 8. Frame encoding: rhea encodes each outgoing frame into a new zero-filled 1 KiB
@@ -51,7 +49,6 @@
 //    as its head, then its payload as it is, and the corked socket sends both in one
 //    writev: a primary no longer copies every batch once per backup.
 import { createRequire } from 'node:module';
-import { adjacent, joined } from '../util/slab-reads.js';
 import { installLazyDecode } from './lazy-message.js';
 import { Descriptor, TransactionalState, descriptorOf, readTransactionalState } from './transaction-types.js';
 
@@ -192,10 +189,6 @@ export function installRheaPatches(): void {
 interface RheaInput {
   /** Size of the partial frame held in `chunks` (known once its first 4 bytes are in). */
   frame_size: number | undefined;
-  /** The partial frame's bytes so far, as they came in. */
-  chunks: Buffer[] | null;
-  /** What rhea holds of a read that ended before a frame's size was known. */
-  previous_input: Buffer | null | undefined;
   received_bytes: number;
   /** Set by rhea when input fails; the socket is then ended. */
   saved_error: unknown;
@@ -231,15 +224,6 @@ function installPartialFrameSplit(require: NodeRequire): void {
   const Connection = require('rhea/lib/connection.js') as { prototype: RheaInput };
   const input = Connection.prototype.input;
   Connection.prototype.input = function (this: RheaInput, buff: Buffer) {
-    // Read into a slab right after what rhea holds (util/slab-reads.ts): the bytes are
-    // already in one piece, so rhea is handed the joined view, as one read.
-    const held = this.frame_size ? (this.chunks?.length === 1 ? this.chunks[0] : undefined) : (this.previous_input ?? undefined);
-    if (held && adjacent(held, buff)) {
-      this.frame_size = undefined;
-      this.chunks = null;
-      this.previous_input = null;
-      return input.call(this, joined(held, buff));
-    }
     const missing = this.frame_size ? this.frame_size - this.received_bytes : 0;
     if (missing <= 0 || buff.length <= missing) return input.call(this, buff);
     const errorBefore = this.saved_error;

@@ -11,7 +11,6 @@ import type { Change, DrMode, QueueSettings } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
-import { connectReadingIntoSlabs } from '../util/slab-reads.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
@@ -184,8 +183,6 @@ export class DrBridge {
       host: e.host,
       port: e.port,
       reconnect: false,
-      // The stream's batches are big frames: see slab-reads.ts.
-      connect: (port: number, host: string, _options: unknown, onConnected: () => void) => connectReadingIntoSlabs(port, host, onConnected),
       username: this.user,
       password: this.password,
       idle_time_out: IDLE_TIMEOUT_MS,

@@ -129,7 +129,7 @@ export class Follower {
     const conn = this.container.connect({
       host: e.host,
       port: e.port,
-      connect: connectWithin(HANDSHAKE_DEADLINE_MS, { slabReads: true }),
+      connect: connectWithin(HANDSHAKE_DEADLINE_MS),
       reconnect: false,
       username: this.host.mechanism === 'PLAIN' ? this.host.user : undefined,
       password: this.host.mechanism === 'PLAIN' ? this.host.password : undefined,

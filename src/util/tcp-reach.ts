@@ -5,7 +5,6 @@
 // resending SYNs for about two minutes. So a short deadline for the handshake
 // tells "down or unreachable" from "slow" without giving up on a slow peer.
 import { connect as netConnect, type Socket } from 'node:net';
-import { connectReadingIntoSlabs } from './slab-reads.js';
 
 export type Reach = 'answered' | 'refused' | 'silent';
 
@@ -51,12 +50,11 @@ export function probeTcp(host: string, port: number, options: { deadlineMs: numb
 /**
  * A `connect` function for rhea's connection options: a plain TCP connect whose
  * socket is destroyed with a clear error when the handshake has not completed
- * within `deadlineMs` (rhea has no connect timeout of its own). `slabReads`: for
- * a connection that receives big frames (see slab-reads.ts).
+ * within `deadlineMs` (rhea has no connect timeout of its own).
  */
-export function connectWithin(deadlineMs: number, options: { slabReads?: boolean } = {}) {
+export function connectWithin(deadlineMs: number) {
   return (port: number, host: string, _options: unknown, onConnected: () => void): Socket => {
-    const socket = options.slabReads ? connectReadingIntoSlabs(port, host, onConnected) : netConnect({ port, host }, onConnected);
+    const socket = netConnect({ port, host }, onConnected);
     const timer = setTimeout(
       () =>
         setImmediate(() => {
