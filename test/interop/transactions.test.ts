@@ -46,4 +46,21 @@ describe('transactions (python qpid-proton)', () => {
     const bodies = await runPython<string[]>('drain.py', [url(), 'tx-durable']);
     expect(bodies).toEqual(['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4', 'later-0', 'later-1']);
   });
+
+  it('transactions - after kill -9 a committed transaction brings back its durable messages only, never a consumed non-durable one', async () => {
+    // commit-0, -2, -4 durable; commit-1, -3 not. The journal keeps the durable part of
+    // the transaction only: a non-durable message's dequeue is never journaled, so had
+    // its enqueue been, commit-1 would come back after the restart although consumed.
+    await runPython('tx_send.py', [url(), 'tx-mixed', 'commit', 'mixed']);
+    expect(await runPython<string[]>('receive.py', [url(), 'tx-mixed', '2'])).toEqual(['commit-0', 'commit-1']);
+    // Settled only once its journal record is synced, after the dequeues before it.
+    await runPython('send.py', [url(), 'tx-mixed', 'later', '1']);
+    const dataDir = broker.dataDir;
+    await broker.kill();
+    broker = await TestBroker.start({ dataDir });
+    const bodies = await runPython<string[]>('drain.py', [url(), 'tx-mixed']);
+    // commit-3 was never durable: gone with the process, as non-durable messages are
+    // (it came back too when the whole transaction was journaled).
+    expect(bodies).toEqual(['commit-2', 'commit-4', 'later-0']);
+  });
 });

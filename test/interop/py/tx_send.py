@@ -1,11 +1,13 @@
 """Transactional sends with qpid-proton: commit, rollback, and (with --drop) a
-connection that dies mid-transaction. Prints one JSON line with what happened."""
+connection that dies mid-transaction. Prints one JSON line with what happened.
+A fourth argument `mixed`: the odd-numbered messages are not durable."""
 import json, os, sys
 from proton import Message
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
 url, queue, mode = sys.argv[1], sys.argv[2], sys.argv[3]  # mode: commit | rollback | drop
+mixed = len(sys.argv) > 4 and sys.argv[4] == "mixed"
 
 class TxSender(MessagingHandler, TransactionHandler):
     def __init__(self):
@@ -17,7 +19,7 @@ class TxSender(MessagingHandler, TransactionHandler):
         event.container.declare_transaction(self.conn, handler=self)
     def on_transaction_declared(self, event):
         for i in range(5):
-            event.transaction.send(self.sender, Message(body="%s-%d" % (mode, i), durable=True))
+            event.transaction.send(self.sender, Message(body="%s-%d" % (mode, i), durable=not (mixed and i % 2 == 1)))
         if mode == "commit":
             event.transaction.commit()
         elif mode == "rollback":
