@@ -448,7 +448,7 @@ describe('ha', () => {
     await c.waitState(1, 'ready', 30_000);
   });
 
-  it('ha - a backup whose snapshot copy fell behind the window of recent changes is dropped, rejoins and ends complete', async () => {
+  it('ha - a backup whose snapshot copy fell behind the window of recent changes is dropped, rejoins and ends complete, in order', async () => {
     // A small window, and heartbeats slow enough that the stopped backup is not dropped for silence.
     cluster = await readyCluster(2, ['--ha-retain-changes', '10000', '--ha-retain-size', '16MiB', '--ha-heartbeat-interval', '30s']);
     const c = cluster;
@@ -477,6 +477,18 @@ describe('ha', () => {
     expect(onBackup.deep?.depth).toBe(80_000);
     expect(onBackup.more?.depth).toBe(12_000);
     expect(c.brokers[0]!.alive).toBe(true);
+    // Every message once, in the primary's order: what the backup hands out once promoted.
+    await c.kill(0);
+    expect((await c.promote(1)).code).toBe(0);
+    const after = await TestClient.connect({ port: c.ports[1] });
+    try {
+      // Accepted as they come (rhea's session window counts unsettled deliveries).
+      const all = async (queue: string, n: number) => (await (await after.openReceiver(queue, { credit_window: 500, autoaccept: true })).next(n, 60_000)).map((x) => bodyOf(x.message));
+      expect(await all('deep', 80_000)).toEqual(Array.from({ length: 80_000 }, (_, i) => `d-${i}`));
+      expect(await all('more', 12_000)).toEqual(Array.from({ length: 12_000 }, (_, i) => `m-${i}`));
+    } finally {
+      after.connection.close();
+    }
   });
 
   it('ha - acquired but unacknowledged messages are replicated and delivered again after failover', async () => {
