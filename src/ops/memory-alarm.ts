@@ -56,11 +56,16 @@ export interface MemoryAlarmOptions {
 const MiB = 1024 * 1024;
 const COLLECT_EVERY_MS = 5000;
 /**
- * A reading past a mark is confirmed by a full collection first, at most this often: a
- * broker hovering at a mark must not spend its time collecting. A real rise is seen
- * this much later at worst.
+ * A reading past a mark is confirmed by a full collection first, at most this often
+ * while the readings stay near what the last collection left: a broker hovering at a
+ * mark must not spend its time collecting.
  */
 const CONFIRM_EVERY_MS = 2000;
+/**
+ * ...and at once when a reading has grown by this share of its mark since the last
+ * collection: a fast producer must not get far past the mark before the alarm.
+ */
+const CONFIRM_GROWTH = 1 / 8;
 
 let gcFunction: (() => void) | undefined;
 /** A full GC (V8's gc(), reached without starting node with --expose-gc). */
@@ -88,6 +93,8 @@ function readOldSpace(): HeapReading {
 export class MemoryAlarm {
   private raised = false;
   private lastCollect = 0;
+  /** What the last confirming collection left. */
+  private confirmed: HeapReading | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly high: number;
   private readonly low: number;
@@ -129,10 +136,11 @@ export class MemoryAlarm {
       // The readings count garbage until V8 next collects, and bin/tandemd lets V8 keep
       // up to --initial-old-space-size of it before it does: only a full collection
       // tells live memory from garbage, so none is refused for garbage.
-      if (this.now() - this.lastCollect < CONFIRM_EVERY_MS) return;
+      if (this.now() - this.lastCollect < CONFIRM_EVERY_MS && !this.grownSinceConfirmed(r)) return;
       this.lastCollect = this.now();
       this.collect();
       r = this.read();
+      this.confirmed = r;
     }
     const share = r.used / r.limit;
     const limit = this.opts.memoryLimit;
@@ -151,6 +159,14 @@ export class MemoryAlarm {
       this.raised = false;
       this.opts.onChange(undefined, r);
     }
+  }
+
+  /** Grown by CONFIRM_GROWTH of a mark since the last confirming collection. */
+  private grownSinceConfirmed(r: HeapReading): boolean {
+    const c = this.confirmed;
+    if (!c) return true;
+    const limit = this.opts.memoryLimit;
+    return r.used - c.used >= CONFIRM_GROWTH * this.high * r.limit || (limit !== undefined && r.live !== undefined && r.live - (c.live ?? 0) >= CONFIRM_GROWTH * limit);
   }
 
   /** Past the heap's high mark or memory-limit. */

@@ -40,7 +40,7 @@ describe('memory alarm', () => {
     expect(alarm.active).toBe(true);
   });
 
-  it('memory alarm - garbage is no alarm: a reading past a mark is confirmed by a full collection, at most every 2 s', () => {
+  it('memory alarm - garbage is no alarm: a reading past a mark is confirmed by a full collection, at most every 2 s while it stays near what the last one left', () => {
     // What a collection leaves: `live`; what the heap shows before it: `live + garbage`.
     let live = 400;
     let garbage = 700;
@@ -60,14 +60,27 @@ describe('memory alarm', () => {
     t = 10_000;
     alarm.check(); // 1100 shown, 400 live: collected, nothing refused
     expect([collections, changes.length]).toEqual([1, 0]);
-    garbage = 700;
+    // Grown for real to 990, with a little garbage on top: past the limit, and far above
+    // what the last collection left, so collected at once.
+    live = 990;
+    garbage = 20;
     t += 500;
-    alarm.check(); // past again half a second later: not collected again yet, and no alarm
-    expect([collections, changes.length]).toEqual([1, 0]);
-    live = 1050;
+    alarm.check();
+    expect([collections, changes.length]).toEqual([2, 0]);
+    // Hovering: past again half a second later, but within an eighth of the limit of what
+    // the last collection left: not collected again yet, and no alarm.
+    garbage = 20;
+    t += 500;
+    alarm.check();
+    expect([collections, changes.length]).toEqual([2, 0]);
     t += 2000;
-    alarm.check(); // 2 s on: collected, and what is left is past memory-limit
-    expect(collections).toBe(2);
+    alarm.check(); // 2 s on: collected; 990 is under the limit
+    expect([collections, changes.length]).toEqual([3, 0]);
+    // A fast producer: grown by far more than an eighth of the limit within half a second.
+    live = 1300;
+    t += 500;
+    alarm.check();
+    expect(collections).toBe(4);
     expect(changes).toHaveLength(1);
     expect(changes[0]).toMatch(/memory-limit/);
     expect(alarm.active).toBe(true);
