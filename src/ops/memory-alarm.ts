@@ -147,6 +147,8 @@ export class MemoryAlarm {
     const liveShare = limit !== undefined && r.live !== undefined ? r.live / limit : 0;
     if (!this.raised && this.past(r)) {
       this.raised = true;
+      // Once cleared, growth is measured from nothing: the next crossing is confirmed at once.
+      this.confirmed = undefined;
       this.opts.onChange(
         share >= this.high
           ? `broker memory is nearly full (${Math.round(r.used / MiB)} of ${Math.round(r.limit / MiB)} MiB heap): new messages are refused until consumers drain the queues; ` +
