@@ -124,7 +124,6 @@ export function recordLsn(buf: Buffer, at = 0): number {
   return buf.readUInt32LE(at + 1) + buf.readUInt32LE(at + 5) * 0x1_0000_0000;
 }
 
-
 // ---- encoding -------------------------------------------------------------
 
 class ByteWriter {
