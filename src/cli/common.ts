@@ -3,6 +3,7 @@
 import type { Command } from 'commander';
 import { ConnectError, ManagementClient, parseBrokerAddress } from '../admin/client.js';
 import { TandemError } from '../broker/errors.js';
+import { exitWhenFlushed } from '../util/exit.js';
 
 /** Exit codes scripts can rely on (documented in the README). */
 export const Exit = {
@@ -53,10 +54,10 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
   return async (...args: A) => {
     try {
       await fn(...args);
-      process.exit(Exit.ok);
+      await exitWhenFlushed(Exit.ok);
     } catch (err) {
       process.stderr.write(`tandem: ${(err as Error).message}\n`);
-      process.exit(exitCodeOf(err));
+      await exitWhenFlushed(exitCodeOf(err));
     }
   };
 }

@@ -6,6 +6,7 @@ import { ConnectError, ManagementClient, parseBrokerAddress, type BrokerAddress 
 import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { isHaState } from '../ha/states.js';
+import { exitWhenFlushed } from '../util/exit.js';
 import { loadSettings } from '../ops/config.js';
 
 export const HaExit = { ok: 0, no: 1, usage: 2, notRunning: 7 } as const;
@@ -57,9 +58,9 @@ export async function haStatusOf(address: BrokerAddress, timeoutMs = 5000): Prom
   return (await haRequest(address, 'HA-STATUS', {}, timeoutMs)) as HaStatus;
 }
 
-function fail(err: unknown): never {
+function fail(err: unknown): Promise<never> {
   process.stderr.write(`tandem: ${(err as Error).message}\n`);
-  process.exit(err instanceof ConnectError ? HaExit.notRunning : err instanceof TandemError && err.code === 'TANDEM_ERR_INVALID_ARGUMENT' ? HaExit.usage : HaExit.no);
+  return exitWhenFlushed(err instanceof ConnectError ? HaExit.notRunning : err instanceof TandemError && err.code === 'TANDEM_ERR_INVALID_ARGUMENT' ? HaExit.usage : HaExit.no);
 }
 
 function common(cmd: Command): Command {
@@ -88,15 +89,15 @@ export async function haCommands(program: Command): Promise<void> {
         if (o.all) {
           const rows = await queryAll(target.address, target.brokersUrl, ms(o));
           process.stdout.write(o.json ? `${JSON.stringify(rows, null, 2)}\n` : rows.map((r) => `${r.address} ${r.state}`).join('\n') + '\n');
-          process.exit(HaExit.ok);
+          return exitWhenFlushed(HaExit.ok);
         }
         const status = await haStatusOf(target.address, ms(o));
         process.stdout.write(o.json ? `${JSON.stringify(status)}\n` : `${status.state}\n`);
-        if (o.expect !== undefined && status.state !== o.expect) process.exit(HaExit.no);
-        if (o.isPrimary && status.state !== 'active' && status.state !== 'recovering') process.exit(HaExit.no);
-        process.exit(HaExit.ok);
+        if (o.expect !== undefined && status.state !== o.expect) return exitWhenFlushed(HaExit.no);
+        if (o.isPrimary && status.state !== 'active' && status.state !== 'recovering') return exitWhenFlushed(HaExit.no);
+        return exitWhenFlushed(HaExit.ok);
       } catch (err) {
-        fail(err);
+        return fail(err);
       }
     });
 
@@ -106,9 +107,9 @@ export async function haCommands(program: Command): Promise<void> {
         const target = haTarget(o);
         const result = o.all ? await queryAll(target.address, target.brokersUrl, ms(o)) : await haStatusOf(target.address, ms(o));
         process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-        process.exit(HaExit.ok);
+        return exitWhenFlushed(HaExit.ok);
       } catch (err) {
-        fail(err);
+        return fail(err);
       }
     },
   );
@@ -116,9 +117,9 @@ export async function haCommands(program: Command): Promise<void> {
   common(ha.command('ping').description('exit 0 if the broker answers, 7 if not')).action(async (o: HaOptions) => {
     try {
       await haStatusOf(haTarget(o).address, ms(o));
-      process.exit(HaExit.ok);
+      return exitWhenFlushed(HaExit.ok);
     } catch (err) {
-      fail(err);
+      return fail(err);
     }
   });
 
@@ -134,9 +135,9 @@ export async function haCommands(program: Command): Promise<void> {
         }
         const r = (await haRequest(haTarget(o).address, 'HA-PROMOTE', { 'cluster-manager': true }, ms(o))) as HaStatus;
         process.stdout.write(o.json ? `${JSON.stringify(r)}\n` : `${r.state}\n`);
-        process.exit(HaExit.ok);
+        return exitWhenFlushed(HaExit.ok);
       } catch (err) {
-        fail(err);
+        return fail(err);
       }
     });
 

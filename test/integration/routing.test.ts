@@ -1,8 +1,10 @@
 // Exchanges, bindings and queue kinds of a standalone tandemd, configured with the
 // tandem CLI and AMQP management, exercised with a rhea client.
+import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers, tandemBin, waitFor } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { ManagementClient } from '../../src/admin/client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
 
 let broker: TestBroker;
@@ -262,6 +264,22 @@ describe('routing', () => {
     expect(await exists('mgmt.bad')).toBe(false);
     const unreachable = await tandem(['queue', 'list', '-b', '127.0.0.1:1', '--timeout', '3']);
     expect(unreachable.code).toBe(69);
+  });
+
+  it('management - a --json listing far larger than a pipe buffer reaches the reader whole', async () => {
+    // process.exit() right after the write cut the output at the pipe's 64 KiB, with exit 0.
+    const names = Array.from({ length: 700 }, (_, i) => `big.listing.${String(i).padStart(4, '0')}`);
+    const admin = await ManagementClient.connect({ host: '127.0.0.1', port: broker.port }, { timeoutMs: 10_000 });
+    await Promise.all(names.map((n) => admin.request('CREATE', 'queue', n, {})));
+    const parse = 'import json,sys; q=json.load(sys.stdin); print(len([x for x in q if x["name"].startswith("big.listing.")]))';
+    const piped = execFileSync('sh', ['-c', `"$0" "$1" queue list --json -b "$2" | python3 -c '${parse}'`, process.execPath, tandemBin, broker.url], { encoding: 'utf8' });
+    expect(piped.trim()).toBe(String(names.length));
+    const direct = await cli('queue', 'list', '--json');
+    expect(direct.stdout.length).toBeGreaterThan(4 * 65536);
+    const listed = (JSON.parse(direct.stdout) as Array<{ name: string }>).filter((q) => q.name.startsWith('big.listing.'));
+    expect(listed.map((q) => q.name)).toEqual(names);
+    await Promise.all(names.map((n) => admin.request('DELETE', 'queue', n, {})));
+    admin.close();
   });
 
   it('management - QUERY, READ, CREATE and DELETE over AMQP management', async () => {
