@@ -1,7 +1,7 @@
 // The broker keeps each message as the bytes its sender encoded and only reads
 // the header and properties sections (what routing, priority and expiry need).
-// On the way out the bytes go unchanged, except a fresh header when the
-// delivery count or remaining ttl must be told.
+// On the way out the bytes go unchanged, except a header whose ttl and delivery
+// count are told anew (the sender's other header fields kept as encoded).
 import type { IncomingMessage } from '../broker/broker.js';
 import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
@@ -98,18 +98,59 @@ export function parseIncoming(bytes: Buffer): ParsedMessage {
 export function outgoingBytes(msg: MessageRecord, deliveryCount: number, now: number): Buffer {
   const ttlLeft = msg.expiresAt ? Math.max(1, msg.expiresAt - now) : 0;
   if (deliveryCount === msg.deliveryCount && !msg.expiresAt) return msg.bytes;
-  const header = encodeHeader(msg.durable, msg.priority, ttlLeft, deliveryCount);
+  const header = rewriteHeader(msg.bytes.subarray(0, msg.headerLength), ttlLeft, deliveryCount);
   return Buffer.concat([header, msg.bytes.subarray(msg.headerLength)]);
 }
 
-/** header = described list [durable, priority, ttl, first-acquirer, delivery-count]. */
-export function encodeHeader(durable: boolean, priority: number, ttlMs: number, deliveryCount: number): Buffer {
-  const fields: number[] = [];
-  fields.push(durable ? 0x41 : 0x42);
-  fields.push(0x50, priority & 0xff);
-  if (ttlMs > 0) fields.push(0x70, (ttlMs >>> 24) & 0xff, (ttlMs >>> 16) & 0xff, (ttlMs >>> 8) & 0xff, ttlMs & 0xff);
-  else fields.push(0x40);
-  fields.push(0x42); // first-acquirer false
-  fields.push(0x70, (deliveryCount >>> 24) & 0xff, (deliveryCount >>> 16) & 0xff, (deliveryCount >>> 8) & 0xff, deliveryCount & 0xff);
-  return Buffer.from([0x00, 0x53, HEADER, 0xc0, fields.length + 1, 5, ...fields]);
+const NULL = Buffer.from([0x40]);
+const HEADER_FIELDS = 5; // durable, priority, ttl, first-acquirer, delivery-count
+
+/**
+ * The header section again, with only what the broker changes (ttl, delivery-count) new:
+ * the sender's durable, priority and first-acquirer go out as the sender encoded them.
+ * `original` is the message's header section, or empty when it had none.
+ */
+export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: number): Buffer {
+  const fields = original.length > 0 ? headerFields(original) : [];
+  while (fields.length < HEADER_FIELDS) fields.push(NULL);
+  fields[2] = ttlMs > 0 ? uint(ttlMs) : NULL;
+  fields[4] = uint(deliveryCount);
+  const body = Buffer.concat(fields.slice(0, HEADER_FIELDS));
+  const list =
+    body.length + 1 <= 0xff
+      ? Buffer.from([0xc0, body.length + 1, HEADER_FIELDS])
+      : Buffer.from([0xd0, 0, 0, 0, 0, 0, 0, 0, HEADER_FIELDS]);
+  if (list[0] === 0xd0) list.writeUInt32BE(body.length + 4, 1);
+  return Buffer.concat([Buffer.from([0x00, 0x53, HEADER]), list, body]);
+}
+
+/** The encoded fields of a header section (parseIncoming has already bounded its size). */
+function headerFields(header: Buffer): Buffer[] {
+  let offset = header[1] === 0x53 ? 3 : 10; // descriptor: smallulong or ulong
+  const list = header[offset];
+  let count: number;
+  if (list === 0x45) return [];
+  if (list === 0xc0) {
+    count = header[offset + 2];
+    offset += 3;
+  } else if (list === 0xd0) {
+    count = header.readUInt32BE(offset + 5);
+    offset += 9;
+  } else {
+    throw new MalformedMessage(`the header is not a list (type code 0x${list.toString(16)})`);
+  }
+  const fields: Buffer[] = [];
+  for (let i = 0; i < Math.min(count, HEADER_FIELDS) && offset < header.length; i++) {
+    const size = encodedValueSize(header, offset);
+    fields.push(header.subarray(offset, offset + size));
+    offset += size;
+  }
+  return fields;
+}
+
+function uint(value: number): Buffer {
+  const b = Buffer.alloc(5);
+  b[0] = 0x70;
+  b.writeUInt32BE(value >>> 0, 1);
+  return b;
 }

@@ -260,6 +260,15 @@ describe('messaging', () => {
     expect(m.ttl).toBeLessThanOrEqual(60_000);
   });
 
+  it('ttl - the header fields the broker does not change arrive as sent (first-acquirer, priority, durable)', async () => {
+    await client.send('ttl-header.q', [{ body: 'x', ttl: 60_000, first_acquirer: true, priority: 7, durable: true }]);
+    const [m] = await client.receiveAndAccept('ttl-header.q', 1);
+    expect(m.ttl).toBeGreaterThan(50_000);
+    expect(m.first_acquirer).toBe(true);
+    expect(m.priority).toBe(7);
+    expect(m.durable).toBe(true);
+  });
+
   it('limits - max-count with policy reject refuses the sender with a clear description', async () => {
     await addQueue('full.q', { 'max-count': 2 });
     const outcomes = await client.send('full.q', 3);
