@@ -27,7 +27,14 @@ interface OptionSpec {
   key: string;
   kind: Kind;
   description: string;
+  /** Bounds of a number-valued key (after units), with why, for the refusal. */
+  min?: number;
+  max?: number;
+  why?: string;
 }
+
+/** Timers in Node take at most 2^31-1 ms; a longer duration would fire at once. */
+const TIMER_MAX_MS = 2 ** 31 - 1;
 
 /** Every setting; `defaults` below holds the values of the embedded default. */
 export const optionSpecs: OptionSpec[] = [
@@ -42,17 +49,17 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'tls-ca', kind: 'path', description: 'PEM CA bundle to verify client certificates' },
   { key: 'tls-require-client-cert', kind: 'bool', description: 'refuse TLS clients without a certificate signed by tls-ca' },
   { key: 'auto-create', kind: 'bool', description: 'create a queue when a link attaches to an unknown address' },
-  { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes' },
-  { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes' },
-  { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal' },
-  { key: 'memory-limit', kind: 'size', description: "live memory (heap, buffers, queue index) past which new messages are refused; default 40% of the machine's or cgroup's memory" },
+  { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes', min: 512, max: 16 * 1024 * 1024, why: 'AMQP allows no less; a larger frame only costs memory per connection, as bigger messages span frames' },
+  { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes', min: 1024, max: 1024 ** 3, why: 'a message is held whole in memory while it arrives' },
+  { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal', min: 1024 * 1024, why: 'message bodies kept in memory' },
+  { key: 'memory-limit', kind: 'size', description: "live memory (heap, buffers, queue index) past which new messages are refused; default 40% of the machine's or cgroup's memory", min: 64 * 1024 * 1024, why: 'the broker itself needs tens of MiB' },
   { key: 'checkpoint-bytes', kind: 'size', description: 'write a journal checkpoint after this much journal data (restarts replay only what follows it); 0 = never' },
-  { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)' },
-  { key: 'max-connections', kind: 'count', description: 'connections accepted at once' },
+  { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
+  { key: 'max-connections', kind: 'count', description: 'connections accepted at once', min: 1, max: 1_000_000, why: '0 would refuse every client' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
   { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },
   { key: 'metrics-host', kind: 'string', description: 'address of the metrics listener' },
-  { key: 'shutdown-timeout', kind: 'duration', description: 'how long SIGTERM waits for in-flight work' },
+  { key: 'shutdown-timeout', kind: 'duration', description: 'how long SIGTERM waits for in-flight work', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-replicate', kind: 'replicate', description: 'replication level for queues that set none' },
   { key: 'ha-cluster', kind: 'bool', description: 'join an HA cluster (starts as a backup)' },
   { key: 'ha-brokers-url', kind: 'string', description: 'every broker of the cluster: [amqp:][user[/password]@]host[:port](,host[:port])*' },
@@ -60,10 +67,10 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-username', kind: 'string', description: 'identity brokers use with each other (an admin user)' },
   { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged)' },
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
-  { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready' },
-  { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped' },
-  { key: 'ha-retain-changes', kind: 'count', description: 'HA: recent changes kept so a returning backup gets only what it lacks (older positions get a snapshot)' },
-  { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold' },
+  { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
+  { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped', min: 100, max: 3_600_000, why: 'shorter drops backups under ordinary load; longer holds publishers for hours behind a stalled backup' },
+  { key: 'ha-retain-changes', kind: 'count', description: 'HA: recent changes kept so a returning backup gets only what it lacks (older positions get a snapshot)', min: 10_000, why: 'smaller windows drop changes before backups are sent them' },
+  { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold', min: 16 * 1024 * 1024, why: 'smaller windows drop changes before backups are sent them' },
   { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
   { key: 'dr-retain-size', kind: 'size', description: 'DR source: most bytes of message data those changes may hold' },
 ];
@@ -137,18 +144,21 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
       const unit = m![2]?.[0]?.toLowerCase();
       const mult = unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1;
       if (unit && spec.kind === 'count') bad('a whole number');
-      return Number(m![1]) * mult;
+      return bounded(spec, Number(m![1]) * mult, where);
     }
     case 'bool':
       if (value === true || value === 'yes' || value === 'true' || value === 'on' || value === '1') return true;
       if (value === false || value === 'no' || value === 'false' || value === 'off' || value === '0') return false;
       return bad('yes or no');
-    case 'duration':
+    case 'duration': {
+      let ms: number;
       try {
-        return parseDuration(spec.key, value, 1000);
+        ms = parseDuration(spec.key, value, 1000);
       } catch {
         return bad('a duration such as 500ms, 2s or 1m (a bare number is seconds)');
       }
+      return bounded(spec, ms, where);
+    }
     case 'level':
       if (typeof value !== 'string' || !isLogLevel(value)) bad('fatal, error, warn, info, debug or trace');
       return value;
@@ -156,6 +166,16 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
       if (value !== 'none' && value !== 'configuration' && value !== 'all') bad('none, configuration or all');
       return value;
   }
+}
+
+/** A number within the spec's bounds (and exact: no size past 2^53), or a refusal saying why. */
+function bounded(spec: OptionSpec, n: number, where: string): number {
+  const show = (v: number) => (spec.kind === 'duration' ? `${v}ms` : String(v));
+  const because = spec.why ? ` (${spec.why})` : '';
+  if (!Number.isSafeInteger(n)) throw new ConfigError(`${where}: ${spec.key} is too large`);
+  if (spec.min !== undefined && n < spec.min) throw new ConfigError(`${where}: ${spec.key} must be at least ${show(spec.min)}${because}`);
+  if (spec.max !== undefined && n > spec.max) throw new ConfigError(`${where}: ${spec.key} must be at most ${show(spec.max)}${because}`);
+  return n;
 }
 
 function isLoopback(host: string): boolean {
@@ -170,6 +190,7 @@ export function readConfigFile(path: string): Record<string, unknown> {
   } catch (err) {
     throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
   }
+  refuseRepeatedKeys(path, text);
   const parsed = ini.parse(text) as Record<string, unknown>;
   const flat: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(parsed)) {
@@ -179,6 +200,33 @@ export function readConfigFile(path: string): Record<string, unknown> {
     else flat[k] = v;
   }
   return flat;
+}
+
+/**
+ * The INI parser keeps the last of two lines with one key, so a forgotten line further
+ * down would silently win; refuse it instead. Top-level keys and [tandemd] are one
+ * namespace (they are merged); [dr] is another.
+ */
+function refuseRepeatedKeys(path: string, text: string): void {
+  const seen = new Map<string, number>();
+  let section = '';
+  text.split(/\r?\n/).forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith(';') || line.startsWith('#')) return;
+    const header = /^\[(.*)\]$/.exec(line);
+    if (header) {
+      section = header[1].trim() === 'tandemd' ? '' : header[1].trim();
+      return;
+    }
+    const key = (line.includes('=') ? line.slice(0, line.indexOf('=')) : line).trim();
+    const id = `${section}\u0000${key}`;
+    const first = seen.get(id);
+    if (first !== undefined) {
+      const where = section ? ` in [${section}]` : '';
+      throw new ConfigError(`${path}: key '${key}'${where} is set twice (lines ${first} and ${i + 1}); keep one`);
+    }
+    seen.set(id, i + 1);
+  });
 }
 
 /**
@@ -274,12 +322,8 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   if (settings.tlsRequireClientCert && !settings.tlsCa) {
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');
   }
-  if (settings.maxFrameSize < 512) throw new ConfigError('max-frame-size must be at least 512 (AMQP minimum)');
-  // Smaller windows would drop changes before a live backup is sent them (batches of
-  // 256 changes, many in flight), dropping it for a snapshot again and again.
-  if (settings.haRetainChanges < 10_000) throw new ConfigError('ha-retain-changes must be at least 10000 (smaller windows drop changes before backups are sent them)');
-  if (settings.haRetainBytes < 16 * 1024 * 1024) throw new ConfigError('ha-retain-size must be at least 16MiB (smaller windows drop changes before backups are sent them)');
-  if (settings.memoryLimit < 64 * 1024 * 1024) throw new ConfigError('memory-limit must be at least 64MiB (the broker itself needs tens of MiB)');
-  if (settings.maxMemory < 1024 * 1024) throw new ConfigError('max-memory must be at least 1MiB (message bodies kept in memory)');
+  // (Each key's own bounds are in optionSpecs. The HA window's minimums: a smaller one would
+  // drop changes before a live backup is sent them, in batches of 256 with many in flight,
+  // dropping it for a snapshot again and again.)
   return settings;
 }

@@ -232,6 +232,26 @@ describe('operations', () => {
     expect(badCli?.message).toMatch(/exited \(2\)/);
     expect(badCli?.message).toMatch(/idle-timeout/);
   });
+
+  it('config - a key set twice, and values outside their bounds, stop the start saying which and why', async () => {
+    const twice = await refused(TestBroker.start({ config: 'port = 0\nmax-memory = 64MiB\n; later\n[tandemd]\nmax-memory = 1GiB\n' }));
+    expect(twice?.message).toMatch(/exited \(2\)/);
+    expect(twice?.message).toMatch(/tandemd\.conf: key 'max-memory' is set twice \(lines 2 and 5\); keep one/);
+    const cases: Array<[string[], RegExp]> = [
+      [['--max-frame-size', '5GiB'], /max-frame-size must be at most 16777216/],
+      [['--max-frame-size', '100'], /max-frame-size must be at least 512/],
+      [['--max-connections', '0'], /max-connections must be at least 1 \(0 would refuse every client\)/],
+      [['--ha-heartbeat-interval', '0'], /ha-heartbeat-interval must be at least 100ms/],
+      [['--idle-timeout', '30d'], /idle-timeout/],
+      [['--idle-timeout', '9999999999'], /idle-timeout must be at most 2147483647ms/],
+      [['--max-message-size', '99999999999999999999G'], /max-message-size is too large/],
+    ];
+    for (const [args, expected] of cases) {
+      const err = await refused(TestBroker.start({ args }));
+      expect(err?.message, args.join(' ')).toMatch(/exited \(2\)/);
+      expect(err?.message, args.join(' ')).toMatch(expected);
+    }
+  });
 });
 
 function readPem(name: string): Buffer {
