@@ -8,6 +8,7 @@ import { create, entityType, purge, query, read, remove, type AdminContext, type
 import type { Logger } from '../ops/log.js';
 import { decodeMessage } from './lazy-message.js';
 import { parseIncoming } from './message-codec.js';
+import { replyIdOf } from './reply-id.js';
 
 export const MANAGEMENT_ADDRESS = '$management';
 
@@ -28,7 +29,10 @@ interface Request {
   name: unknown;
   body: Attributes;
   replyTo: string | undefined;
+  /** What the reply's correlation-id will be (typed for the encoder), if anything. */
   correlationId: unknown;
+  /** Set when the request's id cannot go into a reply: the request is refused for it. */
+  badId: string | undefined;
 }
 
 const statusOf: Record<string, number> = {
@@ -56,8 +60,19 @@ export class ManagementNode {
     this.extra.set(operation.toUpperCase(), handler);
   }
 
-  /** Handle one request; the reply goes to its reply-to address. */
+  /**
+   * Handle one request; the reply goes to its reply-to address. Never rejects: the
+   * caller does not wait for it, and a rejection nobody handles ends the process.
+   */
   async handle(bytes: Buffer, requester: Requester): Promise<void> {
+    try {
+      await this.answer(bytes, requester);
+    } catch (err) {
+      this.log.error({ err }, 'management request failed');
+    }
+  }
+
+  private async answer(bytes: Buffer, requester: Requester): Promise<void> {
     let request: Request;
     try {
       request = parseRequest(bytes);
@@ -69,6 +84,7 @@ export class ManagementNode {
     let description = 'OK';
     let body: unknown = {};
     try {
+      if (request.badId) throw invalidArgument(request.badId);
       if (!requester.admin) {
         throw new TandemError(
           'TANDEM_ERR_UNAUTHORIZED',
@@ -124,12 +140,14 @@ export class ManagementNode {
 
   private reply(request: Request, status: number, description: string, body: unknown, requester: Requester): void {
     if (!request.replyTo) return;
-    const bytes = rhea.message.encode({
-      correlation_id: request.correlationId,
-      to: request.replyTo,
-      application_properties: { statusCode: status, statusDescription: description },
-      body,
-    }) as Buffer;
+    let bytes: Buffer;
+    try {
+      bytes = this.encodeReply(request, status, description, body);
+    } catch (err) {
+      // A result the encoder cannot write is our fault, not the requester's: say so.
+      this.log.error({ err, operation: request.operation }, 'management reply could not be encoded');
+      bytes = this.encodeReply(request, 500, 'internal error; see the broker log', {});
+    }
     if (requester.replyDirect?.(request.replyTo, bytes)) return;
     const queue = this.ctx.broker.queues.get(request.replyTo);
     if (!queue) {
@@ -142,12 +160,22 @@ export class ManagementNode {
       this.log.warn({ err: (err as Error).message }, 'management reply could not be queued');
     }
   }
+
+  private encodeReply(request: Request, status: number, description: string, body: unknown): Buffer {
+    return rhea.message.encode({
+      correlation_id: request.correlationId,
+      to: request.replyTo,
+      application_properties: { statusCode: status, statusDescription: description },
+      body,
+    } as never) as Buffer;
+  }
 }
 
 function parseRequest(bytes: Buffer): Request {
   const m = decodeMessage(bytes);
   const props = (m.application_properties ?? {}) as Record<string, unknown>;
   const operation = props.operation;
+  const id = replyIdOf(bytes);
   if (typeof operation !== 'string') throw invalidArgument('management request has no operation');
   const body = m.body && typeof m.body === 'object' && !Buffer.isBuffer(m.body) && !Array.isArray(m.body) ? (m.body as Attributes) : {};
   return {
@@ -156,6 +184,7 @@ function parseRequest(bytes: Buffer): Request {
     name: props.name ?? props.identity,
     body,
     replyTo: typeof m.reply_to === 'string' ? m.reply_to : undefined,
-    correlationId: m.correlation_id ?? m.message_id,
+    correlationId: id.ok ? id.id : undefined,
+    badId: id.ok ? undefined : id.reason,
   };
 }

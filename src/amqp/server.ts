@@ -199,10 +199,17 @@ export class AmqpServer {
     };
     if (!this.options.auth) mechs.enable_anonymous();
     // PLAIN is offered even with auth off, so an admin identity can still be proven.
+    // rhea chains this promise into its own, whose failure path can itself throw: a
+    // users file that cannot be read is a refusal here, never a rejection.
     mechs.enable_plain(async (user, password) => {
-      const role = await this.options.users.authenticate(user, password);
-      if (!role) this.log.warn({ user }, 'authentication failed');
-      return role !== undefined;
+      try {
+        const role = await this.options.users.authenticate(user, password);
+        if (!role) this.log.warn({ user }, 'authentication failed');
+        return role !== undefined;
+      } catch (err) {
+        this.log.error({ user, err: (err as Error).message }, 'authentication could not be checked; refused');
+        return false;
+      }
     });
   }
 
