@@ -3,6 +3,7 @@
 // consumers and publishers on the broker; everything it made is undone when the
 // connection goes.
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { Connection, Delivery, EventContext, Receiver, Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
@@ -16,6 +17,7 @@ import { IncomingLink } from './incoming-link.js';
 import { encodedBytes } from './lazy-message.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { OutgoingLink } from './outgoing-link.js';
+import { OutputBudget } from './output-budget.js';
 import { TransactionalState } from './transaction-types.js';
 
 export interface ConnectionPolicy {
@@ -58,6 +60,13 @@ export class ClientConnection {
   private nextLink = 0;
   private coordinator: Coordinator | undefined;
   closed = false;
+  /** Socket back-pressure shared by this connection's consumers. */
+  private readonly output = new OutputBudget(
+    () => (this.rhea as unknown as { socket?: Socket }).socket,
+    () => {
+      for (const link of this.outgoing.values()) link.refreshCredit();
+    },
+  );
 
   constructor(
     readonly id: string,
@@ -136,6 +145,7 @@ export class ClientConnection {
         browse,
         presettled,
         (q) => this.host.schedule(q),
+        this.output,
       );
       this.outgoing.set(sender, link);
       queue.addConsumer(link);

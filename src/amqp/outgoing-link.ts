@@ -7,6 +7,7 @@ import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import { outgoingBytes } from './message-codec.js';
 import { logger } from '../ops/log.js';
+import type { OutputBudget } from './output-budget.js';
 
 const log = logger('amqp');
 
@@ -18,13 +19,14 @@ interface RheaSenderInternals {
 }
 
 export class OutgoingLink implements Consumer {
-  credit = 0;
   cursor = 0;
   private sent = 0;
   /** False until our attach frame is on the wire (rhea writes transfers before attaches). */
   private attached = false;
   private readonly unsettled = new Map<Delivery, QueueEntry>();
   private closed = false;
+  /** A body could not be read back: nothing more is sent while the link is being closed. */
+  private failed = false;
 
   constructor(
     readonly id: string,
@@ -36,6 +38,8 @@ export class OutgoingLink implements Consumer {
     /** Client asked for pre-settled (at-most-once) delivery. */
     private readonly presettled: boolean,
     private readonly schedule: (queue: Queue) => void,
+    /** The connection's socket back-pressure, shared by all its links. */
+    private readonly output: OutputBudget,
   ) {}
 
   /** Our attach has been written; from now on transfers are safe. */
@@ -44,18 +48,29 @@ export class OutgoingLink implements Consumer {
     this.refreshCredit();
   }
 
-  /** Recompute usable credit from the link (after flow or progress). */
-  refreshCredit(): void {
-    if (!this.attached || this.closed) {
-      this.credit = 0;
-      return;
-    }
+  /**
+   * Deliveries this link may take now, read live each time: the link's credit less what
+   * we handed rhea and it has not written yet (rhea takes credit off at write time),
+   * capped by the session's free delivery slots, which every link of the session draws
+   * on (a snapshot per link let two links overflow one session), and nothing while the
+   * connection's socket is full.
+   */
+  get credit(): number {
+    if (!this.attached || this.closed || this.failed) return 0;
     const l = this.link as unknown as RheaSenderInternals;
-    // rhea takes credit off at write time, so subtract what we queued but it has not written.
-    const pending = this.sent - l.delivery_count;
-    const before = this.credit;
-    this.credit = Math.max(0, Math.min(l.credit - pending, l.session.outgoing.available()));
-    if (this.credit > 0 && before === 0) this.schedule(this.queue);
+    const linkCredit = l.credit - (this.sent - l.delivery_count);
+    if (linkCredit <= 0) return 0;
+    const slots = l.session.outgoing.available();
+    if (slots <= 0 || this.output.full) return 0;
+    return Math.min(linkCredit, slots);
+  }
+
+  /** The queue takes one off before each delivery; `credit` above already counts it, as `sent`. */
+  set credit(_taken: number) {}
+
+  /** Credit, session slots or socket room may have come back (flow, sendable, drain): feed the link. */
+  refreshCredit(): void {
+    if (this.credit > 0) this.schedule(this.queue);
   }
 
   get unsettledCount(): number {
@@ -73,6 +88,7 @@ export class OutgoingLink implements Consumer {
     }
     const delivery = this.link.send(bytes, undefined, 0);
     this.sent++;
+    this.output.spent(bytes.length);
     if (this.browse) {
       // A browser's copy changes nothing on the queue, whatever the client says.
       if (!delivery.settled) delivery.update(true);
@@ -88,8 +104,8 @@ export class OutgoingLink implements Consumer {
   /** A body could not be read: the message stays queued, this link stops with the reason. */
   private failDelivery(entry: QueueEntry, queue: Queue, err: Error): void {
     if (!this.browse) queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
-    this.credit = 0;
     if (this.closed) return;
+    this.failed = true;
     log.error({ err, queue: queue.name, id: entry.msg.id, link: this.id }, 'cannot read a message body back from the journal; closing the consumer');
     // Not from inside the queue's dispatch loop, which is iterating its consumers.
     setImmediate(() => {
@@ -174,7 +190,6 @@ export class OutgoingLink implements Consumer {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.credit = 0;
     this.applyLateOutcomes();
     this.unsettled.clear();
     this.queue.removeConsumer(this);

@@ -94,7 +94,7 @@ export type Field = Buffer | undefined;
 export function composite(code: number, fields: Field[]): Buffer {
   let n = fields.length;
   while (n > 0 && fields[n - 1] === undefined) n--;
-  return v.described(code, v.list(fields.slice(0, n).map((f) => f ?? v.null())));
+  return v.described(code, v.list(Array.from(fields.slice(0, n), (f) => f ?? v.null())));
 }
 
 /** One frame: size, doff 2, type, channel, body (a performative) and payload. */

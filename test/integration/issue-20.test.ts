@@ -6,7 +6,9 @@ import rhea, { type EventContext, type Message } from 'rhea';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
-import { tandem } from '../helpers/tandem-cli.js';
+import { readFileSync } from 'node:fs';
+import { manage, tandem } from '../helpers/tandem-cli.js';
+import { rowsOf } from '../../src/admin/client.js';
 import { AMQP_HEADER, message, perf } from '../helpers/amqp-frames.js';
 import { RawPeer } from '../helpers/raw-amqp.js';
 
@@ -25,6 +27,32 @@ async function assertServes(broker: TestBroker, auth?: { username: string; passw
   } finally {
     await client.close();
   }
+}
+
+/** The broker's resident memory, from /proc. */
+function rssBytes(broker: TestBroker): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${broker.pid}/status`, 'utf8'));
+  return Number(m![1]) * 1024;
+}
+
+async function depthOf(broker: TestBroker, queue: string): Promise<number> {
+  const row = rowsOf(await manage(broker.port, 'QUERY', 'queue', undefined)).find((r) => r.name === queue);
+  return Number(row?.depth);
+}
+
+/** Polls `read` until it returns the same value `times` times in a row (the broker has stopped doing something). */
+async function settled(read: () => Promise<number>, what: string, times = 6): Promise<number> {
+  let last = NaN;
+  let same = 0;
+  return waitFor(
+    async () => {
+      const now = await read();
+      same = now === last ? same + 1 : 0;
+      last = now;
+      return same >= times ? { now } : undefined;
+    },
+    { name: what, timeout: 60_000, interval: 250 },
+  ).then((r) => r.now);
 }
 
 interface Reply {
@@ -123,6 +151,40 @@ describe('issue 20 - one client cannot take the broker down', () => {
     expect(broker.alive, broker.stderr.slice(-2000)).toBe(true);
     expect(bodies.size).toBe(total);
     await client.close();
+    await assertServes(broker);
+  });
+
+  it('issue-20 case 6 - a presettled consumer that does not read its socket is not sent more than the socket can hold', async () => {
+    const broker = await TestBroker.start({ args: ['--max-memory', '16MiB'] });
+    const producer = await TestClient.connect({ port: broker.port });
+    const count = 2000;
+    const body = 'x'.repeat(32 * 1024);
+    const sender = await producer.openSender('issue20.backlog');
+    for (let i = 0; i < count; i += 200) {
+      const outcomes = await producer.send(sender, Array.from({ length: 200 }, (_, k) => ({ durable: true, body: `${i + k} ${body}` })));
+      expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+    }
+    const rssBefore = rssBytes(broker);
+    // Attach presettled, grant a billion credit, never read a byte.
+    const stuck = await RawPeer.connect(broker.port, { paused: true });
+    stuck.write(
+      AMQP_HEADER,
+      perf.open({ maxFrameSize: 65536 }),
+      perf.begin({ incomingWindow: 0x7fffffff }),
+      perf.attach({ name: 'stuck', handle: 0, role: 'receiver', address: 'issue20.backlog', presettled: true }),
+      perf.flow({ handle: 0, credit: 1_000_000_000 }),
+    );
+    const left = await settled(() => depthOf(broker, 'issue20.backlog'), 'the backlog stops draining into the stuck socket');
+    // What left the queue went into the socket: its kernel buffers plus tandem's bound, not the backlog.
+    expect(left, 'messages still queued').toBeGreaterThan(count / 2);
+    expect(rssBytes(broker) - rssBefore, 'broker memory growth').toBeLessThan(48 * 1024 * 1024);
+    // Other clients are served meanwhile: a second consumer on the same queue gets the rest.
+    const reader = await TestClient.connect({ port: broker.port });
+    const got = await reader.receiveAndAccept('issue20.backlog', left, 60_000);
+    expect(got.length).toBe(left);
+    stuck.destroy();
+    await reader.close();
+    await producer.close();
     await assertServes(broker);
   });
 });
