@@ -57,6 +57,18 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     consumers: q.consumerCount,
     enqueued: q.enqueued,
     dequeued: q.dequeued,
+    'qpid.dedup-window': s.dedupWindow,
+    'qpid.dedup-ttl': s.dedupTtlMs,
+    'qpid.dedup-key': s.dedupKey === '' ? 'message-id' : s.dedupKey,
+    ...(q.dedup
+      ? {
+          'dedup-keys': q.dedup.size,
+          'dedup-duplicates': q.dedupCounts.duplicates,
+          'dedup-without-key': q.dedupCounts.withoutKey,
+          'dedup-invalid-key': q.dedupCounts.invalidKey,
+          'dedup-memory-bytes': q.dedup.memoryBytes,
+        }
+      : {}),
   };
 }
 
@@ -97,7 +109,7 @@ export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs
   const { broker } = ctx;
   switch (type) {
     case 'queue': {
-      const settings = parseQueueSettings(withoutKeys(attrs, ['name', 'type']));
+      const settings = parseQueueSettings(withoutKeys(attrs, ['name', 'type']), broker.queueDefaults);
       const { queue, created } = broker.declareQueue(requireName(name, type), settings);
       if (!created) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `queue '${queue.name}' already exists`);
       return describeQueue(broker, queue);

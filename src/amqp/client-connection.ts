@@ -347,7 +347,7 @@ export class ClientConnection {
       throw notFound('queue or exchange', address, "create it with 'tandem queue add', or start the broker with --auto-create yes");
     }
     // Auto-created queues are durable, so durable messages sent to them survive a crash.
-    this.broker.declareQueue(address, { ...defaultQueueSettings, durable: true });
+    this.broker.declareQueue(address, { ...this.broker.queueDefaults, durable: true });
     this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
   }
 

@@ -142,6 +142,8 @@ export class Coordinator {
     }
     this.gate.whenSafe(result.lsn, result.durable, (err) => {
       if (err) {
+        // Refused: a resend of its messages must not meet their keys.
+        this.broker.forgetKeys(result);
         this.log.warn({ err: err.message }, 'transaction commit could not be made durable');
         delivery.reject({ condition: 'amqp:transaction:rollback', description: `commit failed: ${err.message}` });
       } else {

@@ -51,7 +51,7 @@ export function encodedValueSize(buf: Buffer, offset: number): number {
 }
 
 /** The section code at `offset` if it starts a described section with a numeric descriptor. */
-function sectionCode(buf: Buffer, offset: number): number | undefined {
+export function sectionCode(buf: Buffer, offset: number): number | undefined {
   if (buf[offset] !== 0x00) return undefined;
   if (buf[offset + 1] === 0x53) return buf[offset + 2];
   if (buf[offset + 1] === 0x80 && offset + 10 <= buf.length) return buf.readUInt32BE(offset + 6);

@@ -4,6 +4,7 @@
 import { ChangeLog } from './change-log.js';
 import type {
   Change,
+  DedupStamp,
   DrMode,
   ExchangeSettings,
   ExchangeType,
@@ -12,10 +13,12 @@ import type {
   QueueSettings,
   ReplicationLevel,
 } from './changes.js';
+import type { DedupKeyReader, DedupLookup } from './dedup-key.js';
+import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
-import { defaultExchangeSettings } from './settings.js';
+import { defaultExchangeSettings, defaultQueueSettings } from './settings.js';
 
 /** A message as received, before the broker gives it an id and an expiry. */
 export interface IncomingMessage {
@@ -40,6 +43,13 @@ export interface PublishResult {
   lsn: number;
   /** Whether any of those changes must reach the journal before the sender is settled. */
   durable: boolean;
+  /**
+   * Every queue it was for already had its key: nothing was enqueued, and `lsn`/`durable`
+   * are the first copy's, which the sender's settlement waits for.
+   */
+  duplicate?: boolean;
+  /** Keys the publish put into windows (taken back if its journal write fails). */
+  dedupKeys?: Array<{ queue: Queue; key: Buffer }>;
 }
 
 export interface BrokerEvents {
@@ -48,6 +58,8 @@ export interface BrokerEvents {
   /** An auto-delete queue lost its last consumer: delete it after its delay. */
   queueUnused?(queue: Queue): void;
   queueDeleted?(queue: Queue): void;
+  /** A message's dedup key could not be compared (it passed, counted): worth a log line. */
+  dedupKeyInvalid?(queue: Queue, reason: string, count: number): void;
 }
 
 export const builtInExchanges: Array<[string, ExchangeType]> = [
@@ -62,6 +74,17 @@ export interface BrokerOptions {
   /** ha-replicate: the level for queues and exchanges that set none. */
   defaultReplicate?: ReplicationLevel;
   events?: BrokerEvents;
+  /** Reads a message's dedup key from its bytes (the AMQP edge's reader); without it no queue finds keys. */
+  dedupKeys?: (bytes: Buffer) => DedupKeyReader;
+  /** Settings a queue declared without arguments gets (tandemd.conf's dedup-window and friends). */
+  queueDefaults?: QueueSettings;
+}
+
+/** Where a message goes once dedup windows had their say. */
+interface DedupRouting {
+  take: Array<{ queue: Queue; stamp: DedupStamp | undefined }>;
+  /** The first copy, when a window held the key. */
+  hit: DedupHit | undefined;
 }
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
@@ -90,6 +113,8 @@ export class Broker implements QueueHost {
   readonly log = new ChangeLog();
   readonly now: () => number;
   readonly defaultReplicate: ReplicationLevel;
+  private readonly dedupKeys: ((bytes: Buffer) => DedupKeyReader) | undefined;
+  readonly queueDefaults: QueueSettings;
   epoch = 0;
   events: BrokerEvents;
   /** DR secondary: configured queues, and the source position each has applied. */
@@ -110,6 +135,8 @@ export class Broker implements QueueHost {
     this.now = options.now ?? Date.now;
     this.defaultReplicate = options.defaultReplicate ?? 'all';
     this.events = options.events ?? {};
+    this.dedupKeys = options.dedupKeys;
+    this.queueDefaults = options.queueDefaults ?? defaultQueueSettings;
     for (const [name, type] of builtInExchanges) {
       this.exchanges.set(name, new Exchange(name, type, { ...defaultExchangeSettings, durable: true }, true));
     }
@@ -298,12 +325,20 @@ export class Broker implements QueueHost {
     for (const { queues, msg } of routed) this.checkLimits(queues, msg.bytes.length, pending);
     const ops: TxOp[] = [];
     let durable = false;
+    // Keys enter windows at commit; a key sent twice in one transaction is taken once.
+    const seen = new Map<Queue, Set<string>>();
+    const keys: Array<{ queue: Queue; key: Buffer }> = [];
+    let firstCopyLsn = 0;
     for (const { queues, msg } of routed) {
+      const { take, hit } = this.dedupRoute(queues, msg.bytes, seen);
+      if (hit && hit.lsn > firstCopyLsn) firstCopyLsn = hit.lsn;
+      if (take.length === 0) continue;
       const id = this.nextMessageId++;
-      for (const queue of queues) {
+      for (const { queue, stamp } of take) {
         const record = this.messageFor(queue, msg, id);
         durable ||= messageDurable(record, queue);
-        ops.push({ kind: 'enqueue', queue: queue.name, message: record });
+        ops.push(stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record });
+        if (stamp) keys.push({ queue, key: stamp.key });
       }
     }
     for (const { queue, entry } of accepts) {
@@ -311,7 +346,8 @@ export class Broker implements QueueHost {
       durable ||= messageDurable(entry.msg, queue);
       ops.push({ kind: 'dequeue', queue: queue.name, id: entry.msg.id });
     }
-    if (ops.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+    // Only duplicates: safe once their first copies are (durable: those may be).
+    if (ops.length === 0) return { queues: [], id: 0, lsn: firstCopyLsn, durable: firstCopyLsn > 0, duplicate: firstCopyLsn > 0 };
     if (this.removalWatchers.size > 0) {
       for (const { queue, entry } of accepts) if (queue.has(entry.msg.id)) for (const w of this.removalWatchers) w.leaving(queue, entry);
     }
@@ -324,11 +360,12 @@ export class Broker implements QueueHost {
         const queue = this.queue(op.queue);
         if (queue.settings.limitPolicy === 'ring') queue.makeRoom(op.message.bytes.length);
         queue.enqueue(op.message);
+        if (op.dedup) queue.dedup?.add(op.dedup.key, op.dedup.at, logged.lsn, logged.durable);
         touched.add(queue);
       }
     });
     for (const queue of touched) this.events.queueReady?.(queue);
-    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn), durable };
+    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys };
   }
 
   /** Drop expired messages from every queue. */
@@ -341,8 +378,9 @@ export class Broker implements QueueHost {
 
   /** Record and apply a DR change (bridge or `tandem dr`): one logged, journaled change. */
   recordDr(change: DrChange): LoggedChange {
+    if (change.kind === 'dr-transaction') change = { ...change, changes: this.withoutDrDuplicates(change.changes) };
     const logged = this.log.record(change, true);
-    this.applyChange(change);
+    this.applyChange(change, logged.lsn, true);
     return logged;
   }
 
@@ -370,12 +408,13 @@ export class Broker implements QueueHost {
 
   /** Apply a change recorded by another broker (or by this one before a restart). */
   apply(entry: LoggedChange, options: { adopt: boolean } = { adopt: true }): void {
-    this.applyChange(entry.change);
+    this.applyChange(entry.change, entry.lsn, entry.durable);
     if (options.adopt) this.log.adopt(entry);
     else this.log.resumeAfter(entry.lsn);
   }
 
-  private applyChange(change: Change): void {
+  /** `lsn`, `durable`: of the logged change this is (or is part of). */
+  private applyChange(change: Change, lsn: number, durable: boolean): void {
     switch (change.kind) {
       case 'queue-declare': {
         // A declare for a queue we hold means it was deleted and re-created elsewhere.
@@ -406,20 +445,25 @@ export class Broker implements QueueHost {
           queue.enqueue(change.message);
           this.events.queueReady?.(queue);
         }
+        // The broker that logged it decided it was no duplicate; its key enters the window here too.
+        if (change.dedup && queue?.dedup) queue.dedup.add(change.dedup.key, change.dedup.at, lsn, durable && messageDurable(change.message, queue), this.now());
         if (change.message.id >= this.nextMessageId) this.nextMessageId = change.message.id + 1;
         break;
       }
       case 'dequeue':
         this.queues.get(change.queue)?.drop(change.id);
         break;
+      case 'dedup-keys':
+        this.queues.get(change.queue)?.dedup?.addRows(change.rows, this.now());
+        break;
       case 'transaction':
-        for (const op of change.changes) this.applyChange(op);
+        for (const op of change.changes) this.applyChange(op, lsn, durable);
         break;
       case 'epoch':
         if (change.epoch > this.epoch) this.epoch = change.epoch;
         break;
       case 'dr-transaction':
-        for (const op of change.changes) this.applyChange(op);
+        for (const op of change.changes) this.applyChange(op, lsn, durable);
         for (const q of change.queues) this.drPositions.set(q, { lsn: change.lsn, time: change.time });
         break;
       case 'dr-queue':
@@ -515,22 +559,134 @@ export class Broker implements QueueHost {
     };
   }
 
-  private enqueueAll(queues: Queue[], msg: IncomingMessage): PublishResult {
-    if (queues.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+  private enqueueAll(all: Queue[], msg: IncomingMessage): PublishResult {
+    if (all.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+    const { take, hit } = this.dedupRoute(all, msg.bytes);
+    if (take.length === 0) return { queues: [], id: 0, lsn: hit!.lsn, durable: hit!.durable, duplicate: true };
+    const queues = take.map((t) => t.queue);
     this.checkLimits(queues, msg.bytes.length);
     const id = this.nextMessageId++;
     let lsn = 0;
     let durable = false;
-    for (const queue of queues) {
+    let keys: PublishResult['dedupKeys'];
+    for (const { queue, stamp } of take) {
       if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
       const record = this.messageFor(queue, msg, id);
       const journaled = messageDurable(record, queue);
-      lsn = this.log.record({ kind: 'enqueue', queue: queue.name, message: record }, journaled).lsn;
+      const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
+      lsn = this.log.record(change, journaled).lsn;
       durable ||= journaled;
       queue.enqueue(record);
+      if (stamp) {
+        queue.dedup!.add(stamp.key, stamp.at, lsn, journaled);
+        (keys ??= []).push({ queue, key: stamp.key });
+      }
     }
     for (const queue of queues) this.events.queueReady?.(queue);
-    return { queues: queues.map((q) => q.name), id, lsn, durable };
+    // A queue that had the key waits for its first copy too: the sender is settled once both are safe.
+    if (hit && hit.lsn > lsn) lsn = hit.lsn;
+    return { queues: queues.map((q) => q.name), id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
+  }
+
+  // ---- duplicate detection ---------------------------------------------------
+
+  /**
+   * Which of `queues` take a message: a queue whose window holds its key does not
+   * (counted as a duplicate); one that takes it gets the stamp its window will
+   * hold. `seen`: keys already taken by this transaction, per queue.
+   */
+  private dedupRoute(queues: Queue[], bytes: Buffer, seen?: Map<Queue, Set<string>>): DedupRouting {
+    if (!queues.some((q) => q.dedup)) return { take: queues.map((queue) => ({ queue, stamp: undefined })), hit: undefined };
+    const reader = this.dedupKeys?.(bytes);
+    const lookups = new Map<string, DedupLookup>();
+    const now = this.now();
+    const out: DedupRouting = { take: [], hit: undefined };
+    for (const queue of queues) {
+      const window = queue.dedup;
+      if (!window) {
+        out.take.push({ queue, stamp: undefined });
+        continue;
+      }
+      const property = queue.settings.dedupKey;
+      let lookup = lookups.get(property);
+      if (!lookup) lookups.set(property, (lookup = reader ? reader(property === '' ? undefined : property) : { status: 'missing' }));
+      if (lookup.status !== 'key') {
+        this.countKeyless(queue, lookup);
+        out.take.push({ queue, stamp: undefined });
+        continue;
+      }
+      const hit = window.find(lookup.digest, now);
+      const inThisTx = seen?.get(queue);
+      const hex = seen ? lookup.digest.toString('hex') : '';
+      if (hit || inThisTx?.has(hex)) {
+        queue.dedupCounts.duplicates++;
+        if (hit && (!out.hit || hit.lsn > out.hit.lsn)) out.hit = hit;
+        out.hit ??= { lsn: 0, durable: false };
+        continue;
+      }
+      if (seen) {
+        if (inThisTx) inThisTx.add(hex);
+        else seen.set(queue, new Set([hex]));
+      }
+      out.take.push({ queue, stamp: { key: lookup.digest, at: now } });
+    }
+    return out;
+  }
+
+  private countKeyless(queue: Queue, lookup: Exclude<DedupLookup, { status: 'key' }>): void {
+    if (lookup.status === 'missing') {
+      queue.dedupCounts.withoutKey++;
+      return;
+    }
+    const n = ++queue.dedupCounts.invalidKey;
+    this.events.dedupKeyInvalid?.(queue, lookup.reason, n);
+  }
+
+  /**
+   * A DR copy's enqueues, before they are logged: the copy is this cluster's own
+   * decision, so one whose key a window here holds (the source published it twice
+   * without a window of its own, or a client sent it here after an activation)
+   * is left out, counted. A source without a window sent no key, so it is read
+   * from the message. What remains carries its stamp, so this cluster's backups
+   * and its journal take the same keys.
+   */
+  private withoutDrDuplicates(ops: TxOp[]): TxOp[] {
+    if (!ops.some((op) => op.kind === 'enqueue' && this.queues.get(op.queue)?.dedup)) return ops;
+    const now = this.now();
+    const seen = new Map<Queue, Set<string>>();
+    const out: TxOp[] = [];
+    for (const op of ops) {
+      const queue = op.kind === 'enqueue' ? this.queues.get(op.queue) : undefined;
+      if (op.kind !== 'enqueue' || !queue?.dedup) {
+        out.push(op);
+        continue;
+      }
+      let stamp = op.dedup;
+      if (!stamp) {
+        const property = queue.settings.dedupKey;
+        const lookup = this.dedupKeys?.(op.message.bytes)(property === '' ? undefined : property);
+        if (lookup?.status === 'key') stamp = { key: lookup.digest, at: now };
+      }
+      if (!stamp) {
+        out.push(op);
+        continue;
+      }
+      const hex = stamp.key.toString('hex');
+      const batch = seen.get(queue) ?? new Set<string>();
+      seen.set(queue, batch);
+      if (batch.has(hex) || queue.dedup.find(stamp.key, now)) {
+        queue.dedupCounts.duplicates++;
+        continue;
+      }
+      batch.add(hex);
+      out.push({ ...op, dedup: stamp });
+    }
+    return out;
+  }
+
+  /** Take back the keys a publish or commit put into windows (its journal write failed). */
+  forgetKeys(result: PublishResult): void {
+    for (const { queue, key } of result.dedupKeys ?? []) if (this.queues.get(queue.name) === queue) queue.dedup?.remove(key);
   }
 
   /**
@@ -539,6 +695,7 @@ export class Broker implements QueueHost {
    * to a consumer are left to it.
    */
   withdraw(result: PublishResult): void {
+    this.forgetKeys(result);
     for (const name of result.queues) {
       const queue = this.queues.get(name);
       const entry = queue?.entry(result.id);

@@ -17,6 +17,12 @@ export function isReplicationLevel(value: unknown): value is ReplicationLevel {
   return value === 'none' || value === 'configuration' || value === 'all';
 }
 
+/** A message key as it entered a window: its digest (dedup-key.ts) and when (ms since epoch). */
+export interface DedupStamp {
+  key: Buffer;
+  at: number;
+}
+
 export type LimitPolicy = 'reject' | 'ring';
 
 export interface QueueSettings {
@@ -37,6 +43,12 @@ export interface QueueSettings {
   priorities: number;
   /** undefined: the broker-wide default (ha-replicate) applies. */
   replicate: ReplicationLevel | undefined;
+  /** Duplicate detection: keys of the last this many messages (0: off; see dedup-window.ts). */
+  dedupWindow: number;
+  /** ...for at most this many ms (0: no age limit). */
+  dedupTtlMs: number;
+  /** Application property holding the key; '' means the AMQP message-id. */
+  dedupKey: string;
 }
 
 export type ExchangeType = 'direct' | 'topic' | 'fanout';
@@ -71,10 +83,16 @@ export type Change =
   | { kind: 'exchange-delete'; name: string }
   | { kind: 'bind'; exchange: string; queue: string; key: string }
   | { kind: 'unbind'; exchange: string; queue: string; key: string }
-  | { kind: 'enqueue'; queue: string; message: MessageRecord }
+  /** `dedup`: the message's key entered the queue's duplicate-detection window with it. */
+  | { kind: 'enqueue'; queue: string; message: MessageRecord; dedup?: DedupStamp }
   | { kind: 'dequeue'; queue: string; id: number }
   /** A committed transaction: its enqueues and dequeues, applied as one unit. */
   | { kind: 'transaction'; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
+  /**
+   * A queue's duplicate-detection window as rows (DedupWindow.rows): an HA
+   * snapshot carries it, so a new backup refuses what the primary refused.
+   */
+  | { kind: 'dedup-keys'; queue: string; rows: Buffer }
   /** A new cluster epoch (raised at each HA promotion). */
   | { kind: 'epoch'; epoch: number }
   /**

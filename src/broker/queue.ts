@@ -12,6 +12,7 @@
 // are objects in their own id-ordered table.
 import { IdTable, type ColumnType } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
+import { DedupWindow } from './dedup-window.js';
 import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, PagedMessage, pagedFields, type BodyLoader, type PagedFields, type PagedRun } from './paged-message.js';
 
 export interface QueueEntry {
@@ -85,12 +86,16 @@ export class Queue {
   /** Counters for status and metrics. */
   enqueued = 0;
   dequeued = 0;
+  /** Duplicate detection (settings.dedupWindow > 0): the keys, and what became of messages. */
+  readonly dedup: DedupWindow | undefined;
+  readonly dedupCounts = { duplicates: 0, withoutKey: 0, invalidKey: 0 };
 
   constructor(
     readonly name: string,
     readonly settings: QueueSettings,
     private readonly host: QueueHost,
   ) {
+    this.dedup = settings.dedupWindow > 0 ? new DedupWindow(settings.dedupWindow, settings.dedupTtlMs) : undefined;
     this.levels = Array.from({ length: Math.max(1, Math.min(10, settings.priorities)) }, () => new IdTable<QueueEntry>(COLUMNS));
   }
 

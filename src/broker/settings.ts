@@ -16,7 +16,14 @@ export const defaultQueueSettings: QueueSettings = {
   alternateExchange: '',
   priorities: 1,
   replicate: undefined,
+  dedupWindow: 0,
+  dedupTtlMs: 0,
+  dedupKey: '',
 };
+
+/** Bounds of a duplicate-detection window (see dedup-window.ts for the memory per key). */
+export const DEDUP_MAX_WINDOW = 50_000_000;
+export const DEDUP_MAX_TTL_MS = 7 * 24 * 3_600_000;
 
 export const defaultExchangeSettings: ExchangeSettings = {
   durable: false,
@@ -47,6 +54,12 @@ const queueKeys: Record<string, keyof QueueSettings> = {
   'qpid.priorities': 'priorities',
   replicate: 'replicate',
   'qpid.replicate': 'replicate',
+  'dedup-window': 'dedupWindow',
+  'qpid.dedup-window': 'dedupWindow',
+  'dedup-ttl': 'dedupTtlMs',
+  'qpid.dedup-ttl': 'dedupTtlMs',
+  'dedup-key': 'dedupKey',
+  'qpid.dedup-key': 'dedupKey',
 };
 
 export function parseBoolean(key: string, value: unknown): boolean {
@@ -80,8 +93,17 @@ export function parseDuration(key: string, value: unknown, bareUnitMs: number): 
   throw invalidArgument(`${key} must be a duration such as 500ms, 2s or 1m, not ${JSON.stringify(String(value))}`);
 }
 
-export function parseQueueSettings(args: Record<string, unknown>): QueueSettings {
+/**
+ * `defaults`: the broker's (tandemd.conf dedup-window, dedup-ttl, dedup-key), for
+ * a queue whose arguments set none of the dedup ones.
+ */
+export function parseQueueSettings(args: Record<string, unknown>, defaults: QueueSettings = defaultQueueSettings): QueueSettings {
   const out: QueueSettings = { ...defaultQueueSettings };
+  if (!Object.entries(args).some(([k, v]) => v !== undefined && v !== null && queueKeys[k]?.startsWith('dedup'))) {
+    out.dedupWindow = defaults.dedupWindow;
+    out.dedupTtlMs = defaults.dedupTtlMs;
+    out.dedupKey = defaults.dedupKey;
+  }
   for (const [key, value] of Object.entries(args)) {
     if (value === undefined || value === null) continue;
     const field = queueKeys[key];
@@ -126,9 +148,46 @@ export function parseQueueSettings(args: Record<string, unknown>): QueueSettings
         }
         out.replicate = value;
         break;
+      case 'dedupWindow': {
+        const n = parseCount(key, value);
+        if (n > DEDUP_MAX_WINDOW) throw invalidArgument(`${key} must be between 0 (off) and ${DEDUP_MAX_WINDOW} keys, not ${n}`);
+        out.dedupWindow = n;
+        break;
+      }
+      case 'dedupTtlMs': {
+        // Bare numbers are seconds, as for qpid's other durations.
+        const ms = parseDuration(key, value, 1000);
+        if (ms > DEDUP_MAX_TTL_MS) throw invalidArgument(`${key} must be at most 7 days (0: no age limit), not ${JSON.stringify(String(value))}`);
+        out.dedupTtlMs = ms;
+        break;
+      }
+      case 'dedupKey':
+        out.dedupKey = parseDedupKey(key, value);
+        break;
     }
   }
+  checkDedup(out);
   return out;
+}
+
+function parseDedupKey(key: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length > 255 || /[\u0000-\u001f]/.test(value)) {
+    throw invalidArgument(`${key} must be an application property name of 1 to 255 characters (or '' for the message-id), not ${JSON.stringify(value)}`);
+  }
+  return value === 'message-id' ? '' : value;
+}
+
+/** A ttl or key without a window would silently do nothing: refuse it. */
+function checkDedup(s: QueueSettings): void {
+  if (s.dedupWindow === 0 && (s.dedupTtlMs > 0 || s.dedupKey !== '')) {
+    throw invalidArgument('dedup-ttl and dedup-key need a dedup-window (the number of keys kept, e.g. --dedup-window 1000000)');
+  }
+}
+
+/** The dedup settings of tandemd.conf, checked as a queue's are. */
+export function parseDedupDefaults(window: unknown, ttl: unknown, key: unknown): Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'> {
+  const s = parseQueueSettings({ 'dedup-window': window, 'dedup-ttl': ttl, 'dedup-key': key });
+  return { dedupWindow: s.dedupWindow, dedupTtlMs: s.dedupTtlMs, dedupKey: s.dedupKey };
 }
 
 export function parseExchangeType(value: unknown): ExchangeType {

@@ -15,6 +15,9 @@ interface AddOptions extends BrokerOption {
   alternateExchange?: string;
   priorities?: string;
   replicate?: string;
+  dedupWindow?: string;
+  dedupTtl?: string;
+  dedupKey?: string;
   argument?: string[];
 }
 
@@ -38,6 +41,9 @@ export function queueCommands(program: Command): void {
       .option('--alternate-exchange <name>', 'where rejected, expired or orphaned messages go')
       .option('--priorities <n>', 'priority levels, 1-10')
       .option('--replicate <level>', 'HA replication: none, configuration or all')
+      .option('--dedup-window <n>', 'duplicate detection: refuse a message whose key is among the last n taken (settled accepted, not enqueued)')
+      .option('--dedup-ttl <duration>', 'keep those keys at most this long (e.g. 10m)')
+      .option('--dedup-key <property>', 'key: this application property instead of the message-id (e.g. _AMQ_DUPL_ID)')
       .option('--argument <key=value>', 'any other queue argument (repeatable)', collect),
   ).action(
     action(async (name: string, o: AddOptions) => {
@@ -53,6 +59,9 @@ export function queueCommands(program: Command): void {
       if (o.alternateExchange) body['alternate-exchange'] = o.alternateExchange;
       if (o.priorities) body.priorities = o.priorities;
       if (o.replicate) body['qpid.replicate'] = o.replicate;
+      if (o.dedupWindow) body['qpid.dedup-window'] = o.dedupWindow;
+      if (o.dedupTtl) body['qpid.dedup-ttl'] = o.dedupTtl;
+      if (o.dedupKey) body['qpid.dedup-key'] = o.dedupKey;
       for (const kv of o.argument ?? []) {
         const eq = kv.indexOf('=');
         if (eq < 1) throw new Error(`--argument needs key=value, not '${kv}'`);

@@ -5,7 +5,8 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import ini from 'ini';
-import { parseDuration } from '../broker/settings.js';
+import type { QueueSettings } from '../broker/changes.js';
+import { parseDedupDefaults, parseDuration } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
@@ -73,6 +74,9 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold', min: 16 * 1024 * 1024, why: 'smaller windows drop changes before backups are sent them' },
   { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
   { key: 'dr-retain-size', kind: 'size', description: 'DR source: most bytes of message data those changes may hold' },
+  { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)' },
+  { key: 'dedup-ttl', kind: 'duration', description: 'default age limit of those keys (0 = none)' },
+  { key: 'dedup-key', kind: 'string', description: "default key: an application property name (unset = the AMQP message-id)" },
 ];
 
 export interface Settings {
@@ -114,10 +118,21 @@ export interface Settings {
   memoryLimit: number;
   /** Journal bytes between checkpoints; 0: no checkpoints. */
   checkpointBytes: number;
+  /** dedup-window, dedup-ttl, dedup-key: what a new queue that sets none gets. */
+  dedupDefaults: Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'>;
   /** DR queues of the [dr] section (this broker as a secondary). */
   drQueues: DrQueueSpec[];
   /** Where the settings came from, for messages. */
   configFile: string | undefined;
+}
+
+function dedupDefaults(values: Record<string, unknown>): Settings['dedupDefaults'] {
+  try {
+    const ttlMs = values['dedup-ttl'] as number | undefined;
+    return parseDedupDefaults(values['dedup-window'], ttlMs === undefined ? undefined : `${ttlMs}ms`, values['dedup-key']);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
 }
 
 const camel = (key: string): string => key.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
@@ -301,6 +316,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     maxMemory: (values['max-memory'] as number | undefined) ?? 1024 * 1024 * 1024,
     checkpointBytes: (values['checkpoint-bytes'] as number | undefined) ?? 256 * 1024 * 1024,
     memoryLimit: (values['memory-limit'] as number | undefined) ?? Math.floor(DEFAULT_MEMORY_SHARE * availableMemory()),
+    dedupDefaults: dedupDefaults(values),
     drQueues,
     configFile,
   };

@@ -21,6 +21,9 @@ import { AmqpServer } from '../amqp/server.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
 import { restoreBroker } from '../store/restore.js';
+import type { CheckpointWindow } from '../store/checkpoint.js';
+import { dedupKeyReader } from '../amqp/dedup-key-reader.js';
+import { defaultQueueSettings } from '../broker/settings.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
 import { MemoryAlarm } from './memory-alarm.js';
@@ -66,10 +69,16 @@ export class Daemon {
     this.log = logger('broker');
     this.broker = new Broker({
       defaultReplicate: settings.haReplicate,
+      dedupKeys: dedupKeyReader,
+      queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
       events: {
         queueReady: (q) => this.server?.schedule(q),
         queueUnused: (q) => this.scheduleAutoDelete(q),
         queueDeleted: (q) => this.cancelAutoDelete(q),
+        dedupKeyInvalid: (q, reason, count) => {
+          // Counted always; logged for the first and then every thousandth, so a bad sender cannot flood the log.
+          if (count === 1 || count % 1000 === 0) this.log.warn({ queue: q.name, reason, count }, 'message passed without duplicate detection: its key cannot be compared');
+        },
       },
     });
     this.memoryAlarm = new MemoryAlarm({
@@ -93,6 +102,7 @@ export class Daemon {
     this.restoreInterruptedSnapshot(storeLog);
     const { journal, recovered } = await Journal.open({ ...this.journalOptions(), repair: options.repair, logger: storeLog });
     this.journal = journal;
+    journal.windowSource = this.dedupWindows;
     // Recovered bodies stay on disk until a consumer reaches them: restart time and memory do not grow with them.
     restoreBroker(this.broker, journal, recovered, this.pager);
     // The newest change is always kept live (it is the journal's position).
@@ -339,9 +349,17 @@ export class Daemon {
     this.pager.reset();
     const { journal } = await Journal.open({ ...this.journalOptions(), logger: logger('store') });
     this.journal = journal;
+    journal.windowSource = this.dedupWindows;
     // First again, as at start: other readers may ask it about the change they are handed.
     this.broker.log.attach(journal, { first: true });
   }
+
+  /** What a journal checkpoint keeps of the duplicate-detection windows: durable queues' journaled keys. */
+  private readonly dedupWindows = (upToLsn: number): CheckpointWindow[] => {
+    const out: CheckpointWindow[] = [];
+    for (const q of this.broker.queues.values()) if (q.dedup && q.settings.durable) out.push({ queue: q.name, rows: q.dedup.rows({ upToLsn }) });
+    return out;
+  };
 
   private journalOptions(): { dataDir: string; checkpoint: boolean; checkpointBytes: number } {
     const s = this.settings;

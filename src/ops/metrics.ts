@@ -69,6 +69,10 @@ export class Metrics {
     perQueue('tandem_queue_consumers', 'Consumers of the queue', (q) => q.consumerCount);
     perQueue('tandem_queue_enqueued_total', 'Messages enqueued since start (rate() of it is the enqueue rate)', (q) => q.enqueued);
     perQueue('tandem_queue_dequeued_total', 'Messages dequeued since start', (q) => q.dequeued);
+    perQueue('tandem_queue_dedup_duplicates_total', 'Messages settled accepted as duplicates (their key was in the window) and not enqueued again', (q) => q.dedupCounts.duplicates);
+    perQueue('tandem_queue_dedup_without_key_total', 'Messages passed without duplicate detection: no key', (q) => q.dedupCounts.withoutKey);
+    perQueue('tandem_queue_dedup_invalid_key_total', 'Messages passed without duplicate detection: a key of a type that is not compared', (q) => q.dedupCounts.invalidKey);
+    perQueue('tandem_queue_dedup_keys', 'Keys in the duplicate-detection window', (q) => q.dedup?.size ?? 0);
     if (sources.extra) {
       const extra = sources.extra;
       new Gauge({

@@ -57,6 +57,7 @@ export class ReplicationFilter {
         return (this.exchanges.get(change.exchange) ?? 'none') !== 'none' && this.queueLevel(change.queue) !== 'none' ? change : undefined;
       case 'enqueue':
       case 'dequeue':
+      case 'dedup-keys':
         return this.queueLevel(change.queue) === 'all' ? change : undefined;
       case 'transaction': {
         const changes = change.changes.filter((c) => this.queueLevel(c.queue) === 'all');

@@ -53,6 +53,9 @@ export function snapshotOf(broker: Broker): SnapshotSource {
   for (const [queue, c] of broker.drQueues) config.push({ change: { kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state }, durable: true });
   for (const [queue, p] of broker.drPositions) config.push({ change: { kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] }, durable: true });
   const full = queues.filter((q) => levelOf(q.settings) === 'all');
+  // Windows copied now, not lazily: a key must be in the backup's window exactly
+  // when its enqueue is at or before the snapshot point (the live stream brings the rest).
+  for (const q of full) if (q.dedup) config.push({ change: { kind: 'dedup-keys', queue: q.name, rows: q.dedup.rows() }, durable: q.settings.durable });
   const messages = full.reduce((n, q) => n + q.depth, 0);
   function* records(): Generator<SnapshotRecord> {
     yield* config;

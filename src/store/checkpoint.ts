@@ -10,6 +10,8 @@
 //               u32 size | u32 length | record (record-codec), repeated
 //     3 rows    u32 queue index | u32 count | ids f64[count] | each message column [count]
 //               (one block per 1024-row chunk of a queue's table, as in memory)
+//     5 dedup   u32 name length | queue name | a duplicate-detection window's rows
+//               (DedupWindow.rows: its durable keys in the journal, oldest first)
 //     4 end     u32 number of blocks before it
 // A file without a valid end block, or with any bad block, is not a checkpoint.
 //
@@ -23,6 +25,7 @@ import { open, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { CHUNK, COLUMN_TYPE_BYTES, IdTable, type IdChunk } from '../util/id-table.js';
+import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
 import { crc32c } from './crc32c.js';
 import { syncDir, type JournalIo } from './io.js';
 import { MESSAGE_COLUMNS, type IndexSnapshot, type Location } from './live-index.js';
@@ -37,6 +40,7 @@ const HEADER = 1;
 const RECORDS = 2;
 const ROWS = 3;
 const END = 4;
+const DEDUP = 5;
 const BLOCK_HEADER = 12;
 const COLUMN_BYTES = MESSAGE_COLUMNS.map((t) => COLUMN_TYPE_BYTES[t]);
 const ROW_BYTES = 8 + COLUMN_BYTES.reduce((a, b) => a + b, 0);
@@ -54,8 +58,15 @@ export interface CheckpointMeta {
   maxMessageId: number;
 }
 
+/** A queue's duplicate-detection window as a checkpoint keeps it. */
+export interface CheckpointWindow {
+  queue: string;
+  rows: Buffer;
+}
+
 export interface LoadedCheckpoint {
   meta: CheckpointMeta;
+  windows: CheckpointWindow[];
   state: Omit<IndexSnapshot, 'release'>;
   bytes: number;
 }
@@ -69,7 +80,15 @@ export class CheckpointError extends Error {}
  * true stops (the journal was destroyed), leaving only checkpoint.tmp behind.
  * Resolves with the bytes written; rejects on I/O errors (checkpoint.tmp removed).
  */
-export async function writeCheckpoint(dir: string, io: JournalIo, snap: IndexSnapshot, meta: CheckpointMeta, abandoned: () => boolean, writeBytes = WRITE_BYTES): Promise<number> {
+export async function writeCheckpoint(
+  dir: string,
+  io: JournalIo,
+  snap: IndexSnapshot,
+  meta: CheckpointMeta,
+  abandoned: () => boolean,
+  writeBytes = WRITE_BYTES,
+  windows: readonly CheckpointWindow[] = [],
+): Promise<number> {
   const tmp = path.join(dir, CHECKPOINT_TMP);
   // Encoded now: the snapshot's records must not change under us (chunks are frozen).
   const header = Buffer.from(
@@ -114,6 +133,10 @@ export async function writeCheckpoint(dir: string, io: JournalIo, snap: IndexSna
     for (let qi = 0; qi < snap.queues.length; qi++) {
       for (const ch of snap.queues[qi]!.chunks) if (ch.count > 0) await add(ROWS, encodeChunk(qi, ch));
     }
+    for (const w of windows) {
+      const name = Buffer.from(w.queue, 'utf8');
+      await add(DEDUP, Buffer.concat([u32(name.length), name, w.rows]));
+    }
     await add(END, u32(blocks));
     await flush();
     await io.fdatasync(fd);
@@ -153,6 +176,7 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
     let records: LoadedCheckpoint['state']['records'] | undefined;
     const tables: IdChunk<never>[][] = [];
     const chunkMaker = new IdTable<never>(MESSAGE_COLUMNS);
+    const windows: CheckpointWindow[] = [];
     let blocks = 0;
     // Bounded: every block consumes at least its 12-byte header, or throws.
     for (;;) {
@@ -174,6 +198,8 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
         const list = tables[qi];
         if (!list) throw new CheckpointError(`rows for queue ${qi}, which the header does not name`);
         list.push(decodeChunk(payload, chunkMaker));
+      } else if (type === DEDUP) {
+        windows.push(decodeWindow(payload));
       } else {
         throw new CheckpointError(`unknown block type ${type}`);
       }
@@ -187,6 +213,7 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
     });
     return {
       meta: header.meta,
+      windows,
       state: { epoch: header.epoch, reservedUpTo: header.reservedUpTo, newest: header.newest, records, segments: header.segments, queues },
       bytes: size,
     };
@@ -257,6 +284,14 @@ function encodeChunk(queueIndex: number, ch: IdChunk<never>): Buffer {
   put(ch.ids, 8);
   ch.cols.forEach((c, k) => put(c, COLUMN_BYTES[k]!));
   return buf;
+}
+
+function decodeWindow(payload: Buffer): CheckpointWindow {
+  const n = payload.length >= 4 ? payload.readUInt32LE(0) : Infinity;
+  const rows = payload.length - 4 - n;
+  if (!(rows >= 0) || rows % DEDUP_ROW_BYTES !== 0) throw new CheckpointError(`a dedup block of ${payload.length} bytes is not a queue name and whole rows`);
+  // Copies: the reader's buffer is reused for the next blocks.
+  return { queue: payload.toString('utf8', 4, 4 + n), rows: Buffer.from(payload.subarray(4 + n)) };
 }
 
 function decodeChunk(payload: Buffer, maker: IdTable<never>): IdChunk<never> {

@@ -21,7 +21,8 @@ import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import { Compactor, type CompactionHooks, type CompactionReport } from './compactor.js';
 import { JournalIoError } from './errors.js';
 import { isDiskFull, nodeIo, syncDir, type JournalIo } from './io.js';
-import { CHECKPOINT_CORRUPT, CHECKPOINT_FILE, CHECKPOINT_TMP, CheckpointError, checkpointSupported, readCheckpoint, writeCheckpoint, type CheckpointMeta, type LoadedCheckpoint } from './checkpoint.js';
+import { CHECKPOINT_CORRUPT, CHECKPOINT_FILE, CHECKPOINT_TMP, CheckpointError, checkpointSupported, readCheckpoint, writeCheckpoint, type CheckpointMeta, type CheckpointWindow, type LoadedCheckpoint } from './checkpoint.js';
+import { DedupRecovery, type RecoveredWindow } from './dedup-recovery.js';
 import { LiveIndex, type Location } from './live-index.js';
 import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
@@ -96,6 +97,8 @@ export interface Recovered {
   messages: number;
   /** The highest message id the journal has seen: new messages must get higher ones. */
   maxMessageId: number;
+  /** The queues' duplicate-detection windows (their durable keys), by queue name. */
+  dedupWindows: Map<string, RecoveredWindow>;
   /** The next LSN handed out must be above this, even if the last changes before the crash were non-durable. */
   lastLsn: number;
   /** The newest change on disk (reservations not counted). */
@@ -149,6 +152,16 @@ export class Journal implements ChangeSink {
   private lastFrame: CheckpointMeta['lastFrame'];
   /** Segments from here on are kept for the durable checkpoint (Infinity: there is none). */
   private protectedFrom = Infinity;
+  /**
+   * Segments from here on hold dedup keys no checkpoint has yet (Infinity: none):
+   * kept, as a consumed message's key must outlive its enqueue (dedup-recovery.ts).
+   */
+  private keyedSince = Infinity;
+  /**
+   * The queues' duplicate-detection windows, for a checkpoint: each window's
+   * durable keys with LSN <= `upToLsn` (set by the broker's owner; none without).
+   */
+  windowSource: ((upToLsn: number) => CheckpointWindow[]) | undefined;
   private bytesSinceCheckpoint = 0;
   private lastCheckpointBytes = 0;
   private checkpointing: Promise<CheckpointReport | undefined> | undefined;
@@ -170,6 +183,7 @@ export class Journal implements ChangeSink {
     this.appliedEnd = recovered.end;
     this.lastFrame = recovered.lastFrame;
     this.protectedFrom = recovered.protectedFrom;
+    if (recovered.keyed && this.checkpointsEnabled) this.keyedSince = 0;
     this.bytesSinceCheckpoint = recovered.replayedBytes;
     this.lastCheckpointBytes = recovered.checkpointBytes;
     this.reader = new SegmentReader(dir);
@@ -185,7 +199,7 @@ export class Journal implements ChangeSink {
         dir,
         io,
         logger: log as CompactorLogger,
-        oldestOpenSegment: () => Math.min(this.writer.oldestOpenSegment, this.protectedFrom),
+        oldestOpenSegment: () => Math.min(this.writer.oldestOpenSegment, this.protectedFrom, this.keyedSince),
         writeCopy: (frame) => this.writeCopy(frame),
         pendingKills: () => this.pendingKills(),
         segmentDeleted: (id) => this.reader.forget(id),
@@ -219,6 +233,7 @@ export class Journal implements ChangeSink {
         config,
         messages: rec.index.messageCount,
         maxMessageId: rec.index.maxMessageId,
+        dedupWindows: rec.dedup.result(),
         lastLsn: rec.lastLsn,
         lastChangeLsn: rec.lastChangeLsn,
         epoch: rec.epoch,
@@ -273,7 +288,14 @@ export class Journal implements ChangeSink {
     const index = LiveIndex.restore(loaded.state);
     index.maxMessageId = Math.max(index.maxMessageId, loaded.meta.maxMessageId);
     const { position, lastLsn, lastFrame } = loaded.meta;
-    const rec = await recoverJournal(dir, { repair: false, logger, start: { index, seg: position.seg, offset: position.offset, lastLsn, lastFrame } });
+    const dedup = new DedupRecovery();
+    for (const w of loaded.windows) dedup.seed(w.queue, w.rows);
+    const rec = await recoverJournal(dir, {
+      repair: false,
+      logger,
+      start: { index, seg: position.seg, offset: position.offset, lastLsn, lastFrame },
+      onRecord: (lsn, body) => dedup.onRecord(lsn, body),
+    });
     const present = new Set(await listSegments(dir));
     const orphans = rec.index.homesOutside((seg) => present.has(seg));
     if (orphans > 0) {
@@ -284,12 +306,13 @@ export class Journal implements ChangeSink {
       { file, bytes: loaded.bytes, position, replayedRecords: rec.replayed.records, ms: Math.round(performance.now() - t0) },
       'journal recovered from its checkpoint and the records after it',
     );
-    return { ...rec, protectedFrom: position.seg, replayedBytes: rec.replayed.bytes, checkpointBytes: loaded.bytes };
+    return { ...rec, protectedFrom: position.seg, replayedBytes: rec.replayed.bytes, checkpointBytes: loaded.bytes, dedup, keyed: false };
   }
 
   private static async fullReplay(dir: string, opts: JournalOptions, logger: CompactorLogger): Promise<RecoveryResult & RecoveredIndex> {
-    const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger });
-    return { ...rec, protectedFrom: Infinity, replayedBytes: rec.replayed.bytes, checkpointBytes: 0 };
+    const dedup = new DedupRecovery();
+    const rec = await recoverJournal(dir, { repair: opts.repair ?? false, logger, onRecord: (lsn, body) => dedup.onRecord(lsn, body) });
+    return { ...rec, protectedFrom: Infinity, replayedBytes: rec.replayed.bytes, checkpointBytes: 0, dedup, keyed: dedup.sawKeys };
   }
 
   /** All durable records with LSN <= this are synced. */
@@ -325,6 +348,7 @@ export class Journal implements ChangeSink {
     // The epoch is always kept: a backup must never follow a stale primary after a restart.
     if (!entry.durable && entry.change.kind !== 'epoch') return;
     const kept = entry.change.kind === 'transaction' ? durablePartOf(entry) : entry;
+    if (this.keyedSince === Infinity && this.checkpointsEnabled && carriesDedupKey(kept.change)) this.keyedSince = this.writer.oldestOpenSegment;
     const record = encodeChange({ lsn, change: kept.change, durable: true });
     this.unsynced.push(kept);
     this.writer.enqueueRecord(record, { type: 'change', entry: kept });
@@ -531,6 +555,9 @@ export class Journal implements ChangeSink {
     if (this.destroyed) return undefined;
     const t0 = performance.now();
     const snap = this.index.snapshot();
+    // The same moment as the index: keys of records synced so far (a key the journal may not keep is left out).
+    const windows = this.windowSource?.(this.durableLsn) ?? [];
+    const keyedBefore = this.keyedSince;
     const meta: CheckpointMeta = {
       position: { ...this.appliedEnd },
       lastFrame: this.lastFrame,
@@ -542,7 +569,7 @@ export class Journal implements ChangeSink {
     this.bytesSinceCheckpoint = 0;
     let bytes: number;
     try {
-      bytes = await writeCheckpoint(this.dir, this.io, snap, meta, () => this.destroyed !== undefined, this.opts.checkpointWriteBytes);
+      bytes = await writeCheckpoint(this.dir, this.io, snap, meta, () => this.destroyed !== undefined, this.opts.checkpointWriteBytes, windows);
     } catch (err) {
       this.bytesSinceCheckpoint += since;
       if (this.destroyed) return undefined;
@@ -561,6 +588,8 @@ export class Journal implements ChangeSink {
       snap.release();
     }
     this.protectedFrom = meta.position.seg;
+    // Keys before the position are in the checkpoint now; later ones are behind protectedFrom.
+    if (this.keyedSince === keyedBefore) this.keyedSince = Infinity;
     this.lastCheckpointBytes = bytes;
     this.checkpointsWritten++;
     const report: CheckpointReport = { bytes, ms: Math.round(performance.now() - t0), position: meta.position, messages };
@@ -711,6 +740,13 @@ export class Journal implements ChangeSink {
   }
 }
 
+function carriesDedupKey(c: Change): boolean {
+  if (c.kind === 'enqueue') return c.dedup !== undefined;
+  if (c.kind === 'dedup-keys') return true;
+  if (c.kind !== 'transaction' && c.kind !== 'dr-transaction') return false;
+  return c.changes.some((op) => op.kind === 'enqueue' && op.dedup !== undefined);
+}
+
 /** The highest message id a change carries (0 if none). */
 function highestMessageId(c: Change): number {
   if (c.kind === 'enqueue') return c.message.id;
@@ -726,6 +762,10 @@ interface RecoveredIndex {
   /** Bytes read after the checkpoint (all of them without one). */
   replayedBytes: number;
   checkpointBytes: number;
+  /** The windows' keys read (dedup-recovery.ts). */
+  dedup: DedupRecovery;
+  /** Dedup keys were read without a checkpoint: their segments stay until one covers them. */
+  keyed: boolean;
 }
 
 /**

@@ -12,9 +12,14 @@
 // bool one byte; string/bytes u32 length + data; optional values a presence byte
 // first; enum one byte index into its value list; struct its fields in order;
 // `changes` (transaction body) u32 count then, per nested record, u8 code + fields;
-// `strings` u32 count then each string.
+// `strings` u32 count then each string; `optStruct` a presence byte, then the
+// struct.
+//
+// A kind that gains fields gets a new code; its old code stays in the table as
+// `legacy` (decoded, with `upgrade` filling what it lacks, never encoded), so a
+// journal written before the change still reads.
 
-import type { Change, LoggedChange, MessageRecord, QueueSettings, ExchangeSettings } from '../broker/changes.js';
+import type { Change, DedupStamp, LoggedChange, MessageRecord, QueueSettings, ExchangeSettings } from '../broker/changes.js';
 
 /** A journal-only record: LSNs up to `upTo` may have been handed out (see journal.ts). */
 export interface LsnReservation {
@@ -42,12 +47,13 @@ type FieldType =
   | 'changes'
   | { enum: readonly string[] }
   | { optEnum: readonly string[] }
-  | { struct: readonly Field[] };
+  | { struct: readonly Field[] }
+  | { optStruct: readonly Field[] };
 type Field = readonly [name: string, type: FieldType];
 
 const REPLICATION_LEVELS = ['none', 'configuration', 'all'] as const;
 
-const QUEUE_SETTINGS: readonly Field[] = [
+const QUEUE_SETTINGS_BEFORE_DEDUP = [
   ['durable', 'bool'],
   ['autoDelete', 'bool'],
   ['autoDeleteDelayMs', 'u64'],
@@ -59,7 +65,13 @@ const QUEUE_SETTINGS: readonly Field[] = [
   ['alternateExchange', 'string'],
   ['priorities', 'u8'],
   ['replicate', { optEnum: REPLICATION_LEVELS }],
-] satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+const QUEUE_SETTINGS: readonly Field[] = [
+  ...QUEUE_SETTINGS_BEFORE_DEDUP,
+  ['dedupWindow', 'u64'],
+  ['dedupTtlMs', 'u64'],
+  ['dedupKey', 'string'],
+] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
 
 const EXCHANGE_SETTINGS: readonly Field[] = [
   ['durable', 'bool'],
@@ -78,15 +90,29 @@ const MESSAGE: readonly Field[] = [
   ['subject', 'optString'],
 ] satisfies readonly (readonly [keyof MessageRecord, FieldType])[];
 
+const DEDUP_STAMP: readonly Field[] = [
+  ['key', 'bytes'],
+  ['at', 'u64'],
+] satisfies readonly (readonly [keyof DedupStamp, FieldType])[];
+
 interface RecordKind {
   name: RecordBody['kind'];
   code: number;
   fields: readonly Field[];
+  /** Decoded only: a newer code carries this kind now. */
+  legacy?: true;
+  /** Fills in what a legacy record lacks. */
+  upgrade?: (body: Record<string, unknown>) => void;
+}
+
+/** A queue declared before duplicate detection existed has none. */
+function withoutDedup(body: Record<string, unknown>): void {
+  Object.assign(body['settings'] as object, { dedupWindow: 0, dedupTtlMs: 0, dedupKey: '' });
 }
 
 /** The record table. Codes are on disk forever: never reuse or renumber one. */
 export const RECORD_KINDS: readonly RecordKind[] = [
-  { name: 'queue-declare', code: 1, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'queue-declare', code: 1, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_DEDUP }]], legacy: true, upgrade: withoutDedup },
   { name: 'queue-delete', code: 2, fields: [['name', 'string']] },
   {
     name: 'exchange-declare',
@@ -96,7 +122,7 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'exchange-delete', code: 4, fields: [['name', 'string']] },
   { name: 'bind', code: 5, fields: [['exchange', 'string'], ['queue', 'string'], ['key', 'string']] },
   { name: 'unbind', code: 6, fields: [['exchange', 'string'], ['queue', 'string'], ['key', 'string']] },
-  { name: 'enqueue', code: 7, fields: [['queue', 'string'], ['message', { struct: MESSAGE }]] },
+  { name: 'enqueue', code: 7, fields: [['queue', 'string'], ['message', { struct: MESSAGE }]], legacy: true },
   { name: 'dequeue', code: 8, fields: [['queue', 'string'], ['id', 'u64']] },
   { name: 'transaction', code: 9, fields: [['changes', 'changes']] },
   { name: 'epoch', code: 10, fields: [['epoch', 'u64']] },
@@ -110,10 +136,13 @@ export const RECORD_KINDS: readonly RecordKind[] = [
     code: 12,
     fields: [['queue', 'string'], ['source', 'string'], ['mode', { enum: ['enqueue-and-dequeue', 'enqueue-only'] }], ['state', { enum: ['passive', 'active', 'removed'] }]],
   },
+  { name: 'queue-declare', code: 13, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'enqueue', code: 14, fields: [['queue', 'string'], ['message', { struct: MESSAGE }], ['dedup', { optStruct: DEDUP_STAMP }]] },
+  { name: 'dedup-keys', code: 15, fields: [['queue', 'string'], ['rows', 'bytes']] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 
-const BY_NAME = new Map(RECORD_KINDS.map((k) => [k.name, k]));
+const BY_NAME = new Map(RECORD_KINDS.filter((k) => !k.legacy).map((k) => [k.name, k]));
 const BY_CODE = new Map(RECORD_KINDS.map((k) => [k.code, k]));
 /** Kinds allowed inside a transaction (atomic unit on replay). */
 const NESTED_KINDS = new Set(['enqueue', 'dequeue']);
@@ -226,6 +255,12 @@ function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): 
     const i = type.optEnum.indexOf(v as string);
     if (i < 0) fail(path, `expected undefined or one of ${type.optEnum.join('|')}`);
     return w.u8(i + 1);
+  }
+  if ('optStruct' in type) {
+    if (v === undefined) return w.u8(0);
+    if (typeof v !== 'object' || v === null) fail(path, 'expected an object or undefined');
+    w.u8(1);
+    return encodeFields(w, type.optStruct, v as Record<string, unknown>, path);
   }
   if (typeof v !== 'object' || v === null) fail(path, 'expected an object');
   encodeFields(w, type.struct, v as Record<string, unknown>, path);
@@ -417,6 +452,11 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
     if (i > type.optEnum.length) throw new InvalidRecord(`enum index ${i} out of range`);
     return i === 0 ? undefined : type.optEnum[i - 1];
   }
+  if ('optStruct' in type) {
+    const present = r.u8();
+    if (present > 1) throw new InvalidRecord(`bad presence byte ${present}`);
+    return present ? decodeFields(r, type.optStruct, {}) : undefined;
+  }
   return decodeFields(r, type.struct, {});
 }
 
@@ -432,8 +472,13 @@ function kindOf(code: number): RecordKind {
 }
 
 function decodeBody(r: ByteReader): RecordBody {
-  const kind = kindOf(r.u8());
-  return decodeFields(r, kind.fields, { kind: kind.name }) as unknown as RecordBody;
+  return decodeKind(r, kindOf(r.u8()));
+}
+
+function decodeKind(r: ByteReader, kind: RecordKind): RecordBody {
+  const body = decodeFields(r, kind.fields, { kind: kind.name });
+  kind.upgrade?.(body);
+  return body as unknown as RecordBody;
 }
 
 export interface DecodeOptions {
@@ -453,7 +498,7 @@ export function decodeChange(buf: Buffer, offset = 0, options: DecodeOptions = {
     const lsn = r.u64();
     const flags = r.u8();
     if (flags > 1) throw new InvalidRecord(`unknown flags ${flags}`);
-    const change = decodeFields(r, kind.fields, { kind: kind.name }) as unknown as RecordBody;
+    const change = decodeKind(r, kind);
     return { status: 'ok', entry: { lsn, change, durable: flags === 1 }, size: r.pos - offset };
   } catch (err) {
     if (err === INCOMPLETE) return { status: 'incomplete' };

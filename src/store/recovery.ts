@@ -17,6 +17,7 @@ import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
 import { listSegments, scanSegment, segmentPath } from './segment.js';
+import type { RecordBody } from './record-codec.js';
 
 export interface RecoveryLogger {
   info(o: object, msg?: string): void;
@@ -55,6 +56,8 @@ export interface RecoveryOptions {
   repair?: boolean;
   logger?: RecoveryLogger;
   start?: RecoveryStart;
+  /** Sees every record read, after the index (dedup-recovery.ts collects window keys). */
+  onRecord?: (lsn: number, body: RecordBody) => void;
 }
 
 export async function recoverJournal(dir: string, opts: RecoveryOptions): Promise<RecoveryResult> {
@@ -101,6 +104,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
         const loc: Location = { seg: id, offset: r.offset, size: r.size };
         const body = r.entry.change;
         index.apply(r.entry.lsn, body, loc);
+        opts.onRecord?.(r.entry.lsn, body);
         lastLsn = Math.max(lastLsn, body.kind === 'lsn-reservation' ? body.upTo : r.entry.lsn);
         records++;
         bytes += r.size;

@@ -14,6 +14,14 @@ export function restoreBroker(broker: Broker, journal: Journal, recovered: Recov
     if (!queue) continue;
     journal.forEachRecoveredRun(name, (run) => queue.enqueuePagedRun(run, loader));
   }
+  // Duplicate-detection windows: the checkpoint's keys, then the ones read after it, in LSN order.
+  const now = broker.now();
+  for (const [name, w] of recovered.dedupWindows) {
+    const window = broker.queues.get(name)?.dedup;
+    if (!window) continue;
+    window.addRows(w.checkpointRows, now);
+    window.addRows(w.rows, now);
+  }
   // The LSN reservation covers the message ids handed out too (journal.ts): ids of
   // messages the journal no longer holds must not be given to new ones.
   broker.noteMessageIds(Math.max(recovered.maxMessageId, recovered.lastLsn));

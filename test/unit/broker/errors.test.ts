@@ -144,6 +144,9 @@ describe('parseQueueSettings', () => {
       alternateExchange: 'amq.fanout',
       priorities: 10,
       replicate: 'configuration',
+      dedupWindow: 0,
+      dedupTtlMs: 0,
+      dedupKey: '',
     });
     expect(parseQueueSettings({ 'default-ttl': 250 }).defaultTtlMs).toBe(250);
     expect(parseQueueSettings({ 'qpid.default_ttl': 3 }).defaultTtlMs).toBe(3000);

@@ -42,6 +42,9 @@ export const queueSettings = (over: Partial<QueueSettings> = {}): QueueSettings 
   alternateExchange: '',
   priorities: 1,
   replicate: undefined,
+  dedupWindow: 0,
+  dedupTtlMs: 0,
+  dedupKey: '',
   ...over,
 });
 
@@ -73,6 +76,9 @@ export function sampleChanges(): Change[] {
       name: 'ünïcode-q',
       settings: queueSettings({ limitPolicy: 'ring', maxCount: 10, maxSize: 2 ** 40, replicate: 'configuration', priorities: 10, alternateExchange: 'alt', autoDeleteDelayMs: 5000, exclusive: true, autoDelete: true, defaultTtlMs: 60_000 }),
     },
+    { kind: 'queue-declare', name: 'deduped', settings: queueSettings({ dedupWindow: 1_000_000, dedupTtlMs: 600_000, dedupKey: '_AMQ_DUPL_ID' }) },
+    { kind: 'enqueue', queue: 'deduped', message: message(3), dedup: { key: Buffer.alloc(16, 0xab), at: 1_700_000_000_123 } },
+    { kind: 'dedup-keys', queue: 'deduped', rows: Buffer.alloc(64, 7) },
     { kind: 'queue-delete', name: 'orders' },
     { kind: 'exchange-declare', name: 'amq.topic', type: 'topic', settings: exchangeSettings() },
     { kind: 'exchange-declare', name: 'fan', type: 'fanout', settings: exchangeSettings({ replicate: undefined, durable: false }) },
@@ -93,6 +99,7 @@ export function sampleChanges(): Change[] {
         { kind: 'enqueue', queue: 'orders', message: message(7) },
         { kind: 'dequeue', queue: 'orders', id: 1 },
         { kind: 'enqueue', queue: 'other', message: message(8, 'x'.repeat(1000)) },
+        { kind: 'enqueue', queue: 'deduped', message: message(9), dedup: { key: Buffer.alloc(16, 1), at: 5 } },
       ],
     },
     { kind: 'epoch', epoch: 42 },

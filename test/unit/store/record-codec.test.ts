@@ -7,7 +7,7 @@ describe('record codec', () => {
   it('record codec - round-trips every record kind', () => {
     const samples = [...sampleChanges(), ...drSamples(), { kind: 'lsn-reservation', upTo: 2 ** 50 } as const];
     const kinds = new Set(samples.map((c) => c.kind));
-    expect([...kinds].sort()).toEqual(RECORD_KINDS.map((k) => k.name).sort());
+    expect([...kinds].sort()).toEqual([...new Set(RECORD_KINDS.map((k) => k.name))].sort());
     samples.forEach((change, i) => {
       for (const durable of [true, false]) {
         const entry = { lsn: 2 ** 40 + i, change, durable };
@@ -16,6 +16,24 @@ describe('record codec', () => {
         expect(out).toEqual({ status: 'ok', entry, size: buf.length });
       }
     });
+  });
+
+  it('record codec - records written before duplicate detection (legacy codes) still decode, with no window', () => {
+    // Code 1 queue-declare and code 7 enqueue as the codec wrote them before codes 13 and 14.
+    const declare = Buffer.concat([
+      Buffer.from([1]), u64(5), Buffer.from([1]), str('old'),
+      Buffer.from([1, 0]), u64(0), Buffer.from([0]), u64(0), u64(0), Buffer.from([0]), u64(0), str(''), Buffer.from([1, 0]),
+    ]);
+    expect(decodeChange(declare)).toMatchObject({ status: 'ok', entry: { lsn: 5, change: { kind: 'queue-declare', name: 'old', settings: { durable: true, dedupWindow: 0, dedupTtlMs: 0, dedupKey: '' } } } });
+    const enqueue = Buffer.concat([
+      Buffer.from([7]), u64(6), Buffer.from([1]), str('old'),
+      u64(9), str('body'), Buffer.alloc(4), Buffer.from([1, 4]), u64(0), Buffer.alloc(4), Buffer.from([0]),
+    ]);
+    const out = decodeChange(enqueue);
+    expect(out).toMatchObject({ status: 'ok', entry: { change: { kind: 'enqueue', queue: 'old', message: { id: 9, durable: true } } } });
+    expect(out.status === 'ok' && (out.entry.change as { dedup?: unknown }).dedup).toBeUndefined();
+    // Never written again: a new encoding uses the new codes.
+    expect(encodeChange({ lsn: 5, change: (out as { entry: { change: Change } }).entry.change, durable: true })[0]).toBe(14);
   });
 
   it('record codec - recordLsn reads the LSN of an encoded record where it lies, small or past 2^32', () => {
@@ -80,4 +98,18 @@ function drSamples(): Change[] {
     { kind: 'dr-queue', queue: 'orders', source: 'h1:5672,h2:5672', mode: 'enqueue-only', state: 'passive' },
     { kind: 'dr-queue', queue: 'orders', source: 'h1', mode: 'enqueue-and-dequeue', state: 'removed' },
   ];
+}
+
+function u64(v: number): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeUInt32LE(v % 2 ** 32, 0);
+  b.writeUInt32LE(Math.floor(v / 2 ** 32), 4);
+  return b;
+}
+
+function str(s: string): Buffer {
+  const body = Buffer.from(s, 'utf8');
+  const n = Buffer.alloc(4);
+  n.writeUInt32LE(body.length, 0);
+  return Buffer.concat([n, body]);
 }

@@ -1,0 +1,39 @@
+// What a duplicate-detection window compares: a message's key, reduced to a
+// 16-byte digest of its type and value. The key is the AMQP message-id (ulong,
+// uuid, binary or string) or, when a queue names one, an application property
+// (string, symbol, binary, uuid or any integer type). Two keys are the same when
+// type and value are: the string "1" and the ulong 1 differ, and every integer
+// type is one type (an int 7 and a long 7 are one key), as a client that
+// resends re-encodes the same number in whichever width its library picks.
+//
+// The digest is SHA-256 cut to 128 bits: fixed-size rows off the heap whatever
+// the key's length, and two different keys share one only with a chance near
+// 2^-128 per pair (about 10^-27 for a window of a million), which no sender can
+// steer, so keeping digests never takes a new message for a duplicate in practice.
+import { createHash } from 'node:crypto';
+import { DEDUP_DIGEST_BYTES } from './dedup-window.js';
+
+/** The key's type, the first byte hashed. */
+export const DedupKeyType = {
+  integer: 1,
+  uuid: 2,
+  binary: 3,
+  string: 4,
+  symbol: 5,
+} as const;
+export type DedupKeyType = (typeof DedupKeyType)[keyof typeof DedupKeyType];
+
+/** A message's key for one queue's window, as the AMQP edge read it. */
+export type DedupLookup =
+  | { status: 'key'; digest: Buffer }
+  /** The message has no such key (no message-id, or not that property): passed, counted. */
+  | { status: 'missing' }
+  /** A key of a type that cannot be compared (a float, a map...): passed, counted and logged. */
+  | { status: 'invalid'; reason: string };
+
+/** Reads a message's key; `property` undefined means the message-id. Given by the AMQP edge. */
+export type DedupKeyReader = (property: string | undefined) => DedupLookup;
+
+export function dedupDigest(type: DedupKeyType, value: Uint8Array): Buffer {
+  return createHash('sha256').update(Uint8Array.of(type)).update(value).digest().subarray(0, DEDUP_DIGEST_BYTES);
+}

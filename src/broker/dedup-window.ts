@@ -1,0 +1,235 @@
+// A queue's duplicate-detection window: the keys (16-byte digests, see
+// dedup-key.ts) of the last `limit` messages it took, for at most `ttlMs`.
+//
+// Keys arrive in log order and leave oldest first (by count or by age), so the
+// window is a ring of rows in typed arrays (digest, time, LSN, flags) plus an
+// open-addressing hash index of ring slots, both outside the V8 heap like a
+// queue's rows (src/util/id-table.ts): about 41-49 bytes per key (33 in the
+// ring, one or two 4-byte index slots at a load factor of 1/4 to 1/2), and no
+// object per key for the garbage collector to walk. The arrays grow by doubling
+// up to `limit`, so a window that is mostly empty costs little.
+//
+// The LSN of the change that brought a key in tells a duplicate's sender when
+// the first copy is safe (its settlement waits for that LSN), and tells a
+// checkpoint which keys the journal already holds (rowsUpTo).
+
+/** Bytes of one key's digest. */
+export const DEDUP_DIGEST_BYTES = 16;
+/** Exported row: digest | at f64 | lsn f64 (checkpoints, HA snapshots). */
+export const DEDUP_ROW_BYTES = DEDUP_DIGEST_BYTES + 16;
+const WORDS = DEDUP_DIGEST_BYTES / 4;
+const F_DURABLE = 1;
+/** Taken back (a publish whose journal write failed): in the ring until evicted, not in the index. */
+const F_REMOVED = 2;
+const FIRST_CAPACITY = 1024;
+
+export interface DedupHit {
+  /** LSN of the change that brought the key in. */
+  lsn: number;
+  durable: boolean;
+}
+
+export class DedupWindow {
+  private cap = 0;
+  private keys = new Uint32Array(0);
+  private at = new Float64Array(0);
+  private lsns = new Float64Array(0);
+  private flags = new Uint8Array(0);
+  /** Ring slot + 1 per hash position; 0 is empty. */
+  private index = new Uint32Array(0);
+  private mask = 0;
+  /** Slot of the oldest row, and rows in the ring (removed ones included). */
+  private head = 0;
+  private count = 0;
+  /** Keys evicted by count and by age since the window was made (status). */
+  evictedByCount = 0;
+  evictedByAge = 0;
+
+  constructor(
+    readonly limit: number,
+    /** 0: no age limit. */
+    readonly ttlMs: number,
+  ) {
+    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`a dedup window holds at least one key, not ${limit}`);
+  }
+
+  /** Keys in the window (taken-back ones not counted once their slot is reused). */
+  get size(): number {
+    return this.count;
+  }
+
+  /** Bytes of memory the window holds (all of it in typed arrays, off the V8 heap). */
+  get memoryBytes(): number {
+    return this.keys.byteLength + this.at.byteLength + this.lsns.byteLength + this.flags.byteLength + this.index.byteLength;
+  }
+
+  /** The key's entry if it is in the window (and not older than the ttl at `now`). */
+  find(digest: Uint8Array, now: number): DedupHit | undefined {
+    this.evictExpired(now);
+    const slot = this.lookup(digest);
+    if (slot < 0) return undefined;
+    return { lsn: this.lsns[slot]!, durable: (this.flags[slot]! & F_DURABLE) !== 0 };
+  }
+
+  /**
+   * Take a key in, dropping the oldest beyond the limit. A key already there is
+   * left as it was (false): the first copy is the one that counts.
+   */
+  add(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
+    if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
+    this.evictExpired(now);
+    if (this.ttlMs > 0 && at + this.ttlMs <= now) return false; // already too old to matter
+    if (this.lookup(digest) >= 0) return false;
+    if (this.count === this.limit) this.evictOldest('count');
+    if (this.count === this.cap) this.grow();
+    const slot = (this.head + this.count) % this.cap;
+    const words = wordsOf(digest);
+    this.keys.set(words, slot * WORDS);
+    this.at[slot] = at;
+    this.lsns[slot] = lsn;
+    this.flags[slot] = durable ? F_DURABLE : 0;
+    this.count++;
+    this.insertIndex(slot);
+    return true;
+  }
+
+  /** Take a key back out (its publish failed): a resend must get in. */
+  remove(digest: Uint8Array): boolean {
+    const slot = this.lookup(digest);
+    if (slot < 0) return false;
+    this.flags[slot]! |= F_REMOVED;
+    this.deleteIndex(slot);
+    return true;
+  }
+
+  /** Drop keys older than the ttl. */
+  evictExpired(now: number): void {
+    if (this.ttlMs <= 0) return;
+    while (this.count > 0 && this.at[this.head]! + this.ttlMs <= now) this.evictOldest('age');
+  }
+
+  /**
+   * The window's keys as rows, oldest first: all of them, or (checkpoint) only
+   * durable ones the journal holds, with LSN <= `upToLsn`.
+   */
+  rows(filter?: { upToLsn: number }): Buffer {
+    const out = Buffer.allocUnsafe(this.count * DEDUP_ROW_BYTES);
+    let n = 0;
+    for (let i = 0; i < this.count; i++) {
+      const slot = (this.head + i) % this.cap;
+      const f = this.flags[slot]!;
+      if (f & F_REMOVED) continue;
+      if (filter && (!(f & F_DURABLE) || this.lsns[slot]! > filter.upToLsn)) continue;
+      const at = n * DEDUP_ROW_BYTES;
+      for (let w = 0; w < WORDS; w++) out.writeUInt32LE(this.keys[slot * WORDS + w]!, at + w * 4);
+      out.writeDoubleLE(this.at[slot]!, at + DEDUP_DIGEST_BYTES);
+      out.writeDoubleLE(this.lsns[slot]!, at + DEDUP_DIGEST_BYTES + 8);
+      n++;
+    }
+    return out.subarray(0, n * DEDUP_ROW_BYTES);
+  }
+
+  /** Take in rows made by rows() (oldest first), as durable keys; rows with LSN below `fromLsn` are skipped. Returns keys added. */
+  addRows(rows: Buffer, now: number, fromLsn = 0): number {
+    if (rows.length % DEDUP_ROW_BYTES !== 0) throw new RangeError(`dedup window rows of ${rows.length} bytes are not whole rows of ${DEDUP_ROW_BYTES}`);
+    let added = 0;
+    for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
+      const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
+      if (lsn < fromLsn) continue;
+      if (this.add(rows.subarray(at, at + DEDUP_DIGEST_BYTES), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
+    }
+    return added;
+  }
+
+  // ---- internals -------------------------------------------------------------
+
+  private evictOldest(why: 'count' | 'age'): void {
+    const slot = this.head;
+    if (!(this.flags[slot]! & F_REMOVED)) this.deleteIndex(slot);
+    this.head = (this.head + 1) % this.cap;
+    this.count--;
+    if (why === 'count') this.evictedByCount++;
+    else this.evictedByAge++;
+  }
+
+  private home(slot: number): number {
+    return this.keys[slot * WORDS]! & this.mask;
+  }
+
+  private lookup(digest: Uint8Array): number {
+    if (this.cap === 0) return -1;
+    const words = wordsOf(digest);
+    // Bounded: the index is at most half full, so an empty position comes.
+    for (let i = words[0]! & this.mask; ; i = (i + 1) & this.mask) {
+      const v = this.index[i]!;
+      if (v === 0) return -1;
+      const slot = v - 1;
+      const k = slot * WORDS;
+      if (this.keys[k] === words[0] && this.keys[k + 1] === words[1] && this.keys[k + 2] === words[2] && this.keys[k + 3] === words[3]) return slot;
+    }
+  }
+
+  private insertIndex(slot: number): void {
+    let i = this.home(slot);
+    while (this.index[i] !== 0) i = (i + 1) & this.mask;
+    this.index[i] = slot + 1;
+  }
+
+  /** Remove a slot from the index, shifting later entries of its probe run back (no tombstones). */
+  private deleteIndex(slot: number): void {
+    let i = this.home(slot);
+    while (this.index[i] !== slot + 1) {
+      if (this.index[i] === 0) return;
+      i = (i + 1) & this.mask;
+    }
+    let j = i;
+    for (;;) {
+      j = (j + 1) & this.mask;
+      const v = this.index[j]!;
+      if (v === 0) break;
+      const k = this.home(v - 1);
+      // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
+      const stays = i <= j ? i < k && k <= j : i < k || k <= j;
+      if (!stays) {
+        this.index[i] = v;
+        i = j;
+      }
+    }
+    this.index[i] = 0;
+  }
+
+  private grow(): void {
+    const cap = Math.min(this.limit, Math.max(FIRST_CAPACITY, this.cap * 2));
+    const keys = new Uint32Array(cap * WORDS);
+    const at = new Float64Array(cap);
+    const lsns = new Float64Array(cap);
+    const flags = new Uint8Array(cap);
+    for (let i = 0; i < this.count; i++) {
+      const from = (this.head + i) % this.cap;
+      keys.set(this.keys.subarray(from * WORDS, from * WORDS + WORDS), i * WORDS);
+      at[i] = this.at[from]!;
+      lsns[i] = this.lsns[from]!;
+      flags[i] = this.flags[from]!;
+    }
+    this.keys = keys;
+    this.at = at;
+    this.lsns = lsns;
+    this.flags = flags;
+    this.cap = cap;
+    this.head = 0;
+    let size = 2;
+    while (size < cap * 2) size *= 2;
+    this.index = new Uint32Array(size);
+    this.mask = size - 1;
+    for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i);
+  }
+}
+
+const scratch = new Uint32Array(WORDS);
+const scratchBytes = new Uint8Array(scratch.buffer);
+
+/** The digest as four 32-bit words (little endian, as rows() writes them). */
+function wordsOf(digest: Uint8Array): Uint32Array {
+  scratchBytes.set(digest.subarray(0, DEDUP_DIGEST_BYTES));
+  return scratch;
+}

@@ -1,0 +1,275 @@
+// Duplicate detection in the model: the window (eviction by count and age, its
+// index under churn), keys of every message-id type read from encoded messages,
+// publishes and transactions against a broker, and replay of its log elsewhere.
+import { randomBytes } from 'node:crypto';
+import rhea from 'rhea';
+import { describe, expect, it } from 'vitest';
+import { dedupKeyReader } from '../../../src/amqp/dedup-key-reader.js';
+import { Broker } from '../../../src/broker/broker.js';
+import type { LoggedChange } from '../../../src/broker/changes.js';
+import { dedupDigest, DedupKeyType } from '../../../src/broker/dedup-key.js';
+import { DedupWindow, DEDUP_ROW_BYTES } from '../../../src/broker/dedup-window.js';
+import { parseQueueSettings } from '../../../src/broker/settings.js';
+import { FakeClock, FakeConsumer, msg, qs } from './helpers.js';
+
+const key = (n: number): Buffer => dedupDigest(DedupKeyType.integer, Buffer.from(String(n)));
+
+/** An encoded AMQP message, as a sender would put it on the wire. */
+function amqp(fields: Record<string, unknown>): Buffer {
+  return rhea.message.encode({ body: 'x', ...fields }) as Buffer;
+}
+
+function dedupBroker(clock = new FakeClock()): { broker: Broker; clock: FakeClock; logged: LoggedChange[] } {
+  const broker = new Broker({ now: clock.now, dedupKeys: dedupKeyReader });
+  const logged: LoggedChange[] = [];
+  broker.log.attach({ append: (e) => logged.push(e) });
+  return { broker, clock, logged };
+}
+
+const withId = (id: unknown, durable = true) => msg('', { bytes: amqp({ message_id: id, durable }), durable });
+
+describe('dedup window - keys, eviction and rows', () => {
+  it('holds the last `limit` keys, oldest leaving first', () => {
+    const w = new DedupWindow(3, 0);
+    for (let i = 1; i <= 5; i++) expect(w.add(key(i), 0, i, true)).toBe(true);
+    expect(w.size).toBe(3);
+    expect([1, 2].map((i) => w.find(key(i), 0))).toEqual([undefined, undefined]);
+    expect(w.find(key(5), 0)).toEqual({ lsn: 5, durable: true });
+    expect(w.add(key(4), 0, 9, true)).toBe(false); // the first copy counts
+    expect(w.find(key(4), 0)?.lsn).toBe(4);
+    expect(w.evictedByCount).toBe(2);
+  });
+
+  it('forgets keys older than its ttl', () => {
+    const w = new DedupWindow(100, 1000);
+    w.add(key(1), 0, 1, true);
+    w.add(key(2), 500, 2, true, 500);
+    expect(w.find(key(1), 999)).toBeDefined();
+    expect(w.find(key(1), 1000)).toBeUndefined();
+    expect(w.find(key(2), 1000)).toBeDefined();
+    expect(w.size).toBe(1);
+    expect(w.add(key(3), 0, 3, true, 2000)).toBe(false); // too old already (a late replay)
+    expect(w.evictedByAge).toBe(2);
+  });
+
+  it('keeps its index right through growth, eviction and removal (against a model)', () => {
+    const limit = 5000;
+    const w = new DedupWindow(limit, 0);
+    // The ring as the model sees it: a removed key keeps its place until evicted.
+    const order: Array<{ n: number; removed: boolean }> = [];
+    const live = new Map<number, { n: number; removed: boolean }>();
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let step = 0; step < 40_000; step++) {
+      const n = rand(20_000);
+      if (rand(10) === 0 && live.has(n)) {
+        expect(w.remove(key(n))).toBe(true);
+        live.get(n)!.removed = true;
+        live.delete(n);
+        continue;
+      }
+      const added = w.add(key(n), 0, step + 1, true);
+      expect(added).toBe(!live.has(n));
+      if (!added) continue;
+      if (order.length === limit) {
+        const gone = order.shift()!;
+        if (!gone.removed) live.delete(gone.n);
+      }
+      const row = { n, removed: false };
+      order.push(row);
+      live.set(n, row);
+    }
+    for (let n = 0; n < 20_000; n++) expect(w.find(key(n), 0) !== undefined).toBe(live.has(n));
+  });
+
+  it('exports rows oldest first, only journaled ones up to an LSN when asked, and takes them back', () => {
+    const w = new DedupWindow(10, 0);
+    w.add(key(1), 10, 1, true);
+    w.add(key(2), 20, 2, false);
+    w.add(key(3), 30, 3, true);
+    w.add(key(4), 40, 4, true);
+    expect(w.rows().length).toBe(4 * DEDUP_ROW_BYTES);
+    const journaled = w.rows({ upToLsn: 3 });
+    expect(journaled.length).toBe(2 * DEDUP_ROW_BYTES);
+    const copy = new DedupWindow(10, 0);
+    expect(copy.addRows(journaled, 50)).toBe(2);
+    expect([1, 2, 3, 4].map((i) => copy.find(key(i), 50)?.lsn)).toEqual([1, undefined, 3, undefined]);
+  });
+
+  it('costs well under 100 bytes per key, off the V8 heap', () => {
+    // Full to its capacity (the arrays double up to the limit): the most it costs per key.
+    const n = 1 << 18;
+    const w = new DedupWindow(n, 0);
+    const digests = randomBytes(n * 16);
+    for (let i = 0; i < n; i++) w.add(digests.subarray(i * 16, i * 16 + 16), 0, i + 1, true);
+    expect(w.size).toBe(n);
+    expect(w.memoryBytes / w.size).toBeLessThan(50);
+  });
+});
+
+describe('dedup keys - message-id types and application properties', () => {
+  const read = (fields: Record<string, unknown>, property?: string) => dedupKeyReader(amqp(fields))(property);
+  const digest = (fields: Record<string, unknown>, property?: string) => {
+    const r = read(fields, property);
+    return r.status === 'key' ? r.digest.toString('hex') : r.status;
+  };
+
+  it('reads ulong, uuid, binary and string message-ids, and compares type and value', () => {
+    const uuid = rhea.string_to_uuid(rhea.generate_uuid());
+    const ids = [
+      { message_id: 7 },
+      { message_id: rhea.types.wrap_ulong(7) },
+      { message_id: rhea.types.wrap_uuid(uuid) },
+      { message_id: rhea.types.wrap_binary(Buffer.from(uuid)) },
+      { message_id: '7' },
+      { message_id: 'order-1' },
+    ];
+    const digests = ids.map((f) => digest(f));
+    // An int and a ulong 7 are one key; a uuid and a binary of the same bytes are not; nor "7" and 7.
+    expect(digests[0]).toBe(digests[1]);
+    expect(new Set(digests.slice(1)).size).toBe(5);
+    expect(digest({ message_id: 'order-1' })).toBe(digests[5]);
+    expect(digest({ message_id: 'order-2' })).not.toBe(digests[5]);
+  });
+
+  it('says missing for no message-id, invalid for an uncomparable one', () => {
+    expect(read({})).toEqual({ status: 'missing' });
+    expect(read({ message_id: rhea.types.wrap_double(1.5) }).status).toBe('invalid');
+    expect(read({ message_id: rhea.types.wrap_boolean(true) }).status).toBe('invalid');
+  });
+
+  it('reads an application property instead, when a queue names one', () => {
+    const f = { message_id: 'm1', application_properties: { _AMQ_DUPL_ID: 'dup-1', other: 3 } };
+    expect(digest(f, '_AMQ_DUPL_ID')).toBe(digest({ application_properties: { _AMQ_DUPL_ID: 'dup-1' } }, '_AMQ_DUPL_ID'));
+    expect(digest(f, '_AMQ_DUPL_ID')).not.toBe(digest(f));
+    expect(read(f, 'absent')).toEqual({ status: 'missing' });
+    expect(read({ application_properties: { k: { a: 1 } } }, 'k').status).toBe('invalid');
+  });
+
+  it('never throws on malformed bytes', () => {
+    const good = amqp({ message_id: 'abc' });
+    for (let cut = 0; cut < good.length; cut++) {
+      const r = dedupKeyReader(good.subarray(0, cut))(undefined);
+      expect(['key', 'missing', 'invalid']).toContain(r.status);
+    }
+  });
+});
+
+describe('dedup - publish and transactions', () => {
+  const settings = qs({ durable: true, dedupWindow: 100 });
+
+  it('takes a key once: a resend is a duplicate whether the first copy is queued, delivered or consumed', () => {
+    const { broker, logged } = dedupBroker();
+    const q = broker.declareQueue('orders', settings).queue;
+    const first = broker.publish('orders', withId('a'));
+    expect(first.duplicate).toBeUndefined();
+    const again = broker.publish('orders', withId('a'));
+    expect(again).toMatchObject({ duplicate: true, lsn: first.lsn, durable: true, queues: [] });
+    const c = new FakeConsumer('c1', 10);
+    q.addConsumer(c);
+    q.dispatch();
+    expect(broker.publish('orders', withId('a')).duplicate).toBe(true);
+    broker.accept(q, c.deliveries[0]!);
+    expect(q.depth).toBe(0);
+    expect(broker.publish('orders', withId('a')).duplicate).toBe(true);
+    expect(q.dedupCounts.duplicates).toBe(3);
+    expect(logged.filter((e) => e.change.kind === 'enqueue')).toHaveLength(1);
+    expect(broker.publish('orders', withId('b')).duplicate).toBeUndefined();
+  });
+
+  it('passes messages without a key (counted), and with an uncomparable one (counted, reported)', () => {
+    const reports: string[] = [];
+    const clock = new FakeClock();
+    const broker = new Broker({ now: clock.now, dedupKeys: dedupKeyReader, events: { dedupKeyInvalid: (_q, reason) => reports.push(reason) } });
+    const q = broker.declareQueue('orders', settings).queue;
+    broker.publish('orders', msg('', { bytes: amqp({}) }));
+    broker.publish('orders', msg('', { bytes: amqp({}) }));
+    broker.publish('orders', withId(rhea.types.wrap_double(2.5)));
+    broker.publish('orders', withId(rhea.types.wrap_double(2.5)));
+    expect(q.depth).toBe(4);
+    expect(q.dedupCounts).toEqual({ duplicates: 0, withoutKey: 2, invalidKey: 2 });
+    expect(reports[0]).toMatch(/not compared/);
+  });
+
+  it('forgets the key of a publish taken back (its journal write failed), so the resend gets in', () => {
+    const { broker } = dedupBroker();
+    const q = broker.declareQueue('orders', settings).queue;
+    broker.withdraw(broker.publish('orders', withId('a')));
+    expect(q.depth).toBe(0);
+    expect(broker.publish('orders', withId('a')).duplicate).toBeUndefined();
+    expect(q.depth).toBe(1);
+  });
+
+  it('evicts by age: a resend after the ttl is a new message', () => {
+    const { broker, clock } = dedupBroker();
+    const q = broker.declareQueue('orders', qs({ dedupWindow: 10, dedupTtlMs: 60_000 })).queue;
+    broker.publish('orders', withId('a', false));
+    clock.advance(59_999);
+    expect(broker.publish('orders', withId('a', false)).duplicate).toBe(true);
+    clock.advance(1);
+    expect(broker.publish('orders', withId('a', false)).duplicate).toBeUndefined();
+    expect(q.depth).toBe(2);
+  });
+
+  it('transactions: keys enter at commit, once per transaction; a rolled-back one leaves none', () => {
+    const { broker } = dedupBroker();
+    const q = broker.declareQueue('orders', settings).queue;
+    // Rolled back: the coordinator drops its sends, the broker never saw them.
+    const rolledBack = [{ address: 'orders', msg: withId('t1') }];
+    void rolledBack;
+    const r = broker.commit([{ address: 'orders', msg: withId('t1') }, { address: 'orders', msg: withId('t1') }, { address: 'orders', msg: withId('t2') }], []);
+    expect(q.depth).toBe(2);
+    expect(r.dedupKeys).toHaveLength(2);
+    const again = broker.commit([{ address: 'orders', msg: withId('t1') }, { address: 'orders', msg: withId('t2') }], []);
+    expect(again).toMatchObject({ duplicate: true, queues: [] });
+    expect(q.depth).toBe(2);
+    expect(broker.publish('orders', withId('t2')).duplicate).toBe(true);
+    // A commit whose durability failed gives its keys back.
+    const failed = broker.commit([{ address: 'orders', msg: withId('t3') }], []);
+    broker.forgetKeys(failed);
+    expect(broker.commit([{ address: 'orders', msg: withId('t3') }], []).duplicate).toBeUndefined();
+  });
+
+  it('a broker applying the log (an HA backup) ends with the same window, and refuses what the first refused', () => {
+    const { broker, logged } = dedupBroker();
+    broker.declareQueue('orders', settings);
+    for (const id of ['a', 'b', 'a', 'c']) broker.publish('orders', withId(id));
+    broker.commit([{ address: 'orders', msg: withId('d') }, { address: 'orders', msg: withId('b') }], []);
+    const backup = new Broker({ now: broker.now, dedupKeys: dedupKeyReader });
+    for (const e of logged) backup.apply(e);
+    const q = backup.queue('orders');
+    expect(q.depth).toBe(4);
+    expect(q.dedup!.size).toBe(4);
+    for (const id of ['a', 'b', 'c', 'd']) expect(backup.publish('orders', withId(id)).duplicate).toBe(true);
+    expect(backup.publish('orders', withId('e')).duplicate).toBeUndefined();
+  });
+
+  it('a DR copy of a source without a window is deduplicated by the secondary', () => {
+    const { broker } = dedupBroker();
+    broker.declareQueue('orders', settings);
+    const copy = (id: number, mid: string) => ({ kind: 'enqueue' as const, queue: 'orders', message: { id, bytes: amqp({ message_id: mid, durable: true }), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined } });
+    const logged = broker.recordDr({ kind: 'dr-transaction', queues: ['orders'], lsn: 10, time: 0, changes: [copy(1, 'x'), copy(2, 'x'), copy(3, 'y')] });
+    expect(broker.queue('orders').depth).toBe(2);
+    const kept = (logged.change as { changes: unknown[] }).changes;
+    expect(kept).toHaveLength(2); // the journal and backups never see the second copy
+    broker.recordDr({ kind: 'dr-transaction', queues: ['orders'], lsn: 11, time: 0, changes: [copy(4, 'y')] });
+    expect(broker.queue('orders').depth).toBe(2);
+    // After activation, a client resending what it sent the lost site:
+    expect(broker.publish('orders', withId('x')).duplicate).toBe(true);
+  });
+});
+
+describe('dedup settings - refused at declare when out of range', () => {
+  it('parses the window, ttl and key, and refuses bad values with what is accepted', () => {
+    expect(parseQueueSettings({ 'qpid.dedup-window': '1000000', 'qpid.dedup-ttl': '10m', 'qpid.dedup-key': '_AMQ_DUPL_ID' })).toMatchObject({ dedupWindow: 1_000_000, dedupTtlMs: 600_000, dedupKey: '_AMQ_DUPL_ID' });
+    expect(() => parseQueueSettings({ 'dedup-window': -1 })).toThrow(/whole number/);
+    expect(() => parseQueueSettings({ 'dedup-window': 1e9 })).toThrow(/between 0/);
+    expect(() => parseQueueSettings({ 'dedup-window': 10, 'dedup-ttl': '30d' })).toThrow(/duration|7 days/);
+    expect(() => parseQueueSettings({ 'dedup-ttl': '10m' })).toThrow(/need a dedup-window/);
+    expect(() => parseQueueSettings({ 'dedup-window': 10, 'dedup-key': 5 })).toThrow(/property name/);
+    // Broker defaults apply only to a queue that sets none of the dedup arguments.
+    const defaults = qs({ dedupWindow: 50, dedupTtlMs: 1000 });
+    expect(parseQueueSettings({ durable: true }, defaults)).toMatchObject({ dedupWindow: 50, dedupTtlMs: 1000 });
+    expect(parseQueueSettings({ 'dedup-window': 0 }, defaults)).toMatchObject({ dedupWindow: 0, dedupTtlMs: 0 });
+  });
+});
