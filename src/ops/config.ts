@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import ini from 'ini';
 import type { QueueSettings } from '../broker/changes.js';
-import { parseDedupDefaults, parseDuration } from '../broker/settings.js';
+import { DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, parseDedupDefaults, parseDuration } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
@@ -74,8 +74,8 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold', min: 16 * 1024 * 1024, why: 'smaller windows drop changes before backups are sent them' },
   { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
   { key: 'dr-retain-size', kind: 'size', description: 'DR source: most bytes of message data those changes may hold' },
-  { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)' },
-  { key: 'dedup-ttl', kind: 'duration', description: 'default age limit of those keys (0 = none)' },
+  { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)', max: DEDUP_MAX_WINDOW, why: 'about 41-49 bytes of memory per key' },
+  { key: 'dedup-ttl', kind: 'duration', description: 'default age limit of those keys (0 = none)', max: DEDUP_MAX_TTL_MS, why: 'a week; the window\'s count bounds its memory anyway' },
   { key: 'dedup-key', kind: 'string', description: "default key: an application property name (unset = the AMQP message-id)" },
 ];
 

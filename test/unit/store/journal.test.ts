@@ -34,7 +34,7 @@ describe('journal', () => {
   it('journal - an empty directory recovers to nothing and reserves LSNs ahead', async () => {
     const dataDir = await fresh();
     const { journal, recovered } = await open(dataDir);
-    expect({ ...recovered, changes: recovered.changes }).toEqual({ config: [], messages: 0, maxMessageId: 0, changes: [], lastLsn: 0, lastChangeLsn: 0, epoch: 0 });
+    expect({ ...recovered, changes: recovered.changes }).toEqual({ config: [], messages: 0, maxMessageId: 0, dedupWindows: new Map(), changes: [], lastLsn: 0, lastChangeLsn: 0, epoch: 0 });
     await journal.close();
     const again = await open(dataDir, { reserveLsnBlock: 1000 });
     // The first open reserved 1..1,000,000 before handing anything out.
