@@ -8,6 +8,8 @@ import type { Broker } from '../broker/broker.js';
 import { TandemError } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
+import { LogThrottle } from '../ops/log-throttle.js';
+import { DiskFullError } from '../store/errors.js';
 import { errorCondition } from './conditions.js';
 import { parseIncoming, type ParsedMessage } from './message-codec.js';
 import { readTransactionalState } from './transaction-types.js';
@@ -27,6 +29,24 @@ export interface IncomingOptions {
   ensureAddress(address: string): void;
   /** A transactional send: hand it to the transaction instead. */
   onTransactional?(delivery: Delivery, msg: ParsedMessage, address: string, txnId: Buffer): void;
+}
+
+/** Shared by every link: a full disk refuses every sender's messages at once. */
+const refusals = new LogThrottle();
+
+/**
+ * A refusal the client was told of, logged at most once per interval per kind: the disk
+ * being full is an operator's condition (warn, its own clear message, no stack); any
+ * other is a fault of ours (error, with the stack).
+ */
+function logRefusal(log: Logger, err: unknown): void {
+  const diskFull = err instanceof DiskFullError;
+  const key = diskFull ? err.code : ((err as { code?: string }).code ?? (err as Error).name ?? 'error');
+  const held = refusals.admit(key);
+  if (held === undefined) return;
+  const alsoRefused = held > 0 ? { alsoRefused: held } : {};
+  if (diskFull) log.warn({ ...alsoRefused, dir: err.dir }, `message refused: ${err.message}`);
+  else log.error({ err, ...alsoRefused }, 'message refused by an internal error');
 }
 
 export class IncomingLink {
@@ -100,7 +120,7 @@ export class IncomingLink {
 
   private refuse(delivery: Delivery, err: unknown): void {
     const { condition, description } = errorCondition(err);
-    if (!(err instanceof TandemError)) this.log.error({ err }, 'message refused by an internal error');
+    if (!(err instanceof TandemError)) logRefusal(this.log, err);
     delivery.reject({ condition, description });
   }
 
