@@ -92,7 +92,7 @@ export async function haCommands(program: Command): Promise<void> {
           return exitWhenFlushed(HaExit.ok);
         }
         const status = await haStatusOf(target.address, ms(o));
-        process.stdout.write(o.json ? `${JSON.stringify(status)}\n` : `${status.state}\n`);
+        process.stdout.write(o.json ? `${JSON.stringify(status)}\n` : `${status.state}\n${divergedLines(status)}`);
         if (o.expect !== undefined && status.state !== o.expect) return exitWhenFlushed(HaExit.no);
         if (o.isPrimary && status.state !== 'active' && status.state !== 'recovering') return exitWhenFlushed(HaExit.no);
         return exitWhenFlushed(HaExit.ok);
@@ -125,7 +125,8 @@ export async function haCommands(program: Command): Promise<void> {
 
   common(ha.command('promote').description('make this backup the primary (only for a cluster manager)'))
     .option('--cluster-manager', 'confirm the request comes from the cluster manager (required)')
-    .action(async (o: HaOptions & { clusterManager?: boolean }) => {
+    .option('--accept-data-loss', 'promote a joining broker even when brokers that may be ahead do not answer or are ahead (what may be lost is printed and logged)')
+    .action(async (o: HaOptions & { clusterManager?: boolean; acceptDataLoss?: boolean }) => {
       try {
         if (!o.clusterManager) {
           throw new TandemError(
@@ -133,19 +134,31 @@ export async function haCommands(program: Command): Promise<void> {
             'promotion must come from the cluster manager (Pacemaker, rgmanager); add --cluster-manager only if you are one',
           );
         }
-        const r = (await haRequest(haTarget(o).address, 'HA-PROMOTE', { 'cluster-manager': true }, ms(o))) as HaStatus;
-        process.stdout.write(o.json ? `${JSON.stringify(r)}\n` : `${r.state}\n`);
+        const body = { 'cluster-manager': true, ...(o.acceptDataLoss ? { 'accept-data-loss': true } : {}) };
+        const r = (await haRequest(haTarget(o).address, 'HA-PROMOTE', body, ms(o))) as HaStatus & { guard?: { rule: string | null; checked: string } };
+        if (o.json) process.stdout.write(`${JSON.stringify(r)}\n`);
+        else process.stdout.write(`${r.state}\n${r.guard ? `${r.guard.checked}\n` : ''}`);
+        if (r.guard?.rule === 'accept-data-loss') process.stderr.write(`tandem: WARNING: ${r.guard.checked}\n`);
         return exitWhenFlushed(HaExit.ok);
       } catch (err) {
         return fail(err);
       }
     });
 
-  // The agent's helper loads the whole agent: not for the commands a failover waits on.
-  if (!LEAN_HA_COMMANDS.has(process.argv[3] ?? '')) (await import('./ha-agent-commands.js')).haAgentCommands(ha);
+  // The agent's helper loads the whole agent, diverged the journal: not for the commands a failover waits on.
+  if (!LEAN_HA_COMMANDS.has(process.argv[3] ?? '')) {
+    (await import('./ha-agent-commands.js')).haAgentCommands(ha);
+    (await import('./ha-diverged-commands.js')).haDivergedCommands(ha, common, fail);
+  }
 }
 
 const LEAN_HA_COMMANDS = new Set(['status', 'query', 'ping', 'promote']);
+
+/** Under the state in `tandem ha status`: the diverged sets the broker keeps, if any (one line each). */
+function divergedLines(status: HaStatus): string {
+  const sets = Array.isArray(status.diverged) ? (status.diverged as Array<{ name: string; epoch: number; from: number; through: number }>) : [];
+  return sets.map((d) => `diverged: ${d.name} (epoch ${d.epoch}, LSN ${d.from} to ${d.through}; see tandem ha diverged)\n`).join('');
+}
 
 /** HA-STATUS of every broker in ha-brokers-url (taken from the local broker if not in a config). */
 export async function queryAll(local: BrokerAddress, brokersUrl: string | undefined, timeoutMs: number): Promise<Array<Record<string, unknown>>> {

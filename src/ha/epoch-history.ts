@@ -61,3 +61,18 @@ export class EpochHistory {
     return next === undefined || lsn < next.startLsn;
   }
 }
+
+/**
+ * How far a log that reached `lsn` in `epoch` agrees with a history whose log is
+ * at `head`: every change up to the returned LSN is the same in both, the ones
+ * after it (up to `lsn`) only the other log has. An epoch the history does not
+ * know, or a newer one, agrees on nothing that can be proved: 0.
+ */
+export function sharedThrough(history: EpochHistory, epoch: number, lsn: number, head: number): number {
+  const current = history.latest?.epoch ?? 0;
+  if (epoch > current) return 0;
+  if (epoch === current) return Math.min(lsn, head);
+  if (epoch !== 0 && !history.all.some((e) => e.epoch === epoch)) return 0;
+  const next = history.all.find((e) => e.epoch > epoch);
+  return Math.min(lsn, head, next === undefined ? head : next.startLsn - 1);
+}

@@ -20,7 +20,9 @@ import { Props, type StreamMessage } from '../replication/protocol.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
 import { clearJournalComplete, isJournalComplete, markJournalComplete } from './journal-marker.js';
-import { EpochHistory } from './epoch-history.js';
+import { EpochHistory, type EpochStart } from './epoch-history.js';
+import { DIVERGED_DIR, listDiverged, readSnapshotPoint, writeSnapshotPoint, type DivergedInfo } from './diverged-store.js';
+import { judgePromotion, readEpochHistory, type GuardRule } from './promotion-guard.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
 import { probeTcp } from '../util/tcp-reach.js';
 
@@ -38,8 +40,11 @@ export interface HaHost {
   broker: Broker;
   settings: Settings;
   log: Logger;
-  /** Replace the store with an empty journal (a snapshot is coming). */
-  resetStore(): Promise<void>;
+  /**
+   * Replace the store with an empty journal (a snapshot is coming). `diverged`: the
+   * old store holds changes the primary lacks: keep it in the diverged area.
+   */
+  resetStore(diverged?: DivergedInfo): Promise<void>;
   /** The snapshot is complete and durable: drop the store it replaced. */
   snapshotComplete(): void;
   whenDurable(lsn: number, cb: (err?: Error) => void): void;
@@ -71,11 +76,38 @@ export interface HaStatusReport {
   'last-error': string | null;
   /** This process (so a broker can recognise itself among ha-brokers-url). */
   instance: string;
+  /** Where each epoch began in this broker's log: what the promotion guard compares. */
+  'epoch-history': EpochStart[];
+  /** Journals set aside on rejoining because they held changes the primary lacked (diverged-store.ts). */
+  diverged: Array<{ name: string; path: string; epoch: number; from: number; through: number; 'set-aside-at': string; republished: number }>;
+}
+
+/** What the promotion guard checked, in the answer to HA-PROMOTE. */
+export interface PromotionReport {
+  rule: GuardRule | null;
+  checked: string;
+  newest: { epoch: number; lsn: number; where: string };
+  candidate: { epoch: number; lsn: number };
+}
+
+interface PeerStatus {
+  state: string;
+  epoch?: number;
+  lsn?: number;
+  instance?: string;
+  [k: string]: unknown;
+}
+
+/** One address of ha-brokers-url and its HA-STATUS (undefined: not visible). */
+interface PeerAnswer {
+  address: string;
+  answer?: PeerStatus;
 }
 
 interface ReplicationHello {
   brokerId: string;
   lsn: number;
+  journalLsn: number | undefined;
   epoch: number;
   replicate: string;
 }
@@ -93,6 +125,8 @@ export class HaManager {
   /** Our stream position is valid only after a snapshot in this process. */
   private positionValid = false;
   private inSnapshot = false;
+  /** The recovered store was replaced by a snapshot load in this process. */
+  private storeReplaced = false;
   /** The replication source is off the change log while a snapshot loads. */
   private windowDetached = false;
   private promoting = false;
@@ -198,6 +232,7 @@ export class HaManager {
     const hello: ReplicationHello = {
       brokerId: String(props[Props.brokerId] ?? 'unknown'),
       lsn: Number(props[Props.lsn] ?? 0),
+      journalLsn: props[Props.journalLsn] === undefined ? undefined : Number(props[Props.journalLsn]),
       epoch: Number(props[Props.epoch] ?? 0),
       replicate: String(props[Props.replicate] ?? ''),
     };
@@ -217,7 +252,7 @@ export class HaManager {
     }
     (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = { [Props.epoch]: this.host.broker.epoch };
     sender.set_source({ address: '$ha.replication' } as never);
-    return this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch });
+    return this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch, journalLsn: hello.journalLsn });
   }
 
   onReplicationGone(stream: BackupStream): void {
@@ -225,29 +260,33 @@ export class HaManager {
   }
 
   /**
-   * Promotion, only at the cluster manager's request. A ready backup may be
-   * promoted; a joining one only on a brand-new cluster (no broker beyond
-   * joining); never while another live primary is visible.
+   * Promotion, only at the cluster manager's request, never while another live
+   * primary is visible, and for a joining broker only as promotion-guard.ts allows
+   * (`acceptDataLoss`: the operator's --accept-data-loss). The answer says what
+   * the guard checked.
    */
-  async promote(): Promise<HaStatusReport> {
+  async promote(options: { acceptDataLoss?: boolean } = {}): Promise<HaStatusReport & { guard?: PromotionReport }> {
     if (this.isPrimary) return this.status();
     if (this.promoting) throw new TandemError('TANDEM_ERR_PRECONDITION', 'a promotion is already in progress');
     this.promoting = true;
     try {
       const state = this.sm.state;
-      if (state !== 'ready' && state !== 'joining') {
-        throw new TandemError('TANDEM_ERR_PRECONDITION', `cannot promote a broker in state ${state}: only a ready backup (or, on a new cluster, a joining one)`);
+      const answers = await this.brokerAnswers();
+      const others = answers.filter((a): a is PeerAnswer & { answer: PeerStatus } => a.answer !== undefined && a.answer.instance !== this.instanceId);
+      const primary = others.find((o) => o.answer.state === 'active' || o.answer.state === 'recovering');
+      if (primary) throw new TandemError('TANDEM_ERR_PRECONDITION', `${primary.address} is already the primary (${primary.answer.state}); refusing to make two`);
+      const own = this.status();
+      const verdict = judgePromotion(
+        { state, epoch: own.epoch, lsn: own.lsn, history: own['epoch-history'] },
+        answers.map((a) => (a.answer ? { address: a.address, state: a.answer.state, epoch: Number(a.answer.epoch ?? 0), lsn: Number(a.answer.lsn ?? 0), history: readEpochHistory(a.answer['epoch-history']) } : { address: a.address, state: 'unreachable', epoch: 0, lsn: 0 })),
+        options.acceptDataLoss === true,
+      );
+      const report: PromotionReport = { rule: verdict.rule ?? null, checked: verdict.checked, newest: { epoch: verdict.newest.epoch, lsn: verdict.newest.lsn, where: verdict.newest.where }, candidate: verdict.candidate };
+      if (!verdict.allowed) {
+        this.log.warn({ state, ...report }, `promotion refused: ${verdict.checked}`);
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `promotion refused: ${verdict.checked}`);
       }
-      const others = await this.peerStates();
-      const primary = others.find((o) => o.state === 'active' || o.state === 'recovering');
-      if (primary) throw new TandemError('TANDEM_ERR_PRECONDITION', `${primary.address} is already the primary (${primary.state}); refusing to make two`);
-      if (state === 'joining') {
-        const beyond = others.find((o) => o.state === 'catchup' || o.state === 'ready');
-        if (beyond) {
-          throw new TandemError('TANDEM_ERR_PRECONDITION', `this broker is joining while ${beyond.address} is ${beyond.state}: promote a ready backup instead`);
-        }
-      }
-      const maxEpoch = Math.max(this.host.broker.epoch, this.history.latest?.epoch ?? 0, ...others.map((o) => o.epoch ?? 0));
+      const maxEpoch = Math.max(this.host.broker.epoch, this.history.latest?.epoch ?? 0, verdict.newest.epoch, ...others.map((o) => Number(o.answer.epoch ?? 0)));
       if (this.sm.state !== state) throw new TandemError('TANDEM_ERR_PRECONDITION', `state changed to ${this.sm.state} during promotion; try again`);
       await this.follower?.stop();
       this.follower = undefined;
@@ -259,8 +298,12 @@ export class HaManager {
       this.history.record(epoch, logged.lsn);
       await new Promise<void>((resolve, reject) => this.host.whenDurable(logged.lsn, (err) => (err ? reject(err) : resolve())));
       this.becomePrimary();
-      this.log.info({ epoch, lsn: logged.lsn, expected: this.expectedBackups() }, 'promoted to primary');
-      return this.status();
+      if (verdict.rule === 'accept-data-loss') {
+        this.log.warn({ epoch, lsn: logged.lsn, mayLose: report.newest, candidate: report.candidate }, `PROMOTED WITH --accept-data-loss: ${verdict.checked}`);
+      } else {
+        this.log.info({ epoch, lsn: logged.lsn, expected: this.expectedBackups(), rule: verdict.rule, checked: verdict.checked }, 'promoted to primary');
+      }
+      return { ...this.status(), guard: report };
     } finally {
       this.promoting = false;
     }
@@ -282,10 +325,36 @@ export class HaManager {
       backups,
       'last-error': this.follower?.lastError ?? null,
       instance: this.instanceId,
+      'epoch-history': [...this.history.all],
+      diverged: listDiverged(this.host.settings.dataDir).map((d) => ({ name: d.name, path: d.path, epoch: d.epoch, from: d.after + 1, through: d.through, 'set-aside-at': d.setAsideAt, republished: d.republished })),
     };
   }
 
   // ---- backup side ------------------------------------------------------------
+
+  /**
+   * The newest change in the journal: what the primary compares with its own log to
+   * find changes only this broker has. 0 while the store is a partial snapshot.
+   */
+  private journalLsn(): number {
+    if (this.positionValid || this.isPrimary) return this.host.broker.log.lsn;
+    return this.storeReplaced ? 0 : this.host.recoveredLsn;
+  }
+
+  /** What to note with the store a snapshot replaces, when the primary says it holds changes the primary lacks. */
+  private divergedInfo(m: StreamMessage): DivergedInfo | undefined {
+    if (m.divergedAfter === undefined || m.divergedThrough === undefined || !(m.divergedThrough > m.divergedAfter)) return undefined;
+    return {
+      epoch: this.host.broker.epoch,
+      after: m.divergedAfter,
+      through: m.divergedThrough,
+      primaryEpoch: m.epoch ?? 0,
+      reason: m.reason ?? '',
+      setAsideAt: new Date().toISOString(),
+      snapshotPoint: readSnapshotPoint(this.host.settings.dataDir),
+      history: [...this.history.all],
+    };
+  }
 
   private follow(): void {
     const s = this.host.settings;
@@ -299,7 +368,7 @@ export class HaManager {
       replicate: s.haReplicate,
       heartbeatMs: s.haHeartbeatIntervalMs,
       log: this.log.child({ sub: 'replication' }),
-      position: () => ({ lsn: this.positionValid ? this.host.broker.log.lsn : 0, epoch: this.host.broker.epoch }),
+      position: () => ({ lsn: this.positionValid ? this.host.broker.log.lsn : 0, epoch: this.host.broker.epoch, journalLsn: this.journalLsn() }),
       handle: (m) => this.handle(m),
       onFollowing: () => this.transition('catchup', 'attached to the primary'),
       onLost: (reason, dropped) => {
@@ -343,17 +412,26 @@ export class HaManager {
     const done = { safe: Promise.resolve() };
     const broker = this.host.broker;
     switch (m.kind) {
-      case 'snapshot-begin':
+      case 'snapshot-begin': {
         this.log.info({ lsn: m.lsn, epoch: m.epoch, reason: m.reason }, 'receiving a snapshot from the primary');
+        const diverged = this.storeReplaced ? undefined : this.divergedInfo(m);
+        if (diverged) {
+          this.log.warn(
+            { epoch: diverged.epoch, from: diverged.after + 1, through: diverged.through, primaryEpoch: diverged.primaryEpoch },
+            `this broker's journal holds changes the primary lacks (epoch ${diverged.epoch}, LSN ${diverged.after + 1} to ${diverged.through}); they may have been confirmed to clients: keeping them in ${join(this.host.settings.dataDir, DIVERGED_DIR)}`,
+          );
+        }
         this.inSnapshot = true;
         this.positionValid = false;
+        this.storeReplaced = true;
         // A restart during the load goes back to the old store, for a snapshot again.
         this.forgetJournalComplete();
         // Our window of recent changes is reset when the snapshot is in: feeding it the
         // snapshot's records on the way (copying each one) was a tenth of the load's cost.
         this.detachWindow();
-        await this.host.resetStore();
+        await this.host.resetStore(diverged);
         return done;
+      }
       case 'changes': {
         let lastDurable = 0;
         const entries = m.entries ?? [];
@@ -380,6 +458,8 @@ export class HaManager {
         broker.apply({ lsn: m.lsn, change: { kind: 'epoch', epoch }, durable: true });
         this.history.replace(epoch > 0 ? [{ epoch, startLsn: 0 }] : []);
         await durable(this.host, m.lsn);
+        // Its records are numbered 1..N below this point: a later set-aside must know.
+        writeSnapshotPoint(this.host.settings.dataDir, m.lsn);
         this.inSnapshot = false;
         this.positionValid = true;
         // Snapshot records are numbered 1..N, not primary LSNs: never serve them as a diff.
@@ -479,28 +559,32 @@ export class HaManager {
    * the newer one stops). A hung broker on a live host (SIGSTOP, overload) gets the
    * full `answerMs`, as before.
    */
-  private async peerStates(answerMs = 3000): Promise<Array<{ address: string; state: string; epoch?: number; instance?: string }>> {
+  private async peerStates(answerMs = 3000): Promise<Array<{ address: string } & PeerStatus>> {
+    const answers = await this.brokerAnswers(answerMs);
+    return answers.flatMap((a) => (a.answer && a.answer.instance !== this.instanceId ? [{ ...a.answer, address: a.address }] : []));
+  }
+
+  /** Every address of ha-brokers-url with its HA-STATUS, this broker's own included (see peerStates). */
+  private async brokerAnswers(answerMs = 3000): Promise<PeerAnswer[]> {
     const s = this.host.settings;
-    const results = await Promise.all(
-      this.url.endpoints.map(async (e) => {
+    return Promise.all(
+      this.url.endpoints.map(async (e): Promise<PeerAnswer> => {
         const address = `${e.host}:${e.port}`;
-        if ((await probeTcp(e.host, e.port, PEER_HANDSHAKE)) !== 'answered') return undefined;
+        if ((await probeTcp(e.host, e.port, PEER_HANDSHAKE)) !== 'answered') return { address };
         let client: ManagementClient | undefined;
         try {
           client = await ManagementClient.connect(
             { host: e.host, port: e.port, user: s.haMechanism === 'PLAIN' ? (s.haUsername ?? this.url.user) : undefined, password: s.haMechanism === 'PLAIN' ? (s.haPassword ?? this.url.password) : undefined },
             { timeoutMs: answerMs, properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId } },
           );
-          const st = (await client.request('HA-STATUS', 'broker', 'broker')) as { state: string; epoch?: number; instance?: string };
-          return { address, ...st };
+          return { address, answer: (await client.request('HA-STATUS', 'broker', 'broker')) as PeerStatus };
         } catch {
-          return undefined;
+          return { address };
         } finally {
           client?.close();
         }
       }),
     );
-    return results.filter((r): r is NonNullable<typeof r> => r !== undefined && r.instance !== this.instanceId);
   }
 
   private transition(to: HaState, reason: string): void {

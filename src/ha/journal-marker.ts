@@ -32,7 +32,8 @@ export function clearJournalComplete(dataDir: string): void {
   syncDir(dataDir);
 }
 
-function syncDir(dir: string): void {
+/** fsync a directory, so a rename or removal in it is durable. */
+export function syncDir(dir: string): void {
   const fd = openSync(dir, 'r');
   try {
     fsyncSync(fd);

@@ -11,6 +11,7 @@ import { AllGates, type SettlementGate } from '../broker/settlement.js';
 import { TandemError } from '../broker/errors.js';
 import { HaManager } from '../ha/ha-manager.js';
 import { clearJournalComplete, isJournalComplete } from '../ha/journal-marker.js';
+import { dropDivergenceNote, keepIfDiverged, noteDivergence, type DivergedInfo } from '../ha/diverged-store.js';
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
 import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
@@ -144,7 +145,7 @@ export class Daemon {
         broker: this.broker,
         settings: s,
         log: logger('ha'),
-        resetStore: () => this.resetStore(),
+        resetStore: (diverged) => this.resetStore(diverged),
         snapshotComplete: () => this.dropReplacedStores(),
         whenDurable: (lsn, cb) => this.journal!.whenDurable(lsn, cb),
         recoveredLsn,
@@ -285,7 +286,7 @@ export class Daemon {
         throw new TandemError('TANDEM_ERR_PRECONDITION', 'promotion must come from the cluster manager (tandem ha promote --cluster-manager)');
       }
       if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): there is nothing to promote');
-      return { ...(await this.ha.promote()) };
+      return { ...(await this.ha.promote({ acceptDataLoss: body['accept-data-loss'] === true })) };
     });
   }
 
@@ -329,8 +330,12 @@ export class Daemon {
     this.journal?.close().then(exit, exit);
   }
 
-  /** A backup about to load a snapshot: set the old store aside, start an empty one. */
-  private async resetStore(): Promise<void> {
+  /**
+   * A backup about to load a snapshot: set the old store aside, start an empty one.
+   * `diverged`: the old store holds changes the primary lacks; it is kept (see
+   * src/ha/diverged-store.ts) instead of deleted once the snapshot is in.
+   */
+  private async resetStore(diverged?: DivergedInfo): Promise<void> {
     const dir = this.settings.dataDir;
     const old = this.journal!;
     this.broker.log.detach(old);
@@ -343,6 +348,7 @@ export class Daemon {
     const current = join(dir, JOURNAL_DIR_NAME);
     const aside = join(dir, `journal.replaced-${Date.now()}`);
     if (existsSync(current)) renameSync(current, aside);
+    if (diverged && existsSync(aside)) noteDivergence(aside, diverged);
     // Until the snapshot is complete, a restart must go back to the old store.
     writeFileSync(join(dir, SNAPSHOT_MARKER), aside);
     this.broker.resetState();
@@ -368,6 +374,17 @@ export class Daemon {
 
   private dropReplacedStores(): void {
     const dir = this.settings.dataDir;
+    // Before the marker goes: a crash in between must not leave a kept store to be deleted.
+    for (const name of readdirSync(dir)) {
+      if (!/^journal\.replaced-\d+$/.test(name)) continue;
+      const kept = keepIfDiverged(dir, join(dir, name));
+      if (kept) {
+        this.log.warn(
+          { path: kept.path, epoch: kept.epoch, from: kept.after + 1, through: kept.through },
+          `kept the changes the primary lacks (epoch ${kept.epoch}, LSN ${kept.after + 1} to ${kept.through}) in ${kept.path}: list, export or re-publish them with tandem ha diverged`,
+        );
+      }
+    }
     rmSync(join(dir, SNAPSHOT_MARKER), { force: true });
     this.attachDrWindow();
     for (const name of readdirSync(dir)) {
@@ -383,6 +400,8 @@ export class Daemon {
     const aside = readFileSync(marker, 'utf8').trim();
     rmSync(join(dir, JOURNAL_DIR_NAME), { recursive: true, force: true });
     if (aside && existsSync(aside)) renameSync(aside, join(dir, JOURNAL_DIR_NAME));
+    // The snapshot starts again, and with it the set-aside of a diverged store.
+    if (aside) dropDivergenceNote(aside);
     rmSync(marker, { force: true });
     log.warn({ restored: aside }, 'a snapshot load was interrupted: restored the store it was replacing');
   }

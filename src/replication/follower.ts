@@ -20,8 +20,8 @@ export interface FollowerHost {
   replicate: string;
   heartbeatMs: number;
   log: Logger;
-  /** Our log position and epoch, sent when we attach. */
-  position(): { lsn: number; epoch: number };
+  /** Our log position and epoch, sent when we attach; `journalLsn`: the newest change in our journal. */
+  position(): { lsn: number; epoch: number; journalLsn: number };
   /**
    * Apply one stream message. Resolves once it is applied (the next message may
    * then be applied) with `safe`, which resolves once it may be acknowledged
@@ -151,6 +151,7 @@ export class Follower {
         properties: {
           [Props.brokerId]: this.host.brokerId,
           [Props.lsn]: pos.lsn,
+          [Props.journalLsn]: pos.journalLsn,
           [Props.epoch]: pos.epoch,
           [Props.replicate]: this.host.replicate,
         },

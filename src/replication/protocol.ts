@@ -21,6 +21,8 @@ export const Props = {
   lsn: 'tandem.lsn',
   epoch: 'tandem.epoch',
   replicate: 'tandem.replicate',
+  /** The newest change in the backup's journal, even when it cannot resume from it (`lsn` is then 0). */
+  journalLsn: 'tandem.journal-lsn',
 } as const;
 
 export type StreamKind = 'changes' | 'snapshot-begin' | 'snapshot-end' | 'ready' | 'heartbeat' | 'membership';
@@ -41,6 +43,12 @@ export interface StreamMessage {
   ready?: string[];
   /** snapshot-begin: why (for the log line). */
   reason?: string;
+  /**
+   * snapshot-begin: the backup's journal holds changes this primary's log lacks,
+   * those after `divergedAfter` up to `divergedThrough`: it keeps them aside.
+   */
+  divergedAfter?: number;
+  divergedThrough?: number;
 }
 
 /**
@@ -55,6 +63,8 @@ export function encodeStreamMessage(m: StreamMessage): Buffer {
   if (m.epoch !== undefined) props.epoch = m.epoch;
   if (m.ready) props.ready = m.ready.join(',');
   if (m.reason) props.reason = m.reason;
+  if (m.divergedAfter !== undefined) props['diverged-after'] = m.divergedAfter;
+  if (m.divergedThrough !== undefined) props['diverged-through'] = m.divergedThrough;
   const head = applicationProperties(props);
   const reserve = head.length + DATA_SECTION_HEADER;
   let out: Buffer;
@@ -157,6 +167,10 @@ export function decodeStreamMessage(message: { application_properties?: Record<s
   if (p.epoch !== undefined) out.epoch = Number(p.epoch);
   if (typeof p.ready === 'string') out.ready = p.ready === '' ? [] : p.ready.split(',');
   if (typeof p.reason === 'string') out.reason = p.reason;
+  if (p['diverged-after'] !== undefined && p['diverged-through'] !== undefined) {
+    out.divergedAfter = Number(p['diverged-after']);
+    out.divergedThrough = Number(p['diverged-through']);
+  }
   if (kind === 'changes') {
     const bytes = bodyBytes(message);
     if (!bytes) throw new Error('replication: changes message without a binary body');

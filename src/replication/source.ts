@@ -10,7 +10,7 @@ import type { ChangeSink, LoggedChange, ReplicationLevel } from '../broker/chang
 import type { SettlementGate } from '../broker/settlement.js';
 import { Deque } from '../util/deque.js';
 import type { Logger } from '../ops/log.js';
-import type { EpochHistory } from '../ha/epoch-history.js';
+import { sharedThrough, type EpochHistory } from '../ha/epoch-history.js';
 import { ReplicationFilter } from './filter.js';
 import { encodeStreamMessage, type StreamMessage } from './protocol.js';
 import { snapshotOf, type SnapshotSource } from './snapshot.js';
@@ -35,12 +35,28 @@ export interface BackupHello {
   address: string;
   lsn: number;
   epoch: number;
+  /** The newest change in its journal (`lsn` is 0 when it cannot resume from it); defaults to `lsn`. */
+  journalLsn?: number;
+}
+
+/** Changes a backup's journal holds that this primary's log lacks: after `after`, up to `through`. */
+export interface Divergence {
+  after: number;
+  through: number;
 }
 
 interface Unacked {
   lsn: number;
   sentAt: number;
   acked: boolean;
+}
+
+/** A backup is sent a snapshot: from this point, why, and what of its own it must keep. */
+interface SnapshotStart {
+  snapshot: SnapshotSource;
+  lsn: number;
+  reason: string;
+  diverged?: Divergence;
 }
 
 /** Link error telling a backup the primary dropped it: it is no longer up to date. */
@@ -79,7 +95,7 @@ export class BackupStream {
     readonly hello: BackupHello,
     private readonly link: Sender,
     private readonly source: ReplicationSource,
-    start: { snapshot: SnapshotSource; lsn: number; reason: string } | { fromSeq: number; fromLsn: number },
+    start: SnapshotStart | { fromSeq: number; fromLsn: number },
   ) {
     if ('snapshot' in start) {
       this.snapshot = start.snapshot;
@@ -87,7 +103,7 @@ export class BackupStream {
       this.cursor = source.retained.seqAfter(start.lsn);
       this.sentThrough = this.ackedThrough = 0;
       // Sent by the first pump: rhea writes our attach frame on its next tick.
-      this.pendingBegin = { kind: 'snapshot-begin', lsn: start.lsn, epoch: source.epoch, reason: start.reason };
+      this.pendingBegin = { kind: 'snapshot-begin', lsn: start.lsn, epoch: source.epoch, reason: start.reason, divergedAfter: start.diverged?.after, divergedThrough: start.diverged?.through };
     } else {
       this.cursor = start.fromSeq;
       this.sentThrough = this.ackedThrough = start.fromLsn;
@@ -356,6 +372,12 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
       { backup: hello.brokerId, address: hello.address, from: hello.lsn, epoch: hello.epoch, mode: 'snapshot' in start ? 'snapshot' : 'diff', reason: 'reason' in start ? start.reason : undefined },
       'snapshot' in start ? 'backup joined: sending a snapshot' : 'backup joined: sending the changes it lacks',
     );
+    if ('snapshot' in start && start.diverged) {
+      this.opts.log.warn(
+        { backup: hello.brokerId, address: hello.address, epoch: hello.epoch, divergedAfter: start.diverged.after, divergedThrough: start.diverged.through },
+        `backup ${hello.address} holds changes this primary lacks (LSN ${start.diverged.after + 1} to ${start.diverged.through} of epoch ${hello.epoch}); they may have been confirmed to clients: it keeps them aside (tandem ha diverged on that broker)`,
+      );
+    }
     setImmediate(() => stream.pump());
     return stream;
   }
@@ -418,20 +440,34 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     }
   }
 
-  private startFor(hello: BackupHello): { snapshot: SnapshotSource; lsn: number; reason: string } | { fromSeq: number; fromLsn: number } {
+  private startFor(hello: BackupHello): SnapshotStart | { fromSeq: number; fromLsn: number } {
     const reason = this.diffRefusal(hello);
     if (!reason) return { fromSeq: this.retained.seqAfter(hello.lsn), fromLsn: hello.lsn };
+    const diverged = this.divergence(hello);
     const snapshot = snapshotOf(this.opts.broker);
     // Snapshot records are numbered 1..N and must stay below the snapshot point.
     if (snapshot.bound >= this.opts.broker.log.lsn) this.opts.broker.log.resumeAfter(snapshot.bound + 1);
-    return { snapshot, lsn: this.opts.broker.log.lsn, reason };
+    return { snapshot, lsn: this.opts.broker.log.lsn, reason, diverged };
+  }
+
+  /**
+   * The changes in the backup's journal that this primary's log does not have. They
+   * may well have been confirmed to clients (by a primary of an older epoch, before
+   * a promotion of a broker that lacked them), so the backup keeps them aside
+   * instead of letting the snapshot replace them.
+   */
+  private divergence(hello: BackupHello): Divergence | undefined {
+    const through = hello.journalLsn ?? hello.lsn;
+    if (through === 0) return undefined;
+    const after = sharedThrough(this.opts.history, hello.epoch, through, this.opts.broker.log.lsn);
+    return after < through ? { after, through } : undefined;
   }
 
   /** Why a backup at this position cannot get a diff (undefined = it can). */
   private diffRefusal(hello: BackupHello): string | undefined {
     const head = this.opts.broker.log.lsn;
-    if (hello.lsn === 0) return 'the backup is empty';
-    if (hello.lsn > head) return `the backup is ahead of this primary (${hello.lsn} > ${head}): its extra changes were never confirmed`;
+    if (hello.lsn === 0) return 'the backup cannot resume from its journal (it is empty, or held changes that were not journaled)';
+    if (hello.lsn > head) return `the backup is ahead of this primary (${hello.lsn} > ${head}): this primary's log lacks its newest changes`;
     if (hello.lsn < this.retained.coversFromLsn) return `the backup is at ${hello.lsn}, older than the retained log (from ${this.retained.coversFromLsn})`;
     if (!this.opts.history.sharesPrefix(hello.epoch, hello.lsn)) {
       return `the backup's log (epoch ${hello.epoch}, LSN ${hello.lsn}) diverged from this primary's history`;

@@ -16,8 +16,10 @@ import {
   parsePublished,
   PRIMARY_SCORE,
   promotionScore,
+  promotionVerdict,
   type BrokerView,
 } from '../../src/ha/agent/election.js';
+import { judgePromotion } from '../../src/ha/promotion-guard.js';
 import { actionBudgetMs, readParams } from '../../src/ha/agent/params.js';
 import { elements, sections } from '../../src/ha/agent/xml.js';
 
@@ -90,14 +92,58 @@ describe('election - pre-promote steering', () => {
   });
 });
 
-describe('election - who may be promoted', () => {
-  it('ready always; catchup never; joining only when nobody is beyond joining', () => {
-    expect(mayBePromoted('ready', undefined)).toBe(true);
-    expect(mayBePromoted('catchup', [])).toBe(false);
-    expect(mayBePromoted('joining', [view('a', 'joining', 1, 1), view('b', 'unreachable', 0, 0)])).toBe(true);
-    expect(mayBePromoted('joining', [view('a', 'joining', 1, 1), view('b', 'catchup', 1, 1)])).toBe(false);
-    expect(mayBePromoted('joining', [view('a', 'ready', 1, 1)])).toBe(false);
-    expect(mayBePromoted('joining', undefined), 'without knowing the others').toBe(false);
+describe('election - who may be promoted (the promotion guard, src/ha/promotion-guard.ts)', () => {
+  const joining = (epoch: number, lsn: number, history: Array<{ epoch: number; startLsn: number }> = [{ epoch: 1, startLsn: 1 }]) => ({ state: 'joining', epoch, lsn, history });
+  const fresh = (address: string): BrokerView => ({ ...view(address, 'joining', 0, 0), history: [] });
+
+  it('ready always; catchup never; joining not while another broker is beyond joining or the others cannot be asked', () => {
+    expect(mayBePromoted({ state: 'ready', epoch: 1, lsn: 5 }, undefined)).toBe(true);
+    expect(mayBePromoted({ state: 'catchup', epoch: 1, lsn: 5 }, [])).toBe(false);
+    expect(mayBePromoted(joining(1, 1), [view('a', 'joining', 1, 1), view('b', 'catchup', 1, 1)])).toBe(false);
+    expect(mayBePromoted(joining(1, 1), [view('a', 'joining', 1, 1), view('b', 'ready', 1, 1)])).toBe(false);
+    expect(mayBePromoted(joining(1, 1), undefined), 'without knowing the others').toBe(false);
+  });
+
+  it('issue 21: a stale joining broker whose peers do not answer is refused, and the refusal says what it saw', () => {
+    // Broker b was killed at LSN 11; a and c took 1,000 messages more and are down now.
+    const seen = [view('a', 'unreachable', 0, 0), view('b', 'joining', 1, 11), view('c', 'unreachable', 0, 0)];
+    const v = promotionVerdict(joining(1, 11), seen);
+    expect(v.allowed).toBe(false);
+    expect(v.checked).toMatch(/no majority of ha-brokers-url answered/);
+    expect(v.checked).toMatch(/1 of 3 brokers/);
+    expect(v.checked).toMatch(/epoch 1 LSN 11/);
+    // One of them back, ahead: still refused, and it names the broker ahead.
+    const oneBack = [view('a', 'unreachable', 0, 0), view('b', 'joining', 1, 11), view('c', 'joining', 1, 1018)];
+    const w = promotionVerdict(joining(1, 11), oneBack);
+    expect(w.allowed).toBe(false);
+    expect(w.checked).toMatch(/c shows a newer position/);
+    expect(w.newest).toMatchObject({ epoch: 1, lsn: 1018, where: 'c' });
+    // The one ahead is promotable by the same rule.
+    expect(mayBePromoted(joining(1, 1018), oneBack)).toBe(true);
+  });
+
+  it('a provably new cluster: a majority answers, none has an epoch history or a journal', () => {
+    const v = promotionVerdict(joining(0, 0, []), [fresh('a'), fresh('b'), view('c', 'unreachable', 0, 0)]);
+    expect(v).toMatchObject({ allowed: true, rule: 'new-cluster' });
+    expect(mayBePromoted(joining(0, 0, []), [fresh('a'), view('b', 'unreachable', 0, 0), view('c', 'unreachable', 0, 0)]), 'a minority is no proof').toBe(false);
+    expect(mayBePromoted(joining(0, 0, []), [fresh('a'), { ...view('b', 'joining', 0, 0), history: [{ epoch: 3, startLsn: 0 }] }, view('c', 'unreachable', 0, 0)]), 'a peer that had an epoch').toBe(false);
+    // A peer that does not report its history makes the cluster not provably new; at (0, 0) it is not ahead either.
+    expect(promotionVerdict(joining(0, 0, []), [fresh('a'), view('b', 'joining', 0, 0), view('c', 'unreachable', 0, 0)]).rule).toBe('none-newer');
+  });
+
+  it('a newer epoch in an epoch history counts, the candidate\'s own included', () => {
+    const peers = [view('a', 'joining', 2, 40), { ...view('b', 'joining', 2, 30), history: [{ epoch: 3, startLsn: 31 }] }, view('c', 'unreachable', 0, 0)];
+    expect(promotionVerdict(joining(2, 40), peers).newest).toMatchObject({ epoch: 3, lsn: 31 });
+    expect(mayBePromoted(joining(2, 40), peers)).toBe(false);
+    const mine = [view('a', 'joining', 2, 40), view('b', 'joining', 2, 30), view('c', 'unreachable', 0, 0)];
+    expect(mayBePromoted(joining(2, 40, [{ epoch: 3, startLsn: 41 }]), mine)).toBe(false);
+    expect(mayBePromoted(joining(2, 40, [{ epoch: 2, startLsn: 10 }]), mine)).toBe(true);
+  });
+
+  it('--accept-data-loss allows it and says what may be lost', () => {
+    const v = judgePromotion(joining(1, 11), [view('a', 'unreachable', 0, 0), view('b', 'joining', 1, 11), view('c', 'joining', 1, 1018)], true);
+    expect(v).toMatchObject({ allowed: true, rule: 'accept-data-loss', newest: { epoch: 1, lsn: 1018 }, candidate: { epoch: 1, lsn: 11 } });
+    expect(v.checked).toMatch(/may be lost/);
   });
 });
 
@@ -144,16 +190,18 @@ describe('election - promotion scores', () => {
     expect(small).toBeGreaterThanOrEqual(LOWEST_SCORE);
   });
 
-  it('cold start: joining brokers are scored by data only when a majority answers and nobody is beyond joining', () => {
+  it('joining brokers get a score exactly when the promotion guard would promote them', () => {
     const all = [view('a', 'joining', 1, 50), view('b', 'joining', 1, 80), view('c', 'joining', 0, 0)];
     expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, all)).toBe(BEST_SCORE);
-    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 50 }, all)).toBeLessThan(BEST_SCORE);
-    expect(promotionScore({ state: 'joining', epoch: 0, lsn: 0 }, all)).toBeLessThan(promotionScore({ state: 'joining', epoch: 1, lsn: 50 }, all)!);
+    expect(promotionScore({ state: 'joining', epoch: 1, lsn: 50 }, all), 'another joining broker is ahead').toBeNull();
+    expect(promotionScore({ state: 'joining', epoch: 0, lsn: 0 }, all)).toBeNull();
     const minority = [view('a', 'joining', 1, 80), view('b', 'unreachable', 0, 0), view('c', 'unreachable', 0, 0)];
     expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, minority)).toBeNull();
     const withReady = [view('a', 'joining', 1, 80), view('b', 'ready', 1, 10), view('c', 'unreachable', 0, 0)];
     expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, withReady)).toBeNull();
     expect(promotionScore({ state: 'joining', epoch: 1, lsn: 80 }, undefined)).toBeNull();
+    const newCluster = [0, 1, 2].map((i): BrokerView => ({ ...view(`n${i}`, 'joining', 0, 0), history: [] }));
+    expect(promotionScore({ state: 'joining', epoch: 0, lsn: 0, history: [] }, newCluster)).toBe(BEST_SCORE);
   });
 
   it('every score fits Pacemaker (positive, below INFINITY)', () => {

@@ -9,6 +9,7 @@ import { ConfigError, loadSettings, type Settings } from '../../ops/config.js';
 import { LOCK_FILE_NAME } from '../../store/lock.js';
 import { isTandemd, type BrokerProcess, type Account } from './broker-process.js';
 import type { HaSnapshot, LocalStatus } from './brokers.js';
+import { readEpochHistory } from '../promotion-guard.js';
 import {
   aheadOfTarget,
   backupScores,
@@ -17,7 +18,7 @@ import {
   formatPublished,
   parseIdentity,
   isPrimary,
-  mayBePromoted,
+  promotionVerdict,
   parsePublished,
   PRIMARY_SCORE,
   BEST_SCORE,
@@ -290,7 +291,7 @@ export class TandemAgent {
       this.identities(),
     ]);
     await Promise.all([
-      this.applyScore(promotionScore({ state: s.state, epoch: s.epoch, lsn: s.lsn, id: brokerIdOf(s) }, peers)),
+      this.applyScore(promotionScore({ state: s.state, epoch: s.epoch, lsn: s.lsn, id: brokerIdOf(s), history: readEpochHistory(s['epoch-history']) }, peers)),
       me !== undefined && identities !== undefined ? this.publishIdentity(s, identities.get(me), async () => peers) : undefined,
     ]);
   }
@@ -507,10 +508,9 @@ export class TandemAgent {
     ]);
     const primary = peers?.find((b) => isPrimary(b.state));
     if (primary) return fail(Ocf.errGeneric, `refusing to promote: ${primary.address} is a live primary (${primary.state}); that would be a split brain`);
-    if (!mayBePromoted(self.state, peers)) {
-      const ahead = peers?.find((b) => b.state !== 'joining' && b.state !== 'unreachable');
-      return fail(Ocf.errGeneric, `refusing to promote a joining broker while ${ahead ? `${ahead.address} is ${ahead.state}` : 'the other brokers cannot be asked'}`);
-    }
+    const verdict = promotionVerdict({ state: self.state, epoch: self.epoch, lsn: self.lsn, history: readEpochHistory(self['epoch-history']) }, peers);
+    if (!verdict.allowed) return fail(Ocf.errGeneric, `refusing to promote: ${verdict.checked}`);
+    this.log.info(`promotion guard: ${verdict.checked}`);
     // A constraint requires the Promoted role here (a planned move): refusing could only
     // repeat until the operator gives up, with no primary meanwhile. A ready backup has
     // every change a client was told is done, so it is promoted even if another is ahead.

@@ -4,6 +4,7 @@ import { ConnectError, ManagementClient, type BrokerAddress } from '../../admin/
 import { TandemError } from '../../broker/errors.js';
 import { endpointKey, parseBrokersUrl } from '../brokers-url.js';
 import type { BrokerView } from './election.js';
+import { readEpochHistory } from '../promotion-guard.js';
 
 export interface HaSnapshot {
   state: string;
@@ -74,7 +75,7 @@ export async function statusOfAll(
         if (typeof b.id === 'string' && Number.isFinite(Number(b.lag))) lagById[b.id] = Number(b.lag);
       }
       const instance = typeof s.status.instance === 'string' ? s.status.instance : undefined;
-      return { address: key, state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn, lagById, instance };
+      return { address: key, state: s.status.state, epoch: s.status.epoch, lsn: s.status.lsn, lagById, instance, history: readEpochHistory(s.status['epoch-history']) };
     }),
   );
 }

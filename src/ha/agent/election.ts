@@ -6,11 +6,9 @@
 // a guide set by monitors; the decision is re-checked in promote against the
 // exact positions every instance publishes in the pre-promote notification.
 
-/** Where a broker is in the replicated log: epoch first, then the applied LSN. */
-export interface Position {
-  epoch: number;
-  lsn: number;
-}
+import { comparePositions, judgePromotion, type EpochStartView, type GuardVerdict, type Position } from '../promotion-guard.js';
+
+export { comparePositions, type Position };
 
 /** What the agent knows of one broker of ha-brokers-url. */
 export interface BrokerView extends Position {
@@ -20,6 +18,8 @@ export interface BrokerView extends Position {
   lagById?: Record<string, number>;
   /** The broker's process instance (HA-STATUS `instance`): tells a broker which address is its own. */
   instance?: string;
+  /** Where each epoch began in its log (HA-STATUS `epoch-history`), when it said. */
+  history?: EpochStartView[];
 }
 
 export const PRIMARY_SCORE = 1001; // keeps the primary where it is (PAF's choice too)
@@ -28,23 +28,21 @@ export const LOWEST_SCORE = 100; // still promotable, below every better-placed 
 const STEP = 100;
 
 export const isPrimary = (state: string): boolean => state === 'active' || state === 'recovering';
-const beyondJoining = (state: string): boolean => state === 'catchup' || state === 'ready' || isPrimary(state);
 
-/** Negative when a is behind b, 0 when level, positive when ahead. */
-export function comparePositions(a: Position, b: Position): number {
-  return a.epoch !== b.epoch ? a.epoch - b.epoch : a.lsn - b.lsn;
-}
+/** A broker about to be judged: its state and position, and its epoch history when known. */
+export type Candidate = { state: string; history?: EpochStartView[] } & Position;
 
 /**
- * A broker may be promoted when it is `ready`, or, on a whole-cluster cold
- * start, when it is `joining` and no broker it can see is beyond joining.
- * `catchup` never: its copy of the primary's state is incomplete.
+ * The promotion guard's verdict (src/ha/promotion-guard.ts, the rule the broker
+ * applies to HA-PROMOTE too): `ready` always, `catchup` never, `joining` only on a
+ * provably new cluster or when a majority of ha-brokers-url answers and none is
+ * ahead. `peers` is every broker of ha-brokers-url (this one among them).
  */
-export function mayBePromoted(state: string, others: readonly BrokerView[] | undefined): boolean {
-  if (state === 'ready') return true;
-  if (state !== 'joining' || others === undefined) return false;
-  return !others.some((o) => beyondJoining(o.state));
+export function promotionVerdict(self: Candidate, peers: readonly BrokerView[] | undefined): GuardVerdict {
+  return judgePromotion({ state: self.state, epoch: self.epoch, lsn: self.lsn, history: self.history ?? [] }, peers);
 }
+
+export const mayBePromoted = (self: Candidate, peers: readonly BrokerView[] | undefined): boolean => promotionVerdict(self, peers).allowed;
 
 /**
  * Distances up to this many changes count as caught up: a busy primary always has
@@ -125,11 +123,11 @@ export function aheadOfTarget(target: string, published: readonly Published[], c
  *   caught-up backups tie; Pacemaker picks among them).
  * - ready, no primary visible: BEST_SCORE minus STEP per ready broker ahead of it.
  * - ready, peers unknown: its own position bucketed (more data, higher score), below BEST_SCORE.
- * - joining: a score only on a cold start (no broker beyond joining) seen by a
- *   majority of ha-brokers-url; BEST_SCORE minus STEP per joining broker ahead.
+ * - joining: BEST_SCORE when the promotion guard would allow it (a new cluster, or a
+ *   majority of ha-brokers-url answering with none ahead), else none.
  * - catchup, standalone, anything else: none.
  */
-export function promotionScore(self: { state: string; id?: string } & Position, peers: readonly BrokerView[] | undefined): number | null {
+export function promotionScore(self: Candidate & { id?: string }, peers: readonly BrokerView[] | undefined): number | null {
   if (isPrimary(self.state)) return PRIMARY_SCORE;
   if (self.state === 'ready') {
     if (peers === undefined) return Math.min(BEST_SCORE - 1, LOWEST_SCORE + 20 * Math.floor(Math.log2(self.lsn + 1)));
@@ -144,13 +142,7 @@ export function promotionScore(self: { state: string; id?: string } & Position, 
     const ahead = peers.filter((p) => p.state === 'ready' && comparePositions(p, self) > 0).length;
     return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);
   }
-  if (self.state === 'joining') {
-    if (peers === undefined || !mayBePromoted('joining', peers)) return null;
-    const reachable = peers.filter((p) => p.state !== 'unreachable').length;
-    if (reachable * 2 <= peers.length) return null;
-    const ahead = peers.filter((p) => p.state === 'joining' && comparePositions(p, self) > 0).length;
-    return Math.max(LOWEST_SCORE, BEST_SCORE - STEP * ahead);
-  }
+  if (self.state === 'joining') return mayBePromoted(self, peers) ? BEST_SCORE : null;
   return null;
 }
 

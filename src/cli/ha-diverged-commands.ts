@@ -1,0 +1,107 @@
+// tandem ha diverged [list] | export NAME | republish NAME: the journals a backup
+// set aside on rejoining a primary whose log lacked some of its changes
+// (src/ha/diverged-store.ts). list asks the broker (or reads a data dir);
+// export and republish read the set from the broker's data dir on this host.
+import { isAbsolute, join } from 'node:path';
+import type { Command } from 'commander';
+import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
+import { republish } from '../admin/republish.js';
+import { TandemError } from '../broker/errors.js';
+import { exportLine, readDivergedMessages } from '../ha/diverged-messages.js';
+import { DIVERGED_DIR, listDiverged, readDiverged, recordRepublished, type DivergedSet } from '../ha/diverged-store.js';
+import { loadSettings } from '../ops/config.js';
+import { exitWhenFlushed } from '../util/exit.js';
+import { haStatusOf, haTarget, type HaOptions } from './ha-commands.js';
+
+interface DivergedOptions extends HaOptions {
+  dataDir?: string;
+}
+
+type Row = { name: string; epoch: number; from: number; through: number; 'set-aside-at': string; republished: number; path?: string };
+
+export function haDivergedCommands(ha: Command, common: (cmd: Command) => Command, fail: (err: unknown) => Promise<never>): void {
+  const diverged = ha.command('diverged').description('changes a backup kept aside on rejoining, because the primary lacked them: list, export, re-publish');
+  const withDataDir = (cmd: Command) => common(cmd).option('--data-dir <dir>', "the broker's data dir (default: data-dir of the config file)");
+
+  withDataDir(diverged.command('list', { isDefault: true }).description('the diverged sets of a broker, with their LSN ranges')).action(async (o: DivergedOptions) => {
+    try {
+      const rows: Row[] = o.dataDir ? listDiverged(o.dataDir).map(toRow) : (((await haStatusOf(haTarget(o).address, ms(o))).diverged as Row[] | undefined) ?? []);
+      if (o.json) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+      else if (rows.length === 0) process.stdout.write('no diverged changes\n');
+      else for (const r of rows) process.stdout.write(`${describe(r)}\n`);
+      return exitWhenFlushed(0);
+    } catch (err) {
+      return fail(err);
+    }
+  });
+
+  withDataDir(diverged.command('export').description('print the diverged messages as JSON lines (queue, LSN, properties, the exact bytes in base64)'))
+    .argument('<name>', 'the set, as listed')
+    .action(async (name: string, o: DivergedOptions) => {
+      try {
+        const set = findSet(name, o);
+        for (const m of await readDivergedMessages(set)) process.stdout.write(`${exportLine(m)}\n`);
+        return exitWhenFlushed(0);
+      } catch (err) {
+        return fail(err);
+      }
+    });
+
+  withDataDir(diverged.command('republish').description('publish the diverged messages again to the current primary, with their original message ids and properties'))
+    .argument('<name>', 'the set, as listed')
+    .option('--to <address>', "[user[/password]@]host[:port] of the primary (default: the primary the broker follows)")
+    .option('--include-uncertain', 'also the messages of a snapshot loaded after the divergence point, which the primary may hold already')
+    .action(async (name: string, o: DivergedOptions & { to?: string; includeUncertain?: boolean }) => {
+      try {
+        const set = findSet(name, o);
+        const all = await readDivergedMessages(set);
+        const chosen = o.includeUncertain ? all : all.filter((m) => !m.uncertain);
+        const skipped = all.length - chosen.length;
+        const to = await primaryAddress(o);
+        const already = Math.min(set.republished, chosen.length);
+        const rest = chosen.slice(already).map((m) => ({ queue: m.queue, bytes: m.record.bytes }));
+        const sent = await republish(to, rest, (n) => recordRepublished(set, already + n), ms(o) * 6);
+        process.stdout.write(
+          `${already + sent} of ${chosen.length} messages of ${set.name} re-published to ${to.host}:${to.port}${already > 0 ? ` (${already} already before)` : ''}` +
+            `${skipped > 0 ? `; ${skipped} from a snapshot after the divergence point left out (--include-uncertain)` : ''}\n`,
+        );
+        return exitWhenFlushed(0);
+      } catch (err) {
+        return fail(err);
+      }
+    });
+}
+
+const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
+
+function toRow(d: DivergedSet): Row {
+  return { name: d.name, epoch: d.epoch, from: d.after + 1, through: d.through, 'set-aside-at': d.setAsideAt, republished: d.republished, path: d.path };
+}
+
+export function describe(r: Row): string {
+  return `${r.name}: epoch ${r.epoch}, LSN ${r.from} to ${r.through}, set aside ${r['set-aside-at']}${r.republished > 0 ? `, ${r.republished} messages re-published` : ''}`;
+}
+
+function dataDirOf(o: DivergedOptions): string {
+  return o.dataDir ?? loadSettings({}, o.config ?? '/etc/tandem/tandemd.conf').dataDir;
+}
+
+function findSet(name: string, o: DivergedOptions): DivergedSet {
+  if (!/^[\w.-]+$/.test(name) && !isAbsolute(name)) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `'${name}' is not a diverged set name (see tandem ha diverged list)`);
+  const set = readDiverged(isAbsolute(name) ? name : join(dataDirOf(o), DIVERGED_DIR, name));
+  if (!set) throw new TandemError('TANDEM_ERR_NOT_FOUND', `no diverged set '${name}' in ${join(dataDirOf(o), DIVERGED_DIR)} (see tandem ha diverged list --data-dir DIR)`);
+  return set;
+}
+
+/** --to, else the primary the local broker follows (or the broker itself when it is the primary). */
+async function primaryAddress(o: DivergedOptions & { to?: string }): Promise<BrokerAddress> {
+  if (o.to) return parseBrokerAddress(o.to);
+  const target = haTarget(o);
+  const status = await haStatusOf(target.address, ms(o));
+  if (status.primary === 'self') return target.address;
+  if (typeof status.primary !== 'string' || !status.primary) {
+    throw new TandemError('TANDEM_ERR_PRECONDITION', `the broker (${status.state}) follows no primary now; give the primary with --to`);
+  }
+  const primary = parseBrokerAddress(status.primary);
+  return { ...primary, user: target.address.user, password: target.address.password };
+}

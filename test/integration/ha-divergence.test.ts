@@ -1,0 +1,118 @@
+// Issue 21: promoting a stale joining broker, and what becomes of the changes the
+// brokers ahead of it hold when they rejoin. Real tandemd processes on 127.0.0.1,
+// rhea as the client, kill -9 for every fault.
+import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/broker.js';
+import { TestCluster, tandem } from '../helpers/cluster.js';
+import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+
+let cluster: TestCluster | undefined;
+
+afterEach(async () => {
+  await cluster?.stopAll();
+  cluster = undefined;
+});
+
+const COUNT = 1000;
+const logOf = (c: TestCluster, i: number) => `${c.brokers[i]?.stdout ?? ''}${c.brokers[i]?.stderr ?? ''}`;
+
+interface DivergedRow {
+  name: string;
+  epoch: number;
+  from: number;
+  through: number;
+}
+
+async function divergedOf(c: TestCluster, i: number): Promise<DivergedRow[]> {
+  const r = await tandem(['ha', 'diverged', 'list', '-b', c.address(i), '--json']);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as DivergedRow[];
+}
+
+describe('ha - promotion guard and diverged changes (issue 21)', () => {
+  it('ha - a stale joining broker is not promoted without --accept-data-loss; with it, the loss is reported, and the brokers ahead keep their changes for tandem ha diverged to re-publish, each message once', async () => {
+    cluster = await TestCluster.start(3);
+    const c = cluster;
+    const first = await c.promote(0);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout, 'the guard says what it checked').toMatch(/the cluster is new/);
+    for (const i of [1, 2]) await c.waitState(i, 'ready');
+    expect((await tandem(['queue', 'add', 'orders', '--durable', '-b', c.address(0)])).code).toBe(0);
+    await waitFor(async () => (await c.status(0))?.backups.every((b) => b.state === 'ready' && b.lag === 0) ?? false, { timeout: 20_000, interval: 100, name: 'backups caught up' });
+
+    // Broker 1 falls behind for good: killed before the 1,000 messages.
+    await c.kill(1);
+    const client = await TestClient.connect({ port: c.ports[0] });
+    const messages = Array.from({ length: COUNT }, (_, i) => ({ message_id: `order-${i}`, body: `m-${i}`, durable: true, application_properties: { n: i } }));
+    const outcomes = await client.send('orders', messages, { timeoutMs: 120_000 });
+    expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+    await client.close();
+    // Accepted means broker 2 (ready) has them too. Then the two brokers that have them go.
+    await c.kill(0);
+    await c.kill(2);
+
+    await c.startBroker(1);
+    await c.waitState(1, 'joining');
+    const refused = await c.promote(1);
+    expect(refused.code, `refused with the README's "no/refused" code: ${refused.stdout}`).toBe(1);
+    expect(refused.stderr).toMatch(/promotion refused/);
+    expect(refused.stderr, 'it says what it saw').toMatch(/1 of 3 brokers of ha-brokers-url answered/);
+    expect(refused.stderr).toMatch(/--accept-data-loss/);
+    expect((await c.status(1))?.state).toBe('joining');
+
+    const forced = await tandem(['ha', 'promote', '-b', c.address(1), '--cluster-manager', '--accept-data-loss']);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toMatch(/^(recovering|active)\n/);
+    expect(forced.stderr, 'the possible loss is reported').toMatch(/WARNING: promoted with --accept-data-loss.*may be lost/);
+    expect(logOf(c, 1)).toMatch(/PROMOTED WITH --accept-data-loss/);
+    await c.waitState(1, 'active');
+
+    // The brokers that were ahead rejoin: they are sent snapshots, and keep what the primary lacks.
+    await c.startBroker(0);
+    await c.startBroker(2);
+    for (const i of [0, 2]) await c.waitState(i, 'ready', 60_000);
+    expect(logOf(c, 1)).not.toMatch(/never confirmed/);
+    expect(logOf(c, 1)).toMatch(/holds changes this primary lacks/);
+    for (const i of [0, 2]) {
+      const sets = await divergedOf(c, i);
+      expect(sets, `broker ${i} keeps its diverged changes`).toHaveLength(1);
+      expect(sets[0]!.epoch).toBe(1);
+      expect(sets[0]!.through).toBeGreaterThan(sets[0]!.from + COUNT - 1);
+      expect(logOf(c, i)).toMatch(new RegExp(`kept the changes the primary lacks \\(epoch 1, LSN ${sets[0]!.from} to ${sets[0]!.through}\\)`));
+      const text = await tandem(['ha', 'status', '-b', c.address(i)]);
+      expect(text.stdout).toMatch(new RegExp(`^ready\\ndiverged: ${sets[0]!.name} \\(epoch 1, LSN ${sets[0]!.from} to ${sets[0]!.through}`));
+    }
+    // Nothing of the 1,000 is on the new primary.
+    const depth = await tandem(['queue', 'list', '--json', '-b', c.address(1)]);
+    expect((JSON.parse(depth.stdout) as Array<{ name: string; depth: number }>).find((q) => q.name === 'orders')?.depth ?? 0).toBe(0);
+
+    const set = (await divergedOf(c, 2))[0]!;
+    const exported = await tandem(['ha', 'diverged', 'export', set.name, '--data-dir', c.dataDirs[2]!]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as { queue: string; properties: { message_id: string }; uncertain: boolean });
+    expect(lines).toHaveLength(COUNT);
+    expect(lines.map((l) => l.properties.message_id)).toEqual(messages.map((m) => m.message_id));
+    expect(lines.every((l) => l.queue === 'orders' && !l.uncertain)).toBe(true);
+
+    // Re-published from one of them, through the primary it follows; a second run sends nothing again.
+    const republished = await tandem(['ha', 'diverged', 'republish', set.name, '--data-dir', c.dataDirs[2]!, '-b', c.address(2)], 120_000);
+    expect(republished.code, republished.stderr).toBe(0);
+    expect(republished.stdout).toMatch(new RegExp(`^${COUNT} of ${COUNT} messages of ${set.name} re-published to 127\\.0\\.0\\.1:${c.ports[1]}`));
+    const again = await tandem(['ha', 'diverged', 'republish', set.name, '--data-dir', c.dataDirs[2]!, '-b', c.address(2)]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(new RegExp(`${COUNT} of ${COUNT} .*\\(${COUNT} already before\\)`));
+
+    // A consumer on the primary gets every one of the 1,000, once, with its id and properties.
+    const consumer = await TestClient.connect({ port: c.ports[1] });
+    const r = await consumer.openReceiver('orders');
+    r.receiver.add_credit(COUNT + 10);
+    const got = await r.next(COUNT, 60_000);
+    const extra = await r.drainFor(1000);
+    for (const g of got) g.delivery.accept();
+    await consumer.close();
+    expect(extra, 'no duplicates').toHaveLength(0);
+    expect(got.map((g) => g.message.message_id)).toEqual(messages.map((m) => m.message_id));
+    expect(got.map((g) => bodyOf(g.message))).toEqual(messages.map((m) => m.body));
+    expect(got.map((g) => (g.message.application_properties as { n: number }).n)).toEqual(messages.map((m) => m.application_properties.n));
+  }, 300_000);
+});
