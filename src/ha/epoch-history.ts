@@ -1,7 +1,8 @@
 // Where each cluster epoch began in the log, kept in <data-dir>/ha-epochs.json.
 // A backup that followed an older epoch shares this primary's history only up
-// to where the next epoch began: beyond that its changes were never confirmed,
-// so it needs a snapshot rather than a diff.
+// to where the next epoch began: beyond that its changes are not in this
+// primary's log (they may still have been confirmed to clients by the old
+// primary), so it needs a snapshot rather than a diff, and keeps them aside.
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 

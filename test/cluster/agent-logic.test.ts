@@ -294,6 +294,34 @@ describe('agent logic - promote', () => {
   });
 });
 
+describe('agent logic - the promotion guard (issue 21)', () => {
+  // Broker b was killed at LSN 11; a and c took 1,000 messages more and are down now.
+  const stale = () => [v('a:5672', 'unreachable', 0, 0), v('b:5672', 'joining', 1, 11), v('c:5672', 'unreachable', 0, 0)];
+
+  it('a stale joining broker whose peers do not answer is neither scored nor promoted, and the reason says what was seen', async () => {
+    const c = new FakeCluster();
+    c.scores.set('node1', 1000);
+    const world: World = { local: up('joining', 1, 11), pid: 10, peers: stale(), promoted: 0 };
+    expect((await agentFor(world, c).run('monitor')).code).toBe(0);
+    expect(c.scores.get('node1'), 'no score while the brokers ahead may be down').toBeUndefined();
+    const r = await agentFor(world, c).run('promote');
+    expect(r.code).toBe(1);
+    expect(r.reason).toMatch(/no majority of ha-brokers-url answered/);
+    expect(r.reason).toMatch(/1 of 3 brokers/);
+    expect(world.promoted).toBe(0);
+  });
+
+  it('nor while an answering broker is further ahead; that one is', async () => {
+    const peers = [v('a:5672', 'unreachable', 0, 0), v('b:5672', 'joining', 1, 11), v('c:5672', 'joining', 1, 1018)];
+    const behind: World = { local: up('joining', 1, 11), pid: 10, peers, promoted: 0 };
+    const r = await agentFor(behind, new FakeCluster()).run('promote');
+    expect(r.code).toBe(1);
+    expect(r.reason).toMatch(/c:5672 shows a newer position/);
+    const ahead: World = { local: up('joining', 1, 1018), pid: 10, peers, promoted: 0 };
+    expect((await agentFor(ahead, new FakeCluster()).run('promote')).code).toBe(0);
+  });
+});
+
 describe('agent logic - pre-promote steering', () => {
   const pre = (target: string) => ({
     OCF_RESKEY_CRM_meta_notify_type: 'pre',

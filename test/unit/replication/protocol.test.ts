@@ -36,6 +36,9 @@ describe('replication protocol', () => {
   it('replication protocol - control messages keep their properties; an empty batch is an empty body', () => {
     const got = received(encodeStreamMessage({ kind: 'snapshot-begin', lsn: 5, epoch: 3, reason: 'the backup is empty' }));
     expect(got).toMatchObject({ kind: 'snapshot-begin', lsn: 5, epoch: 3, reason: 'the backup is empty' });
+    const diverged = received(encodeStreamMessage({ kind: 'snapshot-begin', lsn: 12, epoch: 2, reason: 'ahead', divergedAfter: 11, divergedThrough: 1018 }));
+    expect(diverged).toMatchObject({ divergedAfter: 11, divergedThrough: 1018 });
+    expect(got.divergedAfter, 'no divergence unless the primary says so').toBeUndefined();
     expect(received(encodeStreamMessage({ kind: 'membership', lsn: 0, ready: ['a', 'b'] })).ready).toEqual(['a', 'b']);
     expect(received(encodeStreamMessage({ kind: 'changes', lsn: 1, entries: [] })).entries).toEqual([]);
   });
