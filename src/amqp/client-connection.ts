@@ -240,6 +240,7 @@ export class ClientConnection {
   onMessage(context: EventContext): void {
     const receiver = context.receiver as Receiver;
     const delivery = context.delivery as Delivery;
+    settlePresettled(delivery);
     const bytes = encodedBytes(context.message) ?? (Buffer.isBuffer(context.message) ? (context.message as unknown as Buffer) : undefined);
     if (!bytes) {
       delivery.reject({ condition: 'amqp:not-implemented', description: 'only AMQP message format 0 is accepted' });
@@ -394,6 +395,19 @@ export class ClientConnection {
     else attach.target = undefined;
     link.close(error);
   }
+}
+
+/**
+ * A transfer the client sent settled (at-most-once, or proton re-sending after a
+ * reconnect what it gave up on) is settled on our side at once, whatever becomes of
+ * it; no disposition goes out (the sender has forgotten it). rhea frees a session's
+ * incoming deliveries in order and only once settled locally, from a ring whose free
+ * slots are the session's incoming window: one such delivery left unsettled pinned
+ * the head, and 2,047 transfers later the window was 0 for ever (issue #21). The
+ * outcome calls made on it later (accept, reject) then change nothing.
+ */
+function settlePresettled(delivery: Delivery): void {
+  if (delivery.remote_settled === true && !delivery.settled) delivery.update(true);
 }
 
 function requireAddress(address: string | undefined): string {
