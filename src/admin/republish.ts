@@ -17,19 +17,22 @@ const WINDOW = 100;
 
 /**
  * Send `messages` in order; `onAccepted(n)` is called whenever the first n are all
- * accepted (n only grows). Resolves with the total once every one is accepted;
+ * accepted (n only grows). Resolves with the count once every one is accepted;
  * rejects, after reporting what was accepted, on the first one the broker does not
- * accept or when the connection fails.
+ * accept or when the connection fails. At most WINDOW messages are held at once.
  */
-export function republish(address: BrokerAddress, messages: readonly StoredMessage[], onAccepted: (n: number) => void, timeoutMs = 30_000): Promise<number> {
-  if (messages.length === 0) return Promise.resolve(0);
+export function republish(address: BrokerAddress, messages: Iterable<StoredMessage>, onAccepted: (n: number) => void, timeoutMs = 30_000): Promise<number> {
+  const source = messages[Symbol.iterator]();
+  let pending = source.next();
+  if (pending.done) return Promise.resolve(0);
   const container = rhea.create_container({ id: `tandem-republish-${process.pid}` });
   return new Promise((resolve, reject) => {
     let next = 0;
     let contiguous = 0;
     let finished = false;
-    const accepted = new Uint8Array(messages.length);
-    const index = new Map<Delivery, number>();
+    /** Accepted, but not all before them yet: bounded by WINDOW. */
+    const acceptedAhead = new Set<number>();
+    const index = new Map<Delivery, { i: number; queue: string }>();
     const senders = new Map<string, Sender>();
     let idle: NodeJS.Timeout | undefined;
     const arm = () => {
@@ -49,8 +52,10 @@ export function republish(address: BrokerAddress, messages: readonly StoredMessa
       const e = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
       finish(new ConnectError(`${address.host}:${address.port} refused the connection: ${e?.description ?? e?.condition ?? 'no reason given'}`));
     });
-    conn.on('disconnected', () => finish(new ConnectError(`connection to ${address.host}:${address.port} lost after ${contiguous} of ${messages.length} messages were accepted`)));
+    conn.on('disconnected', () => finish(new ConnectError(`connection to ${address.host}:${address.port} lost after ${contiguous} messages were accepted`)));
     conn.on('error', () => undefined);
+    // Also while connecting: a host that drops SYNs would hold the connect for minutes.
+    arm();
     const senderFor = (queue: string): Sender => {
       let s = senders.get(queue);
       if (!s) {
@@ -67,26 +72,32 @@ export function republish(address: BrokerAddress, messages: readonly StoredMessa
       return s;
     };
     const onOutcome = (d: Delivery, ok: boolean, what = 'accepted') => {
-      const i = index.get(d);
-      if (i === undefined) return;
+      const sent = index.get(d);
+      if (sent === undefined) return;
       index.delete(d);
       arm();
-      if (!ok) return finish(new TandemError('TANDEM_ERR_PRECONDITION', `the broker ${what} message ${i + 1} (queue '${messages[i]!.queue}'); ${contiguous} were accepted before it`));
-      accepted[i] = 1;
+      if (!ok) return finish(new TandemError('TANDEM_ERR_PRECONDITION', `the broker ${what} message ${sent.i + 1} (queue '${sent.queue}'); the ${contiguous} before it were accepted`));
+      acceptedAhead.add(sent.i);
       const before = contiguous;
-      while (contiguous < messages.length && accepted[contiguous] === 1) contiguous++;
+      while (acceptedAhead.delete(contiguous)) contiguous++;
       if (contiguous > before) onAccepted(contiguous);
-      if (contiguous === messages.length) return finish();
+      if (pending.done && index.size === 0) return finish();
       pump();
     };
     function pump(): void {
-      // Bounded: at most WINDOW transfers per call.
-      while (!finished && next < messages.length && index.size < WINDOW) {
-        const m = messages[next]!;
+      // Bounded: at most WINDOW transfers in flight.
+      while (!finished && !pending.done && index.size < WINDOW) {
+        const m = pending.value;
         const s = senderFor(m.queue);
         if (!s.sendable()) return;
-        index.set(s.send(m.bytes, undefined, 0), next);
+        index.set(s.send(m.bytes, undefined, 0), { i: next, queue: m.queue });
         next++;
+        try {
+          pending = source.next();
+        } catch (err) {
+          // A stored message that cannot be read: stop with what was accepted so far recorded.
+          return finish(err as Error);
+        }
       }
     }
     conn.on('connection_open', () => {

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
 import { republish } from '../admin/republish.js';
 import { TandemError } from '../broker/errors.js';
-import { exportLine, readDivergedMessages } from '../ha/diverged-messages.js';
+import { exportLine, openDivergedSet } from '../ha/diverged-messages.js';
 import { DIVERGED_DIR, listDiverged, readDiverged, recordRepublished, type DivergedSet } from '../ha/diverged-store.js';
 import { loadSettings } from '../ops/config.js';
 import { exitWhenFlushed } from '../util/exit.js';
@@ -39,8 +39,15 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
     .argument('<name>', 'the set, as listed')
     .action(async (name: string, o: DivergedOptions) => {
       try {
-        const set = findSet(name, o);
-        for (const m of await readDivergedMessages(set)) process.stdout.write(`${exportLine(m)}\n`);
+        const set = await openDivergedSet(findSet(name, o));
+        try {
+          for (const m of set.messages()) {
+            // Wait for the pipe now and then: a set may be larger than memory.
+            if (!process.stdout.write(`${exportLine(m)}\n`)) await new Promise((r) => process.stdout.once('drain', r));
+          }
+        } finally {
+          await set.close();
+        }
         return exitWhenFlushed(0);
       } catch (err) {
         return fail(err);
@@ -54,17 +61,32 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
     .action(async (name: string, o: DivergedOptions & { to?: string; includeUncertain?: boolean }) => {
       try {
         const set = findSet(name, o);
-        const all = await readDivergedMessages(set);
-        const chosen = o.includeUncertain ? all : all.filter((m) => !m.uncertain);
-        const skipped = all.length - chosen.length;
         const to = await primaryAddress(o);
-        const already = Math.min(set.republished, chosen.length);
-        const rest = chosen.slice(already).map((m) => ({ queue: m.queue, bytes: m.record.bytes }));
-        const sent = await republish(to, rest, (n) => recordRepublished(set, already + n), ms(o) * 6);
-        process.stdout.write(
-          `${already + sent} of ${chosen.length} messages of ${set.name} re-published to ${to.host}:${to.port}${already > 0 ? ` (${already} already before)` : ''}` +
-            `${skipped > 0 ? `; ${skipped} from a snapshot after the divergence point left out (--include-uncertain)` : ''}\n`,
-        );
+        const open = await openDivergedSet(set);
+        try {
+          let skipped = 0;
+          let position = 0;
+          const already = set.republished;
+          // The first `already` chosen messages were accepted by an earlier run: skipped, not sent again.
+          const rest = function* () {
+            for (const m of open.messages()) {
+              if (m.uncertain && !o.includeUncertain) {
+                skipped++;
+                continue;
+              }
+              if (position++ < already) continue;
+              yield { queue: m.queue, bytes: m.record.bytes };
+            }
+          };
+          const sent = await republish(to, rest(), (n) => recordRepublished(set, already + n), ms(o) * 6);
+          const chosen = open.count - skipped;
+          process.stdout.write(
+            `${Math.min(already, chosen) + sent} of ${chosen} messages of ${set.name} re-published to ${to.host}:${to.port}${already > 0 ? ` (${Math.min(already, chosen)} already before)` : ''}` +
+              `${skipped > 0 ? `; ${skipped} from a snapshot after the divergence point left out (--include-uncertain)` : ''}\n`,
+          );
+        } finally {
+          await open.close();
+        }
         return exitWhenFlushed(0);
       } catch (err) {
         return fail(err);

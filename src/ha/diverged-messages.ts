@@ -19,24 +19,46 @@ export interface DivergedMessage {
   uncertain: boolean;
 }
 
-/** The set's messages beyond its divergence point, in LSN order. */
-export async function readDivergedMessages(set: DivergedSet): Promise<DivergedMessage[]> {
+/** Bodies read from the journal at a time: memory stays bounded whatever the set holds. */
+const READ_BATCH = 256;
+
+/** A diverged set opened for reading: its messages beyond the divergence point, queue by queue (by name), each queue in id order. */
+export interface OpenDivergedSet {
+  /** How many messages `messages()` yields. */
+  count: number;
+  messages(): Iterable<DivergedMessage>;
+  close(): Promise<void>;
+}
+
+export async function openDivergedSet(set: DivergedSet): Promise<OpenDivergedSet> {
   // The set is its own data dir (journal/ inside): no compaction, no checkpoint written into it.
-  const { journal, recovered } = await Journal.open({ dataDir: set.path, checkpoint: false, autoCompact: false });
-  try {
-    const out: DivergedMessage[] = [];
-    for (const entry of recovered.changes) {
-      if (entry.change.kind !== 'enqueue') continue;
-      const fromSnapshot = entry.lsn < set.snapshotPoint;
+  const { journal } = await Journal.open({ dataDir: set.path, checkpoint: false, autoCompact: false });
+  // Only the numbers of each chosen message are kept (16 bytes each); bodies are read a batch at a time.
+  const chosen = new Map<string, Array<{ id: number; lsn: number; uncertain: boolean }>>();
+  let count = 0;
+  for (const queue of journal.recoveredQueues().sort()) {
+    const rows: Array<{ id: number; lsn: number; uncertain: boolean }> = [];
+    journal.forEachRecovered(queue, (f, lsn) => {
+      const fromSnapshot = lsn < set.snapshotPoint;
       // A snapshot record stands for the state at the snapshot point.
-      const at = fromSnapshot ? set.snapshotPoint : entry.lsn;
-      if (at <= set.after) continue;
-      out.push({ queue: entry.change.queue, lsn: entry.lsn, record: entry.change.message, uncertain: fromSnapshot });
-    }
-    return out;
-  } finally {
-    await journal.close({ checkpoint: false });
+      if ((fromSnapshot ? set.snapshotPoint : lsn) > set.after) rows.push({ id: f.id, lsn, uncertain: fromSnapshot });
+    });
+    if (rows.length > 0) chosen.set(queue, rows);
+    count += rows.length;
   }
+  return {
+    count,
+    *messages() {
+      for (const [queue, rows] of chosen) {
+        for (let i = 0; i < rows.length; i += READ_BATCH) {
+          const batch = rows.slice(i, i + READ_BATCH);
+          const records = journal.readRecords(batch.map((r) => ({ queue, id: r.id })));
+          for (let k = 0; k < batch.length; k++) yield { queue, lsn: batch[k]!.lsn, record: records[k]!, uncertain: batch[k]!.uncertain };
+        }
+      }
+    },
+    close: () => journal.close({ checkpoint: false }),
+  };
 }
 
 /** One exported message as a JSON line: where it was, its AMQP properties, and the exact bytes (base64). */
