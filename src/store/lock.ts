@@ -2,9 +2,20 @@
 // created with O_EXCL holding the owner's PID. A lock whose PID no longer runs
 // (no /proc/PID, or a PID reused by a process that is not tandemd) is stale,
 // left by a crash or a power loss, and is taken over.
+//
+// Taking over is read, unlink, create: two brokers starting at once on a stale
+// lock could both read it stale, and the second unlink the first one's new lock
+// (1 in 12 simultaneous starts ran two brokers on one journal). So the whole
+// acquisition runs under a mutex the kernel keeps for us: a listening unix socket
+// in the abstract namespace, named after the directory's device and inode. Only
+// one process can bind a name, and the kernel frees it when that process dies,
+// however it dies, so the mutex itself is never stale. (Abstract names are per
+// network namespace: brokers in different namespaces sharing one directory are
+// still kept apart by the lock file, outside of that race.)
 
 import { existsSync, readFileSync } from 'node:fs';
-import { open, readFile, unlink } from 'node:fs/promises';
+import { open, readFile, stat, unlink } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { DataDirLockedError } from './errors.js';
 
@@ -30,13 +41,46 @@ function pidAlive(pid: number): boolean {
   }
 }
 
+/** Bind the directory's abstract socket name: the server, or undefined if another process has it. */
+async function bindDirMutex(dataDir: string): Promise<Server | undefined> {
+  const st = await stat(dataDir);
+  const name = `\0tandem-data-dir:${st.dev}:${st.ino}`;
+  const server = createServer((socket) => socket.destroy());
+  return new Promise((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? resolve(undefined) : reject(err)));
+    server.listen({ path: name, exclusive: true }, () => {
+      server.unref(); // holding a lock is no reason to keep the process alive
+      resolve(server);
+    });
+  });
+}
+
+async function lockOwner(file: string): Promise<number> {
+  const pid = Number.parseInt((await readFile(file, 'utf8').catch(() => '')).trim(), 10);
+  return Number.isInteger(pid) && pid > 0 ? pid : 0;
+}
+
 export class DataDirLock {
   private released = false;
 
-  private constructor(readonly file: string) {}
+  private constructor(
+    readonly file: string,
+    private readonly mutex: Server | undefined,
+  ) {}
 
   static async acquire(dataDir: string, log?: { warn(o: object, msg?: string): void }): Promise<DataDirLock> {
     const file = path.join(dataDir, LOCK_FILE_NAME);
+    const mutex = process.platform === 'linux' ? await bindDirMutex(dataDir) : undefined;
+    if (process.platform === 'linux' && !mutex) throw new DataDirLockedError(file, await lockOwner(file));
+    try {
+      return new DataDirLock(await DataDirLock.takeFile(file, log), mutex);
+    } catch (err) {
+      mutex?.close();
+      throw err;
+    }
+  }
+
+  private static async takeFile(file: string, log?: { warn(o: object, msg?: string): void }): Promise<string> {
     for (let attempt = 0; ; attempt++) {
       try {
         const fh = await open(file, 'wx', 0o644);
@@ -46,7 +90,7 @@ export class DataDirLock {
         } finally {
           await fh.close();
         }
-        return new DataDirLock(file);
+        return file;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 2) throw err;
       }
@@ -61,11 +105,11 @@ export class DataDirLock {
     }
   }
 
-  /** Remove the lock file, if it is still ours. Idempotent. */
+  /** Remove the lock file, if it is still ours, then free the mutex. Idempotent. */
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    const text = await readFile(this.file, 'utf8').catch(() => '');
-    if (Number.parseInt(text.trim(), 10) === process.pid) await unlink(this.file).catch(() => undefined);
+    if ((await lockOwner(this.file)) === process.pid) await unlink(this.file).catch(() => undefined);
+    this.mutex?.close();
   }
 }
