@@ -1,7 +1,7 @@
 // tandemd's composition root: recovers the journal into the broker model, opens
 // the AMQP listener, metrics and systemd notification, and stops them in
 // reverse order on shutdown.
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import v8 from 'node:v8';
 import { randomUUID } from 'node:crypto';
@@ -19,6 +19,7 @@ import { DrSource } from '../dr/source.js';
 import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
 import { AmqpServer } from '../amqp/server.js';
+import { prepareDataDir } from '../store/data-dir.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
 import { restoreBroker } from '../store/restore.js';
@@ -97,7 +98,7 @@ export class Daemon {
 
   async start(options: DaemonOptions = {}): Promise<void> {
     const s = this.settings;
-    mkdirSync(s.dataDir, { recursive: true });
+    prepareDataDir(s.dataDir);
     notifyStatus('recovering journal');
     const storeLog = logger('store');
     this.restoreInterruptedSnapshot(storeLog);

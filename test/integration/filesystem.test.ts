@@ -1,9 +1,10 @@
-// A full disk under a real tandemd: every durable message past the point of no space is
-// refused with a clear AMQP error, nothing accepted is lost, and the log gets one line
-// per interval, not one per refused message. Needs root for the tmpfs; skipped (saying
+// Filesystem trouble under a real tandemd. A full disk: every durable message past the
+// point of no space is refused with a clear AMQP error, nothing accepted is lost, and the
+// log gets one line per interval, not one per refused message. A read-only data
+// directory: the start fails saying so. Needs root for the tmpfs mounts; skipped (saying
 // so) elsewhere.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,6 +28,33 @@ afterAll(async () => {
   await killAllBrokers();
   if (!skipReason) execFileSync('umount', [mountDir]);
   rmdirSync(mountDir);
+});
+
+describe('read-only data directory', () => {
+  it('read-only - a data directory on a read-only filesystem stops the start with that reason', async (ctx) => {
+    if (skipReason) {
+      console.warn(`read-only - SKIPPED: ${skipReason}`);
+      ctx.skip();
+    }
+    const ro = mkdtempSync(join(tmpdir(), 'tandem-ro-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', ro]);
+    try {
+      mkdirSync(join(ro, 'data'));
+      execFileSync('mount', ['-o', 'remount,ro', ro]);
+      for (const [dir, expected] of [
+        [join(ro, 'data'), /the data directory .*\/data cannot be written: .* is on a read-only filesystem/],
+        [join(ro, 'new', 'data'), /cannot create the data directory .*\/new\/data: .* is on a read-only filesystem/],
+      ] as const) {
+        const err = await TestBroker.start({ dataDir: dir }).then(() => undefined, (e: Error) => e);
+        expect(err?.message).toMatch(/exited \(1\)/);
+        expect(err?.message).toMatch(expected);
+        expect(err?.message).not.toMatch(/ENOENT/);
+      }
+    } finally {
+      execFileSync('umount', [ro]);
+      rmdirSync(ro);
+    }
+  });
 });
 
 describe('disk full', () => {
