@@ -9,12 +9,21 @@ import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { readFileSync } from 'node:fs';
 import { manage, tandem } from '../helpers/tandem-cli.js';
 import { rowsOf } from '../../src/admin/client.js';
-import { AMQP_HEADER, message, perf } from '../helpers/amqp-frames.js';
-import { RawPeer } from '../helpers/raw-amqp.js';
+import { AMQP_HEADER, CODE, composite, frame, message, perf, v } from '../helpers/amqp-frames.js';
+import { RawPeer, conditionIn } from '../helpers/raw-amqp.js';
 
 afterEach(async () => {
   await killAllBrokers();
 });
+
+/**
+ * Cases 1, 2, 5, 6 (multi-frame bound, presettled sender, idle-time-out) and 7 are
+ * answered by the frame guard in front of rhea (src/amqp/engine, the amqp-codec work of
+ * issue 20). Until it is on main these tests would fail, so they are skipped; set this
+ * to true when it lands (TANDEM_ISSUE20_GUARD=1 runs them before that).
+ */
+const FRAME_GUARD = process.env.TANDEM_ISSUE20_GUARD === '1';
+const guarded = it.skipIf(!FRAME_GUARD);
 
 /** The broker is up and an ordinary client can still send and receive. */
 async function assertServes(broker: TestBroker, auth?: { username: string; password: string }): Promise<void> {
@@ -52,7 +61,7 @@ async function settled(read: () => Promise<number>, what: string, times = 6): Pr
       return same >= times ? { now } : undefined;
     },
     { name: what, timeout: 60_000, interval: 250 },
-  ).then((r) => r.now);
+  ).then((r) => r!.now);
 }
 
 interface Reply {
@@ -84,9 +93,39 @@ async function managementRequest(port: number, request: Record<string, unknown>,
 }
 
 describe('issue 20 - one client cannot take the broker down', () => {
-  it.todo('issue-20 case 1 - an array32 of 2^32-1 zero-width elements before authentication is refused (frame guard, amqp-codec)');
+  guarded('issue-20 case 1 - an array32 of 2^32-1 zero-width elements, before authentication or after, is refused at once', async () => {
+    const broker = await TestBroker.start();
+    // The issue's 32 bytes: SASL header, then a sasl-init whose mechanism is an array32 of 2^32-1 uint0.
+    const bomb = Buffer.from('414d5150030100000000001802010000005341c00b01f000000005ffffffff98', 'hex');
+    const first = await RawPeer.connect(broker.port);
+    first.write(bomb);
+    expect(await first.waitClosed(10_000), 'connection closed').toBe(true);
+    for (const code of [0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x74, 0x84, 0x94, 0x98]) {
+      const peer = await RawPeer.connect(broker.port);
+      peer.write(AMQP_HEADER, frame(composite(CODE.open, [v.array32(code, 0xffffffff)])));
+      expect(await peer.waitClosed(10_000), `array32 of 0x${code.toString(16)} in open`).toBe(true);
+      expect(conditionIn(peer.data) ?? 'amqp:decode-error').toMatch(/decode-error|framing-error|invalid-field/);
+    }
+    await assertServes(broker);
+  });
 
-  it.todo('issue-20 case 2 - a first transfer without a delivery-id gets an error, not an exit (frame guard, amqp-codec)');
+  guarded('issue-20 case 2 - a first transfer without a delivery-id gets an error, not an exit', async () => {
+    const broker = await TestBroker.start();
+    const peer = await RawPeer.connect(broker.port);
+    peer.write(
+      AMQP_HEADER,
+      perf.open(),
+      perf.begin(),
+      perf.attach({ name: 's', handle: 0, role: 'sender', address: 'issue20.noid' }),
+      frame(composite(CODE.transfer, [v.uint(0)]), { payload: message('no delivery-id') }),
+    );
+    await waitFor(() => conditionIn(peer.data) || peer.closed || !broker.alive, { name: 'an answer to the transfer', timeout: 10_000 });
+    expect(broker.alive, broker.stdout.slice(-2000)).toBe(true);
+    expect(conditionIn(peer.data)).toMatch(/^amqp:/);
+    expect(conditionIn(peer.data)).not.toBe('amqp:internal-error');
+    peer.destroy();
+    await assertServes(broker);
+  });
 
   it('issue-20 case 3 - a management request whose correlation-id or message-id is a list gets a 400 reply, not an exit', async () => {
     const dir = (await import('node:fs')).mkdtempSync(`${(await import('node:os')).tmpdir()}/tandem-issue20-`);
@@ -185,6 +224,101 @@ describe('issue 20 - one client cannot take the broker down', () => {
     stuck.destroy();
     await reader.close();
     await producer.close();
+    await assertServes(broker);
+  });
+
+  guarded('issue-20 case 5 - a disposition of 0..0xffffffff is bounded to what is unsettled: the broker does not stop', async () => {
+    const broker = await TestBroker.start();
+    const client = await TestClient.connect({ port: broker.port });
+    expect((await client.send('issue20.range', 1))[0]!.state).toBe('accepted');
+    const peer = await RawPeer.connect(broker.port);
+    peer.write(
+      AMQP_HEADER,
+      perf.open(),
+      perf.begin(),
+      perf.attach({ name: 'r', handle: 0, role: 'receiver', address: 'issue20.range' }),
+      perf.flow({ handle: 0, credit: 10 }),
+      frame(composite(CODE.disposition, [v.bool(true), v.uint(0), v.uint(0xffffffff), v.bool(true), composite(CODE.accepted, [])])),
+    );
+    // The broker took ~9 s per such frame; an ordinary round trip must not wait for it.
+    const started = Date.now();
+    await assertServes(broker);
+    expect(Date.now() - started, 'round trip while the disposition is handled (ms)').toBeLessThan(3000);
+    peer.destroy();
+    await client.close();
+  });
+
+  guarded('issue-20 case 6 - a multi-frame delivery over max-message-size is refused as it arrives', async () => {
+    const broker = await TestBroker.start({ args: ['--max-message-size', '1MiB', '--max-frame-size', '65536'] });
+    const peer = await RawPeer.connect(broker.port);
+    peer.write(AMQP_HEADER, perf.open({ maxFrameSize: 65536 }), perf.begin(), perf.attach({ name: 's', handle: 0, role: 'sender', address: 'issue20.big' }));
+    const piece = Buffer.alloc(60_000, 0x41);
+    for (let i = 0; i < 64 && !peer.closed && !conditionIn(peer.data); i++) {
+      peer.write(perf.transfer(i === 0 ? { handle: 0, deliveryId: 0, tag: '0', more: true } : { handle: 0, more: true }, piece));
+      await new Promise((r) => setImmediate(r));
+    }
+    await waitFor(() => conditionIn(peer.data), { name: 'the refusal of the oversize delivery', timeout: 10_000 });
+    expect(conditionIn(peer.data)).toBe('amqp:link:message-size-exceeded');
+    peer.destroy();
+    await assertServes(broker);
+  });
+
+  guarded('issue-20 case 6 - a presettled sender is not stalled after 2,048 messages on its session', async () => {
+    const broker = await TestBroker.start();
+    const client = await TestClient.connect({ port: broker.port });
+    const sender = await client.openSender('issue20.presettled', { snd_settle_mode: 1 });
+    const count = 5000;
+    let sent = 0;
+    const pump = () => {
+      while (sent < count && sender.sendable()) sender.send({ body: `p${sent++}` });
+    };
+    sender.on('sendable', pump);
+    pump();
+    await waitFor(async () => sent === count && (await depthOf(broker, 'issue20.presettled')) === count, { name: `all ${count} presettled messages queued`, timeout: 30_000 });
+    await client.close();
+    await assertServes(broker);
+  });
+
+  guarded("issue-20 case 6 - a peer's idle-time-out of 0xffffffff does not make the broker send a heartbeat every millisecond", async () => {
+    const broker = await TestBroker.start();
+    const peer = await RawPeer.connect(broker.port);
+    peer.write(AMQP_HEADER, perf.open({ idleTimeOut: 0xffffffff }));
+    await waitFor(() => peer.receivedBytes > 8, { name: 'the broker\'s open', timeout: 10_000 });
+    const before = peer.receivedBytes;
+    await new Promise((r) => setTimeout(r, 1000));
+    // An empty frame is 8 bytes: a heartbeat a millisecond is 8 KB a second.
+    expect(peer.receivedBytes - before, 'bytes sent in a second of silence').toBeLessThan(200);
+    peer.destroy();
+    await assertServes(broker);
+  });
+
+  guarded('issue-20 case 7 - client text never starts a log line, and wrongly typed fields get a clear error', async () => {
+    const broker = await TestBroker.start();
+    const forged = '\n{"level":60,"msg":"forged by a client"}\n';
+    const peer = await RawPeer.connect(broker.port);
+    // A management request with a message section of a made-up descriptor carrying the text.
+    peer.write(
+      AMQP_HEADER,
+      perf.open(),
+      perf.begin(),
+      perf.attach({ name: 'm', handle: 0, role: 'sender', address: '$management' }),
+      perf.transfer({ handle: 0, deliveryId: 0, tag: '0', settled: true }, Buffer.concat([v.described(v.symbol(forged), v.string(forged)), message('x')])),
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    peer.destroy();
+    expect(broker.stdout + broker.stderr).not.toMatch(/^\{"level":60,"msg":"forged by a client"\}$/m);
+    // A handle that is a string, a role that is a number: the spec's error, not internal-error.
+    for (const attach of [
+      composite(CODE.attach, [v.string('a'), v.string('zero'), v.bool(false)]),
+      composite(CODE.attach, [v.string('a'), v.uint(0), v.uint(7)]),
+      composite(CODE.begin, [undefined, v.string('x'), v.uint(1), v.uint(1)]),
+    ]) {
+      const p = await RawPeer.connect(broker.port);
+      p.write(AMQP_HEADER, perf.open(), perf.begin(), frame(attach));
+      await waitFor(() => conditionIn(p.data) || p.closed, { name: 'an answer to a wrongly typed field', timeout: 10_000 });
+      expect(conditionIn(p.data)).toMatch(/amqp:(decode-error|invalid-field|not-allowed|connection:framing-error)/);
+      p.destroy();
+    }
     await assertServes(broker);
   });
 });
