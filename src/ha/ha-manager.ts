@@ -125,7 +125,7 @@ export class HaManager {
   /** Our stream position is valid only after a snapshot in this process. */
   private positionValid = false;
   private inSnapshot = false;
-  /** The recovered store was replaced by a snapshot load in this process. */
+  /** A snapshot load replaced the recovered store in this process (complete once positionValid). */
   private storeReplaced = false;
   /** The replication source is off the change log while a snapshot loads. */
   private windowDetached = false;
@@ -414,7 +414,8 @@ export class HaManager {
     switch (m.kind) {
       case 'snapshot-begin': {
         this.log.info({ lsn: m.lsn, epoch: m.epoch, reason: m.reason }, 'receiving a snapshot from the primary');
-        const diverged = this.storeReplaced ? undefined : this.divergedInfo(m);
+        // A store that is itself a snapshot cut short holds nothing of its own to keep.
+        const diverged = this.storeReplaced && !this.positionValid ? undefined : this.divergedInfo(m);
         if (diverged) {
           this.log.warn(
             { epoch: diverged.epoch, from: diverged.after + 1, through: diverged.through, primaryEpoch: diverged.primaryEpoch },

@@ -115,4 +115,32 @@ describe('ha - promotion guard and diverged changes (issue 21)', () => {
     expect(got.map((g) => bodyOf(g.message))).toEqual(messages.map((m) => m.body));
     expect(got.map((g) => (g.message.application_properties as { n: number }).n)).toEqual(messages.map((m) => m.application_properties.n));
   }, 300_000);
+
+  it('ha - a running ready backup (its store from a snapshot of this process) that rejoins a primary lacking its changes keeps them too', async () => {
+    cluster = await TestCluster.start(3);
+    const c = cluster;
+    expect((await c.promote(0)).code).toBe(0);
+    for (const i of [1, 2]) await c.waitState(i, 'ready');
+    expect((await tandem(['queue', 'add', 'orders', '--durable', '-b', c.address(0)])).code).toBe(0);
+    await waitFor(async () => (await c.status(0))?.backups.every((b) => b.state === 'ready' && b.lag === 0) ?? false, { timeout: 20_000, interval: 100, name: 'backups caught up' });
+    await c.kill(1);
+    const client = await TestClient.connect({ port: c.ports[0] });
+    const outcomes = await client.send('orders', Array.from({ length: 100 }, (_, i) => ({ message_id: `o-${i}`, body: `m-${i}`, durable: true })), { timeoutMs: 60_000 });
+    expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+    await client.close();
+    await c.kill(0);
+    await c.startBroker(1);
+    await c.waitState(1, 'joining');
+    // Broker 2 is alive and ready: the guard sends the operator there ...
+    const refused = await c.promote(1);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/is ready: promote a ready backup instead/);
+    // ... who insists.
+    expect((await tandem(['ha', 'promote', '-b', c.address(1), '--cluster-manager', '--accept-data-loss'])).code).toBe(0);
+    await c.waitState(2, 'ready', 60_000);
+    const sets = await divergedOf(c, 2);
+    expect(sets).toHaveLength(1);
+    const exported = await tandem(['ha', 'diverged', 'export', sets[0]!.name, '--data-dir', c.dataDirs[2]!]);
+    expect(exported.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { properties: { message_id: string } }).properties.message_id)).toEqual(Array.from({ length: 100 }, (_, i) => `o-${i}`));
+  }, 200_000);
 });
