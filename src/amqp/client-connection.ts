@@ -227,6 +227,7 @@ export class ClientConnection {
             }
             this.coordinator.send(delivery, txnId, a, msg);
           },
+          refusing: () => this.host.readOnly?.(),
         },
         this.log,
       );

@@ -29,6 +29,12 @@ export interface IncomingOptions {
   ensureAddress(address: string): void;
   /** A transactional send: hand it to the transaction instead. */
   onTransactional?(delivery: Delivery, msg: ParsedMessage, address: string, txnId: Buffer): void;
+  /**
+   * Set while this broker takes no messages (a clean shutdown has begun): why. What
+   * arrives then is released, not enqueued, and no more credit is given, so the sender
+   * sends it again where it fails over to and nothing is accepted unreplicated.
+   */
+  refusing?(): string | undefined;
 }
 
 /** Shared by every link: a full disk refuses every sender's messages at once. */
@@ -69,7 +75,16 @@ export class IncomingLink {
     this.link.add_credit(this.options.creditWindow);
   }
 
+  /** Messages taken and not yet settled (waiting for the journal and the backups). */
+  get pending(): number {
+    return this.outstanding;
+  }
+
   onMessage(delivery: Delivery, bytes: Buffer): void {
+    if (this.options.refusing?.() !== undefined) {
+      delivery.release();
+      return;
+    }
     this.outstanding++;
     const received = settledChannel.hasSubscribers ? performance.now() : 0;
     const presettled = delivery.remote_settled === true;
@@ -127,7 +142,7 @@ export class IncomingLink {
   /** One more message settled: top the client's credit back up in batches. */
   private settled(): void {
     this.outstanding--;
-    if (this.closed) return;
+    if (this.closed || this.options.refusing?.() !== undefined) return;
     const l = this.link as unknown as { credit: number };
     const window = this.options.creditWindow;
     if (l.credit + this.outstanding <= window / 2) this.link.add_credit(window - l.credit - this.outstanding);

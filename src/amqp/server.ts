@@ -153,16 +153,25 @@ export class AmqpServer {
    * a close frame: python-qpid-proton ignores an amqp:connection:forced close without
    * ending its side, and then waits for ever instead of failing over to the next broker
    * (see refusal.ts). After a dropped transport rhea and proton both reconnect.
+   * Ended, not destroyed: what was written first (the last settlements) still reaches
+   * the client, which would otherwise send those messages again.
    */
   closeAll(): void {
     for (const conn of [...this.connections.values()]) {
-      (conn.rhea as unknown as { socket?: { destroy(): void } }).socket?.destroy();
+      (conn.rhea as unknown as { socket?: { end(): void } }).socket?.end();
     }
   }
 
   /** Client connections still open. */
   get clients(): ClientConnection[] {
     return [...this.connections.values()];
+  }
+
+  /** Messages taken from publishers and not yet settled (waiting for the journal and the backups). */
+  get publishesPending(): number {
+    let n = 0;
+    for (const c of this.connections.values()) for (const l of c.incoming.values()) n += l.pending;
+    return n;
   }
 
   /** Unsettled deliveries still out with consumers. */

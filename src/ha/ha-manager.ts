@@ -130,6 +130,8 @@ export class HaManager {
   /** The replication source is off the change log while a snapshot loads. */
   private windowDetached = false;
   private promoting = false;
+  /** stop() was called: a stopping primary settles nothing more (it no longer replicates). */
+  private stopped = false;
   private recoveringTimer: NodeJS.Timeout | undefined;
   private staleTimer: NodeJS.Timeout | undefined;
   /** Whether the journal-complete marker is on disk (see journal-marker.ts). */
@@ -163,9 +165,9 @@ export class HaManager {
   /** Settlement gate: on the primary, every ready backup must have the change. */
   readonly gate: SettlementGate = {
     whenSafe: (lsn, durable, cb) => {
-      if (this.source && this.isPrimary) return this.source.whenSafe(lsn, durable, cb);
+      if (this.source && this.isPrimary && !this.stopped) return this.source.whenSafe(lsn, durable, cb);
       // A backup never settles publishers: it has none (clients are refused).
-      cb(new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is not the primary'));
+      cb(new TandemError('TANDEM_ERR_PRECONDITION', this.stopped ? 'this broker is stopping and no longer replicates' : 'this broker is not the primary'));
     },
   };
 
@@ -188,7 +190,18 @@ export class HaManager {
     this.follow();
   }
 
+  /**
+   * Every ready backup has acknowledged every change so far (or there is none): what a
+   * stopping primary waits for before it stops replicating.
+   */
+  replicated(): boolean {
+    if (!this.source || !this.isPrimary) return true;
+    return this.source.readyBackups.every((b) => b.acked >= this.source!.headLsn);
+  }
+
+  /** Stop following and serving backups; from now on nothing is settled (the gate refuses). */
   async stop(): Promise<void> {
+    this.stopped = true;
     clearTimeout(this.recoveringTimer);
     clearInterval(this.staleTimer);
     clearInterval(this.completeTimer);
