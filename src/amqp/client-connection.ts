@@ -11,7 +11,7 @@ import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
-import { errorCondition } from './conditions.js';
+import { errorCondition, type AmqpError } from './conditions.js';
 import { Coordinator } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { encodedBytes } from './lazy-message.js';
@@ -58,6 +58,8 @@ export class ClientConnection {
   /** Dynamic links served without a queue (on a read-only broker): address -> link. */
   readonly replyLinks = new Map<string, Sender>();
   private nextLink = 0;
+  /** Links detached because their DR queue stopped serving here: transfers still on the way get that reason. */
+  private readonly detachedForDr = new WeakMap<Receiver, AmqpError>();
   private coordinator: Coordinator | undefined;
   closed = false;
   /** Socket back-pressure shared by this connection's consumers. */
@@ -270,7 +272,7 @@ export class ClientConnection {
     }
     const link = this.incoming.get(receiver);
     if (link) link.onMessage(delivery, bytes);
-    else delivery.reject({ condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
+    else delivery.reject(this.detachedForDr.get(receiver) ?? { condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
   }
 
   /** A consumer settled a delivery with transactional-state: accepted under a transaction. */
@@ -309,6 +311,29 @@ export class ClientConnection {
       this.incoming.delete(context.receiver);
       this.coordinator?.detach(context.receiver);
       this.managementLinks.delete(context.receiver);
+    }
+  }
+
+  /**
+   * A DR queue stops serving here (switchover, demotion): detach this connection's
+   * consumers of `queue` (what they hold unsettled goes back to it) and, with
+   * `publishers`, the links that send to it by name, with `err` as the reason.
+   */
+  detachQueueLinks(queue: string, err: unknown, publishers: boolean): void {
+    const error = errorCondition(err);
+    for (const [sender, link] of [...this.outgoing]) {
+      if (link.queue.name !== queue) continue;
+      this.outgoing.delete(sender);
+      link.close();
+      sender.close(error);
+    }
+    if (!publishers) return;
+    for (const [receiver, link] of [...this.incoming]) {
+      if (link.address !== queue) continue;
+      this.incoming.delete(receiver);
+      this.detachedForDr.set(receiver, error);
+      link.close();
+      receiver.close(error);
     }
   }
 

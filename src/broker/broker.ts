@@ -6,6 +6,8 @@ import type {
   Change,
   DedupStamp,
   DrMode,
+  DrQueueState,
+  DrRoleChange,
   ExchangeSettings,
   ExchangeType,
   LoggedChange,
@@ -18,6 +20,7 @@ import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
+import { copyMessage } from './paged-message.js';
 import { defaultExchangeSettings, defaultQueueSettings } from './settings.js';
 
 /** A message as received, before the broker gives it an id and an expiry. */
@@ -88,7 +91,7 @@ interface DedupRouting {
 }
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
-export type DrChange = Extract<Change, { kind: 'dr-transaction' | 'dr-queue' }>;
+export type DrChange = Extract<Change, { kind: 'dr-transaction' | 'dr-queue' | 'dr-role' }>;
 
 /**
  * Sees each message just before it leaves its queue for good (consumed, rejected,
@@ -100,12 +103,29 @@ export interface RemovalWatcher {
   leaving(queue: Queue, entry: QueueEntry): void;
 }
 
-/** A queue this broker receives by DR from another cluster (see src/dr). */
+/** A queue in a DR pair with another cluster (see src/dr and the dr-role change). */
 export interface DrQueueConfig {
+  /** The pair's other site (for a passive copy: where it copies from). */
   source: string;
   mode: DrMode;
-  state: 'passive' | 'active';
+  state: Exclude<DrQueueState, 'removed'>;
+  epoch: number;
+  divergence: number;
+  since: number;
+  idFloor: number;
+  fill: boolean;
 }
+
+/** The dr-role change that records `config` (HA snapshots, and every state change). */
+export function drRoleChange(queue: string, c: DrQueueConfig | (Omit<DrQueueConfig, 'state'> & { state: DrQueueState })): DrRoleChange {
+  return { kind: 'dr-role', queue, source: c.source, mode: c.mode, state: c.state, epoch: c.epoch, divergence: c.divergence, since: c.since, idFloor: c.idFloor, fill: c.fill };
+}
+
+/**
+ * Why a client may not publish to or consume from a DR queue here, or undefined
+ * when it serves clients (activated, or not in a DR pair). Only a pair's source serves.
+ */
+export type DrRefusal = (queue: string, c: DrQueueConfig) => TandemError;
 
 export class Broker implements QueueHost {
   readonly queues = new Map<string, Queue>();
@@ -127,6 +147,8 @@ export class Broker implements QueueHost {
    * messages are refused with this reason; consumers, replication and DR go on.
    */
   memoryAlarm: string | undefined;
+  /** Set by src/dr: the refusal a client gets from a DR queue that does not serve here. */
+  drRefusal: DrRefusal | undefined;
   private nextMessageId = 1;
   /** When set, removals are collected into a transaction instead of logged one by one. */
   private txCollector: Array<{ op: TxOp; durable: boolean }> | undefined;
@@ -297,17 +319,43 @@ export class Broker implements QueueHost {
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
     const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
+    if (!options.internal) this.checkDrServing(queues.map((q) => q.name));
     return this.enqueueAll(queues, msg);
+  }
+
+  /** Throw the DR refusal of the first of `queues` that does not serve clients here. */
+  checkDrServing(queues: Iterable<string>): void {
+    if (this.drQueues.size === 0) return;
+    for (const q of queues) {
+      const c = this.drQueues.get(q);
+      if (c && c.state !== 'active') {
+        throw this.drRefusal?.(q, c) ?? new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is a DR queue that does not serve clients here (${c.state})`);
+      }
+    }
   }
 
   /** A consumer accepted a delivery: the message leaves the queue. */
   accept(queue: Queue, entry: QueueEntry): void {
+    if (this.keptForDr(queue, entry)) return;
     queue.remove(entry, 'accepted');
   }
 
   /** A consumer rejected a delivery: it leaves the queue, to the alternate exchange if any. */
   reject(queue: Queue, entry: QueueEntry): void {
+    if (this.keptForDr(queue, entry)) return;
     queue.remove(entry, 'rejected');
+  }
+
+  /**
+   * A DR queue that no longer serves here takes no settlement: the change would never
+   * reach the site that serves it now. The message goes back (its consumer was detached).
+   */
+  private keptForDr(queue: Queue, entry: QueueEntry): boolean {
+    if (this.drQueues.size === 0) return false;
+    const c = this.drQueues.get(queue.name);
+    if (!c || c.state === 'active') return false;
+    queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
+    return true;
   }
 
   /** Commit a transaction's sends and acceptances as one change. */
@@ -323,6 +371,8 @@ export class Broker implements QueueHost {
     // Sends to the same queue add up: check each against the ones before it.
     const pending = new Map<Queue, { count: number; bytes: number }>();
     for (const { queues, msg } of routed) this.checkLimits(queues, msg.bytes.length, pending);
+    // A DR queue that hands over (or is a copy) takes no sends and no acceptances: they would never reach the other site.
+    this.checkDrServing([...routed.flatMap((r) => r.queues.map((q) => q.name)), ...accepts.map((a) => a.queue.name)]);
     const ops: TxOp[] = [];
     let durable = false;
     // Keys enter windows at commit; a key sent twice in one transaction is taken once.
@@ -374,6 +424,30 @@ export class Broker implements QueueHost {
     let n = 0;
     for (const queue of [...this.queues.values()]) n += queue.expire(now);
     return n;
+  }
+
+  /**
+   * Move available messages to another queue as one transaction (the quarantine of a
+   * reattached DR queue): each keeps its id and bytes and is kept durable there.
+   * Returns how many moved.
+   */
+  moveMessages(from: string, to: string, ids: Iterable<number>): number {
+    const source = this.queue(from);
+    const target = this.queue(to);
+    const ops: TxOp[] = [];
+    for (const id of ids) {
+      const entry = source.entry(id);
+      if (!entry || entry.acquiredBy) continue;
+      ops.push({ kind: 'dequeue', queue: from, id }, { kind: 'enqueue', queue: to, message: { ...copyMessage(entry.msg, entry.deliveryCount), durable: true } });
+    }
+    if (ops.length === 0) return 0;
+    this.log.record({ kind: 'transaction', changes: ops }, true);
+    for (const op of ops) {
+      if (op.kind === 'dequeue') source.drop(op.id);
+      else target.enqueue(op.message);
+    }
+    this.events.queueReady?.(target);
+    return ops.length / 2;
   }
 
   /** Record and apply a DR change (bridge or `tandem dr`): one logged, journaled change. */
@@ -467,9 +541,16 @@ export class Broker implements QueueHost {
         for (const q of change.queues) this.drPositions.set(q, { lsn: change.lsn, time: change.time });
         break;
       case 'dr-queue':
+        // Written before the DR round trip: epoch 1, no activation recorded.
         if (change.state === 'removed') this.drQueues.delete(change.queue);
-        else this.drQueues.set(change.queue, { source: change.source, mode: change.mode, state: change.state });
+        else this.drQueues.set(change.queue, { source: change.source, mode: change.mode, state: change.state, epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false });
         break;
+      case 'dr-role': {
+        const { kind: _kind, queue, state, ...rest } = change;
+        if (state === 'removed') this.drQueues.delete(queue);
+        else this.drQueues.set(queue, { ...rest, state });
+        break;
+      }
     }
   }
 

@@ -102,12 +102,43 @@ export type Change =
    */
   | { kind: 'dr-transaction'; queues: string[]; lsn: number; time: number; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
   /** DR secondary: a queue's DR configuration and state (`removed` forgets it). */
-  | { kind: 'dr-queue'; queue: string; source: string; mode: DrMode; state: DrQueueState };
+  | { kind: 'dr-queue'; queue: string; source: string; mode: DrMode; state: DrQueueState }
+  /**
+   * DR: a queue's role in its DR pair (what `dr-queue` says, plus the round trip's
+   * state); supersedes `dr-queue`, which is only read from older journals.
+   * `source` is the other site of the pair. `epoch` is raised at each activation
+   * and switchover, so a stale side can never overwrite a newer one. On a side that
+   * was activated: `divergence` is the other site's last change applied before
+   * activation, `since` this broker's own LSN at activation (the other site follows
+   * from there), `idFloor` the first message id this broker gave out after it.
+   * `fill`: a reattached copy still has to get what the new source holds from
+   * before its activation and it lacks.
+   */
+  | DrRoleChange;
+
+export interface DrRoleChange {
+  kind: 'dr-role';
+  queue: string;
+  source: string;
+  mode: DrMode;
+  state: DrQueueState;
+  epoch: number;
+  divergence: number;
+  since: number;
+  idFloor: number;
+  fill: boolean;
+}
 
 /** enqueue-and-dequeue mirrors the source queue; enqueue-only copies its enqueues only. */
 export type DrMode = 'enqueue-and-dequeue' | 'enqueue-only';
-/** passive: fed by the bridge, refused to clients; active: activated, a normal queue. */
-export type DrQueueState = 'passive' | 'active' | 'removed';
+/**
+ * passive: fed by the bridge, refused to clients; active: activated, a normal queue
+ * (and the source its pair's other site may follow); fenced: a source handing over
+ * in a switchover (refuses clients); diverged: a source that learned its pair's other
+ * site was activated (refuses clients until `tandem dr reattach`).
+ */
+export type DrQueueState = 'passive' | 'active' | 'removed' | 'fenced' | 'diverged';
+export const DR_STATES: readonly DrQueueState[] = ['passive', 'active', 'removed', 'fenced', 'diverged'];
 export const DR_MODES: readonly DrMode[] = ['enqueue-and-dequeue', 'enqueue-only'];
 
 export type ChangeKind = Change['kind'];

@@ -14,6 +14,8 @@ export const ErrorCatalogue = {
   TANDEM_ERR_MEMORY_FULL: { condition: 'amqp:resource-limit-exceeded', exitCode: 9 },
   TANDEM_ERR_TRANSACTION: { condition: 'amqp:transaction:rollback', exitCode: 10 },
   TANDEM_ERR_INTERNAL: { condition: 'amqp:internal-error', exitCode: 1 },
+  /** A DR queue served by the other site of its pair: retry there (the message names it). */
+  TANDEM_ERR_DR_MOVED: { condition: 'amqp:link:redirect', exitCode: 11 },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCatalogue;

@@ -1,5 +1,5 @@
-// tandem dr add|del|list|status|activate: disaster recovery queues on a
-// secondary broker (see docs/dr.md).
+// tandem dr add|del|list|status|activate|switchover: disaster recovery queues
+// on a secondary broker, and the round trip between the two sites (see docs/dr.md).
 import type { Command } from 'commander';
 import { TandemError } from '../broker/errors.js';
 import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
@@ -35,7 +35,7 @@ export function drCommands(program: Command): void {
   addBrokerOption(dr.command('list').description('list DR queues')).action(
     action(async (o: BrokerOption) => {
       const r = (await withBroker(o, (c) => c.request('DR-LIST', 'broker', 'broker'))) as { queues: Array<Record<string, unknown>> };
-      print(o, r.queues, () => table(r.queues, ['queue', 'source', 'mode', 'state']));
+      print(o, r.queues, () => table(r.queues, ['queue', 'source', 'mode', 'role', 'epoch']));
     }),
   );
 
@@ -45,7 +45,7 @@ export function drCommands(program: Command): void {
       print(o, r.queues, () =>
         table(
           r.queues.map((q) => ({ ...q, 'lag-seconds': typeof q['lag-seconds'] === 'number' ? (q['lag-seconds'] as number).toFixed(1) : q['lag-seconds'] })),
-          ['queue', 'state', 'link', 'source-position', 'applied-position', 'lag-changes', 'lag-seconds', 'depth', 'last-error'],
+          ['queue', 'role', 'epoch', 'link', 'source-position', 'applied-position', 'lag-changes', 'lag-seconds', 'divergence-point', 'quarantined', 'depth', 'last-error'],
         ),
       );
     }),
@@ -60,4 +60,63 @@ export function drCommands(program: Command): void {
         print(o, r, () => [r.activated.length ? `activated: ${r.activated.join(' ')}` : 'nothing to activate', r.already.length ? `already active: ${r.already.join(' ')}` : ''].filter(Boolean).join('\n'));
       }),
     );
+
+  addBrokerOption(
+    dr
+      .command('switchover [queue...]')
+      .description('planned move (run against the secondary): the source stops serving the queues, the copies catch up and serve here, the old source follows this site')
+      .option('--all', 'switch over every passive DR queue here when none is named')
+      .option('--reverse-source <url>', 'the brokers of this site as the old source reaches them: [user[/password]@]host:port,... (default: the -b address)'),
+  ).action(
+    action(async (queues: string[], o: BrokerOption & { all?: boolean; reverseSource?: string }) => {
+      if (queues.length === 0 && !o.all) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queues to switch over, or pass --all to switch over every passive DR queue');
+      const seconds = Number(o.timeout ?? 10);
+      if (!Number.isFinite(seconds) || seconds <= 0) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--timeout must be a number of seconds, not '${o.timeout}'`);
+      const body = { queues: queues.join(','), all: o.all === true, timeout: Math.round(seconds * 1000), 'reverse-source': o.reverseSource ?? o.broker };
+      // The broker bounds the switchover by --timeout; the request itself may take that long and the last step's few seconds.
+      const r = (await withBroker({ ...o, timeout: String(seconds + 15) }, (c) => c.request('DR-SWITCHOVER', 'broker', 'broker', body))) as Record<string, unknown>;
+      print(o, r, () =>
+        [
+          `switched over: ${(r.switched as string[]).join(' ')} (epoch ${String(r.epoch)}); this site serves them`,
+          r['old-source-following'] ? `${String(r['old-source'])} is now their passive copy` : String(r.note ?? ''),
+        ].join('\n'),
+      );
+    }),
+  );
+
+  addBrokerOption(
+    dr
+      .command('demote <queue...>')
+      .description('run on an old source whose DR copy was activated elsewhere: refuse clients on these queues until they are reattached')
+      .option('--source <url>', 'the site that serves the queues now (named in the refusals)'),
+  ).action(
+    action(async (queues: string[], o: BrokerOption & { source?: string }) => {
+      const r = (await withBroker(o, (c) => c.request('DR-DEMOTE', 'broker', 'broker', { queues: queues.join(','), ...(o.source ? { peer: o.source } : {}) }))) as { demoted: string[]; already: string[] };
+      print(o, r, () => [r.demoted.length ? `demoted (refusing clients): ${r.demoted.join(' ')}` : '', r.already.length ? `already not serving here: ${r.already.join(' ')}` : ''].filter(Boolean).join('\n'));
+    }),
+  );
+
+  addBrokerOption(
+    dr
+      .command('reattach <queue...>')
+      .description('run on the old source after a disaster: quarantine what never crossed, then follow the site that serves the queues now from the divergence point')
+      .requiredOption('--source <url>', 'every broker of the site that serves the queues now: [user[/password]@]host:port,host:port'),
+  ).action(
+    action(async (queues: string[], o: BrokerOption & { source: string }) => {
+      const r = (await withBroker(o, (c) => c.request('DR-REATTACH', 'broker', 'broker', { queues: queues.join(','), source: o.source }))) as {
+        reattached: string[];
+        already: string[];
+        quarantined: Record<string, number>;
+        'divergence-point': Record<string, number>;
+      };
+      print(o, r, () =>
+        [
+          ...r.reattached.map((q) => `${q}: passive copy of ${o.source} from divergence point ${r['divergence-point'][q]}; ${r.quarantined[q] ?? 0} message(s) that never crossed are in ${q}.dr-diverged`),
+          r.already.length ? `already passive copies of ${o.source}: ${r.already.join(' ')}` : '',
+        ]
+          .filter(Boolean)
+          .join('\n'),
+      );
+    }),
+  );
 }

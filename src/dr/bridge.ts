@@ -6,12 +6,12 @@
 // position is journaled (and replicated to our own HA backups) atomically with
 // the effects: a restart or failover on either side neither loses nor repeats.
 import rhea, { type Connection, type Container, type EventContext, type Receiver } from 'rhea';
-import type { Broker } from '../broker/broker.js';
+import { drRoleChange, type Broker } from '../broker/broker.js';
 import type { Change, DrMode, QueueSettings } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
-import { DR_ADDRESS, DrProps, decodeDrMessage, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 
@@ -67,6 +67,8 @@ export class DrBridge {
   /** Counters for status and bench. */
   appliedChanges = 0;
   appliedBatches = 0;
+  /** Messages applied from copies (snapshots, fills). */
+  appliedCopies = 0;
 
   constructor(
     readonly source: string,
@@ -147,7 +149,12 @@ export class DrBridge {
         this.queueErrors.set(queue, `queue '${queue}' does not exist on this broker and auto-create is off: create it (tandem queue add ${queue} --durable, with the source's settings) or set auto-create=yes; the other DR queues go on`);
         continue;
       }
-      out.push({ queue, mode, from: broker.drPositions.get(queue)?.lsn ?? 0 });
+      const c = broker.drQueues.get(queue);
+      let from = broker.drPositions.get(queue)?.lsn ?? 0;
+      // A reattached copy names what it holds, so the source sends only what it lacks; with too many gaps, a full copy.
+      const fill = c?.fill && from > 0 ? idRanges(broker.queues.get(queue)?.ids() ?? []) : undefined;
+      if (c?.fill && from > 0 && !fill) from = 0;
+      out.push({ queue, mode, from, epoch: c?.epoch ?? 1, ...(fill ? { fill } : {}) });
     }
     return out;
   }
@@ -212,6 +219,7 @@ export class DrBridge {
         clearTimeout(this.attemptTimer);
         settled = true;
         this.failures.length = 0;
+        this.adoptEpochs(request, attach.properties?.[DrProps.epochs]);
         this.connectedTo = address;
         this.lastError = undefined;
         this.state = 'connected';
@@ -242,6 +250,28 @@ export class DrBridge {
       this.lost(conn, 'connection to the source lost');
     });
     conn.on('error', () => undefined);
+  }
+
+  /**
+   * A copy that starts over (from 0) joins the pair at the source's epoch; one that
+   * resumes was checked by the source (same epoch or refused).
+   */
+  private adoptEpochs(request: DrRequestQueue[], raw: unknown): void {
+    if (typeof raw !== 'string') return;
+    let epochs: Record<string, unknown>;
+    try {
+      epochs = JSON.parse(raw) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    const broker = this.host.broker;
+    for (const r of request) {
+      const epoch = epochs[r.queue];
+      const c = broker.drQueues.get(r.queue);
+      if (r.from !== 0 || !c || !Number.isSafeInteger(epoch) || epoch === c.epoch || (epoch as number) < 1) continue;
+      broker.recordDr(drRoleChange(r.queue, { ...c, epoch: epoch as number }));
+      this.host.log.info({ queue: r.queue, epoch }, "DR: the copy starts over at the source's epoch");
+    }
   }
 
   private lost(conn: Connection, reason: string): void {
@@ -325,7 +355,17 @@ export class DrBridge {
           this.snapshotStale?.get(e.change.queue)?.delete(e.change.message.id);
           if (!broker.queues.get(e.change.queue)?.has(e.change.message.id)) ops.push(e.change);
         }
+        this.appliedCopies += ops.length;
         return this.record([], 0, 0, ops);
+      }
+      case 'fill-end': {
+        // The reattached copy has what it lacked: from now on only the log.
+        let lsn = 0;
+        for (const q of m.queues ?? []) {
+          const c = broker.drQueues.get(q);
+          if (c?.fill && this.live(q)) lsn = broker.recordDr(drRoleChange(q, { ...c, fill: false })).lsn;
+        }
+        return lsn;
       }
       case 'snapshot-end': {
         const ops: TxOp[] = [];

@@ -53,3 +53,10 @@ export function parseDrLine(queue: string, value: unknown): DrQueueSpec {
   if (!fields.source) throw invalidArgument(`[dr] ${queue}: source=HOST:PORT,HOST:PORT (every broker of the primary cluster) is required`);
   return { queue, source: normaliseSource(fields.source), mode: fields.mode === undefined ? 'enqueue-and-dequeue' : parseDrMode(fields.mode) };
 }
+
+/** A list of names in a management body: a JSON-ish list or a comma-separated string. */
+export function listOf(v: unknown): string[] {
+  if (Array.isArray(v)) return v.map(String).filter((s) => s !== '');
+  if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return [];
+}

@@ -1,15 +1,23 @@
-// DR on the secondary: the configuration (journaled as dr-queue changes, so it
+// DR on this broker: the configuration (journaled as dr-role changes, so it
 // survives restarts and travels to our HA backups), one bridge per source
-// cluster where this broker serves clients, the passive guard on client links,
-// activation, and the DR-* management operations.
+// cluster where this broker serves clients, the guard on client links,
+// activation, the round trip (switchover.ts), and the DR-* management operations.
 import { randomUUID } from 'node:crypto';
-import type { Broker } from '../broker/broker.js';
-import type { DrMode } from '../broker/changes.js';
+import { drRoleChange, type Broker, type DrQueueConfig } from '../broker/broker.js';
+import type { DrMode, DrQueueState, LoggedChange } from '../broker/changes.js';
 import { TandemError, notFound } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { DrBridge } from './bridge.js';
-import { displaySource, normaliseSource, parseDrMode, type DrQueueSpec } from './config.js';
+import { displaySource, listOf, normaliseSource, parseDrMode, type DrQueueSpec } from './config.js';
+import { DR_ROLES, FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf, type DrRole } from './roles.js';
+import { DrFailback } from './failback.js';
+import { DrSwitchover } from './switchover.js';
+
+/** A client connection, as far as DR needs it: its links to a queue can be detached. */
+export interface DrClient {
+  detachQueueLinks(queue: string, err: unknown, publishers: boolean): void;
+}
 
 export interface DrManagerHost {
   broker: Broker;
@@ -18,15 +26,33 @@ export interface DrManagerHost {
   autoCreate: boolean;
   /** The [dr] section of the config file. */
   configured: DrQueueSpec[];
+  /** Client connections (a queue that stops serving detaches their links). */
+  clients(): Iterable<DrClient>;
+  /** Queues a bridge of another site follows here now (this broker is their source). */
+  followed(): Set<string>;
+  /** Per message id of `queue` in the journal (synced), the LSN of its enqueue. */
+  enqueueLsns(queue: string): Map<number, number>;
 }
 
-type Attributes = Record<string, unknown>;
+export type Attributes = Record<string, unknown>;
+export interface ManagementRegistry {
+  register(op: string, h: (type: string | undefined, name: unknown, body: Attributes) => Attributes | Promise<Attributes>): void;
+}
 
 export interface DrQueueStatus {
   queue: string;
   source: string;
-  mode: DrMode;
-  state: 'passive' | 'active';
+  mode: DrMode | null;
+  state: DrQueueState | 'source';
+  role: DrRole;
+  epoch: number;
+  /** On an activated side: the other site's last change applied before activation. */
+  'divergence-point': number | null;
+  /** Messages in the quarantine queue (QUEUE.dr-diverged) of a reattached queue. */
+  quarantined: number;
+  /** Passive copy: log changes and copied messages its bridge applied since it started here. */
+  'received-changes': number;
+  'received-copies': number;
   link: string;
   'connected-to': string | null;
   'source-position': number;
@@ -42,8 +68,17 @@ export class DrManager {
   private readonly instanceId = randomUUID();
   private serving = false;
   private timer: NodeJS.Timeout | undefined;
+  readonly switchovers: DrSwitchover;
+  readonly failback: DrFailback;
 
-  constructor(private readonly host: DrManagerHost) {}
+  constructor(readonly host: DrManagerHost) {
+    this.switchovers = new DrSwitchover(this);
+    this.failback = new DrFailback(this);
+  }
+
+  get isServing(): boolean {
+    return this.serving;
+  }
 
   /** This broker serves clients (standalone, or promoted HA primary): run the bridges. */
   start(): void {
@@ -53,6 +88,8 @@ export class DrManager {
     this.syncBridges();
     this.timer = setInterval(() => {
       for (const b of this.bridges.values()) b.tick();
+      this.switchovers.tick();
+      this.failback.tick();
     }, 2000);
     this.timer.unref();
   }
@@ -78,7 +115,7 @@ export class DrManager {
   del(queue: string): { queue: string; removed: true } {
     const c = this.host.broker.drQueues.get(queue);
     if (!c) throw notFound('DR queue', queue, 'tandem dr list shows the DR queues');
-    this.host.broker.recordDr({ kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: 'removed' });
+    this.host.broker.recordDr(drRoleChange(queue, { ...c, state: 'removed' }));
     this.host.log.info({ queue }, 'DR: queue removed from DR (it stays as a normal queue)');
     this.syncBridges();
     return { queue, removed: true };
@@ -87,7 +124,7 @@ export class DrManager {
   /** Open queues to clients: the bridge stops feeding them at once. */
   activate(queues: string[]): { activated: string[]; already: string[] } {
     const broker = this.host.broker;
-    const names = queues.length > 0 ? queues : [...broker.drQueues.keys()];
+    const names = queues.length > 0 ? queues : [...broker.drQueues].filter(([, c]) => c.state === 'passive' || c.state === 'active').map(([q]) => q);
     for (const q of names) if (!broker.drQueues.has(q)) throw notFound('DR queue', q, 'tandem dr list shows the DR queues');
     const activated: string[] = [];
     const already: string[] = [];
@@ -97,35 +134,108 @@ export class DrManager {
         already.push(q);
         continue;
       }
-      broker.recordDr({ kind: 'dr-queue', queue: q, source: c.source, mode: c.mode, state: 'active' });
+      if (c.state !== 'passive') throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is ${roleOf(c, false)} here, not a passive copy: nothing to activate (tandem dr status ${q})`);
+    }
+    for (const q of names) {
+      const c = broker.drQueues.get(q)!;
+      if (c.state === 'active') continue;
+      this.activateOne(q, c);
       activated.push(q);
-      // Consumers may attach now: hand them what the queue holds.
-      const queue = broker.queues.get(q);
-      if (queue) broker.events.queueReady?.(queue);
     }
     if (activated.length > 0) this.host.log.warn({ queues: activated }, 'DR: queues activated; they serve clients and no longer follow the source');
     this.syncBridges();
     return { activated, already };
   }
 
-  list(): Array<{ queue: string; source: string; mode: DrMode; state: string }> {
-    return [...this.host.broker.drQueues].map(([queue, c]) => ({ queue, source: displaySource(c.source), mode: c.mode, state: c.state }));
+  /**
+   * Open a passive copy to clients (disaster activation, or the last step of a
+   * switchover): one dr-role change raises the pair's epoch and records where the
+   * copy stood (`divergence`, the other site's position) and where this site's own
+   * changes begin (`since`, `idFloor`), so the other site can later follow from here.
+   */
+  activateOne(queue: string, c: DrQueueConfig): LoggedChange {
+    const broker = this.host.broker;
+    const divergence = this.bridges.get(c.source)?.queueStatus(queue).pos ?? broker.drPositions.get(queue)?.lsn ?? 0;
+    const logged = broker.recordDr(
+      drRoleChange(queue, { ...c, state: 'active', epoch: c.epoch + 1, divergence, since: broker.log.lsn, idFloor: broker.peekNextMessageId(), fill: false }),
+    );
+    // Consumers may attach now: hand them what the queue holds.
+    const local = broker.queues.get(queue);
+    if (local) broker.events.queueReady?.(local);
+    return logged;
   }
 
+  /** Record a queue's new DR role (every state change goes through here). */
+  setRole(queue: string, role: Omit<DrQueueConfig, 'state'> & { state: DrQueueState }): LoggedChange {
+    return this.host.broker.recordDr(drRoleChange(queue, role));
+  }
+
+  /** Resolves once `lsn` is journaled and held by our ready HA backups. */
+  whenSafe(lsn: number): Promise<void> {
+    return new Promise((resolve, reject) => this.host.gate.whenSafe(lsn, true, (err) => (err ? reject(err) : resolve())));
+  }
+
+  /** Detach clients of a queue that stops serving here; publishers with it too when `publishers`. */
+  detachClients(queue: string, publishers: boolean): void {
+    const c = this.host.broker.drQueues.get(queue);
+    if (!c || c.state === 'active') return;
+    const err = drRefusal(queue, c);
+    for (const client of this.host.clients()) client.detachQueueLinks(queue, err, publishers);
+  }
+
+  /** Where the bridge of `source` stands for `queue` (source position applied), or undefined without a bridge. */
+  appliedOf(source: string, queue: string): number | undefined {
+    return this.bridges.get(source)?.queueStatus(queue).pos;
+  }
+
+  list(): Array<{ queue: string; source: string; mode: DrMode; state: string; role: DrRole; epoch: number }> {
+    const followed = this.host.followed();
+    return [...this.host.broker.drQueues].map(([queue, c]) => ({ queue, source: displaySource(c.source), mode: c.mode, state: c.state, role: roleOf(c, followed.has(queue)), epoch: c.epoch }));
+  }
+
+  /** Every DR queue here, and every queue a bridge of another site follows here. */
   status(): DrQueueStatus[] {
-    return [...this.host.broker.drQueues.keys()].map((q) => this.statusOf(q));
+    const names = new Set([...this.host.broker.drQueues.keys(), ...this.host.followed()]);
+    return [...names].sort().map((q) => this.statusOf(q));
   }
 
   statusOf(queue: string): DrQueueStatus {
     const broker = this.host.broker;
     const c = broker.drQueues.get(queue);
-    if (!c) throw notFound('DR queue', queue);
+    const followed = this.host.followed().has(queue);
+    if (!c && !followed) throw notFound('DR queue', queue);
+    const role = roleOf(c, followed);
+    const common = {
+      queue,
+      role,
+      epoch: epochOf(c),
+      'divergence-point': c && c.divergence > 0 ? c.divergence : null,
+      quarantined: broker.queues.get(quarantineOf(queue))?.depth ?? 0,
+      'received-changes': 0,
+      'received-copies': 0,
+      depth: broker.queues.get(queue)?.depth ?? 0,
+    };
+    if (!c || c.state !== 'passive') {
+      // This site serves the queue (or hands it over): its own log is the position.
+      return {
+        ...common,
+        source: c ? displaySource(c.source) : '',
+        mode: c?.mode ?? null,
+        state: c?.state ?? 'source',
+        link: c?.state === 'active' || !c ? (followed ? 'followed' : 'activated') : c.state,
+        'connected-to': null,
+        'source-position': broker.log.lsn,
+        'applied-position': broker.log.lsn,
+        'lag-changes': 0,
+        'lag-seconds': 0,
+        'last-error': c ? (this.switchovers.errorOf(queue) ?? null) : null,
+      };
+    }
     const bridge = this.bridges.get(c.source);
     const st = bridge?.queueStatus(queue);
     const persisted = broker.drPositions.get(queue)?.lsn ?? 0;
     let link: string;
-    if (c.state === 'active') link = 'activated';
-    else if (!this.serving) link = 'stopped (this broker does not serve clients)';
+    if (!this.serving) link = 'stopped (this broker does not serve clients)';
     else if (bridge?.queueErrors.has(queue)) link = 'skipped';
     else if (!bridge) link = 'stopped';
     else if (bridge.state === 'connected' && st && !st.streaming) link = 'copying';
@@ -133,7 +243,7 @@ export class DrManager {
     const applied = st?.pos ?? persisted;
     const head = Math.max(bridge?.sourceHead ?? 0, applied);
     return {
-      queue,
+      ...common,
       source: displaySource(c.source),
       mode: c.mode,
       state: c.state,
@@ -141,28 +251,32 @@ export class DrManager {
       'connected-to': bridge?.connectedTo ?? null,
       'source-position': head,
       'applied-position': applied,
-      'lag-changes': c.state === 'active' ? 0 : (st?.lagChanges ?? head - applied),
-      'lag-seconds': c.state === 'active' ? 0 : (st?.lagSeconds ?? null),
-      'last-error': bridge?.queueErrors.get(queue) ?? (c.state === 'passive' ? (bridge?.lastError ?? null) : null),
-      depth: broker.queues.get(queue)?.depth ?? 0,
+      'lag-changes': st?.lagChanges ?? head - applied,
+      'lag-seconds': st?.lagSeconds ?? null,
+      'last-error': bridge?.queueErrors.get(queue) ?? bridge?.lastError ?? null,
+      'received-changes': bridge?.appliedChanges ?? 0,
+      'received-copies': bridge?.appliedCopies ?? 0,
     };
   }
 
-  /** Passive DR queues refuse client links; admins may browse them. */
+  /** DR queues that do not serve here refuse client links; admins may browse them. */
   checkLink(conn: { admin: boolean }, address: string, direction: 'in' | 'out', browse: boolean): void {
     const c = this.host.broker.drQueues.get(address);
-    if (!c || c.state !== 'passive') return;
+    if (!c || c.state === 'active') return;
     if (direction === 'out' && browse && conn.admin) return;
-    throw new TandemError(
-      'TANDEM_ERR_PRECONDITION',
-      `queue '${address}' is a passive DR replica of ${displaySource(c.source)}: it serves clients only after 'tandem dr activate ${address}'${direction === 'out' ? ' (admins may browse it meanwhile)' : ''}`,
-    );
+    const err = drRefusal(address, c);
+    if (direction === 'out') err.message += ' (admins may browse it meanwhile)';
+    throw err;
   }
 
   /** Gauges for the metrics `extra()` hook. */
   metrics(): Record<string, number> {
     const out: Record<string, number> = {};
     for (const s of this.status()) {
+      out[`dr.${s.queue}.epoch`] = s.epoch;
+      out[`dr.${s.queue}.role`] = DR_ROLES.indexOf(s.role);
+      out[`dr.${s.queue}.divergence_point`] = s['divergence-point'] ?? 0;
+      out[`dr.${s.queue}.quarantined`] = s.quarantined;
       out[`dr.${s.queue}.source_position`] = s['source-position'];
       out[`dr.${s.queue}.applied_position`] = s['applied-position'];
       out[`dr.${s.queue}.lag_changes`] = s['lag-changes'];
@@ -175,7 +289,7 @@ export class DrManager {
   }
 
   /** DR-ADD, DR-DEL, DR-LIST, DR-STATUS, DR-ACTIVATE on the $management node. */
-  register(m: { register(op: string, h: (type: string | undefined, name: unknown, body: Attributes) => Attributes | Promise<Attributes>): void }): void {
+  register(m: ManagementRegistry): void {
     const queueOf = (name: unknown, body: Attributes): string => {
       const q = body.queue ?? name;
       if (typeof q !== 'string' || q === '' || q === 'broker') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queue');
@@ -189,6 +303,8 @@ export class DrManager {
       return { queues: (only.length > 0 ? only.map((q) => this.statusOf(q)) : this.status()) as unknown as Attributes[] };
     });
     m.register('DR-ACTIVATE', (_t, _name, body) => ({ ...this.activate(listOf(body.queues)) }));
+    this.switchovers.register(m);
+    this.failback.register(m);
   }
 
   // ---- internals -----------------------------------------------------------
@@ -196,6 +312,9 @@ export class DrManager {
   private configure(queue: string, source: string, mode: DrMode, origin: 'runtime' | 'config'): void {
     const broker = this.host.broker;
     const existing = broker.drQueues.get(queue);
+    if (existing && existing.state !== 'passive' && existing.state !== 'active') {
+      throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${queue}' is ${roleOf(existing, false)} here (tandem dr status ${queue}): finish the switchover or reattach it first`);
+    }
     if (existing?.state === 'active') {
       if (origin === 'config') {
         this.host.log.info({ queue }, 'DR: [dr] lists a queue that was activated; leaving it active (tandem dr del it, and remove the line)');
@@ -208,7 +327,7 @@ export class DrManager {
       // A new source: positions of another cluster's log mean nothing here (first, so a crash between leaves no stale position).
       broker.recordDr({ kind: 'dr-transaction', queues: [queue], lsn: 0, time: 0, changes: [] });
     }
-    broker.recordDr({ kind: 'dr-queue', queue, source, mode, state: 'passive' });
+    broker.recordDr(drRoleChange(queue, { ...FRESH_ROLE, ...(existing ?? {}), source, mode, state: 'passive' }));
     this.host.log.info({ queue, source: displaySource(source), mode, origin }, 'DR: queue configured for replication');
   }
 
@@ -223,7 +342,7 @@ export class DrManager {
   }
 
   /** One bridge per source with passive queues; each restarted to carry the current set. */
-  private syncBridges(): void {
+  syncBridges(): void {
     if (!this.serving) return;
     const sources = new Set<string>();
     for (const c of this.host.broker.drQueues.values()) if (c.state === 'passive') sources.add(c.source);
@@ -251,10 +370,4 @@ export class DrManager {
     for (const [q, c] of this.host.broker.drQueues) if (c.source === source && c.state === 'passive') out.push(`${q}:${c.mode}`);
     return out.sort();
   }
-}
-
-function listOf(v: unknown): string[] {
-  if (Array.isArray(v)) return v.map(String).filter((s) => s !== '');
-  if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  return [];
 }

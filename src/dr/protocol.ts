@@ -20,6 +20,8 @@ export const DrProps = {
   queues: 'tandem.dr.queues',
   /** Link property (source -> bridge): present on a tandem DR source. */
   source: 'tandem.dr.source',
+  /** Link property (source -> bridge): JSON {queue: the pair's epoch here}. */
+  epochs: 'tandem.dr.epochs',
   /** Connection property: who is connecting (for the source's log). */
   bridge: 'tandem.dr.bridge',
 } as const;
@@ -29,15 +31,28 @@ export interface DrRequestQueue {
   mode: DrMode;
   /** Source LSN this queue has applied (0 = nothing yet: copy its contents first). */
   from: number;
+  /** The pair's epoch on the secondary (absent from older bridges: 1). */
+  epoch?: number;
+  /**
+   * A reattached copy: the ids it holds, as sorted inclusive ranges [lo, hi, lo, hi...].
+   * The source first sends what it held before its activation and the copy lacks
+   * (the messages its old site consumed after the divergence point), then the log.
+   */
+  fill?: number[];
 }
+
+/** Ranges a fill request may carry (a copy with more gaps than this starts over with a snapshot). */
+export const MAX_FILL_RANGES = 100_000;
 
 /**
  * declares: queue-declare records of the requested queues that exist (lsn 0).
  * changes: log records in source LSN order, filtered to the queues and modes asked for.
  * snapshot-begin / snapshot / snapshot-end: a copy of `queues` as of source LSN `lsn`.
  * heartbeat: nothing new up to `lsn`.
+ * fill-end: the messages a reattached copy lacked (sent as `snapshot`) are all sent, for `queues`.
  */
-export type DrStreamKind = 'declares' | 'changes' | 'snapshot-begin' | 'snapshot' | 'snapshot-end' | 'heartbeat';
+export type DrStreamKind = 'declares' | 'changes' | 'snapshot-begin' | 'snapshot' | 'snapshot-end' | 'heartbeat' | 'fill-end';
+const STREAM_KINDS: readonly DrStreamKind[] = ['declares', 'changes', 'snapshot-begin', 'snapshot', 'snapshot-end', 'heartbeat', 'fill-end'];
 
 export interface DrStreamMessage {
   kind: DrStreamKind;
@@ -98,7 +113,7 @@ export function encodeDrMessage(m: DrStreamMessage): Buffer {
 export function decodeDrMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): DrStreamMessage {
   const p = message.application_properties ?? {};
   const kind = p.k as DrStreamKind;
-  if (!['declares', 'changes', 'snapshot-begin', 'snapshot', 'snapshot-end', 'heartbeat'].includes(kind)) {
+  if (!STREAM_KINDS.includes(kind)) {
     throw new Error(`DR stream: unknown message kind ${String(kind)}`);
   }
   const out: DrStreamMessage = { kind, lsn: Number(p.lsn ?? 0), time: Number(p.time ?? 0), head: Number(p.head ?? 0), now: Number(p.now ?? 0) };
@@ -114,9 +129,48 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
   const list = JSON.parse(raw) as DrRequestQueue[];
   if (!Array.isArray(list)) throw new Error(`link property ${DrProps.queues} must be a JSON list`);
   for (const q of list) {
-    if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0) {
+    const epochOk = q?.epoch === undefined || (Number.isSafeInteger(q.epoch) && q.epoch >= 1);
+    if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0 || !epochOk || !fillOk(q.fill)) {
       throw new Error(`bad DR queue request ${JSON.stringify(q)}`);
     }
   }
   return list;
+}
+
+/** Sorted, non-overlapping inclusive id ranges, bounded in number. */
+function fillOk(fill: unknown): boolean {
+  if (fill === undefined) return true;
+  if (!Array.isArray(fill) || fill.length % 2 !== 0 || fill.length > 2 * MAX_FILL_RANGES) return false;
+  let last = -1;
+  for (const v of fill) {
+    if (!Number.isSafeInteger(v) || (v as number) < last) return false;
+    last = v as number;
+  }
+  return true;
+}
+
+/** The sorted ids as inclusive ranges, or undefined when there are more than MAX_FILL_RANGES. */
+export function idRanges(ids: Iterable<number>): number[] | undefined {
+  const out: number[] = [];
+  for (const id of ids) {
+    if (out.length > 0 && out[out.length - 1] === id - 1) out[out.length - 1] = id;
+    else {
+      if (out.length >= 2 * MAX_FILL_RANGES) return undefined;
+      out.push(id, id);
+    }
+  }
+  return out;
+}
+
+/** Whether `id` is in the ranges (binary search). */
+export function inRanges(ranges: readonly number[], id: number): boolean {
+  let lo = 0;
+  let hi = ranges.length / 2 - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (id < ranges[2 * mid]!) hi = mid - 1;
+    else if (id > ranges[2 * mid + 1]!) lo = mid + 1;
+    else return true;
+  }
+  return false;
 }

@@ -9,13 +9,16 @@
 // something a secondary already applied.
 import type { Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
+import { copyMessage } from '../broker/paged-message.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { ChangeWindow, type Stamped } from '../replication/change-window.js';
 import { encodeChange } from '../store/record-codec.js';
-import { DR_ADDRESS, DrProps, encodeDrMessage, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DrProps, encodeDrMessage, inRanges, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { displaySource } from './config.js';
 import { peekQueueChange } from './record-peek.js';
+import { epochOf, roleOf } from './roles.js';
 import { DrSnapshotReader, type KeepingJournal } from './snapshot.js';
 
 const BATCH_RECORDS = 256;
@@ -93,13 +96,49 @@ export class DrSource implements ChangeSink {
       refuse(sender, 'amqp:invalid-field', (err as Error).message);
       return undefined;
     }
-    (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = { [DrProps.source]: true, 'tandem.lsn': this.headLsn };
+    const unfit = this.unfitRequest(request);
+    if (unfit) {
+      refuse(sender, unfit.condition, unfit.description);
+      return undefined;
+    }
+    const epochs = Object.fromEntries(request.map((r) => [r.queue, epochOf(this.opts.broker.drQueues.get(r.queue))]));
+    (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = {
+      [DrProps.source]: true,
+      [DrProps.epochs]: JSON.stringify(epochs),
+      'tandem.lsn': this.headLsn,
+    };
     sender.set_source({ address: DR_ADDRESS } as never);
     const stream = new DrStream(this, sender, request, remote);
     this.streams.add(stream);
     this.askSafe();
     setImmediate(() => stream.pump());
     return stream;
+  }
+
+  /**
+   * Only the site that serves a queue is its source (a fenced one still, for the
+   * drain of its switchover); a copy resuming from a position must be of the same
+   * epoch, or it would apply this site's changes on top of another history. A copy
+   * from position 0 starts over and takes this site's epoch.
+   */
+  private unfitRequest(request: DrRequestQueue[]): { condition: string; description: string } | undefined {
+    for (const r of request) {
+      const c = this.opts.broker.drQueues.get(r.queue);
+      if (c && c.state !== 'active' && c.state !== 'fenced') {
+        return {
+          condition: 'tandem:dr:not-source',
+          description: `queue '${r.queue}' is not served by this site: it is ${roleOf(c, false)} here (of ${displaySource(c.source) || 'the other site'}, epoch ${c.epoch}); point the DR source at the site that serves it`,
+        };
+      }
+      const epoch = epochOf(c);
+      if (r.from > 0 && (r.epoch ?? 1) !== epoch) {
+        return {
+          condition: 'tandem:dr:stale-epoch',
+          description: `queue '${r.queue}' is at DR epoch ${epoch} on this source and ${r.epoch ?? 1} on the secondary: ${(r.epoch ?? 1) < epoch ? 'the secondary is stale (the pair moved on without it)' : 'this source is stale (the pair moved on without it: tandem dr reattach it)'}; nothing was sent`,
+        };
+      }
+    }
+    return undefined;
   }
 
   detach(stream: DrStream): void {
@@ -144,6 +183,8 @@ export class DrStream {
   closed = false;
   private readonly queues = new Map<string, { mode: DrRequestQueue['mode']; from: number }>();
   private declares: LoggedChange[] | undefined;
+  /** A reattached copy's missing messages, sent before the log (see DrRequestQueue.fill). */
+  private fill: Array<{ queue: string; ids: number[]; next: number; sent: number }> | undefined;
   private snapshot: PendingSnapshot | undefined;
   private cursor: number;
   private covered: number;
@@ -187,11 +228,21 @@ export class DrStream {
       this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [], waitingSince: undefined, waitLogged: false };
       source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
     }
+    const fills = request.filter((r) => r.fill !== undefined && !snapQueues.includes(r.queue));
+    if (fills.length > 0) {
+      this.fill = fills.map((r) => ({ queue: r.queue, ids: missingFrom(broker, r.queue, r.fill!), next: 0, sent: 0 }));
+      source.opts.log.info({ bridge: remote, lacking: this.fill.map((f) => `${f.queue}: ${f.ids.length}`) }, 'DR: a reattached copy gets what this site held before its activation and it lacks');
+    }
     const froms = [...this.queues.values()].map((q) => q.from);
     const start = Math.min(head, ...froms);
     this.cursor = window.seqAfter(start);
     this.covered = start;
     source.opts.log.info({ bridge: remote, queues: request.map((r) => `${r.queue}(${r.mode}) from ${r.from}`), start }, 'DR bridge attached');
+  }
+
+  /** The queues this bridge follows here. */
+  get queueNames(): string[] {
+    return [...this.queues.keys()];
   }
 
   /** The source logged a change (after the snapshot point of a copy in progress). */
@@ -227,6 +278,10 @@ export class DrStream {
         this.declares = undefined;
         continue;
       }
+      if (this.fill) {
+        this.pumpFill(this.fill);
+        continue;
+      }
       const snap = this.snapshot;
       if (snap) {
         if (!this.pumpSnapshot(snap)) break;
@@ -256,6 +311,38 @@ export class DrStream {
       this.covered = w.lsnAt(lastSeq) as number;
       if (records.length > 0) this.send({ kind: 'changes', lsn: this.covered, time: w.timeAt(lastSeq) as number, records });
     }
+  }
+
+  /**
+   * One batch of a fill, or its end. The messages are from before this site's
+   * activation, long safe; one consumed here since the request was read is skipped
+   * (the log brings its dequeue anyway).
+   */
+  private pumpFill(fill: NonNullable<DrStream['fill']>): void {
+    const broker = this.source.opts.broker;
+    const records: Buffer[] = [];
+    let bytes = 0;
+    while (fill.length > 0 && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+      const f = fill[0]!;
+      if (f.next >= f.ids.length) {
+        fill.shift();
+        this.source.opts.log.info({ bridge: this.remote, queue: f.queue, messages: f.sent }, 'DR: sent a reattached copy what it lacked');
+        continue;
+      }
+      const id = f.ids[f.next++]!;
+      const entry = broker.queues.get(f.queue)?.entry(id);
+      if (!entry) continue;
+      const record = encodeChange({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: f.queue, message: copyMessage(entry.msg, entry.deliveryCount) } });
+      records.push(record);
+      bytes += record.length;
+      f.sent++;
+    }
+    if (records.length > 0) {
+      this.send({ kind: 'snapshot', lsn: 0, records });
+      return;
+    }
+    this.fill = undefined;
+    this.send({ kind: 'fill-end', lsn: 0, queues: [...this.queues.keys()] });
   }
 
   /**
@@ -403,4 +490,17 @@ interface PendingSnapshot {
   waitingSince: number | undefined;
   waitingFor?: number;
   waitLogged: boolean;
+}
+
+/** The ids `queue` holds from before this site's activation that a reattached copy lacks (`held`: its ranges). */
+function missingFrom(broker: Broker, queue: string, held: readonly number[]): number[] {
+  const q = broker.queues.get(queue);
+  if (!q) return [];
+  const floor = broker.drQueues.get(queue)?.idFloor || Infinity;
+  const out: number[] = [];
+  for (const id of q.ids()) {
+    if (id >= floor) break;
+    if (!inRanges(held, id)) out.push(id);
+  }
+  return out;
 }

@@ -15,6 +15,7 @@ import { dropDivergenceNote, keepIfDiverged, noteDivergence, type DivergedInfo }
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
 import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
+import { drRefusal } from '../dr/roles.js';
 import { DrSource } from '../dr/source.js';
 import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
@@ -163,7 +164,21 @@ export class Daemon {
       this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500, journal: () => this.journal });
       this.broker.log.attach(this.drSource);
     }
-    this.dr = new DrManager({ broker: this.broker, gate, log: logger('dr'), autoCreate: s.autoCreate, configured: s.drQueues });
+    this.dr = new DrManager({
+      broker: this.broker,
+      gate,
+      log: logger('dr'),
+      autoCreate: s.autoCreate,
+      configured: s.drQueues,
+      clients: () => this.server?.clients ?? [],
+      followed: () => new Set([...(this.drSource?.streams ?? [])].flatMap((st) => st.queueNames)),
+      enqueueLsns: (queue) => {
+        const out = new Map<number, number>();
+        this.journal?.forEachRecovered(queue, (fields, lsn) => out.set(fields.id, lsn));
+        return out;
+      },
+    });
+    this.broker.drRefusal = drRefusal;
     const users = new UserDirectory(s.usersFile);
     if (s.auth && users.size === 0) {
       this.log.warn({ usersFile: s.usersFile }, 'authentication is on but there are no users: add one with `tandem user add NAME --admin`');

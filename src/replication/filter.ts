@@ -69,6 +69,7 @@ export class ReplicationFilter {
       // DR secondary state: positions and queue states always travel (a failover
       // must resume the bridge where it was); messages only to `all` queues.
       case 'dr-queue':
+      case 'dr-role':
         return change;
       case 'dr-transaction': {
         const changes = change.changes.filter((c) => this.queueLevel(c.queue) === 'all');

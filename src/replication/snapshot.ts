@@ -10,7 +10,7 @@
 // applying is idempotent: a message enqueued after P is skipped here (its id is
 // new) and arrives live; one dequeued after P is either not seen here or removed
 // by the live dequeue; a queue re-created after P is replaced by the live declare.
-import { bindingDurable, messageDurable, type Broker } from '../broker/broker.js';
+import { bindingDurable, drRoleChange, messageDurable, type Broker } from '../broker/broker.js';
 import type { Change } from '../broker/changes.js';
 import { copyMessage } from '../broker/paged-message.js';
 
@@ -50,7 +50,7 @@ export function snapshotOf(broker: Broker): SnapshotSource {
     }
   }
   // DR secondary state (src/dr): each queue's configuration and applied source position.
-  for (const [queue, c] of broker.drQueues) config.push({ change: { kind: 'dr-queue', queue, source: c.source, mode: c.mode, state: c.state }, durable: true });
+  for (const [queue, c] of broker.drQueues) config.push({ change: drRoleChange(queue, c), durable: true });
   for (const [queue, p] of broker.drPositions) config.push({ change: { kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] }, durable: true });
   const full = queues.filter((q) => levelOf(q.settings) === 'all');
   // Windows copied now, not lazily: a key must be in the backup's window exactly

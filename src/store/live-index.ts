@@ -12,7 +12,7 @@
 // delete, a transaction while any enqueue in it lives, the newest epoch and the
 // newest LSN reservation while nothing newer exists. DR (secondary side): a
 // dr-transaction lives like a transaction and also while it holds the newest
-// source position of one of its queues; the newest dr-queue record per queue lives.
+// source position of one of its queues; the newest dr-queue or dr-role record per queue lives.
 // And the change with the highest LSN lives, whatever it is: it is the journal's
 // position, which an HA backup resumes from after a restart.
 //
@@ -244,7 +244,8 @@ export class LiveIndex {
         }
         break;
       }
-      case 'dr-queue': {
+      case 'dr-queue':
+      case 'dr-role': {
         if (this.duplicate(lsn, home)) break;
         const rec = this.record(lsn, body, home);
         this.keepNewest(this.drQueueRecs, body.queue, rec);

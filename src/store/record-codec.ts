@@ -19,7 +19,7 @@
 // `legacy` (decoded, with `upgrade` filling what it lacks, never encoded), so a
 // journal written before the change still reads.
 
-import type { Change, DedupStamp, LoggedChange, MessageRecord, QueueSettings, ExchangeSettings } from '../broker/changes.js';
+import { DR_MODES, DR_STATES, type Change, type DedupStamp, type LoggedChange, type MessageRecord, type QueueSettings, type ExchangeSettings } from '../broker/changes.js';
 
 /** A journal-only record: LSNs up to `upTo` may have been handed out (see journal.ts). */
 export interface LsnReservation {
@@ -134,11 +134,26 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   {
     name: 'dr-queue',
     code: 12,
-    fields: [['queue', 'string'], ['source', 'string'], ['mode', { enum: ['enqueue-and-dequeue', 'enqueue-only'] }], ['state', { enum: ['passive', 'active', 'removed'] }]],
+    fields: [['queue', 'string'], ['source', 'string'], ['mode', { enum: DR_MODES }], ['state', { enum: ['passive', 'active', 'removed'] }]],
   },
   { name: 'queue-declare', code: 13, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
   { name: 'enqueue', code: 14, fields: [['queue', 'string'], ['message', { struct: MESSAGE }], ['dedup', { optStruct: DEDUP_STAMP }]] },
   { name: 'dedup-keys', code: 15, fields: [['queue', 'string'], ['rows', 'bytes']] },
+  {
+    name: 'dr-role',
+    code: 16,
+    fields: [
+      ['queue', 'string'],
+      ['source', 'string'],
+      ['mode', { enum: DR_MODES }],
+      ['state', { enum: DR_STATES }],
+      ['epoch', 'u64'],
+      ['divergence', 'u64'],
+      ['since', 'u64'],
+      ['idFloor', 'u64'],
+      ['fill', 'bool'],
+    ],
+  },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 

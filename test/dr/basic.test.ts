@@ -67,9 +67,9 @@ describe('DR basics', () => {
     await expect(send(secondary.port, 'log', ['x'])).rejects.toThrow(/passive DR replica/);
     const status = await dr('status');
     expect(status.code, status.stderr).toBe(0);
-    expect(status.stdout).toMatch(/mirror\s+passive\s+connected/);
+    expect(status.stdout).toMatch(/mirror\s+passive copy\s+1\s+connected/);
     const list = await dr('list', '--json');
-    expect(JSON.parse(list.stdout)).toContainEqual({ queue: 'log', source: primary.url, mode: 'enqueue-only', state: 'passive' });
+    expect(JSON.parse(list.stdout)).toContainEqual({ queue: 'log', source: primary.url, mode: 'enqueue-only', state: 'passive', role: 'passive copy', epoch: 1 });
   });
 
   it('DR - a restarted secondary resumes where it was: no loss, no duplicates', async () => {

@@ -117,7 +117,14 @@ class RichWorkload {
       out.push({ change: { kind: 'dr-transaction', queues, lsn: this.sourceLsn, time: 1_700_000_000_000 + this.sourceLsn, changes: this.ops(names, r.int(4)) }, durable: true });
     } else if (op < 97) {
       const queue = r.pick(names);
-      out.push({ change: { kind: 'dr-queue', queue, source: `site${r.int(2)}`, mode: r.pick(['enqueue-and-dequeue', 'enqueue-only'] as const), state: r.pick(['passive', 'active', 'removed'] as const) }, durable: true });
+      const source = `site${r.int(2)}`;
+      const mode = r.pick(['enqueue-and-dequeue', 'enqueue-only'] as const);
+      // Older journals hold dr-queue records, newer ones dr-role records; the newest of either counts.
+      if (r.chance(0.5)) out.push({ change: { kind: 'dr-queue', queue, source, mode, state: r.pick(['passive', 'active', 'removed'] as const) }, durable: true });
+      else {
+        const state = r.pick(['passive', 'active', 'removed', 'fenced', 'diverged'] as const);
+        out.push({ change: { kind: 'dr-role', queue, source, mode, state, epoch: 1 + r.int(5), divergence: r.int(100), since: r.int(100), idFloor: r.int(100), fill: r.chance(0.5) }, durable: true });
+      }
     } else {
       out.push({ change: { kind: 'epoch', epoch: ++this.epoch }, durable: r.chance(0.5) });
     }

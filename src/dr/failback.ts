@@ -1,0 +1,190 @@
+// Failback after a disaster: the old source learns that its DR copy was
+// activated without it (the activated site tells it, DR-DEMOTE, until it
+// answers; or an operator runs `tandem dr demote` on it), and refuses clients on
+// those queues: it is `diverged`. Then `tandem dr reattach` makes it a passive
+// copy of the site that serves them now, without copying everything again:
+//
+//   1. It asks the other site (DR-PEER-STATE) for the queue's activation: its
+//      epoch, the divergence point D (the last change of this site the other had
+//      applied) and the other site's position at activation S.
+//   2. What this site holds that was enqueued after D (its journal says when each
+//      message was enqueued; a message the journal does not hold, non-durable, is
+//      taken as after D) never crossed: it moves to QUEUE.dr-diverged, in
+//      transactions of QUARANTINE_BATCH, for the operator to inspect, replay or purge.
+//   3. It records position S and the passive role with `fill` set; its bridge
+//      names the ids it holds, the other site first sends what it held before its
+//      activation and this site lacks (what was consumed here after D), then its
+//      log after S: only what changed since the divergence.
+// Each step can be redone: a reattach killed half way is run again.
+import type { DrMode } from '../broker/changes.js';
+import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
+import { displaySource, listOf, normaliseSource, parseDrMode } from './config.js';
+import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
+import { peerRequest } from './peer.js';
+import { FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
+
+const PEER_TIMEOUT_MS = 5000;
+const QUARANTINE_BATCH = 1000;
+
+export class DrFailback {
+  /** Activated queues whose old source answered this process's DR-DEMOTE. */
+  private readonly told = new Set<string>();
+  private telling = false;
+
+  constructor(private readonly dr: DrManager) {}
+
+  register(m: ManagementRegistry): void {
+    m.register('DR-DEMOTE', (_t, _n, body) => this.demote(demoteList(body), body.peer, body.mode));
+    m.register('DR-REATTACH', (_t, _n, body) => this.reattach(listOf(body.queues), body.source));
+  }
+
+  /** This site serves none of `request` any more: the other site was activated (at `epoch`). */
+  demote(request: Array<{ queue: string; epoch?: number }>, peerText: unknown, modeText: unknown): Attributes {
+    const broker = this.dr.host.broker;
+    const peer = peerText === undefined || peerText === '' ? '' : normaliseSource(peerText);
+    const mode: DrMode | undefined = modeText === undefined ? undefined : parseDrMode(modeText);
+    const demoted: string[] = [];
+    const already: string[] = [];
+    for (const r of request) {
+      if (!broker.queues.has(r.queue) && !broker.drQueues.has(r.queue)) throw notFound('queue', r.queue, 'nothing was demoted');
+      const c = broker.drQueues.get(r.queue);
+      const epoch = r.epoch ?? epochOf(c) + 1;
+      if (c && c.state !== 'active' && c.epoch >= epoch) continue;
+      if (c?.state === 'active' && c.epoch >= epoch) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${r.queue}' is served here at DR epoch ${c.epoch}, not older than ${epoch}: the site that asks is the stale one; nothing was demoted`);
+      }
+    }
+    for (const r of request) {
+      const c = broker.drQueues.get(r.queue);
+      const epoch = r.epoch ?? epochOf(c) + 1;
+      if (c && c.state !== 'active' && c.epoch >= epoch) {
+        already.push(r.queue);
+        continue;
+      }
+      const role = { ...FRESH_ROLE, ...(c ?? {}), source: peer || c?.source || '', mode: mode ?? c?.mode ?? 'enqueue-and-dequeue', state: 'diverged' as const, epoch };
+      const err = drRefusal(r.queue, role);
+      for (const client of this.dr.host.clients()) client.detachQueueLinks(r.queue, err, false);
+      this.dr.setRole(r.queue, role);
+      this.dr.detachClients(r.queue, true);
+      demoted.push(r.queue);
+    }
+    if (demoted.length > 0) this.dr.host.log.warn({ queues: demoted, peer: displaySource(peer) }, 'DR: the other site was activated; these queues refuse clients here until tandem dr reattach');
+    return { demoted, already };
+  }
+
+  async reattach(names: string[], sourceText: unknown): Promise<Attributes> {
+    const broker = this.dr.host.broker;
+    if (!this.dr.isServing) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker does not serve clients (an HA backup): run reattach against the primary of the old site');
+    if (names.length === 0) throw invalidArgument('name the queues to reattach');
+    if (typeof sourceText !== 'string' || sourceText === '') throw invalidArgument('--source: the brokers of the site that serves the queues now is required');
+    const source = normaliseSource(sourceText);
+    for (const q of names) {
+      if (!broker.queues.has(q)) throw notFound('queue', q, 'reattach runs against the old source site, which holds the queue');
+      const c = broker.drQueues.get(q);
+      if (c?.state === 'fenced') throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is fenced by a switchover in progress here: it resolves by itself (tandem dr status ${q})`);
+    }
+    const rows = (await peerRequest(source, 'DR-PEER-STATE', { queues: names.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
+    const plans = names.map((q) => {
+      const row = rows.find((r) => r.queue === q);
+      const c = broker.drQueues.get(q);
+      const theirs = Number(row?.epoch ?? 0);
+      if (c?.state === 'passive' && c.source === source && c.epoch === theirs) return { queue: q, already: true as const };
+      if (row?.state !== 'active') {
+        const why = row?.state === 'none' || !row ? 'is not a DR queue there' : `is ${roleOf({ ...FRESH_ROLE, source: '', mode: 'enqueue-and-dequeue', state: row.state as 'passive' }, false)} there, not activated`;
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' ${why} (${displaySource(source)}): there is nothing to reattach to; nothing was changed${row?.state === 'passive' ? " (to move it there, 'tandem dr switchover' against that site)" : ''}`);
+      }
+      if (theirs <= epochOf(c) && c?.state !== 'diverged') {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is at DR epoch ${epochOf(c)} here and ${theirs} at ${displaySource(source)}: that site is not newer; nothing was changed`);
+      }
+      return { queue: q, already: false as const, epoch: theirs, divergence: Number(row.divergence), since: Number(row.since), mode: parseDrMode(row.mode) };
+    });
+    // What the journal holds, synced, is what step 2 reads.
+    await this.dr.whenSafe(broker.log.lsn);
+    const quarantined: Record<string, number> = {};
+    for (const p of plans) {
+      if (p.already) continue;
+      this.demote([{ queue: p.queue, epoch: p.epoch }], source, p.mode);
+      quarantined[p.queue] = this.quarantine(p.queue, p.divergence);
+      // The position first: a crash before the role leaves a diverged queue, reattached again.
+      broker.recordDr({ kind: 'dr-transaction', queues: [p.queue], lsn: p.since, time: Date.now(), changes: [] });
+      this.dr.setRole(p.queue, { ...FRESH_ROLE, source, mode: p.mode, state: 'passive', epoch: p.epoch, divergence: p.divergence, fill: true });
+    }
+    this.dr.syncBridges();
+    const done = plans.filter((p) => !p.already).map((p) => p.queue);
+    if (done.length > 0) this.dr.host.log.warn({ queues: done, source: displaySource(source), quarantined }, 'DR: reattached as passive copies of the site that serves them');
+    return {
+      reattached: done,
+      already: plans.filter((p) => p.already).map((p) => p.queue),
+      quarantined,
+      'divergence-point': Object.fromEntries(plans.filter((p) => !p.already).map((p) => [p.queue, p.divergence!])),
+    };
+  }
+
+  /** Move what `queue` holds from after `divergence` (this site's LSN) to its quarantine; returns how many. */
+  private quarantine(queue: string, divergence: number): number {
+    const broker = this.dr.host.broker;
+    const enqueued = this.dr.host.enqueueLsns(queue);
+    const local = broker.queues.get(queue)!;
+    const after: number[] = [];
+    for (const id of local.ids()) {
+      const lsn = enqueued.get(id);
+      if (lsn === undefined || lsn > divergence) after.push(id);
+    }
+    if (after.length === 0) return 0;
+    const target = quarantineOf(queue);
+    if (!broker.queues.has(target)) broker.declareQueue(target, { ...local.settings, durable: true, autoDelete: false, exclusive: false, maxCount: 0, maxSize: 0, defaultTtlMs: 0 });
+    let moved = 0;
+    for (let i = 0; i < after.length; i += QUARANTINE_BATCH) moved += broker.moveMessages(queue, target, after.slice(i, i + QUARANTINE_BATCH));
+    return moved;
+  }
+
+  /** On an activated site: tell each old source that it serves these queues no more (until it answers once). */
+  tick(): void {
+    if (this.telling) return;
+    const broker = this.dr.host.broker;
+    const followed = this.dr.host.followed();
+    const bySource = new Map<string, Array<{ queue: string; epoch: number; mode: DrMode }>>();
+    for (const [q, c] of broker.drQueues) {
+      if (c.state !== 'active' || c.divergence === 0 || followed.has(q) || this.told.has(`${q}@${c.epoch}`) || c.source === '') continue;
+      bySource.set(c.source, [...(bySource.get(c.source) ?? []), { queue: q, epoch: c.epoch, mode: c.mode }]);
+    }
+    if (bySource.size === 0) return;
+    this.telling = true;
+    void (async () => {
+      for (const [source, queues] of bySource) {
+        for (const q of queues) {
+          try {
+            await peerRequest(source, 'DR-DEMOTE', { queues: JSON.stringify([{ queue: q.queue, epoch: q.epoch }]), mode: q.mode }, PEER_TIMEOUT_MS);
+          } catch (err) {
+            // Unreachable: try again next time. A refusal (that site is newer, or lacks the queue) is final.
+            if (!(err instanceof TandemError) || /cannot be reached/.test(err.message)) continue;
+            this.dr.host.log.error({ queue: q.queue, source: displaySource(source), err: err.message }, 'DR: the old source refused to stop serving an activated queue');
+          }
+          this.told.add(`${q.queue}@${q.epoch}`);
+        }
+      }
+    })().finally(() => {
+      this.telling = false;
+    });
+  }
+}
+
+function demoteList(body: Attributes): Array<{ queue: string; epoch?: number }> {
+  const raw = body.queues;
+  if (typeof raw === 'string' && raw.startsWith('[')) {
+    let list: unknown;
+    try {
+      list = JSON.parse(raw);
+    } catch {
+      throw invalidArgument('queues: expected a JSON list');
+    }
+    if (!Array.isArray(list) || list.length === 0 || list.length > 10_000) throw invalidArgument('queues: expected a JSON list of 1 to 10000 entries');
+    return list.map((v: { queue?: unknown; epoch?: unknown }) => {
+      if (typeof v?.queue !== 'string' || v.queue === '' || (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && (v.epoch as number) >= 1))) throw invalidArgument(`queues: bad entry ${JSON.stringify(v)}`);
+      return { queue: v.queue, epoch: v.epoch as number | undefined };
+    });
+  }
+  const names = listOf(raw);
+  if (names.length === 0) throw invalidArgument('name the queues to demote');
+  return names.map((queue) => ({ queue }));
+}

@@ -1,0 +1,34 @@
+// One management request to the other site of a DR pair (switchover, reattach,
+// the fenced side asking how a switchover ended): tried on each broker of its URL
+// in turn, since only the primary of an HA cluster answers. The credentials are
+// the URL's, as for the bridge.
+import { ConnectError, ManagementClient } from '../admin/client.js';
+import { TandemError } from '../broker/errors.js';
+import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { displaySource } from './config.js';
+
+export type PeerReply = Record<string, unknown>;
+
+/**
+ * Send `op` to the first broker of `url` that serves it. A TandemError from the
+ * peer (it understood and said no) is returned as it is; when no broker answers,
+ * a TandemError naming the site and the reason of each.
+ */
+export async function peerRequest(url: string, op: string, body: Record<string, unknown>, timeoutMs: number): Promise<PeerReply> {
+  const { endpoints, user, password } = parseBrokersUrl(url);
+  const failures: string[] = [];
+  for (const e of endpoints) {
+    let client: ManagementClient | undefined;
+    try {
+      client = await ManagementClient.connect({ host: e.host, port: e.port, user, password }, { timeoutMs });
+      return (await client.request(op, 'broker', 'broker', body)) as PeerReply;
+    } catch (err) {
+      if (err instanceof TandemError) throw err;
+      failures.push(`${e.host}:${e.port}: ${(err as Error).message}`);
+      if (!(err instanceof ConnectError)) break;
+    } finally {
+      client?.close();
+    }
+  }
+  throw new TandemError('TANDEM_ERR_PRECONDITION', `the other DR site ${displaySource(url)} cannot be reached (${failures.join('; ')}); nothing was changed there`);
+}

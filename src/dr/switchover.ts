@@ -1,0 +1,312 @@
+// Planned switchover of DR queues, both sides.
+//
+// Run on the secondary (the site holding the passive copies), it coordinates:
+//   1. DR-FENCE on the source: its consumers are detached, then it records the
+//      queues as `fenced` (clients are refused with amqp:link:redirect naming this
+//      site) and, once that is safe, detaches their publishers; it answers with
+//      its log position F, which holds every change of those queues.
+//   2. The bridge drains until it has applied F.
+//   3. This site activates the copies (one dr-role change each, epoch + 1, safe
+//      before going on).
+//   4. DR-FOLLOW on the old source: it becomes a passive copy of this site, from
+//      this site's position at activation, and its bridge starts.
+// Bounded by a timeout. Before 3 a failure unfences the source (nothing changed);
+// after 3 the switchover is done even if 4 is not confirmed. A source that stays
+// fenced (this site or it was killed, the link was cut) asks this site every 2 s
+// how the switchover ended (DR-PEER-STATE): activated at the fenced epoch means
+// follow, not activated and not switching any more means unfence. It never decides
+// alone, so the two sites never both serve a queue.
+import type { DrMode } from '../broker/changes.js';
+import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
+import { displaySource, listOf, normaliseSource, parseDrMode } from './config.js';
+import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
+import { peerRequest } from './peer.js';
+import { FRESH_ROLE, drRefusal, epochOf, roleOf } from './roles.js';
+
+const PEER_TIMEOUT_MS = 5000;
+const MIN_TIMEOUT_MS = 1000;
+const MAX_TIMEOUT_MS = 3_600_000;
+
+interface FenceRequest {
+  queue: string;
+  mode: DrMode;
+  /** The pair's epoch on the secondary (the source must be at the same one). */
+  epoch: number;
+}
+
+interface FollowRequest {
+  queue: string;
+  mode: DrMode;
+  /** The new epoch (the one the source was fenced for). */
+  epoch: number;
+  /** The new source's position at activation: follow from there. */
+  from: number;
+}
+
+export class DrSwitchover {
+  /** Queues this broker is switching over now, as the coordinating secondary. */
+  private readonly moving = new Set<string>();
+  /** Per fenced queue: why it is still fenced (for dr status). */
+  private readonly waiting = new Map<string, string>();
+  private resolving = false;
+
+  constructor(private readonly dr: DrManager) {}
+
+  register(m: ManagementRegistry): void {
+    m.register('DR-SWITCHOVER', (_t, _n, body) =>
+      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : Number(body.timeout), body['reverse-source']),
+    );
+    m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer));
+    m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch)) }));
+    m.register('DR-FOLLOW', (_t, _n, body) => ({ following: this.follow(parseList<FollowRequest>(body.queues, isFollowRequest), body.source) }));
+    m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(listOf(body.queues)) }));
+  }
+
+  errorOf(queue: string): string | undefined {
+    return this.waiting.get(queue);
+  }
+
+  // ---- the secondary: coordinate ------------------------------------------------
+
+  async run(names: string[], all: boolean, timeoutMs: number, reverseText: unknown): Promise<Attributes> {
+    const broker = this.dr.host.broker;
+    if (!this.dr.isServing) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker does not serve clients (an HA backup): run the switchover against the primary of the secondary site');
+    if (names.length === 0 && !all) throw invalidArgument('name the queues to switch over, or pass --all');
+    if (!Number.isFinite(timeoutMs) || timeoutMs < MIN_TIMEOUT_MS || timeoutMs > MAX_TIMEOUT_MS) {
+      throw invalidArgument(`the switchover timeout must be between ${MIN_TIMEOUT_MS} and ${MAX_TIMEOUT_MS} ms, not ${String(timeoutMs)}`);
+    }
+    if (typeof reverseText !== 'string' || reverseText === '') throw invalidArgument('reverse-source: the brokers of this site, as the old source will reach them, is required');
+    const reverse = normaliseSource(reverseText);
+    const queues = names.length > 0 ? names : [...broker.drQueues].filter(([, c]) => c.state === 'passive').map(([q]) => q);
+    if (queues.length === 0) throw new TandemError('TANDEM_ERR_PRECONDITION', 'no passive DR copy here to switch over (tandem dr status): run the switchover against the secondary site');
+    for (const q of queues) {
+      const c = broker.drQueues.get(q);
+      if (!c) throw notFound('DR queue', q, 'the switchover runs against the secondary site; tandem dr list shows its DR queues');
+      if (c.state !== 'passive') {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is ${roleOf(c, false)} here, not a passive copy: run the switchover against the site that holds the passive copy`);
+      }
+      if (this.moving.has(q)) throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is already being switched over`);
+    }
+    const sources = new Set(queues.map((q) => broker.drQueues.get(q)!.source));
+    if (sources.size > 1) throw invalidArgument(`the queues copy from different sites (${[...sources].map(displaySource).join(', ')}): switch them over one site at a time`);
+    const source = [...sources][0]!;
+    const deadline = Date.now() + timeoutMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    const epochs = new Map(queues.map((q) => [q, broker.drQueues.get(q)!.epoch]));
+    for (const q of queues) this.moving.add(q);
+    const log = this.dr.host.log;
+    try {
+      log.info({ queues, source: displaySource(source), timeoutMs }, 'DR: switchover: fencing the source');
+      let fenceLsn: number;
+      try {
+        const fence = queues.map((q) => ({ queue: q, mode: broker.drQueues.get(q)!.mode, epoch: epochs.get(q)! }));
+        fenceLsn = Number((await peerRequest(source, 'DR-FENCE', { queues: JSON.stringify(fence), peer: reverse }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
+      } catch (err) {
+        // The fence may have been recorded before the answer was lost: undo it.
+        throw await this.rollBack(source, queues, epochs, `the source did not fence the queues: ${(err as Error).message}`);
+      }
+      const drained = await waitUntil(() => queues.every((q) => (this.dr.appliedOf(source, q) ?? 0) >= fenceLsn), deadline);
+      if (!drained) {
+        const at = queues.map((q) => `${q} at ${this.dr.appliedOf(source, q) ?? 'no link'}`).join(', ');
+        throw await this.rollBack(source, queues, epochs, `the DR link did not bring the source's last change (${fenceLsn}) within ${timeoutMs} ms (${at})`);
+      }
+      let last = 0;
+      for (const q of queues) last = this.dr.activateOne(q, broker.drQueues.get(q)!).lsn;
+      this.dr.syncBridges();
+      await this.dr.whenSafe(last);
+      log.warn({ queues, fenceLsn }, 'DR: switchover: the copies are activated; this site serves them');
+      const follow = queues.map((q) => {
+        const c = broker.drQueues.get(q)!;
+        return { queue: q, mode: c.mode, epoch: c.epoch, from: c.since };
+      });
+      let following = true;
+      let note: string | undefined;
+      try {
+        await peerRequest(source, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: reverse }, Math.max(left(), PEER_TIMEOUT_MS));
+      } catch (err) {
+        following = false;
+        note = `the old source did not confirm (${(err as Error).message}); it follows this site as soon as it asks how the switchover ended (every 2 s while it is fenced)`;
+        log.warn({ queues, err: (err as Error).message }, 'DR: switchover: the old source did not confirm that it follows; it will ask');
+      }
+      return { switched: queues, epoch: broker.drQueues.get(queues[0]!)!.epoch, 'fence-position': fenceLsn, 'old-source': displaySource(source), 'old-source-following': following, ...(note ? { note } : {}) };
+    } finally {
+      for (const q of queues) this.moving.delete(q);
+    }
+  }
+
+  /** Undo a fence (nothing was activated here); the error to throw, saying what is left. */
+  private async rollBack(source: string, queues: string[], epochs: Map<string, number>, why: string): Promise<TandemError> {
+    const request = queues.map((q) => ({ queue: q, epoch: epochs.get(q)! + 1 }));
+    this.dr.host.log.warn({ queues, why }, 'DR: switchover abandoned; unfencing the source');
+    let after: string;
+    try {
+      await peerRequest(source, 'DR-UNFENCE', { queues: JSON.stringify(request) }, PEER_TIMEOUT_MS);
+      after = 'both sites are as they were';
+    } catch (err) {
+      after = `the source could not be told to unfence (${(err as Error).message}); it refuses clients on these queues until it asks this site, which it does every 2 s, and then serves them again`;
+    }
+    return new TandemError('TANDEM_ERR_PRECONDITION', `switchover of ${queues.join(', ')} abandoned: ${why}; nothing was activated here, ${after}`);
+  }
+
+  // ---- the source: fence, unfence, follow ----------------------------------------
+
+  async fence(request: FenceRequest[], peerText: unknown): Promise<Attributes> {
+    const broker = this.dr.host.broker;
+    const peer = normaliseSource(peerText);
+    const todo: FenceRequest[] = [];
+    for (const r of request) {
+      if (!broker.queues.has(r.queue)) throw notFound('queue', r.queue, 'nothing was fenced on this site');
+      const c = broker.drQueues.get(r.queue);
+      if (c?.state === 'fenced' && c.epoch === r.epoch + 1) continue;
+      if (c && c.state !== 'active') {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${r.queue}' is ${roleOf(c, false)} on this site (of ${displaySource(c.source)}), not the source of the copy: nothing was fenced`);
+      }
+      if (epochOf(c) !== r.epoch) {
+        throw new TandemError(
+          'TANDEM_ERR_PRECONDITION',
+          `queue '${r.queue}' is at DR epoch ${epochOf(c)} on this site and ${r.epoch} on the secondary: they are not one pair any more (tandem dr status on both); nothing was fenced`,
+        );
+      }
+      todo.push(r);
+    }
+    for (const r of todo) {
+      const c = broker.drQueues.get(r.queue);
+      const fenced = { ...FRESH_ROLE, ...(c ?? {}), source: peer, mode: r.mode, state: 'fenced' as const, epoch: r.epoch + 1 };
+      // Consumers first: their last acknowledgements are logged before the fence, none after it.
+      const err = drRefusal(r.queue, fenced);
+      for (const client of this.dr.host.clients()) client.detachQueueLinks(r.queue, err, false);
+      this.dr.setRole(r.queue, fenced);
+    }
+    const lsn = broker.log.lsn;
+    await this.dr.whenSafe(lsn);
+    // Sends accepted before the fence are settled now; their links go, later ones were refused.
+    for (const r of request) this.dr.detachClients(r.queue, true);
+    if (todo.length > 0) this.dr.host.log.warn({ queues: todo.map((r) => r.queue), peer: displaySource(peer), lsn }, 'DR: switchover: queues fenced; they move to the other site');
+    return { fenced: request.map((r) => r.queue), lsn };
+  }
+
+  unfence(request: Array<{ queue: string; epoch: number }>): string[] {
+    const broker = this.dr.host.broker;
+    const done: string[] = [];
+    for (const r of request) {
+      const c = broker.drQueues.get(r.queue);
+      if (c?.state !== 'fenced' || c.epoch !== r.epoch) continue;
+      this.dr.setRole(r.queue, { ...c, state: 'active', epoch: c.epoch - 1 });
+      this.waiting.delete(r.queue);
+      done.push(r.queue);
+    }
+    if (done.length > 0) this.dr.host.log.warn({ queues: done }, 'DR: switchover abandoned by the other site; the queues serve clients here again');
+    return done;
+  }
+
+  follow(request: FollowRequest[], sourceText: unknown): string[] {
+    const broker = this.dr.host.broker;
+    const source = normaliseSource(sourceText);
+    for (const r of request) {
+      const c = broker.drQueues.get(r.queue);
+      if (c?.state === 'passive' && c.epoch === r.epoch) continue;
+      if (c?.state !== 'fenced' || c.epoch !== r.epoch) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${r.queue}' was not fenced for DR epoch ${r.epoch} on this site (${c ? `${roleOf(c, false)}, epoch ${c.epoch}` : 'not a DR queue'}): it does not follow`);
+      }
+    }
+    const done: string[] = [];
+    for (const r of request) {
+      const c = broker.drQueues.get(r.queue)!;
+      if (c.state === 'passive') continue;
+      // The position first, so a crash between leaves a fenced queue, which asks again.
+      broker.recordDr({ kind: 'dr-transaction', queues: [r.queue], lsn: r.from, time: Date.now(), changes: [] });
+      this.dr.setRole(r.queue, { ...FRESH_ROLE, source, mode: r.mode, state: 'passive', epoch: r.epoch });
+      this.waiting.delete(r.queue);
+      done.push(r.queue);
+    }
+    if (done.length > 0) this.dr.host.log.warn({ queues: done, source: displaySource(source) }, 'DR: switchover: this site is now a passive copy of the other');
+    this.dr.syncBridges();
+    return done;
+  }
+
+  peerState(queues: string[]): Attributes[] {
+    const broker = this.dr.host.broker;
+    return queues.map((q) => {
+      const c = broker.drQueues.get(q);
+      return { queue: q, state: c?.state ?? 'none', epoch: epochOf(c), since: c?.since ?? 0, divergence: c?.divergence ?? 0, mode: c?.mode ?? null, switching: this.moving.has(q) };
+    });
+  }
+
+  /** A fenced source asks the other site how its switchover ended (see the top of this file). */
+  tick(): void {
+    if (this.resolving) return;
+    const broker = this.dr.host.broker;
+    const bySource = new Map<string, string[]>();
+    for (const [q, c] of broker.drQueues) if (c.state === 'fenced') bySource.set(c.source, [...(bySource.get(c.source) ?? []), q]);
+    if (bySource.size === 0) return;
+    this.resolving = true;
+    void (async () => {
+      for (const [source, queues] of bySource) {
+        let rows: Attributes[];
+        try {
+          rows = (await peerRequest(source, 'DR-PEER-STATE', { queues: queues.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
+        } catch (err) {
+          for (const q of queues) this.waiting.set(q, `fenced by a switchover: waiting for ${displaySource(source)} to say how it ended: ${(err as Error).message}`);
+          continue;
+        }
+        for (const row of rows) {
+          const q = String(row.queue);
+          const c = broker.drQueues.get(q);
+          if (c?.state !== 'fenced' || c.source !== source) continue;
+          if (row.state === 'active' && row.epoch === c.epoch) {
+            this.follow([{ queue: q, mode: c.mode, epoch: c.epoch, from: Number(row.since) }], source);
+          } else if (row.switching !== true && (row.state !== 'active' || Number(row.epoch) < c.epoch)) {
+            this.unfence([{ queue: q, epoch: c.epoch }]);
+          } else {
+            this.waiting.set(q, `fenced by a switchover that ${displaySource(source)} is still running`);
+          }
+        }
+      }
+    })().finally(() => {
+      this.resolving = false;
+    });
+  }
+}
+
+/** Poll `done` every 20 ms until it holds or the deadline passes. */
+async function waitUntil(done: () => boolean, deadline: number): Promise<boolean> {
+  while (!done()) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
+
+function parseList<T>(raw: unknown, check: (v: unknown) => v is T): T[] {
+  let list: unknown;
+  try {
+    list = typeof raw === 'string' ? JSON.parse(raw) : raw;
+  } catch {
+    throw invalidArgument('queues: expected a JSON list');
+  }
+  if (!Array.isArray(list) || list.length === 0 || list.length > 10_000) throw invalidArgument('queues: expected a JSON list of 1 to 10000 entries');
+  for (const v of list) if (!check(v)) throw invalidArgument(`queues: bad entry ${JSON.stringify(v)}`);
+  return list as T[];
+}
+
+const isEpoch = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 1;
+function isQueueEpoch(v: unknown): v is { queue: string; epoch: number } {
+  const o = v as Record<string, unknown>;
+  return typeof o?.queue === 'string' && o.queue !== '' && isEpoch(o.epoch);
+}
+function isFenceRequest(v: unknown): v is FenceRequest {
+  return isQueueEpoch(v) && modeOk((v as Record<string, unknown>).mode);
+}
+function isFollowRequest(v: unknown): v is FollowRequest {
+  const o = v as Record<string, unknown>;
+  return isFenceRequest(v) && Number.isSafeInteger(o.from) && (o.from as number) >= 0;
+}
+function modeOk(v: unknown): boolean {
+  try {
+    parseDrMode(v);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
