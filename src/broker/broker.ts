@@ -114,11 +114,13 @@ export interface DrQueueConfig {
   since: number;
   idFloor: number;
   fill: boolean;
+  exchanges: string;
+  tell: boolean;
 }
 
 /** The dr-role change that records `config` (HA snapshots, and every state change). */
 export function drRoleChange(queue: string, c: DrQueueConfig | (Omit<DrQueueConfig, 'state'> & { state: DrQueueState })): DrRoleChange {
-  return { kind: 'dr-role', queue, source: c.source, mode: c.mode, state: c.state, epoch: c.epoch, divergence: c.divergence, since: c.since, idFloor: c.idFloor, fill: c.fill };
+  return { kind: 'dr-role', queue, source: c.source, mode: c.mode, state: c.state, epoch: c.epoch, divergence: c.divergence, since: c.since, idFloor: c.idFloor, fill: c.fill, exchanges: c.exchanges, tell: c.tell };
 }
 
 /**
@@ -543,7 +545,7 @@ export class Broker implements QueueHost {
       case 'dr-queue':
         // Written before the DR round trip: epoch 1, no activation recorded.
         if (change.state === 'removed') this.drQueues.delete(change.queue);
-        else this.drQueues.set(change.queue, { source: change.source, mode: change.mode, state: change.state, epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false });
+        else this.drQueues.set(change.queue, { source: change.source, mode: change.mode, state: change.state, epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false, exchanges: '*', tell: false });
         break;
       case 'dr-role': {
         const { kind: _kind, queue, state, ...rest } = change;

@@ -112,7 +112,7 @@ export type Change =
    * activation, `since` this broker's own LSN at activation (the other site follows
    * from there), `idFloor` the first message id this broker gave out after it.
    * `fill`: a reattached copy still has to get what the new source holds from
-   * before its activation and it lacks.
+   * before its activation and it lacks. `exchanges`: the topology filter.
    */
   | DrRoleChange;
 
@@ -127,6 +127,10 @@ export interface DrRoleChange {
   since: number;
   idFloor: number;
   fill: boolean;
+  /** Passive copy: which exchanges binding it are copied too (comma-separated names, `*` wildcards; '' none). */
+  exchanges: string;
+  /** Activated side: the old source was unreachable at activation and is to be told, when it is back, that it serves the queue no more. */
+  tell: boolean;
 }
 
 /** enqueue-and-dequeue mirrors the source queue; enqueue-only copies its enqueues only. */

@@ -27,8 +27,6 @@ const PEER_TIMEOUT_MS = 5000;
 const QUARANTINE_BATCH = 1000;
 
 export class DrFailback {
-  /** Activated queues whose old source answered this process's DR-DEMOTE. */
-  private readonly told = new Set<string>();
   private telling = false;
 
   constructor(private readonly dr: DrManager) {}
@@ -138,14 +136,13 @@ export class DrFailback {
     return moved;
   }
 
-  /** On an activated site: tell each old source that it serves these queues no more (until it answers once). */
+  /** On an activated site: tell each old source that was lost at activation that it serves these queues no more. */
   tick(): void {
     if (this.telling) return;
     const broker = this.dr.host.broker;
-    const followed = this.dr.host.followed();
     const bySource = new Map<string, Array<{ queue: string; epoch: number; mode: DrMode }>>();
     for (const [q, c] of broker.drQueues) {
-      if (c.state !== 'active' || c.divergence === 0 || followed.has(q) || this.told.has(`${q}@${c.epoch}`) || c.source === '') continue;
+      if (c.state !== 'active' || !c.tell || c.source === '') continue;
       bySource.set(c.source, [...(bySource.get(c.source) ?? []), { queue: q, epoch: c.epoch, mode: c.mode }]);
     }
     if (bySource.size === 0) return;
@@ -160,7 +157,8 @@ export class DrFailback {
             if (!(err instanceof TandemError) || /cannot be reached/.test(err.message)) continue;
             this.dr.host.log.error({ queue: q.queue, source: displaySource(source), err: err.message }, 'DR: the old source refused to stop serving an activated queue');
           }
-          this.told.add(`${q.queue}@${q.epoch}`);
+          const c = broker.drQueues.get(q.queue);
+          if (c?.state === 'active' && c.tell && c.epoch === q.epoch) this.dr.setRole(q.queue, { ...c, tell: false });
         }
       }
     })().finally(() => {

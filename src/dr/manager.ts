@@ -139,7 +139,8 @@ export class DrManager {
     for (const q of names) {
       const c = broker.drQueues.get(q)!;
       if (c.state === 'active') continue;
-      this.activateOne(q, c);
+      // A source we still hear is not told (a drill, or a split the operator chose): 'tandem dr demote' it when meant.
+      this.activateOne(q, c, this.bridges.get(c.source)?.state !== 'connected');
       activated.push(q);
     }
     if (activated.length > 0) this.host.log.warn({ queues: activated }, 'DR: queues activated; they serve clients and no longer follow the source');
@@ -151,13 +152,14 @@ export class DrManager {
    * Open a passive copy to clients (disaster activation, or the last step of a
    * switchover): one dr-role change raises the pair's epoch and records where the
    * copy stood (`divergence`, the other site's position) and where this site's own
-   * changes begin (`since`, `idFloor`), so the other site can later follow from here.
+   * changes begin (`since`, `idFloor`), so the other site can later follow from
+   * here; `tell`: the old source is told, once it is back, that it serves the queue no more.
    */
-  activateOne(queue: string, c: DrQueueConfig): LoggedChange {
+  activateOne(queue: string, c: DrQueueConfig, tell: boolean): LoggedChange {
     const broker = this.host.broker;
     const divergence = this.bridges.get(c.source)?.queueStatus(queue).pos ?? broker.drPositions.get(queue)?.lsn ?? 0;
     const logged = broker.recordDr(
-      drRoleChange(queue, { ...c, state: 'active', epoch: c.epoch + 1, divergence, since: broker.log.lsn, idFloor: broker.peekNextMessageId(), fill: false }),
+      drRoleChange(queue, { ...c, state: 'active', epoch: c.epoch + 1, divergence, since: broker.log.lsn, idFloor: broker.peekNextMessageId(), fill: false, tell }),
     );
     // Consumers may attach now: hand them what the queue holds.
     const local = broker.queues.get(queue);

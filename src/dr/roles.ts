@@ -11,7 +11,7 @@ import { TandemError } from '../broker/errors.js';
 import { displaySource } from './config.js';
 
 /** A DR queue's role before it was ever moved: epoch 1, nothing activated. */
-export const FRESH_ROLE = { epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false } as const;
+export const FRESH_ROLE = { epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false, exchanges: '*', tell: false } as const;
 
 export type DrRole = 'source' | 'passive copy' | 'activated' | 'fenced' | 'diverged';
 

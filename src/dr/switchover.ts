@@ -111,7 +111,7 @@ export class DrSwitchover {
         throw await this.rollBack(source, queues, epochs, `the DR link did not bring the source's last change (${fenceLsn}) within ${timeoutMs} ms (${at})`);
       }
       let last = 0;
-      for (const q of queues) last = this.dr.activateOne(q, broker.drQueues.get(q)!).lsn;
+      for (const q of queues) last = this.dr.activateOne(q, broker.drQueues.get(q)!, false).lsn;
       this.dr.syncBridges();
       await this.dr.whenSafe(last);
       log.warn({ queues, fenceLsn }, 'DR: switchover: the copies are activated; this site serves them');

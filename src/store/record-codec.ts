@@ -152,6 +152,8 @@ export const RECORD_KINDS: readonly RecordKind[] = [
       ['since', 'u64'],
       ['idFloor', 'u64'],
       ['fill', 'bool'],
+      ['exchanges', 'string'],
+      ['tell', 'bool'],
     ],
   },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },

@@ -97,8 +97,8 @@ function drSamples(): Change[] {
     { kind: 'dr-transaction', queues: [], lsn: 0, time: 0, changes: [] },
     { kind: 'dr-queue', queue: 'orders', source: 'h1:5672,h2:5672', mode: 'enqueue-only', state: 'passive' },
     { kind: 'dr-queue', queue: 'orders', source: 'h1', mode: 'enqueue-and-dequeue', state: 'removed' },
-    { kind: 'dr-role', queue: 'orders', source: 'u/p@h1:5672', mode: 'enqueue-and-dequeue', state: 'fenced', epoch: 7, divergence: 2 ** 40, since: 12, idFloor: 99, fill: false },
-    { kind: 'dr-role', queue: 'orders', source: '', mode: 'enqueue-only', state: 'diverged', epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: true },
+    { kind: 'dr-role', queue: 'orders', source: 'u/p@h1:5672', mode: 'enqueue-and-dequeue', state: 'fenced', epoch: 7, divergence: 2 ** 40, since: 12, idFloor: 99, fill: false, exchanges: 'orders.*,amq.topic', tell: true },
+    { kind: 'dr-role', queue: 'orders', source: '', mode: 'enqueue-only', state: 'diverged', epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: true, exchanges: '', tell: false },
   ];
 }
 

@@ -123,7 +123,7 @@ class RichWorkload {
       if (r.chance(0.5)) out.push({ change: { kind: 'dr-queue', queue, source, mode, state: r.pick(['passive', 'active', 'removed'] as const) }, durable: true });
       else {
         const state = r.pick(['passive', 'active', 'removed', 'fenced', 'diverged'] as const);
-        out.push({ change: { kind: 'dr-role', queue, source, mode, state, epoch: 1 + r.int(5), divergence: r.int(100), since: r.int(100), idFloor: r.int(100), fill: r.chance(0.5) }, durable: true });
+        out.push({ change: { kind: 'dr-role', queue, source, mode, state, epoch: 1 + r.int(5), divergence: r.int(100), since: r.int(100), idFloor: r.int(100), fill: r.chance(0.5), exchanges: r.pick(['*', '', 'x.*']), tell: r.chance(0.5) }, durable: true });
       }
     } else {
       out.push({ change: { kind: 'epoch', epoch: ++this.epoch }, durable: r.chance(0.5) });
