@@ -1,7 +1,8 @@
-// tandem ha diverged [list] | export NAME | republish NAME: the journals a backup
+// tandem ha diverged [list] | export NAME | republish NAME | drop NAME: the journals a backup
 // set aside on rejoining a primary whose log lacked some of its changes
 // (src/ha/diverged-store.ts). list asks the broker (or reads a data dir);
 // export and republish read the set from the broker's data dir on this host.
+import { rmSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Command } from 'commander';
 import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
@@ -54,6 +55,28 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
       }
     });
 
+  withDataDir(diverged.command('drop').description('delete a diverged set (the whole journal it keeps) once it is dealt with'))
+    .argument('<name>', 'the set, as listed')
+    .option('--force', 'also when not every message was re-published')
+    .action(async (name: string, o: DivergedOptions & { force?: boolean }) => {
+      try {
+        const set = findSet(name, o);
+        if (!o.force) {
+          const open = await openDivergedSet(set);
+          const count = open.count;
+          await open.close();
+          if (set.republished < count) {
+            throw new TandemError('TANDEM_ERR_PRECONDITION', `${set.name} holds ${count} messages and ${set.republished} were re-published; re-publish them first, or drop it with --force`);
+          }
+        }
+        dropSet(set);
+        process.stdout.write(`dropped ${set.name}\n`);
+        return exitWhenFlushed(0);
+      } catch (err) {
+        return fail(err);
+      }
+    });
+
   withDataDir(diverged.command('republish').description('publish the diverged messages again to the current primary, with their original message ids and properties'))
     .argument('<name>', 'the set, as listed')
     .option('--to <address>', "[user[/password]@]host[:port] of the primary (default: the primary the broker follows)")
@@ -95,6 +118,11 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
 }
 
 const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
+
+/** Remove a set for good, once its messages were re-published or judged not needed. */
+function dropSet(set: DivergedSet): void {
+  rmSync(set.path, { recursive: true, force: true });
+}
 
 function toRow(d: DivergedSet): Row {
   return { name: d.name, epoch: d.epoch, from: d.after + 1, through: d.through, 'set-aside-at': d.setAsideAt, republished: d.republished, path: d.path };
