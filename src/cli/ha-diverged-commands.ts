@@ -21,7 +21,7 @@ interface DivergedOptions extends HaOptions {
 type Row = { name: string; epoch: number; from: number; through: number; 'set-aside-at': string; republished: number; path?: string };
 
 export function haDivergedCommands(ha: Command, common: (cmd: Command) => Command, fail: (err: unknown) => Promise<never>): void {
-  const diverged = ha.command('diverged').description('changes a backup kept aside on rejoining, because the primary lacked them: list, export, re-publish');
+  const diverged = ha.command('diverged').description('changes a backup kept aside on rejoining, because the primary lacked them: list, export, re-publish, drop');
   const withDataDir = (cmd: Command) => common(cmd).option('--data-dir <dir>', "the broker's data dir (default: data-dir of the config file)");
 
   withDataDir(diverged.command('list', { isDefault: true }).description('the diverged sets of a broker, with their LSN ranges')).action(async (o: DivergedOptions) => {
