@@ -61,6 +61,8 @@ export function brokerDir(port: number, peers: number[] = [port], extra = ''): {
   const dir = mkdtempSync(join(tmpdir(), 'tandem-ra-'));
   const conf = join(dir, 'tandemd.conf');
   const data = join(dir, 'data');
+  // A key in `extra` replaces the default line (tandemd refuses a key set twice).
+  const overridden = new Set(extra.split('\n').map((l) => l.split('=')[0]!.trim()).filter(Boolean));
   writeFileSync(
     conf,
     [
@@ -74,8 +76,10 @@ export function brokerDir(port: number, peers: number[] = [port], extra = ''): {
       'ha-backup-timeout=2s',
       'shutdown-timeout=3s',
       'log-level=info',
-      extra,
-    ].join('\n') + '\n',
+    ]
+      .filter((line) => !overridden.has(line.split('=')[0]!))
+      .concat(extra)
+      .join('\n') + '\n',
   );
   return { dir, conf, data, log: join(dir, 'tandemd.log'), pidfile: join(dir, 'tandemd.pid') };
 }
