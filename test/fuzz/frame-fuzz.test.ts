@@ -175,6 +175,10 @@ describe('frame fuzz', () => {
           const c = fuzzer.conversation();
           frames += c.frames;
           conversations++;
+          // A long run (bench/fuzz.mjs) says how far it is.
+          if (FRAMES >= 100_000 && conversations % 2000 === 0) {
+            process.stderr.write(`frame fuzz: ${frames} frames, ${conversations} conversations, broker RSS ${rssOf(broker.pid) >> 20} MiB (peak ${rssMax >> 20})\n`);
+          }
           await run(broker.port, c);
         }
       };

@@ -17,12 +17,15 @@ afterEach(async () => {
 });
 
 /**
- * Cases 1, 2, 5, 6 (multi-frame bound, idle-time-out) and 7 are
- * answered by the frame guard in front of rhea (src/amqp/engine, the amqp-codec work of
- * issue 20). Until it is on main these tests would fail, so they are skipped; set this
- * to true when it lands (TANDEM_ISSUE20_GUARD=1 runs them before that).
+ * Cases 1, 2, 5, 6 (multi-frame bound, idle-time-out) and 7 are answered by the frame
+ * guard in front of rhea (src/amqp/engine, the amqp-codec work of issue 20). Until it
+ * is on main these tests would fail, so they are skipped; TANDEM_ISSUE20_GUARD=1 runs
+ * them before that. Case 7 has its own switch: on the guard's branch (a0c2822) rhea
+ * still writes a client's section descriptor to stdout ("WARNING: did not recognise
+ * message section with descriptor ...") when management decodes a request.
  */
 const FRAME_GUARD = process.env.TANDEM_ISSUE20_GUARD === '1';
+const LOG_GUARD = process.env.TANDEM_ISSUE20_GUARD === '1';
 const guarded = it.skipIf(!FRAME_GUARD);
 
 /** The broker is up and an ordinary client can still send and receive. */
@@ -282,7 +285,7 @@ describe('issue 20 - one client cannot take the broker down', () => {
     await assertServes(broker);
   });
 
-  guarded('issue-20 case 7 - client text never starts a log line, and wrongly typed fields get a clear error', async () => {
+  it.skipIf(!LOG_GUARD)('issue-20 case 7 - client text never starts a log line, and wrongly typed fields get a clear error', async () => {
     const broker = await TestBroker.start();
     const forged = '\n{"level":60,"msg":"forged by a client"}\n';
     // A management request with a message section of a made-up descriptor carrying the text.
