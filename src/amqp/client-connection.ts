@@ -337,6 +337,15 @@ export class ClientConnection {
     }
   }
 
+  /**
+   * Detach a receiver link with an error (a delivery over max-message-size). It is
+   * forgotten at once, so what rhea still hands over on it is rejected, not taken.
+   */
+  detachReceiver(receiver: Receiver, error: { condition: string; description: string }): void {
+    this.onLinkClosed({ receiver } as EventContext);
+    receiver.close(error);
+  }
+
   /** The connection is gone: release what its consumers held, drop what it owned. */
   cleanup(): void {
     if (this.closed) return;

@@ -2,9 +2,10 @@
 // (ANONYMOUS only with auth off, PLAIN against the users file), and the
 // routing of rhea events to the connection objects that handle them.
 import { readFileSync } from 'node:fs';
-import type { AddressInfo, Server } from 'node:net';
+import { type AddressInfo, type Server, type Socket, createServer } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { hostname } from 'node:os';
-import rhea, { type Connection, type Container, type Delivery, type EventContext, type Sender } from 'rhea';
+import rhea, { type Connection, type Container, type Delivery, type EventContext, type Receiver, type Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
@@ -12,6 +13,8 @@ import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
+import type { AmqpError } from './engine/errors.js';
+import { acceptGuarded } from './guarded-accept.js';
 import { installRheaPatches } from './rhea-patches.js';
 import { ManagementNode } from './management.js';
 import { ConnectionRefuser, type Refusal } from './refusal.js';
@@ -102,7 +105,6 @@ export class AmqpServer {
   /** Bind the listeners; resolves with the ports actually bound. */
   async listen(): Promise<{ port: number; tlsPort?: number }> {
     const common = {
-      host: this.options.host,
       max_frame_size: this.options.maxFrameSize,
       idle_time_out: this.options.idleTimeoutMs || undefined,
       container_id: this.container.id,
@@ -111,23 +113,38 @@ export class AmqpServer {
       // Lets a broker that finds itself in ha-brokers-url recognise itself.
       properties: this.options.openProperties,
     };
-    const plain = this.container.listen({ ...common, port: this.options.port } as never) as unknown as Server;
+    // Our own listeners, so that every socket is read through the frame guard (guarded-accept.ts).
+    const accept = (socket: Socket) => {
+      try {
+        acceptGuarded(this.container, socket, common as never, {
+          maxFrameSize: this.options.maxFrameSize,
+          maxMessageSize: this.options.maxMessageSize,
+          onOversize: (rc, channel, handle, error) => this.onOversizeDelivery(rc, channel, handle, error),
+          log: this.log,
+        });
+      } catch (err) {
+        this.log.error({ err: (err as Error).message }, 'connection not accepted');
+      }
+    };
+    const plain = createServer(accept);
+    plain.listen({ host: this.options.host, port: this.options.port });
     this.servers.push(plain);
     const port = await boundPort(plain);
     plain.maxConnections = this.options.maxConnections;
     let tlsPort: number | undefined;
     if (this.options.tls) {
       const t = this.options.tls;
-      const secure = this.container.listen({
-        ...common,
-        port: t.port,
-        transport: 'tls',
-        cert: readFileSync(t.cert),
-        key: readFileSync(t.key),
-        ca: t.ca ? readFileSync(t.ca) : undefined,
-        requestCert: t.requireClientCert,
-        rejectUnauthorized: t.requireClientCert,
-      } as never) as unknown as Server;
+      const secure = createTlsServer(
+        {
+          cert: readFileSync(t.cert),
+          key: readFileSync(t.key),
+          ca: t.ca ? readFileSync(t.ca) : undefined,
+          requestCert: t.requireClientCert,
+          rejectUnauthorized: t.requireClientCert,
+        },
+        accept,
+      );
+      secure.listen({ host: this.options.host, port: t.port });
       this.servers.push(secure);
       tlsPort = await boundPort(secure);
     }
@@ -261,6 +278,18 @@ export class AmqpServer {
     // rhea passes the error itself (not a context); the connection is then ended.
     c.on('protocol_error', (err: Error) => this.log.info({ err: err?.message }, 'protocol error from client; connection closed'));
     c.on('error', (err: unknown) => this.log.info({ err: (err as Error)?.message ?? String(err) }, 'client error'));
+  }
+
+  /** The guard saw a delivery outgrow max-message-size: detach its link (the guard strips the rest). */
+  private onOversizeDelivery(rc: Connection, channel: number, handle: number, error: AmqpError): void {
+    const session = (rc as unknown as { remote_channel_map?: Record<number, { remote?: { handles?: Record<number, Receiver | undefined> } } | undefined> })
+      .remote_channel_map?.[channel];
+    const link = session?.remote?.handles?.[handle];
+    this.log.info({ conn: this.connections.get(rc)?.id, channel, handle, reason: error.description }, 'link detached: message over max-message-size');
+    if (!link || !link.is_receiver()) return;
+    const conn = this.connections.get(rc);
+    if (conn) conn.detachReceiver(link, { condition: error.condition, description: error.description });
+    else link.close({ condition: error.condition, description: error.description });
   }
 
   private conn(ctx: EventContext): ClientConnection | undefined {
