@@ -3,6 +3,7 @@
 // decode with one that keeps the encoded bytes and decodes only when a field is
 // read, so code that reads fields (management, our own clients) still works.
 import rhea from 'rhea';
+import { checkValues } from './engine/decoder.js';
 
 const raw = Symbol('tandem.raw');
 const decoded = Symbol('tandem.decoded');
@@ -43,7 +44,17 @@ class LazyMessage {
 }
 
 function decode(m: Lazy): Record<string, unknown> {
-  return (m[decoded] ??= originalDecode(m[raw]));
+  return (m[decoded] ??= checkedDecode(m[raw]));
+}
+
+/**
+ * rhea's decoder is not safe on hostile bytes (an array32 of 2^32-1 nulls in a
+ * message annotation loops 2^32 times): the engine's decoder checks the bytes
+ * first, and throws its AmqpError (amqp:decode-error) for what it refuses.
+ */
+function checkedDecode(bytes: Buffer): Record<string, unknown> {
+  checkValues(bytes);
+  return originalDecode(bytes);
 }
 
 for (const field of fields) {
@@ -74,5 +85,5 @@ export function encodedBytes(message: unknown): Buffer | undefined {
 
 /** Decode fully (for code that needs every field, e.g. management requests). */
 export function decodeMessage(bytes: Buffer): Record<string, unknown> {
-  return originalDecode(bytes);
+  return checkedDecode(bytes);
 }

@@ -5,6 +5,7 @@
 import type { IncomingMessage } from '../broker/broker.js';
 import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
+import { AmqpError } from './engine/errors.js';
 import { decodeMessage } from './lazy-message.js';
 
 const HEADER = 0x70;
@@ -63,6 +64,15 @@ export interface ParsedMessage extends IncomingMessage {
   to: string | undefined;
 }
 
+function decodeSections(bytes: Buffer): Record<string, unknown> {
+  try {
+    return decodeMessage(bytes);
+  } catch (err) {
+    if (err instanceof AmqpError) throw new MalformedMessage(err.description);
+    throw err;
+  }
+}
+
 /** Read what the broker needs from an encoded message. */
 export function parseIncoming(bytes: Buffer): ParsedMessage {
   let offset = 0;
@@ -78,7 +88,7 @@ export function parseIncoming(bytes: Buffer): ParsedMessage {
     if (code === HEADER || code === PROPERTIES || code === 0x71 || code === 0x72) end = offset;
     if (code === PROPERTIES || code > PROPERTIES) break;
   }
-  const m = end > 0 ? decodeMessage(bytes.subarray(0, end)) : {};
+  const m = end > 0 ? decodeSections(bytes.subarray(0, end)) : {};
   const ttl = typeof m.ttl === 'number' ? m.ttl : undefined;
   const expiry = m.absolute_expiry_time;
   return {

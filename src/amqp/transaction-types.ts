@@ -3,6 +3,8 @@
 // transactional-state delivery states. rhea hands them to us as raw described
 // values; these helpers read and build them.
 import rhea from 'rhea';
+import { checkValues } from './engine/decoder.js';
+import { AmqpError } from './engine/errors.js';
 import { encodedValueSize } from './message-codec.js';
 
 export const Descriptor = {
@@ -107,6 +109,13 @@ export function readControlBody(bytes: Buffer): { descriptor: number | undefined
     else if (bytes[p] === 0xa3) descriptor = symbolic[bytes.toString('ascii', p + 2, p + 2 + bytes[p + 1])];
     else if (bytes[p] === 0xb3) descriptor = symbolic[bytes.toString('ascii', p + 5, p + 5 + bytes.readUInt32BE(p + 1))];
     p += dsize;
+    // rhea's reader is not safe on hostile bytes: the engine's decoder checks them first.
+    try {
+      checkValues(bytes, p);
+    } catch (err) {
+      if (err instanceof AmqpError) return { descriptor: undefined, fields: [] };
+      throw err;
+    }
     const reader = new (rhea.types as unknown as { Reader: new (b: Buffer) => { read(): unknown } }).Reader(bytes.subarray(p));
     return { descriptor, fields: fieldsOf(reader.read()) };
   }

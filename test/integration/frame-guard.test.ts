@@ -189,6 +189,27 @@ describe('frame guard', () => {
     await assertHealthy();
   });
 
+  it('issue-20 case 1 - the same array in a message annotation, or in a management request, is refused before rhea decodes it', async () => {
+    // message-annotations { x: <the array> }, then an amqp-value.
+    const annotations = Buffer.concat([Buffer.from([0x00, 0x53, 0x72, 0xc1, 3 + HOSTILE_ARRAY.length + 1, 2, 0xa3, 1, 0x78]), HOSTILE_ARRAY]);
+    const payload = Buffer.concat([annotations, messageBody('hostile')]);
+    for (const address of ['guard.q1', '$management']) {
+      const peer = await session();
+      peer.write(attach(address, false));
+      await peer.until(`attach to ${address}`, () => peer.named('attach').length > 0 && peer.named('flow').length > 0);
+      peer.write(transfer([uint(0), uint(0), binary(Buffer.from('h')), uint(0), boolean(false)], payload));
+      if (address === 'guard.q1') {
+        await peer.until('disposition', () => peer.named('disposition').length > 0);
+        const state = peer.named('disposition')[0]!.body!.fields.state as Composite;
+        expect(state.def.name).toBe('rejected');
+        expect(((state.fields.error as Composite).fields.description as string)).toMatch(/4294967295 elements/);
+      }
+      await assertHealthy();
+      peer.write(close);
+      peer.end();
+    }
+  });
+
   it("issue-20 case 2 - a session's first transfer without a delivery-id gets a close with amqp:invalid-field", async () => {
     const peer = await session();
     peer.write(attach('guard.q2', false));

@@ -251,3 +251,13 @@ export function decodeOne(bytes: Buffer, limits?: DecodeLimits): AmqpValue {
   if (d.remaining !== 0) throw decodeError(`${d.remaining} bytes left after the value`);
   return v;
 }
+
+/**
+ * Check that `bytes[start, end)` is a sequence of well-formed values (a message's
+ * sections, say) before a decoder that is not safe on hostile bytes reads them.
+ * Throws the AmqpError of the first that is not.
+ */
+export function checkValues(bytes: Buffer, start = 0, end = bytes.length): void {
+  const d = new Decoder(bytes, start, end);
+  while (d.remaining > 0) d.value();
+}
