@@ -4,13 +4,13 @@
 // case gets a clear answer (a close or detach with its condition, or the end of
 // the socket before the AMQP layer), the broker stays up, and a well-behaved
 // client on its own connection keeps working.
-import { type Socket, createConnection } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Composite } from '../../src/amqp/engine/composite.js';
 import { encode } from '../../src/amqp/engine/encoder.js';
 import { FrameType, encodeFrame, protocolHeader, readFrame, startsProtocolHeader } from '../../src/amqp/engine/frames.js';
 import { type AmqpValue, amqp } from '../../src/amqp/engine/types.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { RawPeer } from '../helpers/raw-amqp.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 
 const MAX_FRAME = 4096;
@@ -57,72 +57,34 @@ interface Received {
   body: Composite | undefined;
 }
 
-/** A raw client socket that parses what the broker sends with the engine's frame reader. */
-class RawPeer {
-  readonly frames: Received[] = [];
-  closed = false;
-  private data = Buffer.alloc(0);
-  private at = 0;
-
-  private constructor(private readonly socket: Socket) {
-    socket.on('data', (d: Buffer) => {
-      this.data = Buffer.concat([this.data, d]);
-      this.parse();
-    });
-    const gone = () => (this.closed = true);
-    socket.on('end', gone);
-    socket.on('close', gone);
-    socket.on('error', gone);
-  }
-
-  static connect(port: number): Promise<RawPeer> {
-    return new Promise((resolve, reject) => {
-      const s = createConnection({ host: '127.0.0.1', port }, () => {
-        s.setNoDelay(true);
-        resolve(new RawPeer(s));
-      });
-      s.once('error', reject);
-    });
-  }
-
-  write(...chunks: Buffer[]): void {
-    if (!this.socket.destroyed) this.socket.write(Buffer.concat(chunks));
-  }
-
-  end(): void {
-    this.socket.destroy();
-  }
-
-  named(name: string): Received[] {
-    return this.frames.filter((f) => f.body?.def.name === name);
-  }
-
-  /** The condition and description of the broker's close (or detach), if one came. */
-  errorOf(name: 'close' | 'detach'): { condition: string; description: string } | undefined {
-    const f = this.named(name).find((x) => x.body?.fields.error);
-    const e = f?.body?.fields.error as Composite | undefined;
-    return e ? { condition: e.fields.condition as string, description: (e.fields.description as string) ?? '' } : undefined;
-  }
-
-  async until(what: string, pred: () => boolean, timeout = 10_000): Promise<void> {
-    await waitFor(pred, { timeout, name: what });
-  }
-
-  private parse(): void {
-    for (;;) {
-      if (this.data.length - this.at >= 8 && startsProtocolHeader(this.data, this.at)) {
-        this.at += 8;
-        continue;
-      }
-      if (this.data.length - this.at < 8) return;
-      const size = this.data.readUInt32BE(this.at);
-      if (this.data.length - this.at < size) return;
-      const header = { size, doff: this.data[this.at + 4]!, type: this.data[this.at + 5]!, channel: this.data.readUInt16BE(this.at + 6) };
-      this.frames.push({ channel: header.channel, body: readFrame(this.data, this.at, header).body });
-      this.at += size;
+/** The frames the broker sent, read with the engine's frame reader (protocol headers skipped). */
+function framesOf(peer: RawPeer): Received[] {
+  const data = peer.data;
+  const out: Received[] = [];
+  for (let at = 0; data.length - at >= 8; ) {
+    if (startsProtocolHeader(data, at)) {
+      at += 8;
+      continue;
     }
+    const size = data.readUInt32BE(at);
+    if (data.length - at < size) break;
+    const header = { size, doff: data[at + 4]!, type: data[at + 5]!, channel: data.readUInt16BE(at + 6) };
+    out.push({ channel: header.channel, body: readFrame(data, at, header).body });
+    at += size;
   }
+  return out;
 }
+
+const named = (peer: RawPeer, name: string): Received[] => framesOf(peer).filter((f) => f.body?.def.name === name);
+
+/** The condition and description of the broker's close (or detach), if one came. */
+function errorOf(peer: RawPeer, name: 'close' | 'detach'): { condition: string; description: string } | undefined {
+  const f = named(peer, name).find((x) => x.body?.fields.error);
+  const e = f?.body?.fields.error as Composite | undefined;
+  return e ? { condition: e.fields.condition as string, description: (e.fields.description as string) ?? '' } : undefined;
+}
+
+const until = (what: string, pred: () => boolean, timeout = 10_000): Promise<boolean> => waitFor(pred, { timeout, name: what });
 
 let broker: TestBroker;
 let healthy: TestClient;
@@ -142,17 +104,17 @@ async function assertHealthy(): Promise<void> {
 async function session(): Promise<RawPeer> {
   const peer = await RawPeer.connect(broker.port);
   peer.write(AMQP, open(), begin);
-  await peer.until('begin from the broker', () => peer.named('begin').length > 0);
+  await until('begin from the broker', () => named(peer, 'begin').length > 0);
   return peer;
 }
 
 async function expectClosedWith(peer: RawPeer, condition: RegExp, description?: RegExp): Promise<void> {
-  await peer.until(`close ${condition}`, () => peer.errorOf('close') !== undefined || peer.closed);
-  const error = peer.errorOf('close');
-  expect(error?.condition, `close frames: ${JSON.stringify(peer.named('close').map((f) => f.body?.fields), (_, v) => (typeof v === 'bigint' ? String(v) : v))}`).toMatch(condition);
+  await until(`close ${condition}`, () => errorOf(peer, 'close') !== undefined || peer.closed);
+  const error = errorOf(peer, 'close');
+  expect(error?.condition, `close frames: ${JSON.stringify(named(peer, 'close').map((f) => f.body?.fields), (_, v) => (typeof v === 'bigint' ? String(v) : v))}`).toMatch(condition);
   if (description) expect(error?.description).toMatch(description);
-  await peer.until('socket end', () => peer.closed);
-  peer.end();
+  await until('socket end', () => peer.closed);
+  peer.destroy();
 }
 
 beforeAll(async () => {
@@ -170,8 +132,8 @@ describe('frame guard', () => {
     const exact = Buffer.from('414d5150030100000000001802010000005341c00b01f000000005ffffffff98', 'hex');
     const peer = await RawPeer.connect(broker.port);
     peer.write(exact);
-    await peer.until('socket end', () => peer.closed);
-    peer.end();
+    await until('socket end', () => peer.closed);
+    peer.destroy();
     await assertHealthy();
   });
 
@@ -183,7 +145,7 @@ describe('frame guard', () => {
     // After SASL ANONYMOUS, as an authenticated client would.
     const init = encodeFrame(FrameType.sasl, 0, performative(0x41, [symbol('ANONYMOUS')]));
     afterOpen.write(SASL, init);
-    await afterOpen.until('sasl outcome', () => afterOpen.frames.some((f) => f.body?.def.name === 'sasl-outcome'));
+    await until('sasl outcome', () => framesOf(afterOpen).some((f) => f.body?.def.name === 'sasl-outcome'));
     afterOpen.write(AMQP, open(), withHostileArray(0x11, [encode(nul), encode(uint(0)), encode(uint(2048)), encode(uint(2048)), encode(nul)]));
     await expectClosedWith(afterOpen, /^amqp:decode-error$/, /begin|array32/);
     await assertHealthy();
@@ -196,24 +158,24 @@ describe('frame guard', () => {
     for (const address of ['guard.q1', '$management']) {
       const peer = await session();
       peer.write(attach(address, false));
-      await peer.until(`attach to ${address}`, () => peer.named('attach').length > 0 && peer.named('flow').length > 0);
+      await until(`attach to ${address}`, () => named(peer, 'attach').length > 0 && named(peer, 'flow').length > 0);
       peer.write(transfer([uint(0), uint(0), binary(Buffer.from('h')), uint(0), boolean(false)], payload));
       if (address === 'guard.q1') {
-        await peer.until('disposition', () => peer.named('disposition').length > 0);
-        const state = peer.named('disposition')[0]!.body!.fields.state as Composite;
+        await until('disposition', () => named(peer, 'disposition').length > 0);
+        const state = named(peer, 'disposition')[0]!.body!.fields.state as Composite;
         expect(state.def.name).toBe('rejected');
         expect(((state.fields.error as Composite).fields.description as string)).toMatch(/4294967295 elements/);
       }
       await assertHealthy();
       peer.write(close);
-      peer.end();
+      peer.destroy();
     }
   });
 
   it("issue-20 case 2 - a session's first transfer without a delivery-id gets a close with amqp:invalid-field", async () => {
     const peer = await session();
     peer.write(attach('guard.q2', false));
-    await peer.until('attach from the broker', () => peer.named('attach').length > 0);
+    await until('attach from the broker', () => named(peer, 'attach').length > 0);
     peer.write(transfer([uint(0), nul, binary(Buffer.from('t')), uint(0), boolean(true)], messageBody('no id')));
     await expectClosedWith(peer, /^amqp:invalid-field$/, /transfer\.delivery-id is mandatory/);
     await assertHealthy();
@@ -223,14 +185,14 @@ describe('frame guard', () => {
     await healthy.send('guard.q5', ['one', 'two']);
     const peer = await session();
     peer.write(attach('guard.q5', true), flow(10));
-    await peer.until('two transfers', () => peer.named('transfer').length >= 2);
+    await until('two transfers', () => named(peer, 'transfer').length >= 2);
     peer.write(disposition(0, U32));
     // Repeated, as a hostile client would: each one was ~9 s of a stopped broker.
     for (let i = 0; i < 5; i++) peer.write(disposition(0, U32));
     await assertHealthy();
     peer.write(close);
-    await peer.until('close from the broker', () => peer.named('close').length > 0);
-    peer.end();
+    await until('close from the broker', () => named(peer, 'close').length > 0);
+    peer.destroy();
     // Both were accepted by that one disposition: the next message is the only one left.
     await healthy.send('guard.q5', ['three']);
     const got = await healthy.receiveAndAccept('guard.q5', 1);
@@ -240,33 +202,33 @@ describe('frame guard', () => {
   it('issue-20 case 6 - a multi-frame delivery growing past max-message-size gets its link detached with amqp:link:message-size-exceeded', async () => {
     const peer = await session();
     peer.write(attach('guard.q6', false));
-    await peer.until('credit from the broker', () => peer.named('flow').length > 0);
+    await until('credit from the broker', () => named(peer, 'flow').length > 0);
     const chunk = Buffer.alloc(4000, 0x41);
     const first = transfer([uint(0), uint(0), binary(Buffer.from('big')), uint(0), boolean(false), boolean(true)], chunk);
     const more = transfer([uint(0), nul, nul, nul, nul, boolean(true)], chunk);
     peer.write(first);
     // Twice max-message-size, never finished: rhea buffered all of it (1 GiB in the issue).
     for (let i = 0; i < (2 * MAX_MESSAGE) / chunk.length; i++) peer.write(more);
-    await peer.until('detach from the broker', () => peer.errorOf('detach') !== undefined);
-    expect(peer.errorOf('detach')).toEqual({ condition: 'amqp:link:message-size-exceeded', description: expect.stringMatching(/over max-message-size 65536/) });
+    await until('detach from the broker', () => errorOf(peer, 'detach') !== undefined);
+    expect(errorOf(peer, 'detach')).toEqual({ condition: 'amqp:link:message-size-exceeded', description: expect.stringMatching(/over max-message-size 65536/) });
     // The rest of that delivery and the connection are still handled.
     peer.write(transfer([uint(0), nul, nul, nul, nul, boolean(false)], chunk));
     peer.write(frame(performative(0x16, [uint(0), boolean(true)])), close);
-    await peer.until('close from the broker', () => peer.named('close').length > 0);
-    expect(peer.errorOf('close')).toBeUndefined();
-    peer.end();
+    await until('close from the broker', () => named(peer, 'close').length > 0);
+    expect(errorOf(peer, 'close')).toBeUndefined();
+    peer.destroy();
     await assertHealthy();
   });
 
   it("issue-20 case 6 - a peer's idle-time-out of 0xffffffff does not make the broker heartbeat every millisecond", async () => {
     const peer = await RawPeer.connect(broker.port);
     peer.write(AMQP, open([nul, uint(U32)]), begin);
-    await peer.until('begin from the broker', () => peer.named('begin').length > 0);
+    await until('begin from the broker', () => named(peer, 'begin').length > 0);
     // Wait for 50 heartbeats, or 2 s: before the guard they came every millisecond.
-    await waitFor(() => peer.frames.filter((f) => f.body === undefined).length >= 50, { timeout: 2000 }).catch(() => undefined);
-    expect(peer.frames.filter((f) => f.body === undefined).length).toBeLessThan(5);
+    await waitFor(() => framesOf(peer).filter((f) => f.body === undefined).length >= 50, { timeout: 2000 }).catch(() => undefined);
+    expect(framesOf(peer).filter((f) => f.body === undefined).length).toBeLessThan(5);
     peer.write(close);
-    peer.end();
+    peer.destroy();
     // One the broker cannot honour is refused with a reason.
     const tiny = await RawPeer.connect(broker.port);
     tiny.write(AMQP, open([nul, uint(1)]));
@@ -305,11 +267,11 @@ describe('frame guard', () => {
     for (const [field, frames, description] of cases) {
       const peer = await RawPeer.connect(broker.port);
       peer.write(AMQP, ...frames);
-      await peer.until(`${field}: an answer`, () => peer.errorOf('close') !== undefined || peer.closed);
-      const error = peer.errorOf('close');
+      await until(`${field}: an answer`, () => errorOf(peer, 'close') !== undefined || peer.closed);
+      const error = errorOf(peer, 'close');
       expect(error?.condition, field).toMatch(/^amqp:(invalid-field|decode-error)$/);
       expect(error?.description, field).toMatch(description);
-      peer.end();
+      peer.destroy();
     }
     await assertHealthy();
     const lines = `${broker.stdout}\n${broker.stderr}`.split('\n');
