@@ -117,6 +117,17 @@ export class Decoder {
     return v;
   }
 
+  /** The size and count fields of a list, map or array, the size checked against what remains. */
+  private sizeAndCount(e: Encoding): { at: number; size: number; stop: number; count: number } {
+    const at = this.pos;
+    this.need(2 * e.width, `the size and count of ${e.name}`);
+    const size = this.size(e.width);
+    if (size < e.width) throw decodeError(`${e.name} at offset ${at} declares size ${size}, less than its count field`);
+    this.need(size, `${e.name} of ${size} bytes`);
+    const stop = this.pos + size;
+    return { at, size, stop, count: this.size(e.width) };
+  }
+
   /** A value of this encoding whose constructor has been read already. */
   private body(e: Encoding, depth: number): AmqpValue {
     const b = this.buffer;
@@ -190,13 +201,7 @@ export class Decoder {
         return { type: 'symbol', value: bytes.toString('latin1'), code };
       }
       case 'compound': {
-        const at = this.pos;
-        this.need(2 * e.width, `the size and count of ${e.name}`);
-        const size = this.size(e.width);
-        if (size < e.width) throw decodeError(`${e.name} at offset ${at} declares size ${size}, less than its count field`);
-        this.need(size, `${e.name} of ${size} bytes`);
-        const stop = this.pos + size;
-        const count = this.size(e.width);
+        const { at, size, stop, count } = this.sizeAndCount(e);
         // Every item takes at least its constructor byte.
         if (count > stop - this.pos) throw decodeError(`${e.name} at offset ${at} declares ${count} items in ${stop - this.pos} bytes`);
         if (e.type === 'map' && count % 2 !== 0) throw decodeError(`map at offset ${at} has an odd count ${count}`);
@@ -213,13 +218,7 @@ export class Decoder {
         return { type: 'map', value: entries, code };
       }
       case 'array': {
-        const at = this.pos;
-        this.need(2 * e.width, `the size and count of ${e.name}`);
-        const size = this.size(e.width);
-        if (size < e.width) throw decodeError(`${e.name} at offset ${at} declares size ${size}, less than its count field`);
-        this.need(size, `${e.name} of ${size} bytes`);
-        const stop = this.pos + size;
-        const count = this.size(e.width);
+        const { at, size, stop, count } = this.sizeAndCount(e);
         const outerEnd = this.end;
         this.end = stop;
         const element = this.constructorAt(depth + 1);

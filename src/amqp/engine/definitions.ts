@@ -39,6 +39,15 @@ export interface CompositeDef {
 
 const capabilities = (name: string): FieldDef => ({ name, type: 'symbol', multiple: true });
 const properties: FieldDef = { name: 'properties', type: 'fields' };
+/** The fields source and target (3.5.3, 3.5.4) begin with. */
+const terminus: readonly FieldDef[] = [
+  { name: 'address', type: 'requires:address' },
+  { name: 'durable', type: 'uint', default: 0, choices: [0, 1, 2] }, // none, configuration, unsettled-state
+  { name: 'expiry-policy', type: 'symbol', default: 'session-end', choices: ['link-detach', 'session-end', 'connection-close', 'never'] },
+  { name: 'timeout', type: 'uint', default: 0 },
+  { name: 'dynamic', type: 'boolean', default: false },
+  { name: 'dynamic-node-properties', type: 'fields' },
+];
 const SENDER_SETTLE_MODES = [0, 1, 2] as const; // unsettled, settled, mixed
 const RECEIVER_SETTLE_MODES = [0, 1] as const; // first, second
 
@@ -176,12 +185,7 @@ export const COMPOSITES: readonly CompositeDef[] = [
   {
     name: 'source', code: 0x28, symbol: 'amqp:source:list', provides: ['source'],
     fields: [
-      { name: 'address', type: 'requires:address' },
-      { name: 'durable', type: 'uint', default: 0, choices: [0, 1, 2] },
-      { name: 'expiry-policy', type: 'symbol', default: 'session-end', choices: ['link-detach', 'session-end', 'connection-close', 'never'] },
-      { name: 'timeout', type: 'uint', default: 0 },
-      { name: 'dynamic', type: 'boolean', default: false },
-      { name: 'dynamic-node-properties', type: 'fields' },
+      ...terminus,
       { name: 'distribution-mode', type: 'symbol' },
       { name: 'filter', type: 'fields' },
       { name: 'default-outcome', type: 'requires:outcome' },
@@ -192,12 +196,7 @@ export const COMPOSITES: readonly CompositeDef[] = [
   {
     name: 'target', code: 0x29, symbol: 'amqp:target:list', provides: ['target'],
     fields: [
-      { name: 'address', type: 'requires:address' },
-      { name: 'durable', type: 'uint', default: 0, choices: [0, 1, 2] },
-      { name: 'expiry-policy', type: 'symbol', default: 'session-end', choices: ['link-detach', 'session-end', 'connection-close', 'never'] },
-      { name: 'timeout', type: 'uint', default: 0 },
-      { name: 'dynamic', type: 'boolean', default: false },
-      { name: 'dynamic-node-properties', type: 'fields' },
+      ...terminus,
       capabilities('capabilities'),
     ],
   },
