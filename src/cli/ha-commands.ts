@@ -93,6 +93,9 @@ export async function haCommands(program: Command): Promise<void> {
         }
         const status = await haStatusOf(target.address, ms(o));
         process.stdout.write(o.json ? `${JSON.stringify(status)}\n` : `${status.state}\n${divergedLines(status)}`);
+        // On stderr, so scripts reading the state from stdout keep working.
+        const settlement = status.settlement as { held?: boolean; reason?: string | null } | null | undefined;
+        if (!o.json && settlement?.held) process.stderr.write(`tandem: settlements held: ${settlement.reason}\n`);
         if (o.expect !== undefined && status.state !== o.expect) return exitWhenFlushed(HaExit.no);
         if (o.isPrimary && status.state !== 'active' && status.state !== 'recovering') return exitWhenFlushed(HaExit.no);
         return exitWhenFlushed(HaExit.ok);
@@ -145,6 +148,26 @@ export async function haCommands(program: Command): Promise<void> {
       }
     });
 
+  common(ha.command('settle-alone').description('let the primary settle without the ready backups ha-min-ready-backups asks for, until enough are ready again (only once the missing brokers are known to be stopped)'))
+    .option('--cluster-manager', 'confirm the request comes from the cluster manager, or from an operator who made sure the missing brokers are stopped or fenced (required)')
+    .option('--off', 'withdraw it: settlements wait for ha-min-ready-backups again')
+    .action(async (o: HaOptions & { clusterManager?: boolean; off?: boolean }) => {
+      try {
+        if (!o.clusterManager) {
+          throw new TandemError(
+            'TANDEM_ERR_INVALID_ARGUMENT',
+            'a primary that settles alone while a missing backup is alive elsewhere loses what it settles if that backup is promoted; add --cluster-manager once the missing brokers are known to be stopped (fenced, powered off)',
+          );
+        }
+        const r = (await haRequest(haTarget(o).address, 'HA-SETTLE-ALONE', { 'cluster-manager': true, on: !o.off }, ms(o))) as HaStatus;
+        const settlement = r.settlement as { held?: boolean; reason?: string | null } | null | undefined;
+        process.stdout.write(o.json ? `${JSON.stringify(r)}\n` : `${r.state}: ${settlement?.held ? `settlements held (${settlement.reason})` : 'settling'}\n`);
+        return exitWhenFlushed(HaExit.ok);
+      } catch (err) {
+        return fail(err);
+      }
+    });
+
   // The agent's helper loads the whole agent, diverged the journal: not for the commands a failover waits on.
   if (!LEAN_HA_COMMANDS.has(process.argv[3] ?? '')) {
     (await import('./ha-agent-commands.js')).haAgentCommands(ha);
@@ -152,7 +175,7 @@ export async function haCommands(program: Command): Promise<void> {
   }
 }
 
-const LEAN_HA_COMMANDS = new Set(['status', 'query', 'ping', 'promote']);
+const LEAN_HA_COMMANDS = new Set(['status', 'query', 'ping', 'promote', 'settle-alone']);
 
 /** Under the state in `tandem ha status`: the diverged sets the broker keeps, if any (one line each). */
 function divergedLines(status: HaStatus): string {

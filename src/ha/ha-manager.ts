@@ -23,6 +23,7 @@ import { clearJournalComplete, isJournalComplete, markJournalComplete } from './
 import { EpochHistory, type EpochStart } from './epoch-history.js';
 import { DIVERGED_DIR, listDiverged, readSnapshotPoint, writeSnapshotPoint, type DivergedInfo } from './diverged-store.js';
 import { judgePromotion, readEpochHistory, type GuardRule } from './promotion-guard.js';
+import { minReadyBackupsRisk, requiredReadyBackups } from './settle-quorum.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
 import { probeTcp } from '../util/tcp-reach.js';
 
@@ -73,6 +74,8 @@ export interface HaStatusReport {
   'broker-id': string;
   primary: string | null;
   backups: Array<{ id: string; address: string; state: string; lsn: number; lag: number }>;
+  /** On the primary: whether publishers' settlements wait, and why (null on a backup). */
+  settlement: SettlementReport | null;
   'last-error': string | null;
   /** This process (so a broker can recognise itself among ha-brokers-url). */
   instance: string;
@@ -102,6 +105,16 @@ interface PeerStatus {
 interface PeerAnswer {
   address: string;
   answer?: PeerStatus;
+}
+
+export interface SettlementReport {
+  held: boolean;
+  reason: string | null;
+  'ready-backups': number;
+  'min-ready-backups': number;
+  'settle-alone': boolean;
+  /** Settlements waiting now. */
+  waiting: number;
 }
 
 interface ReplicationHello {
@@ -137,6 +150,10 @@ export class HaManager {
   /** Whether the journal-complete marker is on disk (see journal-marker.ts). */
   private journalComplete: boolean;
   private completeTimer: NodeJS.Timeout | undefined;
+  /** Ready backups a change needs before it is settled (ha-min-ready-backups of this cluster). */
+  private readonly minReadyBackups: number;
+  /** Last logged: settlements wait for want of ready backups. */
+  private quorumShort = false;
   private readonly log: Logger;
 
   constructor(private readonly host: HaHost) {
@@ -149,6 +166,9 @@ export class HaManager {
     this.sm = new HaStateMachine('joining');
     this.positionValid = host.resumeLsn !== undefined;
     this.journalComplete = isJournalComplete(s.dataDir);
+    this.minReadyBackups = requiredReadyBackups(s.haMinReadyBackups, this.url.endpoints.length);
+    const risk = minReadyBackupsRisk(s.haMinReadyBackups, this.url.endpoints.length);
+    if (risk) this.log.warn({ minReadyBackups: s.haMinReadyBackups, brokers: this.url.endpoints.length }, risk);
     this.sm.onChange((e) => {
       this.log.info({ from: e.from, to: e.to, reason: e.reason }, `HA state ${e.to}`);
     });
@@ -182,6 +202,7 @@ export class HaManager {
       heartbeatMs: s.haHeartbeatIntervalMs,
       retainCount: s.haRetainChanges,
       retainBytes: s.haRetainBytes,
+      minReadyBackups: this.minReadyBackups,
       log: this.log.child({ sub: 'replication' }),
       onMembership: (ready) => this.onMembership(ready),
     });
@@ -336,11 +357,70 @@ export class HaManager {
       'broker-id': this.brokerId,
       primary: this.isPrimary ? 'self' : (this.follower?.primaryAddress ?? null),
       backups,
+      settlement: this.source && this.isPrimary ? this.settlementReport(this.source) : null,
       'last-error': this.follower?.lastError ?? null,
       instance: this.instanceId,
       'epoch-history': [...this.history.all],
       diverged: listDiverged(this.host.settings.dataDir).map((d) => ({ name: d.name, path: d.path, epoch: d.epoch, from: d.after + 1, through: d.through, 'set-aside-at': d.setAsideAt, republished: d.republished })),
     };
+  }
+
+  private settlementReport(source: ReplicationSource): SettlementReport {
+    const q = source.quorum;
+    const recovering = this.sm.state === 'recovering';
+    const reason = recovering
+      ? `recovering: waiting for the backups that were ready (${this.expectedBackups().join(', ')}), at most ha-backup-timeout`
+      : q.short
+        ? `${q.ready} of the ${q.needed} ready backup${q.needed === 1 ? '' : 's'} ha-min-ready-backups needs: publishers wait until one is ready (tandem ha settle-alone lifts this once the missing brokers are known to be stopped)`
+        : null;
+    return { held: reason !== null, reason, 'ready-backups': q.ready, 'min-ready-backups': q.needed, 'settle-alone': q.settleAlone, waiting: q.waiting };
+  }
+
+  /**
+   * Settle without the ready backups ha-min-ready-backups asks for, until enough are
+   * ready again (or `on` is false): for a cluster manager or an operator who knows
+   * the missing brokers are stopped (fenced, powered off). A new primary in
+   * recovering stops waiting for the backups that were ready too.
+   */
+  settleAlone(on: boolean, requestedBy: string): HaStatusReport {
+    if (!this.source || !this.isPrimary) {
+      throw new TandemError('TANDEM_ERR_PRECONDITION', `this broker is ${this.sm.state}, not the primary: only the primary settles publishers' messages`);
+    }
+    const q = this.source.quorum;
+    if (on) {
+      this.log.warn(
+        { requestedBy, readyBackups: q.ready, minReadyBackups: q.needed, waiting: q.waiting },
+        'settling alone on request (tandem ha settle-alone): settlements no longer wait for ha-min-ready-backups until enough backups are ready again; if a missing backup is alive and is promoted, what this primary settles meanwhile is lost',
+      );
+      this.source.settleAlone(true);
+      if (this.sm.state === 'recovering') this.goActive(`settle-alone requested by ${requestedBy}`);
+    } else if (q.settleAlone) {
+      this.log.warn({ requestedBy }, 'settle-alone withdrawn: settlements wait for ha-min-ready-backups again');
+      this.source.settleAlone(false);
+    }
+    this.reviewQuorum();
+    return this.status();
+  }
+
+  /** Log when settlements start or stop waiting for ready backups; end settle-alone once it is not needed. */
+  private reviewQuorum(): void {
+    if (!this.source || !this.isPrimary) return;
+    let q = this.source.quorum;
+    if (q.settleAlone && q.ready >= q.needed) {
+      this.source.settleAlone(false);
+      this.log.warn({ readyBackups: q.ready, minReadyBackups: q.needed }, 'settle-alone ended: enough backups are ready again, settlements wait for ha-min-ready-backups again');
+      q = this.source.quorum;
+    }
+    if (q.short === this.quorumShort) return;
+    this.quorumShort = q.short;
+    if (q.short) {
+      this.log.warn(
+        { readyBackups: q.ready, minReadyBackups: q.needed, waiting: q.waiting },
+        `settlements held: ${q.ready} of the ${q.needed} ready backup${q.needed === 1 ? '' : 's'} ha-min-ready-backups needs; publishers wait until a backup is ready (tandem ha settle-alone lifts the hold once the missing brokers are known to be stopped)`,
+      );
+    } else {
+      this.log.info({ readyBackups: q.ready, minReadyBackups: q.needed, waiting: q.waiting }, 'settlements resume: enough backups are ready');
+    }
   }
 
   // ---- backup side ------------------------------------------------------------
@@ -511,6 +591,7 @@ export class HaManager {
     const expected = this.expectedBackups();
     this.transition('recovering', 'promoted by the cluster manager');
     this.host.onPrimary();
+    this.reviewQuorum();
     if (expected.length === 0) {
       this.transition('active', 'no backups were ready before the promotion');
     } else {
@@ -541,6 +622,7 @@ export class HaManager {
   }
 
   private onMembership(ready: string[]): void {
+    this.reviewQuorum();
     if (this.sm.state !== 'recovering') return;
     const missing = this.expectedBackups().filter((id) => !ready.includes(id));
     if (missing.length === 0) this.goActive('every backup that was ready is ready again');

@@ -10,6 +10,9 @@ import { DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, parseDedupDefaults, parseDuration }
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
+// brokers-url imports ConfigError from here: a cycle, harmless as both only call each other at run time.
+import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/settle-quorum.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
 const DR_SECTION = '[dr]';
@@ -22,7 +25,7 @@ export class ConfigError extends Error {
   }
 }
 
-type Kind = 'string' | 'path' | 'port' | 'bool' | 'duration' | 'size' | 'count' | 'level' | 'replicate';
+type Kind = 'string' | 'path' | 'port' | 'bool' | 'duration' | 'size' | 'count' | 'level' | 'replicate' | 'min-backups';
 
 interface OptionSpec {
   key: string;
@@ -70,6 +73,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
   { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped', min: 100, max: 3_600_000, why: 'shorter drops backups under ordinary load; longer holds publishers for hours behind a stalled backup' },
+  { key: 'ha-min-ready-backups', kind: 'min-backups', description: 'ready backups that must hold a message before the primary settles it: majority (of ha-brokers-url, the default) or a count; 0 = settle alone' },
   { key: 'ha-retain-changes', kind: 'count', description: 'HA: recent changes kept so a returning backup gets only what it lacks (older positions get a snapshot)', min: 10_000, why: 'smaller windows drop changes before backups are sent them' },
   { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold', min: 16 * 1024 * 1024, why: 'smaller windows drop changes before backups are sent them' },
   { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
@@ -108,6 +112,8 @@ export interface Settings {
   haMechanism: 'PLAIN' | 'ANONYMOUS';
   haBackupTimeoutMs: number;
   haHeartbeatIntervalMs: number;
+  /** ha-min-ready-backups: see src/ha/settle-quorum.ts. */
+  haMinReadyBackups: MinReadyBackups;
   haRetainChanges: number;
   haRetainBytes: number;
   drRetainChanges: number;
@@ -180,6 +186,10 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
     case 'replicate':
       if (value !== 'none' && value !== 'configuration' && value !== 'all') bad('none, configuration or all');
       return value;
+    case 'min-backups':
+      if (value === MAJORITY) return value;
+      if (typeof value === 'number' ? !Number.isInteger(value) || value < 0 : !/^\d+$/.test(String(value))) bad(`${MAJORITY} or a whole number of backups (0: settle alone)`);
+      return Number(value);
   }
 }
 
@@ -309,6 +319,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     haMechanism: ((values['ha-mechanism'] as string | undefined) ?? (values['ha-username'] ? 'PLAIN' : 'ANONYMOUS')).toUpperCase() as Settings['haMechanism'],
     haBackupTimeoutMs: (values['ha-backup-timeout'] as number | undefined) ?? 10_000,
     haHeartbeatIntervalMs: (values['ha-heartbeat-interval'] as number | undefined) ?? 2_000,
+    haMinReadyBackups: (values['ha-min-ready-backups'] as MinReadyBackups | undefined) ?? MAJORITY,
     haRetainChanges: (values['ha-retain-changes'] as number | undefined) ?? 1_000_000,
     haRetainBytes: (values['ha-retain-size'] as number | undefined) ?? 512 * 1024 * 1024,
     drRetainChanges: (values['dr-retain-changes'] as number | undefined) ?? 200_000,
@@ -325,6 +336,10 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   }
   if (settings.haCluster && !settings.haBrokersUrl) {
     throw new ConfigError('ha-cluster=yes needs ha-brokers-url listing every broker of the cluster');
+  }
+  if (settings.haCluster) {
+    const refusal = minReadyBackupsRefusal(settings.haMinReadyBackups, parseBrokersUrl(settings.haBrokersUrl as string).endpoints.length);
+    if (refusal) throw new ConfigError(refusal);
   }
   if (settings.haCluster && settings.haMechanism === 'PLAIN' && (!settings.haUsername || settings.haPassword === undefined)) {
     throw new ConfigError('ha-mechanism PLAIN needs ha-username and ha-password');

@@ -275,6 +275,7 @@ export class Daemon {
       ha_lsn: st.lsn,
       ha_primary: this.ha.isPrimary ? 1 : 0,
       ha_ready_backups: st.backups.filter((b) => b.state === 'ready').length,
+      ha_settlements_held: st.settlement?.held ? 1 : 0,
     };
     for (const b of st.backups) out[`ha_backup_lag:${b.id}`] = b.lag;
     return out;
@@ -308,6 +309,13 @@ export class Daemon {
       }
       if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): there is nothing to promote');
       return { ...(await this.ha.promote({ acceptDataLoss: body['accept-data-loss'] === true })) };
+    });
+    m.register('HA-SETTLE-ALONE', (_type, _name, body, requester) => {
+      if (body['cluster-manager'] !== true) {
+        throw new TandemError('TANDEM_ERR_PRECONDITION', 'settling alone must come from the cluster manager or an operator who knows the missing backups are stopped (tandem ha settle-alone --cluster-manager)');
+      }
+      if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): it always settles alone');
+      return { ...this.ha.settleAlone(body.on !== false, `${requester.user ?? 'anonymous'} (connection ${requester.connectionId})`) };
     });
   }
 

@@ -3,7 +3,8 @@
 // link: a diff from the backup's position when the window and the epoch history
 // allow it, else a snapshot, then the live stream. It is also the settlement
 // gate for HA: a publisher is settled only when every *ready* backup has
-// acknowledged the change.
+// acknowledged the change and at least `minReadyBackups` of them are ready (the
+// settlement quorum, src/ha/settle-quorum.ts); short of them, settlements wait.
 import type { Delivery, Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { ChangeSink, LoggedChange, ReplicationLevel } from '../broker/changes.js';
@@ -26,6 +27,8 @@ export interface SourceOptions {
   retainCount: number;
   /** Most bytes they may hold (`ha-retain-size`). */
   retainBytes: number;
+  /** Ready backups a change needs before it is settled (ha-min-ready-backups, resolved). */
+  minReadyBackups: number;
   /** Ready backups changed (for membership and status). */
   onMembership?(ready: string[]): void;
 }
@@ -269,6 +272,8 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   readonly streams = new Set<BackupStream>();
   private pending = new Deque<{ lsn: number; cb: (err?: Error) => void }>();
   private holding = false;
+  /** The operator lifted the settlement quorum (tandem ha settle-alone). */
+  private alone = false;
   private pumpScheduled = false;
   private timer: NodeJS.Timeout | undefined;
   headLsn: number;
@@ -289,6 +294,28 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   private anyReady(): boolean {
     for (const s of this.streams) if (s.state === 'ready') return true;
     return false;
+  }
+
+  private get readyCount(): number {
+    let n = 0;
+    for (const s of this.streams) if (s.state === 'ready') n++;
+    return n;
+  }
+
+  /**
+   * Whether settlements wait for want of ready backups, and the figures that say so
+   * (`holding`, a new primary in recovering, is reported by its state).
+   */
+  get quorum(): { ready: number; needed: number; short: boolean; settleAlone: boolean; waiting: number } {
+    const ready = this.readyCount;
+    const needed = this.opts.minReadyBackups;
+    return { ready, needed, short: ready < needed && !this.alone, settleAlone: this.alone, waiting: this.pending.length };
+  }
+
+  /** Lift the settlement quorum (the missing backups are known to be stopped) or restore it. */
+  settleAlone(on: boolean): void {
+    this.alone = on;
+    this.progress();
   }
 
   get readyBackups(): BackupStream[] {
@@ -358,7 +385,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   };
 
   whenSafe(lsn: number, _durable: boolean, cb: (err?: Error) => void): void {
-    if (!this.holding && !this.anyReady()) return cb();
+    if (!this.holding && !this.anyReady() && (this.alone || this.opts.minReadyBackups === 0)) return cb();
     this.pending.push({ lsn, cb });
     this.progress();
   }
@@ -401,12 +428,18 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     this.progress();
   }
 
-  /** Release settlements every ready backup has acknowledged. */
+  /** Release settlements every ready backup has acknowledged, if enough backups are ready. */
   progress(): void {
     if (this.holding || this.pending.length === 0) return;
     // Called for every publisher's message: no arrays.
     let floor = Infinity;
-    for (const s of this.streams) if (s.state === 'ready' && s.acked < floor) floor = s.acked;
+    let ready = 0;
+    for (const s of this.streams) {
+      if (s.state !== 'ready') continue;
+      ready++;
+      if (s.acked < floor) floor = s.acked;
+    }
+    if (ready < this.opts.minReadyBackups && !this.alone) return;
     while (this.pending.length > 0 && (this.pending.peek() as { lsn: number }).lsn <= floor) {
       (this.pending.shift() as { cb: () => void }).cb();
     }
