@@ -19,6 +19,10 @@ class FakeCluster implements Cluster {
   async promotedPin() {
     return this.pin;
   }
+  totem: { tokenMs: number; consensusMs: number } | undefined;
+  async totemTiming() {
+    return this.totem;
+  }
   attrs(name = 'tandem-position-broker'): Map<string, string> {
     let m = this.attrsByName.get(name);
     if (!m) this.attrsByName.set(name, (m = new Map()));
@@ -69,7 +73,14 @@ interface World {
 }
 
 const b = brokerDir(5672);
-afterAll(() => rmSync(b.dir, { recursive: true, force: true }));
+// Three brokers (heartbeat 500 ms, from brokerDir), and the same settling alone.
+const three = brokerDir(5672, [5672, 5673, 5674]);
+const alone = brokerDir(5672, [5672, 5673, 5674], 'ha-min-ready-backups=0');
+afterAll(() => {
+  for (const d of [b, three, alone]) rmSync(d.dir, { recursive: true, force: true });
+});
+/** What the agents logged at warn. */
+const warned: string[] = [];
 
 function agentFor(world: World, cluster: FakeCluster, env: Record<string, string> = {}) {
   const fullEnv = {
@@ -95,7 +106,7 @@ function agentFor(world: World, cluster: FakeCluster, env: Record<string, string
     params: readParams(fullEnv),
     process: proc,
     cluster,
-    log: { debug: () => undefined, info: () => undefined, warn: () => undefined, err: () => undefined },
+    log: { debug: () => undefined, info: () => undefined, warn: (m: string) => void warned.push(m), err: () => undefined },
     statusOf: async () => world.local,
     statusOfAll: async (_url, _credentials, _timeoutMs, timeoutFor) => {
       world.timeouts = Object.fromEntries(world.peers.map((p) => [p.address, timeoutFor?.(p.address)]));
@@ -114,6 +125,34 @@ function agentFor(world: World, cluster: FakeCluster, env: Record<string, string
 
 const up = (state: string, epoch: number, lsn: number): LocalStatus => ({ kind: 'up', status: { state, epoch, lsn } });
 const v = (address: string, state: string, epoch: number, lsn: number): BrokerView => ({ address, state, epoch, lsn });
+
+describe('agent logic - validate-all', () => {
+  const world = (): World => ({ local: up('ready', 1, 5), pid: 10, peers: [], promoted: 0 });
+  const validate = async (conf: string, totem: FakeCluster['totem']) => {
+    const c = new FakeCluster();
+    c.totem = totem;
+    warned.length = 0;
+    const r = await agentFor(world(), c, { OCF_RESKEY_config: conf }).validateAll();
+    return { code: r.code, warned: [...warned] };
+  };
+
+  it('warns, with the reason, when backups give up on a silent primary later than corosync does', async () => {
+    // 2 x 500 ms of heartbeats against token 300 + consensus 360.
+    const slow = await validate(three.conf, { tokenMs: 300, consensusMs: 360 });
+    expect(slow.code).toBe(0);
+    expect(slow.warned).toHaveLength(1);
+    expect(slow.warned[0]).toMatch(/2 x ha-heartbeat-interval \(1000 ms\) is longer than corosync's token \+ consensus \(300 \+ 360 ms\).*at most 330ms/);
+    expect((await validate(three.conf, { tokenMs: 1000, consensusMs: 1200 })).warned).toEqual([]);
+    // Without corosync (a node being set up) there is nothing to compare with.
+    expect((await validate(three.conf, undefined)).warned).toEqual([]);
+  });
+
+  it('warns that ha-min-ready-backups=0 settles alone', async () => {
+    const r = await validate(alone.conf, { tokenMs: 1000, consensusMs: 1200 });
+    expect(r.code).toBe(0);
+    expect(r.warned.join('\n')).toMatch(/ha-min-ready-backups = 0: the primary settles alone/);
+  });
+});
 
 describe('agent logic - monitor', () => {
   it('maps broker states and process states to OCF codes', async () => {

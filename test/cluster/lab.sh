@@ -9,13 +9,17 @@
 #                      (bind-mounted on $LAB/local inside the node: tandem's data and log)
 #
 # Usage: lab.sh up N | down | exec NODE CMD... | kill NODE | start NODE | pids NODE |
-#               wait [SECS] | sw CMD...
+#               wait [SECS] | sw CMD... | partition NODE | heal NODE
 # kill = power loss: SIGKILL to the node's pid-namespace init makes the kernel kill every
 # process of the node. Only PIDs recorded by this script (and the processes inside the
 # node's pid namespace) are ever signalled. The kernel still closes the dead processes'
 # sockets (peers see FIN/RST at once, as after a crash of the software); with
 # TANDEM_LAB_UNPLUG=1 kill then also pulls the node's cable (its bridge port goes down),
 # so from then on nothing answers at its address, as after a real power loss.
+# partition = the node loses the other nodes but not the switch: a blackhole route on
+# each side drops every packet between them (existing connections fall silent, no
+# FIN or reset), while clients in the switch namespace still reach every node, so
+# an isolated primary keeps being sent messages. heal removes the routes.
 set -uo pipefail
 
 SELF=$(readlink -f "$0")
@@ -152,6 +156,17 @@ kill_node() {
     rm -f "$STATE/$node".{init.pid,pidns} "$LAB/$node/.up"
 }
 
+# blackhole routes between NODE and every other node, both ways (add or del)
+partition_routes() {
+    local op=$1 node=$2 peer
+    for peer in $(all_nodes); do
+        [[ $peer == "$node" ]] && continue
+        ip -n "${NS}$node" route "$op" blackhole "$NET.${peer#node}/32" 2>/dev/null
+        ip -n "${NS}$peer" route "$op" blackhole "$NET.${node#node}/32" 2>/dev/null
+    done
+    return 0
+}
+
 do_init() { # PID 1 of the node's pid namespace
     local node=$1 d=$LAB/$1 cs pm
     set +e
@@ -245,6 +260,8 @@ kill) for n in "$@"; do kill_node "$n"; log "$n killed"; done ;;
 start) for n in "$@"; do start_node "$n"; done ;;
 pids) node_pids "$1" ;;
 wait) cmd_wait "$@" ;;
+partition) partition_routes add "$1"; log "$1 cut off from the other nodes" ;;
+heal) partition_routes del "$1"; log "$1 back with the other nodes" ;;
 _init) do_init "$@" ;;
-*) die "usage: lab.sh up N | down | exec NODE CMD... | sw CMD... | kill NODE... | start NODE... | pids NODE | wait [SECS]" ;;
+*) die "usage: lab.sh up N | down | exec NODE CMD... | sw CMD... | kill NODE... | start NODE... | pids NODE | wait [SECS] | partition NODE | heal NODE" ;;
 esac

@@ -57,14 +57,27 @@ export class Lab {
     return this.lab(['exec', node, ...args], timeoutMs);
   }
 
-  async kill(node: string): Promise<void> {
-    const r = await this.lab(['kill', node]);
-    if (r.code !== 0) throw new Error(`lab kill ${node}: ${r.stderr}`);
+  /** One lab.sh command on one node; a failure throws with its output. */
+  private async onNode(command: string, node: string): Promise<void> {
+    const r = await this.lab([command, node]);
+    if (r.code !== 0) throw new Error(`lab ${command} ${node}: ${r.stderr}`);
   }
 
-  async start(node: string): Promise<void> {
-    const r = await this.lab(['start', node]);
-    if (r.code !== 0) throw new Error(`lab start ${node}: ${r.stderr}`);
+  kill(node: string): Promise<void> {
+    return this.onNode('kill', node);
+  }
+
+  start(node: string): Promise<void> {
+    return this.onNode('start', node);
+  }
+
+  /** Cut `node` off from the other nodes; clients in the switch namespace still reach it (lab.sh). */
+  partition(node: string): Promise<void> {
+    return this.onNode('partition', node);
+  }
+
+  heal(node: string): Promise<void> {
+    return this.onNode('heal', node);
   }
 
   /** Boot every node that is down (a test that failed midway may leave one killed). */
@@ -103,6 +116,17 @@ export class Lab {
 
   async promoted(viewer: string, resource: string): Promise<string[]> {
     return (await this.roles(viewer)).filter((l) => l.resource === resource && l.role === 'Promoted').map((l) => l.node);
+  }
+
+  /** Wait until `viewer` sees one Promoted instance of `resource`, on a node other than `gone`. */
+  async promotedInsteadOf(viewer: string, resource: string, gone: string, timeoutMs: number): Promise<string> {
+    return waitFor(
+      async () => {
+        const p = await this.promoted(viewer, resource);
+        return p.length === 1 && p[0] !== gone ? p[0] : undefined;
+      },
+      { timeoutMs, name: `${resource}: a Promoted other than ${gone} (seen by ${viewer})`, everyMs: 100 },
+    );
   }
 
   /** Wait for one Promoted and n-1 Unpromoted instances of `resource` on distinct nodes. */

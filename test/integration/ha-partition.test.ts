@@ -12,6 +12,7 @@ import { TestBroker, waitFor } from '../helpers/broker.js';
 import { TestCluster, freePorts, tandem } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
 import { TestClient } from '../helpers/rhea-client.js';
+import type { SettlementReport } from '../../src/ha/ha-manager.js';
 
 let cluster: TestCluster | undefined;
 const connections: rhea.Connection[] = [];
@@ -23,19 +24,11 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-interface SettlementJson {
-  held: boolean;
-  reason: string | null;
-  'ready-backups': number;
-  'min-ready-backups': number;
-  'settle-alone': boolean;
-  waiting: number;
-}
 
-async function settlement(c: TestCluster, i: number): Promise<SettlementJson | undefined> {
+async function settlement(c: TestCluster, i: number): Promise<SettlementReport | undefined> {
   const r = await tandem(['ha', 'query', '-b', c.address(i), '--timeout', '3']);
   if (r.code !== 0) return undefined;
-  return (JSON.parse(r.stdout) as { settlement: SettlementJson | null }).settlement ?? undefined;
+  return (JSON.parse(r.stdout) as { settlement: SettlementReport | null }).settlement ?? undefined;
 }
 
 async function readyCluster(args: string[] = []): Promise<TestCluster> {

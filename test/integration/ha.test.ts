@@ -69,6 +69,12 @@ async function browse(c: TestCluster, i: number, queue: string, n: number): Prom
 
 const url = (c: TestCluster, i: number) => `amqp://${c.address(i)}`;
 
+/**
+ * For the tests that run a primary with no ready backup on purpose: the explicit
+ * choice to settle alone (by default a primary needs a majority: ha-partition.test.ts).
+ */
+const SETTLE_ALONE = ['--ha-min-ready-backups', '0'];
+
 /** The error a broker closes a fresh rhea connection with (undefined: it stayed open). */
 function refusalOf(port: number): Promise<{ condition?: string; description?: string } | undefined> {
   const conn = rhea.create_container({ id: `refused-${process.pid}` }).connect({ host: '127.0.0.1', port, reconnect: false } as never);
@@ -128,7 +134,7 @@ function rheaThroughBackups(ports: number[], queue: string, timeoutMs: number): 
 
 describe('ha', () => {
   it('ha - replication levels, bindings and deletes reach a ready backup; objects re-created while it was away are replaced', async () => {
-    cluster = await readyCluster(2);
+    cluster = await readyCluster(2, SETTLE_ALONE);
     const c = cluster;
     const P = c.address(0);
     for (const [name, level] of [['q-all', 'all'], ['q-conf', 'configuration'], ['q-none', 'none']]) {
@@ -250,7 +256,7 @@ describe('ha', () => {
   });
 
   it('ha - a clean stop of the primary: a python receiver fails over by itself to the promoted backup', async () => {
-    cluster = await readyCluster(2);
+    cluster = await readyCluster(2, SETTLE_ALONE);
     const c = cluster;
     await runPython('send.py', [url(c, 0), 'cq', 'a', '5']);
     const receiving = runPython<{ bodies: string[]; opens: number; done: boolean }>('failover_receive.py', [c.url, 'cq', '10', '60'], 90_000);
@@ -414,7 +420,8 @@ describe('ha', () => {
   });
 
   it('ha - a new primary holds settlements while an expected backup is missing, then releases them on ha-backup-timeout', async () => {
-    cluster = await readyCluster(3);
+    // Left with no backup at all: settling then is the explicit choice.
+    cluster = await readyCluster(3, SETTLE_ALONE);
     const c = cluster;
     await c.kill(0);
     await c.kill(2);
@@ -432,7 +439,7 @@ describe('ha', () => {
   });
 
   it('ha - a SIGSTOPped backup is dropped and stops holding the primary up', async () => {
-    cluster = await readyCluster(2);
+    cluster = await readyCluster(2, SETTLE_ALONE);
     const c = cluster;
     c.brokers[1]!.signal('SIGSTOP');
     try {
@@ -450,7 +457,7 @@ describe('ha', () => {
 
   it('ha - a backup whose snapshot copy fell behind the window of recent changes is dropped, rejoins and ends complete, in order', async () => {
     // A small window, and heartbeats slow enough that the stopped backup is not dropped for silence.
-    cluster = await readyCluster(2, ['--ha-retain-changes', '10000', '--ha-retain-size', '16MiB', '--ha-heartbeat-interval', '30s']);
+    cluster = await readyCluster(2, [...SETTLE_ALONE, '--ha-retain-changes', '10000', '--ha-retain-size', '16MiB', '--ha-heartbeat-interval', '30s']);
     const c = cluster;
     await c.kill(1);
     const client = await TestClient.connect({ port: c.ports[0] });

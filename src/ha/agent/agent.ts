@@ -28,6 +28,7 @@ import {
 } from './election.js';
 import { fail, ok, Ocf, OcfError, type OcfResult } from './ocf.js';
 import type { Cluster } from './pacemaker.js';
+import { timingWarnings } from './timing.js';
 import { actionBudgetMs, readNotification, type AgentParams, type Notification, type StartWait } from './params.js';
 
 export interface AgentLog {
@@ -178,8 +179,10 @@ export class TandemAgent {
   }
 
   async validateAll(): Promise<OcfResult> {
-    await this.validate();
+    const v = await this.validate();
     await this.account();
+    // Here only, not in every action's validate(): it runs corosync's tools.
+    for (const warning of timingWarnings(v.settings, await this.deps.cluster.totemTiming())) this.log.warn(`validate-all: ${warning}`);
     return ok();
   }
 

@@ -3,6 +3,7 @@
 // (attrd_updater -p: the positions of pre-promote and each broker's identity),
 // and the local node name.
 import { runCommand, RunError } from './run.js';
+import type { TotemTiming } from './timing.js';
 import { elements, sections } from './xml.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -51,6 +52,8 @@ export interface Cluster {
    * `pcs resource move --promoted` and `crm_resource --move --promoted` leave), if any.
    */
   promotedPin(): Promise<string | undefined>;
+  /** Corosync's token and consensus timeouts in use (undefined: corosync does not answer). */
+  totemTiming(): Promise<TotemTiming | undefined>;
 }
 
 export class PacemakerCluster implements Cluster {
@@ -165,6 +168,16 @@ export class PacemakerCluster implements Cluster {
     if (r.exitCode !== 0) throw new PacemakerError('cibadmin --query', r.stderr);
     return promotedPinIn(r.stdout, this.resource);
   }
+  async totemTiming(): Promise<TotemTiming | undefined> {
+    const value = async (key: string) => {
+      const r = await run('corosync-cmapctl', ['-g', `runtime.config.totem.${key}`]).catch(() => undefined);
+      const m = r?.exitCode === 0 ? /=\s*(\d+)\s*$/.exec(r.stdout.trim()) : null;
+      return m ? Number(m[1]) : undefined;
+    };
+    const [tokenMs, consensusMs] = await Promise.all([value('token'), value('consensus')]);
+    return tokenMs !== undefined && consensusMs !== undefined ? { tokenMs, consensusMs } : undefined;
+  }
+
 }
 
 /** promotedPin over a CIB configuration section; exported for tests. */
