@@ -402,9 +402,13 @@ export class HaManager {
     return this.status();
   }
 
-  /** Log when settlements start or stop waiting for ready backups; end settle-alone once it is not needed. */
+  /**
+   * Log when settlements start or stop waiting for ready backups; end settle-alone once
+   * it is not needed. Not in recovering: that state holds every settlement anyway, and
+   * says so; the review follows when it ends.
+   */
   private reviewQuorum(): void {
-    if (!this.source || !this.isPrimary) return;
+    if (!this.source || this.sm.state !== 'active') return;
     let q = this.source.quorum;
     if (q.settleAlone && q.ready >= q.needed) {
       this.source.settleAlone(false);
@@ -591,7 +595,6 @@ export class HaManager {
     const expected = this.expectedBackups();
     this.transition('recovering', 'promoted by the cluster manager');
     this.host.onPrimary();
-    this.reviewQuorum();
     if (expected.length === 0) {
       this.transition('active', 'no backups were ready before the promotion');
     } else {
@@ -600,6 +603,7 @@ export class HaManager {
       this.recoveringTimer = setTimeout(() => this.goActive(`ha-backup-timeout (${s.haBackupTimeoutMs} ms) passed`), s.haBackupTimeoutMs);
       this.recoveringTimer.unref();
     }
+    this.reviewQuorum();
     this.staleTimer = setInterval(() => void this.checkStale(), Math.max(1000, s.haHeartbeatIntervalMs * 2));
     this.staleTimer.unref();
   }
@@ -633,6 +637,7 @@ export class HaManager {
     if (this.sm.state !== 'recovering') return;
     this.transition('active', reason);
     this.source?.hold(false);
+    this.reviewQuorum();
   }
 
   /** A primary that sees a newer primary is stale: it stops rather than split the brain. */
