@@ -27,6 +27,7 @@ const GUARDED = process.env.TANDEM_FUZZ_GUARDED === '1';
 const LINGER_MS = 150;
 /** Resident memory the broker may grow by over the run (its queues hold the fuzzers' messages). */
 const RSS_GROWTH_BOUND = 256 * 1024 * 1024;
+const MiB = (bytes: number): number => Math.round(bytes / 2 ** 20);
 
 afterAll(async () => {
   await killAllBrokers();
@@ -177,7 +178,7 @@ describe('frame fuzz', () => {
           conversations++;
           // A long run (bench/fuzz.mjs) says how far it is.
           if (FRAMES >= 100_000 && conversations % 2000 === 0) {
-            process.stderr.write(`frame fuzz: ${frames} frames, ${conversations} conversations, broker RSS ${rssOf(broker.pid) >> 20} MiB (peak ${rssMax >> 20})\n`);
+            process.stderr.write(`frame fuzz: ${frames} frames, ${conversations} conversations, broker RSS ${MiB(rssOf(broker.pid))} MiB (peak ${MiB(rssMax)})\n`);
           }
           await run(broker.port, c);
         }
@@ -190,7 +191,7 @@ describe('frame fuzz', () => {
     const figures = await probe.finish();
     const durable = await witness.finish();
     console.log(`phases: fuzz ${fuzzedAt - startedAt} ms, wind-down ${Date.now() - fuzzedAt} ms`);
-    const summary = { frames, conversations, probe: figures, rssStartMiB: rssStart >> 20, rssMaxMiB: rssMax >> 20, durableSent: durable.sent };
+    const summary = { frames, conversations, probe: figures, rssStartMiB: MiB(rssStart), rssMaxMiB: MiB(rssMax), durableSent: durable.sent };
     console.log(`frame fuzz: ${JSON.stringify(summary)}`);
     if (process.env.TANDEM_FUZZ_LOG) (await import('node:fs')).writeFileSync(process.env.TANDEM_FUZZ_LOG, broker.stdout + broker.stderr);
     expect(broker.alive, `broker exited (${broker.exitCode ?? broker.exitSignal}) after ${frames} frames: ${broker.stdout.slice(-4000)} ${broker.stderr.slice(-2000)}`).toBe(true);
