@@ -7,6 +7,7 @@ import { action, addBrokerOption, print, table, withBroker, type BrokerOption } 
 interface AddOptions extends BrokerOption {
   source: string;
   mode: string;
+  exchanges: string;
 }
 
 export function drCommands(program: Command): void {
@@ -17,10 +18,11 @@ export function drCommands(program: Command): void {
       .command('add <queue>')
       .description('replicate a queue from the primary cluster to this broker (passive until activated)')
       .requiredOption('--source <url>', 'every broker of the primary cluster: [user[/password]@]host:port,host:port')
-      .option('--mode <mode>', 'enqueue-and-dequeue (mirror) or enqueue-only', 'enqueue-and-dequeue'),
+      .option('--mode <mode>', 'enqueue-and-dequeue (mirror) or enqueue-only', 'enqueue-and-dequeue')
+      .option('--exchanges <names>', "exchanges binding the queue copied with it: comma-separated names, * wildcards; '' none", '*'),
   ).action(
     action(async (queue: string, o: AddOptions) => {
-      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode }))) as Record<string, unknown>;
+      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges }))) as Record<string, unknown>;
       print(o, r, () => `DR queue ${queue} added (${String(r.mode)} from ${String(r.source)})`);
     }),
   );

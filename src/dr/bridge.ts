@@ -154,7 +154,7 @@ export class DrBridge {
       // A reattached copy names what it holds, so the source sends only what it lacks; with too many gaps, a full copy.
       const fill = c?.fill && from > 0 ? idRanges(broker.queues.get(queue)?.ids() ?? []) : undefined;
       if (c?.fill && from > 0 && !fill) from = 0;
-      out.push({ queue, mode, from, epoch: c?.epoch ?? 1, ...(fill ? { fill } : {}) });
+      out.push({ queue, mode, from, epoch: c?.epoch ?? 1, exchanges: c?.exchanges ?? '*', ...(fill ? { fill } : {}) });
     }
     return out;
   }
@@ -333,7 +333,10 @@ export class DrBridge {
     const broker = this.host.broker;
     switch (m.kind) {
       case 'declares':
-        for (const e of m.entries ?? []) if (e.change.kind === 'queue-declare') this.ensureQueue(e.change.name, e.change.settings);
+        for (const e of m.entries ?? []) {
+          if (e.change.kind === 'queue-declare') this.ensureQueue(e.change.name, e.change.settings);
+          else this.applyTopology(e.change);
+        }
         return 0;
       case 'snapshot-begin': {
         this.state = 'snapshot';
@@ -434,6 +437,13 @@ export class DrBridge {
           }
           break;
         }
+        case 'exchange-declare':
+        case 'exchange-delete':
+        case 'bind':
+        case 'unbind':
+          // Topology is applied as it comes (each its own local change); redone after a restart, it changes nothing.
+          this.applyTopology(c);
+          break;
         case 'enqueue':
         case 'dequeue':
           op(c, e.lsn);
@@ -461,6 +471,37 @@ export class DrBridge {
   private record(queues: string[], lsn: number, time: number, ops: TxOp[], always = false): number {
     if (ops.length === 0 && !always) return 0;
     return this.host.broker.recordDr({ kind: 'dr-transaction', queues, lsn, time, changes: ops.map(keptCopy) }).lsn;
+  }
+
+  /** An exchange or binding of the source's that goes with our DR queues (see topology.ts). */
+  private applyTopology(c: Change): void {
+    const broker = this.host.broker;
+    try {
+      switch (c.kind) {
+        case 'exchange-declare':
+          if (!broker.exchanges.has(c.name)) {
+            // Durable whatever the source says, like the queues: bindings to them must survive a restart here.
+            const alternate = c.settings.alternateExchange && broker.exchanges.has(c.settings.alternateExchange) ? c.settings.alternateExchange : '';
+            broker.declareExchange(c.name, c.type, { ...c.settings, durable: true, alternateExchange: alternate });
+            this.host.log.info({ exchange: c.name, source: this.source }, "DR: created the exchange with the source's settings");
+          }
+          break;
+        case 'exchange-delete':
+          if (broker.exchanges.has(c.name) && !broker.exchanges.get(c.name)!.builtIn) broker.deleteExchange(c.name);
+          break;
+        case 'bind':
+          if (broker.exchanges.has(c.exchange) && broker.queues.has(c.queue) && this.stream.has(c.queue)) broker.bind(c.exchange, c.queue, c.key);
+          break;
+        case 'unbind':
+          if (broker.exchanges.get(c.exchange)?.hasBinding(c.queue, c.key) && this.stream.has(c.queue)) broker.unbind(c.exchange, c.queue, c.key);
+          break;
+        default:
+          break;
+      }
+    } catch (err) {
+      // An exchange still used here (an alternate exchange of a local queue): ours stays, the stream goes on.
+      this.host.log.warn({ change: c.kind, err: (err as Error).message }, 'DR: a topology change of the source was not applied here');
+    }
   }
 
   private ensureQueue(name: string, settings: QueueSettings): void {

@@ -10,11 +10,14 @@
 import { DR_MODES, type DrMode } from '../broker/changes.js';
 import { invalidArgument } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { normaliseExchangeFilter } from './topology.js';
 
 export interface DrQueueSpec {
   queue: string;
   source: string;
   mode: DrMode;
+  /** Which exchanges binding the queue are copied with it (src/dr/topology.ts). */
+  exchanges: string;
 }
 
 export function parseDrMode(value: unknown): DrMode {
@@ -49,9 +52,14 @@ export function parseDrLine(queue: string, value: unknown): DrQueueSpec {
     if (eq < 1) throw invalidArgument(`[dr] ${queue}: expected source=HOST:PORT,... mode=MODE, not '${part}'`);
     fields[part.slice(0, eq)] = part.slice(eq + 1);
   }
-  for (const k of Object.keys(fields)) if (k !== 'source' && k !== 'mode') throw invalidArgument(`[dr] ${queue}: unknown field '${k}' (known: source, mode)`);
+  for (const k of Object.keys(fields)) if (k !== 'source' && k !== 'mode' && k !== 'exchanges') throw invalidArgument(`[dr] ${queue}: unknown field '${k}' (known: source, mode, exchanges)`);
   if (!fields.source) throw invalidArgument(`[dr] ${queue}: source=HOST:PORT,HOST:PORT (every broker of the primary cluster) is required`);
-  return { queue, source: normaliseSource(fields.source), mode: fields.mode === undefined ? 'enqueue-and-dequeue' : parseDrMode(fields.mode) };
+  return {
+    queue,
+    source: normaliseSource(fields.source),
+    mode: fields.mode === undefined ? 'enqueue-and-dequeue' : parseDrMode(fields.mode),
+    exchanges: normaliseExchangeFilter(fields.exchanges),
+  };
 }
 
 /** A list of names in a management body: a JSON-ish list or a comma-separated string. */

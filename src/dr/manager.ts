@@ -13,6 +13,7 @@ import { displaySource, listOf, normaliseSource, parseDrMode, type DrQueueSpec }
 import { DR_ROLES, FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf, type DrRole } from './roles.js';
 import { DrFailback } from './failback.js';
 import { DrSwitchover } from './switchover.js';
+import { normaliseExchangeFilter } from './topology.js';
 
 /** A client connection, as far as DR needs it: its links to a queue can be detached. */
 export interface DrClient {
@@ -103,11 +104,11 @@ export class DrManager {
 
   // ---- operations ----------------------------------------------------------
 
-  add(queue: string, sourceText: string, modeText: unknown): DrQueueStatus {
+  add(queue: string, sourceText: string, modeText: unknown, exchangesText?: unknown): DrQueueStatus {
     if (typeof queue !== 'string' || queue === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'dr add needs a queue name');
     const source = normaliseSource(sourceText);
     const mode = parseDrMode(modeText ?? 'enqueue-and-dequeue');
-    this.configure(queue, source, mode, 'runtime');
+    this.configure(queue, source, mode, normaliseExchangeFilter(exchangesText), 'runtime');
     this.syncBridges();
     return this.statusOf(queue);
   }
@@ -190,9 +191,9 @@ export class DrManager {
     return this.bridges.get(source)?.queueStatus(queue).pos;
   }
 
-  list(): Array<{ queue: string; source: string; mode: DrMode; state: string; role: DrRole; epoch: number }> {
+  list(): Array<{ queue: string; source: string; mode: DrMode; state: string; role: DrRole; epoch: number; exchanges: string }> {
     const followed = this.host.followed();
-    return [...this.host.broker.drQueues].map(([queue, c]) => ({ queue, source: displaySource(c.source), mode: c.mode, state: c.state, role: roleOf(c, followed.has(queue)), epoch: c.epoch }));
+    return [...this.host.broker.drQueues].map(([queue, c]) => ({ queue, source: displaySource(c.source), mode: c.mode, state: c.state, role: roleOf(c, followed.has(queue)), epoch: c.epoch, exchanges: c.exchanges }));
   }
 
   /** Every DR queue here, and every queue a bridge of another site follows here. */
@@ -297,7 +298,7 @@ export class DrManager {
       if (typeof q !== 'string' || q === '' || q === 'broker') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queue');
       return q;
     };
-    m.register('DR-ADD', (_t, name, body) => ({ ...this.add(queueOf(name, body), body.source as string, body.mode) }));
+    m.register('DR-ADD', (_t, name, body) => ({ ...this.add(queueOf(name, body), body.source as string, body.mode, body.exchanges) }));
     m.register('DR-DEL', (_t, name, body) => ({ ...this.del(queueOf(name, body)) }));
     m.register('DR-LIST', () => ({ queues: this.list() }));
     m.register('DR-STATUS', (_t, _name, body) => {
@@ -311,7 +312,7 @@ export class DrManager {
 
   // ---- internals -----------------------------------------------------------
 
-  private configure(queue: string, source: string, mode: DrMode, origin: 'runtime' | 'config'): void {
+  private configure(queue: string, source: string, mode: DrMode, exchanges: string, origin: 'runtime' | 'config'): void {
     const broker = this.host.broker;
     const existing = broker.drQueues.get(queue);
     if (existing && existing.state !== 'passive' && existing.state !== 'active') {
@@ -324,19 +325,19 @@ export class DrManager {
       }
       throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${queue}' was activated and serves clients; 'tandem dr del ${queue}' first to replicate it again`);
     }
-    if (existing && existing.source === source && existing.mode === mode) return;
+    if (existing && existing.source === source && existing.mode === mode && existing.exchanges === exchanges) return;
     if (!existing || existing.source !== source) {
       // A new source: positions of another cluster's log mean nothing here (first, so a crash between leaves no stale position).
       broker.recordDr({ kind: 'dr-transaction', queues: [queue], lsn: 0, time: 0, changes: [] });
     }
-    broker.recordDr(drRoleChange(queue, { ...FRESH_ROLE, ...(existing ?? {}), source, mode, state: 'passive' }));
-    this.host.log.info({ queue, source: displaySource(source), mode, origin }, 'DR: queue configured for replication');
+    broker.recordDr(drRoleChange(queue, { ...FRESH_ROLE, ...(existing ?? {}), source, mode, exchanges, state: 'passive' }));
+    this.host.log.info({ queue, source: displaySource(source), mode, exchanges, origin }, 'DR: queue configured for replication');
   }
 
   private applyConfigFile(): void {
     for (const spec of this.host.configured) {
       try {
-        this.configure(spec.queue, spec.source, spec.mode, 'config');
+        this.configure(spec.queue, spec.source, spec.mode, spec.exchanges, 'config');
       } catch (err) {
         this.host.log.error({ queue: spec.queue, err: (err as Error).message }, 'DR: [dr] entry not applied');
       }

@@ -39,6 +39,8 @@ export interface DrRequestQueue {
    * (the messages its old site consumed after the divergence point), then the log.
    */
   fill?: number[];
+  /** Which exchanges binding it travel with it (src/dr/topology.ts; absent: none, as older bridges expect). */
+  exchanges?: string;
 }
 
 /** Ranges a fill request may carry (a copy with more gaps than this starts over with a snapshot). */
@@ -129,7 +131,7 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
   const list = JSON.parse(raw) as DrRequestQueue[];
   if (!Array.isArray(list)) throw new Error(`link property ${DrProps.queues} must be a JSON list`);
   for (const q of list) {
-    const epochOk = q?.epoch === undefined || (Number.isSafeInteger(q.epoch) && q.epoch >= 1);
+    const epochOk = (q?.epoch === undefined || (Number.isSafeInteger(q.epoch) && q.epoch >= 1)) && (q?.exchanges === undefined || (typeof q.exchanges === 'string' && q.exchanges.length <= 4096));
     if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0 || !epochOk || !fillOk(q.fill)) {
       throw new Error(`bad DR queue request ${JSON.stringify(q)}`);
     }

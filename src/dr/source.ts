@@ -19,6 +19,7 @@ import { DR_ADDRESS, DrProps, encodeDrMessage, inRanges, parseRequest, type DrRe
 import { displaySource } from './config.js';
 import { peekQueueChange } from './record-peek.js';
 import { epochOf, roleOf } from './roles.js';
+import { exchangeDeclare, exchangeMatcher, topologyOf } from './topology.js';
 import { DrSnapshotReader, type KeepingJournal } from './snapshot.js';
 
 const BATCH_RECORDS = 256;
@@ -65,7 +66,7 @@ export class DrSource implements ChangeSink {
     this.headLsn = entry.lsn;
     this.headTime = Date.now();
     const k = entry.change.kind;
-    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete') {
+    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete' || k === 'bind' || k === 'unbind' || k === 'exchange-delete') {
       this.window.push(entry, this.headTime);
       if (k === 'enqueue' || k === 'transaction') for (const s of this.streams) s.noteChange(entry.change);
     }
@@ -181,7 +182,7 @@ function refuse(sender: Sender, condition: string, description: string): void {
 /** One bridge's link: declares, the copies it needs, then the window, by credit. */
 export class DrStream {
   closed = false;
-  private readonly queues = new Map<string, { mode: DrRequestQueue['mode']; from: number }>();
+  private readonly queues = new Map<string, { mode: DrRequestQueue['mode']; from: number; exchanges: (name: string) => boolean }>();
   private declares: LoggedChange[] | undefined;
   /** A reattached copy's missing messages, sent before the log (see DrRequestQueue.fill). */
   private fill: Array<{ queue: string; ids: number[]; next: number; sent: number }> | undefined;
@@ -214,13 +215,16 @@ export class DrStream {
         reasons.push(`${r.queue}: the secondary is at ${from}, older than the retained log (from ${window.coversFromLsn})`);
       }
       if (snapQueues.includes(r.queue)) from = head;
-      this.queues.set(r.queue, { mode: r.mode, from });
+      this.queues.set(r.queue, { mode: r.mode, from, exchanges: exchangeMatcher(r.exchanges ?? '') });
     }
-    this.declares = [];
+    // Exchanges before the queues (a queue's alternate exchange must exist when it is created), bindings after.
+    const topology = topologyOf(broker, new Map([...this.queues].map(([q, s]) => [q, s.exchanges])));
+    this.declares = [...topology.exchanges];
     for (const r of request) {
       const q = broker.queues.get(r.queue);
       if (q) this.declares.push({ lsn: 0, durable: true, change: { kind: 'queue-declare', name: q.name, settings: q.settings } });
     }
+    this.declares.push(...topology.bindings);
     if (snapQueues.length > 0) {
       // An enqueue-only secondary sees every enqueue: its copy keeps what consumers take before the reading gets there.
       const keepDequeued = new Set(snapQueues.filter((q) => this.queues.get(q)?.mode === 'enqueue-only'));
@@ -302,9 +306,9 @@ export class DrStream {
         if (lsn > src.safeLsn) break;
         const record = this.filtered(this.cursor, lsn);
         lastSeq = this.cursor++;
-        if (record) {
-          records.push(record);
-          bytes += record.length;
+        for (const r of record === undefined ? [] : Array.isArray(record) ? record : [record]) {
+          records.push(r);
+          bytes += r.length;
         }
       }
       if (lastSeq < 0) break;
@@ -427,12 +431,21 @@ export class DrStream {
    * for it). Enqueues and dequeues, nearly all of the log, are filtered on their
    * queue name and sent as the window holds them: no decode, no encode.
    */
-  private filtered(seq: number, lsn: number): Buffer | undefined {
+  private filtered(seq: number, lsn: number): Buffer | Buffer[] | undefined {
     const w = this.source.window;
     const record = w.recordAt(seq) as Buffer;
     const peeked = peekQueueChange(record);
     if (peeked) return this.wants(peeked.queue, lsn, peeked.dequeue) ? record : undefined;
     const entry = (w.at(seq) as Stamped).entry;
+    const c = entry.change;
+    if (c.kind === 'bind' || c.kind === 'unbind') {
+      const q = this.queues.get(c.queue);
+      if (!q || lsn <= q.from || !q.exchanges(c.exchange)) return undefined;
+      // The secondary may not have the exchange yet: its declare (as it is now) goes first.
+      const declare = c.kind === 'bind' ? exchangeDeclare(this.source.opts.broker, c.exchange) : undefined;
+      return declare ? [encodeChange(declare), record] : record;
+    }
+    if (c.kind === 'exchange-delete') return [...this.queues.values()].some((q) => lsn > q.from && q.exchanges(c.name)) ? record : undefined;
     const f = this.filter(entry);
     if (!f) return undefined;
     return f === entry ? record : encodeChange(f);

@@ -69,7 +69,7 @@ describe('DR basics', () => {
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/mirror\s+passive copy\s+1\s+connected/);
     const list = await dr('list', '--json');
-    expect(JSON.parse(list.stdout)).toContainEqual({ queue: 'log', source: primary.url, mode: 'enqueue-only', state: 'passive', role: 'passive copy', epoch: 1 });
+    expect(JSON.parse(list.stdout)).toContainEqual({ queue: 'log', source: primary.url, mode: 'enqueue-only', state: 'passive', role: 'passive copy', epoch: 1, exchanges: '*' });
   });
 
   it('DR - a restarted secondary resumes where it was: no loss, no duplicates', async () => {
