@@ -513,7 +513,10 @@ export class DrBridge {
     }
     // Journaled and HA-replicated whatever the source says: the DR position and contents must agree after a restart or failover.
     const alternate = settings.alternateExchange && broker.exchanges.has(settings.alternateExchange) ? settings.alternateExchange : '';
-    broker.declareQueue(name, { ...settings, durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
+    // A source queue without a duplicate-detection window gets this broker's default one (tandemd.conf dedup-window).
+    const d = settings.dedupWindow > 0 ? settings : broker.queueDefaults;
+    const dedup = { dedupWindow: d.dedupWindow, dedupTtlMs: d.dedupTtlMs, dedupKey: d.dedupKey };
+    broker.declareQueue(name, { ...settings, ...dedup, durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
     this.host.log.info({ queue: name, source: this.source }, "DR: created the queue with the source's settings");
   }
 }
