@@ -128,11 +128,7 @@ async function filler({ port, queue, count, seconds }) {
 // ---- driver -----------------------------------------------------------------------------------
 async function main(lib) {
   const { benchDir, buildTandem, freePort, launcherNodeOptions, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, tempDir, tmpBase, waitQuiet } = lib;
-  const num = (name, def, min, max) => {
-    const v = Number(process.env[name] ?? def);
-    if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
-    return v;
-  };
+  const num = lib.envNumber;
   const DURATION = num('BENCH_DURATION', 8, 1, 20);
   const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
   const FAILOVERS = num('BENCH_HA_FAILOVERS', 4, 1, 5);

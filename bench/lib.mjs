@@ -16,6 +16,13 @@ const execFileP = promisify(execFile);
 export const log = (...a) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${a.join(' ')}\n`);
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** A number from the environment (or `def`), refused unless within [min, max]. */
+export function envNumber(name, def, min, max) {
+  const v = Number(process.env[name] ?? def);
+  if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
+  return v;
+}
+
 // ---- cleanup registry ----------------------------------------------------------------
 const cleanups = [];
 /** Register a synchronous last-resort cleanup (runs on exit, signals, crashes). */
@@ -170,9 +177,10 @@ export function launcherNodeOptions(entry) {
   return m ? m[1].trim().split(/\s+/) : [];
 }
 
-export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTimeoutMs = 20_000 }) {
+/** `port`: 0 picks one; `args`: more tandemd options (cluster, dedup defaults). */
+export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTimeoutMs = 20_000, port: fixedPort = 0, args = [] }) {
   const t0 = performance.now();
-  const proc = spawn(process.execPath, [...launcherNodeOptions(entry), ...nodeArgs, entry, '--port', '0', '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn'], {
+  const proc = spawn(process.execPath, [...launcherNodeOptions(entry), ...nodeArgs, entry, '--port', String(fixedPort), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args], {
     cwd: cwd ?? dirname(dataDir),
     env: { ...process.env, NOTIFY_SOCKET: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -204,6 +212,12 @@ export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTi
     listenMs: performance.now() - t0,
     loadArgs: [],
     stderr: () => err,
+    dataDir,
+    async kill9() {
+      killPid(proc.pid);
+      await exited;
+      unregister();
+    },
     async stop() {
       killPid(proc.pid, 'SIGTERM');
       const done = await Promise.race([exited, sleep(20_000).then(() => undefined)]);

@@ -16,6 +16,8 @@ import { parseArgs } from 'node:util';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 
 const nowUs = () => Number(process.hrtime.bigint()) / 1000;
+/** Unique per thread and run: message-ids never repeat across loads on one broker. */
+const runId = randomBytes(6).toString('hex');
 
 // ---- latency histogram: log buckets, 1% wide, 1 µs .. ~100 s; mergeable ---------
 const H_BASE = Math.log(1.01);
@@ -45,6 +47,7 @@ const optionSpecs = {
   'recv-address': { type: 'string', default: '{q}', help: 'receiver source address; {q} is the queue (RabbitMQ 3.10: /queue/{q})' },
   'terminus-durable': { type: 'boolean', default: false, help: 'ask for a durable terminus (durable=2); RabbitMQ then declares a durable queue' },
   durable: { type: 'boolean', default: false, help: 'send messages with header durable=true' },
+  'message-id': { type: 'boolean', default: false, help: 'give every message a unique message-id (what a broker-side duplicate-detection window keys on)' },
   senders: { type: 'string', default: '1', help: 'sender threads (one connection each)' },
   receivers: { type: 'string', default: '', help: 'receiver threads (default: same as --senders)' },
   duration: { type: 'string', default: '10', help: 'seconds of sending (bounded; ignored if --count is set)' },
@@ -95,6 +98,7 @@ function readOptions() {
     recvAddress: o['recv-address'],
     terminusDurable: o['terminus-durable'],
     durable: o.durable,
+    messageId: o['message-id'],
     senders,
     receivers: o.receivers === '' ? senders : int('receivers', 1),
     duration: Math.min(int('duration', 0.1), 600),
@@ -193,7 +197,7 @@ async function runSender(rhea, o, id) {
     let allowed = Infinity;
     if (perSenderRate > 0) allowed = Math.floor(((t - startUs) / 1e6) * perSenderRate) + 1;
     while (inflight < o.window && sender.sendable() && seq < allowed && (o.count === 0 || seq < o.count)) {
-      const d = sender.send({ durable: o.durable, application_properties: { s: id, n: seq, t: nowUs() }, body });
+      const d = sender.send({ durable: o.durable, ...(o.messageId ? { message_id: `${runId}:${id}:${seq}` } : {}), application_properties: { s: id, n: seq, t: nowUs() }, body });
       d.bench_seq = seq;
       seq++;
       inflight++;

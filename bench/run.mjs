@@ -12,7 +12,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, run, runLoad,
+  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, run, runLoad,
   startRabbit, startTandem, straceSyncs, tempDir, tmpBase, tryRun, waitQuiet,
 } from './lib.mjs';
 
@@ -27,11 +27,7 @@ async function quietMoment() {
   return q;
 }
 
-const num = (name, def, min, max) => {
-  const v = Number(process.env[name] ?? def);
-  if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
-  return v;
-};
+const num = envNumber;
 const DURATION = num('BENCH_DURATION', 10, 1, 20);
 const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
 const STRACE_DURATION = num('BENCH_STRACE_DURATION', 5, 1, 20);

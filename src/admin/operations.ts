@@ -131,6 +131,21 @@ export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs
   }
 }
 
+/** Change what an existing entity allows changing: a queue's duplicate-detection window. */
+export function update(ctx: AdminContext, type: EntityType, name: unknown, attrs: Attributes): Attributes {
+  const { broker } = ctx;
+  if (type !== 'queue') throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `${type} cannot be updated`);
+  const args = withoutKeys(attrs, ['name', 'type']);
+  const other = Object.keys(args).filter((k) => !/dedup/.test(k));
+  if (other.length > 0) throw invalidArgument(`only a queue's dedup-window, dedup-ttl and dedup-key can be changed, not ${other.join(', ')}`);
+  const queue = broker.queue(requireName(name, type));
+  // What is not given stays as it is (turning the window off drops its ttl and key too).
+  const off = Object.entries(args).some(([k, v]) => /dedup-window$/.test(k) && Number(v) === 0);
+  const current = off ? {} : { 'qpid.dedup-window': queue.settings.dedupWindow, 'qpid.dedup-ttl': `${queue.settings.dedupTtlMs}ms`, 'qpid.dedup-key': queue.settings.dedupKey };
+  const s = parseQueueSettings({ ...current, ...args });
+  return describeQueue(broker, broker.setQueueDedup(queue.name, s));
+}
+
 export function read(ctx: AdminContext, type: EntityType, name: unknown): Attributes {
   const { broker } = ctx;
   switch (type) {

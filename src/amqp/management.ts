@@ -4,7 +4,7 @@
 // authenticated as an admin identity may use it.
 import rhea from 'rhea';
 import { TandemError, invalidArgument } from '../broker/errors.js';
-import { create, entityType, purge, query, read, remove, type AdminContext, type Attributes } from '../admin/operations.js';
+import { create, entityType, purge, query, read, remove, update, type AdminContext, type Attributes } from '../admin/operations.js';
 import type { Logger } from '../ops/log.js';
 import { decodeMessage } from './lazy-message.js';
 import { parseIncoming } from './message-codec.js';
@@ -121,6 +121,8 @@ export class ManagementNode {
         return create(this.ctx, entityType(request.type), request.name, request.body);
       case 'READ':
         return read(this.ctx, entityType(request.type), request.name);
+      case 'UPDATE':
+        return update(this.ctx, entityType(request.type), request.name, request.body);
       case 'DELETE':
         return remove(this.ctx, entityType(request.type), request.name, request.body);
       case 'QUERY': {
@@ -133,7 +135,7 @@ export class ManagementNode {
       default:
         throw new TandemError(
           'TANDEM_ERR_NOT_IMPLEMENTED',
-          `unknown operation '${op}'; known: CREATE, READ, DELETE, QUERY, PURGE${this.extra.size ? ', ' + [...this.extra.keys()].join(', ') : ''}`,
+          `unknown operation '${op}'; known: CREATE, READ, UPDATE, DELETE, QUERY, PURGE${this.extra.size ? ', ' + [...this.extra.keys()].join(', ') : ''}`,
         );
     }
   }

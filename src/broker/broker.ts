@@ -223,6 +223,15 @@ export class Broker implements QueueHost {
     return { queue, created: true };
   }
 
+  /** Set an existing queue's duplicate-detection window (`tandem queue set`): one logged change. */
+  setQueueDedup(name: string, s: Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'>): Queue {
+    const queue = this.queue(name);
+    const change: Change = { kind: 'queue-dedup', name, dedupWindow: s.dedupWindow, dedupTtlMs: s.dedupTtlMs, dedupKey: s.dedupKey };
+    this.log.record(change, queue.settings.durable);
+    queue.changeDedup(s, this.now());
+    return queue;
+  }
+
   deleteQueue(name: string, options: { ifEmpty?: boolean; ifUnused?: boolean } = {}): number {
     const queue = this.queue(name);
     if (options.ifEmpty && queue.depth > 0) {
@@ -531,6 +540,9 @@ export class Broker implements QueueHost {
         break;
       case 'dedup-keys':
         this.queues.get(change.queue)?.dedup?.addRows(change.rows, this.now());
+        break;
+      case 'queue-dedup':
+        this.queues.get(change.name)?.changeDedup(change, this.now());
         break;
       case 'transaction':
         for (const op of change.changes) this.applyChange(op, lsn, durable);

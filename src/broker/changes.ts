@@ -88,6 +88,8 @@ export type Change =
   | { kind: 'dequeue'; queue: string; id: number }
   /** A committed transaction: its enqueues and dequeues, applied as one unit. */
   | { kind: 'transaction'; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
+  /** An existing queue's duplicate-detection settings changed (`tandem queue set`). */
+  | { kind: 'queue-dedup'; name: string; dedupWindow: number; dedupTtlMs: number; dedupKey: string }
   /**
    * A queue's duplicate-detection window as rows (DedupWindow.rows): an HA
    * snapshot carries it, so a new backup refuses what the primary refused.

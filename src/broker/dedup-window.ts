@@ -66,7 +66,7 @@ export class DedupWindow {
   /** The key's entry if it is in the window (and not older than the ttl at `now`). */
   find(digest: Uint8Array, now: number): DedupHit | undefined {
     this.evictExpired(now);
-    const slot = this.lookup(digest);
+    const slot = this.lookup(digest, 0);
     if (slot < 0) return undefined;
     return { lsn: this.lsns[slot]!, durable: (this.flags[slot]! & F_DURABLE) !== 0 };
   }
@@ -77,14 +77,19 @@ export class DedupWindow {
    */
   add(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
     if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
+    return this.addAt(digest, 0, at, lsn, durable, now);
+  }
+
+  /** add() of the digest at `offset` in `buf` (no view made per key: a restart loads millions). */
+  private addAt(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean, now: number): boolean {
     this.evictExpired(now);
     if (this.ttlMs > 0 && at + this.ttlMs <= now) return false; // already too old to matter
-    if (this.lookup(digest) >= 0) return false;
+    if (this.lookup(buf, offset) >= 0) return false;
     if (this.count === this.limit) this.evictOldest('count');
     if (this.count === this.cap) this.grow();
     const slot = (this.head + this.count) % this.cap;
-    const words = wordsOf(digest);
-    this.keys.set(words, slot * WORDS);
+    const k = slot * WORDS;
+    for (let w = 0; w < WORDS; w++) this.keys[k + w] = word(buf, offset + w * 4);
     this.at[slot] = at;
     this.lsns[slot] = lsn;
     this.flags[slot] = durable ? F_DURABLE : 0;
@@ -95,11 +100,25 @@ export class DedupWindow {
 
   /** Take a key back out (its publish failed): a resend must get in. */
   remove(digest: Uint8Array): boolean {
-    const slot = this.lookup(digest);
+    const slot = this.lookup(digest, 0);
     if (slot < 0) return false;
     this.flags[slot]! |= F_REMOVED;
     this.deleteIndex(slot);
     return true;
+  }
+
+  /** The same keys (flags and LSNs too) in a window of other bounds: the oldest beyond its limit or age leave. */
+  resized(limit: number, ttlMs: number, now: number): DedupWindow {
+    const out = new DedupWindow(limit, ttlMs);
+    const key = Buffer.allocUnsafe(DEDUP_DIGEST_BYTES);
+    for (let i = 0; i < this.count; i++) {
+      const slot = (this.head + i) % this.cap;
+      const f = this.flags[slot]!;
+      if (f & F_REMOVED) continue;
+      for (let w = 0; w < WORDS; w++) key.writeUInt32LE(this.keys[slot * WORDS + w]!, w * 4);
+      out.add(key, this.at[slot]!, this.lsns[slot]!, (f & F_DURABLE) !== 0, now);
+    }
+    return out;
   }
 
   /** Drop keys older than the ttl. */
@@ -133,10 +152,13 @@ export class DedupWindow {
   addRows(rows: Buffer, now: number, fromLsn = 0): number {
     if (rows.length % DEDUP_ROW_BYTES !== 0) throw new RangeError(`dedup window rows of ${rows.length} bytes are not whole rows of ${DEDUP_ROW_BYTES}`);
     let added = 0;
+    // Sized once for what comes, not doubled (and rehashed) on the way.
+    const wanted = Math.min(this.limit, this.count + rows.length / DEDUP_ROW_BYTES);
+    if (wanted > this.cap) this.grow(wanted);
     for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
       const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
       if (lsn < fromLsn) continue;
-      if (this.add(rows.subarray(at, at + DEDUP_DIGEST_BYTES), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
+      if (this.addAt(rows, at, rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
     }
     return added;
   }
@@ -156,16 +178,18 @@ export class DedupWindow {
     return this.keys[slot * WORDS]! & this.mask;
   }
 
-  private lookup(digest: Uint8Array): number {
+  private lookup(buf: Uint8Array, offset: number): number {
     if (this.cap === 0) return -1;
-    const words = wordsOf(digest);
+    const w0 = word(buf, offset);
+    const w1 = word(buf, offset + 4);
+    const w2 = word(buf, offset + 8);
+    const w3 = word(buf, offset + 12);
     // Bounded: the index is at most half full, so an empty position comes.
-    for (let i = words[0]! & this.mask; ; i = (i + 1) & this.mask) {
+    for (let i = w0 & this.mask; ; i = (i + 1) & this.mask) {
       const v = this.index[i]!;
       if (v === 0) return -1;
-      const slot = v - 1;
-      const k = slot * WORDS;
-      if (this.keys[k] === words[0] && this.keys[k + 1] === words[1] && this.keys[k + 2] === words[2] && this.keys[k + 3] === words[3]) return slot;
+      const k = (v - 1) * WORDS;
+      if (this.keys[k] === w0 && this.keys[k + 1] === w1 && this.keys[k + 2] === w2 && this.keys[k + 3] === w3) return v - 1;
     }
   }
 
@@ -198,8 +222,8 @@ export class DedupWindow {
     this.index[i] = 0;
   }
 
-  private grow(): void {
-    const cap = Math.min(this.limit, Math.max(FIRST_CAPACITY, this.cap * 2));
+  private grow(atLeast = 0): void {
+    const cap = Math.min(this.limit, Math.max(FIRST_CAPACITY, this.cap * 2, atLeast));
     const keys = new Uint32Array(cap * WORDS);
     const at = new Float64Array(cap);
     const lsns = new Float64Array(cap);
@@ -225,11 +249,7 @@ export class DedupWindow {
   }
 }
 
-const scratch = new Uint32Array(WORDS);
-const scratchBytes = new Uint8Array(scratch.buffer);
-
-/** The digest as four 32-bit words (little endian, as rows() writes them). */
-function wordsOf(digest: Uint8Array): Uint32Array {
-  scratchBytes.set(digest.subarray(0, DEDUP_DIGEST_BYTES));
-  return scratch;
+/** The little-endian 32-bit word at `at` (as rows() writes the digest's words). */
+function word(b: Uint8Array, at: number): number {
+  return (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
 }

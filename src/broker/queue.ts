@@ -87,12 +87,13 @@ export class Queue {
   enqueued = 0;
   dequeued = 0;
   /** Duplicate detection (settings.dedupWindow > 0): the keys, and what became of messages. */
-  readonly dedup: DedupWindow | undefined;
+  dedup: DedupWindow | undefined;
   readonly dedupCounts = { duplicates: 0, withoutKey: 0, invalidKey: 0 };
 
   constructor(
     readonly name: string,
-    readonly settings: QueueSettings,
+    /** Replaced (never changed in place: the log may hold the object) by changeDedup. */
+    public settings: QueueSettings,
     private readonly host: QueueHost,
   ) {
     this.dedup = settings.dedupWindow > 0 ? new DedupWindow(settings.dedupWindow, settings.dedupTtlMs) : undefined;
@@ -191,6 +192,15 @@ export class Queue {
       if (!level) return;
       this.removeRow(level, level.first(), 'ring');
     }
+  }
+
+  /** New duplicate-detection settings: the keys held stay, within the new bounds. */
+  changeDedup(s: Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'>, now: number): void {
+    this.settings = { ...this.settings, dedupWindow: s.dedupWindow, dedupTtlMs: s.dedupTtlMs, dedupKey: s.dedupKey };
+    const old = this.dedup;
+    if (s.dedupWindow === 0) this.dedup = undefined;
+    else if (old) this.dedup = old.resized(s.dedupWindow, s.dedupTtlMs, now);
+    else this.dedup = new DedupWindow(s.dedupWindow, s.dedupTtlMs);
   }
 
   /** Add a message (already recorded in the log). A PagedMessage becomes a paged row. */

@@ -85,6 +85,24 @@ export function queueCommands(program: Command): void {
     }),
   );
 
+  addBrokerOption(
+    queue
+      .command('set <name>')
+      .description("change an existing queue's duplicate-detection window (the keys it holds stay, within the new bounds)")
+      .option('--dedup-window <n>', 'keys of the last n messages (0: off)')
+      .option('--dedup-ttl <duration>', 'keep keys at most this long (0: no age limit)')
+      .option('--dedup-key <property>', "key: this application property ('' or message-id: the message-id)"),
+  ).action(
+    action(async (name: string, o: BrokerOption & { dedupWindow?: string; dedupTtl?: string; dedupKey?: string }) => {
+      const body: Record<string, unknown> = {};
+      if (o.dedupWindow !== undefined) body['qpid.dedup-window'] = o.dedupWindow;
+      if (o.dedupTtl !== undefined) body['qpid.dedup-ttl'] = o.dedupTtl;
+      if (o.dedupKey !== undefined) body['qpid.dedup-key'] = o.dedupKey;
+      const updated = await withBroker(o, (c) => c.request('UPDATE', 'queue', name, body));
+      print(o, updated, () => `queue '${name}' updated`);
+    }),
+  );
+
   addBrokerOption(queue.command('list').description('list queues with depth and consumers')).action(
     action(async (o: BrokerOption) => {
       const rows = rowsOf(await withBroker(o, (c) => c.request('QUERY', 'queue', undefined)));

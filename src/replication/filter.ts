@@ -52,6 +52,8 @@ export class ReplicationFilter {
         this.exchanges.delete(change.name);
         return level === 'none' ? undefined : change;
       }
+      case 'queue-dedup':
+        return this.queueLevel(change.name) !== 'none' ? change : undefined;
       case 'bind':
       case 'unbind':
         return (this.exchanges.get(change.exchange) ?? 'none') !== 'none' && this.queueLevel(change.queue) !== 'none' ? change : undefined;

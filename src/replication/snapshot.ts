@@ -13,6 +13,10 @@
 import { bindingDurable, drRoleChange, messageDurable, type Broker } from '../broker/broker.js';
 import type { Change } from '../broker/changes.js';
 import { copyMessage } from '../broker/paged-message.js';
+import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
+
+/** Keys per dedup-keys record of a snapshot. */
+const DEDUP_SNAPSHOT_ROWS = 65_536;
 
 /**
  * One record of a snapshot. `durable` as the primary's journal has it, so a backup
@@ -55,7 +59,13 @@ export function snapshotOf(broker: Broker): SnapshotSource {
   const full = queues.filter((q) => levelOf(q.settings) === 'all');
   // Windows copied now, not lazily: a key must be in the backup's window exactly
   // when its enqueue is at or before the snapshot point (the live stream brings the rest).
-  for (const q of full) if (q.dedup) config.push({ change: { kind: 'dedup-keys', queue: q.name, rows: q.dedup.rows() }, durable: q.settings.durable });
+  // In pieces, so no stream message grows with the window (2 MiB each).
+  for (const q of full) {
+    if (!q.dedup) continue;
+    const rows = q.dedup.rows();
+    const piece = DEDUP_SNAPSHOT_ROWS * DEDUP_ROW_BYTES;
+    for (let at = 0; at < rows.length; at += piece) config.push({ change: { kind: 'dedup-keys', queue: q.name, rows: rows.subarray(at, at + piece) }, durable: q.settings.durable });
+  }
   const messages = full.reduce((n, q) => n + q.depth, 0);
   function* records(): Generator<SnapshotRecord> {
     yield* config;

@@ -136,6 +136,8 @@ export class LiveIndex {
   private newestRec: DiskRecord | undefined;
   private readonly drPositionRecs = new Map<string, DiskRecord>();
   private readonly drQueueRecs = new Map<string, DiskRecord>();
+  /** The newest duplicate-detection settings change per queue, live until the queue is deleted or declared again. */
+  private readonly queueDedupRecs = new Map<string, DiskRecord>();
   epoch = 0;
   reservedUpTo = 0;
   /** Highest message id ever applied (the broker continues above it). */
@@ -175,6 +177,7 @@ export class LiveIndex {
           if (q.messages.length === 0 && q.declares.length === 0) this.queues.delete(body.name);
         }
         for (const [k, b] of this.bindings) if (b.queue === body.name && b.rec.lsn < lsn) this.unbind(k, home.seg);
+        this.killQueueDedup(body.name, lsn, home.seg);
         break;
       }
       case 'exchange-declare': {
@@ -242,6 +245,15 @@ export class LiveIndex {
           for (const q of body.queues) this.keepNewest(this.drPositionRecs, q, rec);
           if (rec.liveRefs === 0) this.records.delete(lsn);
         }
+        break;
+      }
+      case 'queue-dedup': {
+        if (this.duplicate(lsn, home)) break;
+        // Older than the queue's declare: it was about an earlier queue of that name.
+        if ((this.queues.get(body.name)?.declaredAt ?? Infinity) > lsn) break;
+        const rec = this.record(lsn, body, home);
+        this.keepNewest(this.queueDedupRecs, body.name, rec);
+        if (rec.liveRefs === 0) this.records.delete(lsn);
         break;
       }
       case 'dr-queue':
@@ -623,7 +635,7 @@ export class LiveIndex {
     for (const q of this.queues.values()) all.push(...q.declares);
     for (const list of this.exchanges.values()) all.push(...list);
     for (const b of this.bindings.values()) all.push(b.rec);
-    all.push(...this.drPositionRecs.values(), ...this.drQueueRecs.values());
+    all.push(...this.drPositionRecs.values(), ...this.drQueueRecs.values(), ...this.queueDedupRecs.values());
     for (const rec of all) {
       if (!rec || rec.liveRefs <= 0 || seen.has(rec)) continue;
       seen.add(rec);
@@ -723,7 +735,16 @@ export class LiveIndex {
   /** A declare of a queue that exists: the broker drops the old queue (messages, bindings) and makes a new one. */
   private replaceQueue(q: QueueState | undefined, rec: DiskRecord, name: string): void {
     if (q) this.dropQueueState(q, rec.home.seg, rec.lsn);
+    this.killQueueDedup(name, rec.lsn, rec.home.seg);
     for (const [k, b] of this.bindings) if (b.queue === name && b.rec.lsn < rec.lsn) this.unbind(k, rec.home.seg);
+  }
+
+  /** A queue's dedup settings change dies with the queue (a delete, or a declare that replaces it). */
+  private killQueueDedup(name: string, lsn: number, killerSeg: number): void {
+    const d = this.queueDedupRecs.get(name);
+    if (!d || d.lsn > lsn) return;
+    this.queueDedupRecs.delete(name);
+    this.kill(d, killerSeg);
   }
 
   private keepNewest(map: Map<string, DiskRecord>, key: string, rec: DiskRecord): void {

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { runPython } from '../helpers/python.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
-import { manage } from '../helpers/tandem-cli.js';
+import { manage, tandem } from '../helpers/tandem-cli.js';
 
 const ids = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `m-${from + i}`);
 const messages = (list: string[]) => list.map((id) => ({ message_id: id, body: id, durable: true }));
@@ -76,17 +76,39 @@ describe('dedup - standalone broker', () => {
     const broker = await TestBroker.start();
     await manage(broker.port, 'CREATE', 'queue', 'orders', { durable: true, 'qpid.dedup-window': 1000 });
     const url = `127.0.0.1:${broker.port}`;
-    expect(await runPython('dedup_tx_send.py', [url, 'orders', 'rollback', 't1,t2'])).toMatchObject({ aborted: true });
+    expect(await runPython('tx_send.py', [url, 'orders', 'rollback', 'ids=t1,t2'])).toMatchObject({ aborted: true });
     expect((await show(broker.port)).depth).toBe(0);
-    expect(await runPython('dedup_tx_send.py', [url, 'orders', 'commit', 't1,t1,t2'])).toMatchObject({ committed: true });
-    expect(await runPython('dedup_tx_send.py', [url, 'orders', 'commit', 't2,t1'])).toMatchObject({ committed: true });
+    expect(await runPython('tx_send.py', [url, 'orders', 'commit', 'ids=t1,t1,t2'])).toMatchObject({ committed: true });
+    expect(await runPython('tx_send.py', [url, 'orders', 'commit', 'ids=t2,t1'])).toMatchObject({ committed: true });
     expect(await send(broker.port, ['t1'])).toEqual(['accepted']);
     await broker.kill();
     const again = await TestBroker.start({ dataDir: broker.dataDir });
-    expect(await runPython('dedup_tx_send.py', [`127.0.0.1:${again.port}`, 'orders', 'commit', 't1,t2,t3'])).toMatchObject({ committed: true });
+    expect(await runPython('tx_send.py', [`127.0.0.1:${again.port}`, 'orders', 'commit', 'ids=t1,t2,t3'])).toMatchObject({ committed: true });
     expect(await consume(again.port, 3)).toEqual(['t1', 't2', 't3']);
     expect(await show(again.port)).toMatchObject({ depth: 0, 'dedup-duplicates': 2 });
     await again.stop();
+  });
+
+  it('dedup - a window set on an existing queue (tandem queue set) takes keys from then on, and holds across kill -9', async () => {
+    let broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'queue', 'orders', { durable: true });
+    await send(broker.port, ids(0, 10));
+    const r = await tandem(['queue', 'set', 'orders', '--dedup-window', '1000', '--dedup-ttl', '1h', '-b', broker.url]);
+    expect(r.code, r.stderr).toBe(0);
+    // Sent before the window: not in it, so a resend of those is a new message.
+    await send(broker.port, [...ids(5, 10), 'k-1', 'k-1']);
+    expect(await show(broker.port)).toMatchObject({ depth: 16, 'qpid.dedup-window': 1000, 'qpid.dedup-ttl': 3_600_000, 'dedup-duplicates': 1 });
+    await broker.kill();
+    broker = await TestBroker.start({ dataDir: broker.dataDir });
+    expect(await show(broker.port)).toMatchObject({ 'qpid.dedup-window': 1000, 'qpid.dedup-ttl': 3_600_000 });
+    await send(broker.port, [...ids(5, 10), 'k-1']);
+    expect((await show(broker.port)).depth).toBe(16);
+    // Only the dedup settings may change, and a window can be turned off.
+    await expect(manage(broker.port, 'UPDATE', 'queue', 'orders', { 'max-count': 5 })).rejects.toThrow(/only a queue's dedup/);
+    await manage(broker.port, 'UPDATE', 'queue', 'orders', { 'qpid.dedup-window': 0 });
+    await send(broker.port, ['k-1']);
+    expect(await show(broker.port)).toMatchObject({ depth: 17, 'qpid.dedup-window': 0 });
+    await broker.stop();
   });
 
   it('dedup - bad window arguments are refused at declare, saying what is accepted', async () => {

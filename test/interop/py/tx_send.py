@@ -1,6 +1,7 @@
 """Transactional sends with qpid-proton: commit, rollback, and (with --drop) a
 connection that dies mid-transaction. Prints one JSON line with what happened.
-A fourth argument `mixed`: the odd-numbered messages are not durable."""
+A fourth argument `mixed`: the odd-numbered messages are not durable; `ids=A,B,..`:
+send those message-ids (repeats allowed), each as its own body, instead of five."""
 import json, os, sys
 from proton import Message
 from proton.handlers import MessagingHandler, TransactionHandler
@@ -8,6 +9,7 @@ from proton.reactor import Container
 
 url, queue, mode = sys.argv[1], sys.argv[2], sys.argv[3]  # mode: commit | rollback | drop
 mixed = len(sys.argv) > 4 and sys.argv[4] == "mixed"
+ids = sys.argv[4][4:].split(",") if len(sys.argv) > 4 and sys.argv[4].startswith("ids=") else None
 
 class TxSender(MessagingHandler, TransactionHandler):
     def __init__(self):
@@ -18,8 +20,12 @@ class TxSender(MessagingHandler, TransactionHandler):
         self.sender = event.container.create_sender(self.conn, queue)
         event.container.declare_transaction(self.conn, handler=self)
     def on_transaction_declared(self, event):
-        for i in range(5):
-            event.transaction.send(self.sender, Message(body="%s-%d" % (mode, i), durable=not (mixed and i % 2 == 1)))
+        if ids is not None:
+            for i in ids:
+                event.transaction.send(self.sender, Message(id=i, body=i, durable=True))
+        else:
+            for i in range(5):
+                event.transaction.send(self.sender, Message(body="%s-%d" % (mode, i), durable=not (mixed and i % 2 == 1)))
         if mode == "commit":
             event.transaction.commit()
         elif mode == "rollback":

@@ -79,6 +79,7 @@ export function sampleChanges(): Change[] {
     { kind: 'queue-declare', name: 'deduped', settings: queueSettings({ dedupWindow: 1_000_000, dedupTtlMs: 600_000, dedupKey: '_AMQ_DUPL_ID' }) },
     { kind: 'enqueue', queue: 'deduped', message: message(3), dedup: { key: Buffer.alloc(16, 0xab), at: 1_700_000_000_123 } },
     { kind: 'dedup-keys', queue: 'deduped', rows: Buffer.alloc(64, 7) },
+    { kind: 'queue-dedup', name: 'deduped', dedupWindow: 10, dedupTtlMs: 0, dedupKey: '' },
     { kind: 'queue-delete', name: 'orders' },
     { kind: 'exchange-declare', name: 'amq.topic', type: 'topic', settings: exchangeSettings() },
     { kind: 'exchange-declare', name: 'fan', type: 'fanout', settings: exchangeSettings({ replicate: undefined, durable: false }) },

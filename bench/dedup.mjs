@@ -1,0 +1,207 @@
+#!/usr/bin/env node
+// Duplicate-detection benchmark (issue 16), one run, tandem only, on 127.0.0.1:
+//  1. throughput with a 1M-key window on against off: non-durable and durable 1 KiB,
+//     1 sender / 1 receiver, every message with its own message-id, on a standalone
+//     broker and on the primary of a 3-broker cluster (2 ready backups). "on" brokers
+//     start with --dedup-window 1000000 --dedup-ttl 1h and their queue's window is
+//     filled with BENCH_DEDUP_PREFILL keys first (not measured), so lookups and
+//     evictions run against a full window; ratio on / off;
+//  2. memory per key: a DedupWindow of 1M keys in this process (its typed arrays'
+//     bytes, and how much the V8 heap and the process's RSS grew), and what a restart
+//     does with 1M keys, timed: load the checkpoint's rows into a window, and put 1M
+//     keys read from journal records in LSN order and load them (dedup-recovery.ts);
+//  3. restart time end to end: a standalone broker takes BENCH_DEDUP_RESTART_KEYS
+//     (default 1M; fewer on a busy machine) durable messages with
+//     message-ids (sent and consumed, so the keys outlive them), then is stopped
+//     cleanly (checkpoint) and with kill -9; time to "listening" on its journal, with
+//     the window and, for comparison, a broker that did the same without one.
+//
+//   node bench/dedup.mjs > dedup-report.md      (progress on stderr; ~8-12 minutes)
+//
+// Same tandem build as run.mjs (committed HEAD into bench/.build; BENCH_TANDEM=worktree
+// for dist/). Every process is started here and killed by PID on exit. Raw numbers:
+// bench/results/dedup-<time>.json.
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import { benchDir, buildTandem, envNumber, freePort, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
+
+const num = envNumber;
+const DURATION = num('BENCH_DURATION', 8, 1, 20);
+const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
+const PREFILL = num('BENCH_DEDUP_PREFILL', 1_000_000, 0, 1_000_000);
+const RESTART_KEYS = num('BENCH_DEDUP_RESTART_KEYS', 1_000_000, 1000, 1_000_000);
+const WITH_HA = process.env.BENCH_DEDUP_HA !== 'no';
+const WINDOW_ARGS = ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
+
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA }, throughput: [], memory: undefined, restart: [] };
+report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
+const build = await buildTandem();
+report.versions = { node: process.version, tandem: build.label };
+const tandemJs = join(dirname(build.entry), 'tandem.js');
+const base = tempDir(tmpBase(), 'tandem-dedup-bench-');
+let dirN = 0;
+const start = (args = [], opts = {}) => startTandem({ entry: build.entry, dataDir: opts.dataDir ?? join(base, `data-${dirN++}`), port: opts.port ?? 0, args, listenTimeoutMs: 120_000 });
+
+async function cli(args) {
+  return new Promise((resolveP) => {
+    const p = spawn(process.execPath, [tandemJs, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const unregister = onCleanup(() => p.kill('SIGKILL'));
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (out += d));
+    p.once('exit', (code) => (unregister(), resolveP({ code, out })));
+  });
+}
+
+async function startCluster(windowArgs) {
+  const ports = [await freePort(), await freePort(), await freePort()];
+  const clusterArgs = ['--ha-cluster', 'yes', '--ha-brokers-url', ports.map((p) => `127.0.0.1:${p}`).join(','), '--ha-replicate', 'all', ...windowArgs];
+  const brokers = [];
+  for (const port of ports) brokers.push(await start(clusterArgs, { port }));
+  const pr = await cli(['ha', 'promote', '-b', `127.0.0.1:${ports[0]}`, '--cluster-manager']);
+  if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
+  for (const port of ports.slice(1)) {
+    const end = Date.now() + 60_000;
+    while ((await cli(['ha', 'status', '-b', `127.0.0.1:${port}`])).out.trim() !== 'ready') {
+      if (Date.now() > end) throw new Error(`backup ${port} not ready within 60 s`);
+      await sleep(200);
+    }
+  }
+  return { primary: brokers[0], all: brokers };
+}
+
+const loads = [
+  { key: 'nd-1x1', args: ['--message-id', '--duration', String(DURATION)] },
+  { key: 'd-1x1', args: ['--message-id', '--durable', '--terminus-durable', '--duration', String(DURATION)] },
+];
+
+try {
+  // ---- 1. throughput --------------------------------------------------------------------
+  const targets = [
+    { name: 'standalone', window: 'off', make: async () => ({ primary: await start(), all: [] }) },
+    { name: 'standalone', window: 'on', make: async () => ({ primary: await start(WINDOW_ARGS), all: [] }) },
+    ...(WITH_HA
+      ? [
+          { name: 'ha-3', window: 'off', make: () => startCluster([]) },
+          { name: 'ha-3', window: 'on', make: () => startCluster(WINDOW_ARGS) },
+        ]
+      : []),
+  ];
+  for (const tg of targets) {
+    const t = await tg.make();
+    const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
+    const b = { ...t.primary, name: `${tg.name}-${tg.window}` };
+    if (tg.window === 'on' && PREFILL > 0) {
+      // Not measured: fills the queue's window so the rounds run against a full one.
+      log(`${b.name}: prefilling the window with ${PREFILL} keys (non-durable, 4 senders)`);
+      await runLoad(b, ['--queue', queue, '--message-id', '--senders', '4', '--count', String(Math.ceil(PREFILL / 4))], { timeoutMs: 600_000 });
+    }
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const load of loads) {
+        await waitQuiet({ cores: 0.3, maxSeconds: 3 });
+        log(`round ${round} ${load.key} on ${b.name}`);
+        const r = await runLoad(b, ['--queue', queue, ...load.args], { timeoutMs: (DURATION + 90) * 1000 });
+        report.throughput.push({ target: tg.name, window: tg.window, load: load.key, round, throughput: r.throughput, p50: r.latencyMs.p50, p99: r.latencyMs.p99, lost: r.lost, duplicates: r.duplicates, brokerCores: r.brokerCores, msgsPerBrokerCpuSecond: r.msgsPerBrokerCpuSecond, otherCores: r.otherCores });
+        log(`  ${r.throughput} msgs/s p50 ${r.latencyMs.p50} ms, lost ${r.lost}, dup ${r.duplicates}, broker cores ${r.brokerCores}`);
+      }
+    }
+    const shown = await cli(['queue', 'show', queue, '-b', `127.0.0.1:${b.port}`, '--json']);
+    if (tg.window === 'on') {
+      const q = JSON.parse(shown.out);
+      report.throughput.push({ target: tg.name, window: 'on', load: 'window-after', keys: q['dedup-keys'], memoryBytes: q['dedup-memory-bytes'], duplicates: q['dedup-duplicates'] });
+    }
+    for (const x of [t.primary, ...t.all.slice(1)]) await x.stop();
+  }
+
+  // ---- 2. memory per key ----------------------------------------------------------------
+  {
+    const { DedupWindow } = await import(pathToFileURL(join(dirname(build.entry), '..', 'broker', 'dedup-window.js')).href);
+    const { dedupDigest, DedupKeyType } = await import(pathToFileURL(join(dirname(build.entry), '..', 'broker', 'dedup-key.js')).href);
+    globalThis.gc?.();
+    const heap0 = process.memoryUsage();
+    const w = new DedupWindow(1_000_000, 0);
+    for (let i = 0; i < 1_000_000; i++) w.add(dedupDigest(DedupKeyType.string, Buffer.from(`order-${i}`)), Date.now(), i + 1, true);
+    globalThis.gc?.();
+    const heap1 = process.memoryUsage();
+    report.memory = {
+      keys: w.size,
+      windowBytes: w.memoryBytes,
+      bytesPerKey: Math.round((w.memoryBytes / w.size) * 10) / 10,
+      heapUsedGrowthPerKey: Math.round(((heap1.heapUsed - heap0.heapUsed) / w.size) * 10) / 10,
+      arrayBuffersGrowthPerKey: Math.round(((heap1.arrayBuffers - heap0.arrayBuffers) / w.size) * 10) / 10,
+      rssGrowthPerKey: Math.round(((heap1.rss - heap0.rss) / w.size) * 10) / 10,
+    };
+    // A restart's share: the checkpoint's rows into a fresh window, and 1M replayed keys sorted and loaded.
+    const { DedupRecovery } = await import(pathToFileURL(join(dirname(build.entry), '..', 'store', 'dedup-recovery.js')).href);
+    const rows = w.rows();
+    const cpuMs = (c0) => Math.round(process.cpuUsage(c0).user / 1000);
+    let t = performance.now();
+    let c = process.cpuUsage();
+    const fromCheckpoint = new DedupWindow(1_000_000, 0);
+    fromCheckpoint.addRows(rows, Date.now());
+    report.memory.loadCheckpointRowsMs = Math.round(performance.now() - t);
+    report.memory.loadCheckpointRowsCpuMs = cpuMs(c);
+    t = performance.now();
+    c = process.cpuUsage();
+    const rec = new DedupRecovery();
+    const body = (i) => ({ kind: 'enqueue', queue: 'q', message: {}, dedup: { key: rows.subarray(i * 32, i * 32 + 16), at: Date.now() } });
+    for (let i = 0; i < 1_000_000; i++) rec.onRecord(i + 1, body(i));
+    const replayed = rec.result().get('q');
+    const fromJournal = new DedupWindow(1_000_000, 0);
+    fromJournal.addRows(replayed.rows, Date.now());
+    report.memory.replayedKeysToWindowMs = Math.round(performance.now() - t);
+    report.memory.replayedKeysToWindowCpuMs = cpuMs(c);
+    report.memory.windowsEqual = fromCheckpoint.size === fromJournal.size && fromJournal.size === w.size;
+    log(`memory: ${JSON.stringify(report.memory)}`);
+  }
+
+  // ---- 3. restart time with 1M keys -----------------------------------------------------
+  for (const window of ['off', 'on']) {
+    const args = window === 'on' ? WINDOW_ARGS : [];
+    let b = await start(args);
+    const dataDir = b.dataDir;
+    const queue = 'restart-q';
+    log(`restart (${window}): ${RESTART_KEYS} durable messages with message-ids in and out`);
+    await runLoad({ ...b, name: `restart-${window}` }, ['--queue', queue, '--message-id', '--durable', '--terminus-durable', '--senders', '4', '--count', String(Math.ceil(RESTART_KEYS / 4)), '--size', '64'], { timeoutMs: 900_000 });
+    const keys = window === 'on' ? JSON.parse((await cli(['queue', 'show', queue, '-b', `127.0.0.1:${b.port}`, '--json'])).out)['dedup-keys'] : 0;
+    await b.stop();
+    // Wall time, and the broker's own CPU time until it listened (what a busy machine's other tenants do not inflate).
+    b = await start(args, { dataDir });
+    const clean = Math.round(b.listenMs);
+    const cleanCpu = Math.round(procCpu(b.pid) * 1000);
+    await b.kill9();
+    b = await start(args, { dataDir });
+    const afterKill = Math.round(b.listenMs);
+    const afterKillCpu = Math.round(procCpu(b.pid) * 1000);
+    const keysAfter = window === 'on' ? JSON.parse((await cli(['queue', 'show', queue, '-b', `127.0.0.1:${b.port}`, '--json'])).out)['dedup-keys'] : 0;
+    await b.stop();
+    report.restart.push({ window, keys, keysAfterRestart: keysAfter, cleanStopToListeningMs: clean, cleanStopCpuMs: cleanCpu, killToListeningMs: afterKill, killCpuMs: afterKillCpu });
+    log(`restart (${window}): ${keys} keys; listening ${clean} ms (${cleanCpu} ms CPU) after a clean stop, ${afterKill} ms (${afterKillCpu} ms CPU) after kill -9 (keys then: ${keysAfter})`);
+  }
+} finally {
+  report.finishedAt = new Date().toISOString();
+  mkdirSync(join(benchDir, 'results'), { recursive: true });
+  const file = join(benchDir, 'results', `dedup-${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  log(`raw results: ${file}`);
+}
+
+// ---- report ---------------------------------------------------------------------------------
+const best = (target, window, load) => Math.max(0, ...report.throughput.filter((r) => r.target === target && r.window === window && r.load === load).map((r) => r.throughput));
+const lines = ['# Duplicate detection: window on / off', '', `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; ${DURATION} s loads, best of ${ROUNDS}; window prefilled with ${PREFILL} keys`, '', '| target | load | off msgs/s | on msgs/s | on / off |', '|---|---|---|---|---|'];
+for (const target of [...new Set(report.throughput.map((r) => r.target))]) {
+  for (const load of loads.map((l) => l.key)) {
+    const off = best(target, 'off', load);
+    const on = best(target, 'on', load);
+    lines.push(`| ${target} | ${load} | ${off} | ${on} | ${off ? (on / off).toFixed(2) : '-'} |`);
+  }
+}
+lines.push('', `Memory per key (1M keys): ${report.memory?.bytesPerKey} bytes in the window's typed arrays; V8 heap grew ${report.memory?.heapUsedGrowthPerKey} bytes/key, RSS ${report.memory?.rssGrowthPerKey} bytes/key. A restart's share for 1M keys: ${report.memory?.loadCheckpointRowsMs} ms (${report.memory?.loadCheckpointRowsCpuMs} ms CPU) from the checkpoint's rows, ${report.memory?.replayedKeysToWindowMs} ms (${report.memory?.replayedKeysToWindowCpuMs} ms CPU) from 1M replayed records`, '');
+lines.push('| window | keys | listening after clean stop, ms (CPU ms) | after kill -9, ms (CPU ms) |', '|---|---|---|---|');
+for (const r of report.restart) lines.push(`| ${r.window} | ${r.keys} (${r.keysAfterRestart} after) | ${r.cleanStopToListeningMs} (${r.cleanStopCpuMs}) | ${r.killToListeningMs} (${r.killCpuMs}) |`);
+process.stdout.write(`${lines.join('\n')}\n`);
+process.exit(0);
