@@ -33,6 +33,8 @@ export function describedDef(v: AmqpValue): CompositeDef | undefined {
   return undefined;
 }
 
+const wantedText = (expected: { name: string } | { archetype: Archetype }): string => ('name' in expected ? expected.name : `a ${expected.archetype}`);
+
 function descriptorText(v: AmqpValue & { type: 'described' }): string {
   const d = v.descriptor;
   if (d.type === 'ulong') return `0x${d.value.toString(16)}`;
@@ -46,13 +48,12 @@ function descriptorText(v: AmqpValue & { type: 'described' }): string {
  * ('' for a frame body: errors then start with the type's own name).
  */
 export function decodeComposite(v: AmqpValue, expected: { name: string } | { archetype: Archetype }, path: string): Composite {
-  const wanted = () => ('name' in expected ? expected.name : `a ${expected.archetype}`);
   const top = path === '';
-  if (v.type !== 'described') throw (top ? decodeError : invalidField)(`${top ? 'the frame body' : path} must be ${wanted()}, not a ${v.type}`);
+  if (v.type !== 'described') throw (top ? decodeError : invalidField)(`${top ? 'the frame body' : path} must be ${wantedText(expected)}, not a ${v.type}`);
   const def = describedDef(v);
-  if (!def) throw (top ? decodeError : invalidField)(`${top ? 'the frame body' : path}: descriptor ${descriptorText(v)} is not ${wanted()}`);
+  if (!def) throw (top ? decodeError : invalidField)(`${top ? 'the frame body' : path}: descriptor ${descriptorText(v)} is not ${wantedText(expected)}`);
   const fits = 'name' in expected ? def.name === expected.name : def.provides.includes(expected.archetype);
-  if (!fits) throw (top ? decodeError : invalidField)(`${top ? 'the frame body' : path} must be ${wanted()}, not ${def.name}`);
+  if (!fits) throw (top ? decodeError : invalidField)(`${top ? 'the frame body' : path} must be ${wantedText(expected)}, not ${def.name}`);
   const here = top ? def.name : path;
   const list = v.value;
   if (list.type !== 'list') throw decodeError(`${here} must be a described list, not a described ${list.type}`);

@@ -18,6 +18,7 @@ import {
   FRAME_HEADER_SIZE,
   type Frame,
   FrameType,
+  payloadOf,
   ProtocolId,
   readFrame,
   readFrameHeader,
@@ -251,7 +252,7 @@ export class FrameGuard {
     const name = body.def.name;
     if (this.stage === 'open') {
       if (name !== 'open') throw framingError(`${name} before open`);
-      return this.onOpen(frame, body);
+      return this.onOpen(frame, body, buf);
     }
     const channel = frame.header.channel;
     switch (name) {
@@ -283,7 +284,7 @@ export class FrameGuard {
       case 'transfer':
         return this.onTransfer(session, channel, frame, body, buf);
       case 'disposition':
-        return this.onDisposition(channel, frame, body);
+        return this.onDisposition(channel, frame, body, buf);
       default:
         throw framingError(`unexpected ${name} frame`);
     }
@@ -306,7 +307,7 @@ export class FrameGuard {
    * one is lowered, which only makes us send more often than asked; one too short
    * to honour is refused, as the spec allows.
    */
-  private onOpen(frame: Frame, open: Composite): Verdict {
+  private onOpen(frame: Frame, open: Composite, buf: Buffer): Verdict {
     const idle = (open.fields['idle-time-out'] as number | undefined) ?? 0;
     const { minPeerIdleTimeoutMs: min, maxPeerIdleTimeoutMs: max } = this.options;
     this.stage = 'opened';
@@ -315,7 +316,7 @@ export class FrameGuard {
     }
     this.openForwarded = true;
     if (idle <= max) return PASS;
-    return { pass: false, replace: rewritten(frame, open, 'idle-time-out', { type: 'uint', value: max }) };
+    return { pass: false, replace: rewrittenFields(buf, frame, open, { 'idle-time-out': { type: 'uint', value: max } }) };
   }
 
   private onAttach(session: SessionState, attach: Composite): Verdict {
@@ -350,7 +351,8 @@ export class FrameGuard {
     }
     const ends = !(f.more as boolean) || (f.aborted as boolean);
     link.delivery = ends ? undefined : delivery;
-    delivery.bytes += frame.payload.length;
+    const payloadLength = frame.end - frame.payloadStart;
+    delivery.bytes += payloadLength;
     const limit = this.options.maxMessageSize;
     if (limit > 0 && delivery.bytes > limit && !(f.aborted as boolean)) {
       if (!delivery.refused) {
@@ -359,7 +361,7 @@ export class FrameGuard {
       }
     }
     // A refused delivery's frames still pass, so the session's counts stay right, but without their payload.
-    if (!delivery.refused || frame.payload.length === 0) return PASS;
+    if (!delivery.refused || payloadLength === 0) return PASS;
     const head = buf.subarray(frame.bodyStart, frame.payloadStart);
     const out = Buffer.allocUnsafe(FRAME_HEADER_SIZE + head.length);
     out.writeUInt32BE(out.length, 0);
@@ -375,7 +377,7 @@ export class FrameGuard {
    * the library walks every id of the range it is given (first=0, last=2^32-1
    * stalled the broker for seconds), and ids outside it name nothing anyway.
    */
-  private onDisposition(channel: number, frame: Frame, disposition: Composite): Verdict {
+  private onDisposition(channel: number, frame: Frame, disposition: Composite, buf: Buffer): Verdict {
     const f = disposition.fields;
     const first = f.first as number;
     const last = (f.last as number | undefined) ?? first;
@@ -387,17 +389,13 @@ export class FrameGuard {
     const hi = Math.min(first <= last ? last : U32, outstanding.last);
     if (lo > hi) return { pass: false, replace: undefined };
     if (lo === first && hi === last) return PASS;
-    const narrowed = rewrittenFields(frame, disposition, { first: { type: 'uint', value: lo }, last: { type: 'uint', value: hi } });
+    const narrowed = rewrittenFields(buf, frame, disposition, { first: { type: 'uint', value: lo }, last: { type: 'uint', value: hi } });
     return { pass: false, replace: narrowed };
   }
 }
 
-/** The frame again with one field of its performative changed (frames without payload only). */
-function rewritten(frame: Frame, body: Composite, field: string, value: AmqpValue): Buffer {
-  return rewrittenFields(frame, body, { [field]: value });
-}
-
-function rewrittenFields(frame: Frame, body: Composite, changes: Record<string, AmqpValue>): Buffer {
+/** The frame again with fields of its performative changed. */
+function rewrittenFields(buf: Buffer, frame: Frame, body: Composite, changes: Record<string, AmqpValue>): Buffer {
   const list = body.value.value;
   if (list.type !== 'list') throw new AmqpError(Condition.internalError, 'a performative that is not a list');
   const items = [...list.value];
@@ -409,7 +407,7 @@ function rewrittenFields(frame: Frame, body: Composite, changes: Record<string, 
   const e = new Encoder(64);
   e.raw(Buffer.from([0, 0, 0, 0, 2, frame.header.type, frame.header.channel >> 8, frame.header.channel & 0xff]));
   e.write({ type: 'described', descriptor: body.value.descriptor, value: { type: 'list', value: items } });
-  e.raw(frame.payload);
+  e.raw(payloadOf(buf, frame));
   const out = e.bytes();
   out.writeUInt32BE(out.length, 0);
   return out;

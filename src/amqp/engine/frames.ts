@@ -68,12 +68,14 @@ export interface Frame {
   header: FrameHeader;
   /** The performative; undefined for an empty (heartbeat) frame. */
   body: Composite | undefined;
-  /** Where the body starts and the payload starts, as offsets in the buffer read. */
+  /** Where the body, the payload (bytes after the performative: a transfer's) and the frame end, as offsets in the buffer read. */
   bodyStart: number;
   payloadStart: number;
-  /** Bytes after the performative (a transfer's payload): not decoded, not copied. */
-  payload: Buffer;
+  end: number;
 }
+
+/** A frame's payload: not decoded, not copied. */
+export const payloadOf = (buf: Buffer, frame: Frame): Buffer => buf.subarray(frame.payloadStart, frame.end);
 
 /** Decode the frame at `at` whose header was read: the performative only, never the payload. */
 export function readFrame(buf: Buffer, at: number, header: FrameHeader): Frame {
@@ -81,12 +83,12 @@ export function readFrame(buf: Buffer, at: number, header: FrameHeader): Frame {
   const end = at + header.size;
   if (bodyStart === end) {
     if (header.type === FrameType.sasl) throw framingError('an empty SASL frame');
-    return { header, body: undefined, bodyStart, payloadStart: end, payload: buf.subarray(end, end) };
+    return { header, body: undefined, bodyStart, payloadStart: end, end };
   }
   const d = new Decoder(buf, bodyStart, end);
   const body = decodeComposite(d.value(), { archetype: header.type === FrameType.sasl ? 'sasl-frame' : 'frame' }, '');
   if (d.pos !== end && body.def.name !== 'transfer') throw decodeError(`${body.def.name} frame has ${end - d.pos} bytes after its performative`);
-  return { header, body, bodyStart, payloadStart: d.pos, payload: buf.subarray(d.pos, end) };
+  return { header, body, bodyStart, payloadStart: d.pos, end };
 }
 
 /** One frame: header (no extended header), performative, payload. */
