@@ -62,16 +62,7 @@ export class ConnectionRefuser {
       return 'dropped';
     }
     this.remember(key, now);
-    // rhea writes our open on its next tick: it still takes this idle-time-out.
-    (rc as unknown as { local: { open: { idle_time_out?: number } } }).local.open.idle_time_out = REFUSAL_IDLE_MS;
-    rc.close(refusal);
-    // After rhea has written open + close: end our side, then close the socket
-    // (a client that answers the close, like rhea, has long gone by then).
-    setImmediate(() => {
-      if (!socket || socket.destroyed) return;
-      socket.end();
-      setTimeout(() => socket.destroy(), LINGER_MS).unref();
-    });
+    answerAndClose(rc, refusal);
     return 'closed';
   }
 
@@ -84,4 +75,22 @@ export class ConnectionRefuser {
       this.told.delete(k);
     }
   }
+}
+
+/**
+ * Answer a just-opened connection with our open and a close carrying `refusal`, then
+ * end the socket (for clients that ignore the close, as proton does with `forced`).
+ */
+export function answerAndClose(rc: Connection, refusal: Refusal): void {
+  const socket = (rc as unknown as { socket?: { end(): void; destroy(): void; destroyed?: boolean } }).socket;
+  // rhea writes our open on its next tick: it still takes this idle-time-out.
+  (rc as unknown as { local: { open: { idle_time_out?: number } } }).local.open.idle_time_out = REFUSAL_IDLE_MS;
+  rc.close(refusal);
+  // After rhea has written open + close: end our side, then close the socket
+  // (a client that answers the close, like rhea, has long gone by then).
+  setImmediate(() => {
+    if (!socket || socket.destroyed) return;
+    socket.end();
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  });
 }

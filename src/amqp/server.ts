@@ -12,12 +12,13 @@ import type { SettlementGate } from '../broker/settlement.js';
 import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
+import { LogThrottle } from '../ops/log-throttle.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
 import type { AmqpError } from './engine/errors.js';
 import { acceptGuarded } from './guarded-accept.js';
 import { installRheaPatches } from './rhea-patches.js';
 import { ManagementNode } from './management.js';
-import { ConnectionRefuser, type Refusal } from './refusal.js';
+import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
 
 /**
  * Unsettled messages a sender may have in flight on one link (credit is topped up at
@@ -27,6 +28,14 @@ import { ConnectionRefuser, type Refusal } from './refusal.js';
  * the memory alarm still stops senders when memory runs short.
  */
 const SENDER_CREDIT = 1000;
+
+/**
+ * Sockets accepted beyond `max-connections`. A connection over the limit is let
+ * through SASL to its open and closed with amqp:resource-limit-exceeded, so its client
+ * learns why; past this margin (sockets held idle before SASL, as a flood would) the
+ * kernel's accept is answered by a bare TCP close, so memory stays bounded.
+ */
+const OVER_LIMIT_SOCKETS = 64;
 
 export interface ServerOptions {
   host: string;
@@ -63,6 +72,8 @@ export class AmqpServer {
   private nextId = 0;
   private closing = false;
   private readonly refuser = new ConnectionRefuser();
+  /** A flood of connections over the limit logs one line per interval, not one each. */
+  private readonly overLimitLog = new LogThrottle();
   admission: AdmissionCheck | undefined;
   checkLink: ConnectionHost['checkLink'];
   /** Why local changes are refused right now (an HA backup), if they are. */
@@ -130,7 +141,7 @@ export class AmqpServer {
     plain.listen({ host: this.options.host, port: this.options.port });
     this.servers.push(plain);
     const port = await boundPort(plain);
-    plain.maxConnections = this.options.maxConnections;
+    plain.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
     let tlsPort: number | undefined;
     if (this.options.tls) {
       const t = this.options.tls;
@@ -147,6 +158,7 @@ export class AmqpServer {
       secure.listen({ host: this.options.host, port: t.port });
       this.servers.push(secure);
       tlsPort = await boundPort(secure);
+      secure.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
     }
     return { port, tlsPort };
   }
@@ -330,6 +342,13 @@ export class AmqpServer {
     if (refusal) {
       const how = this.refuser.refuse(rc, `${conn.containerId ?? ''}@${remoteHost(conn.remoteAddress)}`, refusal);
       this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how, reason: refusal.description }, 'connection refused');
+      return;
+    }
+    if (this.connections.size >= this.options.maxConnections) {
+      const limit = this.options.maxConnections;
+      answerAndClose(rc, { condition: 'amqp:resource-limit-exceeded', description: `too many connections: max-connections is ${limit}` });
+      const held = this.overLimitLog.admit('max-connections');
+      if (held !== undefined) this.log.warn({ remote: conn.remoteAddress, limit, ...(held > 0 ? { alsoRefused: held } : {}) }, 'connection refused: max-connections reached');
       return;
     }
     this.connections.set(rc, conn);

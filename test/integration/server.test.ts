@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { tandem } from '../helpers/tandem-cli.js';
+import { runPython } from '../helpers/python.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tandem-server-test-'));
 const usersFile = join(dir, 'users');
@@ -199,6 +200,32 @@ describe('operations', () => {
     await r.close();
     await c2.close();
     expect(await second.stop()).toBe(0);
+  });
+
+  it('limits - a connection past max-connections is closed with amqp:resource-limit-exceeded (rhea and proton), and a freed slot admits again', async () => {
+    const broker = await TestBroker.start({ args: ['--max-connections', '2'] });
+    const held = [await connect({ port: broker.port }), await connect({ port: broker.port })];
+    // rhea reports our open, then the close with its error.
+    const over = await connect({ port: broker.port });
+    const deadline = Date.now() + 10_000;
+    while (!over.closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect((over.connection as unknown as { error?: unknown }).error).toMatchObject({ condition: 'amqp:resource-limit-exceeded', description: 'too many connections: max-connections is 2' });
+    expect(await runPython('connection_error.py', [broker.url, '10'])).toEqual({ opened: true, condition: 'amqp:resource-limit-exceeded', description: 'too many connections: max-connections is 2' });
+    expect(broker.stdout + broker.stderr).toMatch(/connection refused: max-connections reached/);
+    await held[0]!.close();
+    // The freed slot admits a new client (the broker hears of the close asynchronously).
+    let admitted: TestClient | undefined;
+    while (!admitted && Date.now() < deadline + 10_000) {
+      const c = await connect({ port: broker.port });
+      await new Promise((r) => setTimeout(r, 200));
+      if (!c.closed) admitted = c;
+    }
+    expect(admitted).toBeDefined();
+    expect((await admitted!.send('limits.q', 1))[0]!.state).toBe('accepted');
+    await admitted!.close();
+    await held[1]!.close();
+    await broker.stop();
+    broker.cleanup();
   });
 
   it('shutdown - SIGTERM with a connected consumer still exits 0', async () => {
