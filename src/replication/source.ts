@@ -69,6 +69,8 @@ const BATCH_RECORDS = 256;
 /** Transfers in flight to one backup: bounds its queue, so acknowledgements stay prompt. */
 const MAX_UNACKED = 16;
 const BATCH_BYTES = 256 * 1024;
+/** How many times per heartbeat interval backups are checked for silence. */
+const STALL_CHECKS_PER_INTERVAL = 20;
 
 function sizeOf(e: LoggedChange): number {
   const c = e.change;
@@ -276,6 +278,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   private alone = false;
   private pumpScheduled = false;
   private timer: NodeJS.Timeout | undefined;
+  private stallTimer: NodeJS.Timeout | undefined;
   headLsn: number;
 
   constructor(private readonly opts: SourceOptions) {
@@ -285,6 +288,8 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     this.learnLevels();
     this.timer = setInterval(() => this.tick(), opts.heartbeatMs);
     this.timer.unref();
+    this.stallTimer = setInterval(() => this.dropStalled(), Math.max(10, Math.floor(opts.heartbeatMs / STALL_CHECKS_PER_INTERVAL)));
+    this.stallTimer.unref();
   }
 
   get epoch(): number {
@@ -448,6 +453,8 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    clearInterval(this.stallTimer);
+    this.stallTimer = undefined;
     for (const s of this.streams) s.close();
     this.streams.clear();
     // Whoever still waits is told the truth: this broker no longer replicates.
@@ -462,16 +469,24 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   }
 
   private tick(): void {
+    for (const s of this.streams) s.heartbeat();
+  }
+
+  /**
+   * Drop a backup silent for two heartbeat intervals. Checked a twentieth of an interval
+   * apart, not once per interval: checked with the heartbeats, a stalled backup held
+   * publishers up to three intervals (4.9-5.6 s at 2 s), not the two documented.
+   */
+  private dropStalled(): void {
     const now = Date.now();
     for (const s of [...this.streams]) {
       const since = s.stalledSince;
       if (since !== undefined && now - since > 2 * this.opts.heartbeatMs) {
         this.dropBackup(s, `no acknowledgement for ${now - since} ms (heartbeat timeout)`);
-        continue;
       }
-      s.heartbeat();
     }
   }
+
 
   private startFor(hello: BackupHello): SnapshotStart | { fromSeq: number; fromLsn: number } {
     const reason = this.diffRefusal(hello);
