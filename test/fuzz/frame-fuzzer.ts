@@ -9,9 +9,9 @@ import { prng } from '../helpers/prng.js';
 import { AMQP_HEADER, CODE, SASL_HEADER, composite, frame, message, perf, plainResponse, v, type Field } from '../helpers/amqp-frames.js';
 
 /**
- * Kinds of input that need the frame guard (src/amqp/engine, issue 20 cases 1, 2, 5
- * and 6) before a broker survives them; until it is in front of rhea they are not
- * generated, and FuzzOptions.guarded turns them on.
+ * Kinds of input that only the frame guard (src/amqp/engine, issue 20 cases 1, 2, 5
+ * and 6) lets a broker survive: rhea alone loops, allocates or throws on them.
+ * FuzzOptions.guarded turns them on.
  */
 export const GUARDED_KINDS = ['array-bomb', 'transfer-without-id', 'disposition-range', 'endless-delivery', 'idle-timeout'] as const;
 // (Also under `guarded`: list counts far past the bytes that remain, transfers whose
