@@ -217,6 +217,12 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
       const seen = survivors.flatMap((n) => readFileSync(join(lab.dir, n, 'var-log', 'pacemaker', 'pacemaker.log'), 'utf8').split('\n'));
       const compared = seen.filter((l) => l.includes(`pre-promote of `) && survivors.every((n) => new RegExp(`positions .*\\b${n}=ready:`).test(l)));
       expect(compared.length, `a pre-promote line naming the positions of ${survivors.join(' and ')}`).toBeGreaterThan(0);
+      // The election's attributes stay private through the post-promote that cleared
+      // them: a public one goes to the CIB, and writing it aborts the next transition.
+      const status = await lab.exec(viewer, ['cibadmin', '--query', '--scope', 'status']);
+      expect(status.code, status.stderr).toBe(0);
+      const inCib = elements(status.stdout, 'nvpair').map((a) => a.name).filter((name) => /^tandem-(position|broker)-/.test(name ?? ''));
+      expect(inCib, 'tandem attributes written to the CIB (public)').toEqual([]);
 
       await lab.start(victim);
       await lab.healthy(viewer, 'broker', 3, 120_000);

@@ -159,8 +159,14 @@ export class PacemakerCluster implements Cluster {
     return out;
   }
 
+  /**
+   * attrd cannot remove an attribute: --delete sets it to the empty string. That is an
+   * update like any other, so it must say --private too: without it the attribute
+   * turned public after the first post-promote, and every later pre-promote write went
+   * to the CIB and aborted the transition (0.3-0.4 s per failover, issue #21).
+   */
   async unpublish(name: string): Promise<void> {
-    await run('attrd_updater', ['--delete', '--name', name]);
+    await run('attrd_updater', ['--private', '--delete', '--name', name]);
   }
 
   async promotedPin(): Promise<string | undefined> {
