@@ -103,24 +103,13 @@ export interface RemovalWatcher {
   leaving(queue: Queue, entry: QueueEntry): void;
 }
 
-/** A queue in a DR pair with another cluster (see src/dr and the dr-role change). */
-export interface DrQueueConfig {
-  /** The pair's other site (for a passive copy: where it copies from). */
-  source: string;
-  mode: DrMode;
-  state: Exclude<DrQueueState, 'removed'>;
-  epoch: number;
-  divergence: number;
-  since: number;
-  idFloor: number;
-  fill: boolean;
-  exchanges: string;
-  tell: boolean;
-}
+/** A queue in a DR pair with another cluster: its dr-role change as applied (see src/dr). */
+export type DrQueueConfig = Omit<DrRoleChange, 'kind' | 'queue' | 'state'> & { state: Exclude<DrQueueState, 'removed'> };
 
 /** The dr-role change that records `config` (HA snapshots, and every state change). */
 export function drRoleChange(queue: string, c: DrQueueConfig | (Omit<DrQueueConfig, 'state'> & { state: DrQueueState })): DrRoleChange {
-  return { kind: 'dr-role', queue, source: c.source, mode: c.mode, state: c.state, epoch: c.epoch, divergence: c.divergence, since: c.since, idFloor: c.idFloor, fill: c.fill, exchanges: c.exchanges, tell: c.tell };
+  const { source, mode, state, epoch, divergence, since, idFloor, fill, exchanges, tell } = c;
+  return { kind: 'dr-role', queue, source, mode, state, epoch, divergence, since, idFloor, fill, exchanges, tell };
 }
 
 /**

@@ -9,15 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, drFlush, drStatus, range, receive, send, type DrRow } from './helpers.js';
+import { contents, drFlush, drRowOf, range, receive, send } from './helpers.js';
 
-type Row = DrRow & { role: string; epoch: number; 'divergence-point': number | null; quarantined: number; 'received-changes': number; 'received-copies': number };
-
-const rowOf = async (port: number, queue: string): Promise<Row> => {
-  const row = (await drStatus(port)).find((r) => r.queue === queue);
-  if (!row) throw new Error(`no DR status row for ${queue} on ${port}`);
-  return row as Row;
-};
 
 describe('DR failback', () => {
   let a: TestBroker;
@@ -47,10 +40,10 @@ describe('DR failback', () => {
     const heldByOldSite = [...range('m', 50, 1000), ...range('n', 0, 10_000), 'n-last'];
     await a.kill();
     b.signal('SIGCONT');
-    await waitFor(async () => (await rowOf(b.port, 'orders')).link !== 'connected', { timeout: 30_000, name: 'the secondary sees the source gone' });
+    await waitFor(async () => (await drRowOf(b.port, 'orders')).link !== 'connected', { timeout: 30_000, name: 'the secondary sees the source gone' });
 
     expect((await tandem(['dr', 'activate', 'orders', '-b', b.url])).code).toBe(0);
-    const activated = await rowOf(b.port, 'orders');
+    const activated = await drRowOf(b.port, 'orders');
     expect(activated).toMatchObject({ role: 'activated', epoch: 2 });
     expect(activated['divergence-point']).toBeGreaterThan(0);
     const atActivation = (await contents(b.port, 'orders')) as string[];
@@ -64,7 +57,7 @@ describe('DR failback', () => {
 
     // The old site comes back: it is told the queue was activated elsewhere and refuses clients.
     a = await TestBroker.start({ port: a.port, dataDir: a.dataDir });
-    await waitFor(async () => (await rowOf(a.port, 'orders')).role === 'diverged', { timeout: 30_000, name: 'old site demoted by the activated one' });
+    await waitFor(async () => (await drRowOf(a.port, 'orders')).role === 'diverged', { timeout: 30_000, name: 'old site demoted by the activated one' });
     await expect(send(a.port, 'orders', ['late'])).rejects.toThrow(/was activated at the DR site .*tandem dr reattach orders/);
     await expect(receive(a.port, 'orders', 1)).rejects.toThrow(/was activated at the DR site/);
     expect(await contents(a.port, 'orders')).toEqual(heldByOldSite);
@@ -78,8 +71,8 @@ describe('DR failback', () => {
     const unreachable = await tandem(['dr', 'reattach', 'orders', '--source', '127.0.0.1:1', '-b', a.url]);
     expect(unreachable.code).toBe(8);
     expect(unreachable.stderr).toMatch(/cannot be reached/);
-    expect(await rowOf(a.port, 'orders')).toMatchObject({ role: 'diverged', quarantined: 0 });
-    expect((await rowOf(b.port, 'orders')).role).toBe('activated');
+    expect(await drRowOf(a.port, 'orders')).toMatchObject({ role: 'diverged', quarantined: 0 });
+    expect((await drRowOf(b.port, 'orders')).role).toBe('activated');
 
     const r = await tandem(['dr', 'reattach', 'orders', '--source', b.url, '-b', a.url, '--json']);
     expect(r.code, r.stderr).toBe(0);
@@ -88,7 +81,7 @@ describe('DR failback', () => {
     expect(out['divergence-point'].orders).toBe(activated['divergence-point']);
     expect(out.quarantined.orders).toBe(notCrossed.length);
     await drFlush(b.port, a.port, 30_000, ['orders']);
-    const reattached = await rowOf(a.port, 'orders');
+    const reattached = await drRowOf(a.port, 'orders');
     expect(reattached).toMatchObject({ role: 'passive copy', epoch: 2, quarantined: notCrossed.length, 'divergence-point': activated['divergence-point'] });
     // The quarantine holds exactly the changes that never crossed, in order.
     expect(await contents(a.port, 'orders.dr-diverged')).toEqual(notCrossed);
@@ -105,8 +98,8 @@ describe('DR failback', () => {
     // And back: the old site serves again, the new one is its passive copy.
     const back = await tandem(['dr', 'switchover', 'orders', '-b', a.url, '--json']);
     expect(back.code, back.stderr).toBe(0);
-    await waitFor(async () => (await rowOf(b.port, 'orders')).role === 'passive copy' && (await rowOf(a.port, 'orders')).role === 'source', { timeout: 30_000, name: 'switched back' });
-    expect((await rowOf(a.port, 'orders')).epoch).toBe(3);
+    await waitFor(async () => (await drRowOf(b.port, 'orders')).role === 'passive copy' && (await drRowOf(a.port, 'orders')).role === 'source', { timeout: 30_000, name: 'switched back' });
+    expect((await drRowOf(a.port, 'orders')).epoch).toBe(3);
     await send(a.port, 'orders', ['after-failback']);
     await drFlush(a.port, b.port, 30_000, ['orders']);
     const final = await contents(a.port, 'orders');

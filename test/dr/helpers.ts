@@ -32,6 +32,15 @@ export async function drStatus(port: number): Promise<DrRow[]> {
   return (await request(port, 'DR-STATUS')).queues as DrRow[];
 }
 
+/** One queue's DR status row on a broker, with the round trip's columns. */
+export type DrRoleRow = DrRow & { role: string; epoch: number; 'divergence-point': number | null; quarantined: number; 'received-changes': number; 'received-copies': number };
+
+export async function drRowOf(port: number, queue: string): Promise<DrRoleRow> {
+  const row = (await drStatus(port)).find((r) => r.queue === queue);
+  if (!row) throw new Error(`no DR status row for ${queue} on ${port}`);
+  return row as DrRoleRow;
+}
+
 export async function lsnOf(port: number): Promise<number> {
   return Number((await request(port, 'READ', {}, 'broker')).lsn);
 }

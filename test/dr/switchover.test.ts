@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { debianPython } from '../helpers/python.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, depthOf, drFlush, drStatus, range, receive, send, type DrRow } from './helpers.js';
+import { contents, depthOf, drFlush, drRowOf, range, receive, send } from './helpers.js';
 
 interface PublisherResult {
   accepted: number;
@@ -31,18 +31,12 @@ function publisher(urls: string[], queue: string, count: number, rate: number): 
   });
 }
 
-const rowOf = async (port: number, queue: string): Promise<DrRow & { role: string; epoch: number }> => {
-  const row = (await drStatus(port)).find((r) => r.queue === queue);
-  if (!row) throw new Error(`no DR status row for ${queue} on ${port}`);
-  return row as DrRow & { role: string; epoch: number };
-};
-
 /** One site serves the queue, the other is its passive copy, nobody is fenced: the pair is settled. */
 async function settled(a: TestBroker, b: TestBroker, queue: string, timeout = 60_000): Promise<{ source: TestBroker; copy: TestBroker; epoch: number }> {
   let seen = '';
   return waitFor(
     async () => {
-      const [ra, rb] = await Promise.all([rowOf(a.port, queue).catch(() => undefined), rowOf(b.port, queue).catch(() => undefined)]);
+      const [ra, rb] = await Promise.all([drRowOf(a.port, queue).catch(() => undefined), drRowOf(b.port, queue).catch(() => undefined)]);
       seen = JSON.stringify([ra, rb]);
       if (!ra || !rb || ra.epoch !== rb.epoch) return undefined;
       if (ra.role === 'passive copy' && rb.role === 'source' && ra.link === 'connected') return { source: b, copy: a, epoch: rb.epoch };
@@ -127,7 +121,7 @@ describe('DR switchover', () => {
       await drFlush(before.source.port, before.copy.port);
       // Alternately the coordinating secondary and the source, at a random point of the switchover.
       const victim = round % 2 === 0 ? before.copy : before.source;
-      const killAfterMs = Math.floor(Math.random() * 600);
+      const killAfterMs = Math.floor(Math.random() * 1500);
       const cli = tandem(['dr', 'switchover', 'kills', '-b', before.copy.url, '--timeout', '8'], { timeoutMs: 60_000 });
       await new Promise((r) => setTimeout(r, killAfterMs)); // a random kill point, not a wait for a condition
       await victim.kill();
@@ -149,7 +143,7 @@ describe('DR switchover', () => {
 
   it('DR switchover - bad input: the wrong broker, a queue not replicated, the wrong role, an unreachable source; a clear error and nothing changed', async () => {
     const pair = await settled(a, b, 'orders');
-    const rowsBefore = [await rowOf(pair.source.port, 'orders'), await rowOf(pair.copy.port, 'orders')].map((r) => ({ role: r.role, epoch: r.epoch }));
+    const rowsBefore = [await drRowOf(pair.source.port, 'orders'), await drRowOf(pair.copy.port, 'orders')].map((r) => ({ role: r.role, epoch: r.epoch }));
     // Against the site that serves the queue, not the one holding the copy.
     const wrong = await tandem(['dr', 'switchover', 'orders', '-b', pair.source.url]);
     expect(wrong.code).toBe(8);
@@ -174,8 +168,8 @@ describe('DR switchover', () => {
     const lost = await tandem(['dr', 'switchover', 'lost', '-b', pair.copy.url, '--timeout', '3']);
     expect(lost.code).toBe(8);
     expect(lost.stderr).toMatch(/abandoned: the source did not fence the queues: the other DR site 127.0.0.1:1 cannot be reached.*nothing was activated here/);
-    expect((await rowOf(pair.copy.port, 'lost')).role).toBe('passive copy');
-    const rowsAfter = [await rowOf(pair.source.port, 'orders'), await rowOf(pair.copy.port, 'orders')].map((r) => ({ role: r.role, epoch: r.epoch }));
+    expect((await drRowOf(pair.copy.port, 'lost')).role).toBe('passive copy');
+    const rowsAfter = [await drRowOf(pair.source.port, 'orders'), await drRowOf(pair.copy.port, 'orders')].map((r) => ({ role: r.role, epoch: r.epoch }));
     expect(rowsAfter).toEqual(rowsBefore);
     // The source still serves.
     await send(pair.source.port, 'orders', ['after-bad-input']);
@@ -200,10 +194,10 @@ describe('DR switchover', () => {
     await send(back.port, 'epochs', range('e', 100, 120));
     const stale = await TestBroker.start({ dataDir: old });
     // The old source is a passive copy now: it refuses to be followed.
-    await waitFor(async () => /is not served by this site: it is passive copy/.test(String((await rowOf(stale.port, 'epochs'))['last-error'])), { timeout: 30_000, name: 'stale copy refused by the passive site' });
+    await waitFor(async () => /is not served by this site: it is passive copy/.test(String((await drRowOf(stale.port, 'epochs'))['last-error'])), { timeout: 30_000, name: 'stale copy refused by the passive site' });
     // Back to the first site (epoch 3): the stale copy (epoch 1) is refused as stale.
     expect((await tandem(['dr', 'switchover', 'epochs', '-b', src.url])).code).toBe(0);
-    await waitFor(async () => /at DR epoch 3 on this source and 1 on the secondary: the secondary is stale/.test(String((await rowOf(stale.port, 'epochs'))['last-error'])), {
+    await waitFor(async () => /at DR epoch 3 on this source and 1 on the secondary: the secondary is stale/.test(String((await drRowOf(stale.port, 'epochs'))['last-error'])), {
       timeout: 30_000,
       name: 'stale copy refused for its epoch',
     });
