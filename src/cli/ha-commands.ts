@@ -71,6 +71,11 @@ function common(cmd: Command): Command {
     .option('--timeout <seconds>', 'give up after this long', '5');
 }
 
+/** Commands only a cluster manager (or an operator acting as one) may give: usage error without the flag. */
+function requireClusterManager(o: { clusterManager?: boolean }, why: string): void {
+  if (!o.clusterManager) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', why);
+}
+
 const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
 
 export async function haCommands(program: Command): Promise<void> {
@@ -131,12 +136,7 @@ export async function haCommands(program: Command): Promise<void> {
     .option('--accept-data-loss', 'promote a joining broker even when brokers that may be ahead do not answer or are ahead (what may be lost is printed and logged)')
     .action(async (o: HaOptions & { clusterManager?: boolean; acceptDataLoss?: boolean }) => {
       try {
-        if (!o.clusterManager) {
-          throw new TandemError(
-            'TANDEM_ERR_INVALID_ARGUMENT',
-            'promotion must come from the cluster manager (Pacemaker, rgmanager); add --cluster-manager only if you are one',
-          );
-        }
+        requireClusterManager(o, 'promotion must come from the cluster manager (Pacemaker, rgmanager); add --cluster-manager only if you are one');
         const body = { 'cluster-manager': true, ...(o.acceptDataLoss ? { 'accept-data-loss': true } : {}) };
         const r = (await haRequest(haTarget(o).address, 'HA-PROMOTE', body, ms(o))) as HaStatus & { guard?: { rule: string | null; checked: string } };
         if (o.json) process.stdout.write(`${JSON.stringify(r)}\n`);
@@ -153,12 +153,7 @@ export async function haCommands(program: Command): Promise<void> {
     .option('--off', 'withdraw it: settlements wait for ha-min-ready-backups again')
     .action(async (o: HaOptions & { clusterManager?: boolean; off?: boolean }) => {
       try {
-        if (!o.clusterManager) {
-          throw new TandemError(
-            'TANDEM_ERR_INVALID_ARGUMENT',
-            'a primary that settles alone while a missing backup is alive elsewhere loses what it settles if that backup is promoted; add --cluster-manager once the missing brokers are known to be stopped (fenced, powered off)',
-          );
-        }
+        requireClusterManager(o, 'a primary that settles alone while a missing backup is alive elsewhere loses what it settles if that backup is promoted; add --cluster-manager once the missing brokers are known to be stopped (fenced, powered off)');
         const r = (await haRequest(haTarget(o).address, 'HA-SETTLE-ALONE', { 'cluster-manager': true, on: !o.off }, ms(o))) as HaStatus;
         const settlement = r.settlement as { held?: boolean; reason?: string | null } | null | undefined;
         process.stdout.write(o.json ? `${JSON.stringify(r)}\n` : `${r.state}: ${settlement?.held ? `settlements held (${settlement.reason})` : 'settling'}\n`);

@@ -1,4 +1,4 @@
-// failover-client.mjs HOST:PORT,HOST:PORT,... QUEUE
+// failover-client.mjs HOST:PORT,HOST:PORT,... QUEUE [RECEIVER-HOST:PORT,...]
 // A sender and a receiver with reconnect over every broker address (rhea
 // connection_details rotating), run by the cluster tests inside the lab's switch
 // namespace. One JSON event per line on stdout, each with Date.now() as t:
@@ -8,14 +8,19 @@
 // so the test can check that every accepted message is received at least once.
 // SIGUSR2 stops sending; the receiver then drains until it has every accepted
 // message (or 30 s pass) and prints the summary. SIGTERM prints it at once.
+// With a third argument the receiver uses only those addresses: a partition test keeps
+// it off the node it cuts, so what only that node held cannot be counted as received.
 import { connect as netConnect } from 'node:net';
 import rhea from 'rhea';
 
-const [urls, queue] = process.argv.slice(2);
-const hosts = urls.split(',').map((h) => {
-  const [host, port] = h.split(':');
-  return { host, port: Number(port ?? 5672) };
-});
+const [urls, queue, receiverUrls] = process.argv.slice(2);
+const parseHosts = (list) =>
+  list.split(',').map((h) => {
+    const [host, port] = h.split(':');
+    return { host, port: Number(port ?? 5672) };
+  });
+const hosts = parseHosts(urls);
+const receiverHosts = receiverUrls ? parseHosts(receiverUrls) : hosts;
 const out = (o) => process.stdout.write(`${JSON.stringify({ t: Date.now(), ...o })}\n`);
 
 // A host that lost power answers nothing, not even a reset: give up a connection
@@ -27,7 +32,7 @@ function connectWithin1s(port, host, _options, onConnected) {
   return socket;
 }
 
-function connect(role) {
+function connect(role, hosts) {
   let next = 0;
   let current = '';
   const container = rhea.create_container({ id: `failover-${role}-${process.pid}` });
@@ -60,7 +65,7 @@ let nextId = 1;
 let sending = true;
 let sent = 0;
 
-const sconn = connect('sender');
+const sconn = connect('sender', hosts);
 const sender = sconn.open_sender({ target: { address: queue, durable: 2 }, autosettle: true });
 // Between a drop and the reconnect rhea still reports the old link's credit: a send
 // then goes into the dead session and is never heard of again (seen after an idle
@@ -106,7 +111,7 @@ const ticker = setInterval(pump, 10);
 
 // ------------------------------------------------------------ receiver
 const received = new Set();
-const rconn = connect('receiver');
+const rconn = connect('receiver', receiverHosts);
 const receiver = rconn.open_receiver({ source: { address: queue, durable: 2 }, autoaccept: true, credit_window: 100 });
 receiver.on('message', (ctx) => {
   const id = Number(ctx.message.message_id);

@@ -291,8 +291,10 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
       const { promoted: victim } = await lab.healthy('node1', 'broker', 3, 120_000).catch(() => lab.healthy('node2', 'broker', 3, 60_000));
       const viewer = other(victim);
       const victimAddress = `${lab.address(victim)}:5672`;
-      client = new FailoverClient(lab.spawnInSwitch(process.execPath, [join(repoRoot, 'test', 'cluster', 'failover-client.mjs'), brokersUrl, 'partition']));
-      await waitFor(() => client!.accepted().length > 200 && client!.events.some((e) => e.ev === 'received'), { timeoutMs: 90_000, name: 'traffic before the partition' });
+      // The receiver only on the other side: a message only the cut-off node held must count as lost.
+      const majority = NODES.filter((n) => n !== victim).map((n) => `${lab.address(n)}:5672`).join(',');
+      client = new FailoverClient(lab.spawnInSwitch(process.execPath, [join(repoRoot, 'test', 'cluster', 'failover-client.mjs'), brokersUrl, `partition-${fencing ? 'f' : 'n'}`, majority]));
+      await waitFor(() => client!.accepted().length > 200, { timeoutMs: 90_000, name: 'traffic before the partition' });
       const tCut = Date.now();
       await lab.partition(victim);
       const newPrimary = await lab.promotedInsteadOf(viewer, 'broker', victim, 120_000);
