@@ -3,7 +3,7 @@
 // decode with one that keeps the encoded bytes and decodes only when a field is
 // read, so code that reads fields (management, our own clients) still works.
 import rhea from 'rhea';
-import { checkValues } from './engine/decoder.js';
+import { checkMessage } from './engine/message-sections.js';
 
 const raw = Symbol('tandem.raw');
 const decoded = Symbol('tandem.decoded');
@@ -49,11 +49,12 @@ function decode(m: Lazy): Record<string, unknown> {
 
 /**
  * rhea's decoder is not safe on hostile bytes (an array32 of 2^32-1 nulls in a
- * message annotation loops 2^32 times): the engine's decoder checks the bytes
- * first, and throws its AmqpError (amqp:decode-error) for what it refuses.
+ * message annotation loops 2^32 times) and prints the descriptor of a section it
+ * does not know: the engine checks the sections first, and throws its AmqpError
+ * (amqp:decode-error) for what it refuses.
  */
 function checkedDecode(bytes: Buffer): Record<string, unknown> {
-  checkValues(bytes);
+  checkMessage(bytes);
   return originalDecode(bytes);
 }
 

@@ -273,11 +273,19 @@ describe('frame guard', () => {
       expect(error?.description, field).toMatch(description);
       peer.destroy();
     }
+    // In a message too: a management request whose section has a made-up descriptor (rhea printed it).
+    const peer = await session();
+    peer.write(attach('$management', false));
+    await until('attach to $management', () => named(peer, 'flow').length > 0);
+    peer.write(transfer([uint(0), uint(0), binary(Buffer.from('f')), uint(0), boolean(true)], Buffer.concat([encode(described(symbol(forged), string(forged))), messageBody('x')])));
     await assertHealthy();
+    peer.write(close);
+    peer.destroy();
+    await waitFor(() => broker.stderr.includes('unreadable management request'), { name: 'the refusal logged' });
     const lines = `${broker.stdout}\n${broker.stderr}`.split('\n');
     expect(lines.filter((l) => l.startsWith('{"level":60,"msg":"FORGED"'))).toEqual([]);
     // The log is JSON lines: client text appears only as an escaped field value, never as rhea's console text.
-    expect(`${broker.stdout}\n${broker.stderr}`).not.toMatch(/Unknown terminus|unrecognised outcome/);
+    expect(`${broker.stdout}\n${broker.stderr}`).not.toMatch(/Unknown terminus|unrecognised outcome|did not recognise message section/);
     for (const line of lines.filter((l) => l.includes('FORGED'))) expect(() => JSON.parse(line), line).not.toThrow();
   });
 });
