@@ -42,6 +42,29 @@ export class JournalCorruptError extends StoreError {
   }
 }
 
+/**
+ * A segment shorter than the checkpoint proves it was: records that were synced (and
+ * so accepted) are gone. Not a torn tail, which only ever loses an unconfirmed write.
+ */
+export class JournalTruncatedError extends StoreError {
+  readonly code = StoreErrorCode.journalCorrupt;
+  override readonly name = 'JournalTruncatedError';
+  constructor(
+    readonly file: string,
+    readonly size: number,
+    readonly provenEnd: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `journal segment ${file} has ${size} bytes, but the checkpoint proves synced records reached byte ${provenEnd}: ` +
+        `${provenEnd - size} bytes of accepted records are missing (the file was cut, not torn by a crash). ` +
+        `The broker will not start on its own. Restore the data directory from a backup or an HA peer, ` +
+        `or run \`tandemd --repair\` to keep every record before the cut (it reports what was lost).`,
+      options,
+    );
+  }
+}
+
 export class DataDirLockedError extends StoreError {
   readonly code = StoreErrorCode.dataDirLocked;
   override readonly name = 'DataDirLockedError';

@@ -19,7 +19,7 @@ import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import { Compactor, type CompactionHooks, type CompactionReport } from './compactor.js';
-import { JournalIoError } from './errors.js';
+import { JournalIoError, JournalTruncatedError } from './errors.js';
 import { isDiskFull, nodeIo, syncDir, type JournalIo } from './io.js';
 import { CHECKPOINT_CORRUPT, CHECKPOINT_FILE, CHECKPOINT_TMP, CheckpointError, checkpointSupported, readCheckpoint, writeCheckpoint, type CheckpointMeta, type CheckpointWindow, type LoadedCheckpoint } from './checkpoint.js';
 import { DedupRecovery, type RecoveredWindow } from './dedup-recovery.js';
@@ -262,12 +262,21 @@ export class Journal implements ChangeSink {
     const file = path.join(dir, CHECKPOINT_FILE);
     const enabled = (opts.checkpoint ?? true) && checkpointSupported;
     if (opts.repair || !enabled) {
+      const proof = opts.repair ? await truncationProof(dir) : undefined;
       if (existsSync(file)) {
         log.warn({ file, reason: opts.repair ? 'repair' : 'checkpoints are off' }, 'removing the journal checkpoint: the whole journal is replayed');
         await rm(file, { force: true });
         await syncDir(nodeIo, dir);
       }
-      return Journal.fullReplay(dir, opts, logger);
+      const rec = await Journal.fullReplay(dir, opts, logger);
+      if (proof) {
+        log.error(
+          { file: proof.file, size: proof.size, provenEnd: proof.provenEnd, missingBytes: proof.provenEnd - proof.size, liveAtCheckpoint: proof.liveMessages, liveNow: rec.index.messageCount },
+          `REPAIR: ${proof.provenEnd - proof.size} bytes of segment ${proof.file} were cut off; every record before the cut is kept; ` +
+            `the checkpoint held ${proof.liveMessages} live messages at its position, the repaired journal holds ${rec.index.messageCount}`,
+        );
+      }
+      return rec;
     }
     const setAside = async (reason: string): Promise<void> => {
       log.warn({ file, keptAs: `${file}.corrupt`, reason }, 'the journal checkpoint cannot be used; replaying the whole journal instead (nothing is lost, the start takes longer)');
@@ -780,7 +789,9 @@ async function checkAgainstJournal(dir: string, loaded: LoadedCheckpoint): Promi
   if (position.offset > 0) {
     if (!ids.includes(position.seg)) throw new CheckpointError(`its position is in segment ${position.seg}, which is not there`);
     const size = await sizeOf(position.seg);
-    if (size < position.offset) throw new CheckpointError(`its position is offset ${position.offset} of segment ${position.seg}, which has only ${size} bytes`);
+    // The checkpoint was written after every record before its position was synced:
+    // a shorter file lost accepted records. Damage, never replayed as a torn tail.
+    if (size < position.offset) throw new JournalTruncatedError(segmentPath(dir, position.seg), size, position.offset);
   }
   if (lastFrame && ids.includes(lastFrame.seg)) {
     const fh = await open(segmentPath(dir, lastFrame.seg), 'r');
@@ -800,6 +811,26 @@ async function checkAgainstJournal(dir: string, loaded: LoadedCheckpoint): Promi
     if (id >= position.seg) break;
     if (!known.has(id) && (await sizeOf(id)) > 0) throw new CheckpointError(`segment ${id} holds data the checkpoint does not know`);
   }
+}
+
+/**
+ * What a readable checkpoint proves was cut from its position's segment, if anything
+ * (for --repair's report); a checkpoint that cannot be read proves nothing.
+ */
+async function truncationProof(dir: string): Promise<{ file: string; size: number; provenEnd: number; liveMessages: number } | undefined> {
+  let loaded: LoadedCheckpoint | undefined;
+  try {
+    loaded = await readCheckpoint(dir);
+  } catch (err) {
+    if (err instanceof CheckpointError) return undefined;
+    throw err;
+  }
+  if (!loaded) return undefined;
+  const { position } = loaded.meta;
+  const file = segmentPath(dir, position.seg);
+  const size = await stat(file).then((s) => s.size, () => 0);
+  if (size >= position.offset) return undefined;
+  return { file, size, provenEnd: position.offset, liveMessages: LiveIndex.restore(loaded.state).messageCount };
 }
 
 type CompactorLogger = { info(o: object, msg?: string): void; warn(o: object, msg?: string): void; error(o: object, msg?: string): void };
