@@ -290,3 +290,20 @@ export function bodyOf(m: Message): unknown {
   if (b && typeof b === 'object' && 'content' in (b as object)) return (b as { content: Buffer }).content.toString();
   return b;
 }
+
+/**
+ * Browse `count` messages of a queue and return their bodies. Each copy is settled as it
+ * comes: the receiving session frees only settled deliveries, so more than its 2,048
+ * unsettled would stop it.
+ */
+export async function browseBodies(port: number, queue: string, count: number, timeoutMs = 60_000): Promise<string[]> {
+  const client = await TestClient.connect({ port });
+  try {
+    const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
+    r.receiver.on('message', (ctx: EventContext) => ctx.delivery!.accept());
+    r.receiver.add_credit(count);
+    return (await r.next(count, timeoutMs)).map((g) => String(bodyOf(g.message)));
+  } finally {
+    await client.close();
+  }
+}

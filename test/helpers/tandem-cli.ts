@@ -35,3 +35,8 @@ export async function manage(port: number, operation: string, type: string | und
     client.close();
   }
 }
+
+/** A queue's depth, asked over AMQP management. */
+export async function queueDepth(port: number, queue: string): Promise<number> {
+  return ((await manage(port, 'READ', 'queue', queue)) as { depth: number }).depth;
+}

@@ -5,12 +5,11 @@
 // messages because HA was stopped first and every publish of the shutdown-timeout
 // was then settled unreplicated.
 import { afterEach, describe, expect, it } from 'vitest';
-import { type EventContext } from 'rhea';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
-import { TestClient, bodyOf } from '../helpers/rhea-client.js';
-import { manage } from '../helpers/tandem-cli.js';
+import { TestClient, browseBodies } from '../helpers/rhea-client.js';
+import { queueDepth } from '../helpers/tandem-cli.js';
 
 let cluster: TestCluster | undefined;
 
@@ -18,24 +17,6 @@ afterEach(async () => {
   await cluster?.stopAll();
   cluster = undefined;
 });
-
-async function depth(port: number, queue: string): Promise<number> {
-  return ((await manage(port, 'READ', 'queue', queue)) as { depth: number }).depth;
-}
-
-/** Every body on a queue, browsed; each copy is settled as it comes (more than a session's ring). */
-async function browseAll(port: number, queue: string): Promise<string[]> {
-  const n = await depth(port, queue);
-  const client = await TestClient.connect({ port });
-  try {
-    const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
-    r.receiver.on('message', (ctx: EventContext) => ctx.delivery!.accept());
-    r.receiver.add_credit(n);
-    return (await r.next(n, 60_000)).map((g) => String(bodyOf(g.message)));
-  } finally {
-    await client.close();
-  }
-}
 
 describe('ha - clean stop of the primary', () => {
   it('ha stop - SIGTERM of the primary with a publisher running and a consumer holding deliveries: every accepted message is on the promoted backup exactly once', async () => {
@@ -51,7 +32,7 @@ describe('ha - clean stop of the primary', () => {
     holder.receiver.add_credit(5);
     await holder.next(5);
     const sending = runPython<{ accepted: number[]; resent: number; reconnects: number }>('failover_send.py', [c.url, 'fq', '20000', '100'], 130_000);
-    await waitFor(async () => (await depth(c.ports[0]!, 'fq').catch(() => 0)) > 1000, { timeout: 60_000, interval: 100, name: 'traffic flowing' });
+    await waitFor(async () => (await queueDepth(c.ports[0]!, 'fq').catch(() => 0)) > 1000, { timeout: 60_000, interval: 100, name: 'traffic flowing' });
     expect(await c.brokers[0]!.stop()).toBe(0);
     consumer.destroy();
     const promoted = await c.promote(1);
@@ -59,13 +40,13 @@ describe('ha - clean stop of the primary', () => {
     const result = await sending;
     expect(result.accepted.length).toBe(20000);
     await c.waitState(2, 'ready');
-    const held = await browseAll(c.ports[1]!, 'fq');
+    const held = await browseBodies(c.ports[1]!, 'fq', await queueDepth(c.ports[1]!, 'fq'));
     const copies = new Map<string, number>();
     for (const body of held) copies.set(body, (copies.get(body) ?? 0) + 1);
     const lost = result.accepted.filter((n) => !copies.has(`seq-${n}`));
     const twice = [...copies].filter(([, k]) => k > 1).map(([b]) => b);
     expect({ lost: lost.length, firstLost: lost.slice(0, 5), duplicated: twice.length, firstDuplicated: twice.slice(0, 5) }).toEqual({ lost: 0, firstLost: [], duplicated: 0, firstDuplicated: [] });
     // What the consumer held and never settled is there again too.
-    expect(await depth(c.ports[1]!, 'held')).toBe(10);
+    expect(await queueDepth(c.ports[1]!, 'held')).toBe(10);
   }, 180_000);
 });

@@ -6,12 +6,12 @@
 // transfers later the window was 0 for ever (issue #21: publishers froze after
 // every failover, because proton re-sends as settled what it gave up on).
 import { afterEach, describe, expect, it } from 'vitest';
-import rhea, { type EventContext } from 'rhea';
+import rhea from 'rhea';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
-import { TestClient, bodyOf } from '../helpers/rhea-client.js';
-import { manage } from '../helpers/tandem-cli.js';
+import { browseBodies } from '../helpers/rhea-client.js';
+import { manage, queueDepth } from '../helpers/tandem-cli.js';
 
 /** More than a session's ring of 2,048 deliveries, several times over. */
 const COUNT = 10_000;
@@ -30,10 +30,6 @@ afterEach(async () => {
   await killAllBrokers();
 });
 
-async function depth(port: number, queue: string): Promise<number> {
-  return ((await manage(port, 'READ', 'queue', queue)) as { depth: number }).depth;
-}
-
 /**
  * Write `count` pre-settled messages with rhea on one sender link (one session), as
  * fast as credit and the broker's session window let it; close() ends the connection.
@@ -50,20 +46,6 @@ function rheaPresettled(port: number, queue: string, count: number): { close(): 
   return { close: () => conn.close() };
 }
 
-/** Every body on a queue, browsed; each copy is settled as it comes (more than a session's ring). */
-async function browseAll(port: number, queue: string): Promise<string[]> {
-  const n = await depth(port, queue);
-  const client = await TestClient.connect({ port });
-  try {
-    const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
-    r.receiver.on('message', (ctx: EventContext) => ctx.delivery!.accept());
-    r.receiver.add_credit(n);
-    return (await r.next(n, 30_000)).map((g) => String(bodyOf(g.message)));
-  } finally {
-    await client.close();
-  }
-}
-
 describe('pre-settled publishing', () => {
   it('presettled - 10,000 pre-settled messages from rhea on one session are all enqueued', async () => {
     const b = await TestBroker.start();
@@ -71,8 +53,8 @@ describe('pre-settled publishing', () => {
     const writer = rheaPresettled(b.port, 'ps.rhea', COUNT);
     try {
       // rhea stops writing once the broker's session window is 0: wait for the queue, not the writer.
-      await waitFor(async () => (await depth(b.port, 'ps.rhea')) === COUNT, { timeout: 60_000, interval: 200, name: `${COUNT} enqueued` }).catch(async (err) => {
-        throw new Error(`${(err as Error).message}: depth ${await depth(b.port, 'ps.rhea')}`);
+      await waitFor(async () => (await queueDepth(b.port, 'ps.rhea')) === COUNT, { timeout: 60_000, interval: 200, name: `${COUNT} enqueued` }).catch(async (err) => {
+        throw new Error(`${(err as Error).message}: depth ${await queueDepth(b.port, 'ps.rhea')}`);
       });
     } finally {
       writer.close();
@@ -83,8 +65,8 @@ describe('pre-settled publishing', () => {
     const b = await TestBroker.start();
     await manage(b.port, 'CREATE', 'queue', 'ps.py', { durable: true });
     const run = await runPython<PresettledRun>('presettled_send.py', [b.url, 'ps.py', 'p', String(COUNT), '0', '60'], 90_000);
-    expect(run.done, `${JSON.stringify(run.rounds)}; depth ${await depth(b.port, 'ps.py')}`).toBe(true);
-    expect(await depth(b.port, 'ps.py')).toBe(COUNT + 1);
+    expect(run.done, `${JSON.stringify(run.rounds)}; depth ${await queueDepth(b.port, 'ps.py')}`).toBe(true);
+    expect(await queueDepth(b.port, 'ps.py')).toBe(COUNT + 1);
   });
 
   it('presettled - across kill -9 of the primary and a promotion, a proton client sending pre-settled keeps getting everything through', async () => {
@@ -98,17 +80,17 @@ describe('pre-settled publishing', () => {
     // ending with a marker the broker must answer; it ends with the first answered
     // marker after a failover.
     const sending = runPython<PresettledRun>('presettled_send.py', [c.url, 'ps.ha', 'p', `${FIRST_ROUND},${COUNT}`, '1', '75'], 100_000);
-    await waitFor(async () => (await depth(c.ports[0]!, 'ps.ha').catch(() => 0)) >= FIRST_ROUND + 1, { timeout: 60_000, interval: 200, name: 'first round enqueued' }).catch(async (err) => {
-      throw new Error(`${(err as Error).message}: depth ${await depth(c.ports[0]!, 'ps.ha')}`);
+    await waitFor(async () => (await queueDepth(c.ports[0]!, 'ps.ha').catch(() => 0)) >= FIRST_ROUND + 1, { timeout: 60_000, interval: 200, name: 'first round enqueued' }).catch(async (err) => {
+      throw new Error(`${(err as Error).message}: depth ${await queueDepth(c.ports[0]!, 'ps.ha')}`);
     });
     await c.kill(0);
     const promoted = await c.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);
     const run = await sending;
     const after = run.rounds.find((r) => r.marker && r.after >= 1);
-    expect(run.done, `${JSON.stringify(run.rounds)}; depth on the new primary ${await depth(c.ports[1]!, 'ps.ha')}`).toBe(true);
+    expect(run.done, `${JSON.stringify(run.rounds)}; depth on the new primary ${await queueDepth(c.ports[1]!, 'ps.ha')}`).toBe(true);
     // Everything the last round wrote, on the new primary: count it message by message.
-    const held = await browseAll(c.ports[1]!, 'ps.ha');
+    const held = await browseBodies(c.ports[1]!, 'ps.ha', await queueDepth(c.ports[1]!, 'ps.ha'));
     const ofLast = held.filter((body) => body.startsWith(`${after!.prefix}-`));
     expect(new Set(ofLast).size).toBe(ofLast.length);
     expect(ofLast.length).toBe(COUNT + 1);
