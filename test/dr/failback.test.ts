@@ -107,4 +107,48 @@ describe('DR failback', () => {
     expect(await contents(b.port, 'orders')).toEqual(final);
     expect(await receive(a.port, 'orders', final.length)).toEqual(final);
   }, 180_000);
+
+  it('DR failback - the old site killed -9 during reattach: reattach run again completes it; nothing lost, nothing twice', async () => {
+    const outcomes: string[] = [];
+    for (let round = 0; round < 3; round++) {
+      const q = `kills${round}`;
+      const x = await TestBroker.start();
+      const y = await TestBroker.start();
+      expect((await tandem(['queue', 'add', q, '--durable', '-b', x.url])).code).toBe(0);
+      expect((await tandem(['dr', 'add', q, '--source', x.url, '-b', y.url])).code).toBe(0);
+      await send(x.port, q, range('m', 0, 500));
+      await drFlush(x.port, y.port, 30_000, [q]);
+      y.signal('SIGSTOP');
+      await send(x.port, q, range('n', 0, 10_000));
+      expect(await receive(x.port, q, 50)).toEqual(range('m', 0, 50));
+      await send(x.port, q, ['n-last']);
+      await x.kill();
+      y.signal('SIGCONT');
+      await waitFor(async () => (await drRowOf(y.port, q)).link !== 'connected', { timeout: 30_000, name: 'the secondary sees the source gone' });
+      expect((await tandem(['dr', 'activate', q, '-b', y.url])).code).toBe(0);
+      const crossed = new Set((await contents(y.port, q)) as string[]);
+      const notCrossed = [...range('n', 0, 10_000), 'n-last'].filter((m) => !crossed.has(m));
+      await send(y.port, q, range('b', 0, 100));
+      await receive(y.port, q, 30);
+      let old = await TestBroker.start({ port: x.port, dataDir: x.dataDir });
+      await waitFor(async () => (await drRowOf(old.port, q)).role === 'diverged', { timeout: 30_000, name: 'old site demoted' });
+      const killAfterMs = Math.floor(Math.random() * 1200);
+      const cli = tandem(['dr', 'reattach', q, '--source', y.url, '-b', old.url], { timeoutMs: 60_000 });
+      await new Promise((r) => setTimeout(r, killAfterMs)); // a random kill point, not a wait for a condition
+      await old.kill();
+      const first = await cli;
+      old = await TestBroker.start({ port: old.port, dataDir: old.dataDir });
+      const again = await tandem(['dr', 'reattach', q, '--source', y.url, '-b', old.url, '--json']);
+      expect(again.code, again.stderr).toBe(0);
+      outcomes.push(`killed at ${killAfterMs} ms: first run ${first.code === 0 ? 'answered' : 'cut'}, then ${(JSON.parse(again.stdout) as { already: string[] }).already.length ? 'already reattached' : 'reattached'}`);
+      await drFlush(y.port, old.port, 30_000, [q]);
+      expect(await drRowOf(old.port, q)).toMatchObject({ role: 'passive copy', quarantined: notCrossed.length });
+      expect(await contents(old.port, `${q}.dr-diverged`)).toEqual(notCrossed);
+      const expected = await contents(y.port, q);
+      expect(await contents(old.port, q)).toEqual(expected);
+      await old.kill();
+      await y.kill();
+    }
+    console.log(`DR reattach kills: ${outcomes.join('; ')}`);
+  }, 300_000);
 });
