@@ -1,11 +1,14 @@
 // The users file: one user a line, "name:role:scrypt$N$r$p$salt$hash".
 // Passwords are never stored, only salted scrypt hashes; roles are "admin" or
 // "user". The broker re-reads the file when it changes, so `tandem user add`
-// takes effect without a restart.
-import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+// takes effect without a restart; a file that no longer parses is not taken (the
+// last good one stays, and the error is logged).
+import { randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { invalidArgument, TandemError } from '../broker/errors.js';
+import type { Logger } from '../ops/log.js';
+import type { ScryptFn } from './password-hasher.js';
 
 export type Role = 'admin' | 'user';
 
@@ -17,25 +20,28 @@ export interface UserRecord {
 
 const scryptParams = { N: 16384, r: 8, p: 1 };
 
-function scrypt(password: string, salt: Buffer, keylen: number, options: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scryptCb(password, salt, keylen, options, (err, key) => (err ? reject(err) : resolve(key))),
+/** Node's scrypt, on libuv's pool: right for the CLI; the broker hashes on its own thread (password-hasher.ts). */
+const poolScrypt: ScryptFn = (password, salt, keylen, { N, r, p }) =>
+  new Promise((resolve, reject) =>
+    scryptCb(password, salt, keylen, { N, r, p, maxmem: 256 * N * r + 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key))),
   );
-}
 
-export async function hashPassword(password: string): Promise<string> {
+export async function hashPassword(password: string, scrypt: ScryptFn = poolScrypt): Promise<string> {
   const salt = randomBytes(16);
   const key = await scrypt(password, salt, 32, scryptParams);
   return `scrypt$${scryptParams.N}$${scryptParams.r}$${scryptParams.p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
-export async function verifyPassword(password: string, hash: string): Promise<boolean> {
+export async function verifyPassword(password: string, hash: string, scrypt: ScryptFn = poolScrypt): Promise<boolean> {
   const parts = hash.split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [N, r, p] = parts.slice(1, 4).map(Number);
+  // Parameters come from the file: bounded, so a hand-edited line cannot ask for gigabytes.
+  if (![N, r, p].every(Number.isInteger) || N < 2 || N > 2 ** 20 || r < 1 || r > 32 || p < 1 || p > 16) return false;
   const salt = Buffer.from(parts[4], 'base64');
   const expected = Buffer.from(parts[5], 'base64');
-  const key = await scrypt(password, salt, expected.length, { N, r, p, maxmem: 256 * N * r });
+  if (expected.length < 16 || expected.length > 128) return false;
+  const key = await scrypt(password, salt, expected.length, { N, r, p });
   return key.length === expected.length && timingSafeEqual(key, expected);
 }
 
@@ -64,24 +70,56 @@ export function readUsers(path: string): Map<string, UserRecord> {
   return parseUsers(readFileSync(path, 'utf8'), path);
 }
 
+/**
+ * Write the users file so the broker (user tandem, group tandem) can still read it:
+ * an existing file keeps its group and mode (less what others could read); a new one
+ * is 0640 with the group of its directory (/etc/tandem is root:tandem in the packages).
+ */
 export function writeUsers(path: string, users: Map<string, UserRecord>): void {
   mkdirSync(dirname(path), { recursive: true });
   const lines = ['# tandem users: name:role:hash (managed by `tandem user add|del`)'];
   for (const u of users.values()) lines.push(`${u.name}:${u.role}:${u.hash}`);
+  let mode = 0o640;
+  let gid = statSync(dirname(path)).gid;
+  if (existsSync(path)) {
+    const st = statSync(path);
+    mode = st.mode & 0o770;
+    gid = st.gid;
+  }
   // Write then rename, so a broker re-reading the file never sees half of it.
   const tmp = `${path}.tmp-${process.pid}`;
   writeFileSync(tmp, lines.join('\n') + '\n', { mode: 0o600 });
-  chmodSync(tmp, 0o600);
+  try {
+    chownSync(tmp, -1, gid);
+  } catch {
+    // Not ours to give away (run as a user outside that group): the file stays in our group.
+  }
+  chmodSync(tmp, mode);
   renameSync(tmp, path);
 }
 
-/** The users file as the broker sees it, re-read when its mtime changes. */
+export interface UserDirectoryOptions {
+  /** Where scrypt runs (the broker: its own thread). */
+  scrypt?: ScryptFn;
+  /** Told when the file changed into something that does not parse. */
+  log?: Logger;
+}
+
+/**
+ * The users file as the broker sees it, re-read when it changes. At start a bad file
+ * is an error (the broker refuses to start); later, the last good copy stays in use.
+ */
 export class UserDirectory {
   private users = new Map<string, UserRecord>();
-  private mtimeMs = -1;
+  /** Identity of the version read (mtime, size, inode): a change to any of them is a new version. */
+  private version = '';
 
-  constructor(readonly path: string) {
-    this.refresh();
+  constructor(
+    readonly path: string,
+    private readonly options: UserDirectoryOptions = {},
+  ) {
+    this.users = readUsers(path);
+    this.version = versionOf(path);
   }
 
   get size(): number {
@@ -90,15 +128,17 @@ export class UserDirectory {
   }
 
   refresh(): void {
-    let mtimeMs = 0;
+    const version = versionOf(this.path);
+    if (version === this.version) return;
+    this.version = version;
     try {
-      mtimeMs = statSync(this.path).mtimeMs;
-    } catch {
-      mtimeMs = 0;
+      this.users = readUsers(this.path);
+    } catch (err) {
+      this.options.log?.error(
+        { usersFile: this.path, err: (err as Error).message, users: this.users.size },
+        'the users file changed and no longer parses: still using the last good copy until it is fixed',
+      );
     }
-    if (mtimeMs === this.mtimeMs) return;
-    this.users = readUsers(this.path);
-    this.mtimeMs = mtimeMs;
   }
 
   /** The user's role if name and password match, else undefined. */
@@ -107,14 +147,23 @@ export class UserDirectory {
     const user = this.users.get(name);
     if (!user) {
       // Spend the same time as a real check so names cannot be probed by timing.
-      await hashPassword(password);
+      await hashPassword(password, this.options.scrypt);
       return undefined;
     }
-    return (await verifyPassword(password, user.hash)) ? user.role : undefined;
+    return (await verifyPassword(password, user.hash, this.options.scrypt)) ? user.role : undefined;
   }
 
   role(name: string): Role | undefined {
     this.refresh();
     return this.users.get(name)?.role;
+  }
+}
+
+function versionOf(path: string): string {
+  try {
+    const st = statSync(path);
+    return `${st.mtimeMs}:${st.size}:${st.ino}`;
+  } catch {
+    return 'absent';
   }
 }

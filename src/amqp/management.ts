@@ -6,6 +6,7 @@ import rhea from 'rhea';
 import { TandemError, invalidArgument } from '../broker/errors.js';
 import { create, entityType, purge, query, read, remove, update, type AdminContext, type Attributes } from '../admin/operations.js';
 import type { Logger } from '../ops/log.js';
+import { redact, redactValue } from '../ops/secrets.js';
 import { decodeMessage } from './lazy-message.js';
 import { parseIncoming } from './message-codec.js';
 import { replyIdOf } from './reply-id.js';
@@ -164,11 +165,12 @@ export class ManagementNode {
   }
 
   private encodeReply(request: Request, status: number, description: string, body: unknown): Buffer {
+    // Replies carry status, errors and configuration: never a password (secrets.ts).
     return rhea.message.encode({
       correlation_id: request.correlationId,
       to: request.replyTo,
-      application_properties: { statusCode: status, statusDescription: description },
-      body,
+      application_properties: { statusCode: status, statusDescription: redact(description) },
+      body: redactValue(body),
     } as never) as Buffer;
   }
 }

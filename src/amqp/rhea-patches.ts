@@ -333,9 +333,16 @@ interface RheaTransport {
 interface RheaSaslServer {
   outcome: number | undefined;
   mechanism: unknown;
-  connection: { output(): void; socket?: { end(): void } };
+  connection: { output(): void; socket?: { end(): void; remoteAddress?: string } };
   on_sasl_init(frame: unknown): void;
   do_step(challenge: unknown): void;
+}
+
+/** The connection whose sasl-init rhea is handling right now (see sasl-plain.ts). */
+let initiating: RheaSaslServer['connection'] | undefined;
+
+export function saslInitConnection(): RheaSaslServer['connection'] | undefined {
+  return initiating;
 }
 
 interface RheaConnection {
@@ -448,7 +455,13 @@ function installInputGuards(require: NodeRequire): void {
   const onInit = sp.on_sasl_init;
   sp.on_sasl_init = function (this: RheaSaslServer, frame: unknown) {
     if (this.mechanism !== undefined || this.outcome !== undefined) throw new ProtocolError('sasl-init received twice');
-    onInit.call(this, frame);
+    // rhea makes the mechanism inside on_sasl_init: its factory may ask whose it is.
+    initiating = this.connection;
+    try {
+      onInit.call(this, frame);
+    } finally {
+      initiating = undefined;
+    }
     closeIfFailed(this);
   };
   const doStep = sp.do_step;

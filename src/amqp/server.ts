@@ -19,6 +19,8 @@ import { acceptGuarded } from './guarded-accept.js';
 import { installRheaPatches } from './rhea-patches.js';
 import { ManagementNode } from './management.js';
 import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
+import { LoginThrottle } from './login-throttle.js';
+import { plainServer } from './sasl-plain.js';
 
 /**
  * Unsettled messages a sender may have in flight on one link (credit is topped up at
@@ -74,6 +76,7 @@ export class AmqpServer {
   private readonly refuser = new ConnectionRefuser();
   /** A flood of connections over the limit logs one line per interval, not one each. */
   private readonly overLimitLog = new LogThrottle();
+  private readonly loginThrottle = new LoginThrottle();
   admission: AdmissionCheck | undefined;
   checkLink: ConnectionHost['checkLink'];
   /** Why local changes are refused right now (an HA backup), if they are. */
@@ -233,22 +236,11 @@ export class AmqpServer {
   private configureSasl(): void {
     const mechs = this.container.sasl_server_mechanisms as unknown as {
       enable_anonymous(): void;
-      enable_plain(cb: (user: string, password: string) => Promise<boolean>): void;
+      PLAIN: () => unknown;
     };
     if (!this.options.auth) mechs.enable_anonymous();
     // PLAIN is offered even with auth off, so an admin identity can still be proven.
-    // rhea chains this promise into its own, whose failure path can itself throw: a
-    // users file that cannot be read is a refusal here, never a rejection.
-    mechs.enable_plain(async (user, password) => {
-      try {
-        const role = await this.options.users.authenticate(user, password);
-        if (!role) this.log.warn({ user }, 'authentication failed');
-        return role !== undefined;
-      } catch (err) {
-        this.log.error({ user, err: (err as Error).message }, 'authentication could not be checked; refused');
-        return false;
-      }
-    });
+    mechs.PLAIN = plainServer({ users: this.options.users, throttle: this.loginThrottle, log: this.log });
   }
 
   private wireEvents(): void {

@@ -1,13 +1,23 @@
 // tandem dr add|del|list|status|activate|switchover: disaster recovery queues
 // on a secondary broker, and the round trip between the two sites (see docs/dr.md).
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { TandemError } from '../broker/errors.js';
 import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
 
 interface AddOptions extends BrokerOption {
   source: string;
+  sourcePasswordFile?: string;
   mode: string;
   exchanges: string;
+}
+
+/** The source password from a file (- for stdin), so it is in no argument ps shows. */
+function sourcePassword(o: AddOptions): string | undefined {
+  if (o.sourcePasswordFile === undefined) return undefined;
+  const password = readFileSync(o.sourcePasswordFile === '-' ? 0 : o.sourcePasswordFile, 'utf8').split(/\r?\n/, 1)[0] ?? '';
+  if (password === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--source-password-file ${o.sourcePasswordFile} is empty: put the password on its first line`);
+  return password;
 }
 
 export function drCommands(program: Command): void {
@@ -17,12 +27,13 @@ export function drCommands(program: Command): void {
     dr
       .command('add <queue>')
       .description('replicate a queue from the primary cluster to this broker (passive until activated)')
-      .requiredOption('--source <url>', 'every broker of the primary cluster: [user[/password]@]host:port,host:port')
+      .requiredOption('--source <url>', 'every broker of the primary cluster: [user@]host:port,host:port (user/password@ works, but ps shows it)')
+      .option('--source-password-file <file>', "the source user's password: first line of FILE, - for stdin; kept in the data directory (0600), never in the journal")
       .option('--mode <mode>', 'enqueue-and-dequeue (mirror) or enqueue-only', 'enqueue-and-dequeue')
       .option('--exchanges <names>', "exchanges binding the queue copied with it: comma-separated names, * wildcards; '' none", '*'),
   ).action(
     action(async (queue: string, o: AddOptions) => {
-      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges }))) as Record<string, unknown>;
+      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges, password: sourcePassword(o) }))) as Record<string, unknown>;
       print(o, r, () => `DR queue ${queue} added (${String(r.mode)} from ${String(r.source)})`);
     }),
   );

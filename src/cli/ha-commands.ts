@@ -181,12 +181,14 @@ function divergedLines(status: HaStatus): string {
 /** HA-STATUS of every broker in ha-brokers-url (taken from the local broker if not in a config). */
 export async function queryAll(local: BrokerAddress, brokersUrl: string | undefined, timeoutMs: number): Promise<Array<Record<string, unknown>>> {
   let url = brokersUrl;
+  // A broker reports its URL without the password: only a config file's URL lends one.
+  const lendsPassword = url !== undefined;
   if (!url) url = (await haStatusOf(local, timeoutMs))['brokers-url'] ?? undefined;
   if (!url) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the broker has no ha-brokers-url: is it in a cluster?');
   const parsed = parseBrokersUrl(url);
   return Promise.all(
     parsed.endpoints.map(async (e) => {
-      const address = { host: e.host, port: e.port, user: local.user ?? parsed.user, password: local.password ?? parsed.password };
+      const address = { host: e.host, port: e.port, user: local.user ?? parsed.user, password: local.password ?? (lendsPassword ? parsed.password : undefined) };
       try {
         return { address: `${e.host}:${e.port}`, ...(await haStatusOf(address, timeoutMs)) };
       } catch (err) {

@@ -22,6 +22,8 @@ export interface BridgeHost {
   log: Logger;
   autoCreate: boolean;
   instanceId: string;
+  /** The source's password (credentials.ts); the source URL itself never carries one. */
+  password: string | undefined;
 }
 
 /** Batches the source may send before we have made the earlier ones safe. */
@@ -43,7 +45,7 @@ export class DrBridge {
   private readonly container: Container;
   private readonly endpoints: BrokerEndpoint[];
   private readonly user: string | undefined;
-  private readonly password: string | undefined;
+  readonly password: string | undefined;
   private connection: Connection | undefined;
   private receiver: Receiver | undefined;
   private next = 0;
@@ -77,7 +79,7 @@ export class DrBridge {
     const url = parseBrokersUrl(source);
     this.endpoints = url.endpoints;
     this.user = url.user;
-    this.password = url.password;
+    this.password = host.password;
     this.container = rhea.create_container({ id: `tandem-dr-${host.instanceId}` });
   }
 

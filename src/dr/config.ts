@@ -2,19 +2,26 @@
 //
 //   [dr]
 //   orders = source=primary1:5672,primary2:5672 mode=enqueue-and-dequeue
-//   audit  = source=dr/secret@primary1,primary2 mode=enqueue-only
+//   audit  = source=dr@primary1,primary2 source-password-file=/etc/tandem/dr-password mode=enqueue-only
 //
 // The source lists every broker of the primary cluster (credentials once, as in
-// ha-brokers-url). Lines are applied each time the broker starts serving; a
-// queue added with `tandem dr add` is kept in the journal instead.
+// ha-brokers-url; `dr/secret@primary1` works too, but keeps the password in this
+// file). Lines are applied each time the broker starts serving; a queue added with
+// `tandem dr add` is kept in the journal instead. Either way the journal holds the
+// source without its password (credentials.ts keeps that).
 import { DR_MODES, type DrMode } from '../broker/changes.js';
 import { invalidArgument } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { normaliseExchangeFilter } from './topology.js';
+import { readSecretFile } from '../ops/secret-files.js';
+import { knownPassword, rememberPassword } from './credentials.js';
+import { redact } from '../ops/secrets.js';
 
 export interface DrQueueSpec {
   queue: string;
+  /** `[user@]host:port,...`: never a password. */
   source: string;
+  password: string | undefined;
   mode: DrMode;
   /** Which exchanges binding the queue are copied with it (src/dr/topology.ts). */
   exchanges: string;
@@ -25,17 +32,37 @@ export function parseDrMode(value: unknown): DrMode {
   throw invalidArgument(`DR mode must be enqueue-and-dequeue or enqueue-only, not ${JSON.stringify(value)}`);
 }
 
-/** Check a source URL and return it in a canonical spelling (the key positions are kept under). */
-export function normaliseSource(value: unknown): string {
+/**
+ * Check a source URL and split it into its canonical spelling without the password
+ * (what the journal keeps and bridges are keyed by) and the password, if it has one.
+ */
+export function parseSource(value: unknown): { source: string; password: string | undefined } {
   if (typeof value !== 'string' || value.trim() === '') throw invalidArgument('a DR source lists the brokers of the primary cluster: host:port,host:port');
   let url;
   try {
     url = parseBrokersUrl(value);
   } catch (err) {
-    throw invalidArgument(`DR source '${value}': ${(err as Error).message.replace(/^ha-brokers-url: /, '')}`);
+    throw invalidArgument(`DR source '${redact(value)}': ${(err as Error).message.replace(/^ha-brokers-url: /, '')}`);
   }
-  const cred = url.user ? `${url.user}${url.password !== undefined ? `/${url.password}` : ''}@` : '';
-  return cred + url.endpoints.map((e) => `${e.host}:${e.port}`).join(',');
+  const user = url.user ? `${url.user}@` : '';
+  return { source: user + url.endpoints.map((e) => `${e.host}:${e.port}`).join(','), password: url.password };
+}
+
+/**
+ * A source in its canonical spelling without the password (what the journal keeps),
+ * the password, if it came with one, kept apart (credentials.ts).
+ */
+export function normaliseSource(value: unknown): string {
+  const { source, password } = parseSource(value);
+  if (password !== undefined) rememberPassword(source, password);
+  return source;
+}
+
+/** The source with its kept password, for a request that hands it to the other site. */
+export function sourceWithPassword(source: string): string {
+  const password = knownPassword(source);
+  const at = source.lastIndexOf('@');
+  return password === undefined || at < 0 ? source : `${source.slice(0, at)}/${password}${source.slice(at)}`;
 }
 
 /** Without credentials, for status and logs. */
@@ -52,11 +79,16 @@ export function parseDrLine(queue: string, value: unknown): DrQueueSpec {
     if (eq < 1) throw invalidArgument(`[dr] ${queue}: expected source=HOST:PORT,... mode=MODE, not '${part}'`);
     fields[part.slice(0, eq)] = part.slice(eq + 1);
   }
-  for (const k of Object.keys(fields)) if (k !== 'source' && k !== 'mode' && k !== 'exchanges') throw invalidArgument(`[dr] ${queue}: unknown field '${k}' (known: source, mode, exchanges)`);
+  const known = ['source', 'source-password-file', 'mode', 'exchanges'];
+  for (const k of Object.keys(fields)) if (!known.includes(k)) throw invalidArgument(`[dr] ${queue}: unknown field '${k}' (known: ${known.join(', ')})`);
   if (!fields.source) throw invalidArgument(`[dr] ${queue}: source=HOST:PORT,HOST:PORT (every broker of the primary cluster) is required`);
+  const { source, password } = parseSource(fields.source);
+  const file = fields['source-password-file'];
+  if (file !== undefined && password !== undefined) throw invalidArgument(`[dr] ${queue}: give the password in source or in source-password-file, not both`);
   return {
     queue,
-    source: normaliseSource(fields.source),
+    source,
+    password: file !== undefined ? readSecretFile(file, `[dr] ${queue}: source-password-file`) : password,
     mode: fields.mode === undefined ? 'enqueue-and-dequeue' : parseDrMode(fields.mode),
     exchanges: normaliseExchangeFilter(fields.exchanges),
   };

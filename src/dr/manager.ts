@@ -9,7 +9,8 @@ import { TandemError, notFound } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { DrBridge } from './bridge.js';
-import { displaySource, listOf, normaliseSource, parseDrMode, type DrQueueSpec } from './config.js';
+import { displaySource, listOf, parseDrMode, parseSource, type DrQueueSpec } from './config.js';
+import type { DrCredentials } from './credentials.js';
 import { DR_ROLES, FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf, type DrRole } from './roles.js';
 import { DrFailback } from './failback.js';
 import { DrSwitchover } from './switchover.js';
@@ -33,6 +34,8 @@ export interface DrManagerHost {
   followed(): Set<string>;
   /** Per message id of `queue` in the journal (synced), the LSN of its enqueue. */
   enqueueLsns(queue: string): Map<number, number>;
+  /** Source passwords (never in the journal). */
+  credentials: DrCredentials;
 }
 
 export type Attributes = Record<string, unknown>;
@@ -85,6 +88,7 @@ export class DrManager {
   start(): void {
     if (this.serving) return;
     this.serving = true;
+    this.moveJournaledPasswords();
     this.applyConfigFile();
     this.syncBridges();
     this.timer = setInterval(() => {
@@ -104,11 +108,13 @@ export class DrManager {
 
   // ---- operations ----------------------------------------------------------
 
-  add(queue: string, sourceText: string, modeText: unknown, exchangesText?: unknown): DrQueueStatus {
+  add(queue: string, sourceText: string, modeText: unknown, exchangesText?: unknown, passwordValue?: unknown): DrQueueStatus {
     if (typeof queue !== 'string' || queue === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'dr add needs a queue name');
-    const source = normaliseSource(sourceText);
+    const { source, password: inUrl } = parseSource(sourceText);
+    if (passwordValue !== undefined && typeof passwordValue !== 'string') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the DR source password must be a string');
+    if (passwordValue !== undefined && inUrl !== undefined) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'give the DR source password in the URL or apart, not both');
     const mode = parseDrMode(modeText ?? 'enqueue-and-dequeue');
-    this.configure(queue, source, mode, normaliseExchangeFilter(exchangesText), 'runtime');
+    this.configure(queue, source, mode, normaliseExchangeFilter(exchangesText), 'runtime', passwordValue ?? inUrl);
     this.syncBridges();
     return this.statusOf(queue);
   }
@@ -298,7 +304,7 @@ export class DrManager {
       if (typeof q !== 'string' || q === '' || q === 'broker') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queue');
       return q;
     };
-    m.register('DR-ADD', (_t, name, body) => ({ ...this.add(queueOf(name, body), body.source as string, body.mode, body.exchanges) }));
+    m.register('DR-ADD', (_t, name, body) => ({ ...this.add(queueOf(name, body), body.source as string, body.mode, body.exchanges, body.password ?? undefined) }));
     m.register('DR-DEL', (_t, name, body) => ({ ...this.del(queueOf(name, body)) }));
     m.register('DR-LIST', () => ({ queues: this.list() }));
     m.register('DR-STATUS', (_t, _name, body) => {
@@ -312,8 +318,10 @@ export class DrManager {
 
   // ---- internals -----------------------------------------------------------
 
-  private configure(queue: string, source: string, mode: DrMode, exchanges: string, origin: 'runtime' | 'config'): void {
+  private configure(queue: string, source: string, mode: DrMode, exchanges: string, origin: 'runtime' | 'config', password?: string): void {
     const broker = this.host.broker;
+    // Before the journal names the source, so a crash between leaves no source without its password.
+    if (password !== undefined) this.host.credentials.set(source, password);
     const existing = broker.drQueues.get(queue);
     if (existing && existing.state !== 'passive' && existing.state !== 'active') {
       throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${queue}' is ${roleOf(existing, false)} here (tandem dr status ${queue}): finish the switchover or reattach it first`);
@@ -337,10 +345,26 @@ export class DrManager {
   private applyConfigFile(): void {
     for (const spec of this.host.configured) {
       try {
-        this.configure(spec.queue, spec.source, spec.mode, spec.exchanges, 'config');
+        this.configure(spec.queue, spec.source, spec.mode, spec.exchanges, 'config', spec.password);
       } catch (err) {
         this.host.log.error({ queue: spec.queue, err: (err as Error).message }, 'DR: [dr] entry not applied');
       }
+    }
+  }
+
+  /**
+   * A journal written before passwords were kept apart names sources as user/password@:
+   * move each password to the credentials file and journal the source without it.
+   * Positions stay: it is the same source.
+   */
+  private moveJournaledPasswords(): void {
+    const broker = this.host.broker;
+    for (const [queue, c] of [...broker.drQueues]) {
+      const { source, password } = parseSource(c.source);
+      if (password === undefined) continue;
+      this.host.credentials.set(source, password);
+      broker.recordDr(drRoleChange(queue, { ...FRESH_ROLE, ...c, source }));
+      this.host.log.info({ queue, source }, 'DR: moved the source password out of the journal into dr-credentials');
     }
   }
 
@@ -358,9 +382,14 @@ export class DrManager {
     for (const source of sources) {
       let b = this.bridges.get(source);
       const wanted = JSON.stringify(this.wantedOf(source));
-      if (b && b.carries === wanted) continue;
+      const password = this.host.credentials.get(source);
+      if (b && b.carries === wanted && b.password === password) continue;
+      if (b && b.password !== password) {
+        b.stop();
+        b = undefined;
+      }
       if (!b) {
-        b = new DrBridge(source, { broker: this.host.broker, gate: this.host.gate, log: this.host.log.child({ dr: displaySource(source) }), autoCreate: this.host.autoCreate, instanceId: this.instanceId });
+        b = new DrBridge(source, { broker: this.host.broker, gate: this.host.gate, log: this.host.log.child({ dr: displaySource(source) }), autoCreate: this.host.autoCreate, instanceId: this.instanceId, password });
         this.bridges.set(source, b);
       }
       b.carries = wanted;

@@ -5,7 +5,8 @@
 import { ConnectError, ManagementClient } from '../admin/client.js';
 import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
-import { displaySource } from './config.js';
+import { displaySource, parseSource } from './config.js';
+import { knownPassword } from './credentials.js';
 
 export type PeerReply = Record<string, unknown>;
 
@@ -15,7 +16,10 @@ export type PeerReply = Record<string, unknown>;
  * a TandemError naming the site and the reason of each.
  */
 export async function peerRequest(url: string, op: string, body: Record<string, unknown>, timeoutMs: number): Promise<PeerReply> {
-  const { endpoints, user, password } = parseBrokersUrl(url);
+  const parsed = parseBrokersUrl(url);
+  const { endpoints, user } = parsed;
+  // Sources are kept without their password (credentials.ts keeps it).
+  const password = parsed.password ?? knownPassword(parseSource(url).source);
   const failures: string[] = [];
   for (const e of endpoints) {
     let client: ManagementClient | undefined;

@@ -18,7 +18,7 @@
 // alone, so the two sites never both serve a queue.
 import type { DrMode } from '../broker/changes.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
-import { displaySource, listOf, normaliseSource, parseDrMode } from './config.js';
+import { displaySource, listOf, normaliseSource, parseDrMode, sourceWithPassword } from './config.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
 import { FRESH_ROLE, drRefusal, epochOf, roleOf } from './roles.js';
@@ -100,7 +100,7 @@ export class DrSwitchover {
       let fenceLsn: number;
       try {
         const fence = queues.map((q) => ({ queue: q, mode: broker.drQueues.get(q)!.mode, epoch: epochs.get(q)! }));
-        fenceLsn = Number((await peerRequest(source, 'DR-FENCE', { queues: JSON.stringify(fence), peer: reverse }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
+        fenceLsn = Number((await peerRequest(source, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse) }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
       } catch (err) {
         // The fence may have been recorded before the answer was lost: undo it.
         throw await this.rollBack(source, queues, epochs, `the source did not fence the queues: ${(err as Error).message}`);
@@ -122,7 +122,7 @@ export class DrSwitchover {
       let following = true;
       let note: string | undefined;
       try {
-        await peerRequest(source, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: reverse }, Math.max(left(), PEER_TIMEOUT_MS));
+        await peerRequest(source, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: sourceWithPassword(reverse) }, Math.max(left(), PEER_TIMEOUT_MS));
       } catch (err) {
         following = false;
         note = `the old source did not confirm (${(err as Error).message}); it follows this site as soon as it asks how the switchover ended (every 2 s while it is fenced)`;

@@ -3,6 +3,7 @@
 // HA settlement gate. The cluster manager (Pacemaker, rgmanager, an operator)
 // decides who is primary; this class makes that decision safe.
 import { randomUUID } from 'node:crypto';
+import { redact } from '../ops/secrets.js';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Sender } from 'rhea';
@@ -351,7 +352,7 @@ export class HaManager {
       state: this.sm.state,
       epoch: this.host.broker.epoch,
       lsn: this.positionValid || this.isPrimary ? this.host.broker.log.lsn : this.host.recoveredLsn,
-      'brokers-url': this.host.settings.haBrokersUrl ?? '',
+      'brokers-url': redact(this.host.settings.haBrokersUrl ?? ''),
       'public-url': this.host.settings.haPublicUrl ?? null,
       replicate: this.host.settings.haReplicate,
       'broker-id': this.brokerId,

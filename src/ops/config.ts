@@ -13,6 +13,8 @@ import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
 // brokers-url imports ConfigError from here: a cycle, harmless as both only call each other at run time.
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/settle-quorum.js';
+import { registerSecret } from './secrets.js';
+import { readSecretFile, secretFileProblems } from './secret-files.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
 const DR_SECTION = '[dr]';
@@ -53,6 +55,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'tls-ca', kind: 'path', description: 'PEM CA bundle to verify client certificates' },
   { key: 'tls-require-client-cert', kind: 'bool', description: 'refuse TLS clients without a certificate signed by tls-ca' },
   { key: 'auto-create', kind: 'bool', description: 'create a queue when a link attaches to an unknown address' },
+  { key: 'acl-file', kind: 'path', description: 'permissions (configure, write, read on name patterns) per user or group; unset: every user may use every name that is not reserved' },
   { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes', min: 512, max: 16 * 1024 * 1024, why: 'AMQP allows no less; a larger frame only costs memory per connection, as bigger messages span frames' },
   { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes', min: 1024, max: 1024 ** 3, why: 'a message is held whole in memory while it arrives' },
   { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal', min: 1024 * 1024, why: 'message bodies kept in memory' },
@@ -69,7 +72,8 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-brokers-url', kind: 'string', description: 'every broker of the cluster: [amqp:][user[/password]@]host[:port](,host[:port])*' },
   { key: 'ha-public-url', kind: 'string', description: 'address clients are told to use (e.g. the VIP)' },
   { key: 'ha-username', kind: 'string', description: 'identity brokers use with each other (an admin user)' },
-  { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged)' },
+  { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged; visible in ps on the command line: prefer ha-password-file or TANDEM_HA_PASSWORD)' },
+  { key: 'ha-password-file', kind: 'path', description: 'file holding the password of ha-username (first line; mode 0600 or 0640)' },
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
   { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped', min: 100, max: 3_600_000, why: 'shorter drops backups under ordinary load; longer holds publishers for hours behind a stalled backup' },
@@ -95,6 +99,7 @@ export interface Settings {
   tlsCa: string | undefined;
   tlsRequireClientCert: boolean;
   autoCreate: boolean;
+  aclFile: string | undefined;
   maxFrameSize: number;
   maxMessageSize: number;
   idleTimeoutMs: number;
@@ -130,6 +135,10 @@ export interface Settings {
   drQueues: DrQueueSpec[];
   /** Where the settings came from, for messages. */
   configFile: string | undefined;
+  /** Started from a config file (a service, not a developer's `tandemd`): see docs/security.md. */
+  production: boolean;
+  /** What the broker should warn about at start (the checks above refuse only what cannot work). */
+  warnings: string[];
 }
 
 function dedupDefaults(values: Record<string, unknown>): Settings['dedupDefaults'] {
@@ -207,6 +216,52 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
+/**
+ * Who brokers are to each other: ha-username/ha-password, else the credentials of
+ * ha-brokers-url (`user/password@host,...`), which then select PLAIN. The password may
+ * come from ha-password-file or TANDEM_HA_PASSWORD instead, neither of which ps shows.
+ */
+function applyHaCredentials(settings: Settings, values: Record<string, unknown>): void {
+  const url = settings.haBrokersUrl ? parseBrokersUrl(settings.haBrokersUrl) : undefined;
+  const passwordFile = values['ha-password-file'] as string | undefined;
+  if (passwordFile !== undefined && settings.haPassword !== undefined) throw new ConfigError('give ha-password or ha-password-file, not both');
+  const explicitMechanism = values['ha-mechanism'] as string | undefined;
+  if (url?.user && settings.haUsername && url.user !== settings.haUsername) {
+    throw new ConfigError(`ha-brokers-url names user '${url.user}' but ha-username is '${settings.haUsername}': give the identity once`);
+  }
+  if (url?.user && explicitMechanism?.toUpperCase() === 'ANONYMOUS') {
+    throw new ConfigError(`ha-brokers-url carries credentials (user '${url.user}') but ha-mechanism is ANONYMOUS: remove one of them`);
+  }
+  settings.haUsername ??= url?.user;
+  settings.haPassword ??= passwordFile !== undefined ? readSecretFile(passwordFile, 'ha-password-file') : (url?.password ?? process.env.TANDEM_HA_PASSWORD);
+  if (!explicitMechanism) settings.haMechanism = settings.haUsername ? 'PLAIN' : 'ANONYMOUS';
+  registerSecret(settings.haPassword);
+  registerSecret(url?.password);
+}
+
+/**
+ * Files holding secrets must not be readable by everyone. A production broker (started
+ * from a config file) with auth on refuses to start over it; anything else is warned about.
+ */
+function checkSecretFiles(settings: Settings, configFile: string | undefined, values: Record<string, unknown>): void {
+  const files: Array<{ path: string; what: string }> = [{ path: settings.usersFile, what: 'users-file (password hashes)' }];
+  if (configFile && configHoldsSecret(configFile)) files.push({ path: configFile, what: 'the config file (it holds a password)' });
+  const passwordFile = values['ha-password-file'] as string | undefined;
+  if (passwordFile) files.push({ path: passwordFile, what: 'ha-password-file' });
+  const problems = secretFileProblems(files);
+  if (problems.length === 0) return;
+  if (settings.production && settings.auth) {
+    throw new ConfigError(`${problems.join('; ')}; a broker started from a config file with auth=yes refuses world-readable secrets`);
+  }
+  settings.warnings.push(...problems);
+}
+
+/** ha-password, or a password in a broker URL (ha-brokers-url, [dr] sources). */
+function configHoldsSecret(path: string): boolean {
+  const text = readFileSync(path, 'utf8');
+  return /^\s*ha-password\s*=/m.test(text) || /[A-Za-z0-9_.@-][/:][^\s@]*@[A-Za-z0-9[]/.test(text.replace(/^\s*[#;].*$/gm, ''));
+}
+
 /** Read tandemd.conf (INI; keys at top level or under [tandemd]). */
 export function readConfigFile(path: string): Record<string, unknown> {
   let text: string;
@@ -266,7 +321,9 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   const drQueues: DrQueueSpec[] = [];
   for (const [queue, line] of Object.entries((fromFile[DR_SECTION] ?? {}) as Record<string, unknown>)) {
     try {
-      drQueues.push(parseDrLine(queue, line));
+      const spec = parseDrLine(queue, line);
+      registerSecret(spec.password);
+      drQueues.push(spec);
     } catch (err) {
       throw new ConfigError(`${configFile}: ${(err as Error).message}`);
     }
@@ -285,6 +342,8 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   }
   const host = (values.host as string | undefined) ?? '127.0.0.1';
   const embedded = configFile === undefined;
+  const warnings: string[] = [];
+  if (cli.haPassword !== undefined) warnings.push('ha-password was given on the command line, where ps shows it to every local user: use ha-password-file or TANDEM_HA_PASSWORD');
   const auth = (values.auth as boolean | undefined) ?? !(embedded && isLoopback(host));
   if (!auth && !isLoopback(host) && embedded) {
     throw new ConfigError(`auth=no on a non-loopback host (${host}) needs an explicit config file; anonymous access is allowed by default only on loopback`);
@@ -302,6 +361,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     tlsCa: values['tls-ca'] as string | undefined,
     tlsRequireClientCert: (values['tls-require-client-cert'] as boolean | undefined) ?? false,
     autoCreate: (values['auto-create'] as boolean | undefined) ?? true,
+    aclFile: values['acl-file'] as string | undefined,
     maxFrameSize: (values['max-frame-size'] as number | undefined) ?? 65536,
     maxMessageSize: (values['max-message-size'] as number | undefined) ?? 100 * 1024 * 1024,
     idleTimeoutMs: (values['idle-timeout'] as number | undefined) ?? 0,
@@ -330,7 +390,10 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     dedupDefaults: dedupDefaults(values),
     drQueues,
     configFile,
+    production: !embedded,
+    warnings,
   };
+  applyHaCredentials(settings, values);
   if (settings.haMechanism !== 'PLAIN' && settings.haMechanism !== 'ANONYMOUS') {
     throw new ConfigError(`ha-mechanism must be PLAIN or ANONYMOUS, not ${settings.haMechanism}`);
   }
@@ -342,8 +405,14 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     if (refusal) throw new ConfigError(refusal);
   }
   if (settings.haCluster && settings.haMechanism === 'PLAIN' && (!settings.haUsername || settings.haPassword === undefined)) {
-    throw new ConfigError('ha-mechanism PLAIN needs ha-username and ha-password');
+    throw new ConfigError('ha-mechanism PLAIN needs ha-username and a password (ha-password-file, TANDEM_HA_PASSWORD, ha-password, or user/password@ in ha-brokers-url)');
   }
+  if (settings.haCluster && !settings.auth && !isLoopback(host)) {
+    throw new ConfigError(
+      `ha-cluster=yes with auth=no on ${host} would let anyone who reaches the port join the cluster, copy every message or promote a broker: set auth=yes with an admin ha-username on every broker, or listen on 127.0.0.1`,
+    );
+  }
+  checkSecretFiles(settings, configFile, values);
   if ((settings.tlsCert === undefined) !== (settings.tlsKey === undefined)) {
     throw new ConfigError('tls-cert and tls-key must be given together');
   }

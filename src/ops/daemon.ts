@@ -17,8 +17,10 @@ import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
 import { drRefusal } from '../dr/roles.js';
 import { DrSource } from '../dr/source.js';
+import { DrCredentials } from '../dr/credentials.js';
 import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
+import { PasswordHasher } from '../admin/password-hasher.js';
 import { AmqpServer } from '../amqp/server.js';
 import { prepareDataDir } from '../store/data-dir.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
@@ -59,6 +61,8 @@ export class Daemon {
   private readonly autoDeleteTimers = new Map<Queue, NodeJS.Timeout>();
   private stopWatchdog: (() => void) | undefined;
   private readonly memoryAlarm: MemoryAlarm;
+  /** Logins hash passwords here, never on libuv's pool (the journal's writes use that). */
+  private readonly hasher = new PasswordHasher();
   private stopping: Promise<void> | undefined;
   /** Set once a clean stop began: no local change is taken any more (see doStop). */
   private stoppingReason: string | undefined;
@@ -170,6 +174,7 @@ export class Daemon {
       log: logger('dr'),
       autoCreate: s.autoCreate,
       configured: s.drQueues,
+      credentials: new DrCredentials(s.dataDir).activate(),
       clients: () => this.server?.clients ?? [],
       followed: () => new Set([...(this.drSource?.streams ?? [])].flatMap((st) => st.queueNames)),
       enqueueLsns: (queue) => {
@@ -179,7 +184,8 @@ export class Daemon {
       },
     });
     this.broker.drRefusal = drRefusal;
-    const users = new UserDirectory(s.usersFile);
+    for (const warning of s.warnings) this.log.warn(warning);
+    const users = new UserDirectory(s.usersFile, { scrypt: this.hasher.scrypt, log: logger('admin') });
     if (s.auth && users.size === 0) {
       this.log.warn({ usersFile: s.usersFile }, 'authentication is on but there are no users: add one with `tandem user add NAME --admin`');
     }
@@ -520,6 +526,7 @@ export class Daemon {
     this.drSource?.close();
     await this.ha?.stop();
     await this.metrics?.close();
+    await this.hasher.close();
     await this.journal?.close();
     this.log.info('broker stopped');
   }

@@ -2,6 +2,7 @@
 // dr, ops), human-readable on a terminal, JSON lines otherwise (journald, files).
 // Logs go to stderr so stdout carries only what scripts read ("listening on ...").
 import { pino, type Logger } from 'pino';
+import { redact } from './secrets.js';
 
 export type { Logger };
 export type Subsystem = 'broker' | 'amqp' | 'store' | 'ha' | 'replication' | 'dr' | 'ops' | 'admin';
@@ -16,17 +17,19 @@ export function isLogLevel(value: string): value is LogLevel {
 let root: Logger | undefined;
 
 export function createRootLogger(level: LogLevel = 'info', pretty = process.stderr.isTTY === true): Logger {
+  // Secrets must never reach a log line, whatever a caller passes in: fields named
+  // so are censored, and every finished line goes through secrets.ts (URLs, known passwords).
+  const common = {
+    level,
+    redact: { paths: ['password', '*.password', 'haPassword', '*.haPassword'], censor: '***' },
+    hooks: { streamWrite: redact },
+  };
   root = pretty
     ? pino({
-        level,
-        // Secrets must never reach a log line, whatever a caller passes in.
-        redact: { paths: ['password', '*.password', 'haPassword', '*.haPassword'], censor: '***' },
+        ...common,
         transport: { target: 'pino-pretty', options: { destination: 2, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
       })
-    : pino(
-        { level, redact: { paths: ['password', '*.password', 'haPassword', '*.haPassword'], censor: '***' } },
-        pino.destination({ dest: 2, sync: false }),
-      );
+    : pino(common, pino.destination({ dest: 2, sync: false }));
   return root;
 }
 

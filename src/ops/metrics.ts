@@ -2,6 +2,7 @@
 // when scraped; settlement latency arrives on a diagnostics channel, so the hot
 // path pays for it only while metrics are on.
 import diagnostics_channel from 'node:diagnostics_channel';
+import { redact } from './secrets.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
@@ -95,7 +96,7 @@ export class Metrics {
         return;
       }
       this.registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(redact(text)),
         (err: Error) => res.writeHead(500).end(`${err.message}\n`),
       );
     });

@@ -1,0 +1,84 @@
+// DR source passwords, kept out of the journal. The journal (and every HA backup
+// it is replicated to) holds a DR source as `user@host:port,...`; the password
+// lives in `dr-credentials` in the data directory, mode 0600, keyed by that source.
+// An HA backup of the secondary does not receive it: after a failover of the
+// secondary cluster, the [dr] section (on every node) or `tandem dr add` gives it again.
+import { chmodSync, closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { registerSecret } from '../ops/secrets.js';
+
+export const DR_CREDENTIALS_FILE = 'dr-credentials';
+
+/**
+ * The broker's store (one data directory per process), for the places that meet a
+ * source URL without a handle on it: the round trip's requests to the other site.
+ * Until one exists (tools, unit tests), passwords are held in memory only.
+ */
+let active: DrCredentials | undefined;
+const unsaved = new Map<string, string>();
+
+/** Keep the password of a source (`user@host:port,...`) that came with one. */
+export function rememberPassword(source: string, password: string): void {
+  registerSecret(password);
+  if (active) active.set(source, password);
+  else unsaved.set(source, password);
+}
+
+/** The password kept for a source, if any. */
+export function knownPassword(source: string): string | undefined {
+  return active?.get(source) ?? unsaved.get(source);
+}
+
+export class DrCredentials {
+  private readonly path: string;
+  private readonly passwords = new Map<string, string>();
+
+  constructor(dataDir: string) {
+    this.path = join(dataDir, DR_CREDENTIALS_FILE);
+    let text: string;
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch {
+      return;
+    }
+    const parsed = JSON.parse(text) as Record<string, unknown>;
+    for (const [source, password] of Object.entries(parsed)) {
+      if (typeof password !== 'string') continue;
+      this.passwords.set(source, password);
+      registerSecret(password);
+    }
+  }
+
+  /** This store is the broker's: rememberPassword() and knownPassword() use it from now on. */
+  activate(): this {
+    active = this;
+    for (const [source, password] of unsaved) this.set(source, password);
+    unsaved.clear();
+    return this;
+  }
+
+  get(source: string): string | undefined {
+    return this.passwords.get(source);
+  }
+
+  /** Keep a source's password (synced before this returns: the journal will name the source). */
+  set(source: string, password: string): void {
+    registerSecret(password);
+    if (this.passwords.get(source) === password) return;
+    this.passwords.set(source, password);
+    this.save();
+  }
+
+  private save(): void {
+    const tmp = `${this.path}.tmp`;
+    const fd = openSync(tmp, 'w', 0o600);
+    try {
+      writeSync(fd, `${JSON.stringify(Object.fromEntries(this.passwords), null, 1)}\n`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    chmodSync(tmp, 0o600);
+    renameSync(tmp, this.path);
+  }
+}
