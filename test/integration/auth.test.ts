@@ -142,8 +142,9 @@ describe('login flood', () => {
       }
       const hashedMeanwhile = failures - failuresBefore;
       const p50 = median(settlements);
-      // Each failure is one hash: the broker hashed at least half of the time we measured.
-      expect(hashedMeanwhile, `settlements ${settlements.length}, p50 ${p50.toFixed(1)} ms, hash ${hashMs.toFixed(1)} ms`).toBeGreaterThanOrEqual(Math.floor(windowMs / hashMs / 2));
+      // Each failure is one hash: the broker hashed for a quarter of the time we measured at
+      // least (its one hashing thread shares the machine's cores with everything else).
+      expect(hashedMeanwhile, `settlements ${settlements.length}, p50 ${p50.toFixed(1)} ms, hash ${hashMs.toFixed(1)} ms`).toBeGreaterThanOrEqual(Math.floor(windowMs / hashMs / 4));
       // Before: every write queued behind the hashes pending on the only pool thread (p50 many hashes).
       expect(p50, `settlement p50 ${p50.toFixed(1)} ms over ${settlements.length} messages; one hash ${hashMs.toFixed(1)} ms`).toBeLessThan(hashMs);
     } finally {
