@@ -2,7 +2,7 @@
 // a private data dir, port 0, race "listening on" against early exit, and stop
 // by PID. Every broker started is killed in cleanup even if a test fails.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -24,6 +24,8 @@ export interface BrokerOptions {
   args?: string[];
   /** Config file contents (INI); written to the broker's dir and passed with --config. */
   config?: string;
+  /** Mode of that file (default 0600: a config file may hold a password, and a broker refuses one others can read). */
+  configMode?: number;
   /** Reuse a data dir (restart on the same journal). */
   dataDir?: string;
   env?: NodeJS.ProcessEnv;
@@ -82,7 +84,8 @@ export class TestBroker {
     const args = ['--port', String(options.port ?? 0), '--data-dir', dataDir, '--log-level', 'info'];
     if (options.config !== undefined) {
       const conf = join(dir, 'tandemd.conf');
-      writeFileSync(conf, options.config);
+      writeFileSync(conf, options.config, { mode: options.configMode ?? 0o600 });
+      chmodSync(conf, options.configMode ?? 0o600);
       args.push('--config', conf);
     }
     args.push(...(options.args ?? []));
