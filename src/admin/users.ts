@@ -8,6 +8,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, 
 import { dirname } from 'node:path';
 import { invalidArgument, TandemError } from '../broker/errors.js';
 import type { Logger } from '../ops/log.js';
+import { WatchedFile } from '../ops/watched-file.js';
 import type { ScryptFn } from './password-hasher.js';
 
 export type Role = 'admin' | 'user';
@@ -110,40 +111,25 @@ export interface UserDirectoryOptions {
  * is an error (the broker refuses to start); later, the last good copy stays in use.
  */
 export class UserDirectory {
-  private users = new Map<string, UserRecord>();
-  /** Identity of the version read (mtime, size, inode): a change to any of them is a new version. */
-  private version = '';
+  private readonly file: WatchedFile<Map<string, UserRecord>>;
 
   constructor(
     readonly path: string,
     private readonly options: UserDirectoryOptions = {},
   ) {
-    this.users = readUsers(path);
-    this.version = versionOf(path);
+    this.file = new WatchedFile(path, parseUsers, () => new Map(), 'users file', options.log);
+  }
+
+  private get users(): Map<string, UserRecord> {
+    return this.file.value;
   }
 
   get size(): number {
-    this.refresh();
     return this.users.size;
-  }
-
-  refresh(): void {
-    const version = versionOf(this.path);
-    if (version === this.version) return;
-    this.version = version;
-    try {
-      this.users = readUsers(this.path);
-    } catch (err) {
-      this.options.log?.error(
-        { usersFile: this.path, err: (err as Error).message, users: this.users.size },
-        'the users file changed and no longer parses: still using the last good copy until it is fixed',
-      );
-    }
   }
 
   /** The user's role if name and password match, else undefined. */
   async authenticate(name: string, password: string): Promise<Role | undefined> {
-    this.refresh();
     const user = this.users.get(name);
     if (!user) {
       // Spend the same time as a real check so names cannot be probed by timing.
@@ -154,16 +140,6 @@ export class UserDirectory {
   }
 
   role(name: string): Role | undefined {
-    this.refresh();
     return this.users.get(name)?.role;
-  }
-}
-
-function versionOf(path: string): string {
-  try {
-    const st = statSync(path);
-    return `${st.mtimeMs}:${st.size}:${st.ino}`;
-  } catch {
-    return 'absent';
   }
 }

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Connection, Delivery, EventContext, Receiver, Sender } from 'rhea';
+import type { Acl } from '../admin/acl.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
 import type { Queue } from '../broker/queue.js';
@@ -16,6 +17,7 @@ import { Coordinator } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { encodedBytes } from './lazy-message.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
+import { parseIncoming } from './message-codec.js';
 import { OutgoingLink } from './outgoing-link.js';
 import { OutputBudget } from './output-budget.js';
 import { TransactionalState } from './transaction-types.js';
@@ -46,6 +48,8 @@ export interface ConnectionHost {
   readOnly?(): string | undefined;
   /** Last chance to refuse a link (e.g. DR-replicated queues on a passive secondary). */
   checkLink?(conn: ClientConnection, address: string, direction: 'in' | 'out', browse: boolean): void;
+  /** Who may create, send to and take from which names (acl-file, reserved names). */
+  acl: Acl;
 }
 
 export class ClientConnection {
@@ -204,6 +208,7 @@ export class ClientConnection {
       if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
       if (target?.dynamic) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'dynamic targets are not supported; attach to a queue or exchange name');
       if (address !== undefined) {
+        this.checkWrite(address);
         this.host.checkLink?.(this, address, 'in', false);
         // Sending to an exclusive queue is allowed (replies to another connection's
         // temporary queue); exclusivity is about who consumes.
@@ -219,6 +224,7 @@ export class ClientConnection {
           creditWindow: this.policy.creditWindow,
           maxMessageSize: this.policy.maxMessageSize,
           ensureAddress: (a) => {
+            this.checkWrite(a);
             this.host.checkLink?.(this, a, 'in', false);
             this.ensureAddress(a);
           },
@@ -267,6 +273,7 @@ export class ClientConnection {
           if (!d.settled) d.update(true);
           return true;
         },
+        publishReply: (address, reply) => this.publishReply(address, reply),
       });
       return;
     }
@@ -374,7 +381,31 @@ export class ClientConnection {
 
   // ---- helpers -----------------------------------------------------------------
 
-  /** Create a queue for an unknown address when auto-create is on. */
+  /**
+   * A management reply, put where reply-to says as if this connection had sent it there:
+   * refused as such a message would be (no permission, a passive DR copy, a backup, the
+   * memory alarm), and never a reason to create a queue.
+   */
+  private publishReply(address: string, bytes: Buffer): void {
+    this.checkWrite(address);
+    this.host.checkLink?.(this, address, 'in', false);
+    const readOnly = this.host.readOnly?.();
+    if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+    if (!this.broker.resolve(address)) throw notFound('queue or exchange', address, 'a reply-to names an existing queue, or use a dynamic receiver');
+    this.broker.publish(address, parseIncoming(bytes));
+  }
+
+  /**
+   * May this connection send to `address`? A temporary queue (a dynamic receiver's) may
+   * always be written: its name cannot be guessed, and replies are addressed to it.
+   */
+  private checkWrite(address: string): void {
+    const queue = this.broker.queues.get(address);
+    if (queue && address.startsWith(TEMPORARY_PREFIX) && queue.settings.exclusive && queue.settings.autoDelete) return;
+    this.host.acl.check(this, 'write', address);
+  }
+
+  /** Create a queue for an unknown address when auto-create is on (and the ACL allows it). */
   ensureAddress(address: string): void {
     if (this.broker.resolve(address)) return;
     const readOnly = this.host.readOnly?.();
@@ -382,6 +413,7 @@ export class ClientConnection {
     if (!this.policy.autoCreate) {
       throw notFound('queue or exchange', address, "create it with 'tandem queue add', or start the broker with --auto-create yes");
     }
+    this.host.acl.check(this, 'configure', address);
     // Auto-created queues are durable, so durable messages sent to them survive a crash.
     this.broker.declareQueue(address, { ...this.broker.queueDefaults, durable: true });
     this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
@@ -391,6 +423,7 @@ export class ClientConnection {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
     const slash = address.indexOf('/');
     const base = slash > 0 && this.broker.exchanges.has(address.slice(0, slash)) ? address.slice(0, slash) : address;
+    this.host.acl.check(this, 'read', base);
     if (base === address) this.ensureAddress(address);
     const resolved = this.broker.resolve(base);
     if (!resolved) throw notFound('queue or exchange', base);
@@ -406,7 +439,7 @@ export class ClientConnection {
   private createTemporaryQueue(): Queue {
     const readOnly = this.host.readOnly?.();
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
-    const name = `tmp.${randomUUID()}`;
+    const name = `${TEMPORARY_PREFIX}${randomUUID()}`;
     const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
     return queue;
   }
@@ -444,6 +477,9 @@ export class ClientConnection {
 function settlePresettled(delivery: Delivery): void {
   if (delivery.remote_settled === true && !delivery.settled) delivery.update(true);
 }
+
+/** Names of the queues behind dynamic receivers (and exchange subscriptions). */
+const TEMPORARY_PREFIX = 'tmp.';
 
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');

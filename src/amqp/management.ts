@@ -8,7 +8,6 @@ import { create, entityType, purge, query, read, remove, update, type AdminConte
 import type { Logger } from '../ops/log.js';
 import { redact, redactValue } from '../ops/secrets.js';
 import { decodeMessage } from './lazy-message.js';
-import { parseIncoming } from './message-codec.js';
 import { replyIdOf } from './reply-id.js';
 
 export const MANAGEMENT_ADDRESS = '$management';
@@ -22,6 +21,11 @@ export interface Requester {
   connectionId: string;
   /** Send a reply straight down one of the requester's own links (no queue involved). */
   replyDirect?(address: string, bytes: Buffer): boolean;
+  /**
+   * Put a reply on the queue or exchange named by reply-to, as a message the requester
+   * sent there: the same checks (permissions, passive DR copies, the memory alarm) apply.
+   */
+  publishReply(address: string, bytes: Buffer): void;
 }
 
 interface Request {
@@ -152,15 +156,10 @@ export class ManagementNode {
       bytes = this.encodeReply(request, 500, 'internal error; see the broker log', {});
     }
     if (requester.replyDirect?.(request.replyTo, bytes)) return;
-    const queue = this.ctx.broker.queues.get(request.replyTo);
-    if (!queue) {
-      this.log.warn({ replyTo: request.replyTo }, 'management reply address is not a queue; reply dropped');
-      return;
-    }
     try {
-      this.ctx.broker.publish(queue.name, parseIncoming(bytes), { internal: true });
+      requester.publishReply(request.replyTo, bytes);
     } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'management reply could not be queued');
+      this.log.info({ conn: requester.connectionId, user: requester.user, replyTo: request.replyTo, reason: (err as Error).message }, 'management reply not delivered');
     }
   }
 

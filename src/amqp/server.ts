@@ -11,6 +11,7 @@ import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
 import type { UserDirectory } from '../admin/users.js';
+import type { Acl } from '../admin/acl.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle } from '../ops/log-throttle.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
@@ -50,6 +51,8 @@ export interface ServerOptions {
   idleTimeoutMs: number;
   maxConnections: number;
   autoCreate: boolean;
+  /** Permissions on names (acl-file; permissive without one). */
+  acl: Acl;
   /** Properties of our open frame. */
   openProperties?: Record<string, unknown>;
 }
@@ -326,6 +329,7 @@ export class AmqpServer {
       },
       checkLink: this.checkLink,
       readOnly: () => this.readOnly?.(),
+      acl: this.options.acl,
     };
     // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
     const admin = !this.options.auth || role === 'admin';

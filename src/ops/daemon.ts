@@ -21,6 +21,7 @@ import { DrCredentials } from '../dr/credentials.js';
 import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory } from '../admin/users.js';
 import { PasswordHasher } from '../admin/password-hasher.js';
+import { Acl } from '../admin/acl.js';
 import { AmqpServer } from '../amqp/server.js';
 import { prepareDataDir } from '../store/data-dir.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
@@ -203,6 +204,7 @@ export class Daemon {
         idleTimeoutMs: s.idleTimeoutMs,
         maxConnections: s.maxConnections,
         autoCreate: s.autoCreate,
+        acl: new Acl(s.aclFile, logger('admin')),
         openProperties: { 'tandem.instance': this.instanceId },
       },
       logger('amqp'),
