@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haAvailable, isAlive, repoRoot, tandemBin, tandemdBin, useInstalledAgent, waitFor } from './helpers.js';
 import { elements } from '../../src/ha/agent/xml.js';
 import { Lab } from './lab.js';
+import { HA_USER, haIdentity } from '../helpers/ha-identity.js';
 
 const lab = new Lab();
 const NODES = ['node1', 'node2', 'node3'];
@@ -102,7 +103,7 @@ async function tandem(args: string[]) {
 
 /** HA states of the three brokers, by node. */
 async function brokerStates(): Promise<Record<string, string>> {
-  const r = await tandem(['ha', 'status', '-b', `${lab.address('node1')}:5672`, '--all', '--json', '--timeout', '2']);
+  const r = await tandem(['ha', 'status', '-b', `${HA_USER}@${lab.address('node1')}:5672`, '--all', '--json', '--timeout', '2']);
   const rows = r.code === 0 ? (JSON.parse(r.stdout) as Array<{ address: string; state: string }>) : [];
   const out: Record<string, string> = {};
   for (const n of NODES) out[n] = rows.find((row) => row.address === `${lab.address(n)}:5672`)?.state ?? 'unreachable';
@@ -116,11 +117,14 @@ beforeAll(async () => {
   uninstall = await useInstalledAgent();
   await lab.up(3);
   mkdirSync(lab.dir, { recursive: true });
+  // Off loopback a cluster needs auth=yes: one admin identity for brokers, the agent, the CLI and the client.
+  const identity = await haIdentity(lab.dir);
   writeFileSync(
     join(lab.dir, 'tandemd.conf'),
-    ['host=0.0.0.0', 'port=5672', 'auth=no', 'ha-cluster=yes', `ha-brokers-url=${brokersUrl}`, `data-dir=${join(lab.dir, 'local', 'data')}`, 'log-level=info',
+    ['host=0.0.0.0', 'port=5672', 'ha-cluster=yes', `ha-brokers-url=${brokersUrl}`, `data-dir=${join(lab.dir, 'local', 'data')}`, 'log-level=info',
       // 2 x 1 s within the lab's token + consensus (3.6 s), as docs/pacemaker.md asks ("Timing").
-      'ha-heartbeat-interval=1s', ''].join('\n'),
+      'ha-heartbeat-interval=1s', identity.config].join('\n'),
+    { mode: 0o600 },
   );
   ready = true;
 }, 300_000);
@@ -172,7 +176,7 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
       },
       { timeoutMs: 60_000, name: 'each node’s published broker identity', everyMs: 1000 },
     );
-    const q = await tandem(['queue', 'add', 'failover', '--durable', '-b', `${lab.address(roles.promoted)}:5672`]);
+    const q = await tandem(['queue', 'add', 'failover', '--durable', '-b', `${HA_USER}@${lab.address(roles.promoted)}:5672`]);
     expect(q.code, q.stderr).toBe(0);
     passed++;
   }, 240_000);

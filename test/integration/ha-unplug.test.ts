@@ -11,11 +11,18 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, repoRoot, tandemBin, waitFor } from '../helpers/broker.js';
 import { NODE_ADDRESS, NetnsPair, SITE_ADDRESS, netnsAvailable } from '../helpers/netns.js';
+import { HA_USER, haIdentity, type HaIdentity } from '../helpers/ha-identity.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import type { ChildProcess } from 'node:child_process';
 
 const usable = netnsAvailable();
 const net = new NetnsPair('haunplug');
 const addresses = [`${NODE_ADDRESS}:5672`, `${SITE_ADDRESS}:5672`, `${SITE_ADDRESS}:5673`];
+/** The CLI's -b for broker i: the HA admin, its password from TANDEM_PASSWORD. */
+const admin = (i: number) => `${HA_USER}@${addresses[i]!}`;
+const identityDir = mkdtempSync(join(tmpdir(), 'tandem-unplug-'));
+let identity: HaIdentity;
 const brokersUrl = addresses.join(',');
 let client: ChildProcess | undefined;
 
@@ -34,14 +41,14 @@ function startBroker(i: number): Promise<TestBroker> {
   return TestBroker.start({
     netns: i === 0 ? net.node : net.site,
     port: Number(port),
-    // auth=no off loopback needs an explicit config file.
-    config: 'auth=no\n',
+    // Off loopback a cluster needs auth=yes and an admin identity between brokers.
+    config: identity.config,
     args: ['--host', host!, '--ha-cluster', 'yes', '--ha-brokers-url', brokersUrl, '--ha-heartbeat-interval', '1s', '--ha-backup-timeout', '10s'],
   });
 }
 
 async function status(i: number): Promise<{ state: string; primary: string | null } | undefined> {
-  const r = await net.exec(net.site, [process.execPath, tandemBin, 'ha', 'status', '-b', addresses[i]!, '--json', '--timeout', '3']);
+  const r = await net.exec(net.site, [process.execPath, tandemBin, 'ha', 'status', '-b', admin(i), '--json', '--timeout', '3']);
   try {
     return JSON.parse(r.stdout) as { state: string; primary: string | null };
   } catch {
@@ -64,17 +71,21 @@ function followedAt(b: TestBroker, primary: string): number | undefined {
 }
 
 describe.skipIf(!usable)('ha - power loss of the primary (its address silent)', () => {
-  beforeAll(() => net.create());
+  beforeAll(async () => {
+    identity = await haIdentity(identityDir);
+    net.create();
+  });
 
   afterAll(async () => {
     if (client?.exitCode === null) client.kill('SIGKILL');
     await killAllBrokers();
     net.destroy();
+    rmSync(identityDir, { recursive: true, force: true });
   });
 
   it('ha unplug - the promote and the other backup do not wait for the silent address; nothing accepted is lost', async () => {
     const brokers = [await startBroker(0), await startBroker(1), await startBroker(2)];
-    const promoted = await net.exec(net.site, [process.execPath, tandemBin, 'ha', 'promote', '-b', addresses[0]!, '--cluster-manager']);
+    const promoted = await net.exec(net.site, [process.execPath, tandemBin, 'ha', 'promote', '-b', admin(0), '--cluster-manager']);
     expect(promoted.code, promoted.stderr).toBe(0);
     for (const i of [1, 2]) await waitFor(async () => (await status(i))?.state === 'ready', { timeout: 30_000, interval: 100, name: `broker ${i} ready` });
 
@@ -116,7 +127,7 @@ describe.skipIf(!usable)('ha - power loss of the primary (its address silent)', 
     const lostAt = Date.now();
 
     const promoteAt = Date.now();
-    const second = await net.exec(net.site, [process.execPath, tandemBin, 'ha', 'promote', '-b', addresses[1]!, '--cluster-manager']);
+    const second = await net.exec(net.site, [process.execPath, tandemBin, 'ha', 'promote', '-b', admin(1), '--cluster-manager']);
     const promotedAt = Date.now();
     expect(second.code, second.stderr).toBe(0);
 

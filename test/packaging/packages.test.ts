@@ -46,7 +46,7 @@ const EXPECTED: Record<string, string> = {
   '/usr/lib/systemd/system/tandemd.service': '0644',
   '/usr/lib/systemd/system/tandemd@.service': '0644',
   '/usr/lib/sysusers.d/tandem.conf': '0644',
-  '/etc/tandem/tandemd.conf': '0644',
+  '/etc/tandem/tandemd.conf': '0640',
   '/usr/share/man/man8/tandemd.8.gz': '0644',
   '/usr/share/man/man1/tandem.1.gz': '0644',
   '/usr/share/doc/tandem/systemd.md': '0644',
@@ -67,8 +67,11 @@ describe.skipIf(skip)('packaging - RPM and DEB', () => {
   test('both packages hold every file with the right mode', () => {
     for (const [path, mode] of Object.entries(EXPECTED)) {
       expect(deb.get(path), `deb: ${path}`).toMatchObject({ mode, owner: 'root/root' });
-      expect(rpm.get(path), `rpm: ${path}`).toMatchObject({ mode, owner: 'root/root' });
+      // The config may hold a password: root writes it, the broker's group reads it (the DEB's postinst gives the group).
+      expect(rpm.get(path), `rpm: ${path}`).toMatchObject({ mode, owner: path.startsWith('/etc/tandem/') ? 'root/tandem' : 'root/root' });
     }
+    expect(rpm.get('/etc/tandem')).toEqual({ mode: '0750', owner: 'root/tandem' });
+    expect(deb.get('/etc/tandem')?.mode).toBe('0750');
     expect(rpm.get('/var/lib/tandem')).toEqual({ mode: '0750', owner: 'tandem/tandem' });
     // the OCF agent and the rgmanager script only when resource-agents/ has them
     expect(deb.has('/usr/lib/ocf/resource.d/tandem/tandemd')).toBe(HAS_OCF_AGENT);
@@ -169,7 +172,27 @@ describe.skipIf(skip)('packaging - the DEB installed on this host', () => {
     expect(st.mode & 0o777).toBe(0o750);
     expect(st.uid).toBe(Number(execFileSync('id', ['-u', 'tandem'], { encoding: 'utf8' })));
     expect(existsSync('/etc/systemd/system/multi-user.target.wants/tandemd.service')).toBe(false);
+    // Where secrets live: root:tandem, nothing for others.
+    const gid = Number(execFileSync('getent', ['group', 'tandem'], { encoding: 'utf8' }).split(':')[2]);
+    for (const [path, mode] of [['/etc/tandem', 0o750], ['/etc/tandem/tandemd.conf', 0o640]] as const) {
+      const s = statSync(path);
+      expect({ path, mode: s.mode & 0o777, uid: s.uid, gid: s.gid }).toEqual({ path, mode, uid: 0, gid });
+    }
     expect(execFileSync('/usr/bin/tandemd', ['--version'], { encoding: 'utf8' }).trim()).toBe(`tandemd ${VERSION}`);
+  });
+
+  test('tandem user add, run as root, leaves the users file readable by the broker (root:tandem 0640), and keeps that on every change', () => {
+    const gid = Number(execFileSync('getent', ['group', 'tandem'], { encoding: 'utf8' }).split(':')[2]);
+    for (const name of ['pkg-admin', 'pkg-user']) {
+      execFileSync('/usr/bin/tandem', ['user', 'add', name, '--password-file', '-'], { input: 'pkg-secret\n' });
+      const st = statSync('/etc/tandem/users');
+      expect({ mode: st.mode & 0o777, uid: st.uid, gid: st.gid }).toEqual({ mode: 0o640, uid: 0, gid });
+    }
+    // The broker's user can read it (it failed with EACCES when the file was 0600 root:root).
+    const r = spawnSync('runuser', ['-u', 'tandem', '--', 'cat', '/etc/tandem/users'], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^pkg-user:user:scrypt\$/m);
+    rmSync('/etc/tandem/users');
   });
 
   test.skipIf(!HAS_OCF_AGENT)('the installed OCF agent passes ocf-tester', async () => {
