@@ -58,10 +58,11 @@ describe('secrets', () => {
     const common = ['--auth', 'yes', '--users-file', usersFile, '--ha-cluster', 'yes', '--ha-heartbeat-interval', '1s', '--ha-backup-timeout', '3s', '--metrics-port', '0'];
     // b: the password from the environment, the user in the URL.
     const b = await TestBroker.start({ port: p2, args: [...common, '--ha-brokers-url', `ha@${peers}`], env: { TANDEM_HA_PASSWORD: PASSWORD } });
-    const cli = { env: { TANDEM_PASSWORD: PASSWORD } };
-    expect((await tandem(['ha', 'promote', '-b', `ha@127.0.0.1:${p2}`, '--cluster-manager'], cli)).code).toBe(0);
     // a: the documented form, credentials in ha-brokers-url and no ha-username; it must join (not go ANONYMOUS).
     const a = await TestBroker.start({ port: p1, config: `ha-brokers-url=ha/${PASSWORD}@${peers}\n`, args: common });
+    const cli = { env: { TANDEM_PASSWORD: PASSWORD } };
+    const promoted = await tandem(['ha', 'promote', '-b', `ha@127.0.0.1:${p2}`, '--cluster-manager'], cli);
+    expect(promoted.code, promoted.stderr).toBe(0);
     await waitFor(async () => JSON.parse((await tandem(['ha', 'status', '-b', `ha@127.0.0.1:${p1}`, '--json'], cli)).stdout || '{}').state === 'ready', { timeout: 30_000, name: 'a ready' });
     // A third way (ha-password-file) on a third broker; it only has to start and ask.
     const outputs: string[] = [];
