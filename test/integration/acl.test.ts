@@ -32,6 +32,20 @@ async function attachError(p: Promise<unknown>): Promise<ClientError | undefined
   );
 }
 
+/**
+ * A management request replied to `replyTo`, then the same one replied to the client's
+ * own receiver: when that reply is back, the first was handled. Its status code.
+ */
+async function requestRepliedTo(client: TestClient, operation: string, replyTo: string): Promise<unknown> {
+  const requests = await client.openSender('$management');
+  const replies = await client.openReceiver({ dynamic: true });
+  replies.receiver.add_credit(10);
+  const own = (replies.receiver as unknown as { source: { address: string } }).source.address;
+  const request = (to: string) => ({ body: {}, application_properties: { operation, type: operation === 'QUERY' ? 'queue' : 'broker' }, reply_to: to });
+  await client.send(requests, [request(replyTo), request(own)]);
+  return (await replies.next(1))[0]!.message.application_properties?.statusCode;
+}
+
 async function depthOf(port: number, queue: string): Promise<number | undefined> {
   try {
     return Number(((await manage(port, 'READ', 'queue', queue, {}, ADMIN)) as { depth: number }).depth);
@@ -106,18 +120,8 @@ describe('acl-file', () => {
   });
 
   it('acl - a management reply goes only where the requester may write', async () => {
-    const bob = await as(broker.port, 'bob');
-    const requests = await bob.openSender('$management');
-    const replies = await bob.openReceiver({ dynamic: true });
-    replies.receiver.add_credit(10);
-    const replyTo = (replies.receiver as unknown as { source: { address: string } }).source.address;
-    // A reply to other.q (bob may not write there), then one to bob's own receiver: when that one is back, the first was handled.
-    await bob.send(requests, [
-      { body: {}, application_properties: { operation: 'QUERY', type: 'queue' }, reply_to: 'other.q' },
-      { body: {}, application_properties: { operation: 'QUERY', type: 'queue' }, reply_to: replyTo },
-    ]);
-    const [reply] = await replies.next(1);
-    expect(reply!.message.application_properties?.statusCode).toBe(401);
+    // bob may not write to other.q.
+    expect(await requestRepliedTo(await as(broker.port, 'bob'), 'QUERY', 'other.q')).toBe(401);
     expect(await depthOf(broker.port, 'other.q')).toBe(0);
     await waitForLog(broker, /management reply not delivered/);
   });
@@ -152,16 +156,7 @@ describe('management replies and passive DR copies', () => {
     const broker = await TestBroker.start({ args: ['--auth', 'yes', '--users-file', usersFile] });
     await manage(broker.port, 'CREATE', 'queue', 'copy', { durable: true }, ADMIN);
     await manage(broker.port, 'DR-ADD', 'broker', 'copy', { queue: 'copy', source: `127.0.0.1:${dead}` }, ADMIN);
-    const bob = await as(broker.port, 'bob');
-    const requests = await bob.openSender('$management');
-    const replies = await bob.openReceiver({ dynamic: true });
-    replies.receiver.add_credit(10);
-    const replyTo = (replies.receiver as unknown as { source: { address: string } }).source.address;
-    await bob.send(requests, [
-      { body: {}, application_properties: { operation: 'DR-STATUS', type: 'broker' }, reply_to: 'copy' },
-      { body: {}, application_properties: { operation: 'DR-STATUS', type: 'broker' }, reply_to: replyTo },
-    ]);
-    expect((await replies.next(1))[0]!.message.application_properties?.statusCode).toBe(401);
+    expect(await requestRepliedTo(await as(broker.port, 'bob'), 'DR-STATUS', 'copy')).toBe(401);
     expect(await depthOf(broker.port, 'copy')).toBe(0);
     await broker.stop();
   }, 30_000);
