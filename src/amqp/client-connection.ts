@@ -384,9 +384,17 @@ export class ClientConnection {
   /**
    * A management reply, put where reply-to says as if this connection had sent it there:
    * refused as such a message would be (no permission, a passive DR copy, a backup, the
-   * memory alarm), and never a reason to create a queue.
+   * memory alarm), and never a reason to create a queue. Only a reply to the requester's
+   * own temporary queue skips those checks.
    */
   private publishReply(address: string, bytes: Buffer): void {
+    const own = this.broker.queues.get(address);
+    if (own && own.owner === this.id && this.ownedQueues.has(address) && address.startsWith(TEMPORARY_PREFIX)) {
+      // The requester's own temporary queue: what the CLI waits on. Even under the memory
+      // alarm the answer goes out, as it would down a reply link: operators need it most then.
+      this.broker.publish(address, parseIncoming(bytes), { internal: true });
+      return;
+    }
     this.checkWrite(address);
     this.host.checkLink?.(this, address, 'in', false);
     const readOnly = this.host.readOnly?.();

@@ -314,7 +314,7 @@ export class Broker implements QueueHost {
    * queue with the reject policy is full (nothing is enqueued anywhere then).
    */
   publish(address: string, msg: IncomingMessage, options: { internal?: boolean } = {}): PublishResult {
-    // The broker's own replies (management) still go out: operators need them most now.
+    // Management replies to the requester's own temporary queue still go out: operators need them most now.
     if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
