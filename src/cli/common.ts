@@ -1,6 +1,7 @@
 // What every tandem subcommand shares: the -b broker option, one management
 // connection per run, output as text or --json, and stable exit codes.
 import type { Command } from 'commander';
+import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient, parseBrokerAddress } from '../admin/client.js';
 import { TandemError } from '../broker/errors.js';
 import { exitWhenFlushed } from '../util/exit.js';
@@ -56,7 +57,7 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
       await fn(...args);
       await exitWhenFlushed(Exit.ok);
     } catch (err) {
-      process.stderr.write(`tandem: ${(err as Error).message}\n`);
+      process.stderr.write(`tandem: ${redact((err as Error).message)}\n`);
       await exitWhenFlushed(exitCodeOf(err));
     }
   };

@@ -2,6 +2,7 @@
 // overlap, so the resource agent passes them through: 0 ok, 1 no / refused,
 // 7 broker not running (unreachable), 2 bad arguments.
 import type { Command } from 'commander';
+import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient, parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
 import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
@@ -59,7 +60,7 @@ export async function haStatusOf(address: BrokerAddress, timeoutMs = 5000): Prom
 }
 
 function fail(err: unknown): Promise<never> {
-  process.stderr.write(`tandem: ${(err as Error).message}\n`);
+  process.stderr.write(`tandem: ${redact((err as Error).message)}\n`);
   return exitWhenFlushed(err instanceof ConnectError ? HaExit.notRunning : err instanceof TandemError && err.code === 'TANDEM_ERR_INVALID_ARGUMENT' ? HaExit.usage : HaExit.no);
 }
 

@@ -1,6 +1,7 @@
 // tandemd: the broker daemon. Every config key is also a --key option; the
 // command line wins over the config file.
 import { Command, Option } from 'commander';
+import { redact } from '../ops/secrets.js';
 import { ConfigError, loadSettings, optionSpecs } from '../ops/config.js';
 import { Daemon, VERSION } from '../ops/daemon.js';
 import { createRootLogger, flushLogs } from '../ops/log.js';
@@ -22,7 +23,7 @@ async function main(): Promise<void> {
     settings = loadSettings(opts, opts.config as string | undefined);
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`tandemd: ${err.message}\n`);
+      process.stderr.write(`tandemd: ${redact(err.message)}\n`);
       process.exit(2);
     }
     throw err;
@@ -61,7 +62,7 @@ async function main(): Promise<void> {
   } catch (err) {
     const e = err as Error & { code?: string };
     log.fatal({ code: e.code }, e.message);
-    process.stderr.write(`tandemd: ${e.message}\n`);
+    process.stderr.write(`tandemd: ${redact(e.message)}\n`);
     flushLogs();
     process.exit(e.code === 'TANDEM_ERR_DATA_DIR_LOCKED' ? 3 : 1);
   }

@@ -2,6 +2,7 @@
 // the AMQP listener, metrics and systemd notification, and stops them in
 // reverse order on shutdown.
 import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { redact } from './secrets.js';
 import { join } from 'node:path';
 import v8 from 'node:v8';
 import { randomUUID } from 'node:crypto';
@@ -359,7 +360,7 @@ export class Daemon {
   /** Stop at once: a stale primary or a fatal HA condition must not keep serving. */
   private fatal(reason: string): void {
     this.log.fatal({ reason }, 'stopping the broker');
-    process.stderr.write(`tandemd: ${reason}\n`);
+    process.stderr.write(`tandemd: ${redact(reason)}\n`);
     this.server?.destroy();
     const exit = () => process.exit(75);
     const t = setTimeout(exit, 2000);
