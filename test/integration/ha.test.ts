@@ -420,8 +420,10 @@ describe('ha', () => {
   });
 
   it('ha - a new primary holds settlements while an expected backup is missing, then releases them on ha-backup-timeout', async () => {
-    // Left with no backup at all: settling then is the explicit choice.
-    cluster = await readyCluster(3, SETTLE_ALONE);
+    // Left with no backup at all: settling then is the explicit choice. An 8 s
+    // ha-backup-timeout: on a loaded machine the CLI runs between the promotion and the
+    // send took most of 3 s, and the send came after the hold had ended.
+    cluster = await readyCluster(3, [...SETTLE_ALONE, '--ha-backup-timeout', '8s']);
     const c = cluster;
     await c.kill(0);
     await c.kill(2);
@@ -433,7 +435,7 @@ describe('ha', () => {
     const heldMs = Date.now() - started;
     client.connection.close();
     expect(outcomes[0].state).toBe('accepted');
-    // ha-backup-timeout is 3s in these clusters; the settlement waited for it.
+    // ha-backup-timeout is 8s in this cluster; the settlement waited for it.
     expect(heldMs).toBeGreaterThan(1000);
     expect((await c.status(1))?.state).toBe('active');
   });
