@@ -360,6 +360,8 @@ export class DrManager {
   private moveJournaledPasswords(): void {
     const broker = this.host.broker;
     for (const [queue, c] of [...broker.drQueues]) {
+      // Only a URL with credentials can hold one (a queue between roles may have no source at all).
+      if (!c.source.includes('@')) continue;
       const { source, password } = parseSource(c.source);
       if (password === undefined) continue;
       this.host.credentials.set(source, password);
