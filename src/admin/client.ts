@@ -2,6 +2,7 @@
 // broker's $management node. One connection, one request link, one dynamic
 // reply queue; requests are matched to replies by correlation id.
 import rhea, { type Connection, type EventContext, type Receiver, type Sender } from 'rhea';
+import { isIP } from 'node:net';
 import { TandemError, type ErrorCode } from '../broker/errors.js';
 
 export interface BrokerAddress {
@@ -9,15 +10,46 @@ export interface BrokerAddress {
   port: number;
   user?: string;
   password?: string;
+  /** amqps://: TLS, with the broker's certificate verified (never a fallback to plaintext). */
+  tls?: boolean;
+  /** PEM CA bundle to verify the broker's certificate with, instead of the system's CAs. */
+  ca?: string;
 }
 
-/** "[amqp://][user[/password]@]host[:port]" (qpid-config style; also user:password). */
+/** "[amqp[s]://][user[/password]@]host[:port]" (qpid-config style; also user:password). */
 export function parseBrokerAddress(text: string, defaultPort = 5672): BrokerAddress {
-  const m = /^(?:amqps?:\/\/)?(?:([^/:@]+)(?:[/:]([^@]*))?@)?(\[[^\]]+\]|[^:/]+)(?::(\d+))?\/?$/.exec(text.trim());
-  if (!m) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `cannot read broker address '${text}'; use [user[/password]@]host[:port]`);
-  const port = m[4] ? Number(m[4]) : defaultPort;
+  const m = /^(?:(amqps?):\/\/)?(?:([^/:@]+)(?:[/:]([^@]*))?@)?(\[[^\]]+\]|[^:/]+)(?::(\d+))?\/?$/.exec(text.trim());
+  if (!m) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `cannot read broker address '${text}'; use [amqp[s]://][user[/password]@]host[:port]`);
+  const tls = m[1] === 'amqps';
+  const port = m[5] ? Number(m[5]) : tls ? 5671 : defaultPort;
   if (port < 1 || port > 65535) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `bad port in '${text}'`);
-  return { host: m[3].replace(/^\[|\]$/g, ''), port, user: m[1], password: m[2] };
+  return { host: m[4].replace(/^\[|\]$/g, ''), port, user: m[2], password: m[3], ...(tls ? { tls } : {}) };
+}
+
+/** rhea's connect options for TLS: verified against address.ca (or the system's CAs). */
+function tlsOptions(address: BrokerAddress): Record<string, unknown> {
+  if (!address.tls) return {};
+  return {
+    transport: 'tls',
+    rejectUnauthorized: true,
+    ...(address.ca ? { ca: [address.ca] } : {}),
+    // SNI may not carry an IP address (RFC 6066); the certificate is still checked against it.
+    servername: isIP(address.host) ? '' : address.host,
+  };
+}
+
+/** Why a connection most likely failed, for the two mistakes TLS makes easy. */
+function hintFor(address: BrokerAddress, errorCode: string | undefined, opened: boolean): string {
+  if (opened) return '';
+  if (address.tls && errorCode && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER/.test(errorCode)) {
+    return address.ca
+      ? " (the broker's TLS certificate is not signed by the --tls-ca given, or does not name this host)"
+      : " (the broker's TLS certificate does not verify against the system CAs: give --tls-ca FILE with the CA that signed it)";
+  }
+  if (!address.tls && (errorCode === undefined || errorCode === 'EPIPE' || errorCode === 'ECONNRESET')) {
+    return ' (the broker closed before AMQP started: if this is its TLS port, use amqps://)';
+  }
+  return '';
 }
 
 const codeOfStatus: Record<number, ErrorCode> = {
@@ -81,15 +113,20 @@ export class ManagementClient {
         reconnect: false,
         properties,
         idle_time_out: 0,
+        ...tlsOptions(address),
       } as never);
       this.connection = conn;
+      let opened = false;
+      conn.on('connection_open', () => {
+        opened = true;
+      });
       conn.on('connection_error', (ctx: EventContext) => {
         const e = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
         fail(`${address.host}:${address.port} refused the connection: ${e?.description ?? e?.condition ?? 'no reason given'}`);
       });
       conn.on('disconnected', (ctx: EventContext) => {
-        const e = (ctx as unknown as { error?: Error }).error;
-        fail(`cannot connect to ${address.host}:${address.port}${e ? `: ${e.message}` : ''}`);
+        const e = (ctx as unknown as { error?: Error & { code?: string } }).error;
+        fail(`cannot connect to ${address.host}:${address.port}${e ? `: ${e.message}` : ''}${hintFor(address, e?.code, opened)}`);
         for (const p of this.pending.values()) p.reject(new ConnectError('connection lost'));
         this.pending.clear();
       });

@@ -2,7 +2,8 @@
 // connection per run, output as text or --json, and stable exit codes.
 import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
-import { ConnectError, ManagementClient, parseBrokerAddress } from '../admin/client.js';
+import { ConnectError, ManagementClient } from '../admin/client.js';
+import { brokerAddressHelp, brokerAddressOf, tlsCaHelp } from './broker-address.js';
 import { TandemError } from '../broker/errors.js';
 import { exitWhenFlushed } from '../util/exit.js';
 
@@ -22,19 +23,20 @@ export interface BrokerOption {
   broker: string;
   json?: boolean;
   timeout?: string;
+  tlsCa?: string;
 }
 
 export function addBrokerOption(cmd: Command): Command {
   return cmd
-    .option('-b, --broker <address>', '[user[/password]@]host[:port] of the broker', process.env.TANDEM_BROKER ?? 'localhost:5672')
+    .option('-b, --broker <address>', brokerAddressHelp, process.env.TANDEM_BROKER ?? 'localhost:5672')
+    .option('--tls-ca <file>', tlsCaHelp)
     .option('--json', 'print JSON for scripts')
     .option('--timeout <seconds>', 'give up after this long', '10');
 }
 
 /** Open a management connection, run fn, close; errors become messages and exit codes. */
 export async function withBroker<T>(opts: BrokerOption, fn: (client: ManagementClient) => Promise<T>): Promise<T> {
-  const address = parseBrokerAddress(opts.broker);
-  if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
+  const address = brokerAddressOf(opts.broker, opts.tlsCa);
   // Ask for admin access: HA backups admit admin connections only when they ask.
   const client = await ManagementClient.connect(address, { timeoutMs: Number(opts.timeout ?? 10) * 1000, properties: { 'qpid.ha-admin': true } });
   try {

@@ -3,7 +3,8 @@
 // 7 broker not running (unreachable), 2 bad arguments.
 import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
-import { ConnectError, ManagementClient, parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
+import { ConnectError, ManagementClient, type BrokerAddress } from '../admin/client.js';
+import { brokerAddressHelp, brokerAddressOf, tlsCaHelp } from './broker-address.js';
 import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { isHaState } from '../ha/states.js';
@@ -17,6 +18,7 @@ export interface HaOptions {
   config?: string;
   json?: boolean;
   timeout?: string;
+  tlsCa?: string;
 }
 
 export interface HaStatus {
@@ -33,9 +35,7 @@ export interface HaStatus {
 /** Where to connect and as whom: -b wins; else the local broker of a config file. */
 export function haTarget(o: HaOptions): { address: BrokerAddress; brokersUrl?: string } {
   if (o.broker) {
-    const address = parseBrokerAddress(o.broker);
-    if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
-    return { address };
+    return { address: brokerAddressOf(o.broker, o.tlsCa) };
   }
   const settings = loadSettings({}, o.config ?? '/etc/tandem/tandemd.conf');
   const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
@@ -66,7 +66,8 @@ function fail(err: unknown): Promise<never> {
 
 function common(cmd: Command): Command {
   return cmd
-    .option('-b, --broker <address>', '[user[/password]@]host[:port] (admin identity)')
+    .option('-b, --broker <address>', `${brokerAddressHelp} (admin identity)`)
+    .option('--tls-ca <file>', tlsCaHelp)
     .option('-c, --config <file>', 'use the local broker of this tandemd.conf, with its ha-username/ha-password')
     .option('--json', 'print JSON')
     .option('--timeout <seconds>', 'give up after this long', '5');

@@ -161,6 +161,35 @@ describe('tls', () => {
   });
 });
 
+describe('tls cli', () => {
+  it('tls - the CLI honours amqps:// with --tls-ca, refuses an unverified certificate, and says why plaintext fails on the TLS port', async () => {
+    const broker = await TestBroker.start({ args: ['--tls-cert', pem('server.pem'), '--tls-key', pem('server.key'), '--tls-port', '0'] });
+    const tlsUrl = `amqps://127.0.0.1:${broker.tlsPort}`;
+    const ok = await tandem(['queue', 'add', 'tls.cli.q', '-b', tlsUrl, '--tls-ca', pem('ca.pem')]);
+    expect(ok.code, ok.stderr).toBe(0);
+    const list = await tandem(['queue', 'list', '-b', tlsUrl, '--tls-ca', pem('ca.pem')]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/tls\.cli\.q/);
+    // Without the CA the certificate does not verify: a refusal, never plaintext instead.
+    const unverified = await tandem(['queue', 'list', '-b', tlsUrl, '--timeout', '5']);
+    expect(unverified.code).toBe(69);
+    expect(unverified.stderr).toMatch(/certificate.*--tls-ca/);
+    // A CA that did not sign it is refused too.
+    const wrongCa = await tandem(['queue', 'list', '-b', tlsUrl, '--tls-ca', pem('self.pem'), '--timeout', '5']);
+    expect(wrongCa.code).toBe(69);
+    expect(wrongCa.stderr).toMatch(/certificate/);
+    const plainOnTls = await tandem(['queue', 'list', '-b', `127.0.0.1:${broker.tlsPort}`, '--timeout', '5']);
+    expect(plainOnTls.code).toBe(69);
+    expect(plainOnTls.stderr).toMatch(/amqps:\/\//);
+    // --tls-ca with a plaintext address would promise a protection that is not there.
+    const caOnPlain = await tandem(['queue', 'list', '-b', `127.0.0.1:${broker.port}`, '--tls-ca', pem('ca.pem')]);
+    expect(caOnPlain.code).toBe(2);
+    expect(caOnPlain.stderr).toMatch(/--tls-ca needs an amqps:\/\//);
+    await broker.stop();
+    broker.cleanup();
+  });
+});
+
 describe('operations', () => {
   it('metrics - GET /metrics shows queue depth, connections and the LSN', async () => {
     const broker = await TestBroker.start({ args: ['--metrics-port', '0'] });
