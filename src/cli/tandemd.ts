@@ -10,7 +10,7 @@ const program = new Command('tandemd')
   .description('Tandem AMQP 1.0 message broker. Without --config it runs on embedded dev defaults: 127.0.0.1:5672, data in ./tandem-data, anonymous access on loopback.')
   .version(`tandemd ${VERSION}`, '-V, --version')
   .option('-c, --config <file>', 'INI config file (e.g. /etc/tandem/tandemd.conf)')
-  .option('--repair', 'cut the journal at a corrupt record (keeps a *.corrupt copy) instead of refusing to start')
+  .option('--repair', 'remove unreadable journal records, keeping every valid one (changed segments kept as *.corrupt), instead of refusing to start')
   .allowExcessArguments(false);
 for (const spec of optionSpecs) program.addOption(new Option(`--${spec.key} <value>`, spec.description));
 

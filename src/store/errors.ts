@@ -35,8 +35,8 @@ export class JournalCorruptError extends StoreError {
     super(
       `journal record at byte offset ${offset} of ${file} is corrupt (${reason}) and valid records follow it. ` +
         `This is damage, not a crash-torn write, so the broker will not start on its own. ` +
-        `Restore the data directory from a backup or an HA peer, or run \`tandemd --repair\` to cut the journal ` +
-        `at this record (the cut segments are kept as *.corrupt; records after the cut are lost).`,
+        `Restore the data directory from a backup or an HA peer, or run \`tandemd --repair\` to remove ` +
+        `the unreadable records and keep every valid one (each changed segment is kept as it was as *.corrupt; what was removed is logged).`,
       options,
     );
   }

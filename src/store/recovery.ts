@@ -9,14 +9,15 @@
 // write torn by a crash: it was never confirmed (its fdatasync had not returned),
 // so it is cut away and the start continues. A bad frame followed by valid data
 // is damage: open fails with JournalCorruptError, unless `repair` is set, in which
-// case the journal is cut at that frame and the cut segments are kept as *.corrupt
-// for the operator.
+// case every frame that fails its check is removed, reading resynchronising on the
+// next valid frame, so every valid record is kept; each segment changed is kept as
+// it was as *.corrupt for the operator, and each removal is logged.
 
-import { copyFile, open, rename, stat } from 'node:fs/promises';
+import { copyFile, open, rename, stat, writeFile } from 'node:fs/promises';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
-import { listSegments, scanSegment, segmentPath } from './segment.js';
+import { listSegments, nextValidFrame, readFrame, scanSegment, segmentPath } from './segment.js';
 import type { RecordBody } from './record-codec.js';
 
 export interface RecoveryLogger {
@@ -71,7 +72,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
   const ids = first < 0 ? [] : allIds.slice(first);
   const sizes = first < 0 ? [] : allSizes.slice(first);
   const segmentBytes = new Map<number, number>(allIds.map((id, k) => [id, allSizes[k]!]));
-  let lastSegment = allIds.at(-1) ?? 0;
+  const lastSegment = allIds.at(-1) ?? 0;
   let lastLsn = start?.lastLsn ?? 0;
   let records = 0;
   let bytes = 0;
@@ -90,8 +91,9 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i]!;
     const file = segmentPath(dir, id);
-    const buf = await nextRead!;
+    const read = await nextRead!;
     nextRead = readSegment(i + 1);
+    const buf = opts.repair ? await dropBadFrames(dir, file, read, log) : read;
     const startAt = id === from.seg ? from.offset : 0;
     if (buf.length < startAt) {
       throw new JournalCorruptError(file, buf.length, `the segment ends before offset ${startAt}, where the checkpoint says the journal continues`);
@@ -113,7 +115,6 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
       },
     });
     let segEnd = scan.fileSize;
-    let stop = false;
     if (scan.bad) {
       const laterData = sizes.slice(i + 1).some((s) => s > 0);
       if (!scan.bad.validAfter && !laterData) {
@@ -123,29 +124,11 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
         );
         await truncateFile(file, scan.goodEnd);
         segEnd = scan.goodEnd;
-      } else if (opts.repair) {
-        log?.error(
-          { file, offset: scan.bad.offset, reason: scan.bad.reason, keptAs: `${file}.corrupt` },
-          'REPAIR: journal is corrupt; cutting it at this record. Records after it are lost; the cut segments are kept as *.corrupt',
-        );
-        await copyFile(file, `${file}.corrupt`);
-        for (const later of ids.slice(i + 1)) {
-          const p = segmentPath(dir, later);
-          await rename(p, `${p}.corrupt`);
-          segmentBytes.delete(later);
-          log?.error({ file: p, keptAs: `${p}.corrupt` }, 'REPAIR: segment after the cut moved aside');
-        }
-        await truncateFile(file, scan.bad.offset);
-        await syncDir(nodeIo, dir);
-        segEnd = scan.bad.offset;
-        lastSegment = id;
-        stop = true;
       } else {
         throw new JournalCorruptError(file, scan.bad.offset, scan.bad.reason);
       }
     }
     segmentBytes.set(id, segEnd);
-    if (stop) break;
   }
 
   // Byte counts from the files themselves: they include duplicates and dead records.
@@ -157,6 +140,53 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     'journal recovered',
   );
   return { index, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment, replayed: { records, bytes }, end, lastFrame };
+}
+
+/**
+ * --repair: remove every frame of a segment that fails its check, resynchronising on
+ * the next valid frame (so a bad record costs only itself, and the valid records
+ * after it stay), and write the segment back. The segment as it was is kept as
+ * *.corrupt; each removal is logged. Returns the segment's content as it now is.
+ */
+async function dropBadFrames(dir: string, file: string, buf: Buffer, log: RecoveryLogger | undefined): Promise<Buffer> {
+  const kept: Buffer[] = [];
+  const removed: Array<{ offset: number; bytes: number; reason: string }> = [];
+  let keptFrom = 0;
+  let at = 0;
+  // Bounded: each pass moves `at` forward by a frame or to the next valid one.
+  while (at < buf.length) {
+    const f = readFrame(buf, at);
+    if (f.status === 'ok') {
+      at += f.size;
+      continue;
+    }
+    const next = nextValidFrame(buf, at + 1) ?? buf.length;
+    removed.push({ offset: at, bytes: next - at, reason: f.reason });
+    kept.push(buf.subarray(keptFrom, at));
+    keptFrom = at = next;
+  }
+  if (removed.length === 0) return buf;
+  kept.push(buf.subarray(keptFrom));
+  const repaired = Buffer.concat(kept);
+  await copyFile(file, `${file}.corrupt`);
+  const tmp = `${file}.repair`;
+  await writeFile(tmp, repaired);
+  const fh = await open(tmp, 'r+');
+  try {
+    await fh.datasync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, file);
+  await syncDir(nodeIo, dir);
+  for (const r of removed) {
+    log?.error({ file, offset: r.offset, bytes: r.bytes, reason: r.reason, keptAs: `${file}.corrupt` }, 'REPAIR: removed unreadable bytes from the journal; the valid records after them are kept');
+  }
+  log?.error(
+    { file, removedRanges: removed.length, removedBytes: buf.length - repaired.length, keptAs: `${file}.corrupt` },
+    `REPAIR: ${removed.length} unreadable range(s), ${buf.length - repaired.length} bytes, removed from ${file}; every valid record kept (the segment as it was is ${file}.corrupt)`,
+  );
+  return repaired;
 }
 
 /**

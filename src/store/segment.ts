@@ -117,11 +117,16 @@ export function scanSegment(buf: Buffer, options?: ScanOptions): SegmentScan {
  * offset; the cheap checks (known code, sane length) keep this linear in practice.
  */
 function hasValidFrameAfter(buf: Buffer, from: number): boolean {
+  return nextValidFrame(buf, from) !== undefined;
+}
+
+/** Offset of the first valid frame at or after `from` (where a reader resynchronises), if any. */
+export function nextValidFrame(buf: Buffer, from: number): number | undefined {
   for (let at = from; at + FRAME_HEADER_BYTES + RECORD_HEADER_BYTES <= buf.length; at++) {
     if (!isKnownRecordCode(buf[at + FRAME_HEADER_BYTES]!)) continue;
     const len = buf.readUInt32LE(at);
     if (len < RECORD_HEADER_BYTES || len > buf.length - at - FRAME_HEADER_BYTES) continue;
-    if (readFrame(buf, at).status === 'ok') return true;
+    if (readFrame(buf, at).status === 'ok') return at;
   }
-  return false;
+  return undefined;
 }

@@ -2,11 +2,13 @@
 // the checkpoint's position lost accepted messages, so the broker refuses to start
 // (saying what is missing and how to repair) instead of reading it as a torn tail;
 // `tandemd --repair` then keeps every record before the cut and says what was lost.
-import { readdirSync, statSync, truncateSync } from 'node:fs';
+// A flipped byte in one record in the middle: --repair removes that record only.
+import { readFileSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { scanSegment } from '../../src/store/segment.js';
 
 const COUNT = 1000;
 const body = (i: number): string => `m${i}:`.padEnd(200, 'x');
@@ -62,6 +64,40 @@ describe('journal damage behind a checkpoint', () => {
     expect(got.length).toBeGreaterThan(COUNT / 4);
     expect(got.length).toBeLessThan(COUNT);
     expect(got).toEqual(Array.from({ length: got.length }, (_, i) => body(i)));
+    await repaired.stop();
+    repaired.cleanup();
+  });
+
+  it('journal damage - --repair on a journal with one bad record in the middle keeps every record after it and reports the one removed', async () => {
+    const first = await TestBroker.start({ args: ['--checkpoint-bytes', '0'] });
+    const client = await TestClient.connect({ port: first.port });
+    const outcomes = await client.send('flip.q', Array.from({ length: 500 }, (_, i) => ({ body: body(i), durable: true })), { timeoutMs: 60_000 });
+    expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+    await client.close();
+    await first.kill();
+    const journalDir = path.join(first.dataDir, 'journal');
+    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
+    const file = path.join(journalDir, segment);
+    const buf = readFileSync(file);
+    const records = scanSegment(buf).records.filter((r) => r.entry.change.kind === 'enqueue');
+    expect(records).toHaveLength(500); // one record per message
+    const victim = records[Math.floor(records.length / 2)]!;
+    buf[victim.offset + victim.size - 2]! ^= 0x40;
+    writeFileSync(file, buf);
+
+    const refused = await TestBroker.start({ dataDir: first.dataDir }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(refused?.message).toContain(`journal record at byte offset ${victim.offset} of ${file} is corrupt`);
+
+    const repaired = await TestBroker.start({ dataDir: first.dataDir, args: ['--repair'] });
+    const log = repaired.stderr + repaired.stdout;
+    expect(log).toMatch(/REPAIR: 1 unreadable range\(s\), \d+ bytes, removed from/);
+    expect(log).toContain(`${file}.corrupt`);
+    const got = await drain(repaired.port, 'flip.q');
+    // 499 messages: all but the damaged one (m250), in order.
+    expect(got).toEqual(Array.from({ length: 500 }, (_, i) => body(i)).filter((_, i) => i !== 250));
     await repaired.stop();
     repaired.cleanup();
   });

@@ -171,7 +171,7 @@ describe('journal', () => {
     expect((await stat(file)).size).toBeLessThan(size - 3);
   });
 
-  it('journal - a corrupt record in the middle refuses to start, naming file and offset; repair cuts it and keeps a copy', async () => {
+  it('journal - a corrupt record in the middle refuses to start, naming file and offset; repair removes only it, keeps the records after it and a copy', async () => {
     const dataDir = await fresh();
     const { journal } = await open(dataDir);
     journal.append(declare(1));
@@ -202,10 +202,14 @@ describe('journal', () => {
 
     const errors: unknown[] = [];
     const logger = { info() {}, warn() {}, error: (o: unknown) => void errors.push(o) };
-    const { recovered } = await open(dataDir, { repair: true, logger });
-    expect(recovered.changes.map((c) => c.lsn)).toEqual([1]);
-    expect(errors.length).toBeGreaterThan(0);
+    const { journal: repaired, recovered } = await open(dataDir, { repair: true, logger });
+    expect(recovered.changes.map((c) => c.lsn)).toEqual([1, 3]);
+    expect(errors).toContainEqual(expect.objectContaining({ file, offset: victim.offset, bytes: victim.size }));
     expect((await readFile(`${file}.corrupt`)).equals(buf)).toBe(true);
+    // The repaired segment is whole: a plain start (no --repair) reads the same records.
+    await repaired.close({ checkpoint: false });
+    const again = await open(dataDir);
+    expect(again.recovered.changes.map((c) => c.lsn)).toEqual([1, 3]);
   });
 
   it('journal - a second journal on the same directory fails with the holder PID; a stale lock is taken over', async () => {
