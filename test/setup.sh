@@ -15,6 +15,7 @@ packages=(
   systemd libsystemd-dev     # unit tests under a real systemd; sd-notify addon headers
   rpm lintian rpmlint dpkg-dev fakeroot   # building and checking the packages
   shellcheck                 # the OCF agent is shell
+  prometheus                 # promtool checks the shipped alert rules
   iproute2 util-linux procps psmisc openssl strace
   g++ make python3           # node-gyp for the sd-notify addon
 )

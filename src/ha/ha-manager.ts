@@ -344,6 +344,18 @@ export class HaManager {
     }
   }
 
+  /**
+   * Each backup's lag for metrics (none unless primary): in changes, and in seconds as
+   * the age of the oldest change it has not acknowledged (0 when it owes none).
+   */
+  backupLags(now = Date.now()): Array<{ id: string; state: string; changes: number; seconds: number }> {
+    if (!this.source || !this.isPrimary) return [];
+    return [...this.source.streams].map((s) => {
+      const sent = s.oldestUnackedSentAt;
+      return { id: s.hello.brokerId, state: s.state, changes: s.lag, seconds: sent === undefined ? 0 : Math.max(0, now - sent) / 1000 };
+    });
+  }
+
   status(): HaStatusReport {
     const backups = this.source && this.isPrimary
       ? [...this.source.streams].map((s) => ({ id: s.hello.brokerId, address: s.hello.address, state: s.state, lsn: s.acked, lag: s.lag }))

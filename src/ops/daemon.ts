@@ -25,6 +25,7 @@ import { PasswordHasher } from '../admin/password-hasher.js';
 import { Acl } from '../admin/acl.js';
 import { AmqpServer } from '../amqp/server.js';
 import { prepareDataDir } from '../store/data-dir.js';
+import { filesBytes } from '../store/disk-usage.js';
 import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
 import { restoreBroker } from '../store/restore.js';
@@ -248,7 +249,16 @@ export class Daemon {
     this.port = bound.port;
     this.tlsPort = bound.tlsPort;
     if (s.metricsPort !== undefined) {
-      this.metrics = new Metrics({ broker: this.broker, connections: () => this.server?.connectionCount ?? 0, extra: () => ({ ...this.haMetrics(), ...(this.dr?.metrics() ?? {}), ...this.pagingMetrics() }) });
+      const journalDir = join(s.dataDir, JOURNAL_DIR_NAME);
+      this.metrics = new Metrics({
+        broker: this.broker,
+        connections: () => this.server?.connectionCount ?? 0,
+        extra: () => ({ ...this.haMetrics(), ...(this.dr?.metrics() ?? {}), ...this.pagingMetrics() }),
+        ha: () => (this.ha ? { state: this.ha.state, backups: this.ha.backupLags() } : { state: 'standalone', backups: [] }),
+        dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected' })),
+        journalBytes: () => filesBytes(journalDir),
+        memoryAlarm: () => this.memoryAlarm.active,
+      });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
     // One write, so a reader that waits for "listening on" sees the other ports too.

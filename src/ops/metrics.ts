@@ -7,12 +7,32 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Broker } from '../broker/broker.js';
+import { haStates } from '../ha/states.js';
+import { JOURNAL_SYNC_CHANNEL } from '../store/writer.js';
+
+/** What the HA manager knows, read at scrape time (a broker without HA is `standalone`). */
+export interface HaFigures {
+  state: string;
+  backups: Array<{ id: string; state: string; changes: number; seconds: number }>;
+}
+
+/** One DR copy on this broker; `lagSeconds` null when the copy cannot tell. */
+export interface DrFigures {
+  queue: string;
+  lagChanges: number;
+  lagSeconds: number | null;
+  linkUp: boolean;
+}
 
 export interface MetricsSources {
   broker: Broker;
   connections(): number;
-  /** Extra gauges from other subsystems (journal, HA, DR), read at scrape time. */
+  /** Deprecated catch-all gauges (tandem_subsystem), kept one release. */
   extra?(): Record<string, number>;
+  ha?(): HaFigures;
+  dr?(): DrFigures[];
+  journalBytes?(): Promise<number>;
+  memoryAlarm?(): boolean;
 }
 
 export class Metrics {
@@ -37,7 +57,19 @@ export class Metrics {
       this.published.inc();
     };
     diagnostics_channel.subscribe('tandem:amqp:accepted', onAccepted);
-    this.unsubscribe = () => diagnostics_channel.unsubscribe('tandem:amqp:accepted', onAccepted);
+    const journalSync = new Histogram({
+      name: 'tandem_journal_sync_seconds',
+      help: 'Duration of each journal write and sync (one per segment a flush touches)',
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [r],
+    });
+    const onSynced = (m: unknown) => journalSync.observe((m as { seconds: number }).seconds);
+    diagnostics_channel.subscribe(JOURNAL_SYNC_CHANNEL, onSynced);
+    this.unsubscribe = () => {
+      diagnostics_channel.unsubscribe('tandem:amqp:accepted', onAccepted);
+      diagnostics_channel.unsubscribe(JOURNAL_SYNC_CHANNEL, onSynced);
+    };
+    this.registerSubsystems(sources);
     new Gauge({
       name: 'tandem_connections',
       help: 'Open client connections',
@@ -78,12 +110,90 @@ export class Metrics {
       const extra = sources.extra;
       new Gauge({
         name: 'tandem_subsystem',
-        help: 'Journal, HA and DR figures by name',
+        help: 'DEPRECATED, removed in the next release: use tandem_ha_*, tandem_dr_*, tandem_journal_* and tandem_store_* instead. Journal, HA and DR figures by name',
         labelNames: ['name'],
         registers: [r],
         collect() {
           this.reset();
           for (const [k, v] of Object.entries(extra())) this.set({ name: k }, v);
+        },
+      });
+    }
+  }
+
+  /** HA, DR, journal and memory gauges, each read from its subsystem when scraped. */
+  private registerSubsystems(sources: MetricsSources): void {
+    const r = this.registry;
+    const { ha, dr, journalBytes, memoryAlarm } = sources;
+    if (ha) {
+      new Gauge({
+        name: 'tandem_ha_state',
+        help: 'HA state of this broker: 1 for the current state, 0 for the others (active is the primary)',
+        labelNames: ['state'],
+        registers: [r],
+        collect() {
+          const now = ha().state;
+          for (const st of haStates) this.set({ state: st }, st === now ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'tandem_ha_backups_ready',
+        help: 'Backups in state ready that this broker serves as primary (0 unless primary)',
+        registers: [r],
+        collect() {
+          this.set(ha().backups.filter((b) => b.state === 'ready').length);
+        },
+      });
+      const perBackup = (name: string, help: string, read: (b: HaFigures['backups'][number]) => number) =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['backup'],
+          registers: [r],
+          collect() {
+            this.reset();
+            for (const b of ha().backups) this.set({ backup: b.id }, read(b));
+          },
+        });
+      perBackup('tandem_ha_backup_lag_changes', 'Changes the primary logged that the backup has not acknowledged', (b) => b.changes);
+      perBackup('tandem_ha_backup_lag_seconds', 'Age of the oldest change sent to the backup and not acknowledged (0 when it owes none)', (b) => b.seconds);
+    }
+    if (dr) {
+      const perCopy = (name: string, help: string, read: (c: DrFigures) => number | null) =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ['queue'],
+          registers: [r],
+          collect() {
+            this.reset();
+            for (const c of dr()) {
+              const v = read(c);
+              if (v !== null) this.set({ queue: c.queue }, v);
+            }
+          },
+        });
+      perCopy('tandem_dr_lag_changes', 'Source changes the DR copy has not applied yet', (c) => c.lagChanges);
+      perCopy('tandem_dr_lag_seconds', 'How far behind its source the DR copy is, in seconds (absent while unknown)', (c) => c.lagSeconds);
+      perCopy('tandem_dr_link_up', '1 while the DR copy is connected to its source', (c) => (c.linkUp ? 1 : 0));
+    }
+    if (journalBytes) {
+      new Gauge({
+        name: 'tandem_journal_bytes',
+        help: 'Bytes of the journal directory on disk (segments and checkpoint)',
+        registers: [r],
+        async collect() {
+          this.set(await journalBytes());
+        },
+      });
+    }
+    if (memoryAlarm) {
+      new Gauge({
+        name: 'tandem_memory_alarm',
+        help: '1 while the memory alarm blocks publishers',
+        registers: [r],
+        collect() {
+          this.set(memoryAlarm() ? 1 : 0);
         },
       });
     }

@@ -123,6 +123,11 @@ export class BackupStream {
     return Math.max(0, this.source.headLsn - this.ackedThrough);
   }
 
+  /** When the oldest change this backup has not acknowledged was sent (undefined: it owes none). */
+  get oldestUnackedSentAt(): number | undefined {
+    return this.unacked.peek()?.sentAt;
+  }
+
   /**
    * Since when this backup has made no progress while owing acknowledgements
    * (undefined: it owes none). A slow backup that keeps acknowledging is not stalled.

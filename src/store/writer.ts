@@ -19,12 +19,17 @@
 // - any other I/O error is fatal: after a failed sync the page cache state is
 //   unknown, so nothing more is written and every record is reported failed.
 
+import diagnostics_channel from 'node:diagnostics_channel';
 import { constants } from 'node:fs';
 import { DiskFullError, JournalIoError } from './errors.js';
 import { isDiskFull, syncDir, type JournalIo } from './io.js';
 import type { Location } from './live-index.js';
 import { recordLsn } from './record-codec.js';
 import { FRAME_HEADER_BYTES, segmentPath, writeFrame } from './segment.js';
+
+/** Each write+sync of a flush, `{ seconds }`; timed only while someone listens (metrics). */
+export const JOURNAL_SYNC_CHANNEL = 'tandem:journal:synced';
+const syncChannel = diagnostics_channel.channel(JOURNAL_SYNC_CHANNEL);
 
 // 'wx' and 'r+' with O_DSYNC, for a JournalIo with syncedWrites (see io.ts).
 const O_CREATE_SYNCED = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_DSYNC;
@@ -207,6 +212,7 @@ export class SegmentWriter<T> {
     let fd: number | undefined;
     try {
       fd = await this.fdFor(seg);
+      const began = syncChannel.hasSubscribers ? process.hrtime.bigint() : undefined;
       let done = 0;
       while (done < data.length) {
         done += await this.io.write(fd, data, done, data.length - done, start + done);
@@ -214,6 +220,7 @@ export class SegmentWriter<T> {
       }
       if (!this.io.syncedWrites) await this.io.fdatasync(fd);
       this.stats.syncs++;
+      if (began !== undefined) syncChannel.publish({ seconds: Number(process.hrtime.bigint() - began) / 1e9 });
       return undefined;
     } catch (err) {
       if (isDiskFull(err)) {

@@ -1,0 +1,105 @@
+// /metrics of real brokers in Prometheus' conventions: one metric per figure,
+// units in the names, labels only for what varies (queue, backup, state). A
+// standalone broker, a 3-broker cluster's primary while a backup is SIGSTOPped,
+// and a DR secondary whose source goes away.
+import { afterAll, describe, expect, it } from 'vitest';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestCluster, type HaStatusJson } from '../helpers/cluster.js';
+import { TestClient } from '../helpers/rhea-client.js';
+import { scrape } from '../helpers/scrape.js';
+import { tandem } from '../helpers/tandem-cli.js';
+import { drFlush, send } from '../dr/helpers.js';
+
+const opened: TestClient[] = [];
+const stopped: TestBroker[] = [];
+
+afterAll(async () => {
+  for (const b of stopped) b.signal('SIGCONT');
+  for (const c of opened) await c.close().catch(() => undefined);
+  await killAllBrokers();
+});
+
+const durable = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => ({ body: `${prefix}${i}`, durable: true }));
+
+describe('metrics', () => {
+  it('metrics standalone - state, queue depth, journal size and syncs, memory alarm; the old gauge says it is deprecated', async () => {
+    const broker = await TestBroker.start({ args: ['--metrics-port', '0'] });
+    const c = await TestClient.connect({ port: broker.port });
+    opened.push(c);
+    await c.send('metrics.q', durable(3, 'm'));
+    const s = await scrape(broker.metricsPort!);
+    expect(s.samples.get('tandem_ha_state{state="standalone"}')).toBe(1);
+    for (const st of ['joining', 'catchup', 'ready', 'recovering', 'active']) expect(s.samples.get(`tandem_ha_state{state="${st}"}`)).toBe(0);
+    expect(s.samples.get('tandem_ha_backups_ready')).toBe(0);
+    expect(s.samples.get('tandem_queue_depth{queue="metrics.q"}')).toBe(3);
+    expect(s.samples.get('tandem_journal_bytes')).toBeGreaterThan(0);
+    expect(s.samples.get('tandem_journal_sync_seconds_count')).toBeGreaterThan(0);
+    expect(s.samples.get('tandem_journal_sync_seconds_bucket{le="+Inf"}')).toBe(s.samples.get('tandem_journal_sync_seconds_count'));
+    expect(s.samples.get('tandem_memory_alarm')).toBe(0);
+    expect(s.help.get('tandem_subsystem')).toMatch(/^DEPRECATED/);
+    // Nothing about DR or backups where there is none.
+    expect(s.text).not.toMatch(/^tandem_dr_|^tandem_ha_backup_lag/m);
+  });
+
+  it('metrics ha - the primary shows its state, ready backups and each backup lag; a SIGSTOPped backup lags, then is no longer ready', async () => {
+    const cluster = await TestCluster.start(3, ['--metrics-port', '0', '--ha-heartbeat-interval', '3s']);
+    expect((await cluster.promote(0)).code).toBe(0);
+    await cluster.waitState(1, 'ready');
+    await cluster.waitState(2, 'ready');
+    const primary = cluster.brokers[0]!;
+    const ids = ((await cluster.status(0)) as HaStatusJson).backups.map((b) => b.id);
+    expect(ids).toHaveLength(2);
+    await waitFor(async () => (await scrape(primary.metricsPort!)).samples.get('tandem_ha_backups_ready') === 2, { timeout: 10_000, name: 'two ready backups in the scrape' });
+    let s = await scrape(primary.metricsPort!);
+    expect(s.samples.get('tandem_ha_state{state="active"}')).toBe(1);
+    expect(s.samples.get('tandem_ha_state{state="ready"}')).toBe(0);
+    for (const id of ids) {
+      expect(s.samples.get(`tandem_ha_backup_lag_changes{backup="${id}"}`)).toBeGreaterThanOrEqual(0);
+      expect(s.samples.get(`tandem_ha_backup_lag_seconds{backup="${id}"}`)).toBeGreaterThanOrEqual(0);
+    }
+    // A backup's own scrape says ready.
+    expect((await scrape(cluster.brokers[1]!.metricsPort!)).samples.get('tandem_ha_state{state="ready"}')).toBe(1);
+
+    const status = (await cluster.status(0)) as HaStatusJson;
+    const victimIndex = 2;
+    const victim = cluster.brokers[victimIndex]!;
+    const victimId = ((await cluster.status(victimIndex)) as HaStatusJson & { 'broker-id': string })['broker-id'];
+    expect(status.backups.map((b) => b.id)).toContain(victimId);
+    victim.signal('SIGSTOP');
+    stopped.push(victim);
+    const c = await TestClient.connect({ port: primary.port });
+    opened.push(c);
+    // Held until the silent backup is dropped; meanwhile it owes these changes.
+    const sent = c.send('ha.metrics.q', durable(5, 'h'), { timeoutMs: 60_000 });
+    await waitFor(
+      async () => {
+        const m = (await scrape(primary.metricsPort!)).samples;
+        return (m.get(`tandem_ha_backup_lag_changes{backup="${victimId}"}`) ?? 0) > 0 && (m.get(`tandem_ha_backup_lag_seconds{backup="${victimId}"}`) ?? 0) > 0;
+      },
+      { timeout: 10_000, interval: 100, name: 'the stopped backup lags in changes and seconds' },
+    );
+    await waitFor(async () => (await scrape(primary.metricsPort!)).samples.get('tandem_ha_backups_ready') === 1, { timeout: 30_000, interval: 200, name: 'one ready backup after the drop' });
+    await sent;
+    victim.signal('SIGCONT');
+    await waitFor(async () => (await scrape(primary.metricsPort!)).samples.get('tandem_ha_backups_ready') === 2, { timeout: 60_000, interval: 200, name: 'two ready backups again' });
+    s = await scrape(primary.metricsPort!);
+    expect(s.samples.get('tandem_queue_depth{queue="ha.metrics.q"}')).toBe(5);
+  }, 150_000);
+
+  it('metrics dr - a DR secondary shows each copy lag and link; the link goes down with its source', async () => {
+    const a = await TestBroker.start();
+    const b = await TestBroker.start({ args: ['--metrics-port', '0'] });
+    expect((await tandem(['queue', 'add', 'orders', '--durable', '-b', a.url])).code).toBe(0);
+    const add = await tandem(['dr', 'add', 'orders', '--source', a.url, '-b', b.url]);
+    expect(add.code, add.stderr).toBe(0);
+    await send(a.port, 'orders', ['o1', 'o2'], { durable: true });
+    await drFlush(a.port, b.port);
+    await waitFor(async () => (await scrape(b.metricsPort!)).samples.get('tandem_dr_link_up{queue="orders"}') === 1, { timeout: 15_000, name: 'link up' });
+    const s = await scrape(b.metricsPort!);
+    expect(s.samples.get('tandem_dr_lag_changes{queue="orders"}')).toBe(0);
+    expect(s.samples.get('tandem_dr_lag_seconds{queue="orders"}')).toBeGreaterThanOrEqual(0);
+    expect(s.samples.get('tandem_queue_depth{queue="orders"}')).toBe(2);
+    await a.kill();
+    await waitFor(async () => (await scrape(b.metricsPort!)).samples.get('tandem_dr_link_up{queue="orders"}') === 0, { timeout: 15_000, name: 'link down once the source is gone' });
+  }, 60_000);
+});
