@@ -42,7 +42,8 @@ const OVER_LIMIT_SOCKETS = 64;
 
 export interface ServerOptions {
   host: string;
-  port: number;
+  /** undefined: no plaintext listener (TLS only). */
+  port: number | undefined;
   tls?: { port: number; cert: string; key: string; ca?: string; requireClientCert: boolean };
   auth: boolean;
   users: UserDirectory;
@@ -120,7 +121,7 @@ export class AmqpServer {
   }
 
   /** Bind the listeners; resolves with the ports actually bound. */
-  async listen(): Promise<{ port: number; tlsPort?: number }> {
+  async listen(): Promise<{ port?: number; tlsPort?: number }> {
     const common = {
       max_frame_size: this.options.maxFrameSize,
       idle_time_out: this.options.idleTimeoutMs || undefined,
@@ -143,11 +144,14 @@ export class AmqpServer {
         this.log.error({ err: (err as Error).message }, 'connection not accepted');
       }
     };
-    const plain = createServer(accept);
-    plain.listen({ host: this.options.host, port: this.options.port });
-    this.servers.push(plain);
-    const port = await boundPort(plain);
-    plain.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
+    let port: number | undefined;
+    if (this.options.port !== undefined) {
+      const plain = createServer(accept);
+      plain.listen({ host: this.options.host, port: this.options.port });
+      this.servers.push(plain);
+      port = await boundPort(plain);
+      plain.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
+    }
     let tlsPort: number | undefined;
     if (this.options.tls) {
       const t = this.options.tls;

@@ -49,6 +49,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'data-dir', kind: 'path', description: 'directory for the journal and state' },
   { key: 'auth', kind: 'bool', description: 'require SASL PLAIN authentication (yes/no)' },
   { key: 'users-file', kind: 'path', description: 'users and salted scrypt password hashes (tandem user add)' },
+  { key: 'listen-plain', kind: 'bool', description: 'serve plaintext AMQP on port (yes/no); no: TLS only, needs tls-cert and tls-key' },
   { key: 'tls-port', kind: 'port', description: 'AMQPS port (needs tls-cert and tls-key); 0 picks a free one' },
   { key: 'tls-cert', kind: 'path', description: 'PEM certificate chain for TLS' },
   { key: 'tls-key', kind: 'path', description: 'PEM private key for TLS' },
@@ -93,6 +94,8 @@ export interface Settings {
   dataDir: string;
   auth: boolean;
   usersFile: string;
+  /** false: no plaintext listener (TLS only). */
+  listenPlain: boolean;
   tlsPort: number | undefined;
   tlsCert: string | undefined;
   tlsKey: string | undefined;
@@ -355,6 +358,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     dataDir,
     auth,
     usersFile: (values['users-file'] as string | undefined) ?? (embedded ? resolve(dataDir, 'users') : '/etc/tandem/users'),
+    listenPlain: (values['listen-plain'] as boolean | undefined) ?? true,
     tlsPort: values['tls-port'] as number | undefined,
     tlsCert: values['tls-cert'] as string | undefined,
     tlsKey: values['tls-key'] as string | undefined,
@@ -418,6 +422,13 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   }
   if (settings.tlsPort !== undefined && !settings.tlsCert) {
     throw new ConfigError('tls-port needs tls-cert and tls-key');
+  }
+  if (!settings.listenPlain && !settings.tlsCert) {
+    throw new ConfigError('listen-plain=no leaves no listener: configure TLS (tls-cert, tls-key, tls-port) or set listen-plain=yes');
+  }
+  if (!settings.listenPlain && settings.haCluster) {
+    // Brokers, the agent and DR still reach each other on the plain port.
+    throw new ConfigError('listen-plain=no is not yet supported with ha-cluster=yes: HA replication needs the plain port');
   }
   if (settings.tlsRequireClientCert && !settings.tlsCa) {
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');

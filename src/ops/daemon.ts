@@ -73,7 +73,8 @@ export class Daemon {
   private readonly startedAt = Date.now();
   /** Identifies this process to other brokers (a broker skips itself in ha-brokers-url). */
   readonly instanceId = randomUUID();
-  port = 0;
+  /** undefined with listen-plain=no. */
+  port: number | undefined;
   tlsPort: number | undefined;
   metricsPort: number | undefined;
 
@@ -197,7 +198,7 @@ export class Daemon {
       gate,
       {
         host: s.host,
-        port: s.port,
+        port: s.listenPlain ? s.port : undefined,
         tls: s.tlsCert && s.tlsKey ? { port: s.tlsPort ?? 5671, cert: s.tlsCert, key: s.tlsKey, ca: s.tlsCa, requireClientCert: s.tlsRequireClientCert } : undefined,
         auth: s.auth,
         users,
@@ -262,14 +263,16 @@ export class Daemon {
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
     // One write, so a reader that waits for "listening on" sees the other ports too.
-    const lines = [`listening on ${s.host}:${this.port}`];
+    const lines: string[] = [];
+    if (this.port !== undefined) lines.push(`listening on ${s.host}:${this.port}`);
     if (this.tlsPort !== undefined) lines.push(`listening (tls) on ${s.host}:${this.tlsPort}`);
     if (this.metricsPort !== undefined) lines.push(`metrics on http://${s.metricsHost}:${this.metricsPort}/metrics`);
     process.stdout.write(`${lines.join('\n')}\n`);
     this.log.info({ host: s.host, port: this.port, tlsPort: this.tlsPort, dataDir: s.dataDir, auth: s.auth }, 'broker ready');
     this.ha?.start();
-    notifyReady(this.ha ? `HA ${this.ha.state} on ${s.host}:${this.port}` : `serving on ${s.host}:${this.port}`);
-    this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${s.host}:${this.port}`));
+    const where = `${s.host}:${this.port ?? `${this.tlsPort} (tls)`}`;
+    notifyReady(this.ha ? `HA ${this.ha.state} on ${where}` : `serving on ${where}`);
+    this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${where}`));
     this.stopWatchdog = startWatchdog();
   }
 

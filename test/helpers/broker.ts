@@ -112,9 +112,10 @@ export class TestBroker {
         reject(new Error(`tandemd did not listen within 20 s\nstdout: ${this.stdout}\nstderr: ${this.stderr}`));
       }, 20_000);
       const onData = () => {
+        // One write holds every "listening" line; with listen-plain=no there is only the TLS one.
+        if (!/listening (?:\(tls\) )?on [^\s]+:\d+\n/.test(this.stdout)) return;
         const m = /listening on [^\s]+:(\d+)\n/.exec(this.stdout);
-        if (!m) return;
-        this.port = Number(m[1]);
+        if (m) this.port = Number(m[1]);
         const t = /listening \(tls\) on [^\s]+:(\d+)\n/.exec(this.stdout);
         if (t) this.tlsPort = Number(t[1]);
         const mm = /metrics on http:\/\/[^:]+:(\d+)\//.exec(this.stdout);

@@ -3,6 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
+import { connect as netConnect, createServer as createNetServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -187,6 +188,53 @@ describe('tls cli', () => {
     expect(caOnPlain.stderr).toMatch(/--tls-ca needs an amqps:\/\//);
     await broker.stop();
     broker.cleanup();
+  });
+});
+
+/** A port that was free a moment ago (bound and released). */
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const s = createNetServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolvePort(port));
+    });
+  });
+}
+
+function tcpRefused(port: number): Promise<boolean> {
+  return new Promise((resolveRefused) => {
+    const socket = netConnect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolveRefused(false);
+    });
+    socket.once('error', (e: NodeJS.ErrnoException) => resolveRefused(e.code === 'ECONNREFUSED'));
+  });
+}
+
+describe('tls only', () => {
+  it('tls - listen-plain=no closes the plaintext port and TLS still serves', async () => {
+    const plainPort = await freePort();
+    const broker = await TestBroker.start({
+      args: ['--port', String(plainPort), '--listen-plain', 'no', '--tls-cert', pem('server.pem'), '--tls-key', pem('server.key'), '--tls-port', '0'],
+    });
+    expect(broker.stdout).not.toMatch(/listening on /);
+    expect(await tcpRefused(plainPort)).toBe(true);
+    const c = await connect({ port: broker.tlsPort!, transport: 'tls', ca: [readPem('ca.pem')], servername: 'localhost' } as never);
+    expect((await c.send('tlsonly.q', 1))[0].state).toBe('accepted');
+    const list = await tandem(['queue', 'list', '-b', `amqps://127.0.0.1:${broker.tlsPort}`, '--tls-ca', pem('ca.pem')]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/tlsonly\.q/);
+    await broker.stop();
+    broker.cleanup();
+  });
+
+  it('tls - listen-plain=no without a TLS listener is refused at start', async () => {
+    const err = await refused(TestBroker.start({ args: ['--listen-plain', 'no'] }));
+    expect(err?.message).toMatch(/exited \(2\)/);
+    expect(err?.message).toMatch(/listen-plain=no leaves no listener/);
   });
 });
 
