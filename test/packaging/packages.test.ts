@@ -50,6 +50,9 @@ const EXPECTED: Record<string, string> = {
   '/usr/share/man/man8/tandemd.8.gz': '0644',
   '/usr/share/man/man1/tandem.1.gz': '0644',
   '/usr/share/doc/tandem/systemd.md': '0644',
+  '/usr/share/doc/tandem/metrics.md': '0644',
+  '/usr/share/doc/tandem/examples/tandem-alerts.yml': '0644',
+  '/usr/share/doc/tandem/examples/tandem-dashboard.json': '0644',
   ...(HAS_OCF_AGENT ? { '/usr/lib/ocf/resource.d/tandem/tandemd': '0755' } : {}),
   ...(HAS_RGMANAGER_SCRIPT ? { '/usr/lib/tandem/rgmanager/tandemd-primary': '0755' } : {}),
 };

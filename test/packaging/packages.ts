@@ -18,8 +18,8 @@ export const IN_CI = process.env.CI === 'true' || process.env.CI === '1';
 // Everything the packages are made of; a change to any of them triggers a rebuild.
 const INPUTS = [
   'dist', 'bin', 'packaging/build', 'packaging/bin', 'packaging/deb', 'packaging/rpm',
-  'packaging/lint', 'packaging/tandemd.conf', 'systemd', 'man', 'docs/systemd.md',
-  'docs/packaging.md', 'resource-agents', 'package.json', 'package-lock.json',
+  'packaging/lint', 'packaging/tandemd.conf', 'packaging/prometheus', 'packaging/grafana', 'systemd', 'man', 'docs',
+  'resource-agents', 'package.json', 'package-lock.json',
 ];
 
 /**
