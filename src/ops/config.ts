@@ -430,6 +430,11 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     // Brokers, the agent and DR still reach each other on the plain port.
     throw new ConfigError('listen-plain=no is not yet supported with ha-cluster=yes: HA replication needs the plain port');
   }
+  if (settings.auth && settings.listenPlain && !isLoopback(host)) {
+    settings.warnings.push(
+      `SASL PLAIN is offered on the plaintext port ${host}:${settings.port}: passwords travel in clear to anyone on the network; configure TLS (tls-cert, tls-key, tls-port) and set listen-plain=no`,
+    );
+  }
   if (settings.tlsRequireClientCert && !settings.tlsCa) {
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');
   }

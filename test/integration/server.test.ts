@@ -7,7 +7,7 @@ import { connect as netConnect, createServer as createNetServer, type AddressInf
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { tandem } from '../helpers/tandem-cli.js';
 import { runPython } from '../helpers/python.js';
@@ -235,6 +235,28 @@ describe('tls only', () => {
     const err = await refused(TestBroker.start({ args: ['--listen-plain', 'no'] }));
     expect(err?.message).toMatch(/exited \(2\)/);
     expect(err?.message).toMatch(/listen-plain=no leaves no listener/);
+  });
+});
+
+describe('plain text warning', () => {
+  const clearWarning = /SASL PLAIN is offered on the plaintext port 0\.0\.0\.0:\d+: passwords travel in clear/;
+
+  it('tls - PLAIN offered on a non-loopback plaintext port is warned about at start; TLS only, or loopback, is not', async () => {
+    const exposed = await TestBroker.start({ args: ['--host', '0.0.0.0', '--auth', 'yes', '--users-file', usersFile] });
+    await waitFor(() => clearWarning.test(exposed.stderr), { name: 'the plaintext PLAIN warning' });
+    expect(exposed.stderr).toMatch(/"level":40/);
+    await exposed.stop();
+    exposed.cleanup();
+    const tlsOnly = await TestBroker.start({
+      args: ['--host', '0.0.0.0', '--auth', 'yes', '--users-file', usersFile, '--listen-plain', 'no', '--tls-cert', pem('server.pem'), '--tls-key', pem('server.key'), '--tls-port', '0'],
+    });
+    const loopback = await TestBroker.start({ args: ['--auth', 'yes', '--users-file', usersFile] });
+    // "broker ready" is logged after the start-up warnings.
+    await waitFor(() => /broker ready/.test(tlsOnly.stderr) && /broker ready/.test(loopback.stderr), { name: 'broker ready' });
+    expect(tlsOnly.stderr + loopback.stderr).not.toMatch(/passwords travel in clear/);
+    await Promise.all([tlsOnly.stop(), loopback.stop()]);
+    tlsOnly.cleanup();
+    loopback.cleanup();
   });
 });
 
