@@ -7,6 +7,7 @@ import type { Message } from 'rhea';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { manage } from '../helpers/tandem-cli.js';
+import { scrape } from '../helpers/scrape.js';
 
 const MiB = 1024 * 1024;
 const COUNT = 6000;
@@ -82,14 +83,16 @@ describe('very large queues - bodies beyond max-memory wait in the journal', () 
 
   it('memory alarm - a broker past its memory-limit (live memory outside the heap counts) refuses new messages, and accepts again once drained', async () => {
     // Message bodies are buffers, outside the V8 heap: only memory-limit can stop them.
-    const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0', '--memory-limit', '96MiB', '--max-memory', '16MiB'] });
+    const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0', '--memory-limit', '96MiB', '--max-memory', '16MiB', '--metrics-port', '0'] });
     expect(broker.stderr).not.toMatch(/max-memory is not below memory-limit/);
     const body = 'm'.repeat(4096);
     // Bounded: at most 100k messages of 4 KiB (400 MiB; the alarm comes near 96 MiB).
     const fill = await fillUntilRefused(broker.port, 'live', 50, () => Array.from({ length: 2000 }, () => ({ body })));
     expect(fill.refusal.description).toMatch(/memory-limit 96 MiB.*raise memory-limit/);
     expect(((await status(broker.port)) as unknown as { 'memory-limit-bytes': number })['memory-limit-bytes']).toBe(96 * 1024 * 1024);
+    expect((await scrape(broker.metricsPort!)).samples.get('tandem_memory_alarm')).toBe(1);
     await drainAndAcceptAgain(broker, fill);
+    expect((await scrape(broker.metricsPort!)).samples.get('tandem_memory_alarm')).toBe(0);
     expect(broker.stderr).toMatch(/MEMORY ALARM.*memory-limit/);
     await broker.stop();
   }, 240_000);
