@@ -2,7 +2,8 @@
 # Installs everything the test suite needs on a brand-new Debian 12 machine:
 # Debian packages (python3-qpid-proton for interop, pacemaker/corosync/pcs and
 # resource-agents for the agent tests, systemd for the unit tests, rpm/lintian for
-# packaging) and the npm dependencies. Safe to run again.
+# packaging, a JDK and Maven for qpid-jms), the npm dependencies and
+# the Maven artifacts of test/jms. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,7 @@ packages=(
   prometheus                 # promtool checks the shipped alert rules
   iproute2 util-linux procps psmisc openssl strace
   g++ make python3           # node-gyp for the sd-notify addon
+  default-jdk-headless maven # the qpid-jms interop test (test/jms)
 )
 
 missing=()
@@ -38,3 +40,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 npm ci --no-audit --no-fund
+
+# qpid-jms and the dependency plugin from Maven Central, so npm test resolves them offline.
+mvn -q -B -f test/jms/pom.xml dependency:build-classpath -Dmdep.outputFile=/dev/null

@@ -129,6 +129,7 @@ export class ClientConnection {
         if (this.host.openSpecialSender?.(this, address, sender)) return;
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
+        refuseSelector(source);
         queue = this.queueForSubscription(address, source);
       }
       this.claimExclusive(queue);
@@ -492,6 +493,25 @@ const TEMPORARY_PREFIX = 'tmp.';
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');
   return address;
+}
+
+/** The selector filter qpid-jms sends for a JMS message selector, by descriptor symbol and code. */
+const SELECTOR_FILTER = 'apache.org:selector-filter:string';
+const SELECTOR_FILTER_CODE = 0x0000468c00000004n;
+
+/**
+ * Tandem does not evaluate JMS selectors; delivering everything to a consumer that asked
+ * for a subset would be the one wrong answer, so the attach is refused, naming the filter.
+ */
+function refuseSelector(source: Terminus): void {
+  for (const value of Object.values(source.filter ?? {})) {
+    const descriptor = (value as { descriptor?: { value?: unknown } } | undefined)?.descriptor?.value;
+    const isSelector =
+      descriptor === SELECTOR_FILTER || ((typeof descriptor === 'number' || typeof descriptor === 'bigint') && BigInt(descriptor) === SELECTOR_FILTER_CODE);
+    if (isSelector) {
+      throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `the ${SELECTOR_FILTER} filter (JMS message selector) is not supported; consume without a selector`);
+    }
+  }
 }
 
 /** A legacy topic/subject filter in the source, if any (the key to bind with). */

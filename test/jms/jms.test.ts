@@ -1,0 +1,156 @@
+// qpid-jms (org.apache.qpid:qpid-jms-client, pinned in test/jms/pom.xml) against a real
+// tandemd, with Debian's python-proton on the other end of each message. One JVM run
+// performs every check (test/jms/src/main/java/Checks.java) and prints one JSON object;
+// the classpath comes from Maven offline (test/setup.sh fetched it).
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestBroker, killAllBrokers, repoRoot } from '../helpers/broker.js';
+import { runPython } from '../helpers/python.js';
+
+const jmsDir = join(repoRoot, 'test', 'jms');
+
+function found(cmd: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const haveJava = found('java') && found('mvn');
+if (!haveJava) console.warn('test/jms skipped: java or mvn is not installed (test/setup.sh installs default-jdk-headless and maven)');
+
+interface CheckResult {
+  ok: boolean;
+  result: unknown;
+}
+interface JmsMessage {
+  class: string;
+  correlationId: string;
+  replyTo: string;
+  type: string;
+  priority: number;
+  persistent: boolean;
+  hasExpiration: boolean;
+  properties: Record<string, string>;
+  body?: string;
+}
+interface PyMessage {
+  durable: boolean;
+  priority: number;
+  ttl: number;
+  correlation_id: string;
+  reply_to: string;
+  subject: string;
+  annotations: Record<string, unknown>;
+  properties: Record<string, [unknown, string]>;
+  body: unknown;
+  body_type: string;
+}
+
+/** The checks that run; each is a method of Checks.java. */
+const checks = ['sendToPython', 'receiveFromPython', 'roundTrip', 'selector', 'temporaryQueueRequestReply', 'sharedSubscription'];
+
+describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-'));
+  let results: Record<string, CheckResult>;
+  let fromJms: PyMessage[];
+
+  beforeAll(async () => {
+    const cpFile = join(dir, 'classpath');
+    execFileSync('mvn', ['-q', '-o', '-f', join(jmsDir, 'pom.xml'), 'dependency:build-classpath', `-Dmdep.outputFile=${cpFile}`], { stdio: 'inherit', timeout: 120_000 });
+    const broker = await TestBroker.start({ args: ['--auto-create', 'yes'] });
+    const url = `amqp://${broker.url}`;
+    await runPython('jms_peer.py', ['send', url, 'py.to.jms']);
+    const stdout = await new Promise<string>((resolve, reject) =>
+      execFile(
+        'java',
+        ['-cp', readFileSync(cpFile, 'utf8').trim(), join(jmsDir, 'src', 'main', 'java', 'Checks.java'), url, ...checks],
+        { timeout: 240_000, maxBuffer: 16 << 20 },
+        (err, out, stderr) => (err ? reject(new Error(`Checks.java failed: ${err.message}\n${stderr}`)) : resolve(out)),
+      ),
+    );
+    results = JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, CheckResult>;
+    fromJms = await runPython<PyMessage[]>('jms_peer.py', ['receive', url, 'jms.to.py', '6']);
+  }, 360_000);
+
+  afterAll(async () => {
+    await killAllBrokers();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const jmsProperties = {
+    index: expect.stringMatching(/:Integer$/),
+    pBool: 'true:Boolean',
+    pByte: '4:Byte',
+    pDouble: '1.5:Double',
+    pFloat: '2.5:Float',
+    pInt: '7:Integer',
+    pLong: '1099511627776:Long',
+    pShort: '3:Short',
+  };
+
+  it('python-proton receives every JMS message type with its x-opt-jms-* annotations, headers and typed properties', () => {
+    expect(results.sendToPython).toEqual({ ok: true, result: 6 });
+    // qpid-jms' type codes: 5 Text, 3 Bytes, 2 Map, 4 Stream, 1 Object, 0 Message.
+    expect(fromJms.map((m) => m.annotations['x-opt-jms-msg-type'])).toEqual([5, 3, 2, 4, 1, 0]);
+    expect(fromJms.map((m) => m.body_type)).toEqual(['str', 'bytes', 'dict', 'list', 'bytes', 'NoneType']);
+    expect(fromJms[0]!.body).toBe('text body');
+    expect(fromJms[1]!.body).toEqual({ binary: [1, 2, 3, 255] });
+    expect(fromJms[2]!.body).toEqual({ s: 'v', i: 42, b: true });
+    expect(fromJms[3]!.body).toEqual(['one', 2]);
+    fromJms.forEach((m, i) => {
+      expect(m.annotations).toMatchObject({ 'x-opt-jms-dest': 0, 'x-opt-jms-reply-to': 0 });
+      expect(m).toMatchObject({ priority: 7, durable: i % 2 === 0, correlation_id: `corr-${i}`, reply_to: 'jms.replies', subject: `type-${i}` });
+      expect(m.ttl).toBeGreaterThan(0);
+      expect(m.ttl).toBeLessThanOrEqual(600);
+      expect(m.properties).toEqual({
+        index: [i, 'int32'],
+        pBool: [true, 'bool'],
+        pByte: [4, 'byte'],
+        pDouble: [1.5, 'float'],
+        pFloat: [2.5, 'float32'],
+        pInt: [7, 'int32'],
+        pLong: [2 ** 40, 'int'],
+        pShort: [3, 'short'],
+        pString: ['str', 'str'],
+      });
+    });
+  });
+
+  it('qpid-jms receives what python-proton sent as the JMS type its annotation names', () => {
+    expect(results.receiveFromPython!.ok).toBe(true);
+    const got = results.receiveFromPython!.result as JmsMessage[];
+    expect(got.map((m) => m.class)).toEqual(['TextMessage', 'BytesMessage', 'MapMessage', 'StreamMessage', 'Message']);
+    expect(got.map((m) => m.body)).toEqual(['py text', '[1, 2, -1]', '{k=v, n=5}', '[one, 2]', undefined]);
+    got.forEach((m, i) => {
+      expect(m).toMatchObject({ correlationId: `py-corr-${i}`, replyTo: 'py.replies', type: `py-type-${i}`, priority: 8, persistent: true, hasExpiration: true });
+      expect(m.properties).toEqual({ ...jmsProperties, index: `${i}:Integer`, pString: 's:String' });
+    });
+  });
+
+  it('qpid-jms to qpid-jms: every message type, headers and properties arrive as sent', () => {
+    expect(results.roundTrip!.ok).toBe(true);
+    const got = results.roundTrip!.result as JmsMessage[];
+    expect(got.map((m) => m.class)).toEqual(['TextMessage', 'BytesMessage', 'MapMessage', 'StreamMessage', 'ObjectMessage', 'Message']);
+    expect(got.map((m) => m.body)).toEqual(['text body', '[1, 2, 3, -1]', '{b=true, i=42, s=v}', '[one, 2]', '[object, body]', undefined]);
+    got.forEach((m, i) => {
+      expect(m).toMatchObject({ correlationId: `corr-${i}`, replyTo: 'jms.replies', type: `type-${i}`, priority: 6, persistent: true, hasExpiration: true });
+      expect(m.properties).toEqual({ ...jmsProperties, index: `${i}:Integer`, pString: 'str:String' });
+    });
+  });
+
+  it('a JMS message selector is refused with amqp:not-implemented naming the filter, never ignored', () => {
+    expect(results.selector!.ok).toBe(false);
+    expect(results.selector!.result).toMatch(/JMSException: the apache\.org:selector-filter:string filter .*not supported.*amqp:not-implemented/);
+  });
+
+  it('temporary queues (a dynamic target) and shared subscriptions are refused clearly (docs/jms.md)', () => {
+    expect(results.temporaryQueueRequestReply).toEqual({ ok: false, result: expect.stringMatching(/dynamic targets are not supported.*amqp:not-implemented/) });
+    expect(results.sharedSubscription).toEqual({ ok: false, result: expect.stringContaining('does not support shared subscriptions') });
+  });
+});

@@ -1,0 +1,363 @@
+// qpid-jms checks against a real tandemd, run by test/jms/jms.test.ts in ONE JVM (the
+// machine is small): each check runs in its own connection, records ok or the error, and
+// the whole run prints one JSON object. Usage: Checks <amqp-url> <check>...
+import jakarta.jms.*;
+import org.apache.qpid.jms.JmsConnectionFactory;
+import java.util.*;
+import jakarta.jms.Queue;
+
+public class Checks {
+  interface Check { Object run(ConnectionFactory cf) throws Exception; }
+
+  static final Map<String, Check> CHECKS = new LinkedHashMap<>();
+  static {
+    CHECKS.put("sendToPython", Checks::sendToPython);
+    CHECKS.put("receiveFromPython", Checks::receiveFromPython);
+    CHECKS.put("roundTrip", Checks::roundTrip);
+    CHECKS.put("transactions", Checks::transactions);
+    CHECKS.put("clientAcknowledge", Checks::clientAcknowledge);
+    CHECKS.put("browser", Checks::browser);
+    CHECKS.put("temporaryQueueRequestReply", Checks::temporaryQueueRequestReply);
+    CHECKS.put("selector", Checks::selector);
+    CHECKS.put("topic", Checks::topic);
+    CHECKS.put("sharedSubscription", Checks::sharedSubscription);
+    CHECKS.put("durableSubscription", Checks::durableSubscription);
+  }
+
+  public static void main(String[] args) {
+    ConnectionFactory cf = new JmsConnectionFactory(args[0]);
+    StringBuilder out = new StringBuilder("{");
+    for (int i = 1; i < args.length; i++) {
+      Check check = CHECKS.get(args[i]);
+      Object result;
+      boolean ok;
+      try {
+        result = check.run(cf);
+        ok = true;
+      } catch (Throwable e) {
+        result = e.getClass().getSimpleName() + ": " + e.getMessage();
+        ok = false;
+      }
+      if (i > 1) out.append(',');
+      out.append(json(args[i])).append(":{\"ok\":").append(ok).append(",\"result\":").append(json(result)).append('}');
+    }
+    System.out.println(out.append('}'));
+    System.exit(0);
+  }
+
+  /** One message of every JMS type, each with the same headers and every property type. */
+  static List<Message> everyType(Session s, Destination replyTo) throws JMSException {
+    List<Message> all = new ArrayList<>();
+    all.add(s.createTextMessage("text body"));
+    BytesMessage b = s.createBytesMessage();
+    b.writeBytes(new byte[] {1, 2, 3, (byte) 255});
+    all.add(b);
+    MapMessage m = s.createMapMessage();
+    m.setString("s", "v");
+    m.setInt("i", 42);
+    m.setBoolean("b", true);
+    all.add(m);
+    StreamMessage st = s.createStreamMessage();
+    st.writeString("one");
+    st.writeInt(2);
+    all.add(st);
+    all.add(s.createObjectMessage(new ArrayList<>(List.of("object", "body"))));
+    all.add(s.createMessage());
+    int n = 0;
+    for (Message msg : all) {
+      msg.setJMSCorrelationID("corr-" + n);
+      msg.setJMSReplyTo(replyTo);
+      msg.setJMSType("type-" + n);
+      msg.setStringProperty("pString", "str");
+      msg.setIntProperty("pInt", 7);
+      msg.setLongProperty("pLong", 1L << 40);
+      msg.setShortProperty("pShort", (short) 3);
+      msg.setByteProperty("pByte", (byte) 4);
+      msg.setBooleanProperty("pBool", true);
+      msg.setDoubleProperty("pDouble", 1.5);
+      msg.setFloatProperty("pFloat", 2.5f);
+      msg.setIntProperty("index", n++);
+    }
+    return all;
+  }
+
+  static Map<String, Object> describe(Message msg) throws JMSException {
+    Map<String, Object> d = new LinkedHashMap<>();
+    d.put("class", msg.getClass().getSimpleName().replace("Jms", ""));
+    d.put("correlationId", msg.getJMSCorrelationID());
+    d.put("replyTo", msg.getJMSReplyTo() == null ? null : msg.getJMSReplyTo().toString());
+    d.put("type", msg.getJMSType());
+    d.put("priority", msg.getJMSPriority());
+    d.put("persistent", msg.getJMSDeliveryMode() == DeliveryMode.PERSISTENT);
+    d.put("hasExpiration", msg.getJMSExpiration() > 0);
+    d.put("redelivered", msg.getJMSRedelivered());
+    Map<String, Object> props = new TreeMap<>();
+    for (Enumeration<?> e = msg.getPropertyNames(); e.hasMoreElements();) {
+      String k = (String) e.nextElement();
+      if (!k.startsWith("JMSX")) props.put(k, msg.getObjectProperty(k) + ":" + msg.getObjectProperty(k).getClass().getSimpleName());
+    }
+    d.put("properties", props);
+    if (msg instanceof TextMessage t) d.put("body", t.getText());
+    else if (msg instanceof BytesMessage b) {
+      byte[] buf = new byte[(int) b.getBodyLength()];
+      b.readBytes(buf);
+      d.put("body", Arrays.toString(buf));
+    } else if (msg instanceof MapMessage m) {
+      Map<String, Object> body = new TreeMap<>();
+      for (Enumeration<?> e = m.getMapNames(); e.hasMoreElements();) {
+        String k = (String) e.nextElement();
+        body.put(k, m.getObject(k));
+      }
+      d.put("body", body.toString());
+    } else if (msg instanceof StreamMessage st) {
+      List<Object> body = new ArrayList<>();
+      try {
+        while (true) body.add(st.readObject());
+      } catch (MessageEOFException eof) {
+        // the end of the stream
+      }
+      d.put("body", body.toString());
+    } else if (msg instanceof ObjectMessage o) d.put("body", String.valueOf(o.getObject()));
+    return d;
+  }
+
+  static Object sendToPython(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      MessageProducer p = s.createProducer(s.createQueue("jms.to.py"));
+      int n = 0;
+      for (Message msg : everyType(s, s.createQueue("jms.replies"))) {
+        p.send(msg, n % 2 == 0 ? DeliveryMode.PERSISTENT : DeliveryMode.NON_PERSISTENT, 7, 600_000);
+        n++;
+      }
+      return n;
+    }
+  }
+
+  static Object receiveFromPython(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      MessageConsumer consumer = s.createConsumer(s.createQueue("py.to.jms"));
+      List<Object> got = new ArrayList<>();
+      // Exactly what jms_peer.py sends: a receive that finds nothing makes qpid-jms drain.
+      for (int i = 0; i < 5; i++) got.add(describe(require(consumer.receive(5000))));
+      return got;
+    }
+  }
+
+  static Object roundTrip(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.roundtrip");
+      MessageProducer p = s.createProducer(q);
+      List<Message> sent = everyType(s, s.createQueue("jms.replies"));
+      for (Message m : sent) p.send(m, DeliveryMode.PERSISTENT, 6, 600_000);
+      MessageConsumer consumer = s.createConsumer(q);
+      List<Object> got = new ArrayList<>();
+      for (int i = 0; i < sent.size(); i++) got.add(describe(require(consumer.receive(5000))));
+      return got;
+    }
+  }
+
+  static Message require(Message m) {
+    if (m == null) throw new java.lang.IllegalStateException("no message within 5 s");
+    return m;
+  }
+
+  static String text(Message m) throws JMSException {
+    return m == null ? null : ((TextMessage) m).getText();
+  }
+
+  static Object transactions(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(true, Session.SESSION_TRANSACTED);
+      Queue q = s.createQueue("jms.tx");
+      MessageProducer p = s.createProducer(q);
+      MessageConsumer consumer = s.createConsumer(q);
+      p.send(s.createTextMessage("rolled-back"));
+      s.rollback();
+      p.send(s.createTextMessage("committed"));
+      s.commit();
+      r.put("afterCommit", text(consumer.receive(5000)));
+      s.rollback();
+      Message again = consumer.receive(5000);
+      r.put("afterRollback", text(again));
+      r.put("redelivered", again != null && again.getJMSRedelivered());
+      s.commit();
+      r.put("afterFinalCommit", text(consumer.receive(1000)));
+    }
+    return r;
+  }
+
+  static Object clientAcknowledge(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.clientack");
+      MessageProducer p = s.createProducer(q);
+      p.send(s.createTextMessage("acked"));
+      p.send(s.createTextMessage("unacked"));
+      MessageConsumer consumer = s.createConsumer(q);
+      Message first = consumer.receive(5000);
+      first.acknowledge();
+      r.put("first", text(first));
+      r.put("second", text(consumer.receive(5000)));
+      s.close();
+      Session s2 = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+      MessageConsumer c2 = s2.createConsumer(q);
+      Message again = c2.receive(5000);
+      r.put("redelivered", text(again));
+      r.put("redeliveredFlag", again != null && again.getJMSRedelivered());
+      again.acknowledge();
+      r.put("left", text(c2.receive(1000)));
+    }
+    return r;
+  }
+
+  static Object browser(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.browse");
+      MessageProducer p = s.createProducer(q);
+      for (int i = 0; i < 3; i++) p.send(s.createTextMessage("b" + i));
+      List<String> seen = new ArrayList<>();
+      try (QueueBrowser b = s.createBrowser(q)) {
+        for (Enumeration<?> e = b.getEnumeration(); e.hasMoreElements();) seen.add(text((Message) e.nextElement()));
+      }
+      r.put("browsed", seen);
+      MessageConsumer consumer = s.createConsumer(q);
+      List<String> consumed = new ArrayList<>();
+      for (Message m; (m = consumer.receive(2000)) != null;) consumed.add(text(m));
+      r.put("consumedAfter", consumed);
+    }
+    return r;
+  }
+
+  static Object temporaryQueueRequestReply(ConnectionFactory cf) throws Exception {
+    try (Connection server = cf.createConnection(); Connection client = cf.createConnection()) {
+      server.start();
+      client.start();
+      Session ss = server.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      MessageConsumer requests = ss.createConsumer(ss.createQueue("jms.requests"));
+      MessageProducer replier = ss.createProducer(null);
+      requests.setMessageListener((m) -> {
+        try {
+          TextMessage reply = ss.createTextMessage("reply to " + text(m));
+          reply.setJMSCorrelationID(m.getJMSMessageID());
+          replier.send(m.getJMSReplyTo(), reply);
+        } catch (JMSException e) {
+          throw new RuntimeException(e);
+        }
+      });
+      Session cs = client.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      TemporaryQueue tmp = cs.createTemporaryQueue();
+      MessageConsumer replies = cs.createConsumer(tmp);
+      TextMessage req = cs.createTextMessage("ping");
+      req.setJMSReplyTo(tmp);
+      cs.createProducer(cs.createQueue("jms.requests")).send(req);
+      Message reply = require(replies.receive(5000));
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("reply", text(reply));
+      r.put("correlated", req.getJMSMessageID().equals(reply.getJMSCorrelationID()));
+      r.put("tempQueue", tmp.getQueueName());
+      return r;
+    }
+  }
+
+  static Object selector(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.selector");
+      MessageProducer p = s.createProducer(q);
+      TextMessage red = s.createTextMessage("red");
+      red.setStringProperty("colour", "red");
+      TextMessage blue = s.createTextMessage("blue");
+      blue.setStringProperty("colour", "blue");
+      p.send(red);
+      p.send(blue);
+      MessageConsumer consumer = s.createConsumer(q, "colour = 'blue'");
+      // Reached only if the broker accepted the selector: report what it delivered.
+      return "accepted; first delivered: " + text(consumer.receive(3000));
+    }
+  }
+
+  static Object topic(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Topic t = s.createTopic("amq.topic/news.sport");
+      MessageConsumer a = s.createConsumer(t);
+      MessageConsumer b = s.createConsumer(s.createTopic("amq.topic/news.*"));
+      MessageProducer p = s.createProducer(s.createTopic("amq.topic/news.sport"));
+      p.send(s.createTextMessage("goal"));
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("exact", text(a.receive(5000)));
+      r.put("wildcard", text(b.receive(5000)));
+      return r;
+    }
+  }
+
+  static Object sharedSubscription(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("shared-check");
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Topic t = s.createTopic("amq.topic/shared.t");
+      MessageConsumer a = s.createSharedConsumer(t, "sub1");
+      MessageConsumer b = s.createSharedConsumer(t, "sub1");
+      MessageProducer p = s.createProducer(t);
+      for (int i = 0; i < 4; i++) p.send(s.createTextMessage("s" + i));
+      int count = 0;
+      for (MessageConsumer m : List.of(a, b)) while (m.receive(1500) != null) count++;
+      return "received " + count + " of 4 across two shared consumers";
+    }
+  }
+
+  static Object durableSubscription(ConnectionFactory cf) throws Exception {
+    Topic t;
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("durable-check");
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      t = s.createTopic("amq.topic/durable.t");
+      s.createDurableConsumer(t, "dsub").close();
+      s.createProducer(t).send(s.createTextMessage("while away"));
+    }
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("durable-check");
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      MessageConsumer d = s.createDurableConsumer(t, "dsub");
+      return "after reattach: " + text(d.receive(3000));
+    }
+  }
+
+  static String json(Object o) {
+    if (o == null) return "null";
+    if (o instanceof Boolean || o instanceof Integer) return o.toString();
+    if (o instanceof Map<?, ?> m) {
+      StringJoiner j = new StringJoiner(",", "{", "}");
+      m.forEach((k, v) -> j.add(json(String.valueOf(k)) + ":" + json(v)));
+      return j.toString();
+    }
+    if (o instanceof Collection<?> l) {
+      StringJoiner j = new StringJoiner(",", "[", "]");
+      l.forEach((v) -> j.add(json(v)));
+      return j.toString();
+    }
+    StringBuilder sb = new StringBuilder("\"");
+    for (char ch : o.toString().toCharArray()) {
+      if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
+      else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+      else sb.append(ch);
+    }
+    return sb.append('"').toString();
+  }
+}
