@@ -35,6 +35,32 @@ export interface MetricsSources {
   memoryAlarm?(): boolean;
 }
 
+/**
+ * A gauge with one label: at scrape time one series per item, labelled `key(item)`;
+ * an item whose figure is null (unknown) gets none.
+ */
+function labelledGauge<T>(
+  registry: Registry,
+  spec: { name: string; help: string; label: string },
+  items: () => Iterable<T>,
+  key: (item: T) => string,
+  read: (item: T) => number | null,
+): Gauge {
+  return new Gauge({
+    name: spec.name,
+    help: spec.help,
+    labelNames: [spec.label],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const item of items()) {
+        const v = read(item);
+        if (v !== null) this.set({ [spec.label]: key(item) }, v);
+      }
+    },
+  });
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly settlementLatency: Histogram;
@@ -87,16 +113,7 @@ export class Metrics {
       },
     });
     const perQueue = (name: string, help: string, read: (q: import('../broker/queue.js').Queue) => number) =>
-      new Gauge({
-        name,
-        help,
-        labelNames: ['queue'],
-        registers: [r],
-        collect() {
-          this.reset();
-          for (const q of sources.broker.queues.values()) this.set({ queue: q.name }, read(q));
-        },
-      });
+      labelledGauge(r, { name, help, label: 'queue' }, () => sources.broker.queues.values(), (q) => q.name, read);
     perQueue('tandem_queue_depth', 'Messages on the queue (available and acquired)', (q) => q.depth);
     perQueue('tandem_queue_bytes', 'Bytes of message data on the queue', (q) => q.byteDepth);
     perQueue('tandem_queue_consumers', 'Consumers of the queue', (q) => q.consumerCount);
@@ -145,34 +162,13 @@ export class Metrics {
         },
       });
       const perBackup = (name: string, help: string, read: (b: HaFigures['backups'][number]) => number) =>
-        new Gauge({
-          name,
-          help,
-          labelNames: ['backup'],
-          registers: [r],
-          collect() {
-            this.reset();
-            for (const b of ha().backups) this.set({ backup: b.id }, read(b));
-          },
-        });
+        labelledGauge(r, { name, help, label: 'backup' }, () => ha().backups, (b) => b.id, read);
       perBackup('tandem_ha_backup_lag_changes', 'Changes the primary logged that the backup has not acknowledged', (b) => b.changes);
       perBackup('tandem_ha_backup_lag_seconds', 'Age of the oldest change sent to the backup and not acknowledged (0 when it owes none)', (b) => b.seconds);
     }
     if (dr) {
       const perCopy = (name: string, help: string, read: (c: DrFigures) => number | null) =>
-        new Gauge({
-          name,
-          help,
-          labelNames: ['queue'],
-          registers: [r],
-          collect() {
-            this.reset();
-            for (const c of dr()) {
-              const v = read(c);
-              if (v !== null) this.set({ queue: c.queue }, v);
-            }
-          },
-        });
+        labelledGauge(r, { name, help, label: 'queue' }, dr, (c) => c.queue, read);
       perCopy('tandem_dr_lag_changes', 'Source changes the DR copy has not applied yet', (c) => c.lagChanges);
       perCopy('tandem_dr_lag_seconds', 'How far behind its source the DR copy is, in seconds (absent while unknown)', (c) => c.lagSeconds);
       perCopy('tandem_dr_link_up', '1 while the DR copy is connected to its source', (c) => (c.linkUp ? 1 : 0));
