@@ -57,6 +57,8 @@ export class ClientConnection {
   readonly incoming = new Map<Receiver, IncomingLink>();
   readonly managementLinks = new Set<Receiver>();
   readonly ownedQueues = new Set<string>();
+  /** Sender links of the client that asked for a dynamic target: link -> its temporary queue. */
+  private readonly dynamicTargets = new Map<Receiver, string>();
   /** Sender links handled by the server's special handlers (HA replication). */
   readonly specialSenders = new Set<Sender>();
   /** Dynamic links served without a queue (on a read-only broker): address -> link. */
@@ -207,7 +209,7 @@ export class ClientConnection {
       }
       const readOnly = this.host.readOnly?.();
       if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
-      if (target?.dynamic) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', 'dynamic targets are not supported; attach to a queue or exchange name');
+      if (target?.dynamic) return this.openDynamicTarget(receiver, target);
       if (address !== undefined) {
         this.checkWrite(address);
         this.host.checkLink?.(this, address, 'in', false);
@@ -216,35 +218,53 @@ export class ClientConnection {
         this.ensureAddress(address);
       }
       receiver.set_target({ ...(target ?? {}), address } as never);
-      const link = new IncomingLink(
-        receiver,
-        this.broker,
-        this.gate,
-        {
-          address,
-          creditWindow: this.policy.creditWindow,
-          maxMessageSize: this.policy.maxMessageSize,
-          ensureAddress: (a) => {
-            this.checkWrite(a);
-            this.host.checkLink?.(this, a, 'in', false);
-            this.ensureAddress(a);
-          },
-          onTransactional: (delivery, msg, a, txnId) => {
-            if (!this.coordinator) {
-              delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'no transaction coordinator on this connection' });
-              return;
-            }
-            this.coordinator.send(delivery, txnId, a, msg);
-          },
-          refusing: () => this.host.readOnly?.(),
-        },
-        this.log,
-      );
-      this.incoming.set(receiver, link);
-      link.open();
+      this.openIncoming(receiver, address);
     } catch (err) {
       this.refuseLink(receiver, err);
     }
+  }
+
+  /**
+   * A dynamic target (qpid-jms' createTemporaryQueue): a temporary queue owned by this
+   * connection, whose name goes back in the attach. It lives until this link detaches
+   * (lifetime-policy delete-on-close, what JMS' TemporaryQueue.delete() does), its last
+   * consumer goes, or the connection closes.
+   */
+  private openDynamicTarget(receiver: Receiver, target: Terminus): void {
+    const queue = this.createTemporaryQueue();
+    this.claimExclusive(queue);
+    this.dynamicTargets.set(receiver, queue.name);
+    receiver.set_target({ ...target, address: queue.name, dynamic: true } as never);
+    this.openIncoming(receiver, queue.name);
+  }
+
+  private openIncoming(receiver: Receiver, address: string | undefined): void {
+    const link = new IncomingLink(
+      receiver,
+      this.broker,
+      this.gate,
+      {
+        address,
+        creditWindow: this.policy.creditWindow,
+        maxMessageSize: this.policy.maxMessageSize,
+        ensureAddress: (a) => {
+          this.checkWrite(a);
+          this.host.checkLink?.(this, a, 'in', false);
+          this.ensureAddress(a);
+        },
+        onTransactional: (delivery, msg, a, txnId) => {
+          if (!this.coordinator) {
+            delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'no transaction coordinator on this connection' });
+            return;
+          }
+          this.coordinator.send(delivery, txnId, a, msg);
+        },
+        refusing: () => this.host.readOnly?.(),
+      },
+      this.log,
+    );
+    this.incoming.set(receiver, link);
+    link.open();
   }
 
   onMessage(context: EventContext): void {
@@ -317,6 +337,7 @@ export class ClientConnection {
     if (context.receiver) {
       this.incoming.get(context.receiver)?.close();
       this.incoming.delete(context.receiver);
+      this.dropDynamicTarget(context.receiver);
       this.coordinator?.detach(context.receiver);
       this.managementLinks.delete(context.receiver);
     }
@@ -382,6 +403,21 @@ export class ClientConnection {
 
   // ---- helpers -----------------------------------------------------------------
 
+  /** The link that made a temporary queue detached: the queue goes with it. */
+  private dropDynamicTarget(receiver: Receiver): void {
+    const name = this.dynamicTargets.get(receiver);
+    if (name === undefined) return;
+    this.dynamicTargets.delete(receiver);
+    const queue = this.broker.queues.get(name);
+    if (!queue || queue.owner !== this.id) return;
+    this.ownedQueues.delete(name);
+    try {
+      this.broker.deleteQueue(name);
+    } catch (err) {
+      this.log.warn({ queue: name, err: (err as Error).message }, 'could not delete a temporary queue whose link detached');
+    }
+  }
+
   /**
    * A management reply, put where reply-to says as if this connection had sent it there:
    * refused as such a message would be (no permission, a passive DR copy, a backup, the
@@ -411,7 +447,7 @@ export class ClientConnection {
   private checkWrite(address: string): void {
     const queue = this.broker.queues.get(address);
     if (queue && address.startsWith(TEMPORARY_PREFIX) && queue.settings.exclusive && queue.settings.autoDelete) return;
-    this.host.acl.check(this, 'write', address);
+    this.host.acl.check(this, 'write', this.broker.addressBase(address));
   }
 
   /** Create a queue for an unknown address when auto-create is on (and the ACL allows it). */
@@ -430,16 +466,15 @@ export class ClientConnection {
 
   private queueForSubscription(address: string, source: Terminus): Queue {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
-    const slash = address.indexOf('/');
-    const base = slash > 0 && this.broker.exchanges.has(address.slice(0, slash)) ? address.slice(0, slash) : address;
+    const base = this.broker.addressBase(address);
     this.host.acl.check(this, 'read', base);
     if (base === address) this.ensureAddress(address);
-    const resolved = this.broker.resolve(base);
+    const resolved = this.broker.resolve(address);
     if (!resolved) throw notFound('queue or exchange', base);
     if ('queue' in resolved) return resolved.queue;
     // Subscribing to an exchange: a private queue bound with the key asked for.
     const exchange = resolved.exchange;
-    const key = slash > 0 && base !== address ? address.slice(slash + 1) : subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
+    const key = resolved.key ?? subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
     const queue = this.createTemporaryQueue();
     this.broker.bind(exchange.name, queue.name, key);
     return queue;

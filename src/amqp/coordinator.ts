@@ -154,7 +154,9 @@ export class Coordinator {
 
   private rollback(txn: Transaction): void {
     for (const { queue, entry } of txn.accepts) {
-      if (entry.acquiredBy && queue.has(entry.msg.id)) queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
+      // A rolled-back acceptance was a delivery that failed: the next copy carries a
+      // raised delivery-count, which JMS shows as JMSRedelivered (as qpidd and Artemis do).
+      if (entry.acquiredBy && queue.has(entry.msg.id)) queue.release(entry, { deliveryFailed: true, undeliverableHere: false });
       entry.txAccepted = false;
       this.broker.events.queueReady?.(queue);
     }

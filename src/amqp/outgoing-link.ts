@@ -14,7 +14,11 @@ const log = logger('amqp');
 interface RheaSenderInternals {
   credit: number;
   delivery_count: number;
-  session: { outgoing: { available(): number } };
+  /** The receiver's last flow asked to drain. */
+  _draining: boolean;
+  set_drained(drained: boolean): void;
+  connection: { _register(): void };
+  session: { outgoing: { available(): number; transfer_window(): number } };
   state: { open_requests: number; local_open: boolean };
 }
 
@@ -67,6 +71,31 @@ export class OutgoingLink implements Consumer {
 
   /** The queue takes one off before each delivery; `credit` above already counts it, as `sent`. */
   set credit(_taken: number) {}
+
+  /**
+   * The queue has nothing more for this link. If the receiver asked to drain (qpid-jms
+   * does on every receive with a timeout that found nothing, and before a rollback),
+   * the credit left is used up and a flow with drain=true tells it so (spec 2.6.7);
+   * without that answer such a receiver waits for ever. rhea writes our pending
+   * transfers first and then the flow, advancing delivery-count by the credit it still
+   * holds; `sent` moves by the same amount so that `credit` above stays right. Not while
+   * the peer's session window holds back transfers we already handed rhea: it would
+   * count them as drained; the next flow or sendable brings us back here. When
+   * deliveries used the credit up there is nothing to answer: the receiver sees its
+   * credit at zero.
+   */
+  idle(): void {
+    const l = this.link as unknown as RheaSenderInternals;
+    if (!l._draining || !this.attached || this.closed) return;
+    const unwritten = this.sent - l.delivery_count;
+    const left = l.credit - unwritten;
+    if (left <= 0) return;
+    if (unwritten > 0 && l.session.outgoing.transfer_window() < unwritten) return;
+    this.sent += left;
+    l.set_drained(true);
+    // set_drained only marks the flow as due; nothing may be queued to write it out.
+    l.connection._register();
+  }
 
   /** Credit, session slots or socket room may have come back (flow, sendable, drain): feed the link. */
   refreshCredit(): void {

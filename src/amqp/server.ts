@@ -273,14 +273,26 @@ export class AmqpServer {
       });
     }
     c.on('transactional_state', (ctx: EventContext) => this.conn(ctx)?.onTransactionalOutcome(ctx));
-    c.on('sender_close', (ctx: EventContext) => {
+    const senderClosed = (ctx: EventContext) => {
       const s = special(ctx);
       if (!s) return this.conn(ctx)?.onLinkClosed(ctx);
       this.specialSenders.delete(ctx.sender!);
       this.conn(ctx)?.specialSenders.delete(ctx.sender!);
       s.onClose();
-    });
+    };
+    c.on('sender_close', senderClosed);
     c.on('receiver_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
+    // An end frame detaches every link of the session, and rhea says so for none of them:
+    // without this a consumer's deliveries stay taken by a link that is gone (qpid-jms
+    // ends a CLIENT_ACKNOWLEDGE session holding unacknowledged messages) and its credit
+    // still draws messages, until the connection closes.
+    c.on('session_close', (ctx: EventContext) => {
+      const links = (ctx.session as unknown as { links?: Record<string, Sender | Receiver> } | undefined)?.links ?? {};
+      for (const link of Object.values(links)) {
+        if (link.is_sender()) senderClosed({ ...ctx, sender: link as Sender, receiver: undefined } as EventContext);
+        else this.conn(ctx)?.onLinkClosed({ ...ctx, receiver: link as Receiver, sender: undefined } as EventContext);
+      }
+    });
     c.on('sender_error', (ctx: EventContext) => this.log.debug({ err: ctx.sender?.error }, 'sender link error'));
     c.on('receiver_error', (ctx: EventContext) => this.log.debug({ err: ctx.receiver?.error }, 'receiver link error'));
     c.on('connection_close', (ctx: EventContext) => this.onConnectionGone(ctx));

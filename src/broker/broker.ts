@@ -300,13 +300,26 @@ export class Broker implements QueueHost {
 
   // ---- messages --------------------------------------------------------------
 
-  /** Where an address leads: a queue or an exchange. */
-  resolve(address: string): { queue: Queue } | { exchange: Exchange } | undefined {
+  /**
+   * Where an address leads: a queue, an exchange, or `exchange/key`, an exchange with the
+   * routing key after the first '/' (qpid's address form, and how JMS topics are named
+   * here: docs/jms.md). Queue names cannot hold '/', so the forms never collide.
+   */
+  resolve(address: string): { queue: Queue } | { exchange: Exchange; key?: string } | undefined {
     const queue = this.queues.get(address);
     if (queue) return { queue };
     const exchange = this.exchanges.get(address);
     if (exchange) return { exchange };
+    const slash = address.indexOf('/');
+    const keyed = slash > 0 ? this.exchanges.get(address.slice(0, slash)) : undefined;
+    if (keyed) return { exchange: keyed, key: address.slice(slash + 1) };
     return undefined;
+  }
+
+  /** The queue or exchange an address names, for access checks: `exchange/key` is its exchange. */
+  addressBase(address: string): string {
+    const target = this.resolve(address);
+    return target && 'exchange' in target ? target.exchange.name : address;
   }
 
   /**
@@ -318,7 +331,7 @@ export class Broker implements QueueHost {
     if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
-    const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
+    const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject);
     if (!options.internal) this.checkDrServing(queues.map((q) => q.name));
     return this.enqueueAll(queues, msg);
   }
@@ -365,7 +378,7 @@ export class Broker implements QueueHost {
     const routed = sends.map(({ address, msg }) => {
       const target = this.resolve(address);
       if (!target) throw notFound('queue or exchange', address, 'the transaction was rolled back');
-      const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, msg.subject);
+      const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject);
       return { queues, msg };
     });
     // Sends to the same queue add up: check each against the ones before it.

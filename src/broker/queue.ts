@@ -36,6 +36,11 @@ export interface Consumer {
   /** For browsers: the id of the last message seen. */
   cursor: number;
   deliver(entry: QueueEntry, queue: Queue): void;
+  /**
+   * Called after a dispatch left this consumer with credit: the queue has nothing more
+   * for it now. A link whose receiver asked to drain answers it here.
+   */
+  idle?(): void;
 }
 
 export type RemovalReason = 'accepted' | 'rejected' | 'expired' | 'ring' | 'purged' | 'deleted';
@@ -390,6 +395,8 @@ export class Queue {
     } finally {
       this.dispatching = false;
     }
+    // A copy: an idle consumer may detach (and leave the list) while answering.
+    for (const c of [...this.consumers]) if (c.idle && c.credit > 0) c.idle();
     return delivered;
   }
 

@@ -53,7 +53,18 @@ interface PyMessage {
 }
 
 /** The checks that run; each is a method of Checks.java. */
-const checks = ['sendToPython', 'receiveFromPython', 'roundTrip', 'selector', 'temporaryQueueRequestReply', 'sharedSubscription'];
+const checks = [
+  'sendToPython',
+  'receiveFromPython',
+  'roundTrip',
+  'selector',
+  'temporaryQueueRequestReply',
+  'sharedSubscription',
+  'transactions',
+  'clientAcknowledge',
+  'browser',
+  'topic',
+];
 
 describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
   const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-'));
@@ -149,8 +160,27 @@ describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
     expect(results.selector!.result).toMatch(/JMSException: the apache\.org:selector-filter:string filter .*not supported.*amqp:not-implemented/);
   });
 
-  it('temporary queues (a dynamic target) and shared subscriptions are refused clearly (docs/jms.md)', () => {
-    expect(results.temporaryQueueRequestReply).toEqual({ ok: false, result: expect.stringMatching(/dynamic targets are not supported.*amqp:not-implemented/) });
+  it('temporary queues: request/reply through a dynamic target the broker names', () => {
+    expect(results.temporaryQueueRequestReply).toEqual({ ok: true, result: { reply: 'reply to ping', correlated: true, tempQueue: expect.stringMatching(/^tmp\./) } });
+  });
+
+  it('shared subscriptions are refused clearly (docs/jms.md)', () => {
     expect(results.sharedSubscription).toEqual({ ok: false, result: expect.stringContaining('does not support shared subscriptions') });
+  });
+
+  it('local transactions: a rollback undoes sends and acknowledgements, and the message comes back redelivered', () => {
+    expect(results.transactions).toEqual({ ok: true, result: { afterCommit: 'committed', afterRollback: 'committed', redelivered: true, afterFinalCommit: null } });
+  });
+
+  it('CLIENT_ACKNOWLEDGE: what the closed session did not acknowledge comes back, marked redelivered', () => {
+    expect(results.clientAcknowledge).toEqual({ ok: true, result: { first: 'acked', second: 'unacked', redelivered: 'unacked', redeliveredFlag: true, left: null } });
+  });
+
+  it('a QueueBrowser sees every message and takes none', () => {
+    expect(results.browser).toEqual({ ok: true, result: { browsed: ['b0', 'b1', 'b2'], consumedAfter: ['b0', 'b1', 'b2'] } });
+  });
+
+  it('topics named exchange/key reach exact and wildcard subscribers', () => {
+    expect(results.topic).toEqual({ ok: true, result: { exact: 'goal', wildcard: 'goal' } });
   });
 });
