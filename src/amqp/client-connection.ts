@@ -21,6 +21,7 @@ import { parseIncoming } from './message-codec.js';
 import { OutgoingLink } from './outgoing-link.js';
 import { OutputBudget } from './output-budget.js';
 import { TransactionalState } from './transaction-types.js';
+import { SUBSCRIPTION_PREFIX, type Subscription, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
 
 export interface ConnectionPolicy {
   autoCreate: boolean;
@@ -112,7 +113,10 @@ export class ClientConnection {
     const sender = context.sender as Sender;
     const source = ((sender as unknown as { remote: { attach: { source?: Terminus } } }).remote.attach.source ?? {}) as Terminus;
     try {
-      const browse = source.distribution_mode === 'copy';
+      if (!source.address && !source.dynamic) return this.openSubscriptionByName(sender);
+      const named = subscriptionOf(source, sender.name, this.containerId);
+      // A named subscription's queue is the subscriber's own copy: consumed, not browsed.
+      const browse = source.distribution_mode === 'copy' && !named;
       let queue: Queue;
       let address: string;
       const readOnly = this.host.readOnly?.();
@@ -132,37 +136,62 @@ export class ClientConnection {
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
         refuseSelector(source);
-        queue = this.queueForSubscription(address, source);
+        queue = this.queueForSubscription(address, source, named);
       }
-      this.claimExclusive(queue);
-      const remoteSettle = (sender as unknown as { remote: { attach: { snd_settle_mode?: number } } }).remote.attach.snd_settle_mode;
-      const presettled = remoteSettle === 1;
-      const local = (sender as unknown as { local: { attach: { snd_settle_mode: number } } }).local.attach;
-      local.snd_settle_mode = presettled ? 1 : remoteSettle === 0 ? 0 : 2;
-      sender.set_source({
-        ...source,
-        address,
-        dynamic: source.dynamic ?? false,
-        distribution_mode: browse ? 'copy' : source.distribution_mode,
-      } as never);
-      const link = new OutgoingLink(
-        `${this.id}/${++this.nextLink}`,
-        this.id,
-        sender,
-        queue,
-        this.broker,
-        browse,
-        presettled,
-        (q) => this.host.schedule(q),
-        this.output,
-      );
-      this.outgoing.set(sender, link);
-      queue.addConsumer(link);
-      // rhea writes our attach on its next tick; until then transfers would precede it.
-      setImmediate(() => link.markAttached());
+      this.attachConsumer(sender, source, queue, address, browse);
     } catch (err) {
       this.refuseLink(sender, err);
     }
+  }
+
+  /**
+   * An attach with no source address names a subscription by its link name alone: how
+   * qpid-jms finds a durable subscription to unsubscribe from (it then detaches with
+   * closed=true). Answered with the subscription's source, or refused as not found.
+   */
+  private openSubscriptionByName(sender: Sender): void {
+    try {
+      const candidates = [subscriptionQueue(sender.name, this.containerId, false, false), subscriptionQueue(sender.name, this.containerId, true, false), subscriptionQueue(sender.name, undefined, true, true)];
+      const name = candidates.find((q) => this.broker.queues.has(q));
+      const address = name === undefined ? undefined : subscriptionAddress(this.broker, name);
+      if (name === undefined || address === undefined) {
+        throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `the link source has no address and no subscription is named '${sender.name}'; name a queue or exchange`);
+      }
+      this.host.acl.check(this, 'read', this.broker.addressBase(address));
+      const source: Terminus = { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'] };
+      this.attachConsumer(sender, source, this.broker.queue(name), address, false);
+    } catch (err) {
+      this.refuseLink(sender, err);
+    }
+  }
+
+  private attachConsumer(sender: Sender, source: Terminus, queue: Queue, address: string, browse: boolean): void {
+    this.claimExclusive(queue);
+    const remoteSettle = (sender as unknown as { remote: { attach: { snd_settle_mode?: number } } }).remote.attach.snd_settle_mode;
+    const presettled = remoteSettle === 1;
+    const local = (sender as unknown as { local: { attach: { snd_settle_mode: number } } }).local.attach;
+    local.snd_settle_mode = presettled ? 1 : remoteSettle === 0 ? 0 : 2;
+    sender.set_source({
+      ...source,
+      address,
+      dynamic: source.dynamic ?? false,
+      distribution_mode: browse ? 'copy' : source.distribution_mode,
+    } as never);
+    const link = new OutgoingLink(
+      `${this.id}/${++this.nextLink}`,
+      this.id,
+      sender,
+      queue,
+      this.broker,
+      browse,
+      presettled,
+      (q) => this.host.schedule(q),
+      this.output,
+    );
+    this.outgoing.set(sender, link);
+    queue.addConsumer(link);
+    // rhea writes our attach on its next tick; until then transfers would precede it.
+    setImmediate(() => link.markAttached());
   }
 
   onSenderFlow(context: EventContext): void {
@@ -333,6 +362,7 @@ export class ClientConnection {
       const link = this.outgoing.get(context.sender);
       this.outgoing.delete(context.sender);
       link?.close();
+      if (link) this.unsubscribeIfClosed(context.sender, link.queue);
     }
     if (context.receiver) {
       this.incoming.get(context.receiver)?.close();
@@ -403,6 +433,23 @@ export class ClientConnection {
 
   // ---- helpers -----------------------------------------------------------------
 
+  /**
+   * A subscription's consumer detached with closed=true (JMS unsubscribe, or a link that
+   * ends for good): the subscription goes, once no other consumer holds it. A detach
+   * with closed=false (consumer.close(), a dropped connection) keeps it.
+   */
+  private unsubscribeIfClosed(sender: Sender, queue: Queue): void {
+    if (!queue.name.startsWith(SUBSCRIPTION_PREFIX) || queue.consumerCount > 0) return;
+    const closed = (sender as unknown as { remote?: { detach?: { closed?: boolean } } }).remote?.detach?.closed === true;
+    if (!closed || this.broker.queues.get(queue.name) !== queue) return;
+    try {
+      this.broker.deleteQueue(queue.name);
+      this.log.info({ queue: queue.name, conn: this.id }, 'subscription deleted by its consumer (unsubscribe)');
+    } catch (err) {
+      this.log.warn({ queue: queue.name, err: (err as Error).message }, 'could not delete an unsubscribed subscription');
+    }
+  }
+
   /** The link that made a temporary queue detached: the queue goes with it. */
   private dropDynamicTarget(receiver: Receiver): void {
     const name = this.dynamicTargets.get(receiver);
@@ -464,7 +511,7 @@ export class ClientConnection {
     this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
   }
 
-  private queueForSubscription(address: string, source: Terminus): Queue {
+  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined): Queue {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
     const base = this.broker.addressBase(address);
     this.host.acl.check(this, 'read', base);
@@ -475,8 +522,37 @@ export class ClientConnection {
     // Subscribing to an exchange: a private queue bound with the key asked for.
     const exchange = resolved.exchange;
     const key = resolved.key ?? subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
+    if (named) return this.subscriptionQueueFor(named, exchange.name, key);
     const queue = this.createTemporaryQueue();
     this.broker.bind(exchange.name, queue.name, key);
+    return queue;
+  }
+
+  /**
+   * The queue of a durable or shared subscription, made on first use. Reattaching to the
+   * same name with another topic replaces the subscription, as JMS says, unless it has
+   * consumers; a subscription that is not shared takes one consumer at a time.
+   */
+  private subscriptionQueueFor(sub: Subscription, exchange: string, key: string): Queue {
+    const readOnly = this.host.readOnly?.();
+    let queue = this.broker.queues.get(sub.queue);
+    if (queue && subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}`) {
+      if (queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' is in use for another topic`);
+      if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+      this.broker.deleteQueue(sub.queue);
+      this.log.info({ queue: sub.queue, conn: this.id }, 'subscription replaced: its topic changed');
+      queue = undefined;
+    }
+    if (queue) {
+      if (!sub.shared && queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' already has a consumer`);
+      return queue;
+    }
+    if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+    // Durable: kept, journaled and replicated like any durable queue. Shared and not
+    // durable: gone with its last consumer.
+    ({ queue } = this.broker.declareQueue(sub.queue, { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : 'none' }));
+    this.broker.bind(exchange, sub.queue, key);
+    this.log.info({ queue: sub.queue, durable: sub.durable, shared: sub.shared, conn: this.id }, 'subscription created');
     return queue;
   }
 

@@ -130,6 +130,9 @@ export class AmqpServer {
       tcp_no_delay: true,
       // Lets a broker that finds itself in ha-brokers-url recognise itself.
       properties: this.options.openProperties,
+      // qpid-jms makes shared subscriptions only with a broker that offers them
+      // (subscriptions.ts), and sends an anonymous producer's messages down one link.
+      offered_capabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
     };
     // Our own listeners, so that every socket is read through the frame guard (guarded-accept.ts).
     const accept = (socket: Socket) => {

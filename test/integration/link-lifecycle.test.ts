@@ -1,6 +1,7 @@
 // Link and address behaviours that JMS clients lean on, checked with rhea: a session end
 // detaches its links (their deliveries go back at once), a dynamic target is a temporary
-// queue that goes with its link, and `exchange/key` publishes with that routing key.
+// queue that goes with its link, `exchange/key` publishes with that routing key, and
+// named (durable, shared) subscriptions keep their messages across detach and kill -9.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Sender } from 'rhea';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
@@ -79,5 +80,52 @@ describe('link lifecycle', () => {
     expect(await sport.drainFor(200)).toHaveLength(0);
     // No queue was made for the keyed address.
     expect(await queueInfo('amq.topic/score.sport')).toBeUndefined();
+  });
+
+  it('a durable subscription keeps what was published while detached, across kill -9, until a closing detach', async () => {
+    const sub = { name: 'orders-audit', source: { address: 'amq.topic/audit.#', durable: 2, expiry_policy: 'never' } };
+    const subscriber = await TestClient.connect({ port: broker.port, container_id: 'auditor' });
+    const first = await subscriber.openReceiver(sub.source, { name: sub.name });
+    await first.close(); // rhea detaches with closed=true: that would unsubscribe; attach again and drop the connection instead
+    const again = await subscriber.openReceiver(sub.source, { name: sub.name });
+    expect(again.receiver.is_open()).toBe(true);
+    subscriber.destroy();
+    await client.send('amq.topic/audit.created', [{ body: 'a1', durable: true }, { body: 'a2', durable: true }]);
+
+    await broker.kill();
+    broker = await TestBroker.start({ args: ['--auto-create', 'yes'], dataDir: broker.dataDir });
+    client = await TestClient.connect({ port: broker.port });
+
+    // Another client, same container-id and link name: the same subscription.
+    const back = await TestClient.connect({ port: broker.port, container_id: 'auditor' });
+    const r = await back.openReceiver(sub.source, { name: sub.name });
+    r.receiver.add_credit(10);
+    const got = await r.next(2);
+    expect(got.map((g) => bodyOf(g.message))).toEqual(['a1', 'a2']);
+    for (const g of got) g.delivery.accept();
+    // Only one consumer at a time on a subscription that is not shared.
+    const twin = await TestClient.connect({ port: broker.port, container_id: 'auditor' });
+    const second = await twin.openReceiver(sub.source, { name: sub.name }).then(() => 'opened', (e: Error) => e.message);
+    expect(second).toMatch(/already has a consumer/);
+    await twin.close();
+    // A detach with closed=true is the unsubscribe: the subscription's queue goes.
+    expect(await queueInfo('sub:auditor:orders-audit')).toMatchObject({ durable: true, depth: 0 });
+    await r.close();
+    await waitFor(async () => (await queueInfo('sub:auditor:orders-audit')) === undefined, { name: 'subscription deleted', timeout: 5000 });
+    await back.close();
+  });
+
+  it('a shared subscription spreads its messages over its consumers; another name gets its own copy', async () => {
+    const shared = (name: string) => ({ name, source: { address: 'amq.topic/feed.x', capabilities: ['shared'] } });
+    const a = await client.openReceiver(shared('s1').source, { name: 's1' });
+    const b = await client.openReceiver(shared('s1|2').source, { name: 's1|2' });
+    const other = await client.openReceiver(shared('s2').source, { name: 's2' });
+    for (const r of [a, b, other]) r.receiver.add_credit(20);
+    await client.send('amq.topic/feed.x', Array.from({ length: 10 }, (_, i) => `f${i}`));
+    await waitFor(() => a.received.length + b.received.length === 10 && other.received.length === 10, { name: 'all delivered' });
+    expect(a.received.length).toBe(5);
+    expect(b.received.length).toBe(5);
+    for (const r of [a, b, other]) for (const g of r.received.splice(0)) g.delivery.accept();
+    expect(await a.drainFor(200)).toHaveLength(0);
   });
 });

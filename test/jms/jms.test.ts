@@ -64,6 +64,7 @@ const checks = [
   'clientAcknowledge',
   'browser',
   'topic',
+  'durableSubscription',
 ];
 
 describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
@@ -164,8 +165,15 @@ describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
     expect(results.temporaryQueueRequestReply).toEqual({ ok: true, result: { reply: 'reply to ping', correlated: true, tempQueue: expect.stringMatching(/^tmp\./) } });
   });
 
-  it('shared subscriptions are refused clearly (docs/jms.md)', () => {
-    expect(results.sharedSubscription).toEqual({ ok: false, result: expect.stringContaining('does not support shared subscriptions') });
+  it('shared subscriptions: consumers of one name share its messages, another name gets its own copy, a shared durable one keeps messages', () => {
+    expect(results.sharedSubscription).toEqual({ ok: true, result: { sub1: 4, bothGotSome: true, sub2: ['s0', 's1', 's2', 's3'], sharedDurable: 'kept' } });
+  });
+
+  it('durable subscriptions: kept while detached, one consumer at a time, gone after unsubscribe', () => {
+    expect(results.durableSubscription).toEqual({
+      ok: true,
+      result: { afterReattach: ['while away 1', 'while away 2'], secondConsumer: 'refused', afterUnsubscribe: null, unknownUnsubscribe: 'refused' },
+    });
   });
 
   it('local transactions: a rollback undoes sends and acknowledgements, and the message comes back redelivered', () => {

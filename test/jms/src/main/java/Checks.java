@@ -305,7 +305,49 @@ public class Checks {
     }
   }
 
+  static Object durableSubscription(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    Topic t;
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("durable-check");
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      t = s.createTopic("amq.topic/durable.t");
+      s.createDurableConsumer(t, "dsub").close();
+      MessageProducer p = s.createProducer(t);
+      p.send(s.createTextMessage("while away 1"));
+      p.send(s.createTextMessage("while away 2"));
+    }
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("durable-check");
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      MessageConsumer d = s.createDurableConsumer(t, "dsub");
+      r.put("afterReattach", List.of(String.valueOf(text(d.receive(5000))), String.valueOf(text(d.receive(5000)))));
+      try {
+        s.createDurableConsumer(t, "dsub");
+        r.put("secondConsumer", "allowed");
+      } catch (JMSException e) {
+        r.put("secondConsumer", "refused");
+      }
+      d.close();
+      s.unsubscribe("dsub");
+      s.createProducer(t).send(s.createTextMessage("after unsubscribe"));
+      MessageConsumer fresh = s.createDurableConsumer(t, "dsub");
+      r.put("afterUnsubscribe", text(fresh.receive(1000)));
+      fresh.close();
+      s.unsubscribe("dsub");
+      try {
+        s.unsubscribe("no-such-subscription");
+        r.put("unknownUnsubscribe", "allowed");
+      } catch (JMSException e) {
+        r.put("unknownUnsubscribe", "refused");
+      }
+    }
+    return r;
+  }
+
   static Object sharedSubscription(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
     try (Connection c = cf.createConnection()) {
       c.setClientID("shared-check");
       c.start();
@@ -313,30 +355,35 @@ public class Checks {
       Topic t = s.createTopic("amq.topic/shared.t");
       MessageConsumer a = s.createSharedConsumer(t, "sub1");
       MessageConsumer b = s.createSharedConsumer(t, "sub1");
+      MessageConsumer other = s.createSharedConsumer(t, "sub2");
       MessageProducer p = s.createProducer(t);
       for (int i = 0; i < 4; i++) p.send(s.createTextMessage("s" + i));
-      int count = 0;
-      for (MessageConsumer m : List.of(a, b)) while (m.receive(1500) != null) count++;
-      return "received " + count + " of 4 across two shared consumers";
+      List<String> fromA = new ArrayList<>();
+      List<String> fromB = new ArrayList<>();
+      List<String> fromOther = new ArrayList<>();
+      for (Message m; (m = a.receive(1500)) != null;) fromA.add(text(m));
+      for (Message m; (m = b.receive(1500)) != null;) fromB.add(text(m));
+      for (Message m; (m = other.receive(1500)) != null;) fromOther.add(text(m));
+      r.put("sub1", fromA.size() + fromB.size());
+      r.put("bothGotSome", !fromA.isEmpty() && !fromB.isEmpty());
+      r.put("sub2", fromOther);
     }
-  }
-
-  static Object durableSubscription(ConnectionFactory cf) throws Exception {
-    Topic t;
+    // A shared durable subscription without a clientID (global): kept while nobody is attached.
     try (Connection c = cf.createConnection()) {
-      c.setClientID("durable-check");
       Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-      t = s.createTopic("amq.topic/durable.t");
-      s.createDurableConsumer(t, "dsub").close();
-      s.createProducer(t).send(s.createTextMessage("while away"));
+      Topic t = s.createTopic("amq.topic/shared.d");
+      s.createSharedDurableConsumer(t, "gsub").close();
+      s.createProducer(t).send(s.createTextMessage("kept"));
     }
     try (Connection c = cf.createConnection()) {
-      c.setClientID("durable-check");
       c.start();
       Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-      MessageConsumer d = s.createDurableConsumer(t, "dsub");
-      return "after reattach: " + text(d.receive(3000));
+      MessageConsumer g = s.createSharedDurableConsumer(s.createTopic("amq.topic/shared.d"), "gsub");
+      r.put("sharedDurable", text(g.receive(5000)));
+      g.close();
+      s.unsubscribe("gsub");
     }
+    return r;
   }
 
   static String json(Object o) {
