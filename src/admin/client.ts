@@ -2,8 +2,8 @@
 // broker's $management node. One connection, one request link, one dynamic
 // reply queue; requests are matched to replies by correlation id.
 import rhea, { type Connection, type EventContext, type Receiver, type Sender } from 'rhea';
-import { isIP } from 'node:net';
 import { TandemError, type ErrorCode } from '../broker/errors.js';
+import { isCertificateError, rheaTlsOptions } from './link-tls.js';
 
 export interface BrokerAddress {
   host: string;
@@ -14,6 +14,9 @@ export interface BrokerAddress {
   tls?: boolean;
   /** PEM CA bundle to verify the broker's certificate with, instead of the system's CAs. */
   ca?: string;
+  /** PEM client certificate chain and key, for a broker that asks for one. */
+  cert?: string;
+  key?: string;
 }
 
 /** "[amqp[s]://][user[/password]@]host[:port]" (qpid-config style; also user:password). */
@@ -27,21 +30,14 @@ export function parseBrokerAddress(text: string, defaultPort = 5672): BrokerAddr
 }
 
 /** rhea's connect options for TLS: verified against address.ca (or the system's CAs). */
-function tlsOptions(address: BrokerAddress): Record<string, unknown> {
-  if (!address.tls) return {};
-  return {
-    transport: 'tls',
-    rejectUnauthorized: true,
-    ...(address.ca ? { ca: [address.ca] } : {}),
-    // SNI may not carry an IP address (RFC 6066); the certificate is still checked against it.
-    servername: isIP(address.host) ? '' : address.host,
-  };
+export function tlsOptions(address: BrokerAddress): Record<string, unknown> {
+  return rheaTlsOptions(address.host, address.tls ? { ca: address.ca, cert: address.cert, key: address.key } : undefined);
 }
 
 /** Why a connection most likely failed, for the two mistakes TLS makes easy. */
 function hintFor(address: BrokerAddress, errorCode: string | undefined, opened: boolean): string {
   if (opened) return '';
-  if (address.tls && errorCode && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER/.test(errorCode)) {
+  if (address.tls && isCertificateError(errorCode)) {
     return address.ca
       ? " (the broker's TLS certificate is not signed by the --tls-ca given, or does not name this host)"
       : " (the broker's TLS certificate does not verify against the system CAs: give --tls-ca FILE with the CA that signed it)";

@@ -3,7 +3,7 @@
 // the first, the broker has accepted: a caller that records that count can stop
 // at any point and go on later without sending any message twice.
 import rhea, { type Connection, type Delivery, type EventContext, type Sender } from 'rhea';
-import { ConnectError, type BrokerAddress } from './client.js';
+import { ConnectError, tlsOptions, type BrokerAddress } from './client.js';
 import { TandemError } from '../broker/errors.js';
 
 export interface StoredMessage {
@@ -47,7 +47,7 @@ export function republish(address: BrokerAddress, messages: Iterable<StoredMessa
       if (err) reject(err);
       else resolve(contiguous);
     };
-    const conn: Connection = container.connect({ host: address.host, port: address.port, username: address.user, password: address.password, reconnect: false } as never);
+    const conn: Connection = container.connect({ host: address.host, port: address.port, username: address.user, password: address.password, reconnect: false, ...tlsOptions(address) } as never);
     conn.on('connection_error', (ctx: EventContext) => {
       const e = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
       finish(new ConnectError(`${address.host}:${address.port} refused the connection: ${e?.description ?? e?.condition ?? 'no reason given'}`));

@@ -1,22 +1,35 @@
-// The broker a tandem command talks to, from -b and --tls-ca: one place that
-// decides credentials (TANDEM_PASSWORD) and TLS, for every subcommand.
-import { readFileSync } from 'node:fs';
+// The broker a tandem command talks to, from -b, --tls-ca, --tls-cert and --tls-key:
+// one place that decides credentials (TANDEM_PASSWORD) and TLS, for every subcommand.
+import type { Command } from 'commander';
 import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
+import { readLinkTls } from '../admin/link-tls.js';
 import { TandemError } from '../broker/errors.js';
 
 export const brokerAddressHelp = '[amqp[s]://][user[/password]@]host[:port] of the broker (amqps:// is TLS, port 5671 by default)';
 export const tlsCaHelp = 'PEM CA bundle that signed the broker\'s certificate (amqps:// only; default: the system CAs)';
 
-export function brokerAddressOf(text: string, tlsCaFile?: string): BrokerAddress {
+/** The TLS files of a command line (each needs an amqps:// address). */
+export interface TlsFileOptions {
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+/** --tls-ca, --tls-cert, --tls-key on a command. */
+export function addTlsOptions(cmd: Command): Command {
+  return cmd
+    .option('--tls-ca <file>', tlsCaHelp)
+    .option('--tls-cert <file>', 'PEM client certificate to show the broker (amqps:// only; with --tls-key)')
+    .option('--tls-key <file>', 'PEM private key of --tls-cert');
+}
+
+export function brokerAddressOf(text: string, tls: TlsFileOptions = {}): BrokerAddress {
   const address = parseBrokerAddress(text);
   if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
-  if (tlsCaFile === undefined) return address;
-  // A CA with a plaintext address would suggest a protection that is not there.
-  if (!address.tls) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--tls-ca needs an amqps:// broker address, not '${text}'`);
-  try {
-    address.ca = readFileSync(tlsCaFile, 'utf8');
-  } catch (err) {
-    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `cannot read --tls-ca ${tlsCaFile}: ${(err as Error).message}`);
-  }
-  return address;
+  const given = Object.entries({ '--tls-ca': tls.tlsCa, '--tls-cert': tls.tlsCert, '--tls-key': tls.tlsKey }).filter(([, v]) => v !== undefined);
+  if (given.length === 0) return address;
+  // A CA or certificate with a plaintext address would suggest a protection that is not there.
+  if (!address.tls) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${given.map(([k]) => k).join(' and ')} need${given.length > 1 ? '' : 's'} an amqps:// broker address, not '${text}'`);
+  const files = readLinkTls({ ca: tls.tlsCa, cert: tls.tlsCert, key: tls.tlsKey }, { ca: '--tls-ca', cert: '--tls-cert', key: '--tls-key' }, (m) => new TandemError('TANDEM_ERR_INVALID_ARGUMENT', m));
+  return { ...address, ...files };
 }

@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient } from '../admin/client.js';
-import { brokerAddressHelp, brokerAddressOf, tlsCaHelp } from './broker-address.js';
+import { addTlsOptions, brokerAddressHelp, brokerAddressOf, type TlsFileOptions } from './broker-address.js';
 import { TandemError } from '../broker/errors.js';
 import { exitWhenFlushed } from '../util/exit.js';
 
@@ -19,24 +19,21 @@ export const Exit = {
   unreachable: 69,
 } as const;
 
-export interface BrokerOption {
+export interface BrokerOption extends TlsFileOptions {
   broker: string;
   json?: boolean;
   timeout?: string;
-  tlsCa?: string;
 }
 
 export function addBrokerOption(cmd: Command): Command {
-  return cmd
-    .option('-b, --broker <address>', brokerAddressHelp, process.env.TANDEM_BROKER ?? 'localhost:5672')
-    .option('--tls-ca <file>', tlsCaHelp)
+  return addTlsOptions(cmd.option('-b, --broker <address>', brokerAddressHelp, process.env.TANDEM_BROKER ?? 'localhost:5672'))
     .option('--json', 'print JSON for scripts')
     .option('--timeout <seconds>', 'give up after this long', '10');
 }
 
 /** Open a management connection, run fn, close; errors become messages and exit codes. */
 export async function withBroker<T>(opts: BrokerOption, fn: (client: ManagementClient) => Promise<T>): Promise<T> {
-  const address = brokerAddressOf(opts.broker, opts.tlsCa);
+  const address = brokerAddressOf(opts.broker, opts);
   // Ask for admin access: HA backups admit admin connections only when they ask.
   const client = await ManagementClient.connect(address, { timeoutMs: Number(opts.timeout ?? 10) * 1000, properties: { 'qpid.ha-admin': true } });
   try {

@@ -27,7 +27,7 @@ export function drCommands(program: Command): void {
     dr
       .command('add <queue>')
       .description('replicate a queue from the primary cluster to this broker (passive until activated)')
-      .requiredOption('--source <url>', 'every broker of the primary cluster: [user@]host:port,host:port (user/password@ works, but ps shows it)')
+      .requiredOption('--source <url>', 'every broker of the primary cluster: [amqps:][user@]host:port,host:port (amqps: is TLS, verified with the broker\'s dr-tls-ca; user/password@ works, but ps shows it)')
       .option('--source-password-file <file>', "the source user's password: first line of FILE, - for stdin; kept in the data directory (0600), never in the journal")
       .option('--mode <mode>', 'enqueue-and-dequeue (mirror) or enqueue-only', 'enqueue-and-dequeue')
       .option('--exchanges <names>', "exchanges binding the queue copied with it: comma-separated names, * wildcards; '' none", '*'),

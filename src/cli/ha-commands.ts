@@ -4,7 +4,9 @@
 import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient, type BrokerAddress } from '../admin/client.js';
-import { brokerAddressHelp, brokerAddressOf, tlsCaHelp } from './broker-address.js';
+import { addTlsOptions, brokerAddressHelp, brokerAddressOf, type TlsFileOptions } from './broker-address.js';
+import type { LinkTls } from '../admin/link-tls.js';
+import { endpointAddress, haLinkTls, localAdminAddress } from '../admin/peer-addresses.js';
 import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { isHaState } from '../ha/states.js';
@@ -13,12 +15,11 @@ import { loadSettings } from '../ops/config.js';
 
 export const HaExit = { ok: 0, no: 1, usage: 2, notRunning: 7 } as const;
 
-export interface HaOptions {
+export interface HaOptions extends TlsFileOptions {
   broker?: string;
   config?: string;
   json?: boolean;
   timeout?: string;
-  tlsCa?: string;
 }
 
 export interface HaStatus {
@@ -32,17 +33,17 @@ export interface HaStatus {
   [k: string]: unknown;
 }
 
-/** Where to connect and as whom: -b wins; else the local broker of a config file. */
-export function haTarget(o: HaOptions): { address: BrokerAddress; brokersUrl?: string } {
+/**
+ * Where to connect and as whom: -b wins; else the local broker of a config file.
+ * `linkTls`: how to reach the other brokers of an amqps: ha-brokers-url (--all).
+ */
+export function haTarget(o: HaOptions): { address: BrokerAddress; brokersUrl?: string; linkTls: LinkTls } {
   if (o.broker) {
-    return { address: brokerAddressOf(o.broker, o.tlsCa) };
+    const address = brokerAddressOf(o.broker, o);
+    return { address, linkTls: { ca: address.ca, cert: address.cert, key: address.key } };
   }
   const settings = loadSettings({}, o.config ?? '/etc/tandem/tandemd.conf');
-  const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
-  return {
-    address: { host, port: settings.port, user: settings.haUsername, password: settings.haPassword },
-    brokersUrl: settings.haBrokersUrl,
-  };
+  return { address: localAdminAddress(settings), brokersUrl: settings.haBrokersUrl, linkTls: haLinkTls(settings) };
 }
 
 /** One management request as an HA admin connection (backups admit only those). */
@@ -65,9 +66,7 @@ function fail(err: unknown): Promise<never> {
 }
 
 function common(cmd: Command): Command {
-  return cmd
-    .option('-b, --broker <address>', `${brokerAddressHelp} (admin identity)`)
-    .option('--tls-ca <file>', tlsCaHelp)
+  return addTlsOptions(cmd.option('-b, --broker <address>', `${brokerAddressHelp} (admin identity)`))
     .option('-c, --config <file>', 'use the local broker of this tandemd.conf, with its ha-username/ha-password')
     .option('--json', 'print JSON')
     .option('--timeout <seconds>', 'give up after this long', '5');
@@ -94,7 +93,7 @@ export async function haCommands(program: Command): Promise<void> {
         }
         const target = haTarget(o);
         if (o.all) {
-          const rows = await queryAll(target.address, target.brokersUrl, ms(o));
+          const rows = await queryAll(target, ms(o));
           process.stdout.write(o.json ? `${JSON.stringify(rows, null, 2)}\n` : rows.map((r) => `${r.address} ${r.state}`).join('\n') + '\n');
           return exitWhenFlushed(HaExit.ok);
         }
@@ -115,7 +114,7 @@ export async function haCommands(program: Command): Promise<void> {
     async (o: HaOptions & { all?: boolean }) => {
       try {
         const target = haTarget(o);
-        const result = o.all ? await queryAll(target.address, target.brokersUrl, ms(o)) : await haStatusOf(target.address, ms(o));
+        const result = o.all ? await queryAll(target, ms(o)) : await haStatusOf(target.address, ms(o));
         process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
         return exitWhenFlushed(HaExit.ok);
       } catch (err) {
@@ -181,8 +180,9 @@ function divergedLines(status: HaStatus): string {
 }
 
 /** HA-STATUS of every broker in ha-brokers-url (taken from the local broker if not in a config). */
-export async function queryAll(local: BrokerAddress, brokersUrl: string | undefined, timeoutMs: number): Promise<Array<Record<string, unknown>>> {
-  let url = brokersUrl;
+export async function queryAll(target: { address: BrokerAddress; brokersUrl?: string; linkTls: LinkTls }, timeoutMs: number): Promise<Array<Record<string, unknown>>> {
+  const local = target.address;
+  let url = target.brokersUrl;
   // A broker reports its URL without the password: only a config file's URL lends one.
   const lendsPassword = url !== undefined;
   if (!url) url = (await haStatusOf(local, timeoutMs))['brokers-url'] ?? undefined;
@@ -190,7 +190,7 @@ export async function queryAll(local: BrokerAddress, brokersUrl: string | undefi
   const parsed = parseBrokersUrl(url);
   return Promise.all(
     parsed.endpoints.map(async (e) => {
-      const address = { host: e.host, port: e.port, user: local.user ?? parsed.user, password: local.password ?? (lendsPassword ? parsed.password : undefined) };
+      const address = endpointAddress(e, parsed, { user: local.user ?? parsed.user, password: local.password ?? (lendsPassword ? parsed.password : undefined) }, target.linkTls);
       try {
         return { address: `${e.host}:${e.port}`, ...(await haStatusOf(address, timeoutMs)) };
       } catch (err) {

@@ -6,6 +6,8 @@ import { rmSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Command } from 'commander';
 import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
+import { brokerAddressOf } from './broker-address.js';
+import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { republish } from '../admin/republish.js';
 import { TandemError } from '../broker/errors.js';
 import { exportLine, openDivergedSet } from '../ha/diverged-messages.js';
@@ -79,7 +81,7 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
 
   withDataDir(diverged.command('republish').description('publish the diverged messages again to the current primary, with their original message ids and properties'))
     .argument('<name>', 'the set, as listed')
-    .option('--to <address>', "[user[/password]@]host[:port] of the primary (default: the primary the broker follows)")
+    .option('--to <address>', "[amqp[s]://][user[/password]@]host[:port] of the primary (default: the primary the broker follows)")
     .option('--include-uncertain', 'also the messages of a snapshot loaded after the divergence point, which the primary may hold already')
     .action(async (name: string, o: DivergedOptions & { to?: string; includeUncertain?: boolean }) => {
       try {
@@ -145,7 +147,7 @@ function findSet(name: string, o: DivergedOptions): DivergedSet {
 
 /** --to, else the primary the local broker follows (or the broker itself when it is the primary). */
 async function primaryAddress(o: DivergedOptions & { to?: string }): Promise<BrokerAddress> {
-  if (o.to) return parseBrokerAddress(o.to);
+  if (o.to) return brokerAddressOf(o.to, o);
   const target = haTarget(o);
   const status = await haStatusOf(target.address, ms(o));
   if (status.primary === 'self') return target.address;
@@ -153,5 +155,7 @@ async function primaryAddress(o: DivergedOptions & { to?: string }): Promise<Bro
     throw new TandemError('TANDEM_ERR_PRECONDITION', `the broker (${status.state}) follows no primary now; give the primary with --to`);
   }
   const primary = parseBrokerAddress(status.primary);
-  return { ...primary, user: target.address.user, password: target.address.password };
+  // The primary is reached as the brokers reach each other: TLS when their URL is amqps:.
+  const tls = typeof status['brokers-url'] === 'string' && parseBrokersUrl(status['brokers-url']).tls ? { tls: true, ...target.linkTls } : {};
+  return { ...primary, user: target.address.user, password: target.address.password, ...tls };
 }

@@ -11,6 +11,7 @@ import type { Change, DrMode, QueueSettings } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
+import { describeTlsFailure, rheaTlsOptions, type LinkTls } from '../admin/link-tls.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
@@ -24,6 +25,8 @@ export interface BridgeHost {
   instanceId: string;
   /** The source's password (credentials.ts); the source URL itself never carries one. */
   password: string | undefined;
+  /** For an amqps: source: the CA its certificates must chain to, and our client certificate (dr-tls-*). */
+  tls: LinkTls;
 }
 
 /** Batches the source may send before we have made the earlier ones safe. */
@@ -46,6 +49,7 @@ export class DrBridge {
   private readonly endpoints: BrokerEndpoint[];
   private readonly user: string | undefined;
   readonly password: string | undefined;
+  private readonly tls: LinkTls | undefined;
   private connection: Connection | undefined;
   private receiver: Receiver | undefined;
   private next = 0;
@@ -80,6 +84,7 @@ export class DrBridge {
     this.endpoints = url.endpoints;
     this.user = url.user;
     this.password = host.password;
+    this.tls = url.tls ? host.tls : undefined;
     this.container = rhea.create_container({ id: `tandem-dr-${host.instanceId}` });
   }
 
@@ -196,6 +201,7 @@ export class DrBridge {
       password: this.password,
       idle_time_out: IDLE_TIMEOUT_MS,
       properties: { [DrProps.bridge]: this.host.instanceId },
+      ...rheaTlsOptions(e.host, this.tls),
     } as never);
     this.connection = conn;
     this.attemptTimer = setTimeout(() => giveUp('no answer within 5 s'), 5000);
@@ -248,7 +254,11 @@ export class DrBridge {
       if (!settled) giveUp(err?.description ?? err?.condition ?? 'connection refused');
     });
     conn.on('disconnected', (ctx: EventContext) => {
-      if (!settled) return giveUp((ctx as unknown as { error?: Error }).error?.message ?? 'disconnected');
+      const error = (ctx as unknown as { error?: Error & { code?: string } }).error;
+      if (!settled) {
+        const tlsFailure = this.tls ? describeTlsFailure(error, 'dr-tls-ca', this.tls.ca !== undefined) : undefined;
+        return giveUp(tlsFailure ? `${tlsFailure} (${error?.message})` : (error?.message ?? 'disconnected'));
+      }
       this.lost(conn, 'connection to the source lost');
     });
     conn.on('error', () => undefined);

@@ -19,7 +19,7 @@ import { redact } from '../ops/secrets.js';
 
 export interface DrQueueSpec {
   queue: string;
-  /** `[user@]host:port,...`: never a password. */
+  /** `[amqps:][user@]host:port,...`: never a password. */
   source: string;
   password: string | undefined;
   mode: DrMode;
@@ -45,7 +45,9 @@ export function parseSource(value: unknown): { source: string; password: string 
     throw invalidArgument(`DR source '${redact(value)}': ${(err as Error).message.replace(/^ha-brokers-url: /, '')}`);
   }
   const user = url.user ? `${url.user}@` : '';
-  return { source: user + url.endpoints.map((e) => `${e.host}:${e.port}`).join(','), password: url.password };
+  // The scheme is part of the source as the journal keeps it, so that a copy made over
+  // TLS stays over TLS after a restart, and on this site's HA backups.
+  return { source: (url.tls ? 'amqps:' : '') + user + url.endpoints.map((e) => `${e.host}:${e.port}`).join(','), password: url.password };
 }
 
 /**
@@ -65,10 +67,11 @@ export function sourceWithPassword(source: string): string {
   return password === undefined || at < 0 ? source : `${source.slice(0, at)}/${password}${source.slice(at)}`;
 }
 
-/** Without credentials, for status and logs. */
+/** Without credentials, for status and logs (the scheme kept: whether the copy is encrypted matters). */
 export function displaySource(source: string): string {
   const at = source.lastIndexOf('@');
-  return at >= 0 ? source.slice(at + 1) : source;
+  if (at < 0) return source;
+  return (/^amqps:/.test(source) ? 'amqps:' : '') + source.slice(at + 1);
 }
 
 /** One `QUEUE = source=URL mode=MODE` line of the [dr] section. */

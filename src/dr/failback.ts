@@ -81,7 +81,7 @@ export class DrFailback {
       const c = broker.drQueues.get(q);
       if (c?.state === 'fenced') throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is fenced by a switchover in progress here: it resolves by itself (tandem dr status ${q})`);
     }
-    const rows = (await peerRequest(source, 'DR-PEER-STATE', { queues: names.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
+    const rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
     const plans = names.map((q) => {
       const row = rows.find((r) => r.queue === q);
       const c = broker.drQueues.get(q);
@@ -151,7 +151,7 @@ export class DrFailback {
       for (const [source, queues] of bySource) {
         for (const q of queues) {
           try {
-            await peerRequest(source, 'DR-DEMOTE', { queues: JSON.stringify([{ queue: q.queue, epoch: q.epoch }]), mode: q.mode }, PEER_TIMEOUT_MS);
+            await peerRequest(source, this.dr.host.tls, 'DR-DEMOTE', { queues: JSON.stringify([{ queue: q.queue, epoch: q.epoch }]), mode: q.mode }, PEER_TIMEOUT_MS);
           } catch (err) {
             // Unreachable: try again next time. A refusal (that site is newer, or lacks the queue) is final.
             if (!(err instanceof TandemError) || /cannot be reached/.test(err.message)) continue;

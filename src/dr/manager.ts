@@ -8,6 +8,7 @@ import type { DrMode, DrQueueState, LoggedChange } from '../broker/changes.js';
 import { TandemError, notFound } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
+import type { LinkTls } from '../admin/link-tls.js';
 import { DrBridge } from './bridge.js';
 import { displaySource, listOf, parseDrMode, parseSource, type DrQueueSpec } from './config.js';
 import type { DrCredentials } from './credentials.js';
@@ -36,6 +37,8 @@ export interface DrManagerHost {
   enqueueLsns(queue: string): Map<number, number>;
   /** Source passwords (never in the journal). */
   credentials: DrCredentials;
+  /** TLS of links to amqps: sources (dr-tls-*). */
+  tls: LinkTls;
 }
 
 export type Attributes = Record<string, unknown>;
@@ -391,7 +394,7 @@ export class DrManager {
         b = undefined;
       }
       if (!b) {
-        b = new DrBridge(source, { broker: this.host.broker, gate: this.host.gate, log: this.host.log.child({ dr: displaySource(source) }), autoCreate: this.host.autoCreate, instanceId: this.instanceId, password });
+        b = new DrBridge(source, { broker: this.host.broker, gate: this.host.gate, log: this.host.log.child({ dr: displaySource(source) }), autoCreate: this.host.autoCreate, instanceId: this.instanceId, password, tls: this.host.tls });
         this.bridges.set(source, b);
       }
       b.carries = wanted;

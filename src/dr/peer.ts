@@ -3,6 +3,8 @@
 // in turn, since only the primary of an HA cluster answers. The credentials are
 // the URL's, as for the bridge.
 import { ConnectError, ManagementClient } from '../admin/client.js';
+import type { LinkTls } from '../admin/link-tls.js';
+import { endpointAddress } from '../admin/peer-addresses.js';
 import { TandemError } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { displaySource, parseSource } from './config.js';
@@ -11,11 +13,12 @@ import { knownPassword } from './credentials.js';
 export type PeerReply = Record<string, unknown>;
 
 /**
- * Send `op` to the first broker of `url` that serves it. A TandemError from the
+ * Send `op` to the first broker of `url` that serves it (over TLS verified with `tls`,
+ * dr-tls-*, when the URL is amqps:). A TandemError from the
  * peer (it understood and said no) is returned as it is; when no broker answers,
  * a TandemError naming the site and the reason of each.
  */
-export async function peerRequest(url: string, op: string, body: Record<string, unknown>, timeoutMs: number): Promise<PeerReply> {
+export async function peerRequest(url: string, tls: LinkTls, op: string, body: Record<string, unknown>, timeoutMs: number): Promise<PeerReply> {
   const parsed = parseBrokersUrl(url);
   const { endpoints, user } = parsed;
   // Sources are kept without their password (credentials.ts keeps it).
@@ -24,7 +27,7 @@ export async function peerRequest(url: string, op: string, body: Record<string, 
   for (const e of endpoints) {
     let client: ManagementClient | undefined;
     try {
-      client = await ManagementClient.connect({ host: e.host, port: e.port, user, password }, { timeoutMs });
+      client = await ManagementClient.connect(endpointAddress(e, parsed, { user, password }, tls), { timeoutMs });
       return (await client.request(op, 'broker', 'broker', body)) as PeerReply;
     } catch (err) {
       if (err instanceof TandemError) throw err;

@@ -100,7 +100,7 @@ export class DrSwitchover {
       let fenceLsn: number;
       try {
         const fence = queues.map((q) => ({ queue: q, mode: broker.drQueues.get(q)!.mode, epoch: epochs.get(q)! }));
-        fenceLsn = Number((await peerRequest(source, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse) }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
+        fenceLsn = Number((await peerRequest(source, this.dr.host.tls, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse) }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
       } catch (err) {
         // The fence may have been recorded before the answer was lost: undo it.
         throw await this.rollBack(source, queues, epochs, `the source did not fence the queues: ${(err as Error).message}`);
@@ -122,7 +122,7 @@ export class DrSwitchover {
       let following = true;
       let note: string | undefined;
       try {
-        await peerRequest(source, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: sourceWithPassword(reverse) }, Math.max(left(), PEER_TIMEOUT_MS));
+        await peerRequest(source, this.dr.host.tls, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: sourceWithPassword(reverse) }, Math.max(left(), PEER_TIMEOUT_MS));
       } catch (err) {
         following = false;
         note = `the old source did not confirm (${(err as Error).message}); it follows this site as soon as it asks how the switchover ended (every 2 s while it is fenced)`;
@@ -140,7 +140,7 @@ export class DrSwitchover {
     this.dr.host.log.warn({ queues, why }, 'DR: switchover abandoned; unfencing the source');
     let after: string;
     try {
-      await peerRequest(source, 'DR-UNFENCE', { queues: JSON.stringify(request) }, PEER_TIMEOUT_MS);
+      await peerRequest(source, this.dr.host.tls, 'DR-UNFENCE', { queues: JSON.stringify(request) }, PEER_TIMEOUT_MS);
       after = 'both sites are as they were';
     } catch (err) {
       after = `the source could not be told to unfence (${(err as Error).message}); it refuses clients on these queues until it asks this site, which it does every 2 s, and then serves them again`;
@@ -244,7 +244,7 @@ export class DrSwitchover {
       for (const [source, queues] of bySource) {
         let rows: Attributes[];
         try {
-          rows = (await peerRequest(source, 'DR-PEER-STATE', { queues: queues.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
+          rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
         } catch (err) {
           for (const q of queues) this.waiting.set(q, `fenced by a switchover: waiting for ${displaySource(source)} to say how it ended: ${(err as Error).message}`);
           continue;

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Sender } from 'rhea';
 import type { Refusal } from '../amqp/refusal.js';
 import { ManagementClient } from '../admin/client.js';
+import { endpointAddress, haIdentity, haLinkTls } from '../admin/peer-addresses.js';
 import type { Broker } from '../broker/broker.js';
 import type { LoggedChange, ReplicationLevel } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
@@ -473,6 +474,7 @@ export class HaManager {
       user: s.haUsername ?? this.url.user,
       password: s.haPassword ?? this.url.password,
       mechanism: s.haMechanism,
+      tls: this.url.tls ? haLinkTls(s) : undefined,
       brokerId: this.brokerId,
       instanceId: this.instanceId,
       replicate: s.haReplicate,
@@ -687,10 +689,10 @@ export class HaManager {
         if ((await probeTcp(e.host, e.port, PEER_HANDSHAKE)) !== 'answered') return { address };
         let client: ManagementClient | undefined;
         try {
-          client = await ManagementClient.connect(
-            { host: e.host, port: e.port, user: s.haMechanism === 'PLAIN' ? (s.haUsername ?? this.url.user) : undefined, password: s.haMechanism === 'PLAIN' ? (s.haPassword ?? this.url.password) : undefined },
-            { timeoutMs: answerMs, properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId } },
-          );
+          client = await ManagementClient.connect(endpointAddress(e, this.url, haIdentity(s), haLinkTls(s)), {
+            timeoutMs: answerMs,
+            properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId },
+          });
           return { address, answer: (await client.request('HA-STATUS', 'broker', 'broker')) as PeerStatus };
         } catch {
           return { address };

@@ -15,6 +15,7 @@ import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/settle-quorum.js';
 import { registerSecret } from './secrets.js';
 import { readSecretFile, secretFileProblems } from './secret-files.js';
+import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
 const DR_SECTION = '[dr]';
@@ -76,6 +77,9 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged; visible in ps on the command line: prefer ha-password-file or TANDEM_HA_PASSWORD)' },
   { key: 'ha-password-file', kind: 'path', description: 'file holding the password of ha-username (first line; mode 0600 or 0640)' },
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
+  { key: 'ha-tls-ca', kind: 'path', description: 'PEM CA bundle the other brokers\' certificates must chain to (amqps: ha-brokers-url; default: tls-ca, else the system CAs)' },
+  { key: 'ha-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows on HA links (brokers with tls-require-client-cert ask for one)' },
+  { key: 'ha-tls-key', kind: 'path', description: 'PEM private key of ha-tls-cert' },
   { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped', min: 100, max: 3_600_000, why: 'shorter drops backups under ordinary load; longer holds publishers for hours behind a stalled backup' },
   { key: 'ha-min-ready-backups', kind: 'min-backups', description: 'ready backups that must hold a message before the primary settles it: majority (of ha-brokers-url, the default) or a count; 0 = settle alone' },
@@ -83,6 +87,9 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-retain-size', kind: 'size', description: 'HA: most bytes those changes may hold', min: 16 * 1024 * 1024, why: 'smaller windows drop changes before backups are sent them' },
   { key: 'dr-retain-changes', kind: 'count', description: 'DR source: recent queue changes kept for bridges to resume from (0 = not a DR source)' },
   { key: 'dr-retain-size', kind: 'size', description: 'DR source: most bytes of message data those changes may hold' },
+  { key: 'dr-tls-ca', kind: 'path', description: 'PEM CA bundle the DR source brokers\' certificates must chain to (amqps: sources; default: tls-ca, else the system CAs)' },
+  { key: 'dr-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows to amqps: DR sources' },
+  { key: 'dr-tls-key', kind: 'path', description: 'PEM private key of dr-tls-cert' },
   { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)', max: DEDUP_MAX_WINDOW, why: 'about 41-49 bytes of memory per key' },
   { key: 'dedup-ttl', kind: 'duration', description: 'default age limit of those keys (0 = none)', max: DEDUP_MAX_TTL_MS, why: 'a week; the window\'s count bounds its memory anyway' },
   { key: 'dedup-key', kind: 'string', description: "default key: an application property name (unset = the AMQP message-id)" },
@@ -118,6 +125,10 @@ export interface Settings {
   haUsername: string | undefined;
   haPassword: string | undefined;
   haMechanism: 'PLAIN' | 'ANONYMOUS';
+  /** Files for TLS on links to the other brokers (an amqps: ha-brokers-url); see src/admin/peer-addresses.ts. */
+  haTls: LinkTlsFiles;
+  /** Files for TLS on links to amqps: DR sources. */
+  drTls: LinkTlsFiles;
   haBackupTimeoutMs: number;
   haHeartbeatIntervalMs: number;
   /** ha-min-ready-backups: see src/ha/settle-quorum.ts. */
@@ -219,6 +230,36 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
+/** ha-tls-* or dr-tls-* as given; the CA defaults to tls-ca (the CA this broker trusts). */
+function linkTlsFiles(values: Record<string, unknown>, prefix: 'ha' | 'dr'): LinkTlsFiles {
+  return {
+    ca: (values[`${prefix}-tls-ca`] as string | undefined) ?? (values['tls-ca'] as string | undefined),
+    cert: values[`${prefix}-tls-cert`] as string | undefined,
+    key: values[`${prefix}-tls-key`] as string | undefined,
+  };
+}
+
+/**
+ * Links to other brokers: an amqps: ha-brokers-url needs this broker's own TLS listener
+ * (the others reach it there), and a TLS-only broker needs an amqps: one (the others
+ * could not reach it at all). The link files must be readable now, not at the first
+ * connection, when the only sign would be a backup that never joins.
+ */
+function checkLinkTls(settings: Settings): void {
+  const url = settings.haBrokersUrl ? parseBrokersUrl(settings.haBrokersUrl) : undefined;
+  if (settings.haCluster && url?.tls && !settings.tlsCert) {
+    throw new ConfigError('ha-brokers-url is amqps: (every broker is reached on its TLS port) but this broker has no TLS listener: set tls-cert, tls-key and tls-port');
+  }
+  if (settings.haCluster && !settings.listenPlain && !url?.tls) {
+    throw new ConfigError(
+      'listen-plain=no with ha-cluster=yes needs an amqps: ha-brokers-url listing every broker\'s TLS port (amqps:host:5671,...): with plain addresses the brokers could not reach each other',
+    );
+  }
+  const fail = (m: string) => new ConfigError(m);
+  readLinkTls(settings.haTls, { ca: 'ha-tls-ca', cert: 'ha-tls-cert', key: 'ha-tls-key' }, fail);
+  readLinkTls(settings.drTls, { ca: 'dr-tls-ca', cert: 'dr-tls-cert', key: 'dr-tls-key' }, fail);
+}
+
 /**
  * Who brokers are to each other: ha-username/ha-password, else the credentials of
  * ha-brokers-url (`user/password@host,...`), which then select PLAIN. The password may
@@ -251,6 +292,8 @@ function checkSecretFiles(settings: Settings, configFile: string | undefined, va
   if (configFile && configHoldsSecret(configFile)) files.push({ path: configFile, what: 'the config file (it holds a password)' });
   const passwordFile = values['ha-password-file'] as string | undefined;
   if (passwordFile) files.push({ path: passwordFile, what: 'ha-password-file' });
+  if (settings.haTls.key) files.push({ path: settings.haTls.key, what: 'ha-tls-key (a private key)' });
+  if (settings.drTls.key) files.push({ path: settings.drTls.key, what: 'dr-tls-key (a private key)' });
   const problems = secretFileProblems(files);
   if (problems.length === 0) return;
   if (settings.production && settings.auth) {
@@ -381,6 +424,8 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     haUsername: values['ha-username'] as string | undefined,
     haPassword: values['ha-password'] as string | undefined,
     haMechanism: ((values['ha-mechanism'] as string | undefined) ?? (values['ha-username'] ? 'PLAIN' : 'ANONYMOUS')).toUpperCase() as Settings['haMechanism'],
+    haTls: linkTlsFiles(values, 'ha'),
+    drTls: linkTlsFiles(values, 'dr'),
     haBackupTimeoutMs: (values['ha-backup-timeout'] as number | undefined) ?? 10_000,
     haHeartbeatIntervalMs: (values['ha-heartbeat-interval'] as number | undefined) ?? 2_000,
     haMinReadyBackups: (values['ha-min-ready-backups'] as MinReadyBackups | undefined) ?? MAJORITY,
@@ -426,10 +471,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   if (!settings.listenPlain && !settings.tlsCert) {
     throw new ConfigError('listen-plain=no leaves no listener: configure TLS (tls-cert, tls-key, tls-port) or set listen-plain=yes');
   }
-  if (!settings.listenPlain && settings.haCluster) {
-    // Brokers, the agent and DR still reach each other on the plain port.
-    throw new ConfigError('listen-plain=no is not yet supported with ha-cluster=yes: HA replication needs the plain port');
-  }
+  checkLinkTls(settings);
   if (settings.auth && settings.listenPlain && !isLoopback(host)) {
     settings.warnings.push(
       `SASL PLAIN is offered on the plaintext port ${host}:${settings.port}: passwords travel in clear to anyone on the network; configure TLS (tls-cert, tls-key, tls-port) and set listen-plain=no`,

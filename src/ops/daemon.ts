@@ -2,6 +2,7 @@
 // the AMQP listener, metrics and systemd notification, and stops them in
 // reverse order on shutdown.
 import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { drLinkTls } from '../admin/peer-addresses.js';
 import { redact } from './secrets.js';
 import { join } from 'node:path';
 import v8 from 'node:v8';
@@ -179,6 +180,7 @@ export class Daemon {
       autoCreate: s.autoCreate,
       configured: s.drQueues,
       credentials: new DrCredentials(s.dataDir).activate(),
+      tls: drLinkTls(s),
       clients: () => this.server?.clients ?? [],
       followed: () => new Set([...(this.drSource?.streams ?? [])].flatMap((st) => st.queueNames)),
       enqueueLsns: (queue) => {

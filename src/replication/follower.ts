@@ -8,6 +8,8 @@ import rhea, { type Connection, type Container, type EventContext, type Receiver
 import type { Logger } from '../ops/log.js';
 import type { BrokerEndpoint } from '../ha/brokers-url.js';
 import { connectWithin } from '../util/tcp-reach.js';
+import { describeTlsFailure, tlsConnectOptions, type LinkTls } from '../admin/link-tls.js';
+import { LogThrottle } from '../ops/log-throttle.js';
 import { Props, REPLICATION_ADDRESS, decodeStreamMessage, type StreamMessage } from './protocol.js';
 
 export interface FollowerHost {
@@ -15,6 +17,8 @@ export interface FollowerHost {
   user: string | undefined;
   password: string | undefined;
   mechanism: 'PLAIN' | 'ANONYMOUS';
+  /** Set for an amqps: ha-brokers-url: every link is TLS, the primary's certificate verified. */
+  tls: LinkTls | undefined;
   brokerId: string;
   instanceId: string;
   replicate: string;
@@ -65,6 +69,7 @@ export class Follower {
   private silenceTimer: NodeJS.Timeout | undefined;
   primaryAddress: string | undefined;
   lastError: string | undefined;
+  private readonly tlsWarnings = new LogThrottle(60_000);
 
   constructor(private readonly host: FollowerHost) {
     this.container = rhea.create_container({ id: `tandem-backup-${host.instanceId}` });
@@ -129,7 +134,7 @@ export class Follower {
     const conn = this.container.connect({
       host: e.host,
       port: e.port,
-      connect: connectWithin(HANDSHAKE_DEADLINE_MS),
+      connect: connectWithin(HANDSHAKE_DEADLINE_MS, this.host.tls ? tlsConnectOptions(e.host, this.host.tls) : undefined),
       reconnect: false,
       username: this.host.mechanism === 'PLAIN' ? this.host.user : undefined,
       password: this.host.mechanism === 'PLAIN' ? this.host.password : undefined,
@@ -195,7 +200,14 @@ export class Follower {
       if (!settledAttempt) giveUp(err?.description ?? 'connection refused');
     });
     conn.on('disconnected', (ctx: EventContext) => {
-      if (!settledAttempt) return giveUp((ctx as unknown as { error?: Error }).error?.message ?? 'disconnected');
+      const error = (ctx as unknown as { error?: Error & { code?: string } }).error;
+      if (!settledAttempt) {
+        const tlsFailure = this.host.tls ? describeTlsFailure(error, 'ha-tls-ca', this.host.tls.ca !== undefined) : undefined;
+        // A broker whose certificate does not verify is never followed, however often we
+        // retry: say so at WARN (once a minute per address), not only in ha status.
+        if (tlsFailure && this.tlsWarnings.admit(address) !== undefined) this.host.log.warn({ address, err: error?.message }, `not following ${address}: ${tlsFailure}`);
+        return giveUp(tlsFailure ? `${tlsFailure} (${error?.message})` : (error?.message ?? 'disconnected'));
+      }
       if (this.connection === conn) this.lost('connection to the primary lost');
     });
     conn.on('error', () => undefined);

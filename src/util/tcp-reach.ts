@@ -5,6 +5,7 @@
 // resending SYNs for about two minutes. So a short deadline for the handshake
 // tells "down or unreachable" from "slow" without giving up on a slow peer.
 import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from 'node:tls';
 
 export type Reach = 'answered' | 'refused' | 'silent';
 
@@ -48,13 +49,14 @@ export function probeTcp(host: string, port: number, options: { deadlineMs: numb
 }
 
 /**
- * A `connect` function for rhea's connection options: a plain TCP connect whose
- * socket is destroyed with a clear error when the handshake has not completed
- * within `deadlineMs` (rhea has no connect timeout of its own).
+ * A `connect` function for rhea's connection options: a TCP connect (TLS on top
+ * when `tls` is given: rhea hears of the connection once the TLS handshake has
+ * verified the peer) whose socket is destroyed with a clear error when the TCP
+ * handshake has not completed within `deadlineMs` (rhea has no connect timeout of its own).
  */
-export function connectWithin(deadlineMs: number) {
+export function connectWithin(deadlineMs: number, tls?: TlsOptions) {
   return (port: number, host: string, _options: unknown, onConnected: () => void): Socket => {
-    const socket = netConnect({ port, host }, onConnected);
+    const socket = tls ? tlsConnect({ ...tls, port, host }, onConnected) : netConnect({ port, host }, onConnected);
     const timer = setTimeout(
       () =>
         setImmediate(() => {

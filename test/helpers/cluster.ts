@@ -33,6 +33,18 @@ export interface HaStatusJson {
   backups: Array<{ id: string; state: string; lsn: number; lag: number }>;
 }
 
+/**
+ * A TLS-only cluster: every broker listens on its port with TLS only (listen-plain=no),
+ * ha-brokers-url is amqps:, and the links verify each other against `ca`.
+ */
+export interface ClusterTls {
+  ca: string;
+  cert: string;
+  key: string;
+  /** Who the CLI is (`user@` in front of each -b address), e.g. the HA admin. */
+  cliUser?: string;
+}
+
 export class TestCluster {
   readonly brokers: Array<TestBroker | undefined>;
 
@@ -40,27 +52,35 @@ export class TestCluster {
     readonly ports: number[],
     readonly dataDirs: string[],
     private readonly extraArgs: string[],
+    readonly tls: ClusterTls | undefined,
   ) {
     this.brokers = ports.map(() => undefined);
   }
 
   get url(): string {
-    return this.ports.map((p) => `127.0.0.1:${p}`).join(',');
+    return (this.tls ? 'amqps:' : '') + this.ports.map((p) => `127.0.0.1:${p}`).join(',');
   }
 
-  static async start(n: number, extraArgs: string[] = []): Promise<TestCluster> {
+  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls): Promise<TestCluster> {
     const ports = await freePorts(n);
-    const cluster = new TestCluster(ports, [], extraArgs);
+    const cluster = new TestCluster(ports, [], extraArgs, tls);
     for (let i = 0; i < n; i++) await cluster.startBroker(i);
     return cluster;
+  }
+
+  /** What makes broker i TLS-only on its port (nothing for a plain cluster). */
+  private tlsArgs(i: number): string[] {
+    const t = this.tls;
+    return t ? ['--listen-plain', 'no', '--tls-port', String(this.ports[i]), '--tls-cert', t.cert, '--tls-key', t.key, '--ha-tls-ca', t.ca] : [];
   }
 
   /** Start (or restart, on its data dir) broker i as a backup. */
   async startBroker(i: number, args: string[] = []): Promise<TestBroker> {
     const b = await TestBroker.start({
-      port: this.ports[i],
+      // A TLS-only broker never binds its plain port: 0 keeps it out of the way.
+      port: this.tls ? 0 : this.ports[i],
       dataDir: this.dataDirs[i],
-      args: ['--ha-cluster', 'yes', '--ha-brokers-url', this.url, '--ha-heartbeat-interval', '1s', '--ha-backup-timeout', '3s', ...this.extraArgs, ...args],
+      args: ['--ha-cluster', 'yes', '--ha-brokers-url', this.url, '--ha-heartbeat-interval', '1s', '--ha-backup-timeout', '3s', ...this.tlsArgs(i), ...this.extraArgs, ...args],
     });
     this.dataDirs[i] = b.dataDir;
     this.brokers[i] = b;
@@ -71,8 +91,14 @@ export class TestCluster {
     return `127.0.0.1:${this.ports[i]}`;
   }
 
+  /** -b and TLS options of the CLI for broker i. */
+  cliTarget(i: number): string[] {
+    const t = this.tls;
+    return t ? ['-b', `amqps://${t.cliUser ? `${t.cliUser}@` : ''}${this.address(i)}`, '--tls-ca', t.ca] : ['-b', this.address(i)];
+  }
+
   async status(i: number): Promise<HaStatusJson | undefined> {
-    const r = await tandem(['ha', 'status', '-b', this.address(i), '--json', '--timeout', '3']);
+    const r = await tandem(['ha', 'status', ...this.cliTarget(i), '--json', '--timeout', '3']);
     if (r.code !== 0 && r.code !== 1) return undefined;
     try {
       return JSON.parse(r.stdout) as HaStatusJson;
@@ -82,7 +108,7 @@ export class TestCluster {
   }
 
   async promote(i: number): Promise<{ code: number; stdout: string; stderr: string }> {
-    return tandem(['ha', 'promote', '-b', this.address(i), '--cluster-manager']);
+    return tandem(['ha', 'promote', ...this.cliTarget(i), '--cluster-manager']);
   }
 
   async waitState(i: number, state: string, timeout = 20_000): Promise<void> {

@@ -5,6 +5,8 @@
 import { accessSync, constants, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BrokerAddress } from '../../admin/client.js';
+import type { LinkTls } from '../../admin/link-tls.js';
+import { haIdentity, haLinkTls, localAdminAddress } from '../../admin/peer-addresses.js';
 import { ConfigError, loadSettings, type Settings } from '../../ops/config.js';
 import { LOCK_FILE_NAME } from '../../store/lock.js';
 import { isTandemd, type BrokerProcess, type Account } from './broker-process.js';
@@ -47,7 +49,8 @@ export interface AgentDeps {
   statusOf(address: BrokerAddress, timeoutMs: number): Promise<LocalStatus>;
   statusOfAll(
     brokersUrl: string,
-    credentials: { user?: string; password?: string },
+    /** tls: for an amqps: URL, the CA (and client certificate) of ha-tls-*. */
+    credentials: { user?: string; password?: string; tls?: LinkTls },
     timeoutMs: number,
     timeoutFor?: (address: string) => number | undefined,
   ): Promise<BrokerView[]>;
@@ -153,14 +156,19 @@ export class TandemAgent {
       throw err;
     }
     if (!settings.haCluster) throw new OcfError(Ocf.errConfigured, `${p.config} lacks ha-cluster=yes: Pacemaker manages clustered brokers only`);
-    if (settings.port === 0) throw new OcfError(Ocf.errConfigured, 'port 0 (any free port) cannot be used in a cluster: set port');
+    if (settings.listenPlain && settings.port === 0) throw new OcfError(Ocf.errConfigured, 'port 0 (any free port) cannot be used in a cluster: set port');
+    if (!settings.listenPlain && settings.tlsPort === 0) throw new OcfError(Ocf.errConfigured, 'tls-port 0 (any free port) cannot be used in a cluster: set tls-port');
     const c = p.clone;
     if (c.isClone && !c.promotable) throw new OcfError(Ocf.errConfigured, 'the resource must be a promotable clone (pcs resource create ... promotable)');
     if (c.promotable && !c.notify) throw new OcfError(Ocf.errConfigured, 'the promotable clone needs notify=true: promotion re-checks positions published in pre-promote');
     if (c.promotable && c.promotedMax !== undefined && c.promotedMax > 1) throw new OcfError(Ocf.errConfigured, 'promoted-max must be 1: a cluster has one primary');
-    const host = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
-    const anonymous = settings.haMechanism === 'ANONYMOUS';
-    const address = { host, port: settings.port, user: anonymous ? undefined : settings.haUsername, password: anonymous ? undefined : settings.haPassword };
+    let address: BrokerAddress;
+    try {
+      address = localAdminAddress(settings);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new OcfError(Ocf.errConfigured, err.message);
+      throw err;
+    }
     const args = ['--config', p.config];
     if (p.dataDir) args.push('--data-dir', p.dataDir);
     if (p.port !== undefined) args.push('--port', String(p.port));
@@ -269,7 +277,7 @@ export class TandemAgent {
   private async peers(v: Validated, timeoutMs = PEER_TIMEOUT_MS, timeoutFor?: (address: string) => number | undefined): Promise<BrokerView[] | undefined> {
     try {
       const s = v.settings;
-      const credentials = { user: s.haMechanism === 'ANONYMOUS' ? undefined : s.haUsername, password: s.haPassword };
+      const credentials = { ...haIdentity(s), tls: haLinkTls(s) };
       return await this.deps.statusOfAll(s.haBrokersUrl!, credentials, timeoutMs, timeoutFor);
     } catch (err) {
       this.log.warn(`cannot ask the brokers of ha-brokers-url: ${(err as Error).message}`);

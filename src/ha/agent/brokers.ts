@@ -3,6 +3,8 @@
 import { ConnectError, ManagementClient, type BrokerAddress } from '../../admin/client.js';
 import { TandemError } from '../../broker/errors.js';
 import { endpointKey, parseBrokersUrl } from '../brokers-url.js';
+import type { LinkTls } from '../../admin/link-tls.js';
+import { endpointAddress } from '../../admin/peer-addresses.js';
 import type { BrokerView } from './election.js';
 import { readEpochHistory } from '../promotion-guard.js';
 
@@ -59,7 +61,7 @@ export async function promote(address: BrokerAddress, timeoutMs: number): Promis
  */
 export async function statusOfAll(
   brokersUrl: string,
-  credentials: { user?: string; password?: string },
+  credentials: { user?: string; password?: string; tls?: LinkTls },
   timeoutMs: number,
   timeoutFor?: (address: string) => number | undefined,
 ): Promise<BrokerView[]> {
@@ -67,7 +69,7 @@ export async function statusOfAll(
   return Promise.all(
     parsed.endpoints.map(async (e): Promise<BrokerView> => {
       const key = endpointKey(e);
-      const address = { host: e.host, port: e.port, user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password };
+      const address = endpointAddress(e, parsed, { user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password }, credentials.tls ?? {});
       const s = await statusOf(address, timeoutFor?.(key) ?? timeoutMs);
       if (s.kind !== 'up') return { address: key, state: 'unreachable', epoch: 0, lsn: 0 };
       const lagById: Record<string, number> = {};

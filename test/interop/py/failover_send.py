@@ -2,11 +2,13 @@
 failover (Container.connect with every broker URL and reconnect on). A message
 is counted as sent only once the broker accepts it; messages in flight when the
 connection drops are sent again after reconnecting (the only source of
-duplicates). Prints {"accepted": [...], "resent": n, "reconnects": n}."""
+duplicates). Prints {"accepted": [...], "resent": n, "reconnects": n}.
+Over TLS when TANDEM_PY_CA names a CA file (see tls_options.py)."""
 import json, sys, time
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container, Backoff
+from tls_options import connect_options
 
 urls, queue, count, deadline_s = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 pace = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
@@ -23,7 +25,8 @@ class FailoverSender(MessagingHandler):
         self.finished = False
     def on_start(self, event):
         self.container = event.container
-        self.conn = event.container.connect(urls=["amqp://" + u for u in urls], reconnect=Backoff(initial=0.1, factor=1.5, max_delay=1.0))
+        scheme, options = connect_options()
+        self.conn = event.container.connect(urls=[scheme + u for u in urls], reconnect=Backoff(initial=0.1, factor=1.5, max_delay=1.0), **options)
         self.sender = event.container.create_sender(self.conn, queue)
         event.container.schedule(deadline_s, _Deadline(self))
     def on_sendable(self, event):

@@ -1,0 +1,75 @@
+// TLS for the links tandem opens itself: HA replication and status between
+// brokers, DR bridges, the CLI and the Pacemaker agent. One place decides how
+// an outgoing connection is encrypted, so no caller can forget to verify: the
+// peer's certificate is checked against a CA and must name the host dialled,
+// and an amqps: address never becomes a plaintext connection.
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+
+/** PEM contents (not paths) for one kind of outgoing link. */
+export interface LinkTls {
+  /** CA bundle the peer's certificate must chain to; undefined: the system's CAs. */
+  ca?: string;
+  /** Our client certificate chain and key, for peers that ask for one (and for SASL EXTERNAL). */
+  cert?: string;
+  key?: string;
+}
+
+/** The files a LinkTls is read from (config keys such as ha-tls-ca, or CLI options). */
+export interface LinkTlsFiles {
+  ca?: string;
+  cert?: string;
+  key?: string;
+}
+
+/**
+ * Read a LinkTls from its files. `names` says which option each file came from, for
+ * the error: a file that cannot be read is a mistake to report, never a reason to
+ * connect without it.
+ */
+export function readLinkTls(files: LinkTlsFiles, names: { ca: string; cert: string; key: string }, fail: (message: string) => Error): LinkTls {
+  if ((files.cert === undefined) !== (files.key === undefined)) throw fail(`${names.cert} and ${names.key} must be given together`);
+  const read = (path: string | undefined, name: string): string | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (err) {
+      throw fail(`cannot read ${name} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  };
+  return { ca: read(files.ca, names.ca), cert: read(files.cert, names.cert), key: read(files.key, names.key) };
+}
+
+/**
+ * tls.connect options for a link to `host`: the certificate verified against
+ * `tls.ca` (or the system's CAs) and checked against `host`, our certificate given
+ * when we have one.
+ */
+export function tlsConnectOptions(host: string, tls: LinkTls): Record<string, unknown> {
+  return {
+    rejectUnauthorized: true,
+    ...(tls.ca !== undefined ? { ca: [tls.ca] } : {}),
+    ...(tls.cert !== undefined ? { cert: tls.cert, key: tls.key } : {}),
+    // SNI may not carry an IP address (RFC 6066); the certificate is still checked against
+    // the IP (Node's checkServerIdentity uses the host when servername is empty).
+    servername: isIP(host) ? '' : host,
+    minVersion: 'TLSv1.2',
+  };
+}
+
+/** rhea connect options for a TLS link (`transport: 'tls'` plus tlsConnectOptions). */
+export function rheaTlsOptions(host: string, tls: LinkTls | undefined): Record<string, unknown> {
+  return tls ? { transport: 'tls', ...tlsConnectOptions(host, tls) } : {};
+}
+
+/** Node's error codes for a peer certificate that does not verify or does not name the host. */
+export function isCertificateError(code: string | undefined): boolean {
+  return code !== undefined && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER|UNABLE_TO_VERIFY|HOSTNAME/.test(code);
+}
+
+/** A TLS failure in words an operator can act on, naming the CA option to look at. */
+export function describeTlsFailure(err: (Error & { code?: string }) | undefined, caOption: string, hasCa: boolean): string | undefined {
+  if (!err || !isCertificateError(err.code)) return undefined;
+  const why = err.code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? 'does not name the address dialled' : `does not verify (${err.code})`;
+  return hasCa ? `the peer's TLS certificate ${why} against ${caOption}` : `the peer's TLS certificate ${why} against the system CAs: set ${caOption} to the CA that signed it`;
+}

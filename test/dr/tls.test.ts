@@ -1,0 +1,97 @@
+// DR over TLS: a secondary copies a queue from a TLS-only source (amqps:, with
+// credentials), verifies the source's certificate against dr-tls-ca, keeps the copy
+// over TLS across a kill -9 (the scheme is part of the journaled source), and a
+// secondary given the wrong CA copies nothing and says why. Real openssl certificates.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { tandem } from '../helpers/tandem-cli.js';
+import { makeCerts, type TestCerts } from '../helpers/certs.js';
+import { HA_PASSWORD, HA_USER, haIdentity, type HaIdentity } from '../helpers/ha-identity.js';
+import { TestClient } from '../helpers/rhea-client.js';
+
+let certs: TestCerts;
+let identity: HaIdentity;
+
+beforeAll(async () => {
+  certs = makeCerts();
+  identity = await haIdentity(certs.dir);
+});
+
+afterAll(async () => {
+  await killAllBrokers();
+  certs.remove();
+});
+
+/** A TLS-only broker with auth on (the HA admin is its one user). */
+function tlsOnlyBroker(args: string[] = [], dataDir?: string): Promise<TestBroker> {
+  return TestBroker.start({
+    dataDir,
+    args: ['--auth', 'yes', '--users-file', identity.usersFile, '--listen-plain', 'no', '--tls-port', '0', '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey, ...args],
+  });
+}
+
+const cli = (b: TestBroker) => ['-b', `amqps://${HA_USER}@127.0.0.1:${b.tlsPort}`, '--tls-ca', certs.ca];
+
+async function sendOverTls(b: TestBroker, queue: string, bodies: string[]): Promise<void> {
+  const client = await TestClient.connect({ port: b.tlsPort!, username: HA_USER, password: HA_PASSWORD, transport: 'tls', ca: [readFileSync(certs.ca)], servername: 'localhost' } as never);
+  try {
+    const outcomes = await client.send(queue, bodies.map((body) => ({ body, durable: true })));
+    expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+  } finally {
+    client.connection.close();
+  }
+}
+
+async function drRow(b: TestBroker, queue: string): Promise<Record<string, unknown> | undefined> {
+  const r = await tandem(['dr', 'status', '--json', ...cli(b)]);
+  if (r.code !== 0) return undefined;
+  return (JSON.parse(r.stdout) as Array<Record<string, unknown>>).find((row) => row.queue === queue);
+}
+
+async function depth(b: TestBroker, queue: string): Promise<number> {
+  const r = await tandem(['queue', 'list', '--json', ...cli(b)]);
+  if (r.code !== 0) return -1;
+  return (JSON.parse(r.stdout) as Array<{ name: string; depth: number }>).find((q) => q.name === queue)?.depth ?? 0;
+}
+
+describe('DR over TLS', () => {
+  it('DR tls - a copy from a TLS-only source over amqps with credentials, kept over TLS across a kill -9 of the secondary', async () => {
+    const source = await tlsOnlyBroker();
+    let secondary = await tlsOnlyBroker(['--dr-tls-ca', certs.ca]);
+    expect((await tandem(['queue', 'add', 'orders', '--durable', ...cli(source)])).code).toBe(0);
+    await sendOverTls(source, 'orders', Array.from({ length: 100 }, (_, i) => `o-${i}`));
+    const add = await tandem(['dr', 'add', 'orders', '--source', `amqps://${HA_USER}@127.0.0.1:${source.tlsPort}`, '--source-password-file', identity.passwordFile, ...cli(secondary)]);
+    expect(add.code, add.stderr).toBe(0);
+    expect(add.stdout + add.stderr).not.toContain(HA_PASSWORD);
+    await waitFor(async () => (await depth(secondary, 'orders')) === 100, { timeout: 30_000, interval: 200, name: 'copy of 100' });
+    const row = await drRow(secondary, 'orders');
+    expect(row?.link).toBe('connected');
+    expect(String(row?.source)).toMatch(/^amqps:127\.0\.0\.1:\d+$/);
+    expect(JSON.stringify(row)).not.toContain(HA_PASSWORD);
+
+    // The journal keeps the source as amqps: (and its password apart): after kill -9 the copy resumes over TLS.
+    const dataDir = secondary.dataDir;
+    await secondary.kill();
+    secondary = await tlsOnlyBroker(['--dr-tls-ca', certs.ca], dataDir);
+    await sendOverTls(source, 'orders', Array.from({ length: 50 }, (_, i) => `p-${i}`));
+    await waitFor(async () => (await depth(secondary, 'orders')) === 150, { timeout: 30_000, interval: 200, name: 'copy of 150 after the restart' });
+    expect(readFileSync(`${dataDir}/dr-credentials`, 'utf8')).toContain(HA_PASSWORD);
+    expect(secondary.stderr + secondary.stdout).not.toContain(HA_PASSWORD);
+  }, 90_000);
+
+  it('DR tls - a secondary whose dr-tls-ca did not sign the source copies nothing and says why', async () => {
+    const source = await tlsOnlyBroker();
+    const secondary = await tlsOnlyBroker(['--dr-tls-ca', certs.wrongCa]);
+    expect((await tandem(['queue', 'add', 'audit', '--durable', ...cli(source)])).code).toBe(0);
+    await sendOverTls(source, 'audit', ['a-0']);
+    const add = await tandem(['dr', 'add', 'audit', '--source', `amqps://${HA_USER}@127.0.0.1:${source.tlsPort}`, '--source-password-file', identity.passwordFile, ...cli(secondary)]);
+    expect(add.code, add.stderr).toBe(0);
+    const row = await waitFor(async () => {
+      const r = await drRow(secondary, 'audit');
+      return r && /TLS certificate does not verify \(\w+\) against dr-tls-ca/.test(String(r['last-error'])) ? r : undefined;
+    }, { timeout: 20_000, interval: 200, name: 'DR last-error names the CA' });
+    expect(row.link).not.toBe('connected');
+    expect(await depth(secondary, 'audit')).toBe(0);
+  }, 60_000);
+});
