@@ -189,6 +189,25 @@ describe('tls cli', () => {
     await broker.stop();
     broker.cleanup();
   });
+
+  it('tls - the CLI shows --tls-cert/--tls-key to a broker that requires a client certificate', async () => {
+    const broker = await TestBroker.start({
+      args: ['--tls-cert', pem('server.pem'), '--tls-key', pem('server.key'), '--tls-port', '0', '--tls-ca', pem('ca.pem'), '--tls-require-client-cert', 'yes'],
+    });
+    const target = ['-b', `amqps://127.0.0.1:${broker.tlsPort}`, '--tls-ca', pem('ca.pem')];
+    const withCert = await tandem(['queue', 'list', ...target, '--tls-cert', pem('client.pem'), '--tls-key', pem('client.key')]);
+    expect(withCert.code, withCert.stderr).toBe(0);
+    const without = await tandem(['queue', 'list', ...target, '--timeout', '5']);
+    expect(without.code).toBe(69);
+    const halfPair = await tandem(['queue', 'list', ...target, '--tls-cert', pem('client.pem')]);
+    expect(halfPair.code).toBe(2);
+    expect(halfPair.stderr).toMatch(/--tls-cert and --tls-key must be given together/);
+    const onPlain = await tandem(['queue', 'list', '-b', `127.0.0.1:${broker.port}`, '--tls-cert', pem('client.pem'), '--tls-key', pem('client.key')]);
+    expect(onPlain.code).toBe(2);
+    expect(onPlain.stderr).toMatch(/--tls-cert and --tls-key need an amqps:\/\//);
+    await broker.stop();
+    broker.cleanup();
+  });
 });
 
 /** A port that was free a moment ago (bound and released). */
