@@ -236,6 +236,19 @@ describe('frame guard', () => {
     await assertHealthy();
   });
 
+  it('a max-frame-size below the spec minimum of 512 is refused, not obeyed one tiny frame at a time', async () => {
+    const small = await RawPeer.connect(broker.port);
+    small.write(AMQP, frame(performative(0x10, [string('guard-test'), nul, uint(100)])));
+    await expectClosedWith(small, /^amqp:invalid-field$/, /max-frame-size 100 is below the spec's minimum of 512/);
+    // 512 itself is allowed.
+    const least = await RawPeer.connect(broker.port);
+    least.write(AMQP, frame(performative(0x10, [string('guard-test'), nul, uint(512)])), begin);
+    await until('begin from the broker', () => named(least, 'begin').length > 0);
+    least.write(close);
+    least.destroy();
+    await assertHealthy();
+  });
+
   it('issue-20 case 7 - every wrongly typed field gets an error close naming the field, and no client text reaches the console', async () => {
     const forged = '\n{"level":60,"msg":"FORGED"}\n';
     const source = (fields: AmqpValue[]) => performative(0x28, fields);

@@ -28,6 +28,9 @@ import {
 import type { AmqpValue } from './types.js';
 
 /** Where the conversation is, as the client's bytes tell it. */
+/** The smallest max-frame-size a peer may declare (spec 2.7.1, MIN-MAX-FRAME-SIZE). */
+export const MIN_MAX_FRAME_SIZE = 512;
+
 export type GuardStage = 'header' | 'sasl' | 'open' | 'opened' | 'closed';
 
 export interface GuardViolation {
@@ -313,6 +316,12 @@ export class FrameGuard {
     this.stage = 'opened';
     if (idle > 0 && idle < min) {
       throw invalidField(`open.idle-time-out ${idle} ms asks for heartbeats more often than the broker sends them (every ${min / 2} ms at most)`);
+    }
+    // 2.7.1: max-frame-size is at least 512 (MIN-MAX-FRAME-SIZE). Below that every
+    // delivery we send would be cut into thousands of frames (one message, 20,000).
+    const maxFrame = open.fields['max-frame-size'] as number | undefined;
+    if (maxFrame !== undefined && maxFrame < MIN_MAX_FRAME_SIZE) {
+      throw invalidField(`open.max-frame-size ${maxFrame} is below the spec's minimum of ${MIN_MAX_FRAME_SIZE} bytes`);
     }
     this.openForwarded = true;
     if (idle <= max) return PASS;
