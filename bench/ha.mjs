@@ -1,13 +1,17 @@
 #!/usr/bin/env node
-// HA benchmark (issue 4), one run, tandem only, everything on 127.0.0.1:
+// HA benchmark (issue 4), one run, everything on 127.0.0.1:
 //  1. throughput of the standalone loads (non-durable 1/1, durable 1/1, durable 4/4)
-//     against a standalone tandemd and against the primary of a 3-broker cluster
-//     (ha-replicate=all, 2 ready backups); ratio cluster / standalone;
+//     against a standalone tandemd, against the primary of a 3-broker cluster
+//     (ha-replicate=all, 2 ready backups), and (BENCH_ARTEMIS=no to skip) against an
+//     ActiveMQ Artemis primary/backup replication pair; ratios cluster / standalone
+//     and cluster / Artemis pair;
 //  2. failover: a durable sender (all three addresses, reconnect) runs against the
 //     cluster; the primary is killed with SIGKILL and `tandem ha promote
 //     --cluster-manager` is run at once on a ready backup; time from the kill to the
 //     first message accepted by the new primary, promote's own run time, and the
-//     CLI's bare node start-up; repeated BENCH_HA_FAILOVERS times;
+//     CLI's bare node start-up, and what the new primary lost or duplicated of what was
+//     accepted; repeated BENCH_HA_FAILOVERS times; then the same against fresh Artemis
+//     pairs (its backup activates by itself), BENCH_HA_ARTEMIS_FAILOVERS times;
 //  3. catch-up: a primary holding N durable 1 KiB messages (up to BENCH_HA_CATCHUP_N,
 //     or what 2 minutes of loading gives), a new backup started on an empty data dir,
 //     time until it is `ready`.
@@ -34,10 +38,15 @@ else await import('./lib.mjs').then(main);
 
 /**
  * Durable 1 KiB messages to a durable queue, at `rate`/s, window `window`, reconnecting
- * over all `ports` (10-50 ms back-off). Prints JSON lines: every connection opened, and
- * the first accept of each connection generation (wall-clock ms).
+ * over all `ports` (10-50 ms back-off), SASL PLAIN if `user` is given. Each message
+ * carries a sequence number (application property `n`). Prints JSON lines: every
+ * connection opened, and the first accept of each connection generation (wall-clock
+ * ms). On "stop" on stdin (or after `seconds`) it stops sending, waits up to 5 s for
+ * what is in flight, and prints `done` with the accepted sequence numbers as ranges, so
+ * the driver can count what the broker lost or duplicated. Deliveries in flight on a
+ * connection that died are in doubt: neither accepted nor sent again.
  */
-async function failoverSender({ ports, queue, rate, window, seconds }) {
+async function failoverSender({ ports, queue, rate, window, seconds, user, password }) {
   const rhea = require('rhea');
   let next = 0;
   let gen = 0;
@@ -46,6 +55,7 @@ async function failoverSender({ ports, queue, rate, window, seconds }) {
     connection_details: () => ({ host: '127.0.0.1', port: ports[next++ % ports.length] }),
     reconnect: true, initial_reconnect_delay: 10, max_reconnect_delay: 50, reconnect_limit: 100_000,
     idle_time_out: 0, tcp_no_delay: true,
+    ...(user ? { username: user, password } : {}),
   });
   conn.on('error', () => {});
   conn.on('connection_error', () => {});
@@ -57,16 +67,20 @@ async function failoverSender({ ports, queue, rate, window, seconds }) {
   const sender = conn.open_sender({ target: { address: queue, durable: 2 }, autosettle: true });
   sender.on('sender_error', () => {});
   const firstOf = new Set();
+  const acceptedSeqs = [];
   let sent = 0;
   let inflight = 0;
   let accepted = 0;
+  let stopping = false;
   const t0 = Date.now();
   const pump = () => {
+    if (stopping) return;
     const allowed = Math.floor(((Date.now() - t0) / 1000) * rate) + 1;
     while (inflight < window && sender.sendable() && sent < allowed) {
-      const d = sender.send({ durable: true, body: BODY });
+      const d = sender.send({ durable: true, application_properties: { n: sent }, body: BODY });
       d.ha_gen = gen;
       d.ha_port = conn.socket?.remotePort;
+      d.ha_seq = sent;
       sent++;
       inflight++;
     }
@@ -74,6 +88,7 @@ async function failoverSender({ ports, queue, rate, window, seconds }) {
   sender.on('accepted', (ctx) => {
     inflight--;
     accepted++;
+    acceptedSeqs.push(ctx.delivery.ha_seq);
     const g = ctx.delivery.ha_gen;
     if (!firstOf.has(g)) {
       firstOf.add(g);
@@ -84,11 +99,29 @@ async function failoverSender({ ports, queue, rate, window, seconds }) {
   // Deliveries in flight on a dead connection never settle: forget them on reconnect.
   conn.on('disconnected', () => (inflight = 0));
   sender.on('sendable', pump);
-  setInterval(pump, 2);
-  setTimeout(() => {
-    out({ type: 'done', sent, accepted });
+  const pumping = setInterval(pump, 2);
+  const stop = async () => {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(pumping);
+    for (const end = Date.now() + 5000; inflight > 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    out({ type: 'done', sent, accepted, unsettled: inflight, acceptedRanges: toRanges(acceptedSeqs) });
     process.exit(0);
-  }, seconds * 1000);
+  };
+  process.stdin.on('data', (d) => /stop/.test(String(d)) && stop());
+  setTimeout(stop, seconds * 1000);
+}
+
+/** Sorted, disjoint [first, last] ranges of a list of integers. */
+function toRanges(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const ranges = [];
+  for (const x of s) {
+    const last = ranges.at(-1);
+    if (last && x <= last[1] + 1) last[1] = Math.max(last[1], x);
+    else ranges.push([x, x]);
+  }
+  return ranges;
 }
 
 /** Send durable 1 KiB messages at-least-once until `count` are accepted or `seconds` pass. */
@@ -134,7 +167,11 @@ async function main(lib) {
   const FAILOVERS = num('BENCH_HA_FAILOVERS', 4, 1, 5);
   const CATCHUP_N = num('BENCH_HA_CATCHUP_N', 1_000_000, 1000, 1_000_000);
   const FILL_SECONDS = num('BENCH_HA_FILL_SECONDS', 120, 5, 150);
-  const TIME_LIMIT = num('BENCH_TIME_LIMIT', 600, 60, 900);
+  // An ActiveMQ Artemis primary/backup replication pair (bench/artemis.mjs) beside the
+  // tandem cluster: the same loads, and the same kill -9 failover measurement.
+  const WITH_ARTEMIS = process.env.BENCH_ARTEMIS !== 'no';
+  const ARTEMIS_FAILOVERS = num('BENCH_HA_ARTEMIS_FAILOVERS', 3, 1, 5);
+  const TIME_LIMIT = num('BENCH_TIME_LIMIT', WITH_ARTEMIS ? 1200 : 600, 60, 1800);
   const WITH_4X4 = process.env.BENCH_HA_4X4 !== 'no';
   // Seconds of non-durable load on each target before the measured rounds, not measured.
   // Every clustered broker keeps a window of recent changes (HA 512 MiB, DR 128 MiB by
@@ -146,13 +183,15 @@ async function main(lib) {
   const WARMUP = num('BENCH_HA_WARMUP', 40, 0, 120);
   const PROFILE = process.env.BENCH_HA_PROFILE === '1'; // --cpu-prof on the cluster primary and the catch-up brokers
 
-  const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, WARMUP, FAILOVERS, CATCHUP_N, FILL_SECONDS, WITH_4X4 }, throughput: [], failovers: [], cliStartMs: [] };
+  const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, WARMUP, FAILOVERS, CATCHUP_N, FILL_SECONDS, WITH_4X4, WITH_ARTEMIS, ARTEMIS_FAILOVERS }, throughput: [], failovers: [], artemisFailovers: [], cliStartMs: [] };
   report.machine = { ...machineInfo(), uptimeBefore: await run('uptime'), kernel: await run('uname', ['-r']) };
   log(`machine: ${report.machine.uptimeBefore}`);
   const build = await buildTandem();
   const tandemdJs = build.entry;
   const tandemJs = join(dirname(tandemdJs), 'tandem.js');
   report.versions = { node: process.version, tandem: build.label };
+  const artemis = WITH_ARTEMIS ? await import('./artemis.mjs') : undefined;
+  const artemisHome = WITH_ARTEMIS ? await artemis.ensureArtemis() : undefined;
   const base = tempDir(tmpBase(), 'tandem-ha-bench-');
   const t0 = Date.now();
   const deadline = setTimeout(() => {
@@ -257,6 +296,109 @@ async function main(lib) {
     });
   }
 
+  /**
+   * The failover sender in a child process. `until` waits for one of its events; `stop`
+   * asks it to finish and resolves with its `done` line (accepted sequence numbers).
+   */
+  function startFailoverSender(opts, what) {
+    const child = spawn(process.execPath, [new URL(import.meta.url).pathname, '--failover-sender', JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const unregister = onCleanup(() => kill(child.pid));
+    const events = [];
+    const waiters = new Set();
+    let buf = '';
+    child.stdout.on('data', (d) => {
+      buf += d;
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+        events.push(JSON.parse(buf.slice(0, i)));
+        for (const w of waiters) w();
+      }
+    });
+    const exited = new Promise((r) => child.once('exit', r));
+    return {
+      events,
+      lastGen: () => Math.max(0, ...events.filter((e) => e.type === 'open').map((e) => e.gen)),
+      until: (pred, ms, waitingFor) =>
+        new Promise((resolveP, reject) => {
+          const check = () => {
+            const e = events.find(pred);
+            if (!e) return;
+            clearTimeout(timer);
+            waiters.delete(check);
+            resolveP(e);
+          };
+          const timer = setTimeout(() => {
+            waiters.delete(check);
+            reject(new Error(`${what}: timed out waiting for ${waitingFor}`));
+          }, ms);
+          waiters.add(check);
+          check();
+        }),
+      async stop() {
+        child.stdin.end('stop\n');
+        await Promise.race([exited, sleep(15_000)]);
+        return events.find((e) => e.type === 'done');
+      },
+      kill() {
+        kill(child.pid);
+        unregister();
+      },
+    };
+  }
+
+  /** Receive and accept everything on `queue` until 3 s pass without a message (at most `maxMs`): arrivals per sequence number. */
+  function drainSeqs(port, queue, { user, password } = {}, maxMs = 90_000) {
+    return new Promise((resolveP) => {
+      const counts = new Map();
+      const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false, idle_time_out: 0, ...(user ? { username: user, password } : {}) });
+      let idle;
+      let finished = false;
+      const finish = (why) => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(idle);
+        clearTimeout(cap);
+        conn.close();
+        resolveP({ counts, why });
+      };
+      const cap = setTimeout(() => finish('time limit'), maxMs);
+      const bump = () => {
+        clearTimeout(idle);
+        idle = setTimeout(() => finish('idle'), 3000);
+      };
+      conn.on('error', () => finish('error'));
+      conn.on('connection_error', () => finish('connection error'));
+      conn.on('disconnected', () => finish('disconnected'));
+      const r = conn.open_receiver({ source: { address: queue, durable: 2 }, credit_window: 500, autoaccept: true });
+      r.on('receiver_open', bump);
+      r.on('receiver_error', () => finish('receiver error'));
+      r.on('message', (ctx) => {
+        const n = ctx.message.application_properties?.n;
+        counts.set(n, (counts.get(n) ?? 0) + 1);
+        bump();
+      });
+    });
+  }
+
+  /** Accepted but never received (lost), and received more than once (duplicates). */
+  function lossAndDuplicates(done, counts) {
+    if (!done) return { accepted: NaN, lost: NaN, duplicates: NaN, received: NaN };
+    let accepted = 0;
+    let lost = 0;
+    for (const [a, b] of done.acceptedRanges) {
+      for (let n = a; n <= b; n++) {
+        accepted++;
+        if (!counts.has(n)) lost++;
+      }
+    }
+    let received = 0;
+    let duplicates = 0;
+    for (const c of counts.values()) {
+      received += c;
+      duplicates += c - 1;
+    }
+    return { accepted, lost, duplicates, received, inDoubt: done.sent - accepted };
+  }
+
   const clusterArgs = (ports) => ['--ha-cluster', 'yes', '--ha-brokers-url', ports.map((p) => `127.0.0.1:${p}`).join(','), '--ha-replicate', 'all'];
 
   async function startCluster(n, { profilePrimary = false } = {}) {
@@ -297,6 +439,14 @@ async function main(lib) {
       { name: 'standalone', broker: () => standalone, others: () => [] },
       { name: 'cluster', broker: () => cluster.brokers[cluster.primary], others: () => cluster.brokers.filter((_, i) => i !== cluster.primary) },
     ];
+    let pair;
+    if (WITH_ARTEMIS) {
+      pair = await artemis.startArtemisPair(artemisHome, tempDir(base, 'artemis-pair-'));
+      report.versions.artemis = pair.primary.version;
+      report.artemisJournal = pair.primary.inst.journal;
+      log(`Artemis ${pair.primary.version} pair: primary pid ${pair.primary.pid} AMQP ${pair.ports[0]}, backup pid ${pair.backup.pid} (in sync); journal ${JSON.stringify(pair.primary.inst.journal)}`);
+      targets.push({ name: 'artemis-pair', broker: () => pair.primary, others: () => [pair.backup] });
+    }
     if (WARMUP > 0) {
       for (const tg of targets) {
         log(`warm-up: ${WARMUP} s of non-durable load on ${tg.name}, not measured (fills the change windows)`);
@@ -321,6 +471,10 @@ async function main(lib) {
       }
     }
     await standalone.stop();
+    if (pair) {
+      await pair.backup.kill9();
+      await pair.primary.kill9();
+    }
     if (PROFILE) {
       // Stop the profiled primary with SIGTERM (V8 writes the profile), then start over.
       await stopAll(cluster.brokers);
@@ -328,48 +482,26 @@ async function main(lib) {
     }
 
     // ---- 2. failover --------------------------------------------------------------------
-    for (let k = 1; k <= FAILOVERS && elapsed() < TIME_LIMIT - 240; k++) {
+    for (let k = 1; k <= FAILOVERS && elapsed() < TIME_LIMIT - 240 - (WITH_ARTEMIS ? 150 : 0); k++) {
       const { ports, brokers } = cluster;
       const p = cluster.primary;
-      const sender = spawn(process.execPath, [new URL(import.meta.url).pathname, '--failover-sender', JSON.stringify({ ports, queue: 'ha-failover', rate: 1000, window: 200, seconds: 40 })], { stdio: ['ignore', 'pipe', 'inherit'] });
-      const unregister = onCleanup(() => kill(sender.pid));
-      const events = [];
-      let buf = '';
-      let wake = () => {};
-      sender.stdout.on('data', (d) => {
-        buf += d;
-        let i;
-        while ((i = buf.indexOf('\n')) >= 0) {
-          events.push(JSON.parse(buf.slice(0, i)));
-          buf = buf.slice(i + 1);
-          wake();
-        }
-      });
-      const until = (pred, ms, what) =>
-        new Promise((resolveP, reject) => {
-          const timer = setTimeout(() => reject(new Error(`failover ${k}: timed out waiting for ${what}`)), ms);
-          const check = () => {
-            const e = events.find(pred);
-            if (e) {
-              clearTimeout(timer);
-              resolveP(e);
-            }
-          };
-          wake = check;
-          check();
-        });
+      const queue = `ha-failover-${k}`;
+      const sender = startFailoverSender({ ports, queue, rate: 1000, window: 200, seconds: 40 }, `failover ${k}`);
       try {
-        await until((e) => e.type === 'accepted' && e.port === ports[p], 15_000, 'steady sending to the primary');
+        await sender.until((e) => e.type === 'accepted' && e.port === ports[p], 15_000, 'steady sending to the primary');
         await sleep(1500);
         const np = brokers.findIndex((b, i) => b && i !== p); // a ready backup (checked below)
         const stBefore = await haStatus(ports[np]);
         if (stBefore?.state !== 'ready') throw new Error(`failover ${k}: broker ${np} is ${stBefore?.state}, not ready`);
-        const lastGen = Math.max(...events.filter((e) => e.type === 'open').map((e) => e.gen));
+        const lastGen = sender.lastGen();
         const tKill = wallMs();
         kill(brokers[p].pid);
         const pr = await promote(ports[np]);
-        const first = await until((e) => e.type === 'accepted' && e.gen > lastGen && e.port === ports[np], 20_000, 'the first accept from the new primary');
+        const first = await sender.until((e) => e.type === 'accepted' && e.gen > lastGen && e.port === ports[np], 20_000, 'the first accept from the new primary');
         const st = await waitFor('new primary active', async () => ((await haStatus(ports[np]))?.state === 'active' ? wallMs() : 0), 20_000, 20);
+        await sleep(1000); // some sending on the new primary, then count what it holds
+        const done = await sender.stop();
+        const { counts, why } = await drainSeqs(ports[np], queue);
         const row = {
           k,
           killedPort: ports[p],
@@ -380,10 +512,12 @@ async function main(lib) {
           promoteOut: pr.out.slice(0, 200),
           promoteEndToFirstAcceptMs: Math.round(first.t - pr.endT),
           killToActiveMs: Math.round(st - tKill), // upper bound: polled every ~20 ms
-          reconnects: events.filter((e) => e.type === 'open' && e.gen > lastGen).length,
+          reconnects: sender.events.filter((e) => e.type === 'open' && e.gen > lastGen).length,
+          ...lossAndDuplicates(done, counts),
+          drainEnded: why,
         };
         report.failovers.push(row);
-        log(`failover ${k}: kill -> first accept ${row.failoverMs} ms (promote ran ${row.promoteMs} ms, exit ${pr.code}; first accept ${row.promoteEndToFirstAcceptMs} ms after promote returned; active within ${row.killToActiveMs} ms)`);
+        log(`failover ${k}: kill -> first accept ${row.failoverMs} ms (promote ran ${row.promoteMs} ms, exit ${pr.code}; first accept ${row.promoteEndToFirstAcceptMs} ms after promote returned; active within ${row.killToActiveMs} ms); accepted ${row.accepted}, lost ${row.lost}, duplicated ${row.duplicates}`);
         await brokers[p].kill9();
         // The killed broker rejoins as a backup on its data dir and port.
         cluster.primary = np;
@@ -394,12 +528,44 @@ async function main(lib) {
           brokers[p] = await startBroker({ port: ports[p], args: clusterArgs(ports), name: `ha${p}` });
         }
       } finally {
-        kill(sender.pid);
-        unregister();
+        sender.kill();
       }
       await waitFor('2 ready backups after failover', async () => readyBackups(await haStatus(ports[cluster.primary])) === 2, 60_000, 100);
     }
     await stopAll(cluster.brokers);
+
+    // ---- 2b. Artemis failover: a fresh pair each time (its backup activates by itself) --
+    for (let k = 1; WITH_ARTEMIS && k <= ARTEMIS_FAILOVERS && elapsed() < TIME_LIMIT - 200; k++) {
+      const ap = await artemis.startArtemisPair(artemisHome, tempDir(base, 'artemis-failover-'));
+      const auth = { user: 'bench', password: ap.password };
+      const [pp, bp] = ap.ports;
+      const queue = `ha-failover-artemis-${k}`;
+      const sender = startFailoverSender({ ports: ap.ports, queue, rate: 1000, window: 200, seconds: 90, ...auth }, `Artemis failover ${k}`);
+      try {
+        await sender.until((e) => e.type === 'accepted' && e.port === pp, 30_000, 'steady sending to the Artemis primary');
+        await sleep(1500);
+        const lastGen = sender.lastGen();
+        const tKill = wallMs();
+        kill(ap.primary.pid);
+        const first = await sender.until((e) => e.type === 'accepted' && e.gen > lastGen && e.port === bp, 60_000, 'the first accept from the Artemis backup');
+        await sleep(1000);
+        const done = await sender.stop();
+        const { counts, why } = await drainSeqs(bp, queue, auth);
+        const row = {
+          k,
+          failoverMs: Math.round(first.t - tKill),
+          reconnects: sender.events.filter((e) => e.type === 'open' && e.gen > lastGen).length,
+          ...lossAndDuplicates(done, counts),
+          drainEnded: why,
+        };
+        report.artemisFailovers.push(row);
+        log(`Artemis failover ${k}: kill -> first accept by the backup ${row.failoverMs} ms; accepted ${row.accepted}, lost ${row.lost}, duplicated ${row.duplicates}`);
+      } finally {
+        sender.kill();
+        await ap.primary.kill9();
+        await ap.backup.kill9();
+      }
+    }
 
     // ---- 3. catch-up --------------------------------------------------------------------
     {
@@ -528,6 +694,22 @@ function markdown(r) {
     const p = (xs, q) => med(xs.map((x) => x.latencyMs[q]));
     L.push(`| ${key} | ${fmt(best(s))} | ${fmt(best(c))} | **${fmt((100 * best(c)) / best(s))}%** | ${fmt(p(s, 'p50'), 1)} / ${fmt(p(s, 'p99'), 1)}; ${fmt(p(c, 'p50'), 1)} / ${fmt(p(c, 'p99'), 1)} | ${c.reduce((a, x) => a + x.lost, 0)} / ${c.reduce((a, x) => a + x.duplicates, 0)} | ${fmt(med(s.map((x) => x.brokerCores)), 2)}; ${fmt(med(c.map((x) => x.brokerCores)), 2)} | ${c.map((x) => x.backupCores.join(' + ')).join('; ')} | ${fmt(med(s.map((x) => x.msgsPerBrokerCpuSecond)))}; ${fmt(med(c.map((x) => x.msgsPerBrokerCpuSecond)))} | ${fmt(med(s.map((x) => x.otherCores)), 2)}; ${fmt(med(c.map((x) => x.otherCores)), 2)} | ${fmt(med(s.map(usPerMsg)), 1)}; ${fmt(med(c.map(usPerMsg)), 1)} |`);
   }
+  const pairRows = r.throughput.filter((t) => t.target === 'artemis-pair');
+  if (pairRows.length) {
+    const j = r.artemisJournal ?? {};
+    L.push('', `tandem's 3-broker cluster against an **ActiveMQ Artemis ${r.versions.artemis} primary/backup replication pair** (ha-policy replication, both on 127.0.0.1; journal ${j.type}, journal-datasync true, journal-buffer-timeout ${fmt(j.bufferTimeoutNs)} ns auto-tuned), same loads in the same rounds:`, '');
+    L.push('| load | tandem cluster msgs/s | Artemis pair msgs/s | tandem cluster / Artemis pair | p50 / p99 ms (tandem; Artemis) | lost / dup (tandem; Artemis) | primary cores (tandem; Artemis) | backups\' cores (tandem; Artemis) | µs CPU per message, all processes (tandem; Artemis) |');
+    L.push('|---|---:|---:|---:|---|---|---|---|---|');
+    for (const key of [...new Set(r.throughput.map((t) => t.load))]) {
+      const c = r.throughput.filter((t) => t.load === key && t.target === 'cluster');
+      const a = pairRows.filter((t) => t.load === key);
+      if (!c.length || !a.length) continue;
+      const best = (xs) => Math.max(...xs.map((x) => x.throughput));
+      const p = (xs, q) => med(xs.map((x) => x.latencyMs[q]));
+      const backups = (xs) => med(xs.map((x) => x.backupCores.reduce((s2, v) => s2 + v, 0)));
+      L.push(`| ${key} | ${fmt(best(c))} | ${fmt(best(a))} | **${fmt(best(c) / best(a), 2)}×** | ${fmt(p(c, 'p50'), 1)} / ${fmt(p(c, 'p99'), 1)}; ${fmt(p(a, 'p50'), 1)} / ${fmt(p(a, 'p99'), 1)} | ${c.reduce((s2, x) => s2 + x.lost, 0)} / ${c.reduce((s2, x) => s2 + x.duplicates, 0)}; ${a.reduce((s2, x) => s2 + x.lost, 0)} / ${a.reduce((s2, x) => s2 + x.duplicates, 0)} | ${fmt(med(c.map((x) => x.brokerCores)), 2)}; ${fmt(med(a.map((x) => x.brokerCores)), 2)} | ${fmt(backups(c), 2)}; ${fmt(backups(a), 2)} | ${fmt(med(c.map(usPerMsg)), 1)}; ${fmt(med(a.map(usPerMsg)), 1)} |`);
+    }
+  }
   L.push('', '<details><summary>every throughput run</summary>', '', '| round | load | target | msgs/s | p50 / p99 ms | lost / dup | cores primary / backups / client / others |', '|---|---|---|---:|---|---|---|');
   for (const t of r.throughput) L.push(`| ${t.round} | ${t.load} | ${t.target} | ${fmt(t.throughput)} | ${t.latencyMs.p50} / ${t.latencyMs.p99} | ${t.lost} / ${t.duplicates} | ${t.brokerCores} / ${t.backupCores.join('+') || '-'} / ${t.clientCores} / ${t.otherCores} |`);
   L.push('', '</details>', '');
@@ -541,7 +723,17 @@ function markdown(r) {
     L.push(`| CLI start-up alone (\`node tandem.js --version\`, ${r.cliStartMs.length}×) | ${fmt(Math.min(...r.cliStartMs))} / ${fmt(med(r.cliStartMs))} / ${fmt(Math.max(...r.cliStartMs))} |`);
     L.push(`| promote returned → first accept | ${stat('promoteEndToFirstAcceptMs')} |`);
     L.push(`| kill → new primary \`active\` (polled every ~20 ms) | ${stat('killToActiveMs')} |`);
+    if (f.some((x) => Number.isFinite(x.lost))) L.push(`| accepted / lost / duplicated (drained from the new primary), in all | ${fmt(f.reduce((a, x) => a + x.accepted, 0))} / ${f.reduce((a, x) => a + x.lost, 0)} / ${f.reduce((a, x) => a + x.duplicates, 0)} |`);
     L.push('', `each: ${f.map((x) => `${x.failoverMs} ms (promote ${x.promoteMs} ms, exit ${x.promoteExit}, ${x.reconnects} connection(s))`).join('; ')}`, '');
+  }
+  const af = r.artemisFailovers ?? [];
+  if (af.length) {
+    const xs = af.map((x) => x.failoverMs);
+    L.push(`Artemis failover (the same sender with SASL PLAIN over the pair's two AMQP ports; kill -9 the primary; the backup activates by itself, no cluster manager), a fresh pair each time, ${af.length} times:`, '');
+    L.push('| measure | min / median / max ms |', '|---|---|');
+    L.push(`| kill → first message accepted by the backup | **${fmt(Math.min(...xs))} / ${fmt(med(xs))} / ${fmt(Math.max(...xs))}** |`);
+    L.push(`| accepted / lost / duplicated (drained from the backup), in all | ${fmt(af.reduce((a, x) => a + x.accepted, 0))} / ${af.reduce((a, x) => a + x.lost, 0)} / ${af.reduce((a, x) => a + x.duplicates, 0)} |`);
+    L.push('', `each: ${af.map((x) => `${x.failoverMs} ms (${x.reconnects} connection(s), lost ${x.lost}, dup ${x.duplicates})`).join('; ')}`, '');
   }
   const c = r.catchUp;
   if (c) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The benchmark run: tandem and a private RabbitMQ node started side by side, the
-// same loads against both in one run, results as ratios tandem/RabbitMQ.
+// The benchmark run: tandem, a private RabbitMQ node and a private ActiveMQ Artemis
+// instance started side by side, the same loads against each in one run, results as
+// ratios tandem/peer.
 //
 //   node bench/run.mjs            (env: see README.md; prints a markdown report)
 //
@@ -15,6 +16,7 @@ import {
   envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, run, runLoad,
   startRabbit, startTandem, straceSyncs, tempDir, tmpBase, tryRun, waitQuiet,
 } from './lib.mjs';
+import { createArtemisInstance, ensureArtemis, startArtemis } from './artemis.mjs';
 
 let quietBudget = Infinity;
 /** Before each load: wait for a quiet moment, within the per-load and whole-run budgets. */
@@ -33,6 +35,10 @@ const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
 const STRACE_DURATION = num('BENCH_STRACE_DURATION', 5, 1, 20);
 const TIME_LIMIT = num('BENCH_TIME_LIMIT', 600, 60, 3600);
 const WITH_RABBIT = process.env.BENCH_RABBITMQ !== 'no';
+const WITH_ARTEMIS = process.env.BENCH_ARTEMIS !== 'no';
+// Seconds of non-durable load on every broker before round 1, not measured: the JVM
+// (Artemis) and V8 (tandem) compile their hot paths during the first seconds.
+const WARMUP = num('BENCH_BROKER_WARMUP', 5, 0, 60);
 const WITH_STRACE = process.env.BENCH_STRACE !== 'no';
 const QUIET_CORES = num('BENCH_QUIET_CORES', 0.3, 0, 64);
 const QUIET_WAIT = num('BENCH_QUIET_WAIT', 20, 0, 120); // per load
@@ -53,12 +59,14 @@ async function main() {
 
   const tandemBuild = await buildTandem();
   if (WITH_RABBIT) await ensureRabbitInstalled();
+  const artemisHome = WITH_ARTEMIS ? await ensureArtemis() : undefined;
   const base = tempDir(tmpBase(), 'tandem-bench-');
   report.versions = {
     node: process.version,
     tandem: tandemBuild.label,
     rhea: JSON.parse(await run('node', ['-p', "JSON.stringify(require('rhea/package.json').version)"], { cwd: benchDir })),
     erlang: WITH_RABBIT ? await tryRun('dpkg-query', ['-W', '-f', '${Version}', 'erlang-base']) : undefined,
+    java: WITH_ARTEMIS ? await tryRun('sh', ['-c', 'java -version 2>&1 | head -1']) : undefined,
   };
   report.disk = { dir: base, df: await tryRun('df', ['-T', base]) };
   report.fdatasyncPerSecond = fdatasyncRate(base, 3);
@@ -83,8 +91,23 @@ async function main() {
     report.versions.rabbitmq = rabbit.version;
     log(`RabbitMQ ${rabbit.version} beam pid ${rabbit.pid} on port ${rabbit.port}`);
   }
+  if (WITH_ARTEMIS) {
+    const inst = await createArtemisInstance(artemisHome, join(base, 'artemis'));
+    const artemis = await startArtemis(inst, { name: 'artemis' });
+    brokers.push(artemis);
+    report.versions.artemis = artemis.version;
+    report.artemisJournal = inst.journal;
+    log(`Artemis ${artemis.version} pid ${artemis.pid} on AMQP port ${artemis.port}; journal ${JSON.stringify(inst.journal)}`);
+  }
+  report.settings.WARMUP = WARMUP;
 
   try {
+    if (WARMUP > 0) {
+      for (const b of brokers) {
+        log(`warm-up: ${WARMUP} s of non-durable load on ${b.name}, not measured`);
+        await runLoad(b, ['--duration', String(WARMUP)], { timeoutMs: (WARMUP + 90) * 1000 });
+      }
+    }
     const ctx = { halfRate: 0 };
     for (let round = 1; round <= ROUNDS; round++) {
       // Alternate who goes first, so drift in the machine's load hits both alike.
@@ -111,7 +134,7 @@ async function main() {
           const tracer = await straceSyncs(b.pid, join(base, `strace-${b.name}-${load.key}.txt`));
           const r = await runLoad(b, args, { timeoutMs: (STRACE_DURATION + 90) * 1000 });
           const counts = await tracer.stop();
-          // Tandem's journal writes are O_DSYNC (each one a sync); RabbitMQ's pwrite64s are not.
+          // Tandem's journal writes are O_DSYNC (each one a sync); RabbitMQ's and Artemis' pwrite64s are not.
           const syncedWrites = b.name === 'tandem' ? counts.pwrite64 : 0;
           const syncs = counts.fsync + counts.fdatasync + syncedWrites;
           report.syncs.push({ load: load.key, broker: b.name, fsync: counts.fsync, fdatasync: counts.fdatasync, syncedWrites, accepted: r.accepted, syncsPerMessage: r.accepted ? syncs / r.accepted : NaN, throughputUnderStrace: r.throughput, lost: r.lost, duplicates: r.duplicates });
@@ -172,23 +195,32 @@ function markdown(report) {
   const lines = [];
   const v = report.versions;
   lines.push(`### Run ${report.startedAt}`, '');
-  lines.push(`- tandem ${v.tandem}, RabbitMQ ${v.rabbitmq ?? '(not run)'} (Erlang ${v.erlang ?? '-'}), node ${v.node}, rhea ${v.rhea}`);
+  const peers = [...new Set(report.runs.map((r) => r.broker))].filter((b) => b !== 'tandem');
+  const label = (b) => ({ tandem: 'tandem', rabbitmq: 'RabbitMQ', artemis: 'Artemis' })[b] ?? b;
+  lines.push(`- tandem ${v.tandem}, RabbitMQ ${v.rabbitmq ?? '(not run)'} (Erlang ${v.erlang ?? '-'}), Artemis ${v.artemis ?? '(not run)'}${v.java ? ` (${v.java})` : ''}, node ${v.node}, rhea ${v.rhea}`);
+  if (report.artemisJournal) {
+    const j = report.artemisJournal;
+    lines.push(`- Artemis instance: \`artemis create\` defaults but loopback acceptors, user/password (SASL PLAIN), ANYCAST for auto-created addresses; journal ${j.type}, journal-datasync true, journal-buffer-timeout ${fmt(j.bufferTimeoutNs)} ns (${j.autotune ?? 'not auto-tuned'})`);
+  }
   lines.push(`- machine: ${report.machine.cores} × ${report.machine.model}, kernel ${report.machine.kernel}`);
   lines.push(`- load before: \`${report.machine.uptimeBefore}\``);
   lines.push(`- load after: \`${report.machine.uptimeAfter}\``);
   lines.push(`- fdatasync rate (1 KiB append + fdatasync, 3 s, data dir's filesystem): ${fmt(report.fdatasyncPerSecond)}/s`);
   const waits = report.runs.map((r) => r.quietWait ?? 0);
   lines.push(`- shared machine: before each load the run waited for busy CPU < ${report.settings.QUIET_CORES} cores (waited ${fmt(waits.reduce((a, b) => a + b, 0), 1)} s in all); "others' CPU" below is what other processes used during each load`);
-  lines.push(`- ${report.settings.ROUNDS} round(s) of ${report.settings.DURATION} s per load and broker; throughput = best round, latency = median of rounds`, '');
-  lines.push('| load | tandem msgs/s | RabbitMQ msgs/s | tandem / RabbitMQ | tandem p50 / p99 ms | RabbitMQ p50 / p99 ms | lost / dup (tandem; RabbitMQ) | broker CPU cores (tandem; RabbitMQ) | msgs per broker CPU-second (tandem; RabbitMQ; ratio) | others\' CPU cores during load (tandem; RabbitMQ) |');
-  lines.push('|---|---:|---:|---:|---:|---:|---|---|---|---|');
+  lines.push(`- ${report.settings.ROUNDS} round(s) of ${report.settings.DURATION} s per load and broker; throughput = best round, latency = median of rounds${report.settings.WARMUP ? `; ${report.settings.WARMUP} s of non-durable load on each broker first, not measured` : ''}`, '');
+  const all = ['tandem', ...peers];
+  const per = (f) => all.map(f).join('; ');
+  lines.push(`| load | ${all.map((b) => `${label(b)} msgs/s`).join(' | ')} | ${peers.map((b) => `tandem / ${label(b)}`).join(' | ')} | p50 / p99 ms (${per(label)}) | lost / dup (${per(label)}) | broker CPU cores (${per(label)}) | msgs per broker CPU-second (${per(label)}) | others' CPU cores during load (${per(label)}) |`);
+  lines.push(`|---|${all.map(() => '---:|').join('')}${peers.map(() => '---:|').join('')}---|---|---|---|---|`);
   for (const load of loads) {
-    const t = aggregate(report.runs.filter((r) => r.load === load.key && r.broker === 'tandem'));
-    const q = aggregate(report.runs.filter((r) => r.load === load.key && r.broker === 'rabbitmq'));
+    const agg = Object.fromEntries(all.map((b) => [b, aggregate(report.runs.filter((r) => r.load === load.key && r.broker === b))]));
+    const t = agg.tandem;
     if (!t) continue;
+    const cell = (b, f) => (agg[b] ? f(agg[b]) : '–');
     const title = load.key === 'nd-1x1-half' ? `${load.title} (${fmt(t.rate)} msgs/s)` : load.title;
     lines.push(
-      `| ${title} | ${fmt(t.throughput)} | ${q ? fmt(q.throughput) : '–'} | ${q ? `**${fmt(t.throughput / q.throughput, 2)}×**` : '–'} | ${fmt(t.p50, 2)} / ${fmt(t.p99, 2)} | ${q ? `${fmt(q.p50, 2)} / ${fmt(q.p99, 2)}` : '–'} | ${t.lost} / ${t.dup}; ${q ? `${q.lost} / ${q.dup}` : '–'} | ${fmt(t.brokerCores, 2)}; ${q ? fmt(q.brokerCores, 2) : '–'} | ${fmt(t.efficiency)}; ${q ? `${fmt(q.efficiency)}; ${fmt(t.efficiency / q.efficiency, 2)}×` : '–'} | ${fmt(t.otherCores, 2)}; ${q ? fmt(q.otherCores, 2) : '–'} |`,
+      `| ${title} | ${all.map((b) => cell(b, (a) => fmt(a.throughput))).join(' | ')} | ${peers.map((b) => cell(b, (a) => `**${fmt(t.throughput / a.throughput, 2)}×**`)).join(' | ')} | ${per((b) => cell(b, (a) => `${fmt(a.p50, 2)} / ${fmt(a.p99, 2)}`))} | ${per((b) => cell(b, (a) => `${a.lost} / ${a.dup}`))} | ${per((b) => cell(b, (a) => fmt(a.brokerCores, 2)))} | ${per((b) => cell(b, (a) => fmt(a.efficiency)))} | ${per((b) => cell(b, (a) => fmt(a.otherCores, 2)))} |`,
     );
   }
   if (report.syncs.length) {
