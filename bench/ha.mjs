@@ -279,10 +279,10 @@ async function main(lib) {
   const readyBackups = (st) => (st?.backups ?? []).filter((b) => b.state === 'ready').length;
 
   /** `tandem ha promote --cluster-manager` as a cluster manager runs it; its wall time. */
-  function promote(port) {
+  function promote(port, extra = []) {
     return new Promise((resolveP) => {
       const t = wallMs();
-      const p = spawn(process.execPath, [tandemJs, 'ha', 'promote', '-b', `127.0.0.1:${port}`, '--cluster-manager', '--timeout', '10'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const p = spawn(process.execPath, [tandemJs, 'ha', 'promote', '-b', `127.0.0.1:${port}`, '--cluster-manager', '--timeout', '10', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
       const unregister = onCleanup(() => kill(p.pid));
       let out = '';
       p.stdout.on('data', (d) => (out += d));
@@ -570,8 +570,11 @@ async function main(lib) {
     // ---- 3. catch-up --------------------------------------------------------------------
     {
       const ports = [await freePort(), await freePort()];
-      const a = await startBroker({ port: ports[0], args: clusterArgs(ports), name: 'catchup-primary', profile: PROFILE });
-      const pr = await promote(ports[0]);
+      // Alone until the new backup starts: it settles without a ready backup, and its
+      // first promotion, with the other broker of ha-brokers-url not running, is the
+      // operator's explicit choice (an empty broker has nothing to lose).
+      const a = await startBroker({ port: ports[0], args: [...clusterArgs(ports), '--ha-min-ready-backups', '0'], name: 'catchup-primary', profile: PROFILE });
+      const pr = await promote(ports[0], ['--accept-data-loss']);
       if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
       await waitFor('catch-up primary active', async () => (await haStatus(ports[0]))?.state === 'active', 20_000);
       const fillSeconds = Math.max(5, Math.min(FILL_SECONDS, TIME_LIMIT - elapsed() - 150));

@@ -72,7 +72,7 @@ describe.skipIf(!haveJava)('qpid-jms failover over a tandem cluster', () => {
     await cluster.waitState(2, 'ready', 60_000);
 
     const c = cluster;
-    const url = `failover:(${c.ports.map((p) => `amqp://127.0.0.1:${p}`).join(',')})?jms.receiveLocalOnly=true`;
+    const url = `failover:(${c.ports.map((p) => `amqp://127.0.0.1:${p}`).join(',')})`;
     const java = spawn('java', ['-cp', classpath, join(jmsDir, 'src', 'main', 'java', 'Failover.java'), url, 'jms.failover', '60'], { stdio: ['pipe', 'pipe', 'pipe'] });
     const killJava = setTimeout(() => java.kill('SIGKILL'), 280_000);
     let progress: Progress | undefined;
