@@ -79,8 +79,14 @@ export class ManagementClient {
   private replyTo: string | undefined;
   private readonly pending = new Map<string, Pending>();
   private nextId = 0;
+  private lost = false;
 
   private constructor(private readonly timeoutMs: number) {}
+
+  /** False once the connection is gone (a long-lived client must connect again). */
+  get isOpen(): boolean {
+    return !this.lost && this.replyTo !== undefined;
+  }
 
   static async connect(address: BrokerAddress, options: { timeoutMs?: number; properties?: Record<string, unknown> } = {}): Promise<ManagementClient> {
     const client = new ManagementClient(options.timeoutMs ?? 10_000);
@@ -121,6 +127,7 @@ export class ManagementClient {
         fail(`${address.host}:${address.port} refused the connection: ${e?.description ?? e?.condition ?? 'no reason given'}`);
       });
       conn.on('disconnected', (ctx: EventContext) => {
+        this.lost = true;
         const e = (ctx as unknown as { error?: Error & { code?: string } }).error;
         fail(`cannot connect to ${address.host}:${address.port}${e ? `: ${e.message}` : ''}${hintFor(address, e?.code, opened)}`);
         for (const p of this.pending.values()) p.reject(new ConnectError('connection lost'));
@@ -144,7 +151,7 @@ export class ManagementClient {
 
   /** Send one request; resolves with the reply body, rejects with a TandemError. */
   request(operation: string, type: string | undefined, name: string | undefined, body: Record<string, unknown> = {}): Promise<unknown> {
-    if (!this.sender || !this.replyTo) return Promise.reject(new ConnectError('not connected'));
+    if (!this.sender || !this.replyTo || this.lost) return Promise.reject(new ConnectError('not connected'));
     const id = `req-${++this.nextId}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -160,6 +167,7 @@ export class ManagementClient {
   }
 
   close(): void {
+    this.lost = true;
     for (const p of this.pending.values()) clearTimeout(p.timer);
     this.pending.clear();
     this.connection?.close();

@@ -16,6 +16,8 @@ export interface ConnectionInfo {
   admin: boolean;
   container: string | undefined;
   links: number;
+  /** Deliveries out with it as a consumer, plus its messages not yet settled as a publisher. */
+  unsettled: number;
 }
 
 /** What the admin layer needs from the rest of the broker process. */
@@ -53,6 +55,7 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     depth: q.depth,
     'byte-depth': q.byteDepth,
     'paged-depth': q.pagedDepth,
+    'paged-bytes': q.pagedByteDepth,
     acquired: q.acquired,
     consumers: q.consumerCount,
     enqueued: q.enqueued,

@@ -4,7 +4,8 @@
 // authenticated as an admin identity may use it.
 import rhea from 'rhea';
 import { TandemError, invalidArgument } from '../broker/errors.js';
-import { create, entityType, purge, query, read, remove, update, type AdminContext, type Attributes } from '../admin/operations.js';
+import type { AdminContext, Attributes } from '../admin/operations.js';
+import { AdminOperations, type OperationHandler as AdminOperationHandler, type Requester as AdminRequester } from '../admin/dispatcher.js';
 import type { Logger } from '../ops/log.js';
 import { redact, redactValue } from '../ops/secrets.js';
 import { decodeMessage } from './lazy-message.js';
@@ -13,12 +14,9 @@ import { replyIdOf } from './reply-id.js';
 export const MANAGEMENT_ADDRESS = '$management';
 
 /** Extra operations beyond CRUD+QUERY, each given (type, name, body). */
-export type OperationHandler = (type: string | undefined, name: unknown, body: Attributes, requester: Requester) => Attributes | Promise<Attributes>;
+export type OperationHandler = AdminOperationHandler;
 
-export interface Requester {
-  user: string | undefined;
-  admin: boolean;
-  connectionId: string;
+export interface Requester extends AdminRequester {
   /** Send a reply straight down one of the requester's own links (no queue involved). */
   replyDirect?(address: string, bytes: Buffer): boolean;
   /**
@@ -51,18 +49,28 @@ const statusOf: Record<string, number> = {
 };
 
 export class ManagementNode {
-  private readonly extra = new Map<string, OperationHandler>();
-  /** Set on an HA backup: why changes must be made on the primary instead. */
-  readOnlyReason: (() => string | undefined) | undefined;
+  /** The operations themselves, shared with the web console (src/console). */
+  readonly operations: AdminOperations;
 
   constructor(
-    private readonly ctx: AdminContext,
+    ctx: AdminContext,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.operations = new AdminOperations(ctx, log);
+  }
+
+  /** Set on an HA backup: why changes must be made on the primary instead. */
+  get readOnlyReason(): (() => string | undefined) | undefined {
+    return this.operations.readOnlyReason;
+  }
+
+  set readOnlyReason(reason: (() => string | undefined) | undefined) {
+    this.operations.readOnlyReason = reason;
+  }
 
   /** Register an operation such as HA-PROMOTE (name in upper case). */
   register(operation: string, handler: OperationHandler): void {
-    this.extra.set(operation.toUpperCase(), handler);
+    this.operations.register(operation, handler);
   }
 
   /**
@@ -90,20 +98,11 @@ export class ManagementNode {
     let body: unknown = {};
     try {
       if (request.badId) throw invalidArgument(request.badId);
-      if (!requester.admin) {
-        throw new TandemError(
-          'TANDEM_ERR_UNAUTHORIZED',
-          `management needs an admin identity; user '${requester.user ?? 'anonymous'}' is not an admin (tandem user add NAME --admin)`,
-        );
-      }
-      const readOnly = this.readOnlyReason?.();
-      if (readOnly && !['READ', 'QUERY'].includes(request.operation) && !request.operation.startsWith('HA-')) {
-        throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
-      }
-      const result = await this.execute(request, requester);
+      // AMQP management is for admins only, readers included (the console has a read-only view).
+      const result = await this.operations.perform(request.operation, request.type, request.name, request.body, { ...requester, reader: false, via: 'amqp' });
       if (request.operation === 'CREATE') status = 201;
       if (request.operation === 'DELETE') status = 204;
-      body = result;
+      body = request.operation === 'QUERY' ? asRows(result as Attributes[]) : result;
     } catch (err) {
       if (err instanceof TandemError) {
         status = statusOf[err.code] ?? 500;
@@ -115,34 +114,6 @@ export class ManagementNode {
       }
     }
     this.reply(request, status, description, body, requester);
-  }
-
-  private async execute(request: Request, requester: Requester): Promise<unknown> {
-    const op = request.operation;
-    const handler = this.extra.get(op);
-    if (handler) return handler(request.type, request.name, request.body, requester);
-    switch (op) {
-      case 'CREATE':
-        return create(this.ctx, entityType(request.type), request.name, request.body);
-      case 'READ':
-        return read(this.ctx, entityType(request.type), request.name);
-      case 'UPDATE':
-        return update(this.ctx, entityType(request.type), request.name, request.body);
-      case 'DELETE':
-        return remove(this.ctx, entityType(request.type), request.name, request.body);
-      case 'QUERY': {
-        const results = query(this.ctx, entityType(request.type));
-        const names = [...new Set(results.flatMap((r) => Object.keys(r)))];
-        return { attributeNames: names, results: results.map((r) => names.map((n) => r[n] ?? null)) };
-      }
-      case 'PURGE':
-        return purge(this.ctx, request.name, request.body);
-      default:
-        throw new TandemError(
-          'TANDEM_ERR_NOT_IMPLEMENTED',
-          `unknown operation '${op}'; known: CREATE, READ, UPDATE, DELETE, QUERY, PURGE${this.extra.size ? ', ' + [...this.extra.keys()].join(', ') : ''}`,
-        );
-    }
   }
 
   private reply(request: Request, status: number, description: string, body: unknown, requester: Requester): void {
@@ -172,6 +143,12 @@ export class ManagementNode {
       body: redactValue(body),
     } as never) as Buffer;
   }
+}
+
+/** AMQP Management's QUERY answer: attribute names once, then one row of values per entity. */
+function asRows(results: Attributes[]): { attributeNames: string[]; results: unknown[][] } {
+  const names = [...new Set(results.flatMap((r) => Object.keys(r)))];
+  return { attributeNames: names, results: results.map((r) => names.map((n) => r[n] ?? null)) };
 }
 
 function parseRequest(bytes: Buffer): Request {

@@ -80,7 +80,8 @@ export class AmqpServer {
   private readonly refuser = new ConnectionRefuser();
   /** A flood of connections over the limit logs one line per interval, not one each. */
   private readonly overLimitLog = new LogThrottle();
-  private readonly loginThrottle = new LoginThrottle();
+  /** Failed logins slow the next ones; the web console shares it (a guess there counts here). */
+  readonly loginThrottle = new LoginThrottle();
   admission: AdmissionCheck | undefined;
   checkLink: ConnectionHost['checkLink'];
   /** Why local changes are refused right now (an HA backup), if they are. */
@@ -391,6 +392,7 @@ export class AmqpServer {
       admin: c.admin,
       container: c.containerId,
       links: c.linkCount,
+      unsettled: [...c.outgoing.values()].reduce((n, l) => n + l.unsettledCount, 0) + [...c.incoming.values()].reduce((n, l) => n + l.pending, 0),
     }));
   }
 

@@ -75,7 +75,11 @@ export interface HaStatusReport {
   replicate: ReplicationLevel;
   'broker-id': string;
   primary: string | null;
-  backups: Array<{ id: string; address: string; state: string; lsn: number; lag: number }>;
+  backups: Array<{ id: string; address: string; state: string; lsn: number; lag: number; 'lag-seconds': number; 'last-ack-ms-ago': number | null }>;
+  /** On a backup: how long since the primary last sent anything (null when not following one). */
+  'primary-heard-ms-ago': number | null;
+  /** This broker's web console, if it serves one (the console links brokers to each other). */
+  console: { port: number; tls: boolean } | null;
   /** On the primary: whether publishers' settlements wait, and why (null on a backup). */
   settlement: SettlementReport | null;
   'last-error': string | null;
@@ -129,6 +133,8 @@ interface ReplicationHello {
 
 export class HaManager {
   readonly sm: HaStateMachine;
+  /** Set by the daemon once the web console listens: told to other brokers in HA-STATUS. */
+  console: { port: number; tls: boolean } | undefined;
   readonly history: EpochHistory;
   readonly brokerId: string;
   readonly instanceId: string;
@@ -358,9 +364,22 @@ export class HaManager {
   }
 
   status(): HaStatusReport {
+    const now = Date.now();
     const backups = this.source && this.isPrimary
-      ? [...this.source.streams].map((s) => ({ id: s.hello.brokerId, address: s.hello.address, state: s.state, lsn: s.acked, lag: s.lag }))
+      ? [...this.source.streams].map((s) => {
+          const sent = s.oldestUnackedSentAt;
+          return {
+            id: s.hello.brokerId,
+            address: s.hello.address,
+            state: s.state,
+            lsn: s.acked,
+            lag: s.lag,
+            'lag-seconds': sent === undefined ? 0 : Math.max(0, now - sent) / 1000,
+            'last-ack-ms-ago': s.lastAckedAt > 0 ? now - s.lastAckedAt : null,
+          };
+        })
       : [];
+    const heard = this.isPrimary ? undefined : this.follower?.lastHeardAt;
     return {
       state: this.sm.state,
       epoch: this.host.broker.epoch,
@@ -373,6 +392,8 @@ export class HaManager {
       backups,
       settlement: this.source && this.isPrimary ? this.settlementReport(this.source) : null,
       'last-error': this.follower?.lastError ?? null,
+      'primary-heard-ms-ago': heard === undefined ? null : now - heard,
+      console: this.console ?? null,
       instance: this.instanceId,
       'epoch-history': [...this.history.all],
       diverged: listDiverged(this.host.settings.dataDir).map((d) => ({ name: d.name, path: d.path, epoch: d.epoch, from: d.after + 1, through: d.through, 'set-aside-at': d.setAsideAt, republished: d.republished })),

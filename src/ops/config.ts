@@ -68,6 +68,8 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
   { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },
   { key: 'metrics-host', kind: 'string', description: 'address of the metrics listener' },
+  { key: 'console-port', kind: 'port', description: 'web console HTTP port (HTTPS with tls-cert/tls-key; unset = off; 0 picks one)' },
+  { key: 'console-host', kind: 'string', description: 'address of the web console listener' },
   { key: 'shutdown-timeout', kind: 'duration', description: 'how long SIGTERM waits for in-flight work', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-replicate', kind: 'replicate', description: 'replication level for queues that set none' },
   { key: 'ha-cluster', kind: 'bool', description: 'join an HA cluster (starts as a backup)' },
@@ -117,6 +119,9 @@ export interface Settings {
   logLevel: LogLevel;
   metricsPort: number | undefined;
   metricsHost: string;
+  /** Web console (src/console): off unless set. */
+  consolePort: number | undefined;
+  consoleHost: string;
   shutdownTimeoutMs: number;
   haReplicate: 'none' | 'configuration' | 'all';
   haCluster: boolean;
@@ -416,6 +421,8 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     logLevel: (values['log-level'] as LogLevel | undefined) ?? 'info',
     metricsPort: values['metrics-port'] as number | undefined,
     metricsHost: (values['metrics-host'] as string | undefined) ?? '127.0.0.1',
+    consolePort: values['console-port'] as number | undefined,
+    consoleHost: (values['console-host'] as string | undefined) ?? '127.0.0.1',
     shutdownTimeoutMs: (values['shutdown-timeout'] as number | undefined) ?? 10_000,
     haReplicate: (values['ha-replicate'] as Settings['haReplicate'] | undefined) ?? 'all',
     haCluster: (values['ha-cluster'] as boolean | undefined) ?? false,
@@ -459,6 +466,13 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   if (settings.haCluster && !settings.auth && !isLoopback(host)) {
     throw new ConfigError(
       `ha-cluster=yes with auth=no on ${host} would let anyone who reaches the port join the cluster, copy every message or promote a broker: set auth=yes with an admin ha-username on every broker, or listen on 127.0.0.1`,
+    );
+  }
+  if (settings.consolePort !== undefined && !settings.auth && !isLoopback(settings.consoleHost)) {
+    // Unlike AMQP (auth=no in a config file is a choice), the console has no read-only
+    // anonymous mode: anyone who reached it could delete queues or activate DR copies.
+    throw new ConfigError(
+      `console-host ${settings.consoleHost} with auth=no would let anyone who reaches the console port delete queues, close connections or activate DR copies: set auth=yes, or console-host=127.0.0.1`,
     );
   }
   checkSecretFiles(settings, configFile, values);

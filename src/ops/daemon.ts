@@ -37,6 +37,9 @@ import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { Metrics } from './metrics.js';
+import { ConsoleServer } from '../console/server.js';
+import { ClusterWatch, standaloneView, type HaAnswer } from '../console/cluster-view.js';
+import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
 export { VERSION } from '../version.js';
@@ -61,6 +64,8 @@ export class Daemon {
   /** Keeps queued message bodies in memory under max-memory (the rest stay in the journal). */
   readonly pager: Pager;
   private metrics: Metrics | undefined;
+  private console: ConsoleServer | undefined;
+  private clusterWatch: ClusterWatch | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly autoDeleteTimers = new Map<Queue, NodeJS.Timeout>();
   private stopWatchdog: (() => void) | undefined;
@@ -78,6 +83,7 @@ export class Daemon {
   port: number | undefined;
   tlsPort: number | undefined;
   metricsPort: number | undefined;
+  consolePort: number | undefined;
 
   constructor(readonly settings: Settings) {
     this.log = logger('broker');
@@ -264,11 +270,13 @@ export class Daemon {
       });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }
+    if (s.consolePort !== undefined) await this.startConsole(users);
     // One write, so a reader that waits for "listening on" sees the other ports too.
     const lines: string[] = [];
     if (this.port !== undefined) lines.push(`listening on ${s.host}:${this.port}`);
     if (this.tlsPort !== undefined) lines.push(`listening (tls) on ${s.host}:${this.tlsPort}`);
     if (this.metricsPort !== undefined) lines.push(`metrics on http://${s.metricsHost}:${this.metricsPort}/metrics`);
+    if (this.consolePort !== undefined) lines.push(`console on ${s.tlsCert ? 'https' : 'http'}://${s.consoleHost}:${this.consolePort}/`);
     process.stdout.write(`${lines.join('\n')}\n`);
     this.log.info({ host: s.host, port: this.port, tlsPort: this.tlsPort, dataDir: s.dataDir, auth: s.auth }, 'broker ready');
     this.ha?.start();
@@ -276,6 +284,56 @@ export class Daemon {
     notifyReady(this.ha ? `HA ${this.ha.state} on ${where}` : `serving on ${where}`);
     this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${where}`));
     this.stopWatchdog = startWatchdog();
+  }
+
+  /**
+   * The web console (src/console): its API runs the $management node's own operations.
+   * In a cluster it also watches every broker of ha-brokers-url, once a second.
+   */
+  private async startConsole(users: UserDirectory): Promise<void> {
+    const s = this.settings;
+    const server = this.server!;
+    if (this.ha) {
+      const url = parseBrokersUrl(s.haBrokersUrl!);
+      const plain = s.haMechanism === 'PLAIN';
+      const watch = new ClusterWatch({
+        endpoints: url.endpoints,
+        own: () => this.haStatus() as unknown as HaAnswer,
+        instanceId: this.instanceId,
+        user: plain ? (s.haUsername ?? url.user) : undefined,
+        password: plain ? (s.haPassword ?? url.password) : undefined,
+      });
+      this.clusterWatch = watch;
+      // One round at a time, a second apart: a broker that hangs delays only its own row.
+      const loop = async () => {
+        if (this.clusterWatch !== watch) return;
+        await watch.refresh();
+        const t = setTimeout(() => void loop(), 1000);
+        t.unref();
+      };
+      void loop();
+    }
+    const address = `${s.host}:${this.port ?? this.tlsPort}`;
+    this.console = new ConsoleServer({
+      host: s.consoleHost,
+      port: s.consolePort!,
+      tls: s.tlsCert && s.tlsKey ? { cert: s.tlsCert, key: s.tlsKey } : undefined,
+      auth: s.auth,
+      users,
+      throttle: server.loginThrottle,
+      ops: server.management.operations,
+      cluster: () => (this.clusterWatch ? this.clusterWatch.view() : standaloneView(this.haStatus() as unknown as HaAnswer, address)),
+      log: logger('console'),
+    });
+    this.consolePort = await this.console.listen();
+    if (this.ha) this.ha.console = { port: this.consolePort, tls: this.console.secure };
+    if (!s.auth) this.log.warn({ consoleHost: s.consoleHost }, 'the web console has no login (auth=no): whoever reaches its port on this machine may manage the broker');
+  }
+
+  /** HA-STATUS: this broker's role and position (standalone outside a cluster). */
+  private haStatus(): Record<string, unknown> {
+    if (this.ha) return { ...this.ha.status() };
+    return { state: 'standalone', epoch: this.broker.epoch, lsn: this.broker.log.lsn, 'brokers-url': '', replicate: this.settings.haReplicate, primary: null, backups: [], instance: this.instanceId, console: this.consolePort !== undefined ? { port: this.consolePort, tls: this.console?.secure ?? false } : null };
   }
 
   private pagingMetrics(): Record<string, number> {
@@ -326,7 +384,7 @@ export class Daemon {
 
   private registerHaOperations(): void {
     const m = this.server!.management;
-    m.register('HA-STATUS', () => (this.ha ? { ...this.ha.status() } : { state: 'standalone', epoch: this.broker.epoch, lsn: this.broker.log.lsn, 'brokers-url': '', replicate: this.settings.haReplicate, primary: null, backups: [] }));
+    m.register('HA-STATUS', () => this.haStatus());
     m.register('HA-PROMOTE', async (_type, _name, body) => {
       if (body['cluster-manager'] !== true) {
         throw new TandemError('TANDEM_ERR_PRECONDITION', 'promotion must come from the cluster manager (tandem ha promote --cluster-manager)');
@@ -517,6 +575,10 @@ export class Daemon {
   private async doStop(): Promise<void> {
     notifyStopping();
     this.stopWatchdog?.();
+    // The console first: no page acts on a broker that is going away, no peer is asked about.
+    this.clusterWatch?.close();
+    this.clusterWatch = undefined;
+    await this.console?.close();
     for (const t of this.timers) clearInterval(t);
     this.memoryAlarm.stop();
     for (const t of this.autoDeleteTimers.values()) clearTimeout(t);

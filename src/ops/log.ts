@@ -5,7 +5,7 @@ import { pino, type Logger } from 'pino';
 import { redact } from './secrets.js';
 
 export type { Logger };
-export type Subsystem = 'broker' | 'amqp' | 'store' | 'ha' | 'replication' | 'dr' | 'ops' | 'admin';
+export type Subsystem = 'broker' | 'amqp' | 'store' | 'ha' | 'replication' | 'dr' | 'ops' | 'admin' | 'console';
 
 const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof levels)[number];

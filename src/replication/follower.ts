@@ -68,6 +68,8 @@ export class Follower {
   /** Watches the primary's connection for silence (see watchSilence). */
   private silenceTimer: NodeJS.Timeout | undefined;
   primaryAddress: string | undefined;
+  /** When the primary's connection last sent anything (heartbeats included); undefined when not following. */
+  lastHeardAt: number | undefined;
   lastError: string | undefined;
   private readonly tlsWarnings = new LogThrottle(60_000);
 
@@ -263,7 +265,8 @@ export class Follower {
     const socket = (conn as unknown as { socket?: { on(ev: 'data', cb: () => void): void } }).socket;
     if (!socket) return;
     let heardAt = Date.now();
-    socket.on('data', () => (heardAt = Date.now()));
+    this.lastHeardAt = heardAt;
+    socket.on('data', () => (this.lastHeardAt = heardAt = Date.now()));
     const limit = 2 * this.host.heartbeatMs;
     clearInterval(this.silenceTimer);
     this.silenceTimer = setInterval(
@@ -280,6 +283,7 @@ export class Follower {
   private dropConnection(): void {
     clearInterval(this.silenceTimer);
     this.silenceTimer = undefined;
+    this.lastHeardAt = undefined;
     const conn = this.connection;
     this.connection = undefined;
     this.receiver = undefined;

@@ -115,6 +115,11 @@ export class BackupStream {
     }
   }
 
+  /** When this backup last acknowledged anything (heartbeats included); 0: never. */
+  get lastAckedAt(): number {
+    return this.lastAckAt;
+  }
+
   get acked(): number {
     return this.ackedThrough;
   }

@@ -43,6 +43,9 @@ export class TestBroker {
   port = 0;
   tlsPort: number | undefined;
   metricsPort: number | undefined;
+  consolePort: number | undefined;
+  /** The web console's base URL (http or https), when it serves one. */
+  consoleUrl: string | undefined;
   stdout = '';
   stderr = '';
   exitCode: number | null | undefined;
@@ -120,6 +123,11 @@ export class TestBroker {
         if (t) this.tlsPort = Number(t[1]);
         const mm = /metrics on http:\/\/[^:]+:(\d+)\//.exec(this.stdout);
         if (mm) this.metricsPort = Number(mm[1]);
+        const cm = /console on (https?):\/\/([^\s]+):(\d+)\//.exec(this.stdout);
+        if (cm) {
+          this.consolePort = Number(cm[3]);
+          this.consoleUrl = `${cm[1]}://${cm[2]}:${cm[3]}`;
+        }
         cleanup();
         resolvePromise();
       };

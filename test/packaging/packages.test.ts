@@ -40,6 +40,10 @@ const EXPECTED: Record<string, string> = {
   '/usr/bin/tandem': '0755',
   '/usr/lib/tandem/bin/tandemd': '0755',
   '/usr/lib/tandem/dist/cli/tandemd.js': '0644',
+  // The web console's pages, built by npm run build (ui/).
+  '/usr/lib/tandem/dist/console-ui/index.html': '0644',
+  '/usr/lib/tandem/dist/console-ui/main.js': '0644',
+  '/usr/lib/tandem/dist/console-ui/style.css': '0644',
   '/usr/lib/tandem/package.json': '0644',
   '/usr/lib/tandem/node_modules/rhea/package.json': '0644',
   '/usr/lib/tandem/node_modules/sd-notify/build/Release/notify.node': '0644',

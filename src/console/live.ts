@@ -1,0 +1,194 @@
+// What the console pages show, sampled once a second: the overview (broker, cluster,
+// queues with rates, connections, DR copies) pushed to every open page as a
+// server-sent event, and short histories (queue rates, DR lag) for the charts.
+// Every figure comes from the same management operations the CLI uses.
+import type { ServerResponse } from 'node:http';
+import type { AdminOperations, Requester } from '../admin/dispatcher.js';
+import type { Attributes } from '../admin/operations.js';
+import type { Logger } from '../ops/log.js';
+import { redactValue } from '../ops/secrets.js';
+import type { ClusterView } from './cluster-view.js';
+
+export const TICK_MS = 1000;
+/** Samples kept per chart: five minutes at one a second. */
+export const HISTORY_SAMPLES = 300;
+/** Queues listed in the overview and charted at most (the API lists them all). */
+export const MAX_LISTED_QUEUES = 1000;
+/** Pages watching at once; more are refused, each holds a connection. */
+export const MAX_WATCHERS = 64;
+/** A page that reads slower than this is dropped rather than buffered for. */
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
+
+export interface QueueSample {
+  t: number;
+  depth: number;
+  'in-rate': number;
+  'out-rate': number;
+}
+
+export interface DrSample {
+  t: number;
+  'lag-changes': number;
+  'lag-seconds': number | null;
+}
+
+export interface Overview {
+  at: number;
+  broker: Attributes;
+  cluster: ClusterView;
+  queues: Attributes[];
+  'queues-total': number;
+  connections: Attributes[];
+  dr: Attributes[];
+}
+
+/** Appends to a bounded list, the oldest dropped. */
+class Ring<T> {
+  readonly items: T[] = [];
+  push(item: T): void {
+    this.items.push(item);
+    if (this.items.length > HISTORY_SAMPLES) this.items.shift();
+  }
+}
+
+interface Watcher {
+  res: ServerResponse;
+  /** Still allowed to watch (the session is live); checked at each tick. */
+  allowed(): boolean;
+}
+
+const SAMPLER: Requester = { user: 'console', admin: true, connectionId: 'console-sampler', via: 'console' };
+
+export class LiveOverview {
+  private timer: NodeJS.Timeout | undefined;
+  private last: Overview | undefined;
+  private previousCounts = new Map<string, { t: number; enqueued: number; dequeued: number }>();
+  private readonly queueHistory = new Map<string, Ring<QueueSample>>();
+  private readonly drHistory = new Map<string, Ring<DrSample>>();
+  private readonly watchers = new Set<Watcher>();
+  private ticking = false;
+
+  constructor(
+    private readonly ops: AdminOperations,
+    private readonly cluster: () => ClusterView,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    void this.tick();
+    this.timer = setInterval(() => void this.tick(), TICK_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
+  }
+
+  /** The latest overview (built now if none yet). */
+  async current(): Promise<Overview> {
+    return this.last ?? (await this.sample());
+  }
+
+  queueSamples(name: string): QueueSample[] {
+    return this.queueHistory.get(name)?.items ?? [];
+  }
+
+  drSamples(queue: string): DrSample[] {
+    return this.drHistory.get(queue)?.items ?? [];
+  }
+
+  /** Start streaming overviews to this response (an EventSource); false when too many watch. */
+  watch(res: ServerResponse, allowed: () => boolean): boolean {
+    if (this.watchers.size >= MAX_WATCHERS) return false;
+    res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
+    // The browser reconnects by itself a second after a drop (a broker restart, say).
+    res.write('retry: 1000\n\n');
+    const watcher: Watcher = { res, allowed };
+    this.watchers.add(watcher);
+    res.on('close', () => this.watchers.delete(watcher));
+    if (this.last) this.send(watcher, this.last);
+    return true;
+  }
+
+  private async tick(): Promise<void> {
+    if (this.ticking) return;
+    this.ticking = true;
+    try {
+      const overview = await this.sample();
+      this.last = overview;
+      for (const w of [...this.watchers]) {
+        if (!w.allowed()) {
+          this.watchers.delete(w);
+          w.res.end('event: logged-out\ndata: {}\n\n');
+          continue;
+        }
+        this.send(w, overview);
+      }
+    } catch (err) {
+      this.log.error({ err }, 'console: sampling failed');
+    } finally {
+      this.ticking = false;
+    }
+  }
+
+  private send(w: Watcher, overview: Overview): void {
+    if (w.res.writableLength > MAX_UNSENT_BYTES) {
+      this.watchers.delete(w);
+      w.res.destroy();
+      return;
+    }
+    w.res.write(`event: overview\ndata: ${JSON.stringify(redactValue(overview))}\n\n`);
+  }
+
+  private async sample(): Promise<Overview> {
+    const now = Date.now();
+    const [broker, queues, connections, dr] = await Promise.all([
+      this.ops.perform('READ', 'broker', 'broker', {}, SAMPLER) as Promise<Attributes>,
+      this.ops.perform('QUERY', 'queue', undefined, {}, SAMPLER) as Promise<Attributes[]>,
+      this.ops.perform('QUERY', 'connection', undefined, {}, SAMPLER) as Promise<Attributes[]>,
+      (this.ops.perform('DR-STATUS', 'broker', 'broker', {}, SAMPLER) as Promise<{ queues: Attributes[] }>).then(
+        (r) => r.queues,
+        () => [] as Attributes[],
+      ),
+    ]);
+    queues.sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    const listed = queues.slice(0, MAX_LISTED_QUEUES).map((q) => this.withRates(q, now));
+    this.forgetGone(this.queueHistory, new Set(listed.map((q) => String(q.name))));
+    this.forgetGoneCounts(new Set(listed.map((q) => String(q.name))));
+    for (const d of dr) {
+      const name = String(d.queue);
+      let ring = this.drHistory.get(name);
+      if (!ring) this.drHistory.set(name, (ring = new Ring()));
+      ring.push({ t: now, 'lag-changes': Number(d['lag-changes'] ?? 0), 'lag-seconds': d['lag-seconds'] === null ? null : Number(d['lag-seconds']) });
+    }
+    this.forgetGone(this.drHistory, new Set(dr.map((d) => String(d.queue))));
+    return { at: now, broker, cluster: this.cluster(), queues: listed, 'queues-total': queues.length, connections, dr };
+  }
+
+  /** The queue's attributes plus in/out rates (messages a second since the last sample). */
+  private withRates(q: Attributes, now: number): Attributes {
+    const name = String(q.name);
+    const enqueued = Number(q.enqueued ?? 0);
+    const dequeued = Number(q.dequeued ?? 0);
+    const before = this.previousCounts.get(name);
+    this.previousCounts.set(name, { t: now, enqueued, dequeued });
+    const seconds = before ? (now - before.t) / 1000 : 0;
+    const rate = (a: number, b: number) => (seconds > 0 ? Math.max(0, a - b) / seconds : 0);
+    const inRate = before ? rate(enqueued, before.enqueued) : 0;
+    const outRate = before ? rate(dequeued, before.dequeued) : 0;
+    let ring = this.queueHistory.get(name);
+    if (!ring) this.queueHistory.set(name, (ring = new Ring()));
+    ring.push({ t: now, depth: Number(q.depth ?? 0), 'in-rate': inRate, 'out-rate': outRate });
+    return { ...q, 'in-rate': inRate, 'out-rate': outRate };
+  }
+
+  private forgetGone<T>(map: Map<string, T>, live: Set<string>): void {
+    for (const k of map.keys()) if (!live.has(k)) map.delete(k);
+  }
+
+  private forgetGoneCounts(live: Set<string>): void {
+    for (const k of this.previousCounts.keys()) if (!live.has(k)) this.previousCounts.delete(k);
+  }
+}

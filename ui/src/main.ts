@@ -1,0 +1,272 @@
+// The console's single page: log in, then follow the broker's overview (a
+// server-sent event a second) and draw the page the address names (#/cluster,
+// #/queues, #/queues/NAME, #/connections, #/dr). When this broker's console stops
+// answering, the page says so and links the other brokers' consoles it knew.
+import { api, ApiError, seg, setCsrf } from './api.js';
+import { byId, h, replace } from './dom.js';
+import { clusterPage, connectionsPage, drPage, queueDetailPage, queuesPage, roleOf, type Overview, type Page, type PageContext, type Sample } from './pages.js';
+
+interface SessionInfo {
+  authenticated: boolean;
+  auth: boolean;
+  user?: string;
+  admin?: boolean;
+  csrf?: string;
+}
+
+const HISTORY = 300;
+let session: SessionInfo = { authenticated: false, auth: true };
+let overview: Overview | undefined;
+let events: EventSource | undefined;
+let lostSince: number | undefined;
+let currentKey = '';
+const queueHistories = new Map<string, Sample[]>();
+const drHistories = new Map<string, Sample[]>();
+const seeded = new Set<string>();
+
+function route(): { key: string; page: Page } {
+  const hash = location.hash.replace(/^#\/?/, '');
+  const [first, ...rest] = hash.split('/');
+  switch (first) {
+    case 'queues':
+      if (rest.length > 0 && rest[0] !== '') {
+        let name = rest.join('/');
+        try {
+          name = decodeURIComponent(name);
+        } catch {
+          // Shown as typed.
+        }
+        return { key: `queue:${name}`, page: queueDetailPage(name) };
+      }
+      return { key: 'queues', page: queuesPage };
+    case 'connections':
+      return { key: 'connections', page: connectionsPage };
+    case 'dr':
+      return { key: 'dr', page: drPage };
+    default:
+      return { key: 'cluster', page: clusterPage };
+  }
+}
+
+function showMessage(text: string, error = false): void {
+  const m = byId('message');
+  m.hidden = false;
+  m.className = error ? 'error' : '';
+  replace(m, text);
+}
+
+const ctx: PageContext = {
+  get admin() {
+    return session.admin === true;
+  },
+  get overview() {
+    return overview!;
+  },
+  queueHistory: (name) => queueHistories.get(name) ?? [],
+  drHistory: (queue) => drHistories.get(queue) ?? [],
+  act(what, fn) {
+    fn().then(
+      () => {
+        showMessage(`Done: ${what}.`);
+        void refresh();
+      },
+      (err: unknown) => showMessage(err instanceof ApiError ? `${err.message} (${err.code})` : String(err), true),
+    );
+  },
+  confirm(text, name, fn) {
+    const dialog = byId<HTMLDialogElement>('confirm');
+    const input = byId<HTMLInputElement>('confirm-input');
+    const ok = byId<HTMLButtonElement>('confirm-ok');
+    replace(byId('confirm-text'), text);
+    replace(byId('confirm-name'), name);
+    input.value = '';
+    ok.disabled = true;
+    input.oninput = () => (ok.disabled = input.value !== name);
+    dialog.onclose = () => {
+      if (dialog.returnValue === 'ok' && input.value === name) ctx.act(text.replace(/\?$/, ''), fn);
+    };
+    dialog.showModal();
+    input.focus();
+  },
+};
+
+function push<T>(map: Map<string, T[]>, key: string, item: T): void {
+  let list = map.get(key);
+  if (!list) map.set(key, (list = []));
+  list.push(item);
+  if (list.length > HISTORY) list.shift();
+}
+
+/** One overview in: histories grow, banners and the page are drawn again. */
+function onOverview(next: Overview): void {
+  overview = next;
+  lostSince = undefined;
+  for (const q of next.queues) if (seeded.has(`queue:${String(q.name)}`)) push(queueHistories, String(q.name), { t: next.at, depth: Number(q.depth), 'in-rate': Number(q['in-rate']), 'out-rate': Number(q['out-rate']) });
+  for (const d of next.dr) if (seeded.has(`dr:${String(d.queue)}`)) push(drHistories, String(d.queue), { t: next.at, 'lag-changes': Number(d['lag-changes']), 'lag-seconds': d['lag-seconds'] === null ? null : Number(d['lag-seconds']) });
+  seedHistories(next);
+  draw();
+}
+
+/** The server keeps the last minutes: fetched once per queue, then the page appends. */
+function seedHistories(next: Overview): void {
+  const { key } = route();
+  const wanted: Array<[string, string]> = [];
+  if (key.startsWith('queue:')) wanted.push(['queue', key.slice(6)]);
+  if (key === 'dr') for (const d of next.dr) wanted.push(['dr', String(d.queue)]);
+  for (const [kind, name] of wanted) {
+    const id = `${kind}:${name}`;
+    if (seeded.has(id)) continue;
+    seeded.add(id);
+    const path = kind === 'queue' ? `/api/queues/${seg(name)}/history` : `/api/dr/${seg(name)}/history`;
+    api<{ samples: Sample[] }>('GET', path).then(
+      (r) => {
+        (kind === 'queue' ? queueHistories : drHistories).set(name, r.samples.slice(-HISTORY));
+        draw();
+      },
+      () => seeded.delete(id),
+    );
+  }
+}
+
+function drawBanners(): void {
+  const out: HTMLElement[] = [];
+  const brokers = overview?.cluster.brokers ?? [];
+  if (lostSince !== undefined) {
+    const others = brokers.filter((b) => !b.self && typeof b.console === 'string');
+    out.push(
+      h(
+        'div',
+        { class: 'banner bad', id: 'lost-banner' },
+        `This broker's console has not answered since ${new Date(lostSince).toLocaleTimeString()}; retrying. `,
+        others.length > 0 ? ['Other brokers\u2019 consoles: ', others.map((b, i) => [i > 0 ? ', ' : '', h('a', { href: String(b.console) }, String(b.address))])] : null,
+      ),
+    );
+  }
+  for (const w of overview?.cluster.warnings ?? []) out.push(h('div', { class: 'banner bad cluster-warning' }, w));
+  const self = brokers.find((b) => b.self);
+  if (overview?.cluster.ha && self && roleOf(self) === 'backup') {
+    const primary = brokers.find((b) => roleOf(b) === 'primary');
+    out.push(
+      h(
+        'div',
+        { class: 'banner info', id: 'backup-banner' },
+        `This broker is a backup (${String(self.state)}): it copies the primary and serves no clients. `,
+        primary ? ['The primary is ', String(primary.address), typeof primary.console === 'string' ? [': ', h('a', { href: primary.console, id: 'primary-console-link' }, 'open its console')] : null, '.'] : 'No primary is visible.',
+      ),
+    );
+  }
+  replace(byId('banners'), out);
+}
+
+function draw(): void {
+  const { key, page } = route();
+  for (const a of document.querySelectorAll<HTMLAnchorElement>('#nav a')) a.classList.toggle('current', a.dataset.page === page.nav);
+  if (key !== currentKey) {
+    currentKey = key;
+    document.title = `${page.title} · Tandem`;
+    replace(byId('forms'), page.forms?.(ctx) ?? null);
+    byId('message').hidden = true;
+  }
+  drawBanners();
+  if (!overview) return;
+  replace(byId('page'), page.render(ctx));
+}
+
+async function refresh(): Promise<void> {
+  try {
+    onOverview(await api<Overview>('GET', '/api/overview'));
+  } catch {
+    // The event stream brings the next one.
+  }
+}
+
+function watch(): void {
+  events?.close();
+  events = new EventSource('/api/events');
+  events.addEventListener('overview', (e) => onOverview(JSON.parse((e as MessageEvent<string>).data) as Overview));
+  events.addEventListener('logged-out', () => void start());
+  events.onerror = () => {
+    lostSince ??= Date.now();
+    drawBanners();
+    // Closed for good (e.g. a 401 after the broker restarted): ask who we are again.
+    if (events?.readyState === EventSource.CLOSED) setTimeout(() => void start(), 1000);
+  };
+}
+
+function drawWho(): void {
+  const who = byId('who');
+  if (!session.authenticated) return replace(who);
+  replace(
+    who,
+    `${session.user} (${session.admin ? 'admin' : 'read-only'})`,
+    session.auth ? h('button', { id: 'logout', onclick: () => void api('POST', '/api/logout').finally(() => void start()) }, 'Log out') : null,
+  );
+}
+
+function drawLogin(error?: string): void {
+  events?.close();
+  events = undefined;
+  overview = undefined;
+  currentKey = '';
+  replace(byId('forms'));
+  replace(byId('banners'));
+  const user = h('input', { id: 'login-user', autocomplete: 'username', required: true }) as HTMLInputElement;
+  const password = h('input', { id: 'login-password', type: 'password', autocomplete: 'current-password' }) as HTMLInputElement;
+  const button = h('button', { type: 'submit', id: 'login-submit' }, 'Log in') as HTMLButtonElement;
+  replace(
+    byId('page'),
+    h(
+      'form',
+      {
+        class: 'login',
+        id: 'login-form',
+        onsubmit: (e: Event) => {
+          e.preventDefault();
+          button.disabled = true;
+          api<SessionInfo>('POST', '/api/login', { user: user.value, password: password.value }).then(
+            (s) => signedIn(s),
+            (err: unknown) => drawLogin(err instanceof ApiError ? err.message : String(err)),
+          );
+        },
+      },
+      h('h1', {}, 'Log in to Tandem'),
+      error ? h('p', { class: 'banner bad', id: 'login-error' }, error) : null,
+      h('label', {}, 'User', user),
+      h('label', {}, 'Password', password),
+      button,
+    ),
+  );
+  user.focus();
+}
+
+function signedIn(s: SessionInfo): void {
+  session = s;
+  setCsrf(s.csrf ?? '');
+  byId('auth-off').hidden = s.auth;
+  drawWho();
+  currentKey = '';
+  draw();
+  void refresh();
+  watch();
+}
+
+async function start(): Promise<void> {
+  try {
+    session = await api<SessionInfo>('GET', '/api/session');
+  } catch (err) {
+    lostSince ??= Date.now();
+    drawBanners();
+    setTimeout(() => void start(), 1000);
+    return;
+  }
+  drawWho();
+  byId('auth-off').hidden = session.auth;
+  if (!session.authenticated) return drawLogin();
+  signedIn(session);
+}
+
+window.addEventListener('hashchange', () => {
+  if (overview) seedHistories(overview);
+  draw();
+});
+void start();

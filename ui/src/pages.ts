@@ -1,0 +1,247 @@
+// The four pages (and a queue's detail page). Each has a part drawn once when it is
+// opened (forms, which must keep what is being typed) and a live part drawn again
+// from every overview the broker pushes.
+import { api, seg } from './api.js';
+import { lineChart } from './chart.js';
+import { h, type Child } from './dom.js';
+import { agoMs, bytes, num, seconds, stateClass, yesNo } from './format.js';
+
+export type Row = Record<string, unknown>;
+
+export interface Overview {
+  at: number;
+  broker: Row;
+  cluster: { ha: boolean; brokers: Row[]; primary: string | null; warnings: string[] };
+  queues: Row[];
+  'queues-total': number;
+  connections: Row[];
+  dr: Row[];
+}
+
+export interface Sample {
+  t: number;
+  [k: string]: number | null;
+}
+
+export interface PageContext {
+  admin: boolean;
+  overview: Overview;
+  /** Client-side histories (seeded from the API, then one sample per overview). */
+  queueHistory(name: string): Sample[];
+  drHistory(queue: string): Sample[];
+  /** Run an action, report its outcome. */
+  act(what: string, fn: () => Promise<unknown>): void;
+  /** Ask to type `name` before running fn. */
+  confirm(text: string, name: string, fn: () => Promise<unknown>): void;
+}
+
+export interface Page {
+  title: string;
+  nav: string;
+  forms?(ctx: PageContext): Child;
+  render(ctx: PageContext): Child;
+}
+
+const PRIMARY = new Set(['active', 'recovering', 'standalone']);
+
+export function roleOf(b: Row): string {
+  if (!b.reachable) return 'unreachable';
+  return PRIMARY.has(String(b.state)) ? 'primary' : 'backup';
+}
+
+function table(id: string, headers: string[], rows: HTMLElement[], empty: string): HTMLElement {
+  return h(
+    'table',
+    { id },
+    h('thead', {}, h('tr', {}, headers.map((t) => h('th', {}, t)))),
+    h('tbody', {}, rows.length > 0 ? rows : h('tr', {}, h('td', { colspan: headers.length, class: 'muted' }, empty))),
+  );
+}
+
+const n = (v: unknown) => h('td', { class: 'num' }, num(v));
+
+export const clusterPage: Page = {
+  title: 'Cluster',
+  nav: 'cluster',
+  render({ overview }) {
+    const c = overview.cluster;
+    const rows = c.brokers.map((b) => {
+      const role = roleOf(b);
+      const link = typeof b.console === 'string' && !b.self ? h('a', { href: b.console, class: 'console-link' }, 'open console') : b.self ? h('span', { class: 'muted' }, 'this console') : '–';
+      return h(
+        'tr',
+        { 'data-address': String(b.address), 'data-role': role, 'data-state': String(b.state ?? 'unreachable') },
+        h('td', { class: 'name' }, String(b.address), b.self ? h('span', { class: 'muted' }, ' (this broker)') : null),
+        h('td', { class: 'role' }, role),
+        h('td', { class: stateClass(b.reachable ? b.state : 'unreachable') }, b.reachable ? String(b.state) : `unreachable (last: ${String(b.state ?? 'never seen')})`),
+        n(b.epoch),
+        n(b.lsn),
+        n(b['lag-changes']),
+        h('td', { class: 'num' }, seconds(b['lag-seconds'])),
+        h('td', { class: 'num' }, agoMs(b['last-heartbeat-ms-ago'])),
+        h('td', {}, link),
+      );
+    });
+    return [
+      h('h1', {}, 'Cluster'),
+      c.ha ? null : h('p', { class: 'muted' }, 'This broker is not in an HA cluster (ha-cluster=no).'),
+      table('brokers', ['Broker', 'Role', 'State', 'Epoch', 'Applied LSN', 'Lag (changes)', 'Lag (s)', 'Last heartbeat', 'Console'], rows, 'no broker'),
+      h('p', { class: 'muted' }, `Version ${String(overview.broker.version ?? '')} · uptime ${num(overview.broker['uptime-seconds'])} s · ${num(overview.broker.connections)} connections · memory alarm ${yesNo(overview.broker['memory-alarm'])}`),
+    ];
+  },
+};
+
+export const queuesPage: Page = {
+  title: 'Queues',
+  nav: 'queues',
+  forms(ctx) {
+    if (!ctx.admin) return null;
+    const name = h('input', { id: 'new-queue-name', placeholder: 'queue name', required: true, maxlength: 1024 }) as HTMLInputElement;
+    const durable = h('input', { id: 'new-queue-durable', type: 'checkbox', checked: true }) as HTMLInputElement;
+    const replicate = h('select', { id: 'new-queue-replicate' }, ['', 'none', 'configuration', 'all'].map((v) => h('option', { value: v }, v || 'replicate: broker default'))) as HTMLSelectElement;
+    return h(
+      'form',
+      {
+        class: 'inline',
+        id: 'create-queue-form',
+        onsubmit: (e: Event) => {
+          e.preventDefault();
+          const body: Row = { name: name.value, durable: durable.checked };
+          if (replicate.value) body['qpid.replicate'] = replicate.value;
+          ctx.act(`created queue ${name.value}`, async () => {
+            await api('POST', '/api/queues', body);
+            name.value = '';
+          });
+        },
+      },
+      h('strong', {}, 'New queue'),
+      name,
+      h('label', {}, durable, ' durable'),
+      replicate,
+      h('button', { type: 'submit', id: 'create-queue' }, 'Create'),
+    );
+  },
+  render(ctx) {
+    const { overview } = ctx;
+    const rows = overview.queues.map((q) => {
+      const name = String(q.name);
+      const resident = Math.max(0, Number(q['byte-depth'] ?? 0) - Number(q['paged-bytes'] ?? 0));
+      return h(
+        'tr',
+        { 'data-queue': name },
+        h('td', { class: 'name' }, h('a', { href: `#/queues/${seg(name)}` }, name)),
+        n(q.depth),
+        n(q['in-rate']),
+        n(q['out-rate']),
+        n(q.consumers),
+        h('td', {}, yesNo(q.durable)),
+        h('td', {}, String(q['qpid.replicate'] ?? '')),
+        h('td', { class: 'num' }, bytes(resident)),
+        h('td', { class: 'num' }, `${bytes(q['paged-bytes'])} (${num(q['paged-depth'])})`),
+        ctx.admin ? h('td', {}, queueActions(ctx, name)) : null,
+      );
+    });
+    const headers = ['Name', 'Depth', 'In/s', 'Out/s', 'Consumers', 'Durable', 'Replicate', 'In memory', 'Paged (messages)'];
+    return [
+      h('h1', {}, 'Queues'),
+      table('queues', ctx.admin ? [...headers, 'Actions'] : headers, rows, 'no queue'),
+      overview['queues-total'] > overview.queues.length ? h('p', { class: 'muted' }, `Showing the first ${overview.queues.length} of ${num(overview['queues-total'])} queues (all are in GET /api/queues).`) : null,
+    ];
+  },
+};
+
+function queueActions(ctx: PageContext, name: string): Child {
+  return [
+    h('button', { 'data-action': 'purge', onclick: () => ctx.confirm(`Purge every message of queue "${name}"?`, name, () => api('POST', `/api/queues/${seg(name)}/purge`, { confirm: name })) }, 'Purge'),
+    ' ',
+    h('button', { class: 'danger', 'data-action': 'delete', onclick: () => ctx.confirm(`Delete queue "${name}" and its messages?`, name, () => api('DELETE', `/api/queues/${seg(name)}`, { confirm: name })) }, 'Delete'),
+  ];
+}
+
+export function queueDetailPage(name: string): Page {
+  return {
+    title: `Queue ${name}`,
+    nav: 'queues',
+    render(ctx) {
+      const q = ctx.overview.queues.find((x) => x.name === name);
+      if (!q) return [h('h1', {}, 'Queue ', h('code', {}, name)), h('p', { id: 'queue-missing' }, 'There is no such queue (any more). ', h('a', { href: '#/queues' }, 'All queues'))];
+      const hist = ctx.queueHistory(name);
+      return [
+        h('h1', {}, 'Queue ', h('code', { id: 'queue-title' }, name)),
+        ctx.admin ? h('p', {}, queueActions(ctx, name)) : null,
+        h('h2', {}, 'Rates (messages/s, last minutes)'),
+        h('div', { class: 'legend' }, h('span', { class: 'k0' }, '— in'), h('span', { class: 'k1' }, '— out')),
+        lineChart([{ label: 'in/s', values: hist.map((s) => Number(s['in-rate'] ?? 0)) }, { label: 'out/s', values: hist.map((s) => Number(s['out-rate'] ?? 0)) }], { id: 'queue-rate-chart' }),
+        h('h2', {}, 'Depth'),
+        lineChart([{ label: 'depth', values: hist.map((s) => Number(s.depth ?? 0)) }], { id: 'queue-depth-chart', height: 80 }),
+        h('h2', {}, 'Attributes'),
+        h('dl', { class: 'attrs' }, Object.entries(q).flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v === null || v === undefined ? '–' : typeof v === 'object' ? JSON.stringify(v) : String(v))])),
+      ];
+    },
+  };
+}
+
+export const connectionsPage: Page = {
+  title: 'Connections',
+  nav: 'connections',
+  render(ctx) {
+    const rows = ctx.overview.connections.map((c) => {
+      const id = String(c.id);
+      return h(
+        'tr',
+        { 'data-connection': id },
+        h('td', {}, id),
+        h('td', {}, String(c.container ?? '–')),
+        h('td', {}, String(c.user ?? 'anonymous')),
+        h('td', {}, String(c.remote ?? '')),
+        n(c.links),
+        n(c.unsettled),
+        h('td', {}, yesNo(c.admin)),
+        ctx.admin ? h('td', {}, h('button', { class: 'danger', 'data-action': 'close', onclick: () => ctx.act(`closed connection ${id}`, () => api('DELETE', `/api/connections/${seg(id)}`)) }, 'Close')) : null,
+      );
+    });
+    const headers = ['Id', 'Client', 'User', 'Address', 'Links', 'Unsettled', 'Admin'];
+    return [h('h1', {}, 'Connections'), table('connections', ctx.admin ? [...headers, 'Actions'] : headers, rows, 'no connection')];
+  },
+};
+
+export const drPage: Page = {
+  title: 'DR',
+  nav: 'dr',
+  render(ctx) {
+    const rows = ctx.overview.dr.map((d) => {
+      const queue = String(d.queue);
+      const hist = ctx.drHistory(queue);
+      const passive = d.state === 'passive';
+      return h(
+        'tr',
+        { 'data-queue': queue, 'data-state': String(d.state) },
+        h('td', { class: 'name' }, queue),
+        h('td', {}, String(d.source || '–')),
+        h('td', {}, String(d.role ?? '')),
+        h('td', { class: stateClass(d.state) }, String(d.state)),
+        h('td', { class: stateClass(d.link) }, String(d.link)),
+        n(d['source-position']),
+        n(d['applied-position']),
+        n(d['lag-changes']),
+        h('td', { class: 'num' }, seconds(d['lag-seconds'])),
+        n(d.depth),
+        h('td', {}, lineChart([{ label: 'lag (changes)', values: hist.map((s) => Number(s['lag-changes'] ?? 0)) }], { width: 220, height: 48, id: `dr-chart-${queue.replace(/[^A-Za-z0-9_-]/g, '_')}` })),
+        ctx.admin
+          ? h(
+              'td',
+              {},
+              passive
+                ? h('button', { class: 'danger', 'data-action': 'activate', onclick: () => ctx.confirm(`Activate DR copy "${queue}"? It stops following ${String(d.source)} and serves clients here.`, queue, () => api('POST', `/api/dr/${seg(queue)}/activate`, { confirm: queue })) }, 'Activate')
+                : h('span', { class: 'muted' }, '–'),
+            )
+          : null,
+      );
+    });
+    const headers = ['Queue', 'Source', 'Role', 'State', 'Link', 'Source position', 'Applied', 'Lag (changes)', 'Lag (s)', 'Depth', 'Lag, last minutes'];
+    return [
+      h('h1', {}, 'Disaster recovery'),
+      table('dr', ctx.admin ? [...headers, 'Actions'] : headers, rows, 'no DR copy on this broker (tandem dr add)'),
+    ];
+  },
+};
