@@ -4,7 +4,7 @@
 // every broker hash a password every second). This broker answers for itself
 // without a connection. A broker that does not answer within the deadline is shown
 // as unreachable with the last thing it said, so a failover is seen as it happens.
-import { ManagementClient } from '../admin/client.js';
+import { ManagementClient, type BrokerAddress } from '../admin/client.js';
 import type { BrokerEndpoint } from '../ha/brokers-url.js';
 import { Props } from '../replication/protocol.js';
 
@@ -57,9 +57,8 @@ export interface ClusterViewOptions {
   /** This broker's own HA-STATUS (no connection needed). */
   own(): HaAnswer;
   instanceId: string;
-  /** The identity brokers use with each other (ha-username), or anonymous. */
-  user?: string;
-  password?: string;
+  /** How to reach a broker: the identity brokers use with each other, TLS as the URL says. */
+  addressOf(endpoint: BrokerEndpoint): BrokerAddress;
   /** How long one broker may take to answer. */
   answerMs?: number;
 }
@@ -177,7 +176,7 @@ export class ClusterWatch {
   private clientOf(p: Peer, answerMs: number): Promise<ManagementClient> {
     if (p.client?.isOpen) return Promise.resolve(p.client);
     p.connecting ??= ManagementClient.connect(
-      { host: p.endpoint.host, port: p.endpoint.port, user: this.options.user, password: this.options.password },
+      this.options.addressOf(p.endpoint),
       // Marked as a broker's admin connection, as the brokers' own questions are: backups admit it.
       { timeoutMs: answerMs, properties: { [Props.haAdmin]: true, [Props.instance]: this.options.instanceId } },
     )

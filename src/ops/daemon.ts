@@ -40,6 +40,7 @@ import { Metrics } from './metrics.js';
 import { ConsoleServer } from '../console/server.js';
 import { ClusterWatch, standaloneView, type HaAnswer } from '../console/cluster-view.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { endpointAddress, haIdentity, haLinkTls } from '../admin/peer-addresses.js';
 import { notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
 export { VERSION } from '../version.js';
@@ -295,13 +296,11 @@ export class Daemon {
     const server = this.server!;
     if (this.ha) {
       const url = parseBrokersUrl(s.haBrokersUrl!);
-      const plain = s.haMechanism === 'PLAIN';
       const watch = new ClusterWatch({
         endpoints: url.endpoints,
         own: () => this.haStatus() as unknown as HaAnswer,
         instanceId: this.instanceId,
-        user: plain ? (s.haUsername ?? url.user) : undefined,
-        password: plain ? (s.haPassword ?? url.password) : undefined,
+        addressOf: (e) => endpointAddress(e, url, haIdentity(s), haLinkTls(s)),
       });
       this.clusterWatch = watch;
       // One round at a time, a second apart: a broker that hangs delays only its own row.
