@@ -56,6 +56,7 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     'byte-depth': q.byteDepth,
     'paged-depth': q.pagedDepth,
     'paged-bytes': q.pagedByteDepth,
+    unreadable: q.unreadableDepth,
     acquired: q.acquired,
     consumers: q.consumerCount,
     enqueued: q.enqueued,

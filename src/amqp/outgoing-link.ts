@@ -7,6 +7,7 @@ import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import { outgoingBytes } from './message-codec.js';
 import { logger } from '../ops/log.js';
+import { JournalRecordDamagedError } from '../store/errors.js';
 import type { OutputBudget } from './output-budget.js';
 
 const log = logger('amqp');
@@ -31,6 +32,8 @@ export class OutgoingLink implements Consumer {
   private closed = false;
   /** A body could not be read back: nothing more is sent while the link is being closed. */
   private failed = false;
+  /** A browser meets a damaged message each time it passes: reported once. */
+  private readonly reportedDamage = new Set<number>();
 
   constructor(
     readonly id: string,
@@ -130,8 +133,21 @@ export class OutgoingLink implements Consumer {
     this.unsettled.set(delivery, entry);
   }
 
-  /** A body could not be read: the message stays queued, this link stops with the reason. */
+  /**
+   * A body could not be read. A damaged record will not read better next time: that one
+   * message is set aside (still queued, delivered to nobody here) and this link goes on
+   * with the next; a browser just moves past it. Anything else (an I/O error) may pass:
+   * the message stays queued and this link stops with the reason.
+   */
   private failDelivery(entry: QueueEntry, queue: Queue, err: Error): void {
+    if (err instanceof JournalRecordDamagedError) {
+      if (!this.browse) queue.setAside(entry, err.message);
+      if (!this.browse || !this.reportedDamage.has(entry.msg.id)) {
+        this.reportedDamage.add(entry.msg.id);
+        log.error({ queue: queue.name, id: entry.msg.id, link: this.id, reason: err.message }, 'a message body in the journal is damaged: that message is set aside (still queued, not delivered here), the queue flows on');
+      }
+      return;
+    }
     if (!this.browse) queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
     if (this.closed) return;
     this.failed = true;

@@ -25,6 +25,11 @@ export interface QueueEntry {
   refusedBy?: Set<Consumer>;
   /** Set while a transaction holds an acceptance of it. */
   txAccepted?: boolean;
+  /**
+   * Its body could not be read back here (a damaged journal record): set aside, given
+   * to no consumer of this broker, so the ones behind it still flow; why, for status.
+   */
+  unreadable?: string;
 }
 
 export interface Consumer {
@@ -94,6 +99,8 @@ export class Queue {
   /** Duplicate detection (settings.dedupWindow > 0): the keys, and what became of messages. */
   dedup: DedupWindow | undefined;
   readonly dedupCounts = { duplicates: 0, withoutKey: 0, invalidKey: 0 };
+  /** Entries set aside because their body cannot be read back (setAside). */
+  private readonly unreadable = new Set<QueueEntry>();
 
   constructor(
     readonly name: string,
@@ -120,6 +127,23 @@ export class Queue {
 
   get pagedDepth(): number {
     return this.pagedCount;
+  }
+
+  /** Messages set aside here: queued, counted in the depth, but never delivered (setAside). */
+  get unreadableDepth(): number {
+    return this.unreadable.size;
+  }
+
+  /**
+   * An acquired entry whose body could not be read back goes back to its place, set
+   * aside: no consumer here takes it again, and the messages behind it flow on. It is
+   * still queued (a purge or delete removes it; an HA backup's copy is intact, and a
+   * restart reads the journal again).
+   */
+  setAside(entry: QueueEntry, reason: string): void {
+    entry.unreadable = reason;
+    this.unreadable.add(entry);
+    this.release(entry, { deliveryFailed: false, undeliverableHere: false });
   }
 
   get pagedByteDepth(): number {
@@ -304,7 +328,7 @@ export class Queue {
       if (!entry || entry.msg instanceof PagedMessage) return 0;
       this.loader = loader;
       const size = bodySize(entry.msg);
-      const plain = !entry.refusedBy && !entry.txAccepted && entry.deliveryCount === entry.msg.deliveryCount;
+      const plain = !entry.refusedBy && !entry.txAccepted && !entry.unreadable && entry.deliveryCount === entry.msg.deliveryCount;
       if (plain) {
         level.setObj(pos, undefined);
         this.writePaged(level, pos, pagedFields(entry.msg));
@@ -598,6 +622,7 @@ export class Queue {
     if (expiresAt) this.withTtl--;
     if (!durable) this.nonDurable--;
     if (entry?.refusedBy) this.refused.delete(entry);
+    if (entry?.unreadable) this.unreadable.delete(entry);
     this.dequeued++;
   }
 
@@ -641,7 +666,7 @@ export class Queue {
           continue;
         }
         const obj = level.obj(pos);
-        if (obj?.refusedBy?.has(consumer)) {
+        if (obj?.unreadable !== undefined || obj?.refusedBy?.has(consumer)) {
           pos = level.next(pos);
           continue;
         }

@@ -113,7 +113,7 @@ export const storeErrors = { JournalCorruptError, DataDirLockedError, DiskFullEr
 /** A paged-out message body could not be read back from the journal. */
 export class JournalReadError extends StoreError {
   readonly code = StoreErrorCode.journalRead;
-  override readonly name = 'JournalReadError';
+  override readonly name: string = 'JournalReadError';
   constructor(message: string, options?: ErrorOptions) {
     super(
       `${message}. The message stays queued (nothing was dequeued); check the disk and the system log (dmesg). ` +
@@ -121,4 +121,13 @@ export class JournalReadError extends StoreError {
       options,
     );
   }
+}
+
+/**
+ * The journal record that holds a message is damaged (its checksum or encoding fails,
+ * or its segment is shorter than the index says): reading it again will not help,
+ * unlike an I/O error. The broker sets that one message aside (Queue.setAside).
+ */
+export class JournalRecordDamagedError extends JournalReadError {
+  override readonly name = 'JournalRecordDamagedError';
 }

@@ -11,7 +11,7 @@
 // looking it up and reading it: the caller does both in one synchronous step.
 
 import fs from 'node:fs';
-import { JournalReadError } from './errors.js';
+import { JournalReadError, JournalRecordDamagedError } from './errors.js';
 import type { Location } from './live-index.js';
 import type { CodecEntry } from './record-codec.js';
 import { readFrame, segmentPath } from './segment.js';
@@ -55,7 +55,7 @@ export class SegmentReader {
         if (!entry) {
           const f = readFrame(buf.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.size), 0);
           if (f.status !== 'ok') {
-            throw new JournalReadError(`journal record at ${segmentPath(this.dir, loc.seg)} offset ${loc.offset} cannot be read back (${f.reason})`);
+            throw new JournalRecordDamagedError(`journal record at ${segmentPath(this.dir, loc.seg)} offset ${loc.offset} cannot be read back (${f.reason})`);
           }
           entry = f.entry;
           decoded.set(loc.offset, entry);
@@ -88,7 +88,7 @@ export class SegmentReader {
     // Bounded: each pass reads at least one byte or throws.
     while (done < length) {
       const n = fs.readSync(fd, buf, done, length - done, position + done);
-      if (n === 0) throw new JournalReadError(`journal segment ${segmentPath(this.dir, seg)} ends before offset ${position + length}`);
+      if (n === 0) throw new JournalRecordDamagedError(`journal segment ${segmentPath(this.dir, seg)} ends before offset ${position + length}`);
       done += n;
     }
     return buf;

@@ -10,6 +10,10 @@
 // message (or 30 s pass) and prints the summary. SIGTERM prints it at once.
 // With a third argument the receiver uses only those addresses: a partition test keeps
 // it off the node it cuts, so what only that node held cannot be counted as received.
+// FAILOVER_HOLD=N adds a holder: a third connection that takes N messages and never
+// settles them ({ev:'held', count, host} as they come), so a broker that stops or moves
+// always has deliveries out; on SIGUSR2 it closes, and what it held goes back to the
+// queue for the receiver. Held messages are not counted as received.
 import { connect as netConnect } from 'node:net';
 import rhea from 'rhea';
 
@@ -124,6 +128,24 @@ receiver.on('message', (ctx) => {
   }
 });
 
+// ------------------------------------------------------------ holder
+const HOLD = Number(process.env.FAILOVER_HOLD ?? 0);
+let hconn;
+if (HOLD > 0) {
+  hconn = connect('holder', receiverHosts);
+  let held = 0;
+  const holder = hconn.open_receiver({ source: { address: queue, durable: 2 }, autoaccept: false, credit_window: 0 });
+  // Credit for N on each (re)attach: the broker gave back what the last connection held.
+  hconn.on('connection_open', () => {
+    held = 0;
+    holder.add_credit(HOLD - holder.credit);
+  });
+  holder.on('message', () => {
+    held++;
+    if (held === 1 || held === HOLD) out({ ev: 'held', count: held, host: hconn.currentHost() });
+  });
+}
+
 // Counts only: the test has every id from the events. Exit once stdout has taken the
 // line (stdout to a pipe is asynchronous; process.exit right away could cut it).
 function summaryAndExit() {
@@ -133,6 +155,8 @@ function summaryAndExit() {
 process.on('SIGUSR2', () => {
   sending = false;
   out({ ev: 'draining' });
+  // What the holder took goes back to the queue, for the receiver.
+  if (hconn) hconn.close();
   const deadline = Date.now() + 30_000;
   const check = setInterval(() => {
     const missing = [...accepted].filter((id) => !received.has(id));

@@ -92,8 +92,8 @@ export class Lab {
   }
 
   /** A long-running process in the switch namespace (reaches every node). */
-  spawnInSwitch(cmd: string, args: string[]): ChildProcess {
-    return spawn('ip', ['netns', 'exec', `${this.ns}sw`, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  spawnInSwitch(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
+    return spawn('ip', ['netns', 'exec', `${this.ns}sw`, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   }
 
   runInSwitch(cmd: string, args: string[], timeoutMs = 30_000): Promise<RunResult> {

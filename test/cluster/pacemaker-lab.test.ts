@@ -2,7 +2,8 @@
 // one tandemd per node under ocf:tandem:tandemd: Pacemaker promotes one broker,
 // a node crash promotes a ready backup while a sender and a receiver with
 // reconnect keep going and lose no accepted message, the crashed node rejoins as
-// a backup and catches up, and `pcs resource move --promoted` moves the primary.
+// a backup and catches up, and `pcs resource move --promoted` moves the primary
+// while a consumer holds deliveries unsettled, losing nothing.
 // The Promoted node is then cut off from the other two (clients still reach it)
 // under load and healed, without and with fencing: nothing accepted is lost.
 // The same lab then times Pacemaker's own ocf:pacemaker:Stateful after a crash,
@@ -183,7 +184,9 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
 
   it('a crash of the Promoted node promotes a ready backup; clients continue; the node rejoins and catches up; a move keeps every message', async ({ skip }) => {
     if (!ready) skip('needs the lab');
-    client = new FailoverClient(lab.spawnInSwitch(process.execPath, [join(repoRoot, 'test', 'cluster', 'failover-client.mjs'), brokersUrl, 'failover']));
+    // A holder keeps 50 deliveries unsettled throughout: the move below must stop a primary
+    // that has deliveries out without losing what it accepted meanwhile (issue 21: it lost 1,002).
+    client = new FailoverClient(lab.spawnInSwitch(process.execPath, [join(repoRoot, 'test', 'cluster', 'failover-client.mjs'), brokersUrl, 'failover'], { FAILOVER_HOLD: '50' }));
     await waitFor(() => client!.accepted().length > 50 && client!.events.some((e) => e.ev === 'received'), { timeoutMs: 30_000, name: 'traffic before the crash' });
 
     for (let round = 1; round <= ROUNDS; round++) {
@@ -243,6 +246,10 @@ describe('pacemaker lab - 3 nodes, ocf:tandem:tandemd', () => {
     // A planned move of the primary.
     const { promoted: from } = await lab.healthy('node1', 'broker', 3, 60_000);
     const to = other(from);
+    await waitFor(() => client!.events.some((e) => e.ev === 'held' && e.count === 50 && e.host === `${lab.address(from)}:5672`), {
+      timeoutMs: 30_000,
+      name: `50 deliveries held unsettled on ${from} before the move`,
+    });
     const tMove = Date.now();
     const move = await lab.exec(from, ['pcs', 'resource', 'move', 'broker-clone', to, '--promoted']);
     expect(move.code, move.stderr).toBe(0);

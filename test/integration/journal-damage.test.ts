@@ -3,11 +3,14 @@
 // (saying what is missing and how to repair) instead of reading it as a torn tail;
 // `tandemd --repair` then keeps every record before the cut and says what was lost.
 // A flipped byte in one record in the middle: --repair removes that record only.
+// The same byte behind a checkpoint (the broker starts: the record is read only when a
+// consumer reaches it): that one message is set aside, every other one is delivered.
 import { readFileSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { manage } from '../helpers/tandem-cli.js';
 import { scanSegment } from '../../src/store/segment.js';
 
 const COUNT = 1000;
@@ -100,5 +103,51 @@ describe('journal damage behind a checkpoint', () => {
     expect(got).toEqual(Array.from({ length: 500 }, (_, i) => body(i)).filter((_, i) => i !== 250));
     await repaired.stop();
     repaired.cleanup();
+  });
+
+  it('journal damage - one flipped byte behind a checkpoint sets that message aside; the 499 others are delivered, the consumer stays attached', async () => {
+    const first = await TestBroker.start();
+    const client = await TestClient.connect({ port: first.port });
+    const outcomes = await client.send('aside.q', Array.from({ length: 500 }, (_, i) => ({ body: body(i), durable: true })), { timeoutMs: 60_000 });
+    expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+    await client.close();
+    expect(await first.stop()).toBe(0); // the checkpoint covers every record: recovery reads none of them
+    const journalDir = path.join(first.dataDir, 'journal');
+    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
+    const file = path.join(journalDir, segment);
+    const buf = readFileSync(file);
+    const records = scanSegment(buf).records.filter((r) => r.entry.change.kind === 'enqueue');
+    expect(records).toHaveLength(500);
+    const victim = records[250]!;
+    buf[victim.offset + victim.size - 2]! ^= 0x40;
+    writeFileSync(file, buf);
+
+    const broker = await TestBroker.start({ dataDir: first.dataDir });
+    const c = await TestClient.connect({ port: broker.port });
+    const r = await c.openReceiver('aside.q');
+    r.receiver.add_credit(600);
+    const got: string[] = [];
+    for (let i = 0; i < 40 && got.length < 499; i++) {
+      for (const m of await r.drainFor(250)) {
+        m.delivery.accept();
+        got.push(String(bodyOf(m.message)));
+      }
+    }
+    expect(got).toEqual(Array.from({ length: 500 }, (_, i) => body(i)).filter((_, i) => i !== 250));
+    expect(r.closedByPeer).toBe(false);
+    const info = (await manage(broker.port, 'READ', 'queue', 'aside.q')) as Record<string, unknown>;
+    expect(info).toMatchObject({ depth: 1, unreadable: 1, acquired: 0 });
+    expect(broker.stdout + broker.stderr).toMatch(/a message body in the journal is damaged: that message is set aside/);
+    // A consumer that comes later is not handed it either, and is not detached.
+    const late = await c.openReceiver('aside.q');
+    late.receiver.add_credit(10);
+    expect(await late.drainFor(500)).toHaveLength(0);
+    expect(late.closedByPeer).toBe(false);
+    // Purge removes it like any message.
+    await manage(broker.port, 'PURGE', 'queue', 'aside.q');
+    expect(await manage(broker.port, 'READ', 'queue', 'aside.q')).toMatchObject({ depth: 0, unreadable: 0 });
+    await c.close();
+    await broker.stop();
+    broker.cleanup();
   });
 });
