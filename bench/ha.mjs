@@ -34,7 +34,7 @@ const BODY = Buffer.alloc(1024, 'x');
 // ---- child modes: a failover sender and a filler (plain rhea, no lib.mjs) ---------------
 if (process.argv[2] === '--failover-sender') await failoverSender(JSON.parse(process.argv[3]));
 else if (process.argv[2] === '--fill') await filler(JSON.parse(process.argv[3]));
-else await import('./lib.mjs').then(main);
+else await Promise.all([import('./lib.mjs'), import('./cluster.mjs')]).then(([lib, cluster]) => main(lib, cluster));
 
 /**
  * Durable 1 KiB messages to a durable queue, at `rate`/s, window `window`, reconnecting
@@ -159,7 +159,7 @@ async function filler({ port, queue, count, seconds }) {
 }
 
 // ---- driver -----------------------------------------------------------------------------------
-async function main(lib) {
+async function main(lib, cluster_) {
   const { benchDir, buildTandem, freePort, launcherNodeOptions, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, tempDir, tmpBase, waitQuiet } = lib;
   const num = lib.envNumber;
   const DURATION = num('BENCH_DURATION', 8, 1, 20);
@@ -245,56 +245,10 @@ async function main(lib) {
     };
   }
 
-  // In-process HA-STATUS (the same management request `tandem ha status` makes), so
-  // polling does not pay a node start-up each time.
+  // In-process HA-STATUS and the cluster manager's promote (bench/cluster.mjs).
+  const { haStatus, waitFor, readyBackups, clusterArgs } = cluster_;
+  const promote = (port, extra = []) => cluster_.promote(tandemJs, port, extra);
   const rhea = require('rhea');
-  function haStatus(port, timeoutMs = 3000) {
-    return new Promise((resolveP) => {
-      const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false, idle_time_out: 0, properties: { 'qpid.ha-admin': true } });
-      const done = (v) => {
-        clearTimeout(timer);
-        conn.close();
-        conn.socket?.destroy?.();
-        resolveP(v);
-      };
-      const timer = setTimeout(() => done(undefined), timeoutMs);
-      conn.on('error', () => done(undefined));
-      conn.on('disconnected', () => done(undefined));
-      const recv = conn.open_receiver({ source: { dynamic: true } });
-      recv.once('receiver_open', () => {
-        conn.open_sender('$management').send({ reply_to: recv.source.address, application_properties: { operation: 'HA-STATUS', type: 'broker', name: 'broker' }, body: {} });
-      });
-      recv.once('message', (ctx) => done(ctx.message.application_properties?.statusCode < 300 ? ctx.message.body : undefined));
-    });
-  }
-  async function waitFor(what, fn, timeoutMs, intervalMs = 50) {
-    const end = Date.now() + timeoutMs;
-    for (;;) {
-      const v = await fn();
-      if (v) return v;
-      if (Date.now() > end) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-      await sleep(intervalMs);
-    }
-  }
-  const readyBackups = (st) => (st?.backups ?? []).filter((b) => b.state === 'ready').length;
-
-  /** `tandem ha promote --cluster-manager` as a cluster manager runs it; its wall time. */
-  function promote(port, extra = []) {
-    return new Promise((resolveP) => {
-      const t = wallMs();
-      const p = spawn(process.execPath, [tandemJs, 'ha', 'promote', '-b', `127.0.0.1:${port}`, '--cluster-manager', '--timeout', '10', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
-      const unregister = onCleanup(() => kill(p.pid));
-      let out = '';
-      p.stdout.on('data', (d) => (out += d));
-      p.stderr.on('data', (d) => (out += d));
-      const timer = setTimeout(() => kill(p.pid), 20_000);
-      p.once('exit', (code) => {
-        clearTimeout(timer);
-        unregister();
-        resolveP({ code, ms: wallMs() - t, out: out.trim(), endT: wallMs() });
-      });
-    });
-  }
 
   /**
    * The failover sender in a child process. `until` waits for one of its events; `stop`
@@ -398,8 +352,6 @@ async function main(lib) {
     }
     return { accepted, lost, duplicates, received, inDoubt: done.sent - accepted };
   }
-
-  const clusterArgs = (ports) => ['--ha-cluster', 'yes', '--ha-brokers-url', ports.map((p) => `127.0.0.1:${p}`).join(','), '--ha-replicate', 'all'];
 
   async function startCluster(n, { profilePrimary = false } = {}) {
     const ports = [];

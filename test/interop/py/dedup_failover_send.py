@@ -7,26 +7,22 @@ at most GRACE seconds. Prints {"accepted": [...], "resent": n, "reconnects": n,
 "unanswered": [...]}."""
 import json, os, sys, time
 from proton import Message
-from proton.handlers import MessagingHandler
-from proton.reactor import Container, Backoff
+from proton.reactor import Container
+from failover_client import ResendingSender, connect_all
 
 urls, queue, name, stop_file, grace_s = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 BATCH, PACE_S, MAX_INFLIGHT = 1, 0.02, 200
 
-class DedupSender(MessagingHandler):
+class DedupSender(ResendingSender):
     def __init__(self):
-        super().__init__(auto_settle=True)
+        super().__init__()
         self.next = 0
-        self.todo = []
-        self.inflight = {}
         self.accepted = []
-        self.resent = 0
-        self.reconnects = 0
         self.stopping_since = None
         self.finished = False
     def on_start(self, event):
         self.container = event.container
-        self.conn = event.container.connect(urls=["amqp://" + u for u in urls], reconnect=Backoff(initial=0.1, factor=1.5, max_delay=1.0))
+        self.conn = connect_all(event.container, urls)
         self.sender = event.container.create_sender(self.conn, queue)
         event.container.schedule(PACE_S, _Tick(self))
     def tick(self):
@@ -50,29 +46,13 @@ class DedupSender(MessagingHandler):
             else:
                 break
             mid = "%s-%d" % (name, n)
-            d = s.send(Message(id=mid, body=mid, durable=True))
-            self.inflight[d] = n
+            self.send_tracked(s, n, Message(id=mid, body=mid, durable=True))
             sent += 1
-    def on_accepted(self, event):
-        n = self.inflight.pop(event.delivery, None)
-        if n is not None:
-            self.accepted.append(n)
-    def on_rejected(self, event):
-        n = self.inflight.pop(event.delivery, None)
-        if n is not None:
-            self.todo.insert(0, n)
-    on_released = on_rejected
-    def on_disconnected(self, event):
-        self.reconnects += 1
-        # No outcome for these: the broker may or may not have them. Send them again, same ids.
-        lost = sorted(self.inflight.values())
-        self.resent += len(lost)
-        self.todo = lost + self.todo
-        self.inflight = {}
+    def message_accepted(self, n, event):
+        self.accepted.append(n)
     def finish(self):
         self.finished = True
-        unanswered = sorted(set(self.todo) | set(self.inflight.values()))
-        print(json.dumps({"accepted": self.accepted, "resent": self.resent, "reconnects": self.reconnects, "unanswered": unanswered}))
+        print(json.dumps({"accepted": self.accepted, "resent": self.resent, "reconnects": self.reconnects, "unanswered": self.unanswered()}))
         sys.stdout.flush()
         self.conn.close()
         self.container.stop()
