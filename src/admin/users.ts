@@ -143,3 +143,18 @@ export class UserDirectory {
     return this.users.get(name)?.role;
   }
 }
+
+/**
+ * Why this broker would turn `user`/`password` away as an admin (the identity another
+ * DR site's bridge and requests log in with), or undefined if it would let it in; always
+ * undefined when the broker does not require credentials (`auth=no`).
+ */
+export async function refusesAdminLogin(auth: boolean, users: UserDirectory, user: string | undefined, password: string | undefined): Promise<string | undefined> {
+  if (!auth) return undefined;
+  if (!user) return 'names no user';
+  if (password === undefined || password === '') return `names the user '${user}' but no password`;
+  const role = await users.authenticate(user, password);
+  if (role === undefined) return `is refused by this site (unknown user '${user}' or a wrong password)`;
+  if (role !== 'admin') return `names '${user}', who is not an admin here`;
+  return undefined;
+}

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { TandemError } from '../broker/errors.js';
+import { redact } from '../ops/secrets.js';
 import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
 
 interface AddOptions extends BrokerOption {
@@ -12,11 +13,11 @@ interface AddOptions extends BrokerOption {
   exchanges: string;
 }
 
-/** The source password from a file (- for stdin), so it is in no argument ps shows. */
-function sourcePassword(o: AddOptions): string | undefined {
-  if (o.sourcePasswordFile === undefined) return undefined;
-  const password = readFileSync(o.sourcePasswordFile === '-' ? 0 : o.sourcePasswordFile, 'utf8').split(/\r?\n/, 1)[0] ?? '';
-  if (password === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--source-password-file ${o.sourcePasswordFile} is empty: put the password on its first line`);
+/** A password from a file (- for stdin), so it is in no argument ps shows; `option` names it in errors. */
+function passwordFrom(file: string | undefined, option: string): string | undefined {
+  if (file === undefined) return undefined;
+  const password = readFileSync(file === '-' ? 0 : file, 'utf8').split(/\r?\n/, 1)[0] ?? '';
+  if (password === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${option} ${file} is empty: put the password on its first line`);
   return password;
 }
 
@@ -33,7 +34,7 @@ export function drCommands(program: Command): void {
       .option('--exchanges <names>', "exchanges binding the queue copied with it: comma-separated names, * wildcards; '' none", '*'),
   ).action(
     action(async (queue: string, o: AddOptions) => {
-      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges, password: sourcePassword(o) }))) as Record<string, unknown>;
+      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges, password: passwordFrom(o.sourcePasswordFile, '--source-password-file') }))) as Record<string, unknown>;
       print(o, r, () => `DR queue ${queue} added (${String(r.mode)} from ${String(r.source)})`);
     }),
   );
@@ -79,13 +80,15 @@ export function drCommands(program: Command): void {
       .command('switchover [queue...]')
       .description('planned move (run against the secondary): the source stops serving the queues, the copies catch up and serve here, the old source follows this site')
       .option('--all', 'switch over every passive DR queue here when none is named')
-      .option('--reverse-source <url>', 'the brokers of this site as the old source reaches them: [user[/password]@]host:port,... (default: the -b address)'),
+      .option('--reverse-source <url>', 'the brokers of this site as the old source reaches them: [user@]host:port,... (an admin of this site when it requires credentials; default: the -b address)')
+      .option('--reverse-source-password-file <file>', "that user's password: first line of FILE, - for stdin; kept in both sites' data directories (0600), never in a journal"),
   ).action(
-    action(async (queues: string[], o: BrokerOption & { all?: boolean; reverseSource?: string }) => {
+    action(async (queues: string[], o: BrokerOption & { all?: boolean; reverseSource?: string; reverseSourcePasswordFile?: string }) => {
       if (queues.length === 0 && !o.all) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queues to switch over, or pass --all to switch over every passive DR queue');
       const seconds = Number(o.timeout ?? 10);
       if (!Number.isFinite(seconds) || seconds <= 0) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--timeout must be a number of seconds, not '${o.timeout}'`);
-      const body = { queues: queues.join(','), all: o.all === true, timeout: Math.round(seconds * 1000), 'reverse-source': o.reverseSource ?? o.broker };
+      const password = passwordFrom(o.reverseSourcePasswordFile, '--reverse-source-password-file');
+      const body = { queues: queues.join(','), all: o.all === true, timeout: Math.round(seconds * 1000), 'reverse-source': o.reverseSource ?? o.broker, ...(password !== undefined ? { 'reverse-password': password } : {}) };
       // The broker bounds the switchover by --timeout; the request itself may take that long and the last step's few seconds.
       const r = (await withBroker({ ...o, timeout: String(seconds + 15) }, (c) => c.request('DR-SWITCHOVER', 'broker', 'broker', body))) as Record<string, unknown>;
       print(o, r, () =>
@@ -113,10 +116,12 @@ export function drCommands(program: Command): void {
     dr
       .command('reattach <queue...>')
       .description('run on the old source after a disaster: quarantine what never crossed, then follow the site that serves the queues now from the divergence point')
-      .requiredOption('--source <url>', 'every broker of the site that serves the queues now: [user[/password]@]host:port,host:port'),
+      .requiredOption('--source <url>', 'every broker of the site that serves the queues now: [user@]host:port,host:port (user/password@ works, but ps shows it)')
+      .option('--source-password-file <file>', "the source user's password: first line of FILE, - for stdin; kept in the data directory (0600), never in the journal"),
   ).action(
-    action(async (queues: string[], o: BrokerOption & { source: string }) => {
-      const r = (await withBroker(o, (c) => c.request('DR-REATTACH', 'broker', 'broker', { queues: queues.join(','), source: o.source }))) as {
+    action(async (queues: string[], o: BrokerOption & { source: string; sourcePasswordFile?: string }) => {
+      const password = passwordFrom(o.sourcePasswordFile, '--source-password-file');
+      const r = (await withBroker(o, (c) => c.request('DR-REATTACH', 'broker', 'broker', { queues: queues.join(','), source: o.source, ...(password !== undefined ? { password } : {}) }))) as {
         reattached: string[];
         already: string[];
         quarantined: Record<string, number>;
@@ -124,8 +129,8 @@ export function drCommands(program: Command): void {
       };
       print(o, r, () =>
         [
-          ...r.reattached.map((q) => `${q}: passive copy of ${o.source} from divergence point ${r['divergence-point'][q]}; ${r.quarantined[q] ?? 0} message(s) that never crossed are in ${q}.dr-diverged`),
-          r.already.length ? `already passive copies of ${o.source}: ${r.already.join(' ')}` : '',
+          ...r.reattached.map((q) => `${q}: passive copy of ${redact(o.source)} from divergence point ${r['divergence-point'][q]}; ${r.quarantined[q] ?? 0} message(s) that never crossed are in ${q}.dr-diverged`),
+          r.already.length ? `already passive copies of ${redact(o.source)}: ${r.already.join(' ')}` : '',
         ]
           .filter(Boolean)
           .join('\n'),

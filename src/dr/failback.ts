@@ -18,7 +18,8 @@
 // Each step can be redone: a reattach killed half way is run again.
 import type { DrMode } from '../broker/changes.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
-import { displaySource, listOf, normaliseSource, parseDrMode } from './config.js';
+import { displaySource, listOf, normaliseSource, parseDrMode, parseSource } from './config.js';
+import { rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
 import { FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
@@ -33,7 +34,7 @@ export class DrFailback {
 
   register(m: ManagementRegistry): void {
     m.register('DR-DEMOTE', (_t, _n, body) => this.demote(demoteList(body), body.peer, body.mode));
-    m.register('DR-REATTACH', (_t, _n, body) => this.reattach(listOf(body.queues), body.source));
+    m.register('DR-REATTACH', (_t, _n, body) => this.reattach(listOf(body.queues), body.source, body.password));
   }
 
   /** This site serves none of `request` any more: the other site was activated (at `epoch`). */
@@ -70,18 +71,23 @@ export class DrFailback {
     return { demoted, already };
   }
 
-  async reattach(names: string[], sourceText: unknown): Promise<Attributes> {
+  async reattach(names: string[], sourceText: unknown, passwordValue?: unknown): Promise<Attributes> {
     const broker = this.dr.host.broker;
     if (!this.dr.isServing) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker does not serve clients (an HA backup): run reattach against the primary of the old site');
     if (names.length === 0) throw invalidArgument('name the queues to reattach');
     if (typeof sourceText !== 'string' || sourceText === '') throw invalidArgument('--source: the brokers of the site that serves the queues now is required');
-    const source = normaliseSource(sourceText);
+    const { source, password: inUrl } = parseSource(sourceText);
+    if (passwordValue !== undefined && typeof passwordValue !== 'string') throw invalidArgument('the source password must be a string');
+    if (passwordValue !== undefined && inUrl !== undefined) throw invalidArgument('give the source password in the URL or apart, not both');
+    const password = (passwordValue as string | undefined) ?? inUrl;
     for (const q of names) {
       if (!broker.queues.has(q)) throw notFound('queue', q, 'reattach runs against the old source site, which holds the queue');
       const c = broker.drQueues.get(q);
       if (c?.state === 'fenced') throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is fenced by a switchover in progress here: it resolves by itself (tandem dr status ${q})`);
     }
-    const rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
+    const rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(',') }, PEER_TIMEOUT_MS, password)).queues as Attributes[];
+    // Kept only now that the other site took it: a mistyped password must not replace a good one.
+    if (password !== undefined) rememberPassword(source, password);
     const plans = names.map((q) => {
       const row = rows.find((r) => r.queue === q);
       const c = broker.drQueues.get(q);

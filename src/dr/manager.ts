@@ -39,6 +39,12 @@ export interface DrManagerHost {
   credentials: DrCredentials;
   /** TLS of links to amqps: sources (dr-tls-*). */
   tls: LinkTls;
+  /**
+   * Whether this site would let `user`/`password` in as an admin (what the other site's
+   * bridge and its requests need here): undefined if so, else why not. Always
+   * undefined when this site does not require credentials.
+   */
+  refusesLogin(user: string | undefined, password: string | undefined): Promise<string | undefined>;
 }
 
 export type Attributes = Record<string, unknown>;

@@ -14,15 +14,15 @@ export type PeerReply = Record<string, unknown>;
 
 /**
  * Send `op` to the first broker of `url` that serves it (over TLS verified with `tls`,
- * dr-tls-*, when the URL is amqps:). A TandemError from the
- * peer (it understood and said no) is returned as it is; when no broker answers,
- * a TandemError naming the site and the reason of each.
+ * dr-tls-*, when the URL is amqps:; `givenPassword`: one the caller has and that is not
+ * kept yet). A TandemError from the peer (it understood and said no) is returned as it
+ * is; when no broker answers, a TandemError naming the site and the reason of each.
  */
-export async function peerRequest(url: string, tls: LinkTls, op: string, body: Record<string, unknown>, timeoutMs: number): Promise<PeerReply> {
+export async function peerRequest(url: string, tls: LinkTls, op: string, body: Record<string, unknown>, timeoutMs: number, givenPassword?: string): Promise<PeerReply> {
   const parsed = parseBrokersUrl(url);
   const { endpoints, user } = parsed;
   // Sources are kept without their password (credentials.ts keeps it).
-  const password = parsed.password ?? knownPassword(parseSource(url).source);
+  const password = givenPassword ?? parsed.password ?? knownPassword(parseSource(url).source);
   const failures: string[] = [];
   for (const e of endpoints) {
     let client: ManagementClient | undefined;

@@ -18,7 +18,8 @@
 // alone, so the two sites never both serve a queue.
 import type { DrMode } from '../broker/changes.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
-import { displaySource, listOf, normaliseSource, parseDrMode, sourceWithPassword } from './config.js';
+import { displaySource, listOf, normaliseSource, parseDrMode, parseSource, sourceWithPassword } from './config.js';
+import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
 import { FRESH_ROLE, drRefusal, epochOf, roleOf } from './roles.js';
@@ -54,12 +55,39 @@ export class DrSwitchover {
 
   register(m: ManagementRegistry): void {
     m.register('DR-SWITCHOVER', (_t, _n, body) =>
-      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : Number(body.timeout), body['reverse-source']),
+      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : Number(body.timeout), body['reverse-source'], body['reverse-password']),
     );
     m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer));
     m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch)) }));
     m.register('DR-FOLLOW', (_t, _n, body) => ({ following: this.follow(parseList<FollowRequest>(body.queues, isFollowRequest), body.source) }));
     m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(listOf(body.queues)) }));
+  }
+
+  /**
+   * The reverse source (this site, as the old source will reach it), checked before
+   * anything changes: the old source follows this site, and asks it how a switchover
+   * ended, logging in with these credentials, so a site that would turn them away
+   * leaves a pair that never replicates. A password given (or kept) here is checked
+   * here; without one the old source may still hold one for that user (it was this
+   * site's source before), so the old source checks that it can log in before it
+   * fences anything (fence()). The password is kept (credentials.ts) only once this
+   * site has accepted it.
+   */
+  private async reverseSource(text: string, passwordValue: unknown): Promise<string> {
+    const { source, password: inUrl } = parseSource(text);
+    if (passwordValue !== undefined && typeof passwordValue !== 'string') throw invalidArgument('reverse-password must be a string');
+    if (passwordValue !== undefined && inUrl !== undefined) throw invalidArgument('give the reverse source password in the URL or apart, not both');
+    const password = (passwordValue as string | undefined) ?? inUrl ?? knownPassword(source);
+    const at = source.lastIndexOf('@');
+    const why = at < 0 || password !== undefined ? await this.dr.host.refusesLogin(at >= 0 ? source.slice(0, at) : undefined, password) : undefined;
+    if (why !== undefined) {
+      throw new TandemError(
+        'TANDEM_ERR_PRECONDITION',
+        `the reverse source ${displaySource(source)}${at >= 0 ? ` (user ${source.slice(0, at)})` : ''} ${why}: the old source could not log in here to follow this site; give --reverse-source USER@HOST:PORT,... of an admin of this site and --reverse-source-password-file; nothing was changed`,
+      );
+    }
+    if (password !== undefined) rememberPassword(source, password);
+    return source;
   }
 
   errorOf(queue: string): string | undefined {
@@ -68,7 +96,7 @@ export class DrSwitchover {
 
   // ---- the secondary: coordinate ------------------------------------------------
 
-  async run(names: string[], all: boolean, timeoutMs: number, reverseText: unknown): Promise<Attributes> {
+  async run(names: string[], all: boolean, timeoutMs: number, reverseText: unknown, reversePassword?: unknown): Promise<Attributes> {
     const broker = this.dr.host.broker;
     if (!this.dr.isServing) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker does not serve clients (an HA backup): run the switchover against the primary of the secondary site');
     if (names.length === 0 && !all) throw invalidArgument('name the queues to switch over, or pass --all');
@@ -76,7 +104,7 @@ export class DrSwitchover {
       throw invalidArgument(`the switchover timeout must be between ${MIN_TIMEOUT_MS} and ${MAX_TIMEOUT_MS} ms, not ${String(timeoutMs)}`);
     }
     if (typeof reverseText !== 'string' || reverseText === '') throw invalidArgument('reverse-source: the brokers of this site, as the old source will reach them, is required');
-    const reverse = normaliseSource(reverseText);
+    const reverse = await this.reverseSource(reverseText, reversePassword);
     const queues = names.length > 0 ? names : [...broker.drQueues].filter(([, c]) => c.state === 'passive').map(([q]) => q);
     if (queues.length === 0) throw new TandemError('TANDEM_ERR_PRECONDITION', 'no passive DR copy here to switch over (tandem dr status): run the switchover against the secondary site');
     for (const q of queues) {
@@ -152,7 +180,7 @@ export class DrSwitchover {
 
   async fence(request: FenceRequest[], peerText: unknown): Promise<Attributes> {
     const broker = this.dr.host.broker;
-    const peer = normaliseSource(peerText);
+    const { source: peer, password: given } = parseSource(peerText);
     const todo: FenceRequest[] = [];
     for (const r of request) {
       if (!broker.queues.has(r.queue)) throw notFound('queue', r.queue, 'nothing was fenced on this site');
@@ -169,6 +197,8 @@ export class DrSwitchover {
       }
       todo.push(r);
     }
+    if (todo.length > 0) await this.checkReach(peer, given, todo.map((r) => r.queue));
+    if (given !== undefined) rememberPassword(peer, given);
     for (const r of todo) {
       const c = broker.drQueues.get(r.queue);
       const fenced = { ...FRESH_ROLE, ...(c ?? {}), source: peer, mode: r.mode, state: 'fenced' as const, epoch: r.epoch + 1 };
@@ -183,6 +213,22 @@ export class DrSwitchover {
     for (const r of request) this.dr.detachClients(r.queue, true);
     if (todo.length > 0) this.dr.host.log.warn({ queues: todo.map((r) => r.queue), peer: displaySource(peer), lsn }, 'DR: switchover: queues fenced; they move to the other site');
     return { fenced: request.map((r) => r.queue), lsn };
+  }
+
+  /**
+   * Before fencing: can this site log in to the other one as it will have to, to ask how
+   * the switchover ended and to follow it? If not, the pair would never replicate again.
+   */
+  private async checkReach(peer: string, password: string | undefined, queues: string[]): Promise<void> {
+    try {
+      await peerRequest(peer, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(',') }, PEER_TIMEOUT_MS, password);
+    } catch (err) {
+      const at = peer.lastIndexOf('@');
+      throw new TandemError(
+        'TANDEM_ERR_PRECONDITION',
+        `the old source cannot log in to the reverse source ${displaySource(peer)}${at >= 0 ? ` as ${peer.slice(0, at)}` : ''} (${(err as Error).message}): it could not follow that site after the switchover; give --reverse-source USER@HOST:PORT,... of an admin of that site and --reverse-source-password-file; nothing was fenced`,
+      );
+    }
   }
 
   unfence(request: Array<{ queue: string; epoch: number }>): string[] {

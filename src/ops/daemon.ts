@@ -21,7 +21,7 @@ import { drRefusal } from '../dr/roles.js';
 import { DrSource } from '../dr/source.js';
 import { DrCredentials } from '../dr/credentials.js';
 import type { SpecialSender } from '../amqp/server.js';
-import { UserDirectory } from '../admin/users.js';
+import { UserDirectory, refusesAdminLogin } from '../admin/users.js';
 import { PasswordHasher } from '../admin/password-hasher.js';
 import { Acl } from '../admin/acl.js';
 import { AmqpServer } from '../amqp/server.js';
@@ -180,7 +180,9 @@ export class Daemon {
       this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500, journal: () => this.journal });
       this.broker.log.attach(this.drSource);
     }
+    const users = new UserDirectory(s.usersFile, { scrypt: this.hasher.scrypt, log: logger('admin') });
     this.dr = new DrManager({
+      refusesLogin: (user, password) => refusesAdminLogin(s.auth, users, user, password),
       broker: this.broker,
       gate,
       log: logger('dr'),
@@ -198,7 +200,6 @@ export class Daemon {
     });
     this.broker.drRefusal = drRefusal;
     for (const warning of s.warnings) this.log.warn(warning);
-    const users = new UserDirectory(s.usersFile, { scrypt: this.hasher.scrypt, log: logger('admin') });
     if (s.auth && users.size === 0) {
       this.log.warn({ usersFile: s.usersFile }, 'authentication is on but there are no users: add one with `tandem user add NAME --admin`');
     }

@@ -17,8 +17,16 @@ export interface DrRow {
   depth: number;
 }
 
+/** Who the helpers log in as, per broker port (brokers with auth=yes); none: anonymous. */
+const logins = new Map<number, { user: string; password: string }>();
+
+/** From now on every helper logs in to the broker on `port` as `user`. */
+export function loginAs(port: number, user: string, password: string): void {
+  logins.set(port, { user, password });
+}
+
 async function request(port: number, op: string, body: Record<string, unknown> = {}, name = 'broker'): Promise<Record<string, unknown>> {
-  const c = await ManagementClient.connect({ host: '127.0.0.1', port }, { timeoutMs: 10_000, properties: { 'qpid.ha-admin': true } });
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port, ...logins.get(port) }, { timeoutMs: 10_000, properties: { 'qpid.ha-admin': true } });
   try {
     return (await c.request(op, 'broker', name, body)) as Record<string, unknown>;
   } finally {
@@ -63,7 +71,8 @@ export async function drFlush(primaryPort: number, secondaryPort: number, timeou
 
 function connect(port: number, props: Record<string, unknown> = {}): Promise<Connection> {
   const c = rhea.create_container();
-  const conn = c.connect({ host: '127.0.0.1', port, reconnect: false, properties: props } as never);
+  const login = logins.get(port);
+  const conn = c.connect({ host: '127.0.0.1', port, reconnect: false, properties: props, ...(login ? { username: login.user, password: login.password } : {}) } as never);
   conn.on('error', () => undefined);
   return new Promise((resolve, reject) => {
     conn.once('connection_open', () => resolve(conn));
@@ -139,7 +148,7 @@ export async function contents(port: number, queue: string, depth?: number): Pro
 }
 
 export async function depthOf(port: number, queue: string): Promise<number> {
-  const c = await ManagementClient.connect({ host: '127.0.0.1', port }, { timeoutMs: 10_000, properties: { 'qpid.ha-admin': true } });
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port, ...logins.get(port) }, { timeoutMs: 10_000, properties: { 'qpid.ha-admin': true } });
   try {
     return Number(((await c.request('READ', 'queue', queue)) as Record<string, unknown>).depth);
   } finally {
