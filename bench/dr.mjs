@@ -13,17 +13,35 @@
 //     (blast of at-least-once sends); then messages carrying their send time are
 //     sent at half that rate for DURATION s while an admin browser on the
 //     secondary sees them arrive; lag = arrival - send time (same clock).
+//  5. Switchover under load (issue 17): the source's own rate is measured first (a
+//     blast of at-least-once sends); then a python-proton publisher
+//     (test/dr/py/switch_publisher.py, which moves to the other site when refused)
+//     publishes at half that rate while `tandem dr switchover` moves the queue
+//     DR_BENCH_SWITCHES times, both directions; per move: the command's run time and
+//     the publisher's unavailability (longest gap between two accepts around it).
+//     Target: under 2 s.
+//  6. Reattach against a full copy (issue 17): a source of DR_BENCH_REATTACH_QUEUE
+//     messages copied to a secondary, the source killed -9, the copy activated and
+//     DR_BENCH_REATTACH_CHANGES changes made there (half publishes, half consumes),
+//     the old source restarted and `DR-REATTACH`ed: time until it holds what the new
+//     site holds, and how many changes and copied messages crossed; side by side, the
+//     same queue copied in full from the new site to an empty broker (what rebuilding
+//     the old site would take). Target: under 5 s, changes sent near the changes made.
 // CPU seconds (user + system, /proc/PID/stat) are reported beside every rate: on
 // a shared machine they say more than the wall clock.
 // Usage: node bench/dr.mjs [N=100000] [DURATION=20] [S=300000]
+// DR_BENCH_SCENARIOS: which to run, comma-separated (default
+// catchup,mirror,lag,snapshot,switchover,reattach). DR_BENCH_SWITCHES (4),
+// DR_BENCH_REATTACH_QUEUE (100000; the issue's figure is 1000000),
+// DR_BENCH_REATTACH_CHANGES (10000). The report also goes to bench/results/dr-<time>.json.
 // DR_BENCH_SNAPSHOT_MODE=enqueue-only: the snapshot scenario's queue in that mode.
 // DR_BENCH_LOG=info: the brokers log at that level (default warn) to stderr.
 // DR_BENCH_STRACE=DIR: run the brokers under strace -c, counting fdatasync/fsync
 // calls into DIR/NAME-TIME.txt (written when each broker exits).
 // DR_BENCH_PROF=DIR: run the brokers with --cpu-prof into DIR (stopped with
 // SIGTERM so their profiles are written); aggregate with bench/cpuprofile-top.mjs.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -39,6 +57,17 @@ const BODY = Buffer.alloc(1024, 'x');
 const PROF = process.env.DR_BENCH_PROF;
 /** DR mode of the snapshot scenario's queue (an enqueue-only copy watches the queue for consumers). */
 const SNAPSHOT_MODE = process.env.DR_BENCH_SNAPSHOT_MODE ?? 'enqueue-and-dequeue';
+const SCENARIOS = new Set((process.env.DR_BENCH_SCENARIOS ?? 'catchup,mirror,lag,snapshot,switchover,reattach').split(',').map((x) => x.trim()));
+const envInt = (name, def, min, max) => {
+  const v = Number(process.env[name] ?? def);
+  if (!Number.isInteger(v) || v < min || v > max) throw new Error(`${name} must be an integer between ${min} and ${max}`);
+  return v;
+};
+const SWITCHES = envInt('DR_BENCH_SWITCHES', 4, 1, 50);
+const REATTACH_QUEUE = envInt('DR_BENCH_REATTACH_QUEUE', 100_000, 1000, 10_000_000);
+const REATTACH_CHANGES = envInt('DR_BENCH_REATTACH_CHANGES', 10_000, 2, 1_000_000);
+const PY = '/usr/bin/python3'; // Debian's, which has the proton package
+const tandemCli = join(root, 'dist', 'cli', 'tandem.js');
 const procs = new Set();
 const dirs = [];
 process.on('exit', () => {
@@ -303,22 +332,189 @@ async function lag(primary, secondary) {
   };
 }
 
+/** `tandem ARGS` (the CLI of the build measured); exit code, output and wall time. */
+function cli(args, timeoutMs = 60_000) {
+  const t0 = Date.now();
+  return new Promise((resolveP) => {
+    execFile(process.execPath, [tandemCli, ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+      resolveP({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, ms: Date.now() - t0, out: `${stdout}${stderr}`.trim() });
+    });
+  });
+}
+
+/** Scenario 5: DR switchovers under a publisher at half the source's own rate. */
+async function switchover() {
+  const dir = tempDir('dr-bench-sw-');
+  const a = await start(join(dir, 'a'), 'switch-a');
+  const b = await start(join(dir, 'b'), 'switch-b');
+  await mgmt(a.port, 'CREATE', { durable: true }, 'queue', 'blast');
+  const blastN = Math.max(20_000, Math.round(N / 5));
+  const blastMs = await send(a.port, 'blast', blastN);
+  const standalone = blastN / (blastMs / 1000);
+  const rate = Math.round(standalone / 2);
+  await mgmt(a.port, 'CREATE', { durable: true }, 'queue', 'moving');
+  await mgmt(b.port, 'DR-ADD', { queue: 'moving', source: `127.0.0.1:${a.port}`, mode: 'enqueue-and-dequeue' });
+  await waitConnected(b.port, 'moving');
+  const seconds = 4 + SWITCHES * 6;
+  const logFile = join(dir, 'publisher.log');
+  const pub = spawn(PY, [join(root, 'test', 'dr', 'py', 'switch_publisher.py'), `127.0.0.1:${a.port},127.0.0.1:${b.port}`, 'moving', String(Math.round(rate * seconds)), String(rate), logFile, '200'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  procs.add(pub);
+  let pubOut = '';
+  pub.stdout.on('data', (d) => (pubOut += d));
+  const pubExit = new Promise((r) => pub.once('exit', r));
+  const t0 = Date.now();
+  await sleep(3000);
+  const moves = [];
+  let [from, to] = [a, b];
+  for (let k = 1; k <= SWITCHES; k++) {
+    const tStart = Date.now();
+    const r = await cli(['dr', 'switchover', 'moving', '-b', `127.0.0.1:${to.port}`, '--timeout', '20', '--json']);
+    moves.push({ k, to: to === a ? 'a' : 'b', tStart, tEnd: Date.now(), commandMs: r.ms, code: r.code, out: r.code === 0 ? undefined : r.out.slice(0, 300) });
+    log(`switchover ${k} to ${to === a ? 'a' : 'b'}: exit ${r.code} in ${r.ms} ms`);
+    if (r.code === 0) [from, to] = [to, from];
+    await sleep(5000);
+  }
+  await Promise.race([pubExit, sleep((seconds + 60) * 1000)]);
+  pub.kill('SIGKILL');
+  const accepts = readFileSync(logFile, 'utf8').split('\n').filter((l) => l.startsWith('A ')).map((l) => Number(l.split(' ')[2]) * 1000).sort((x, y) => x - y);
+  // Per move: the longest gap between two accepts from just before the command until the next move.
+  for (let i = 0; i < moves.length; i++) {
+    const m = moves[i];
+    const from = m.tStart - 1000;
+    const until = i + 1 < moves.length ? moves[i + 1].tStart - 1000 : accepts.at(-1) ?? m.tEnd;
+    let gap = 0;
+    let prev;
+    for (const t of accepts) {
+      if (t < from) continue;
+      if (t > until) break;
+      if (prev !== undefined) gap = Math.max(gap, t - prev);
+      prev = t;
+    }
+    m.unavailableMs = Math.round(gap);
+    m.firstAcceptAfterCommandMs = Math.round((accepts.find((t) => t > m.tEnd) ?? NaN) - m.tEnd);
+    delete m.tStart;
+    delete m.tEnd;
+  }
+  const wall = (accepts.at(-1) - accepts[0]) / 1000;
+  let published;
+  try {
+    published = JSON.parse(pubOut.trim().split('\n').pop());
+  } catch {
+    published = { error: pubOut.slice(0, 300) };
+  }
+  await stop(a);
+  await stop(b);
+  return {
+    standaloneMsgPerSec: Math.round(standalone),
+    offeredMsgPerSec: rate,
+    achievedMsgPerSec: Math.round(accepts.length / wall),
+    seconds: Math.round((Date.now() - t0) / 1000),
+    accepted: published.accepted,
+    refusals: published.refusals?.length,
+    moves,
+    maxUnavailableMs: Math.max(...moves.map((m) => m.unavailableMs)),
+    loadavg: load(),
+  };
+}
+
+/** Until `port`'s DR row for `queue` is connected, at `lsn` or beyond, holding `depth`; resolves with it. */
+async function waitCopy(port, queue, lsn, depth, timeoutMs = 900_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const row = await drRow(port, queue).catch(() => undefined);
+    if (row && row.link === 'connected' && row['applied-position'] >= lsn && row.depth === depth) return row;
+    if (Date.now() > deadline) throw new Error(`${queue} on ${port} did not reach ${lsn}/${depth}: ${JSON.stringify(row)}`);
+    await sleep(20);
+  }
+}
+
+/** Scenario 6: reattach of the old source after a disaster, against a full copy of the same queue. */
+async function reattach() {
+  const M = REATTACH_QUEUE;
+  const K = REATTACH_CHANGES;
+  const dir = tempDir('dr-bench-ra-');
+  let a = await start(join(dir, 'a'), 'reattach-a');
+  const b = await start(join(dir, 'b'), 'reattach-b', ['--dr-retain-changes', String(Math.max(200_000, 4 * K))]);
+  await mgmt(a.port, 'CREATE', { durable: true }, 'queue', 'big');
+  await mgmt(b.port, 'DR-ADD', { queue: 'big', source: `127.0.0.1:${a.port}`, mode: 'enqueue-and-dequeue' });
+  await waitConnected(b.port, 'big');
+  const fillMs = await send(a.port, 'big', M);
+  await waitCopy(b.port, 'big', Number((await mgmt(a.port, 'READ')).lsn), M);
+  log(`reattach: ${M} messages on the source (${Math.round(M / (fillMs / 1000))} msg/s), copied`);
+  await stop(a); // SIGKILL: the disaster
+  for (let i = 0; i < 300 && (await drRow(b.port, 'big'))?.link === 'connected'; i++) await sleep(50);
+  await mgmt(b.port, 'DR-ACTIVATE', { queues: 'big' });
+  await send(b.port, 'big', K / 2);
+  await consume(b.port, 'big', K / 2);
+  const bLsn = Number((await mgmt(b.port, 'READ')).lsn);
+  a = await start(join(dir, 'a'), 'reattach-a-again');
+  // The activated site tells the old one within about 2 s; demote it here so as not to wait.
+  await mgmt(a.port, 'DR-DEMOTE', { queues: 'big', peer: `127.0.0.1:${b.port}` });
+  const cpuA = cpuSeconds(a.pid);
+  const cpuB = cpuSeconds(b.pid);
+  const t0 = Date.now();
+  const reply = await mgmt(a.port, 'DR-REATTACH', { queues: 'big', source: `127.0.0.1:${b.port}` });
+  const row = await waitCopy(a.port, 'big', bLsn, M);
+  const reattachMs = Date.now() - t0;
+  const reattachCpu = { old: round2(cpuSeconds(a.pid) - cpuA), new: round2(cpuSeconds(b.pid) - cpuB) };
+  log(`reattach: caught up in ${reattachMs} ms: ${row['received-changes']} changes and ${row['received-copies']} copied messages crossed`);
+  // The peer: the same queue copied whole from the new site to an empty broker.
+  const c = await start(join(dir, 'c'), 'full-copy');
+  const cpuC = cpuSeconds(c.pid);
+  const cpuB2 = cpuSeconds(b.pid);
+  const t1 = Date.now();
+  await mgmt(c.port, 'DR-ADD', { queue: 'big', source: `127.0.0.1:${b.port}`, mode: 'enqueue-and-dequeue' });
+  const full = await waitCopy(c.port, 'big', bLsn, M);
+  const fullMs = Date.now() - t1;
+  const fullCpu = { copy: round2(cpuSeconds(c.pid) - cpuC), new: round2(cpuSeconds(b.pid) - cpuB2) };
+  log(`full copy: ${fullMs} ms: ${full['received-changes']} changes and ${full['received-copies']} copied messages crossed`);
+  await stop(c);
+  await stop(a);
+  await stop(b);
+  return {
+    queueMessages: M,
+    changesSinceDivergence: K,
+    quarantined: reply.quarantined?.big ?? 0,
+    reattach: { ms: reattachMs, changesSent: row['received-changes'], messagesCopied: row['received-copies'], cpuSeconds: reattachCpu },
+    fullCopy: { ms: fullMs, changesSent: full['received-changes'], messagesCopied: full['received-copies'], cpuSeconds: fullCpu },
+    reattachOverFullCopy: round2(reattachMs / fullMs),
+    loadavg: load(),
+  };
+}
+
 async function main() {
-  const result = { root, messageBytes: 1024, loadavgBefore: load() };
-  // A window that holds every change of the catch-up runs (the defaults hold 200,000 or 128 MiB).
-  const primary = await start(tempDir('dr-bench-p-'), 'primary', ['--dr-retain-changes', String(4 * N), '--dr-retain-size', '1GiB']);
-  const one = await catchUp(primary, tempDir('dr-bench-s1-'), 'only', 'enqueue-only', false);
-  result.catchUp = one.result;
-  await stop(one.secondary);
-  const two = await catchUp(primary, tempDir('dr-bench-s2-'), 'mirror', 'enqueue-and-dequeue', true);
-  result.mirrorCatchUp = two.result;
-  result.steady = await lag(primary, two.secondary);
-  log(`lag: ${JSON.stringify(result.steady.lagMs)} at ${result.steady.offeredMsgPerSec} msg/s`);
-  await stop(two.secondary);
-  await stop(primary);
-  if (S > 0) result.snapshot = await snapshot();
+  const result = { root, startedAt: new Date().toISOString(), messageBytes: 1024, scenarios: [...SCENARIOS], loadavgBefore: load() };
+  if (SCENARIOS.has('catchup') || SCENARIOS.has('mirror') || SCENARIOS.has('lag')) {
+    // A window that holds every change of the catch-up runs (the defaults hold 200,000 or 128 MiB).
+    const primary = await start(tempDir('dr-bench-p-'), 'primary', ['--dr-retain-changes', String(4 * N), '--dr-retain-size', '1GiB']);
+    if (SCENARIOS.has('catchup')) {
+      const one = await catchUp(primary, tempDir('dr-bench-s1-'), 'only', 'enqueue-only', false);
+      result.catchUp = one.result;
+      await stop(one.secondary);
+    }
+    if (SCENARIOS.has('mirror') || SCENARIOS.has('lag')) {
+      const two = await catchUp(primary, tempDir('dr-bench-s2-'), 'mirror', 'enqueue-and-dequeue', true);
+      result.mirrorCatchUp = two.result;
+      if (SCENARIOS.has('lag')) {
+        result.steady = await lag(primary, two.secondary);
+        log(`lag: ${JSON.stringify(result.steady.lagMs)} at ${result.steady.offeredMsgPerSec} msg/s`);
+      }
+      await stop(two.secondary);
+    }
+    await stop(primary);
+  }
+  if (S > 0 && SCENARIOS.has('snapshot')) result.snapshot = await snapshot();
+  if (SCENARIOS.has('switchover')) {
+    result.switchover = await switchover();
+    log(`switchover: longest publisher unavailability ${result.switchover.maxUnavailableMs} ms at ${result.switchover.achievedMsgPerSec} msg/s (offered ${result.switchover.offeredMsgPerSec}, half of the source's ${result.switchover.standaloneMsgPerSec})`);
+  }
+  if (SCENARIOS.has('reattach')) result.reattach = await reattach();
   result.loadavgAfter = load();
-  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  const text = `${JSON.stringify(result, null, 2)}\n`;
+  const resultsDir = join(import.meta.dirname, 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(join(resultsDir, `dr-${result.startedAt.replace(/[:.]/g, '-')}.json`), text);
+  process.stdout.write(text);
   process.exit(0);
 }
 

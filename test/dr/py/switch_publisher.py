@@ -3,14 +3,18 @@ through DR switchovers. URLS lists the sites; whenever the one in use refuses
 (a rejected delivery, a detached link, a refused attach) the publisher settles what
 it had in flight, moves to the next site and resends from the first message not
 accepted, so each message is accepted once. Prints one JSON line: the refusals
-seen ({condition, description}) and how many messages were accepted."""
+seen ({condition, description}) and how many messages were accepted.
+Optional: LOG, a file that gets "A <n> <wall-clock s>" for each accept and "R <wall-clock s>"
+for each refusal (bench/dr.mjs measures the publisher's unavailability from it), and
+WINDOW, the unsettled messages allowed (default 20)."""
 import json, sys, time
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 urls, queue, count, rate = sys.argv[1].split(','), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-WINDOW = 20
+log = open(sys.argv[5], "w", buffering=1 << 16) if len(sys.argv) > 5 and sys.argv[5] else None
+WINDOW = int(sys.argv[6]) if len(sys.argv) > 6 else 20
 TICK = 0.01
 # A site that refuses is left for this long before the next is tried.
 BACKOFF = 0.1
@@ -69,6 +73,8 @@ class Publisher(MessagingHandler):
         if i is None:
             return
         self.accepted.add(i)
+        if log:
+            log.write("A %d %.4f\n" % (i, time.time()))
         while self.confirmed in self.accepted:
             self.confirmed += 1
         if self.confirmed >= count:
@@ -95,6 +101,8 @@ class Publisher(MessagingHandler):
             self.pump()
 
     def refused(self, cond):
+        if log:
+            log.write("R %.4f\n" % time.time())
         self.refusals.append({"condition": cond.name if cond else None, "description": cond.description if cond else None})
         self.leaving = True
 
@@ -126,4 +134,6 @@ class Publisher(MessagingHandler):
 
 
 Container(p := Publisher()).run()
+if log:
+    log.close()
 print(json.dumps({"accepted": p.confirmed, "refusals": p.refusals}))
