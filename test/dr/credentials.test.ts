@@ -9,11 +9,11 @@
 import { readdirSync, readFileSync, statSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../../src/admin/users.js';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestBroker, waitFor } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, drFlush, drRowOf, loginAs, range, receive, send } from './helpers.js';
+import { contents, drFlush, drRowOf, loginAs, range, receive, send, twoSites } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tandem-dr-credentials-'));
 // Each site: its operators' admin, and the admin identity the other site's broker uses.
@@ -64,20 +64,21 @@ describe('DR round trip between sites that require credentials', () => {
   let args: { a: string[]; b: string[] };
   const at = (x: TestBroker) => `${OPS.user}@${x.url}`;
 
-  beforeAll(async () => {
-    args = {
-      a: ['--auth', 'yes', '--users-file', await usersFile('users-a', [OPS, TO_A])],
-      b: ['--auth', 'yes', '--users-file', await usersFile('users-b', [OPS, TO_B])],
-    };
-    a = await TestBroker.start({ args: args.a });
-    b = await TestBroker.start({ args: args.b });
-    loginAs(a.port, OPS.user, OPS.password);
-    loginAs(b.port, OPS.user, OPS.password);
-  });
-  afterAll(async () => {
-    await killAllBrokers();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  twoSites(
+    (x, y) => {
+      [a, b] = [x, y];
+      loginAs(a.port, OPS.user, OPS.password);
+      loginAs(b.port, OPS.user, OPS.password);
+    },
+    async () => {
+      args = {
+        a: ['--auth', 'yes', '--users-file', await usersFile('users-a', [OPS, TO_A])],
+        b: ['--auth', 'yes', '--users-file', await usersFile('users-b', [OPS, TO_B])],
+      };
+      return { a: { args: args.a }, b: { args: args.b } };
+    },
+  );
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /** The queue served by `source`, passive and connected at `copy`, both at `epoch`. */
   async function pair(source: TestBroker, copy: TestBroker, queue: string, epoch: number): Promise<void> {

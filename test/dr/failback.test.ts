@@ -6,22 +6,18 @@
 // new site made since activation, counted, plus the messages the old site had
 // consumed that the new one still holds), and a switchover moves the queue back:
 // both sites hold the same messages, one by one.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker, waitFor } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, drFlush, drRowOf, range, receive, send } from './helpers.js';
+import { contents, drFlush, drRowOf, range, receive, send, twoSites } from './helpers.js';
 
 
 describe('DR failback', () => {
   let a: TestBroker;
   let b: TestBroker;
 
-  beforeAll(async () => {
-    a = await TestBroker.start();
-    b = await TestBroker.start();
-  });
-  afterAll(async () => {
-    await killAllBrokers();
+  twoSites((x, y) => {
+    [a, b] = [x, y];
   });
 
   it('DR failback - kill the lagging source, activate, use, restart it (refused), reattach from the divergence point, switch back: equal message by message', async () => {

@@ -2,8 +2,9 @@
 // over management, and the flush barrier (the secondary has applied everything
 // the primary had when we asked).
 import rhea, { type Connection, type EventContext } from 'rhea';
+import { afterAll, beforeAll } from 'vitest';
 import { ManagementClient } from '../../src/admin/client.js';
-import { waitFor } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers, waitFor, type BrokerOptions } from '../helpers/broker.js';
 
 export interface DrRow {
   queue: string;
@@ -15,6 +16,23 @@ export interface DrRow {
   'lag-seconds': number | null;
   'last-error': string | null;
   depth: number;
+}
+
+type SiteOptions = { a?: BrokerOptions; b?: BrokerOptions };
+
+/**
+ * Two standalone brokers, site A and site B, for the tests of a describe block: started
+ * before them (each with its options, or what `options()` gives, for options made
+ * asynchronously: users files) and handed to `use`, every broker killed after.
+ */
+export function twoSites(use: (a: TestBroker, b: TestBroker) => void | Promise<void>, options: SiteOptions | (() => Promise<SiteOptions>) = {}): void {
+  beforeAll(async () => {
+    const o = typeof options === 'function' ? await options() : options;
+    await use(await TestBroker.start(o.a), await TestBroker.start(o.b));
+  });
+  afterAll(async () => {
+    await killAllBrokers();
+  });
 }
 
 /** Who the helpers log in as, per broker port (brokers with auth=yes); none: anonymous. */

@@ -11,11 +11,11 @@ import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker, waitFor } from '../helpers/broker.js';
 import { debianPython } from '../helpers/python.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, depthOf, drFlush, drRowOf, range, receive, send } from './helpers.js';
+import { contents, depthOf, drFlush, drRowOf, range, receive, send, twoSites } from './helpers.js';
 
 interface PublisherResult {
   accepted: number;
@@ -53,12 +53,8 @@ describe('DR switchover', () => {
   let a: TestBroker;
   let b: TestBroker;
 
-  beforeAll(async () => {
-    a = await TestBroker.start();
-    b = await TestBroker.start();
-  });
-  afterAll(async () => {
-    await killAllBrokers();
+  twoSites((x, y) => {
+    [a, b] = [x, y];
   });
 
   it('DR switchover - six moves under load, both directions: every message once, in order; the publisher sees only redirects', async () => {

@@ -2,10 +2,10 @@
 // bindings and its settings (limits, TTL, alternate exchange, replicate level,
 // duplicate-detection window) reach the secondary, at attach and as they change,
 // so an activated site routes as the source did.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker, waitFor } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { drFlush, receive, send } from './helpers.js';
+import { drFlush, receive, send, twoSites } from './helpers.js';
 
 type Binding = { exchange: string; queue: string; key: string };
 
@@ -26,12 +26,8 @@ describe('DR topology', () => {
   let a: TestBroker;
   let b: TestBroker;
 
-  beforeAll(async () => {
-    a = await TestBroker.start();
-    b = await TestBroker.start();
-  });
-  afterAll(async () => {
-    await killAllBrokers();
+  twoSites((x, y) => {
+    [a, b] = [x, y];
   });
 
   it('DR topology - exchanges, bindings and settings of the chosen queue follow it, filtered by --exchanges; the activated copy routes as the source did', async () => {
