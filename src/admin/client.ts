@@ -17,6 +17,8 @@ export interface BrokerAddress {
   /** PEM client certificate chain and key, for a broker that asks for one. */
   cert?: string;
   key?: string;
+  /** Log in with SASL EXTERNAL: the client certificate names the user (no user, no password). */
+  external?: boolean;
 }
 
 /** "[amqp[s]://][user[/password]@]host[:port]" (qpid-config style; also user:password). */
@@ -29,9 +31,22 @@ export function parseBrokerAddress(text: string, defaultPort = 5672): BrokerAddr
   return { host: m[4].replace(/^\[|\]$/g, ''), port, user: m[2], password: m[3], ...(tls ? { tls } : {}) };
 }
 
-/** rhea's connect options for TLS: verified against address.ca (or the system's CAs). */
+/** rhea's connect options for TLS (verified against address.ca, or the system's CAs) and SASL EXTERNAL. */
 export function tlsOptions(address: BrokerAddress): Record<string, unknown> {
-  return rheaTlsOptions(address.host, address.tls ? { ca: address.ca, cert: address.cert, key: address.key } : undefined);
+  const tls = rheaTlsOptions(address.host, address.tls ? { ca: address.ca, cert: address.cert, key: address.key } : undefined);
+  return address.external ? { ...tls, ...externalMechanisms() } : tls;
+}
+
+/**
+ * SASL for a certificate without a user name: EXTERNAL where the broker offers it (its
+ * tls-external-user is on), else ANONYMOUS, which only a broker with auth=no accepts
+ * (and there every connection may manage): the same as before certificates could log in.
+ * rhea adds EXTERNAL itself to the mechanisms given, on a TLS socket with `cert` set.
+ */
+export function externalMechanisms(): Record<string, unknown> {
+  const mechanisms = (rhea as unknown as { sasl: { client_mechanisms(): { enable_anonymous(name?: string): void } } }).sasl.client_mechanisms();
+  mechanisms.enable_anonymous();
+  return { sasl_mechanisms: mechanisms, enable_sasl_external: true, username: undefined, password: undefined };
 }
 
 /** Why a connection most likely failed, for the two mistakes TLS makes easy. */

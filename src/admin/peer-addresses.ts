@@ -25,24 +25,26 @@ export const haLinkTls = (s: Settings): LinkTls => linkTls(s.haTls, 'ha');
 export const drLinkTls = (s: Settings): LinkTls => linkTls(s.drTls, 'dr');
 
 /** One broker of a URL as an address: the URL's scheme, `tls` applied when it is amqps:. */
-export function endpointAddress(e: BrokerEndpoint, url: Pick<BrokersUrl, 'tls'>, identity: { user?: string; password?: string }, tls: LinkTls): BrokerAddress {
-  return { host: e.host, port: e.port, user: identity.user, password: identity.password, ...(url.tls ? { tls: true, ...tls } : {}) };
+export function endpointAddress(e: BrokerEndpoint, url: Pick<BrokersUrl, 'tls'>, identity: { user?: string; password?: string; external?: boolean }, tls: LinkTls): BrokerAddress {
+  return { host: e.host, port: e.port, user: identity.user, password: identity.password, ...(url.tls ? { tls: true, ...tls, external: identity.external } : {}) };
 }
 
-/** Who brokers are to each other (ha-username and its password, or none with ANONYMOUS). */
-export function haIdentity(s: Settings): { user?: string; password?: string } {
+/** Who brokers are to each other: ha-username and its password, ha-tls-cert's user (EXTERNAL), or none (ANONYMOUS). */
+export function haIdentity(s: Settings): { user?: string; password?: string; external?: boolean } {
+  if (s.haMechanism === 'EXTERNAL') return { external: true };
   return s.haMechanism === 'PLAIN' ? { user: s.haUsername, password: s.haPassword } : {};
 }
 
 /**
  * The local broker of a config file, for its agent and `tandem ha -c`: the plaintext
- * port when it listens there (a connection to one's own address never crosses the
+ * port when it listens there (and the brokers do not log in by certificate) (a connection to one's own address never crosses the
  * network), else its TLS port, verified with ha-tls-ca like any other broker. A
  * wildcard host is reached on 127.0.0.1, which its certificate must then name.
  */
 export function localAdminAddress(s: Settings): BrokerAddress {
   const host = s.host === '0.0.0.0' || s.host === '::' ? '127.0.0.1' : s.host;
   const identity = haIdentity(s);
-  if (s.listenPlain) return { host, port: s.port, ...identity };
+  // A certificate proves nothing on the plain port: EXTERNAL goes to the TLS port.
+  if (s.listenPlain && !identity.external) return { host, port: s.port, ...identity };
   return { host, port: s.tlsPort ?? 5671, ...identity, tls: true, ...haLinkTls(s) };
 }

@@ -1,4 +1,6 @@
-// The users file: one user a line, "name:role:scrypt$N$r$p$salt$hash".
+// The users file: one user a line, "name:role:scrypt$N$r$p$salt$hash", or
+// "name:role:!" for a user who has no password and logs in by certificate only
+// (SASL EXTERNAL, src/amqp/sasl-external.ts).
 // Passwords are never stored, only salted scrypt hashes; roles are "admin" or
 // "user". The broker re-reads the file when it changes, so `tandem user add`
 // takes effect without a restart; a file that no longer parses is not taken (the
@@ -20,6 +22,9 @@ export interface UserRecord {
 }
 
 const scryptParams = { N: 16384, r: 8, p: 1 };
+
+/** The hash of a user who has no password: no password matches it. */
+export const NO_PASSWORD = '!';
 
 /** Node's scrypt, on libuv's pool: right for the CLI; the broker hashes on its own thread (password-hasher.ts). */
 const poolScrypt: ScryptFn = (password, salt, keylen, { N, r, p }) =>
@@ -58,8 +63,8 @@ export function parseUsers(text: string, path: string): Map<string, UserRecord> 
     const line = raw.trim();
     if (line === '' || line.startsWith('#')) return;
     const [name, role, hash] = line.split(':');
-    if (!name || (role !== 'admin' && role !== 'user') || !hash?.startsWith('scrypt$')) {
-      throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${path}:${i + 1}: expected name:admin|user:scrypt$..., fix or re-add the user with 'tandem user add'`);
+    if (!name || (role !== 'admin' && role !== 'user') || !(hash?.startsWith('scrypt$') || hash === NO_PASSWORD)) {
+      throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${path}:${i + 1}: expected name:admin|user:scrypt$... (or ! for no password), fix or re-add the user with 'tandem user add'`);
     }
     users.set(name, { name, role, hash });
   });
@@ -131,7 +136,8 @@ export class UserDirectory {
   /** The user's role if name and password match, else undefined. */
   async authenticate(name: string, password: string): Promise<Role | undefined> {
     const user = this.users.get(name);
-    if (!user) {
+    // A certificate-only user has no password: it fails as slowly as an unknown one.
+    if (!user || user.hash === NO_PASSWORD) {
       // Spend the same time as a real check so names cannot be probed by timing.
       await hashPassword(password, this.options.scrypt);
       return undefined;

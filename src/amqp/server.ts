@@ -1,9 +1,10 @@
 // The AMQP 1.0 listener: one rhea container, plain and TLS sockets, SASL
-// (ANONYMOUS only with auth off, PLAIN against the users file), and the
+// (ANONYMOUS only with auth off, PLAIN against the users file, EXTERNAL for
+// verified client certificates with tls-external-user), and the
 // routing of rhea events to the connection objects that handle them.
 import { readFileSync } from 'node:fs';
 import { type AddressInfo, type Server, type Socket, createServer } from 'node:net';
-import { createServer as createTlsServer } from 'node:tls';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { hostname } from 'node:os';
 import rhea, { type Connection, type Container, type Delivery, type EventContext, type Receiver, type Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
@@ -22,6 +23,7 @@ import { ManagementNode } from './management.js';
 import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
 import { LoginThrottle } from './login-throttle.js';
 import { plainServer } from './sasl-plain.js';
+import { externalConnectionOptions, installExternal, type ExternalUserMapping } from './sasl-external.js';
 
 /**
  * Unsettled messages a sender may have in flight on one link (credit is topped up at
@@ -44,7 +46,8 @@ export interface ServerOptions {
   host: string;
   /** undefined: no plaintext listener (TLS only). */
   port: number | undefined;
-  tls?: { port: number; cert: string; key: string; ca?: string; requireClientCert: boolean };
+  /** externalUser: SASL EXTERNAL for verified client certificates, naming the user so (sasl-external.ts). */
+  tls?: { port: number; cert: string; key: string; ca?: string; requireClientCert: boolean; externalUser?: ExternalUserMapping };
   auth: boolean;
   users: UserDirectory;
   maxFrameSize: number;
@@ -136,9 +139,9 @@ export class AmqpServer {
       offered_capabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
     };
     // Our own listeners, so that every socket is read through the frame guard (guarded-accept.ts).
-    const accept = (socket: Socket) => {
+    const accept = (socket: Socket, extra: Record<string, unknown> = {}) => {
       try {
-        acceptGuarded(this.container, socket, common as never, {
+        return acceptGuarded(this.container, socket, { ...common, ...extra } as never, {
           maxFrameSize: this.options.maxFrameSize,
           maxMessageSize: this.options.maxMessageSize,
           onOversize: (rc, channel, handle, error) => this.onOversizeDelivery(rc, channel, handle, error),
@@ -146,11 +149,12 @@ export class AmqpServer {
         });
       } catch (err) {
         this.log.error({ err: (err as Error).message }, 'connection not accepted');
+        return undefined;
       }
     };
     let port: number | undefined;
     if (this.options.port !== undefined) {
-      const plain = createServer(accept);
+      const plain = createServer((socket) => accept(socket));
       plain.listen({ host: this.options.host, port: this.options.port });
       this.servers.push(plain);
       port = await boundPort(plain);
@@ -164,10 +168,21 @@ export class AmqpServer {
           cert: readFileSync(t.cert),
           key: readFileSync(t.key),
           ca: t.ca ? readFileSync(t.ca) : undefined,
-          requestCert: t.requireClientCert,
+          // EXTERNAL needs the client's certificate; without tls-require-client-cert a
+          // client without one (or with one tls-ca did not sign) still gets in, by PLAIN.
+          requestCert: t.requireClientCert || t.externalUser !== undefined,
           rejectUnauthorized: t.requireClientCert,
         },
-        accept,
+        (socket: TLSSocket) => {
+          if (t.externalUser === undefined) return void accept(socket);
+          const conn = accept(socket, externalConnectionOptions(socket));
+          if (!conn) return;
+          try {
+            installExternal(conn, socket, { users: this.options.users, mapping: t.externalUser, log: this.log });
+          } catch (err) {
+            this.log.error({ err: (err as Error).message }, 'connection not accepted');
+          }
+        },
       );
       secure.listen({ host: this.options.host, port: t.port });
       this.servers.push(secure);

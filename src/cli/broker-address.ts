@@ -19,7 +19,7 @@ export interface TlsFileOptions {
 export function addTlsOptions(cmd: Command): Command {
   return cmd
     .option('--tls-ca <file>', tlsCaHelp)
-    .option('--tls-cert <file>', 'PEM client certificate to show the broker (amqps:// only; with --tls-key)')
+    .option('--tls-cert <file>', 'PEM client certificate to show the broker (amqps:// only; with --tls-key); without a user in -b it logs in as the user it names (SASL EXTERNAL)')
     .option('--tls-key <file>', 'PEM private key of --tls-cert');
 }
 
@@ -31,5 +31,6 @@ export function brokerAddressOf(text: string, tls: TlsFileOptions = {}): BrokerA
   // A CA or certificate with a plaintext address would suggest a protection that is not there.
   if (!address.tls) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${given.map(([k]) => k).join(' and ')} need${given.length > 1 ? '' : 's'} an amqps:// broker address, not '${text}'`);
   const files = readLinkTls({ ca: tls.tlsCa, cert: tls.tlsCert, key: tls.tlsKey }, { ca: '--tls-ca', cert: '--tls-cert', key: '--tls-key' }, (m) => new TandemError('TANDEM_ERR_INVALID_ARGUMENT', m));
-  return { ...address, ...files };
+  // A certificate and no user: the certificate is the identity (SASL EXTERNAL).
+  return { ...address, ...files, ...(files.cert !== undefined && !address.user ? { external: true } : {}) };
 }

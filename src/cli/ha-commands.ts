@@ -190,7 +190,7 @@ export async function queryAll(target: { address: BrokerAddress; brokersUrl?: st
   const parsed = parseBrokersUrl(url);
   return Promise.all(
     parsed.endpoints.map(async (e) => {
-      const address = endpointAddress(e, parsed, { user: local.user ?? parsed.user, password: local.password ?? (lendsPassword ? parsed.password : undefined) }, target.linkTls);
+      const address = endpointAddress(e, parsed, { user: local.user ?? parsed.user, password: local.password ?? (lendsPassword ? parsed.password : undefined), external: local.external }, target.linkTls);
       try {
         return { address: `${e.host}:${e.port}`, ...(await haStatusOf(address, timeoutMs)) };
       } catch (err) {

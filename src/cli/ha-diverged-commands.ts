@@ -156,6 +156,6 @@ async function primaryAddress(o: DivergedOptions & { to?: string }): Promise<Bro
   }
   const primary = parseBrokerAddress(status.primary);
   // The primary is reached as the brokers reach each other: TLS when their URL is amqps:.
-  const tls = typeof status['brokers-url'] === 'string' && parseBrokersUrl(status['brokers-url']).tls ? { tls: true, ...target.linkTls } : {};
-  return { ...primary, user: target.address.user, password: target.address.password, ...tls };
+  const tls = typeof status['brokers-url'] === 'string' && parseBrokersUrl(status['brokers-url']).tls;
+  return { ...primary, user: target.address.user, password: target.address.password, ...(tls ? { tls: true, ...target.linkTls, external: target.address.external } : {}) };
 }

@@ -2,7 +2,7 @@
 // host, as a user allowed to write it). The broker re-reads the file by itself.
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { hashPassword, readUsers, validateUserName, writeUsers, type Role } from '../admin/users.js';
+import { NO_PASSWORD, hashPassword, readUsers, validateUserName, writeUsers, type Role } from '../admin/users.js';
 import { TandemError } from '../broker/errors.js';
 import { action, print } from './common.js';
 
@@ -27,16 +27,24 @@ export function userCommands(program: Command): void {
     .option('--admin', 'may use management (queues, exchanges, HA operations)')
     .option('--password <password>', 'the password (visible in ps: prefer --password-file)')
     .option('--password-file <file>', 'read the password from a file, or - for stdin')
+    .option('--certificate-only', 'no password: the user logs in only with a client certificate that names it (tls-external-user)')
     .option('-f, --users-file <file>', 'users file', defaultUsersFile)
     .option('--json', 'print JSON')
     .action(
-      action(async (name: string, o: { admin?: boolean; password?: string; passwordFile?: string; usersFile: string; json?: boolean }) => {
+      action(async (name: string, o: { admin?: boolean; password?: string; passwordFile?: string; certificateOnly?: boolean; usersFile: string; json?: boolean }) => {
         validateUserName(name);
-        const password = await readPassword(o);
-        if (password.length === 0) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'empty passwords are not allowed');
+        if (o.certificateOnly && (o.password !== undefined || o.passwordFile !== undefined)) {
+          throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', '--certificate-only gives the user no password: do not give one');
+        }
+        let hash = NO_PASSWORD;
+        if (!o.certificateOnly) {
+          const password = await readPassword(o);
+          if (password.length === 0) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'empty passwords are not allowed');
+          hash = await hashPassword(password);
+        }
         const users = readUsers(o.usersFile);
         const role: Role = o.admin ? 'admin' : 'user';
-        users.set(name, { name, role, hash: await hashPassword(password) });
+        users.set(name, { name, role, hash });
         writeUsers(o.usersFile, users);
         print(o, { name, role }, () => `user '${name}' (${role}) saved in ${o.usersFile}`);
       }),

@@ -12,6 +12,7 @@ import type { SettlementGate } from '../broker/settlement.js';
 import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
 import { describeTlsFailure, rheaTlsOptions, type LinkTls } from '../admin/link-tls.js';
+import { externalMechanisms } from '../admin/client.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
@@ -202,6 +203,8 @@ export class DrBridge {
       idle_time_out: IDLE_TIMEOUT_MS,
       properties: { [DrProps.bridge]: this.host.instanceId },
       ...rheaTlsOptions(e.host, this.tls),
+      // A source URL without a user and a dr-tls-cert: the certificate is the identity (SASL EXTERNAL).
+      ...(this.tls?.cert !== undefined && this.user === undefined ? externalMechanisms() : {}),
     } as never);
     this.connection = conn;
     this.attemptTimer = setTimeout(() => giveUp('no answer within 5 s'), 5000);

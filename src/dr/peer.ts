@@ -27,7 +27,7 @@ export async function peerRequest(url: string, tls: LinkTls, op: string, body: R
   for (const e of endpoints) {
     let client: ManagementClient | undefined;
     try {
-      client = await ManagementClient.connect(endpointAddress(e, parsed, { user, password }, tls), { timeoutMs });
+      client = await ManagementClient.connect(endpointAddress(e, parsed, { user, password, external: user === undefined && tls.cert !== undefined }, tls), { timeoutMs });
       return (await client.request(op, 'broker', 'broker', body)) as PeerReply;
     } catch (err) {
       if (err instanceof TandemError) throw err;

@@ -16,6 +16,7 @@ import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/se
 import { registerSecret } from './secrets.js';
 import { readSecretFile, secretFileProblems } from './secret-files.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
+import { EXTERNAL_USER_MAPPINGS, type ExternalUserMapping } from '../amqp/sasl-external.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
 const DR_SECTION = '[dr]';
@@ -56,6 +57,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'tls-key', kind: 'path', description: 'PEM private key for TLS' },
   { key: 'tls-ca', kind: 'path', description: 'PEM CA bundle to verify client certificates' },
   { key: 'tls-require-client-cert', kind: 'bool', description: 'refuse TLS clients without a certificate signed by tls-ca' },
+  { key: 'tls-external-user', kind: 'string', description: 'SASL EXTERNAL: a client certificate verified against tls-ca logs in as the user its cn or san-email names (no: off)' },
   { key: 'auto-create', kind: 'bool', description: 'create a queue when a link attaches to an unknown address' },
   { key: 'acl-file', kind: 'path', description: 'permissions (configure, write, read on name patterns) per user or group; unset: every user may use every name that is not reserved' },
   { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes', min: 512, max: 16 * 1024 * 1024, why: 'AMQP allows no less; a larger frame only costs memory per connection, as bigger messages span frames' },
@@ -78,7 +80,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-username', kind: 'string', description: 'identity brokers use with each other (an admin user)' },
   { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged; visible in ps on the command line: prefer ha-password-file or TANDEM_HA_PASSWORD)' },
   { key: 'ha-password-file', kind: 'path', description: 'file holding the password of ha-username (first line; mode 0600 or 0640)' },
-  { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN or ANONYMOUS' },
+  { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN, ANONYMOUS, or EXTERNAL (ha-tls-cert names the user; amqps: ha-brokers-url)' },
   { key: 'ha-tls-ca', kind: 'path', description: 'PEM CA bundle the other brokers\' certificates must chain to (amqps: ha-brokers-url; default: tls-ca, else the system CAs)' },
   { key: 'ha-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows on HA links (brokers with tls-require-client-cert ask for one)' },
   { key: 'ha-tls-key', kind: 'path', description: 'PEM private key of ha-tls-cert' },
@@ -110,6 +112,8 @@ export interface Settings {
   tlsKey: string | undefined;
   tlsCa: string | undefined;
   tlsRequireClientCert: boolean;
+  /** SASL EXTERNAL on the TLS port, and how a certificate names its user (undefined: off). */
+  tlsExternalUser: ExternalUserMapping | undefined;
   autoCreate: boolean;
   aclFile: string | undefined;
   maxFrameSize: number;
@@ -129,7 +133,7 @@ export interface Settings {
   haPublicUrl: string | undefined;
   haUsername: string | undefined;
   haPassword: string | undefined;
-  haMechanism: 'PLAIN' | 'ANONYMOUS';
+  haMechanism: 'PLAIN' | 'ANONYMOUS' | 'EXTERNAL';
   /** Files for TLS on links to the other brokers (an amqps: ha-brokers-url); see src/admin/peer-addresses.ts. */
   haTls: LinkTlsFiles;
   /** Files for TLS on links to amqps: DR sources. */
@@ -235,6 +239,13 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 
+/** tls-external-user: no (the default) or how a certificate names its user. */
+function externalUserOf(value: unknown): ExternalUserMapping | undefined {
+  if (value === undefined || value === 'no' || value === false) return undefined;
+  if ((EXTERNAL_USER_MAPPINGS as readonly unknown[]).includes(value)) return value as ExternalUserMapping;
+  throw new ConfigError(`tls-external-user must be no, ${EXTERNAL_USER_MAPPINGS.join(' or ')}, not '${String(value)}'`);
+}
+
 /** ha-tls-* or dr-tls-* as given; the CA defaults to tls-ca (the CA this broker trusts). */
 function linkTlsFiles(values: Record<string, unknown>, prefix: 'ha' | 'dr'): LinkTlsFiles {
   return {
@@ -278,8 +289,8 @@ function applyHaCredentials(settings: Settings, values: Record<string, unknown>)
   if (url?.user && settings.haUsername && url.user !== settings.haUsername) {
     throw new ConfigError(`ha-brokers-url names user '${url.user}' but ha-username is '${settings.haUsername}': give the identity once`);
   }
-  if (url?.user && explicitMechanism?.toUpperCase() === 'ANONYMOUS') {
-    throw new ConfigError(`ha-brokers-url carries credentials (user '${url.user}') but ha-mechanism is ANONYMOUS: remove one of them`);
+  if (url?.user && (explicitMechanism?.toUpperCase() === 'ANONYMOUS' || explicitMechanism?.toUpperCase() === 'EXTERNAL')) {
+    throw new ConfigError(`ha-brokers-url carries credentials (user '${url.user}') but ha-mechanism is ${explicitMechanism.toUpperCase()}: remove one of them`);
   }
   settings.haUsername ??= url?.user;
   settings.haPassword ??= passwordFile !== undefined ? readSecretFile(passwordFile, 'ha-password-file') : (url?.password ?? process.env.TANDEM_HA_PASSWORD);
@@ -412,6 +423,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     tlsKey: values['tls-key'] as string | undefined,
     tlsCa: values['tls-ca'] as string | undefined,
     tlsRequireClientCert: (values['tls-require-client-cert'] as boolean | undefined) ?? false,
+    tlsExternalUser: externalUserOf(values['tls-external-user']),
     autoCreate: (values['auto-create'] as boolean | undefined) ?? true,
     aclFile: values['acl-file'] as string | undefined,
     maxFrameSize: (values['max-frame-size'] as number | undefined) ?? 65536,
@@ -450,8 +462,11 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     warnings,
   };
   applyHaCredentials(settings, values);
-  if (settings.haMechanism !== 'PLAIN' && settings.haMechanism !== 'ANONYMOUS') {
-    throw new ConfigError(`ha-mechanism must be PLAIN or ANONYMOUS, not ${settings.haMechanism}`);
+  if (settings.haMechanism !== 'PLAIN' && settings.haMechanism !== 'ANONYMOUS' && settings.haMechanism !== 'EXTERNAL') {
+    throw new ConfigError(`ha-mechanism must be PLAIN, ANONYMOUS or EXTERNAL, not ${settings.haMechanism}`);
+  }
+  if (settings.haCluster && settings.haMechanism === 'EXTERNAL' && (!settings.haTls.cert || !parseBrokersUrl(settings.haBrokersUrl ?? '').tls)) {
+    throw new ConfigError('ha-mechanism EXTERNAL proves the brokers\' identity by a client certificate: it needs an amqps: ha-brokers-url and ha-tls-cert/ha-tls-key (the certificate naming the HA admin user)');
   }
   if (settings.haCluster && !settings.haBrokersUrl) {
     throw new ConfigError('ha-cluster=yes needs ha-brokers-url listing every broker of the cluster');
@@ -490,6 +505,9 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     settings.warnings.push(
       `SASL PLAIN is offered on the plaintext port ${host}:${settings.port}: passwords travel in clear to anyone on the network; configure TLS (tls-cert, tls-key, tls-port) and set listen-plain=no`,
     );
+  }
+  if (settings.tlsExternalUser && (!settings.tlsCa || !settings.tlsCert)) {
+    throw new ConfigError('tls-external-user needs a TLS listener (tls-cert, tls-key) and tls-ca (the CA whose client certificates log in)');
   }
   if (settings.tlsRequireClientCert && !settings.tlsCa) {
     throw new ConfigError('tls-require-client-cert needs tls-ca (the CA that signs client certificates)');

@@ -209,7 +209,7 @@ export class Daemon {
       {
         host: s.host,
         port: s.listenPlain ? s.port : undefined,
-        tls: s.tlsCert && s.tlsKey ? { port: s.tlsPort ?? 5671, cert: s.tlsCert, key: s.tlsKey, ca: s.tlsCa, requireClientCert: s.tlsRequireClientCert } : undefined,
+        tls: s.tlsCert && s.tlsKey ? { port: s.tlsPort ?? 5671, cert: s.tlsCert, key: s.tlsKey, ca: s.tlsCa, requireClientCert: s.tlsRequireClientCert, externalUser: s.tlsExternalUser } : undefined,
         auth: s.auth,
         users,
         maxFrameSize: s.maxFrameSize,

@@ -16,7 +16,7 @@ export interface FollowerHost {
   endpoints: BrokerEndpoint[];
   user: string | undefined;
   password: string | undefined;
-  mechanism: 'PLAIN' | 'ANONYMOUS';
+  mechanism: 'PLAIN' | 'ANONYMOUS' | 'EXTERNAL';
   /** Set for an amqps: ha-brokers-url: every link is TLS, the primary's certificate verified. */
   tls: LinkTls | undefined;
   brokerId: string;
@@ -140,6 +140,8 @@ export class Follower {
       reconnect: false,
       username: this.host.mechanism === 'PLAIN' ? this.host.user : undefined,
       password: this.host.mechanism === 'PLAIN' ? this.host.password : undefined,
+      // EXTERNAL: rhea offers it when the connection is TLS and `cert` is among its options.
+      ...(this.host.mechanism === 'EXTERNAL' ? { enable_sasl_external: true, cert: this.host.tls?.cert } : {}),
       idle_time_out: this.host.heartbeatMs,
       properties: { [Props.haAdmin]: true, [Props.instance]: this.host.instanceId, [Props.brokerId]: this.host.brokerId },
     } as never);

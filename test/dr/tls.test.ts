@@ -80,6 +80,18 @@ describe('DR over TLS', () => {
     expect(secondary.stderr + secondary.stdout).not.toContain(HA_PASSWORD);
   }, 90_000);
 
+  it('DR tls - a source URL without a user and a dr-tls-cert: the bridge logs in with its certificate (SASL EXTERNAL)', async () => {
+    // The HA admin's certificate names 'ha', an admin of the source's users file.
+    const ha = certs.client(HA_USER);
+    const source = await tlsOnlyBroker(['--tls-ca', certs.ca, '--tls-external-user', 'cn']);
+    const secondary = await tlsOnlyBroker(['--dr-tls-ca', certs.ca, '--dr-tls-cert', ha.cert, '--dr-tls-key', ha.key]);
+    expect((await tandem(['queue', 'add', 'bycert', '--durable', ...cli(source)])).code).toBe(0);
+    await sendOverTls(source, 'bycert', ['c-0', 'c-1']);
+    const add = await tandem(['dr', 'add', 'bycert', '--source', `amqps://127.0.0.1:${source.tlsPort}`, ...cli(secondary)]);
+    expect(add.code, add.stderr).toBe(0);
+    await waitFor(async () => (await depth(secondary, 'bycert')) === 2, { timeout: 30_000, interval: 200, name: 'copy of 2 by certificate' });
+  }, 60_000);
+
   it('DR tls - a secondary whose dr-tls-ca did not sign the source copies nothing and says why', async () => {
     const source = await tlsOnlyBroker();
     const secondary = await tlsOnlyBroker(['--dr-tls-ca', certs.wrongCa]);

@@ -43,6 +43,8 @@ export interface ClusterTls {
   key: string;
   /** Who the CLI is (`user@` in front of each -b address), e.g. the HA admin. */
   cliUser?: string;
+  /** A client certificate for the CLI (without cliUser it is the CLI's identity: SASL EXTERNAL). */
+  cliCert?: { cert: string; key: string };
 }
 
 export class TestCluster {
@@ -94,7 +96,9 @@ export class TestCluster {
   /** -b and TLS options of the CLI for broker i. */
   cliTarget(i: number): string[] {
     const t = this.tls;
-    return t ? ['-b', `amqps://${t.cliUser ? `${t.cliUser}@` : ''}${this.address(i)}`, '--tls-ca', t.ca] : ['-b', this.address(i)];
+    if (!t) return ['-b', this.address(i)];
+    const cert = t.cliCert ? ['--tls-cert', t.cliCert.cert, '--tls-key', t.cliCert.key] : [];
+    return ['-b', `amqps://${t.cliUser ? `${t.cliUser}@` : ''}${this.address(i)}`, '--tls-ca', t.ca, ...cert];
   }
 
   async status(i: number): Promise<HaStatusJson | undefined> {

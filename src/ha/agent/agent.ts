@@ -50,7 +50,7 @@ export interface AgentDeps {
   statusOfAll(
     brokersUrl: string,
     /** tls: for an amqps: URL, the CA (and client certificate) of ha-tls-*. */
-    credentials: { user?: string; password?: string; tls?: LinkTls },
+    credentials: { user?: string; password?: string; external?: boolean; tls?: LinkTls },
     timeoutMs: number,
     timeoutFor?: (address: string) => number | undefined,
   ): Promise<BrokerView[]>;

@@ -61,7 +61,7 @@ export async function promote(address: BrokerAddress, timeoutMs: number): Promis
  */
 export async function statusOfAll(
   brokersUrl: string,
-  credentials: { user?: string; password?: string; tls?: LinkTls },
+  credentials: { user?: string; password?: string; external?: boolean; tls?: LinkTls },
   timeoutMs: number,
   timeoutFor?: (address: string) => number | undefined,
 ): Promise<BrokerView[]> {
@@ -69,7 +69,7 @@ export async function statusOfAll(
   return Promise.all(
     parsed.endpoints.map(async (e): Promise<BrokerView> => {
       const key = endpointKey(e);
-      const address = endpointAddress(e, parsed, { user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password }, credentials.tls ?? {});
+      const address = endpointAddress(e, parsed, { user: credentials.user ?? parsed.user, password: credentials.password ?? parsed.password, external: credentials.external }, credentials.tls ?? {});
       const s = await statusOf(address, timeoutFor?.(key) ?? timeoutMs);
       if (s.kind !== 'up') return { address: key, state: 'unreachable', epoch: 0, lsn: 0 };
       const lagById: Record<string, number> = {};
