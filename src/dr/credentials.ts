@@ -1,8 +1,9 @@
 // DR source passwords, kept out of the journal. The journal (and every HA backup
 // it is replicated to) holds a DR source as `user@host:port,...`; the password
 // lives in `dr-credentials` in the data directory, mode 0600, keyed by that source.
-// An HA backup of the secondary does not receive it: after a failover of the
-// secondary cluster, the [dr] section (on every node) or `tandem dr add` gives it again.
+// An HA primary hands them to its backups on the replication link (a message of its
+// own, never journaled), so after a failover of the secondary cluster the new primary
+// still logs in to the DR source.
 import { chmodSync, closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { registerSecret } from '../ops/secrets.js';
@@ -32,6 +33,7 @@ export function knownPassword(source: string): string | undefined {
 export class DrCredentials {
   private readonly path: string;
   private readonly passwords = new Map<string, string>();
+  private readonly listeners: Array<() => void> = [];
 
   constructor(dataDir: string) {
     this.path = join(dataDir, DR_CREDENTIALS_FILE);
@@ -61,12 +63,23 @@ export class DrCredentials {
     return this.passwords.get(source);
   }
 
+  /** Every source and its password (for the HA backups of this broker). */
+  all(): Record<string, string> {
+    return Object.fromEntries(this.passwords);
+  }
+
+  /** Call `listener` after each change of a password. */
+  onChange(listener: () => void): void {
+    this.listeners.push(listener);
+  }
+
   /** Keep a source's password (synced before this returns: the journal will name the source). */
   set(source: string, password: string): void {
     registerSecret(password);
     if (this.passwords.get(source) === password) return;
     this.passwords.set(source, password);
     this.save();
+    for (const l of this.listeners) l();
   }
 
   private save(): void {

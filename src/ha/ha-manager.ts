@@ -28,6 +28,7 @@ import { judgePromotion, readEpochHistory, type GuardRule } from './promotion-gu
 import { minReadyBackupsRisk, requiredReadyBackups } from './settle-quorum.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
 import { probeTcp } from '../util/tcp-reach.js';
+import type { DrCredentials } from '../dr/credentials.js';
 
 /**
  * A peer's host must complete a TCP handshake within 300 ms to count as visible: a
@@ -64,6 +65,8 @@ export interface HaHost {
   onPrimary(): void;
   /** Stop the process: stale primary, fatal misconfiguration, illegal transition. */
   fatal(reason: string): void;
+  /** DR source passwords: the primary hands them to its backups, a backup keeps what it is handed. */
+  drCredentials: DrCredentials;
 }
 
 export interface HaStatusReport {
@@ -180,6 +183,10 @@ export class HaManager {
     this.sm.onChange((e) => {
       this.log.info({ from: e.from, to: e.to, reason: e.reason }, `HA state ${e.to}`);
     });
+    // A password given to the primary (tandem dr add, a switchover) reaches the backups at once.
+    host.drCredentials.onChange(() => {
+      if (this.isPrimary) this.source?.sendToAll({ kind: 'dr-credentials', lsn: 0, credentials: host.drCredentials.all() });
+    });
   }
 
   get state(): HaState {
@@ -294,7 +301,11 @@ export class HaManager {
     }
     (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = { [Props.epoch]: this.host.broker.epoch };
     sender.set_source({ address: '$ha.replication' } as never);
-    return this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch, journalLsn: hello.journalLsn });
+    const stream = this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch, journalLsn: hello.journalLsn });
+    // DR passwords are not in the journal, so not in the stream of changes: they go on their own.
+    const credentials = this.host.drCredentials.all();
+    if (Object.keys(credentials).length > 0) stream.sendControl({ kind: 'dr-credentials', lsn: 0, credentials });
+    return stream;
   }
 
   onReplicationGone(stream: BackupStream): void {
@@ -613,6 +624,10 @@ export class HaManager {
         this.membership = (m.ready ?? []).filter((id) => id !== this.brokerId);
         return done;
       case 'heartbeat':
+        return done;
+      case 'dr-credentials':
+        // Kept as this broker's own (0600, synced), for when it is promoted.
+        for (const [source, password] of Object.entries(m.credentials ?? {})) this.host.drCredentials.set(source, password);
         return done;
     }
     return done;

@@ -160,8 +160,11 @@ export class Daemon {
       // this.journal, not `journal`: a backup loading a snapshot replaces it.
       whenSafe: (lsn, durable, cb) => (durable ? this.journal!.whenDurable(lsn, cb) : cb()),
     };
+    // Before HA: a backup keeps the DR passwords its primary hands it in the same store.
+    const drCredentials = new DrCredentials(s.dataDir).activate();
     if (s.haCluster) {
       this.ha = new HaManager({
+        drCredentials,
         broker: this.broker,
         settings: s,
         log: logger('ha'),
@@ -188,7 +191,7 @@ export class Daemon {
       log: logger('dr'),
       autoCreate: s.autoCreate,
       configured: s.drQueues,
-      credentials: new DrCredentials(s.dataDir).activate(),
+      credentials: drCredentials,
       tls: drLinkTls(s),
       clients: () => this.server?.clients ?? [],
       followed: () => new Set([...(this.drSource?.streams ?? [])].flatMap((st) => st.queueNames)),

@@ -25,7 +25,7 @@ export const Props = {
   journalLsn: 'tandem.journal-lsn',
 } as const;
 
-export type StreamKind = 'changes' | 'snapshot-begin' | 'snapshot-end' | 'ready' | 'heartbeat' | 'membership';
+export type StreamKind = 'changes' | 'snapshot-begin' | 'snapshot-end' | 'ready' | 'heartbeat' | 'membership' | 'dr-credentials';
 
 export interface StreamMessage {
   kind: StreamKind;
@@ -41,6 +41,12 @@ export interface StreamMessage {
   records?: Buffer[];
   /** membership: broker ids of the ready backups. */
   ready?: string[];
+  /**
+   * dr-credentials: DR source passwords by source, which the journal never holds
+   * (src/dr/credentials.ts): a backup keeps them in its own dr-credentials file, so a
+   * DR copy goes on after this cluster fails over.
+   */
+  credentials?: Record<string, string>;
   /** snapshot-begin: why (for the log line). */
   reason?: string;
   /**
@@ -65,6 +71,7 @@ export function encodeStreamMessage(m: StreamMessage): Buffer {
   if (m.reason) props.reason = m.reason;
   if (m.divergedAfter !== undefined) props['diverged-after'] = m.divergedAfter;
   if (m.divergedThrough !== undefined) props['diverged-through'] = m.divergedThrough;
+  if (m.credentials) props.credentials = JSON.stringify(m.credentials);
   const head = applicationProperties(props);
   const reserve = head.length + DATA_SECTION_HEADER;
   let out: Buffer;
@@ -171,12 +178,31 @@ export function decodeStreamMessage(message: { application_properties?: Record<s
     out.divergedAfter = Number(p['diverged-after']);
     out.divergedThrough = Number(p['diverged-through']);
   }
+  if (kind === 'dr-credentials') out.credentials = credentialsOf(p.credentials);
   if (kind === 'changes') {
     const bytes = bodyBytes(message);
     if (!bytes) throw new Error('replication: changes message without a binary body');
     const { entries, records } = decodeRecords(bytes, 'replication', false);
     out.entries = entries;
     out.records = records;
+  }
+  return out;
+}
+
+/** A dr-credentials message's map: source -> password, strings only (anything else is refused). */
+function credentialsOf(value: unknown): Record<string, string> {
+  let parsed: unknown;
+  try {
+    parsed = typeof value === 'string' ? JSON.parse(value) : undefined;
+  } catch {
+    // Not JSON.parse's message: it quotes the text, which holds passwords.
+    throw new Error('replication: dr-credentials message that is not JSON');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('replication: dr-credentials message without a map of credentials');
+  const out: Record<string, string> = {};
+  for (const [source, password] of Object.entries(parsed as Record<string, unknown>)) {
+    if (typeof password !== 'string') throw new Error('replication: dr-credentials message with a password that is not a string');
+    out[source] = password;
   }
   return out;
 }

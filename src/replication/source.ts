@@ -472,6 +472,11 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     while (this.pending.length > 0) (this.pending.shift() as { cb: (e?: Error) => void }).cb(err);
   }
 
+  /** A control message (no change of state, never journaled) to every backup. */
+  sendToAll(m: StreamMessage): void {
+    for (const s of this.streams) s.sendControl(m);
+  }
+
   private membershipChanged(): void {
     const ready = this.readyBackups.map((s) => s.hello.brokerId);
     for (const s of this.streams) s.sendControl({ kind: 'membership', lsn: 0, ready });

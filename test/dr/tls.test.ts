@@ -2,13 +2,15 @@
 // credentials), verifies the source's certificate against dr-tls-ca, keeps the copy
 // over TLS across a kill -9 (the scheme is part of the journaled source), and a
 // secondary given the wrong CA copies nothing and says why. Real openssl certificates.
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
 import { makeCerts, type TestCerts } from '../helpers/certs.js';
 import { HA_PASSWORD, HA_USER, haIdentity, type HaIdentity } from '../helpers/ha-identity.js';
 import { TestClient } from '../helpers/rhea-client.js';
+import { TestCluster } from '../helpers/cluster.js';
 
 let certs: TestCerts;
 let identity: HaIdentity;
@@ -49,8 +51,8 @@ async function drRow(b: TestBroker, queue: string): Promise<Record<string, unkno
   return (JSON.parse(r.stdout) as Array<Record<string, unknown>>).find((row) => row.queue === queue);
 }
 
-async function depth(b: TestBroker, queue: string): Promise<number> {
-  const r = await tandem(['queue', 'list', '--json', ...cli(b)]);
+async function depth(b: TestBroker | string[], queue: string): Promise<number> {
+  const r = await tandem(['queue', 'list', '--json', ...(Array.isArray(b) ? b : cli(b))]);
   if (r.code !== 0) return -1;
   return (JSON.parse(r.stdout) as Array<{ name: string; depth: number }>).find((q) => q.name === queue)?.depth ?? 0;
 }
@@ -106,4 +108,36 @@ describe('DR over TLS', () => {
     expect(row.link).not.toBe('connected');
     expect(await depth(secondary, 'audit')).toBe(0);
   }, 60_000);
+
+  it('DR tls - a TLS-only secondary cluster: its backup is handed the DR password and copies on after a kill -9 failover', async () => {
+    const source = await tlsOnlyBroker();
+    // A 2-broker secondary whose new primary serves alone after the failover (explicitly).
+    const sec = await TestCluster.start(
+      2,
+      ['--auth', 'yes', '--users-file', identity.usersFile, '--ha-username', HA_USER, '--ha-password-file', identity.passwordFile, '--dr-tls-ca', certs.ca, '--ha-min-ready-backups', '0'],
+      { ca: certs.ca, cert: certs.brokerCert, key: certs.brokerKey, cliUser: HA_USER },
+    );
+    try {
+      expect((await sec.promote(0)).code).toBe(0);
+      await sec.waitState(1, 'ready');
+      expect((await tandem(['queue', 'add', 'failover.q', '--durable', ...cli(source)])).code).toBe(0);
+      const add = await tandem(['dr', 'add', 'failover.q', '--source', `amqps://${HA_USER}@127.0.0.1:${source.tlsPort}`, '--source-password-file', identity.passwordFile, ...sec.cliTarget(0)]);
+      expect(add.code, add.stderr).toBe(0);
+      await sendOverTls(source, 'failover.q', Array.from({ length: 20 }, (_, i) => `f-${i}`));
+      await waitFor(async () => (await depth(sec.cliTarget(1), 'failover.q')) === 20, { timeout: 30_000, interval: 200, name: 'the backup holds the copy' });
+      // The password reached the backup's own store (0600), not its journal.
+      const kept = join(sec.dataDirs[1]!, 'dr-credentials');
+      await waitFor(() => { try { return readFileSync(kept, 'utf8').includes(HA_PASSWORD); } catch { return false; } }, { name: 'dr-credentials on the backup' });
+      expect(statSync(kept).mode & 0o777).toBe(0o600);
+
+      await sec.kill(0);
+      const promoted = await sec.promote(1);
+      expect(promoted.code, promoted.stderr).toBe(0);
+      await sendOverTls(source, 'failover.q', Array.from({ length: 20 }, (_, i) => `g-${i}`));
+      await waitFor(async () => (await depth(sec.cliTarget(1), 'failover.q')) === 40, { timeout: 30_000, interval: 200, name: 'the new primary copies on' });
+      expect(sec.brokers[1]!.stderr).not.toContain(HA_PASSWORD);
+    } finally {
+      await sec.stopAll();
+    }
+  }, 120_000);
 });

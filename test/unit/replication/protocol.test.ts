@@ -33,6 +33,15 @@ describe('replication protocol', () => {
     }
   });
 
+  it('replication protocol - dr-credentials carry a map of passwords; anything but strings is refused', () => {
+    const credentials = { 'dr@a:5672': 'pw,with:odd/chars@', 'amqps:x@b:5671': 'é' };
+    expect(received(encodeStreamMessage({ kind: 'dr-credentials', lsn: 0, credentials })).credentials).toEqual(credentials);
+    const bad = (value: unknown) => () => decodeStreamMessage({ application_properties: { k: 'dr-credentials', lsn: 0, credentials: value } });
+    for (const value of [undefined, '[1]', '{"s":1}', 'null', 42]) expect(bad(value), String(value)).toThrow(/dr-credentials/);
+    // The error never quotes the text (it holds passwords).
+    expect(bad('{"s":"secret-pw"')).toThrow(/^replication: dr-credentials message that is not JSON$/);
+  });
+
   it('replication protocol - control messages keep their properties; an empty batch is an empty body', () => {
     const got = received(encodeStreamMessage({ kind: 'snapshot-begin', lsn: 5, epoch: 3, reason: 'the backup is empty' }));
     expect(got).toMatchObject({ kind: 'snapshot-begin', lsn: 5, epoch: 3, reason: 'the backup is empty' });
