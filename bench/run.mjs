@@ -33,7 +33,7 @@ const num = envNumber;
 const DURATION = num('BENCH_DURATION', 10, 1, 20);
 const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
 const STRACE_DURATION = num('BENCH_STRACE_DURATION', 5, 1, 20);
-const TIME_LIMIT = num('BENCH_TIME_LIMIT', 600, 60, 3600);
+const TIME_LIMIT = num('BENCH_TIME_LIMIT', process.env.BENCH_ARTEMIS === 'no' ? 600 : 900, 60, 3600);
 const WITH_RABBIT = process.env.BENCH_RABBITMQ !== 'no';
 const WITH_ARTEMIS = process.env.BENCH_ARTEMIS !== 'no';
 // Seconds of non-durable load on every broker before round 1, not measured: the JVM
