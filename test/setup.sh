@@ -2,7 +2,7 @@
 # Installs everything the test suite needs on a brand-new Debian 12 machine:
 # Debian packages (python3-qpid-proton for interop, pacemaker/corosync/pcs and
 # resource-agents for the agent tests, systemd for the unit tests, rpm/lintian for
-# packaging, a JDK and Maven for qpid-jms), the npm dependencies and
+# packaging, a JDK and Maven for qpid-jms, Chromium for the console), the npm dependencies and
 # the Maven artifacts of test/jms. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,7 @@ packages=(
   iproute2 util-linux procps psmisc openssl strace
   g++ make python3           # node-gyp for the sd-notify addon
   default-jdk-headless maven # the qpid-jms interop test (test/jms)
+  chromium                   # the web console's browser tests (test/console), driven by playwright-core
 )
 
 missing=()

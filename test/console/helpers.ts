@@ -63,3 +63,71 @@ export class ConsoleClient {
     return a;
   }
 }
+
+/**
+ * A TCP proxy whose answers (upstream to client) can be slowed to `rate` bytes a
+ * second: a DR link through it falls behind its source by as much as the test wants,
+ * for as long as it wants, whatever the machine's speed.
+ */
+export class ThrottledProxy {
+  /** Bytes a second from upstream to the client; undefined: as fast as they come. */
+  rate: number | undefined;
+  private readonly sockets = new Set<import('node:net').Socket>();
+
+  private constructor(
+    private readonly server: import('node:net').Server,
+    readonly port: number,
+  ) {}
+
+  static async start(targetPort: number): Promise<ThrottledProxy> {
+    const net = await import('node:net');
+    let proxy: ThrottledProxy | undefined;
+    const server = net.createServer((client) => proxy!.relay(client, net.connect(targetPort, '127.0.0.1')));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    proxy = new ThrottledProxy(server, (server.address() as import('node:net').AddressInfo).port);
+    return proxy;
+  }
+
+  private relay(client: import('node:net').Socket, upstream: import('node:net').Socket): void {
+    this.sockets.add(client).add(upstream);
+    client.pipe(upstream);
+    const queue: Buffer[] = [];
+    let queued = 0;
+    const tick = setInterval(() => {
+      let budget = this.rate === undefined ? Infinity : Math.max(1, Math.floor(this.rate / 20));
+      while (queue.length > 0 && budget >= 1) {
+        let chunk = queue.shift()!;
+        if (chunk.length > budget) {
+          queue.unshift(chunk.subarray(budget));
+          chunk = chunk.subarray(0, budget);
+        }
+        budget -= chunk.length;
+        queued -= chunk.length;
+        client.write(chunk);
+      }
+      if (queued < 256 * 1024) upstream.resume();
+    }, 50);
+    upstream.on('data', (chunk: Buffer) => {
+      queue.push(chunk);
+      queued += chunk.length;
+      // Held here, not in memory: the source's sends wait in TCP.
+      if (queued > 1024 * 1024) upstream.pause();
+    });
+    const end = () => {
+      clearInterval(tick);
+      client.destroy();
+      upstream.destroy();
+      this.sockets.delete(client);
+      this.sockets.delete(upstream);
+    };
+    for (const s of [client, upstream]) {
+      s.on('error', end);
+      s.on('close', end);
+    }
+  }
+
+  close(): void {
+    for (const s of this.sockets) s.destroy();
+    this.server.close();
+  }
+}

@@ -211,7 +211,6 @@ export const drPage: Page = {
   render(ctx) {
     const rows = ctx.overview.dr.map((d) => {
       const queue = String(d.queue);
-      const hist = ctx.drHistory(queue);
       const passive = d.state === 'passive';
       return h(
         'tr',
@@ -226,7 +225,6 @@ export const drPage: Page = {
         n(d['lag-changes']),
         h('td', { class: 'num' }, seconds(d['lag-seconds'])),
         n(d.depth),
-        h('td', {}, lineChart([{ label: 'lag (changes)', values: hist.map((s) => Number(s['lag-changes'] ?? 0)) }], { width: 220, height: 48, id: `dr-chart-${queue.replace(/[^A-Za-z0-9_-]/g, '_')}` })),
         ctx.admin
           ? h(
               'td',
@@ -238,10 +236,25 @@ export const drPage: Page = {
           : null,
       );
     });
-    const headers = ['Queue', 'Source', 'Role', 'State', 'Link', 'Source position', 'Applied', 'Lag (changes)', 'Lag (s)', 'Depth', 'Lag, last minutes'];
+    const headers = ['Queue', 'Source', 'Role', 'State', 'Link', 'Source position', 'Applied', 'Lag (changes)', 'Lag (s)', 'Depth'];
+    const charts = ctx.overview.dr.map((d) => {
+      const queue = String(d.queue);
+      const hist = ctx.drHistory(queue);
+      const id = queue.replace(/[^A-Za-z0-9_-]/g, '_');
+      return h(
+        'div',
+        { class: 'dr-chart' },
+        h('h2', {}, 'Lag of ', h('code', {}, queue), ', last minutes'),
+        h('div', { class: 'legend' }, h('span', { class: 'k0' }, 'changes')),
+        lineChart([{ label: 'lag (changes)', values: hist.map((s) => Number(s['lag-changes'] ?? 0)) }], { width: 640, height: 90, id: `dr-chart-${id}` }),
+        h('div', { class: 'legend' }, h('span', { class: 'k0' }, 'seconds')),
+        lineChart([{ label: 'lag (seconds)', values: hist.map((s) => Number(s['lag-seconds'] ?? 0)) }], { width: 640, height: 60, id: `dr-seconds-chart-${id}` }),
+      );
+    });
     return [
       h('h1', {}, 'Disaster recovery'),
       table('dr', ctx.admin ? [...headers, 'Actions'] : headers, rows, 'no DR copy on this broker (tandem dr add)'),
+      charts,
     ];
   },
 };
