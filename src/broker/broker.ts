@@ -127,6 +127,8 @@ export class Broker implements QueueHost {
   private readonly dedupKeys: ((bytes: Buffer) => DedupKeyReader) | undefined;
   readonly queueDefaults: QueueSettings;
   epoch = 0;
+  /** When a DR copy first attached to this cluster (0: never): see the 'dr-followed' change. */
+  drFollowedSince = 0;
   events: BrokerEvents;
   /** DR secondary: configured queues, and the source position each has applied. */
   readonly drQueues = new Map<string, DrQueueConfig>();
@@ -471,6 +473,13 @@ export class Broker implements QueueHost {
     return logged;
   }
 
+  /** A DR copy attached: say so in the log once (journaled, replicated), so the whole cluster keeps the DR window. */
+  noteDrFollowed(): void {
+    if (this.drFollowedSince > 0) return;
+    this.drFollowedSince = this.now();
+    this.log.record({ kind: 'dr-followed', since: this.drFollowedSince }, true);
+  }
+
   raiseEpoch(epoch: number): LoggedChange {
     if (epoch <= this.epoch) throw invalidArgument(`epoch ${epoch} is not above the current ${this.epoch}`);
     this.epoch = epoch;
@@ -488,6 +497,7 @@ export class Broker implements QueueHost {
     for (const queue of [...this.queues.values()]) this.dropQueue(queue.name);
     for (const ex of [...this.exchanges.values()]) if (!ex.builtIn) this.exchanges.delete(ex.name);
     this.epoch = 0;
+    this.drFollowedSince = 0;
     this.drQueues.clear();
     this.drPositions.clear();
     this.log.rewind(0);
@@ -551,6 +561,9 @@ export class Broker implements QueueHost {
         break;
       case 'epoch':
         if (change.epoch > this.epoch) this.epoch = change.epoch;
+        break;
+      case 'dr-followed':
+        if (this.drFollowedSince === 0) this.drFollowedSince = change.since;
         break;
       case 'dr-transaction':
         for (const op of change.changes) this.applyChange(op, lsn, durable);

@@ -98,6 +98,13 @@ export type Change =
   /** A new cluster epoch (raised at each HA promotion). */
   | { kind: 'epoch'; epoch: number }
   /**
+   * DR source: a DR copy first attached to this cluster (`since`, ms). From then on
+   * every broker of the cluster keeps the DR window of recent changes, across
+   * restarts and failovers; before it, none does (the window costs ~16% of a
+   * non-durable message's CPU, for nobody).
+   */
+  | { kind: 'dr-followed'; since: number }
+  /**
    * DR secondary: changes copied from another cluster's primary, applied as one
    * unit together with the source position (`lsn`, source clock `time`) they
    * bring each of `queues` to, so a restart never loses or repeats one.

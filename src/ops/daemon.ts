@@ -272,6 +272,7 @@ export class Daemon {
         dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected' })),
         journalBytes: () => filesBytes(journalDir),
         memoryAlarm: () => this.memoryAlarm.active,
+        drWindow: this.drSource ? () => ({ kept: this.drSource!.keepsWindow, changes: this.drSource!.window.size, bytes: this.drSource!.window.byteSize }) : undefined,
       });
       this.metricsPort = await this.metrics.listen(s.metricsHost, s.metricsPort);
     }

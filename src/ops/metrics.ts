@@ -33,6 +33,8 @@ export interface MetricsSources {
   dr?(): DrFigures[];
   journalBytes?(): Promise<number>;
   memoryAlarm?(): boolean;
+  /** The DR source's window of recent changes (absent: not a DR source). */
+  drWindow?(): { kept: boolean; changes: number; bytes: number };
 }
 
 /**
@@ -183,6 +185,14 @@ export class Metrics {
           this.set(await journalBytes());
         },
       });
+    }
+    if (sources.drWindow) {
+      const drWindow = sources.drWindow;
+      const gauge = (name: string, help: string, read: (w: ReturnType<typeof drWindow>) => number) =>
+        new Gauge({ name, help, registers: [r], collect() { this.set(read(drWindow())); } });
+      gauge('tandem_dr_window_kept', '1 once a DR copy follows this cluster and the DR window of recent changes is kept, 0 before (nothing is kept)', (w) => (w.kept ? 1 : 0));
+      gauge('tandem_dr_window_changes', 'Changes held in the DR window', (w) => w.changes);
+      gauge('tandem_dr_window_bytes', 'Bytes of encoded changes held in the DR window', (w) => w.bytes);
     }
     if (memoryAlarm) {
       new Gauge({

@@ -65,6 +65,11 @@ export class ChangeWindow {
     return this.firstSeq + this.count;
   }
 
+  /** Changes the window holds. */
+  get size(): number {
+    return this.count;
+  }
+
   /** Bytes the window holds (encoded changes). */
   get byteSize(): number {
     return this.bytes;

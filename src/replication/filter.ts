@@ -67,6 +67,7 @@ export class ReplicationFilter {
         return changes.length === change.changes.length ? change : { kind: 'transaction', changes };
       }
       case 'epoch':
+      case 'dr-followed':
         return change;
       // DR secondary state: positions and queue states always travel (a failover
       // must resume the bridge where it was); messages only to `all` queues.

@@ -53,6 +53,8 @@ export function snapshotOf(broker: Broker): SnapshotSource {
       if (q && levelOf(q.settings) !== 'none') config.push({ change: { kind: 'bind', exchange: ex.name, queue: b.queue, key: b.key }, durable: bindingDurable(ex, q) });
     }
   }
+  // DR source: a copy follows this cluster, so the backup keeps the DR window too.
+  if (broker.drFollowedSince > 0) config.push({ change: { kind: 'dr-followed', since: broker.drFollowedSince }, durable: true });
   // DR secondary state (src/dr): each queue's configuration and applied source position.
   for (const [queue, c] of broker.drQueues) config.push({ change: drRoleChange(queue, c), durable: true });
   for (const [queue, p] of broker.drPositions) config.push({ change: { kind: 'dr-transaction', queues: [queue], lsn: p.lsn, time: p.time, changes: [] }, durable: true });

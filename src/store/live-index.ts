@@ -131,6 +131,8 @@ export class LiveIndex {
   /** Non-message records by LSN, to recognise a compaction copy during recovery. */
   private readonly records = new Map<number, DiskRecord>();
   private epochRec: DiskRecord | undefined;
+  /** The first 'dr-followed' record: one is enough, the later ones say the same. */
+  private drFollowedRec: DiskRecord | undefined;
   private reservationRec: DiskRecord | undefined;
   /** The change with the highest LSN: kept on disk so a restart knows how far the log went. */
   private newestRec: DiskRecord | undefined;
@@ -273,6 +275,13 @@ export class LiveIndex {
           this.epoch = body.epoch;
           this.epochRec = rec;
           this.ref(rec);
+        }
+        break;
+      case 'dr-followed':
+        if (this.drFollowedRec?.lsn === lsn) this.moveRecord(this.drFollowedRec, home);
+        else if (!this.drFollowedRec) {
+          this.drFollowedRec = this.newRecord(lsn, body, home);
+          this.ref(this.drFollowedRec);
         }
         break;
       case 'lsn-reservation':
@@ -631,7 +640,7 @@ export class LiveIndex {
 
   private *liveRecords(): IterableIterator<DiskRecord> {
     const seen = new Set<DiskRecord>();
-    const all: Array<DiskRecord | undefined> = [this.epochRec, this.reservationRec, this.newestRec];
+    const all: Array<DiskRecord | undefined> = [this.epochRec, this.drFollowedRec, this.reservationRec, this.newestRec];
     for (const q of this.queues.values()) all.push(...q.declares);
     for (const list of this.exchanges.values()) all.push(...list);
     for (const b of this.bindings.values()) all.push(b.rec);

@@ -156,6 +156,7 @@ export const RECORD_KINDS: readonly RecordKind[] = [
       ['tell', 'bool'],
     ],
   },
+  { name: 'dr-followed', code: 18, fields: [['since', 'u64']] },
   { name: 'queue-dedup', code: 17, fields: [['name', 'string'], ['dedupWindow', 'u64'], ['dedupTtlMs', 'u64'], ['dedupKey', 'string']] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];

@@ -37,8 +37,9 @@ describe('metrics', () => {
     expect(s.samples.get('tandem_journal_sync_seconds_bucket{le="+Inf"}')).toBe(s.samples.get('tandem_journal_sync_seconds_count'));
     expect(s.samples.get('tandem_memory_alarm')).toBe(0);
     expect(s.help.get('tandem_subsystem')).toMatch(/^DEPRECATED/);
-    // Nothing about DR or backups where there is none.
-    expect(s.text).not.toMatch(/^tandem_dr_|^tandem_ha_backup_lag/m);
+    // Nothing about DR copies or backups where there is none; the DR source's window is kept by nobody yet.
+    expect(s.text).not.toMatch(/^tandem_dr_(?!window_)|^tandem_ha_backup_lag/m);
+    expect(s.samples.get('tandem_dr_window_kept')).toBe(0);
   });
 
   it('metrics ha - the primary shows its state, ready backups and each backup lag; a SIGSTOPped backup lags, then is no longer ready', async () => {

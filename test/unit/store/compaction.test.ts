@@ -39,6 +39,8 @@ async function writeChurn(dataDir: string): Promise<LoggedChange[]> {
   add({ change: { kind: 'exchange-declare', name: 'x', type: 'direct', settings: { durable: true, alternateExchange: '', replicate: undefined } }, durable: true });
   add({ change: { kind: 'bind', exchange: 'x', queue: 'keep', key: 'k' }, durable: true });
   add({ change: { kind: 'epoch', epoch: 1 }, durable: true });
+  // One record that must outlive compaction however old it gets (the DR window stays on).
+  add({ change: { kind: 'dr-followed', since: 1_796_000_000_000 }, durable: true });
   for (let id = 1; id <= 300; id++) {
     const queue = id % 7 === 0 ? 'drop' : 'keep';
     if (id % 20 === 0) {

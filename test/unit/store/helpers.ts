@@ -104,6 +104,7 @@ export function sampleChanges(): Change[] {
       ],
     },
     { kind: 'epoch', epoch: 42 },
+    { kind: 'dr-followed', since: 1_796_000_000_000 },
   ];
 }
 
