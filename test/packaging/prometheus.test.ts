@@ -13,6 +13,12 @@ describe('prometheus alert rules', () => {
     expect(out).toMatch(/SUCCESS: 6 rules found/);
   });
 
+  it.skipIf(!promtool)('alert rules - promtool test rules: each alert fires on its situation after its `for`, and not on look-alikes', () => {
+    // Cases in test/packaging/tandem-alerts.test.yml; promtool exits non-zero on any mismatch.
+    const out = execFileSync('promtool', ['test', 'rules', 'test/packaging/tandem-alerts.test.yml'], { encoding: 'utf8' });
+    expect(out).toMatch(/SUCCESS/);
+  });
+
   it('alert rules - each alert docs/metrics.md promises is there', () => {
     const text = readFileSync(RULES, 'utf8');
     for (const name of ['TandemNoReadyBackup', 'TandemTwoPrimaries', 'TandemDrLagHigh', 'TandemMemoryAlarm', 'TandemJournalSyncSlow']) expect(text).toMatch(new RegExp(`alert: ${name}\\b`));
