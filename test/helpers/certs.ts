@@ -18,6 +18,8 @@ export interface TestCerts {
   brokerKey: string;
   /** A client certificate for `cn` (SAN email `${cn}@example.test`), signed by the CA. */
   client(cn: string): { cert: string; key: string };
+  /** A broker certificate signed by the CA that names only DNS:elsewhere.example (not 127.0.0.1). */
+  misnamed: { cert: string; key: string };
   remove(): void;
 }
 
@@ -35,6 +37,7 @@ export function makeCerts(): TestCerts {
     return { cert: join(dir, `${name}.pem`), key: join(dir, `${name}.key`) };
   };
   const broker = sign('broker', 'tandem-broker', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n');
+  const misnamed = sign('misnamed', 'elsewhere', 'subjectAltName=DNS:elsewhere.example\nextendedKeyUsage=serverAuth,clientAuth\n');
   const clients = new Map<string, { cert: string; key: string }>();
   return {
     dir,
@@ -42,6 +45,7 @@ export function makeCerts(): TestCerts {
     wrongCa: join(dir, 'wrong-ca.pem'),
     brokerCert: broker.cert,
     brokerKey: broker.key,
+    misnamed,
     client(cn: string) {
       let c = clients.get(cn);
       if (!c) {

@@ -183,7 +183,7 @@ describe('ha link on the wire', () => {
 });
 
 describe('refusals', () => {
-  it('ha tls - a backup with the wrong CA refuses to follow the primary and says why; plaintext against a TLS-only broker fails clearly', async () => {
+  it('ha tls - a backup refuses to follow a broker whose certificate the CA did not sign or that names another host, and says why; plaintext against a TLS-only broker fails clearly', async () => {
     cluster = await tlsCluster(2);
     const c = cluster;
     const [extra] = await freePorts(1);
@@ -207,6 +207,20 @@ describe('refusals', () => {
     await expect(
       TestBroker.start({ args: ['--ha-cluster', 'yes', '--ha-brokers-url', c.ports.map((p) => `127.0.0.1:${p}`).join(','), ...authArgs(), '--listen-plain', 'no', '--tls-port', '0', '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey] }),
     ).rejects.toThrow(/listen-plain=no with ha-cluster=yes needs an amqps: ha-brokers-url/);
+    // A broker whose certificate the right CA signed but for another name: never followed either.
+    await killAllBrokers();
+    cluster = undefined;
+    const [p, q] = await freePorts(2);
+    const url = `amqps:127.0.0.1:${p},127.0.0.1:${q}`;
+    const start = (port: number, cert: string, key: string) =>
+      TestBroker.start({
+        port: 0,
+        args: ['--ha-cluster', 'yes', '--ha-brokers-url', url, '--ha-heartbeat-interval', '1s', ...authArgs(), '--listen-plain', 'no', '--tls-port', String(port), '--tls-cert', cert, '--tls-key', key, '--ha-tls-ca', certs.ca],
+      });
+    await start(p!, certs.misnamed.cert, certs.misnamed.key);
+    const follower = await start(q!, certs.brokerCert, certs.brokerKey);
+    // The backup looks for the primary at every address: the misnamed one it refuses by name.
+    await waitFor(() => /not following 127\.0\.0\.1:\d+: the peer's TLS certificate does not name the address dialled/.test(follower.stderr), { timeout: 20_000, name: 'misnamed-certificate warning' });
     // An amqps: URL on a broker without a TLS listener: refused at start.
     await expect(TestBroker.start({ args: ['--ha-cluster', 'yes', '--ha-brokers-url', c.url, ...authArgs()] })).rejects.toThrow(/ha-brokers-url is amqps: .* but this broker has no TLS listener/);
   }, 90_000);
