@@ -138,8 +138,12 @@ export class ManagementClient {
         opened = true;
       });
       conn.on('connection_error', (ctx: EventContext) => {
-        const e = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
-        fail(`${address.host}:${address.port} refused the connection: ${e?.description ?? e?.condition ?? 'no reason given'}`);
+        // A SASL failure on our side (no mechanism in common) is in ctx.error, not the connection's.
+        const e = (ctx as unknown as { error?: { description?: string; condition?: string } }).error ?? (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
+        const why = e?.description ?? e?.condition ?? 'no reason given';
+        // A certificate as the identity, and a broker that offers no EXTERNAL: say what to change.
+        const hint = address.external && /No suitable mechanism/.test(why) ? ' (the broker does not take client certificates as identities: set tls-external-user on it, or give a user in the address)' : '';
+        fail(`${address.host}:${address.port} refused the connection: ${why}${hint}`);
       });
       conn.on('disconnected', (ctx: EventContext) => {
         this.lost = true;

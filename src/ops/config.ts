@@ -468,6 +468,10 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   if (settings.haCluster && settings.haMechanism === 'EXTERNAL' && (!settings.haTls.cert || !parseBrokersUrl(settings.haBrokersUrl ?? '').tls)) {
     throw new ConfigError('ha-mechanism EXTERNAL proves the brokers\' identity by a client certificate: it needs an amqps: ha-brokers-url and ha-tls-cert/ha-tls-key (the certificate naming the HA admin user)');
   }
+  if (settings.haCluster && settings.haMechanism === 'EXTERNAL' && !settings.tlsExternalUser) {
+    // The other brokers log in to this one the same way: it must take certificates as identities.
+    throw new ConfigError('ha-mechanism EXTERNAL needs tls-external-user (cn or san-email) on every broker: the others log in to this one by certificate too');
+  }
   if (settings.haCluster && !settings.haBrokersUrl) {
     throw new ConfigError('ha-cluster=yes needs ha-brokers-url listing every broker of the cluster');
   }

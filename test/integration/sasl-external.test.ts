@@ -114,6 +114,13 @@ describe('sasl external', () => {
 
     const off = await TestBroker.start({ args: ['--auth', 'yes', '--users-file', usersFile, '--tls-port', '0', '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey, '--tls-ca', certs.ca] });
     expect((await py(['send', `amqps://localhost:${off.tlsPort}`, 'san.q', '--mechs', 'EXTERNAL', ...asCert('alice')])).ok).toBe(false);
+    const cliOff = await tandem(['queue', 'list', '-b', `amqps://127.0.0.1:${off.tlsPort}`, '--tls-ca', certs.ca, '--tls-cert', certs.client('alice').cert, '--tls-key', certs.client('alice').key, '--timeout', '5']);
+    expect(cliOff.code).toBe(69);
+    expect(cliOff.stderr).toMatch(/does not take client certificates as identities: set tls-external-user/);
+    const ha = certs.client('ha');
+    await expect(
+      TestBroker.start({ args: ['--ha-cluster', 'yes', '--ha-brokers-url', 'amqps:127.0.0.1:1', '--ha-mechanism', 'EXTERNAL', '--ha-tls-cert', ha.cert, '--ha-tls-key', ha.key, '--tls-port', '0', '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey] }),
+    ).rejects.toThrow(/ha-mechanism EXTERNAL needs tls-external-user/);
     await expect(TestBroker.start({ args: ['--tls-external-user', 'cn'] })).rejects.toThrow(/tls-external-user needs a TLS listener/);
     await expect(TestBroker.start({ args: ['--tls-external-user', 'dn', '--tls-port', '0', '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey, '--tls-ca', certs.ca] })).rejects.toThrow(/tls-external-user must be no, cn or san-email/);
   }, 60_000);
