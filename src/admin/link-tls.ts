@@ -67,9 +67,18 @@ export function isCertificateError(code: string | undefined): boolean {
   return code !== undefined && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER|UNABLE_TO_VERIFY|HOSTNAME/.test(code);
 }
 
-/** A TLS failure in words an operator can act on, naming the CA option to look at. */
-export function describeTlsFailure(err: (Error & { code?: string }) | undefined, caOption: string, hasCa: boolean): string | undefined {
+/**
+ * A TLS failure in words an operator can act on, naming the option to look at
+ * (`prefix`: ha-tls or dr-tls). An alert from the peer (ERR_SSL_..._ALERT_...) is the
+ * peer refusing our client certificate, or the lack of one; anything else is the
+ * peer's certificate failing here.
+ */
+export function describeTlsFailure(err: (Error & { code?: string }) | undefined, prefix: 'ha-tls' | 'dr-tls', hasCa: boolean): string | undefined {
   if (!err || !isCertificateError(err.code)) return undefined;
+  if (/_ALERT_/.test(err.code!)) {
+    return `the peer refused this broker's TLS client certificate, or wants one (${err.code}): set ${prefix}-cert/${prefix}-key to a certificate its tls-ca signed`;
+  }
+  const ca = `${prefix}-ca`;
   const why = err.code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? 'does not name the address dialled' : `does not verify (${err.code})`;
-  return hasCa ? `the peer's TLS certificate ${why} against ${caOption}` : `the peer's TLS certificate ${why} against the system CAs: set ${caOption} to the CA that signed it`;
+  return hasCa ? `the peer's TLS certificate ${why} against ${ca}` : `the peer's TLS certificate ${why} against the system CAs: set ${ca} to the CA that signed it`;
 }

@@ -259,7 +259,7 @@ export class DrBridge {
     conn.on('disconnected', (ctx: EventContext) => {
       const error = (ctx as unknown as { error?: Error & { code?: string } }).error;
       if (!settled) {
-        const tlsFailure = this.tls ? describeTlsFailure(error, 'dr-tls-ca', this.tls.ca !== undefined) : undefined;
+        const tlsFailure = this.tls ? describeTlsFailure(error, 'dr-tls', this.tls.ca !== undefined) : undefined;
         return giveUp(tlsFailure ? `${tlsFailure} (${error?.message})` : (error?.message ?? 'disconnected'));
       }
       this.lost(conn, 'connection to the source lost');

@@ -206,7 +206,7 @@ export class Follower {
     conn.on('disconnected', (ctx: EventContext) => {
       const error = (ctx as unknown as { error?: Error & { code?: string } }).error;
       if (!settledAttempt) {
-        const tlsFailure = this.host.tls ? describeTlsFailure(error, 'ha-tls-ca', this.host.tls.ca !== undefined) : undefined;
+        const tlsFailure = this.host.tls ? describeTlsFailure(error, 'ha-tls', this.host.tls.ca !== undefined) : undefined;
         // A broker whose certificate does not verify is never followed, however often we
         // retry: say so at WARN (once a minute per address), not only in ha status.
         if (tlsFailure && this.tlsWarnings.admit(address) !== undefined) this.host.log.warn({ address, err: error?.message }, `not following ${address}: ${tlsFailure}`);

@@ -221,6 +221,18 @@ describe('refusals', () => {
     const follower = await start(q!, certs.brokerCert, certs.brokerKey);
     // The backup looks for the primary at every address: the misnamed one it refuses by name.
     await waitFor(() => /not following 127\.0\.0\.1:\d+: the peer's TLS certificate does not name the address dialled/.test(follower.stderr), { timeout: 20_000, name: 'misnamed-certificate warning' });
+    // A broker that requires client certificates, and one that has none to show: says which option to set.
+    await killAllBrokers();
+    const [r, t] = await freePorts(2);
+    const pairUrl = `amqps:127.0.0.1:${r},127.0.0.1:${t}`;
+    const tlsOnly = (port: number, extra: string[]) =>
+      TestBroker.start({
+        port: 0,
+        args: ['--ha-cluster', 'yes', '--ha-brokers-url', pairUrl, '--ha-heartbeat-interval', '1s', ...authArgs(), '--listen-plain', 'no', '--tls-port', String(port), '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey, '--ha-tls-ca', certs.ca, ...extra],
+      });
+    await tlsOnly(r!, ['--tls-ca', certs.ca, '--tls-require-client-cert', 'yes']);
+    const certless = await tlsOnly(t!, []);
+    await waitFor(() => new RegExp(`not following 127\\.0\\.0\\.1:${r}: the peer refused this broker's TLS client certificate, or wants one \\(\\w+\\): set ha-tls-cert/ha-tls-key`).test(certless.stderr), { timeout: 20_000, name: 'missing client certificate warning' });
     // An amqps: URL on a broker without a TLS listener: refused at start.
     await expect(TestBroker.start({ args: ['--ha-cluster', 'yes', '--ha-brokers-url', c.url, ...authArgs()] })).rejects.toThrow(/ha-brokers-url is amqps: .* but this broker has no TLS listener/);
   }, 90_000);
