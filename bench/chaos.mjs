@@ -63,17 +63,8 @@ for (const k of S.kinds) if (!KINDS.includes(k)) throw new Error(`BENCH_CHAOS_FA
 const PY = '/usr/bin/python3'; // Debian's, which has the proton package
 const QUEUE = 'chaos';
 
-// A small deterministic PRNG (mulberry32), so a seed replays the same schedule.
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// The suite's seeded PRNG (mulberry32), so a seed replays the same schedule.
+const { prng } = await import(new URL('../dist/util/prng.js', import.meta.url).href);
 const random = prng(S.seed);
 const between = (a, b) => a + random() * (b - a);
 const pick = (xs) => xs[Math.floor(random() * xs.length)];

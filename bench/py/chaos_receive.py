@@ -10,7 +10,7 @@ import json, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "interop", "py"))
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
-from failover_client import ConnectTimeout, connect_all
+from failover_client import ConnectTimeout, Ticker, connect_all
 
 urls, queue, stop_file, log_path = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]
 idle_s, credit, heartbeat = float(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7])
@@ -30,7 +30,7 @@ class ChaosReceiver(MessagingHandler):
         self.conn = connect_all(event.container, urls, heartbeat=heartbeat)
         event.container.create_receiver(self.conn, queue)
         self.timeout.arm(event.container)
-        event.container.schedule(0.25, _Tick(self))
+        event.container.schedule(0.25, Ticker(self))
     def on_connection_opened(self, event):
         self.timeout.opened = True
         self.open = True
@@ -52,7 +52,7 @@ class ChaosReceiver(MessagingHandler):
             return self.finish()
         print(json.dumps({"t": time.time(), "received": self.received, "open": self.open}))
         sys.stdout.flush()
-        self.container.schedule(0.25, _Tick(self))
+        self.container.schedule(0.25, Ticker(self))
     def finish(self):
         self.finished = True
         self.log.close()
@@ -61,8 +61,5 @@ class ChaosReceiver(MessagingHandler):
         self.conn.close()
         self.container.stop()
 
-class _Tick:
-    def __init__(self, s): self.s = s
-    def on_timer_task(self, event): self.s.tick()
 
 Container(ChaosReceiver()).run()

@@ -17,7 +17,7 @@ import json, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "interop", "py"))
 from proton import Message
 from proton.reactor import Container
-from failover_client import ConnectTimeout, ResendingSender, connect_all
+from failover_client import ConnectTimeout, ResendingSender, Ticker, connect_all
 
 urls, queue, name, stop_file, log_path = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 grace_s, max_inflight, body_bytes, heartbeat = float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
@@ -39,7 +39,7 @@ class ChaosSender(ResendingSender):
         self.conn = connect_all(event.container, urls, heartbeat=heartbeat)
         self.sender = event.container.create_sender(self.conn, queue)
         self.timeout.arm(event.container)
-        event.container.schedule(0.25, _Tick(self))
+        event.container.schedule(0.25, Ticker(self))
     def on_connection_opened(self, event):
         self.timeout.opened = True
         self.open = True
@@ -84,7 +84,7 @@ class ChaosSender(ResendingSender):
         sys.stdout.flush()
         if self.open:
             self.pump()
-        self.container.schedule(0.25, _Tick(self))
+        self.container.schedule(0.25, Ticker(self))
     def finish(self):
         self.finished = True
         self.log.write("E %d %.4f\n" % (self.next, time.time()))
@@ -94,9 +94,5 @@ class ChaosSender(ResendingSender):
         self.conn.close()
         self.container.stop()
 
-class _Tick:
-    # Its own handler: timer events of proton's reconnect logic also reach the main handler.
-    def __init__(self, s): self.s = s
-    def on_timer_task(self, event): self.s.tick()
 
 Container(ChaosSender()).run()

@@ -5,7 +5,7 @@
 // frames that lie about their size, offset, type or channel, links and sessions out of
 // order, and plain garbage. Encodings come from the tests' own encoder
 // (test/helpers/amqp-frames.ts), so nothing here trusts the codec under test.
-import { prng } from '../helpers/prng.js';
+import { prng } from '../../src/util/prng.js';
 import { AMQP_HEADER, CODE, SASL_HEADER, composite, frame, message, perf, plainResponse, v, type Field } from '../helpers/amqp-frames.js';
 
 /**

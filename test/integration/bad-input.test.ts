@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { manage } from '../helpers/tandem-cli.js';
-import { prng as mulberry32 } from '../helpers/prng.js';
+import { prng as mulberry32 } from '../../src/util/prng.js';
 
 const require = createRequire(import.meta.url);
 interface Described {

@@ -7,7 +7,7 @@
 import rhea, { type Connection, type EventContext } from 'rhea';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
-import { prng } from '../helpers/prng.js';
+import { prng } from '../../src/util/prng.js';
 
 const QUEUE = 'crash-q';
 const PRODUCERS = 3;

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
-import { prng } from '../helpers/prng.js';
+import { prng } from '../../src/util/prng.js';
 
 const QUEUE = 'chaos';
 const ROUNDS = 4;

@@ -18,7 +18,7 @@ import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
-import { prng } from '../helpers/prng.js';
+import { prng } from '../../src/util/prng.js';
 import { manage } from '../helpers/tandem-cli.js';
 import { haStatusOf } from '../../src/cli/ha-commands.js';
 

@@ -11,7 +11,7 @@ import { TestCluster, tandem, type HaStatusJson } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
 import rhea, { type EventContext } from 'rhea';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
-import { prng } from '../helpers/prng.js';
+import { prng } from '../../src/util/prng.js';
 
 let cluster: TestCluster | undefined;
 

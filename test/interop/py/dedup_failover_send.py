@@ -8,7 +8,7 @@ at most GRACE seconds. Prints {"accepted": [...], "resent": n, "reconnects": n,
 import json, os, sys, time
 from proton import Message
 from proton.reactor import Container
-from failover_client import ResendingSender, connect_all
+from failover_client import ResendingSender, Ticker, connect_all
 
 urls, queue, name, stop_file, grace_s = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 BATCH, PACE_S, MAX_INFLIGHT = 1, 0.02, 200
@@ -24,7 +24,7 @@ class DedupSender(ResendingSender):
         self.container = event.container
         self.conn = connect_all(event.container, urls)
         self.sender = event.container.create_sender(self.conn, queue)
-        event.container.schedule(PACE_S, _Tick(self))
+        event.container.schedule(PACE_S, Ticker(self))
     def tick(self):
         if self.finished:
             return
@@ -33,7 +33,7 @@ class DedupSender(ResendingSender):
         if self.stopping_since is not None and (not (self.todo or self.inflight) or time.time() - self.stopping_since > grace_s):
             return self.finish()
         self.pump()
-        self.container.schedule(PACE_S, _Tick(self))
+        self.container.schedule(PACE_S, Ticker(self))
     def pump(self):
         s = self.sender
         sent = 0
@@ -57,9 +57,5 @@ class DedupSender(ResendingSender):
         self.conn.close()
         self.container.stop()
 
-class _Tick:
-    # Its own handler: timer events of proton's reconnect logic also reach the main handler.
-    def __init__(self, s): self.s = s
-    def on_timer_task(self, event): self.s.tick()
 
 Container(DedupSender()).run()

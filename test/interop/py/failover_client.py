@@ -70,6 +70,16 @@ class ConnectTimeout:
             t.close_head()
 
 
+class Ticker:
+    # A periodic task's timer handler, calling its owner's tick(). Its own handler:
+    # timer events of proton's reconnect logic also reach the owner's.
+    def __init__(self, owner):
+        self.owner = owner
+
+    def on_timer_task(self, event):
+        self.owner.tick()
+
+
 class _AttemptTimer:
     # Its own handler: timer events of proton's reconnect logic also reach the client's.
     def __init__(self, timeout, attempt):

@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
 import { installRheaPatches } from '../../../src/amqp/rhea-patches.js';
-import { prng } from '../../helpers/prng.js';
+import { prng } from '../../../src/util/prng.js';
 
 const require = createRequire(import.meta.url);
 interface Described {

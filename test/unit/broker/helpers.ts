@@ -6,7 +6,7 @@ import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broke
 import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../../../src/broker/settings.js';
 
-export { prng } from '../../helpers/prng.js';
+export { prng } from '../../../src/util/prng.js';
 
 export class FakeClock {
   constructor(public t = 1_000_000) {}

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
-import { prng as mulberry32 } from '../../helpers/prng.js';
+import { prng as mulberry32 } from '../../../src/util/prng.js';
 
 /** A fresh directory, on tmpfs when there is one (fdatasync there is cheap). */
 export async function tempDir(prefix = 'tandem-store-'): Promise<string> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Deque } from '../../../src/util/deque.js';
-import { prng } from '../../helpers/prng.js';
+import { prng } from '../../../src/util/prng.js';
 
 
 function contents<T>(d: Deque<T>): T[] {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CHUNK, IdTable } from '../../../src/util/id-table.js';
-import { prng } from '../../helpers/prng.js';
+import { prng } from '../../../src/util/prng.js';
 
 interface Row {
   id: number;

@@ -9,7 +9,7 @@ import { encode } from '../../../../src/amqp/engine/encoder.js';
 import { AmqpError } from '../../../../src/amqp/engine/errors.js';
 import { FrameType, readFrame, readFrameHeader } from '../../../../src/amqp/engine/frames.js';
 import { type AmqpValue, amqp } from '../../../../src/amqp/engine/types.js';
-import { prng } from '../../../helpers/prng.js';
+import { prng } from '../../../../src/util/prng.js';
 
 const SEED = Number(process.env.TANDEM_FUZZ_SEED ?? 0x20c0dec);
 

@@ -9,7 +9,7 @@ import { type AmqpError } from '../../../../src/amqp/engine/errors.js';
 import { FrameGuard, type GuardViolation, type UnsettledRange } from '../../../../src/amqp/engine/frame-guard.js';
 import { FrameType, encodeFrame, protocolHeader, readFrame, readFrameHeader } from '../../../../src/amqp/engine/frames.js';
 import { type AmqpValue, amqp } from '../../../../src/amqp/engine/types.js';
-import { prng } from '../../../helpers/prng.js';
+import { prng } from '../../../../src/util/prng.js';
 
 const { uint, ulong, string, symbol, boolean, binary, list, described } = amqp;
 const nul = amqp.null();

@@ -1,5 +1,5 @@
-// mulberry32: a small, fast, seeded PRNG, so a randomized test (fuzz, property,
-// chaos) replays exactly from its seed.
+// mulberry32: a small, fast, seeded PRNG, so a randomized run (the fuzz, property
+// and chaos tests, bench/chaos.mjs) replays exactly from its seed.
 export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
