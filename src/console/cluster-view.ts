@@ -16,7 +16,7 @@ export interface HaAnswer {
   'broker-id'?: string;
   instance?: string;
   primary?: string | null;
-  backups?: Array<{ id: string; state: string; lsn: number; lag: number; 'lag-seconds'?: number; 'last-ack-ms-ago'?: number | null }>;
+  backups?: Array<{ id: string; state: string; lsn: number; lag: number; 'lag-seconds'?: number; 'lag-bytes'?: number | null; 'last-ack-ms-ago'?: number | null }>;
   settlement?: { held: boolean; reason: string | null; 'ready-backups': number; 'min-ready-backups': number } | null;
   'primary-heard-ms-ago'?: number | null;
   'last-error'?: string | null;
@@ -33,6 +33,7 @@ export interface BrokerRow {
   'broker-id': string | null;
   'lag-changes': number | null;
   'lag-seconds': number | null;
+  'lag-bytes': number | null;
   /** Since the backup last heard from the primary (or the primary from it), ms. */
   'last-heartbeat-ms-ago': number | null;
   /** The broker's own console, when it serves one. */
@@ -124,6 +125,7 @@ export class ClusterWatch {
         'broker-id': a?.['broker-id'] ?? null,
         'lag-changes': asBackup ? asBackup.lag : null,
         'lag-seconds': asBackup ? (asBackup['lag-seconds'] ?? null) : null,
+        'lag-bytes': asBackup ? (asBackup['lag-bytes'] ?? null) : null,
         'last-heartbeat-ms-ago': reachable ? (heard ?? asBackup?.['last-ack-ms-ago'] ?? null) : null,
         console: a?.console ? consoleUrl(p.endpoint, a.console) : null,
         'answered-at': p.self ? now : (p.answeredAt ?? null),
@@ -207,6 +209,7 @@ export function standaloneView(own: HaAnswer, address: string): ClusterView {
         'broker-id': own['broker-id'] ?? null,
         'lag-changes': null,
         'lag-seconds': null,
+        'lag-bytes': null,
         'last-heartbeat-ms-ago': null,
         console: null,
         'answered-at': Date.now(),

@@ -366,11 +366,11 @@ export class HaManager {
    * Each backup's lag for metrics (none unless primary): in changes, and in seconds as
    * the age of the oldest change it has not acknowledged (0 when it owes none).
    */
-  backupLags(now = Date.now()): Array<{ id: string; state: string; changes: number; seconds: number }> {
+  backupLags(now = Date.now()): Array<{ id: string; state: string; changes: number; seconds: number; bytes: number | null }> {
     if (!this.source || !this.isPrimary) return [];
     return [...this.source.streams].map((s) => {
       const sent = s.oldestUnackedSentAt;
-      return { id: s.hello.brokerId, state: s.state, changes: s.lag, seconds: sent === undefined ? 0 : Math.max(0, now - sent) / 1000 };
+      return { id: s.hello.brokerId, state: s.state, changes: s.lag, seconds: sent === undefined ? 0 : Math.max(0, now - sent) / 1000, bytes: s.lagBytes };
     });
   }
 
@@ -386,6 +386,7 @@ export class HaManager {
             lsn: s.acked,
             lag: s.lag,
             'lag-seconds': sent === undefined ? 0 : Math.max(0, now - sent) / 1000,
+            'lag-bytes': s.lagBytes,
             'last-ack-ms-ago': s.lastAckedAt > 0 ? now - s.lastAckedAt : null,
           };
         })

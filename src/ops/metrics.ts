@@ -13,7 +13,7 @@ import { JOURNAL_SYNC_CHANNEL } from '../store/writer.js';
 /** What the HA manager knows, read at scrape time (a broker without HA is `standalone`). */
 export interface HaFigures {
   state: string;
-  backups: Array<{ id: string; state: string; changes: number; seconds: number }>;
+  backups: Array<{ id: string; state: string; changes: number; seconds: number; bytes: number | null }>;
 }
 
 /** One DR copy on this broker; `lagSeconds` null when the copy cannot tell. */
@@ -164,10 +164,11 @@ export class Metrics {
           this.set(ha().backups.filter((b) => b.state === 'ready').length);
         },
       });
-      const perBackup = (name: string, help: string, read: (b: HaFigures['backups'][number]) => number) =>
+      const perBackup = (name: string, help: string, read: (b: HaFigures['backups'][number]) => number | null) =>
         labelledGauge(r, { name, help, label: 'backup' }, () => ha().backups, (b) => b.id, read);
       perBackup('tandem_ha_backup_lag_changes', 'Changes the primary logged that the backup has not acknowledged', (b) => b.changes);
       perBackup('tandem_ha_backup_lag_seconds', 'Age of the oldest change sent to the backup and not acknowledged (0 when it owes none)', (b) => b.seconds);
+      perBackup('tandem_ha_backup_lag_bytes', 'Bytes of the encoded changes the backup has not acknowledged (absent while it loads a snapshot)', (b) => b.bytes);
     }
     if (dr) {
       const perCopy = (name: string, help: string, read: (c: DrFigures) => number | null) =>

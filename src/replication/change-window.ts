@@ -42,6 +42,9 @@ export class ChangeWindow {
   private chunkNos = new Float64Array(1024);
   private offsets = new Uint32Array(1024);
   private lengths = new Uint32Array(1024);
+  /** Bytes pushed since the window was made, through each entry (for bytesAfter). */
+  private cums = new Float64Array(1024);
+  private pushed = 0;
   private head = 0;
   private count = 0;
   private readonly chunks: Chunk[] = [];
@@ -90,6 +93,8 @@ export class ChangeWindow {
     this.chunkNos[i] = chunkNo;
     this.offsets[i] = offset;
     this.lengths[i] = record.length;
+    this.pushed += record.length;
+    this.cums[i] = this.pushed;
     this.count++;
     this.bytes += record.length;
     while (this.count > this.maxCount || (this.bytes > this.maxBytes && this.count > 1)) this.dropOldest();
@@ -125,6 +130,16 @@ export class ChangeWindow {
   lsnAt(seq: number): number | undefined {
     const i = this.slot(seq);
     return i === undefined ? undefined : this.lsns[i];
+  }
+
+  /**
+   * Bytes of the encoded changes after `lsn` (what a reader that has `lsn` still
+   * lacks), or undefined when the window no longer reaches back to it.
+   */
+  bytesAfter(lsn: number): number | undefined {
+    if (lsn < this.coversFromLsn) return undefined;
+    const i = this.slot(this.seqAfter(lsn));
+    return i === undefined ? 0 : this.pushed - (this.cums[i]! - this.lengths[i]!);
   }
 
   seqAfter(lsn: number): number {
@@ -202,6 +217,8 @@ export class ChangeWindow {
     const chunkNos = new Float64Array(n);
     const offsets = new Uint32Array(n);
     const lengths = new Uint32Array(n);
+    const cums = new Float64Array(n);
+    order(this.cums, cums);
     order(this.lsns, lsns);
     order(this.times, times);
     order(this.chunkNos, chunkNos);
@@ -212,6 +229,7 @@ export class ChangeWindow {
     this.chunkNos = chunkNos;
     this.offsets = offsets;
     this.lengths = lengths;
+    this.cums = cums;
     this.head = 0;
   }
 }

@@ -128,6 +128,12 @@ export class BackupStream {
     return Math.max(0, this.source.headLsn - this.ackedThrough);
   }
 
+  /** Bytes of the changes this backup has not acknowledged (encoded), or null while the window cannot tell (a snapshot). */
+  get lagBytes(): number | null {
+    if (this.snapshot) return null;
+    return this.source.retained.bytesAfter(this.ackedThrough) ?? null;
+  }
+
   /** When the oldest change this backup has not acknowledged was sent (undefined: it owes none). */
   get oldestUnackedSentAt(): number | undefined {
     return this.unacked.peek()?.sentAt;

@@ -57,6 +57,7 @@ describe('metrics', () => {
     for (const id of ids) {
       expect(s.samples.get(`tandem_ha_backup_lag_changes{backup="${id}"}`)).toBeGreaterThanOrEqual(0);
       expect(s.samples.get(`tandem_ha_backup_lag_seconds{backup="${id}"}`)).toBeGreaterThanOrEqual(0);
+      expect(s.samples.get(`tandem_ha_backup_lag_bytes{backup="${id}"}`)).toBeGreaterThanOrEqual(0);
     }
     // A backup's own scrape says ready.
     expect((await scrape(cluster.brokers[1]!.metricsPort!)).samples.get('tandem_ha_state{state="ready"}')).toBe(1);
@@ -75,9 +76,14 @@ describe('metrics', () => {
     await waitFor(
       async () => {
         const m = (await scrape(primary.metricsPort!)).samples;
-        return (m.get(`tandem_ha_backup_lag_changes{backup="${victimId}"}`) ?? 0) > 0 && (m.get(`tandem_ha_backup_lag_seconds{backup="${victimId}"}`) ?? 0) > 0;
+        return (
+          (m.get(`tandem_ha_backup_lag_changes{backup="${victimId}"}`) ?? 0) > 0 &&
+          (m.get(`tandem_ha_backup_lag_seconds{backup="${victimId}"}`) ?? 0) > 0 &&
+          // At least the encoded size of the enqueues it owes (each holds its body and headers).
+          (m.get(`tandem_ha_backup_lag_bytes{backup="${victimId}"}`) ?? 0) >= (m.get(`tandem_ha_backup_lag_changes{backup="${victimId}"}`) ?? 0) * 20
+        );
       },
-      { timeout: 10_000, interval: 100, name: 'the stopped backup lags in changes and seconds' },
+      { timeout: 10_000, interval: 100, name: 'the stopped backup lags in changes, bytes and seconds' },
     );
     await waitFor(async () => (await scrape(primary.metricsPort!)).samples.get('tandem_ha_backups_ready') === 1, { timeout: 30_000, interval: 200, name: 'one ready backup after the drop' });
     await sent;

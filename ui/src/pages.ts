@@ -77,6 +77,7 @@ export const clusterPage: Page = {
         n(b.epoch),
         n(b.lsn),
         n(b['lag-changes']),
+        h('td', { class: 'num' }, bytes(b['lag-bytes'])),
         h('td', { class: 'num' }, seconds(b['lag-seconds'])),
         h('td', { class: 'num' }, agoMs(b['last-heartbeat-ms-ago'])),
         h('td', {}, link),
@@ -85,7 +86,7 @@ export const clusterPage: Page = {
     return [
       h('h1', {}, 'Cluster'),
       c.ha ? null : h('p', { class: 'muted' }, 'This broker is not in an HA cluster (ha-cluster=no).'),
-      table('brokers', ['Broker', 'Role', 'State', 'Epoch', 'Applied LSN', 'Lag (changes)', 'Lag (s)', 'Last heartbeat', 'Console'], rows, 'no broker'),
+      table('brokers', ['Broker', 'Role', 'State', 'Epoch', 'Applied LSN', 'Lag (changes)', 'Lag (bytes)', 'Lag (s)', 'Last heartbeat', 'Console'], rows, 'no broker'),
       h('p', { class: 'muted' }, `Version ${String(overview.broker.version ?? '')} · uptime ${num(overview.broker['uptime-seconds'])} s · ${num(overview.broker.connections)} connections · memory alarm ${yesNo(overview.broker['memory-alarm'])}`),
     ];
   },

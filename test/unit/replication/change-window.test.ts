@@ -56,6 +56,26 @@ describe('change window', () => {
     expect(byBytes.at(byBytes.endSeq - 1)!.entry).toEqual(enqueue(500, 64 * 1024));
   });
 
+  it('change window - bytesAfter counts the encoded changes after an LSN, across growth and drops, and knows when it cannot', () => {
+    const w = new ChangeWindow(0, 3000, 1 << 30);
+    const sizes: number[] = [];
+    // Past the first 1024 slots (the arrays grow) and past the count limit (the oldest drop).
+    for (let lsn = 1; lsn <= 5000; lsn++) {
+      const e = enqueue(lsn, lsn % 300);
+      sizes[lsn] = encodeChange(e).length;
+      w.push(e, lsn);
+    }
+    const after = (lsn: number) => sizes.slice(lsn + 1).reduce((a, b) => a + (b ?? 0), 0);
+    expect(w.bytesAfter(5000)).toBe(0);
+    expect(w.bytesAfter(4999)).toBe(sizes[5000]);
+    expect(w.bytesAfter(4000)).toBe(after(4000));
+    expect(w.bytesAfter(w.coversFromLsn)).toBe(after(w.coversFromLsn));
+    expect(w.bytesAfter(w.coversFromLsn - 1)).toBeUndefined();
+    w.reset(6000);
+    expect(w.bytesAfter(6000)).toBe(0);
+    expect(w.bytesAfter(5000)).toBeUndefined();
+  });
+
   it('change window - a reset forgets everything before and goes on from the same sequence', () => {
     const w = new ChangeWindow(0, 1000, 1 << 30);
     for (let lsn = 1; lsn <= 50; lsn++) w.push(enqueue(lsn), lsn);
