@@ -187,7 +187,8 @@ function aggregate(runs) {
     brokerCores: median(runs.map((r) => r.brokerCores)),
     efficiency: median(runs.map((r) => r.msgsPerBrokerCpuSecond)),
     otherCores: median(runs.map((r) => r.otherCores)),
-    rate: runs[0].rateLimit,
+    // Each round's half-rate load runs at half of the best tandem peak so far, so rounds may differ.
+    rates: [...new Set(runs.map((r) => r.rateLimit))].sort((a, b) => a - b),
   };
 }
 
@@ -218,7 +219,7 @@ function markdown(report) {
     const t = agg.tandem;
     if (!t) continue;
     const cell = (b, f) => (agg[b] ? f(agg[b]) : '–');
-    const title = load.key === 'nd-1x1-half' ? `${load.title} (${fmt(t.rate)} msgs/s)` : load.title;
+    const title = load.key === 'nd-1x1-half' ? `${load.title} (${t.rates.map((x) => fmt(x)).join(', ')} msgs/s)` : load.title;
     lines.push(
       `| ${title} | ${all.map((b) => cell(b, (a) => fmt(a.throughput))).join(' | ')} | ${peers.map((b) => cell(b, (a) => `**${fmt(t.throughput / a.throughput, 2)}×**`)).join(' | ')} | ${per((b) => cell(b, (a) => `${fmt(a.p50, 2)} / ${fmt(a.p99, 2)}`))} | ${per((b) => cell(b, (a) => `${a.lost} / ${a.dup}`))} | ${per((b) => cell(b, (a) => fmt(a.brokerCores, 2)))} | ${per((b) => cell(b, (a) => fmt(a.efficiency)))} | ${per((b) => cell(b, (a) => fmt(a.otherCores, 2)))} |`,
     );
