@@ -96,6 +96,10 @@ describe('ha - partition of the primary', () => {
     c.brokers[0]!.signal('SIGSTOP');
     c.brokers[1]!.signal('SIGCONT');
     c.brokers[2]!.signal('SIGCONT');
+    // Each backup reads, once resumed, that the primary dropped it: until both have, the
+    // one still saying `ready` is the only one the guard lets a cluster manager promote.
+    await c.waitState(1, 'joining');
+    await c.waitState(2, 'joining');
     const promoted = await c.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);
     await c.waitState(1, 'active', 30_000);
