@@ -5,26 +5,16 @@
 // new one is killed in turn. Both must carry on through the
 // backups' refusals, every message whose send() returned must arrive, and a message
 // may arrive twice only where its fate was in doubt at the failover.
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot, waitFor } from '../helpers/broker.js';
+import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
+import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
 
-const jmsDir = join(repoRoot, 'test', 'jms');
 
-function found(cmd: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-const haveJava = found('java') && found('mvn');
-if (!haveJava) console.warn('test/jms skipped: java or mvn is not installed (test/setup.sh installs default-jdk-headless and maven)');
 
 interface Progress {
   acked: number;
@@ -55,9 +45,7 @@ describe.skipIf(!haveJava)('qpid-jms failover over a tandem cluster', () => {
   let cluster: TestCluster | undefined;
 
   beforeAll(() => {
-    const cpFile = join(dir, 'classpath');
-    execFileSync('mvn', ['-q', '-o', '-f', join(jmsDir, 'pom.xml'), 'dependency:build-classpath', `-Dmdep.outputFile=${cpFile}`], { stdio: 'inherit', timeout: 120_000 });
-    classpath = readFileSync(cpFile, 'utf8').trim();
+    classpath = jmsClasspath(dir);
   }, 150_000);
 
   afterAll(async () => {
@@ -74,7 +62,7 @@ describe.skipIf(!haveJava)('qpid-jms failover over a tandem cluster', () => {
 
     const c = cluster;
     const url = `failover:(${c.ports.map((p) => `amqp://127.0.0.1:${p}`).join(',')})`;
-    const java = spawn('java', ['-cp', classpath, join(jmsDir, 'src', 'main', 'java', 'Failover.java'), url, 'jms.failover', '60'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const java = spawn('java', ['-cp', classpath, javaProgram('Failover'), url, 'jms.failover', '60'], { stdio: ['pipe', 'pipe', 'pipe'] });
     const killJava = setTimeout(() => java.kill('SIGKILL'), 280_000);
     let progress: Progress | undefined;
     let result: Result | undefined;

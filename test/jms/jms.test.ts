@@ -2,27 +2,16 @@
 // tandemd, with Debian's python-proton on the other end of each message. One JVM run
 // performs every check (test/jms/src/main/java/Checks.java) and prints one JSON object;
 // the classpath comes from Maven offline (test/setup.sh fetched it).
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, repoRoot } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { runPython } from '../helpers/python.js';
+import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
 
-const jmsDir = join(repoRoot, 'test', 'jms');
 
-function found(cmd: string): boolean {
-  try {
-    execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const haveJava = found('java') && found('mvn');
-if (!haveJava) console.warn('test/jms skipped: java or mvn is not installed (test/setup.sh installs default-jdk-headless and maven)');
 
 interface CheckResult {
   ok: boolean;
@@ -73,15 +62,14 @@ describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
   let fromJms: PyMessage[];
 
   beforeAll(async () => {
-    const cpFile = join(dir, 'classpath');
-    execFileSync('mvn', ['-q', '-o', '-f', join(jmsDir, 'pom.xml'), 'dependency:build-classpath', `-Dmdep.outputFile=${cpFile}`], { stdio: 'inherit', timeout: 120_000 });
+    const classpath = jmsClasspath(dir);
     const broker = await TestBroker.start({ args: ['--auto-create', 'yes'] });
     const url = `amqp://${broker.url}`;
     await runPython('jms_peer.py', ['send', url, 'py.to.jms']);
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile(
         'java',
-        ['-cp', readFileSync(cpFile, 'utf8').trim(), join(jmsDir, 'src', 'main', 'java', 'Checks.java'), url, ...checks],
+        ['-cp', classpath, javaProgram('Checks'), url, ...checks],
         { timeout: 240_000, maxBuffer: 16 << 20 },
         (err, out, stderr) => (err ? reject(new Error(`Checks.java failed: ${err.message}\n${stderr}`)) : resolve(out)),
       ),
