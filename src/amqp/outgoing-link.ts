@@ -142,8 +142,9 @@ export class OutgoingLink implements Consumer {
   private failDelivery(entry: QueueEntry, queue: Queue, err: Error): void {
     if (err instanceof JournalRecordDamagedError) {
       if (!this.browse) queue.setAside(entry, err.message);
+      // A set-aside message is never handed out again; a browser meets it on each pass.
       if (!this.browse || !this.reportedDamage.has(entry.msg.id)) {
-        this.reportedDamage.add(entry.msg.id);
+        if (this.browse) this.reportedDamage.add(entry.msg.id);
         log.error({ queue: queue.name, id: entry.msg.id, link: this.id, reason: err.message }, 'a message body in the journal is damaged: that message is set aside (still queued, not delivered here), the queue flows on');
       }
       return;

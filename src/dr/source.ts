@@ -77,11 +77,8 @@ export class DrSource implements ChangeSink {
     this.headTime = Date.now();
     const k = entry.change.kind;
     if (k === 'dr-followed' || k === 'dr-role' || k === 'dr-queue') this.arm();
-    if (!this.armed) {
-      // Nothing to keep: the window covers from here on, once armed.
-      this.window.reset(entry.lsn);
-      return;
-    }
+    // Nothing to keep yet: arm() starts the window at the head then.
+    if (!this.armed) return;
     if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete' || k === 'bind' || k === 'unbind' || k === 'exchange-delete') {
       this.window.push(entry, this.headTime);
       if (k === 'enqueue' || k === 'transaction') for (const s of this.streams) s.noteChange(entry.change);
