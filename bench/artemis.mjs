@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { benchDir, freePort, killPid, log, onCleanup, run, sleep } from './lib.mjs';
+import { benchDir, freePort, log, run, sleep, watchedProcess } from './lib.mjs';
 
 export const ARTEMIS_VERSION = process.env.BENCH_ARTEMIS_VERSION || '2.40.0';
 const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
@@ -94,8 +94,7 @@ export async function startArtemis(inst, { name = `artemis-${inst.role}`, timeou
   const out = openSync(outFile, 'a');
   const proc = spawn(join(inst.dir, 'bin', 'artemis'), ['run'], { cwd: inst.dir, detached: true, stdio: ['ignore', out, out] });
   closeSync(out);
-  const unregister = onCleanup(() => killPid(proc.pid));
-  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const { exited, kill9, stop } = watchedProcess(proc, 30_000);
   const broker = {
     name,
     pid: proc.pid,
@@ -115,19 +114,8 @@ export async function startArtemis(inst, { name = `artemis-${inst.role}`, timeou
         await sleep(50);
       }
     },
-    async kill9() {
-      killPid(proc.pid);
-      await exited;
-      unregister();
-    },
-    async stop() {
-      killPid(proc.pid, 'SIGTERM');
-      const done = await Promise.race([exited, sleep(30_000).then(() => undefined)]);
-      if (!done) killPid(proc.pid);
-      await exited;
-      unregister();
-      return done;
-    },
+    kill9,
+    stop,
   };
   await broker.waitLog(inst.role === 'backup' ? /AMQ221024: Backup server .* is synchronized with primary/ : /AMQ221007: Server is now active/);
   broker.version = /Apache ActiveMQ Artemis (?:Message Broker|Backup Server) version (\S+)/.exec(broker.log())?.[1] ?? ARTEMIS_VERSION;

@@ -177,6 +177,32 @@ export function launcherNodeOptions(entry) {
   return m ? m[1].trim().split(/\s+/) : [];
 }
 
+/**
+ * A broker process the bench started: killed at exit if still running (onCleanup), and
+ * how it ends: `exited` ({code, signal}), kill9(), and stop() (SIGTERM, then SIGKILL after
+ * `graceMs`; resolves with the exit, or undefined if it had to be killed).
+ */
+export function watchedProcess(proc, graceMs) {
+  const unregister = onCleanup(() => killPid(proc.pid));
+  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  return {
+    exited,
+    async kill9() {
+      killPid(proc.pid);
+      await exited;
+      unregister();
+    },
+    async stop() {
+      killPid(proc.pid, 'SIGTERM');
+      const done = await Promise.race([exited, sleep(graceMs).then(() => undefined)]);
+      if (!done) killPid(proc.pid);
+      await exited;
+      unregister();
+      return done;
+    },
+  };
+}
+
 /** `port`: 0 picks one; `args`: more tandemd options (cluster, dedup defaults). */
 export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTimeoutMs = 20_000, port: fixedPort = 0, args = [] }) {
   const t0 = performance.now();
@@ -185,12 +211,11 @@ export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTi
     env: { ...process.env, NOTIFY_SOCKET: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const unregister = onCleanup(() => killPid(proc.pid));
+  const { exited, kill9, stop } = watchedProcess(proc, 20_000);
   let out = '';
   let err = '';
   proc.stdout.on('data', (d) => (out += d));
   proc.stderr.on('data', (d) => (err += d).length > 1e5 && (err = err.slice(-5e4)));
-  const exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
   const port = await new Promise((resolvePort, reject) => {
     const t = setTimeout(() => reject(new Error(`tandemd did not listen within ${listenTimeoutMs / 1000} s: ${err}`)), listenTimeoutMs);
     const check = () => {
@@ -213,19 +238,8 @@ export async function startTandem({ entry, dataDir, nodeArgs = [], cwd, listenTi
     loadArgs: [],
     stderr: () => err,
     dataDir,
-    async kill9() {
-      killPid(proc.pid);
-      await exited;
-      unregister();
-    },
-    async stop() {
-      killPid(proc.pid, 'SIGTERM');
-      const done = await Promise.race([exited, sleep(20_000).then(() => undefined)]);
-      if (!done) killPid(proc.pid);
-      await exited;
-      unregister();
-      return done;
-    },
+    kill9,
+    stop,
   };
 }
 
