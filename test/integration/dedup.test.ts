@@ -29,6 +29,20 @@ async function consume(port: number, n: number): Promise<string[]> {
   }
 }
 
+// A consumer that settles first (rhea's default) is at-least-once: its
+// acceptance is journaled after the broker already forgot the delivery, so a
+// kill -9 straight after may bring the message back. A durable send acknowledged
+// afterwards is a barrier: the journal writes in order and settles a send only
+// once everything before it is written.
+async function journalBarrier(port: number): Promise<void> {
+  const c = await TestClient.connect({ port });
+  try {
+    expect((await c.send('barrier', [{ body: 'b', durable: true }], { timeoutMs: 30_000 })).map((o) => o.state)).toEqual(['accepted']);
+  } finally {
+    await c.close();
+  }
+}
+
 const show = async (port: number) => (await manage(port, 'READ', 'queue', 'orders')) as Record<string, number>;
 
 describe('dedup - standalone broker', () => {
@@ -39,6 +53,7 @@ describe('dedup - standalone broker', () => {
   it('dedup - a resend after kill -9 is accepted and not enqueued again, queued or consumed, from the checkpoint and the journal', async () => {
     let broker = await TestBroker.start();
     await manage(broker.port, 'CREATE', 'queue', 'orders', { durable: true, 'qpid.dedup-window': 1_000_000, 'qpid.dedup-ttl': '10m' });
+    await manage(broker.port, 'CREATE', 'queue', 'barrier', { durable: true });
     expect(await send(broker.port, ids(0, 100))).toEqual(Array(100).fill('accepted'));
     expect(await consume(broker.port, 40)).toEqual(ids(0, 40));
     // A clean stop writes a checkpoint: these keys come back from it.
@@ -46,6 +61,7 @@ describe('dedup - standalone broker', () => {
     broker = await TestBroker.start({ dataDir: broker.dataDir });
     expect(await send(broker.port, ids(100, 150))).toEqual(Array(50).fill('accepted'));
     expect(await consume(broker.port, 20)).toEqual(ids(40, 60));
+    await journalBarrier(broker.port);
     // These come back from the journal after the checkpoint.
     await broker.kill();
     broker = await TestBroker.start({ dataDir: broker.dataDir });
