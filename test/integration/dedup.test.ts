@@ -11,10 +11,10 @@ import { manage, tandem } from '../helpers/tandem-cli.js';
 const ids = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `m-${from + i}`);
 const messages = (list: string[]) => list.map((id) => ({ message_id: id, body: id, durable: true }));
 
-async function send(port: number, list: string[]): Promise<string[]> {
+async function send(port: number, list: string[], address = 'orders'): Promise<string[]> {
   const c = await TestClient.connect({ port });
   try {
-    return (await c.send('orders', messages(list), { timeoutMs: 30_000 })).map((o) => o.state);
+    return (await c.send(address, messages(list), { timeoutMs: 30_000 })).map((o) => o.state);
   } finally {
     await c.close();
   }
@@ -35,12 +35,7 @@ async function consume(port: number, n: number): Promise<string[]> {
 // afterwards is a barrier: the journal writes in order and settles a send only
 // once everything before it is written.
 async function journalBarrier(port: number): Promise<void> {
-  const c = await TestClient.connect({ port });
-  try {
-    expect((await c.send('barrier', [{ body: 'b', durable: true }], { timeoutMs: 30_000 })).map((o) => o.state)).toEqual(['accepted']);
-  } finally {
-    await c.close();
-  }
+  expect(await send(port, ['barrier'], 'barrier')).toEqual(['accepted']);
 }
 
 const show = async (port: number) => (await manage(port, 'READ', 'queue', 'orders')) as Record<string, number>;
