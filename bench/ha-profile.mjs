@@ -12,11 +12,14 @@
 //   BENCH_HA_ROUNDS=2  rounds (each runs every build, standalone and cluster)
 //   BENCH_HA_PROF=1    profile the cluster brokers (round 1 of the first build only)
 //   BENCH_HA_BROKER_ARGS="--ha-retain-size 16MiB"  more tandemd options, for every broker
+//   BENCH_HA_VARIANTS="off=;on=--dedup-window 1000000 --dedup-ttl 1h"  each build runs once per
+//                      variant, with that variant's tandemd options (A/B of a setting, same build)
 //   BENCH_HA_NODE_ARGS="--perf-basic-prof"  more node options, for every broker
 //   BENCH_HA_PERF=/tmp/perf.data  perf record the cluster's brokers during the measured load
 //   BENCH_HA_OUT_DIR=/tmp/logs  keep every broker's stdout and stderr there (with --trace-gc, say)
 //   BENCH_HA_STRACE=1  count every broker's system calls during the measured load
 //                      (strace -c -f; slows them down, so CPU per message is not comparable)
+//   BENCH_HA_TARGETS=cluster  only these targets (standalone,cluster: the default)
 //   BENCH_HA_WARMUP=30 seconds of the same load first, not measured: the brokers' windows
 //                      of recent changes (HA 1M changes, DR 200k) fill in the first
 //                      ~30 s, and a full one costs less per change (no fresh memory)
@@ -32,6 +35,7 @@ import { benchDir, buildTandem, freePort, launcherNodeOptions, log, onCleanup, p
 const loadArgs = process.argv.slice(2).length ? process.argv.slice(2) : ['--duration', '8'];
 const ROUNDS = Number(process.env.BENCH_HA_ROUNDS ?? 2);
 const PROF = process.env.BENCH_HA_PROF === '1';
+const TARGETS = (process.env.BENCH_HA_TARGETS ?? 'standalone,cluster').split(',');
 const WARMUP = Number(process.env.BENCH_HA_WARMUP ?? 0);
 const STRACE = process.env.BENCH_HA_STRACE === '1';
 const OUT_DIR = process.env.BENCH_HA_OUT_DIR; // keep each broker's stdout and stderr there (e.g. with --trace-gc)
@@ -42,16 +46,20 @@ const builds = process.env.BENCH_HA_BUILDS
       return { label, entry, nodeArgs };
     })
   : [await buildTandem()];
+const variants = process.env.BENCH_HA_VARIANTS
+  ? process.env.BENCH_HA_VARIANTS.split(';').map((v) => ({ label: v.slice(0, v.indexOf('=')), args: v.slice(v.indexOf('=') + 1).split(' ').filter(Boolean) }))
+  : [{ label: '', args: [] }];
+const runs = builds.flatMap((b) => variants.map((v) => ({ ...b, label: v.label ? `${b.label}/${v.label}` : b.label, brokerArgs: v.args })));
 const base = tempDir(tmpBase(), 'tandem-ha-profile-');
 const profDir = join(benchDir, 'results', `ha-profile-${new Date().toISOString().replace(/[:.]/g, '-')}`);
 const load1 = () => Math.round(loadavg()[0] * 100) / 100;
 
 let n = 0;
-async function startBroker({ entry, nodeArgs: buildArgs = [] }, port, args, profile) {
+async function startBroker({ entry, nodeArgs: buildArgs = [], brokerArgs = [] }, port, args, profile) {
   const id = n++;
   const dataDir = join(base, `data-${id}`);
   const nodeArgs = [...launcherNodeOptions(entry), ...buildArgs, ...(process.env.BENCH_HA_NODE_ARGS ?? '').split(' ').filter(Boolean), ...(profile ? ['--cpu-prof', '--cpu-prof-dir', profDir, '--cpu-prof-name', `${profile}.cpuprofile`] : [])];
-  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args, ...(process.env.BENCH_HA_BROKER_ARGS ?? '').split(' ').filter(Boolean)], {
+  const proc = spawn(process.execPath, [...nodeArgs, entry, '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--log-level', 'warn', ...args, ...brokerArgs, ...(process.env.BENCH_HA_BROKER_ARGS ?? '').split(' ').filter(Boolean)], {
     cwd: base, env: { ...process.env, NOTIFY_SOCKET: '' }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   const unregister = onCleanup(() => proc.kill('SIGKILL'));
@@ -87,12 +95,13 @@ async function haRun(entry, args) {
 }
 
 async function cluster(build, profile) {
+  // profile: a name prefix for this cluster's profiles, or undefined
   const entry = build.entry;
   const ports = [await freePort(), await freePort(), await freePort()];
   const url = ports.map((p) => `127.0.0.1:${p}`).join(',');
   const args = ['--ha-cluster', 'yes', '--ha-brokers-url', url, '--ha-replicate', 'all'];
   const brokers = [];
-  for (let i = 0; i < 3; i++) brokers.push(await startBroker(build, ports[i], args, profile ? `${i === 0 ? 'primary' : `backup${i}`}` : undefined));
+  for (let i = 0; i < 3; i++) brokers.push(await startBroker(build, ports[i], args, profile ? `${profile}-${i === 0 ? 'primary' : `backup${i}`}` : undefined));
   const pr = await haRun(entry, ['ha', 'promote', '-b', `127.0.0.1:${ports[0]}`, '--cluster-manager']);
   if (pr.code !== 0) throw new Error(`promote failed: ${pr.out}`);
   for (let k = 0; k < 300; k++) {
@@ -127,13 +136,15 @@ function traceSyscalls(pid) {
 const rows = [];
 const perMsg = (cpu, msgs) => (msgs > 0 ? Math.round((cpu / msgs) * 1e7) / 10 : NaN); // µs per message
 for (let round = 1; round <= ROUNDS; round++) {
-  const order = round % 2 ? builds : [...builds].reverse();
+  const order = round % 2 ? runs : [...runs].reverse();
   for (const b of order) {
-    const profile = PROF && round === 1 && b === builds[0];
+    // Every variant of the first build is profiled, so an A/B of a setting has both profiles.
+    const profile = PROF && round === 1 && b.entry === builds[0].entry ? b.label.replace(/[^\w.-]+/g, '_') : undefined;
     if (profile) mkdirSync(profDir, { recursive: true });
-    for (const target of round % 2 ? ['standalone', 'cluster'] : ['cluster', 'standalone']) {
+    for (const target of (round % 2 ? ['standalone', 'cluster'] : ['cluster', 'standalone']).filter((t) => TARGETS.includes(t))) {
       const brokers = target === 'standalone' ? [await startBroker(b, await freePort(), [], undefined)] : await cluster(b, profile);
-      if (WARMUP > 0) await runLoad({ ...brokers[0], name: target }, ['--duration', String(WARMUP)]);
+      // The same load (same queue, if it names one), so a window it fills is the measured load's.
+      if (WARMUP > 0) await runLoad({ ...brokers[0], name: target }, [...loadArgs.map(String), '--duration', String(WARMUP)]);
       await waitQuiet({ cores: 0.3, maxSeconds: 5 });
       const c0 = brokers.map((x) => procCpu(x.pid));
       const before = load1();
@@ -147,7 +158,7 @@ for (let round = 1; round <= ROUNDS; round++) {
       for (const [i, t] of straces.entries()) log(`${target} broker ${i} (${i === 0 ? 'primary' : 'backup'}), ${r.received} messages:\n${await t.stop()}`);
       const cpu = brokers.map((x, i) => procCpu(x.pid) - c0[i]);
       const row = {
-        round, build: b.label, target, load: `${before} → ${load1()}`, msgs: r.received, msgsPerS: r.throughput, lost: r.lost, dup: r.duplicates,
+        round, build: b.label, target, load: `${before} → ${load1()}`, msgs: r.received, msgsPerS: r.throughput, p50Ms: r.latencyMs.p50, p99Ms: r.latencyMs.p99, lost: r.lost, dup: r.duplicates,
         usPerMsg: { primary: perMsg(cpu[0], r.received), backups: cpu.slice(1).map((c) => perMsg(c, r.received)), client: perMsg(r.clientCpuSeconds, r.received) },
       };
       rows.push(row);

@@ -708,7 +708,22 @@ export class Broker implements QueueHost {
   private dedupRoute(queues: Queue[], bytes: Buffer, seen?: Map<Queue, Set<string>>): DedupRouting {
     if (!queues.some((q) => q.dedup)) return { take: queues.map((queue) => ({ queue, stamp: undefined })), hit: undefined };
     const reader = this.dedupKeys?.(bytes);
-    const lookups = new Map<string, DedupLookup>();
+    // Each key property is read (and digested) once per message. Nearly always every
+    // queue keys on the same one, so the first is kept aside and a map made only for more.
+    let firstProperty: string | undefined;
+    let firstLookup: DedupLookup | undefined;
+    let others: Map<string, DedupLookup> | undefined;
+    const lookupOf = (property: string): DedupLookup => {
+      if (firstLookup && property === firstProperty) return firstLookup;
+      let lookup = others?.get(property);
+      if (lookup) return lookup;
+      lookup = reader ? reader(property === '' ? undefined : property) : { status: 'missing' };
+      if (!firstLookup) {
+        firstProperty = property;
+        firstLookup = lookup;
+      } else (others ??= new Map()).set(property, lookup);
+      return lookup;
+    };
     const now = this.now();
     const out: DedupRouting = { take: [], hit: undefined };
     for (const queue of queues) {
@@ -717,9 +732,7 @@ export class Broker implements QueueHost {
         out.take.push({ queue, stamp: undefined });
         continue;
       }
-      const property = queue.settings.dedupKey;
-      let lookup = lookups.get(property);
-      if (!lookup) lookups.set(property, (lookup = reader ? reader(property === '' ? undefined : property) : { status: 'missing' }));
+      const lookup = lookupOf(queue.settings.dedupKey);
       if (lookup.status !== 'key') {
         this.countKeyless(queue, lookup);
         out.take.push({ queue, stamp: undefined });

@@ -35,7 +35,13 @@ describe('dedup digest - the journaled format', () => {
     expect(dedupDigest(DedupKeyType.string, Buffer.from('m-1')).toString('hex')).toBe(
       createHash('sha256').update(Buffer.from([4, 0x6d, 0x2d, 0x31])).digest('hex').slice(0, 32),
     );
-    for (let n = 0; n < 200; n++) {
+    // Lengths around the digest's 1 KiB scratch input too, and digests held side by
+    // side (each its own bytes, not a view of something the next key overwrites).
+    const lengths = [...Array.from({ length: 200 }, (_, n) => n), 1022, 1023, 1024, 1025, 5000];
+    const held = lengths.map((n) => [randomBytes(n), dedupDigest(DedupKeyType.binary, Buffer.alloc(0))] as const);
+    for (const [value] of held) dedupDigest(DedupKeyType.string, value);
+    for (const [, digest] of held) expect(digest).toEqual(dedupDigestStreamed(DedupKeyType.binary, Buffer.alloc(0)));
+    for (const n of lengths) {
       const value = randomBytes(n);
       for (const type of Object.values(DedupKeyType)) expect(dedupDigest(type, value)).toEqual(dedupDigestStreamed(type, value));
     }
