@@ -308,6 +308,7 @@ function checkSecretFiles(settings: Settings, configFile: string | undefined, va
   if (configFile && configHoldsSecret(configFile)) files.push({ path: configFile, what: 'the config file (it holds a password)' });
   const passwordFile = values['ha-password-file'] as string | undefined;
   if (passwordFile) files.push({ path: passwordFile, what: 'ha-password-file' });
+  if (settings.tlsKey) files.push({ path: settings.tlsKey, what: 'tls-key (a private key)' });
   if (settings.haTls.key) files.push({ path: settings.haTls.key, what: 'ha-tls-key (a private key)' });
   if (settings.drTls.key) files.push({ path: settings.drTls.key, what: 'dr-tls-key (a private key)' });
   const problems = secretFileProblems(files);

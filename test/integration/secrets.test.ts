@@ -175,6 +175,16 @@ describe('misconfiguration refused at start', () => {
     expect(r.stderr).not.toContain(PASSWORD);
   });
 
+  it('config - a world-readable tls-key is refused with auth=yes from a config file', () => {
+    // Any readable PEM will do: the mode is checked before the listener loads it.
+    const key = join(dir, 'listener-open.key');
+    writeFileSync(key, '-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----\n');
+    chmodSync(key, 0o644);
+    const r = refusedStart([], { text: `host=127.0.0.1\nauth=yes\nusers-file=${usersFile}\ntls-port=0\ntls-cert=${key}\ntls-key=${key}\n`, mode: 0o600 });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/tls-key \(a private key\) .* is readable by every user/);
+  });
+
   it('config - a world-readable users file is refused with auth=yes from a config file, warned about without one', async () => {
     const open = join(dir, 'users-open');
     writeFileSync(open, readFileSync(usersFile));
