@@ -1,24 +1,24 @@
 // tandemd's composition root: recovers the journal into the broker model, opens
 // the AMQP listener, metrics and systemd notification, and stops them in
 // reverse order on shutdown.
-import { existsSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { drLinkTls } from '../admin/peer-addresses.js';
 import { redact } from './secrets.js';
 import { join } from 'node:path';
 import v8 from 'node:v8';
 import { randomUUID } from 'node:crypto';
 import { Broker } from '../broker/broker.js';
-import type { Queue } from '../broker/queue.js';
+import { AutoDeleteTimers } from '../broker/auto-delete.js';
 import { AllGates, type SettlementGate } from '../broker/settlement.js';
 import { TandemError } from '../broker/errors.js';
 import { HaManager } from '../ha/ha-manager.js';
 import { clearJournalComplete, isJournalComplete } from '../ha/journal-marker.js';
-import { dropDivergenceNote, keepIfDiverged, noteDivergence, type DivergedInfo } from '../ha/diverged-store.js';
+import { haMetrics } from '../ha/ha-metrics.js';
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
 import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
 import { drRefusal } from '../dr/roles.js';
 import { DrSource } from '../dr/source.js';
+import { DrWindowFeed } from '../dr/window-feed.js';
 import { DrCredentials } from '../dr/credentials.js';
 import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory, refusesAdminLogin } from '../admin/users.js';
@@ -27,10 +27,11 @@ import { Acl } from '../admin/acl.js';
 import { AmqpServer } from '../amqp/server.js';
 import { prepareDataDir } from '../store/data-dir.js';
 import { filesBytes } from '../store/disk-usage.js';
-import { JOURNAL_DIR_NAME, Journal } from '../store/journal.js';
+import { JOURNAL_DIR_NAME, type Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
+import { pagingMetrics, pagingStatus } from '../store/paging-figures.js';
 import { restoreBroker } from '../store/restore.js';
-import type { CheckpointWindow } from '../store/checkpoint.js';
+import { SwappableJournal } from '../store/swappable-journal.js';
 import { dedupKeyReader } from '../amqp/dedup-key-reader.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Settings } from './config.js';
@@ -50,25 +51,24 @@ export interface DaemonOptions {
   repair?: boolean;
 }
 
-const SNAPSHOT_MARKER = 'ha-snapshot-incomplete';
-
 export class Daemon {
   readonly broker: Broker;
   private server: AmqpServer | undefined;
   ha: HaManager | undefined;
   /** DR: this broker as a source (window + links) and as a secondary (bridges). */
   private drSource: DrSource | undefined;
-  /** The DR window is off the change log while an HA backup loads a snapshot. */
-  private drWindowDetached = false;
+  /** Takes the DR window off the change log while an HA backup loads a snapshot. */
+  private drWindowFeed: DrWindowFeed | undefined;
   dr: DrManager | undefined;
-  private journal: Journal | undefined;
+  /** The journal in use: a backup loading a snapshot swaps it for an empty one. */
+  private readonly store: SwappableJournal;
   /** Keeps queued message bodies in memory under max-memory (the rest stay in the journal). */
   readonly pager: Pager;
   private metrics: Metrics | undefined;
   private console: ConsoleServer | undefined;
   private clusterWatch: ClusterWatch | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
-  private readonly autoDeleteTimers = new Map<Queue, NodeJS.Timeout>();
+  private readonly autoDelete: AutoDeleteTimers;
   private stopWatchdog: (() => void) | undefined;
   private readonly memoryAlarm: MemoryAlarm;
   /** Logins hash passwords here, never on libuv's pool (the journal's writes use that). */
@@ -94,8 +94,8 @@ export class Daemon {
       queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
       events: {
         queueReady: (q) => this.server?.schedule(q),
-        queueUnused: (q) => this.scheduleAutoDelete(q),
-        queueDeleted: (q) => this.cancelAutoDelete(q),
+        queueUnused: (q) => this.autoDelete.schedule(q),
+        queueDeleted: (q) => this.autoDelete.cancel(q),
         dedupKeyInvalid: (q, reason, count) => {
           // Counted always; logged for the first and then every thousandth, so a bad sender cannot flood the log.
           if (count === 1 || count % 1000 === 0) this.log.warn({ queue: q.name, reason, count }, 'message passed without duplicate detection: its key cannot be compared');
@@ -112,7 +112,14 @@ export class Daemon {
         else this.log.info(figures, 'memory alarm cleared: accepting messages again');
       },
     });
-    this.pager = new Pager({ broker: this.broker, journal: () => this.journal, maxMemory: settings.maxMemory, log: logger('store') });
+    this.autoDelete = new AutoDeleteTimers(this.broker, this.log);
+    this.pager = new Pager({ broker: this.broker, journal: () => this.store.current, maxMemory: settings.maxMemory, log: logger('store') });
+    this.store = new SwappableJournal({ dataDir: settings.dataDir, checkpointBytes: settings.checkpointBytes, broker: this.broker, pager: this.pager, log: logger('store'), brokerLog: this.log });
+  }
+
+  /** The journal in use now (a backup loading a snapshot replaces it). */
+  private get journal(): Journal | undefined {
+    return this.store.current;
   }
 
   async start(options: DaemonOptions = {}): Promise<void> {
@@ -120,10 +127,8 @@ export class Daemon {
     prepareDataDir(s.dataDir);
     notifyStatus('recovering journal');
     const storeLog = logger('store');
-    this.restoreInterruptedSnapshot(storeLog);
-    const { journal, recovered } = await Journal.open({ ...this.journalOptions(), repair: options.repair, logger: storeLog });
-    this.journal = journal;
-    journal.windowSource = this.dedupWindows;
+    const recovered = await this.store.open(options.repair);
+    const journal = this.journal!;
     // Recovered bodies stay on disk until a consumer reaches them: restart time and memory do not grow with them.
     restoreBroker(this.broker, journal, recovered, this.pager);
     // The newest change is always kept live (it is the journal's position).
@@ -168,8 +173,14 @@ export class Daemon {
         broker: this.broker,
         settings: s,
         log: logger('ha'),
-        resetStore: (diverged) => this.resetStore(diverged),
-        snapshotComplete: () => this.dropReplacedStores(),
+        resetStore: (diverged) => {
+          this.drWindowFeed?.pause();
+          return this.store.setAsideForSnapshot(diverged);
+        },
+        snapshotComplete: () => {
+          this.store.dropSetAside();
+          this.drWindowFeed?.resume();
+        },
         whenDurable: (lsn, cb) => this.journal!.whenDurable(lsn, cb),
         recoveredLsn,
         resumeLsn,
@@ -183,6 +194,7 @@ export class Daemon {
       this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500, journal: () => this.journal });
       this.broker.log.attach(this.drSource);
     }
+    this.drWindowFeed = new DrWindowFeed(this.broker.log, this.drSource);
     const users = new UserDirectory(s.usersFile, { scrypt: this.hasher.scrypt, log: logger('admin') });
     this.dr = new DrManager({
       refusesLogin: (user, password) => refusesAdminLogin(s.auth, users, user, password),
@@ -267,7 +279,7 @@ export class Daemon {
       this.metrics = new Metrics({
         broker: this.broker,
         connections: () => this.server?.connectionCount ?? 0,
-        extra: () => ({ ...this.haMetrics(), ...(this.dr?.metrics() ?? {}), ...this.pagingMetrics() }),
+        extra: () => ({ ...haMetrics(this.ha), ...(this.dr?.metrics() ?? {}), ...pagingMetrics(this.pager, this.broker) }),
         ha: () => (this.ha ? { state: this.ha.state, backups: this.ha.backupLags() } : { state: 'standalone', backups: [] }),
         dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected' })),
         journalBytes: () => filesBytes(journalDir),
@@ -340,46 +352,9 @@ export class Daemon {
     return { state: 'standalone', epoch: this.broker.epoch, lsn: this.broker.log.lsn, 'brokers-url': '', replicate: this.settings.haReplicate, primary: null, backups: [], instance: this.instanceId, console: this.consolePort !== undefined ? { port: this.consolePort, tls: this.console?.secure ?? false } : null };
   }
 
-  private pagingMetrics(): Record<string, number> {
-    const m = this.memoryStatus();
-    return {
-      store_max_memory_bytes: m['max-memory']!,
-      store_resident_bytes: m['resident-bytes']!,
-      store_paged_messages: m['paged-messages']!,
-      store_paged_bytes: m['paged-bytes']!,
-      store_paged_out_total: m['paged-out-total']!,
-      store_read_back_total: m['read-back-total']!,
-    };
-  }
-
-  /** HA figures for Prometheus: state, epoch, applied LSN, and each backup's lag in changes. */
-  private haMetrics(): Record<string, number> {
-    if (!this.ha) return {};
-    const st = this.ha.status();
-    const out: Record<string, number> = {
-      ha_epoch: st.epoch,
-      ha_lsn: st.lsn,
-      ha_primary: this.ha.isPrimary ? 1 : 0,
-      ha_ready_backups: st.backups.filter((b) => b.state === 'ready').length,
-      ha_settlements_held: st.settlement?.held ? 1 : 0,
-    };
-    for (const b of st.backups) out[`ha_backup_lag:${b.id}`] = b.lag;
-    return out;
-  }
-
   /** Timers only the broker serving clients runs (a backup's queues follow the primary). */
-  /** The DR window back on the change log (once, after the other sinks), serving from now on. */
-  private attachDrWindow(): void {
-    this.drWindowDetached = false;
-    if (!this.drSource) return;
-    this.drSource.resetWindow(this.broker.log.lsn);
-    this.broker.log.detach(this.drSource);
-    this.broker.log.attach(this.drSource);
-  }
-
   private startPrimaryTimers(): void {
-    // A promotion that cut a snapshot load short: the DR window must be fed again.
-    if (this.drWindowDetached) this.attachDrWindow();
+    this.drWindowFeed?.resumeIfPaused();
     const expiry = setInterval(() => this.broker.expire(), 1000);
     expiry.unref();
     this.timers.push(expiry);
@@ -445,82 +420,6 @@ export class Daemon {
     this.journal?.close().then(exit, exit);
   }
 
-  /**
-   * A backup about to load a snapshot: set the old store aside, start an empty one.
-   * `diverged`: the old store holds changes the primary lacks; it is kept (see
-   * src/ha/diverged-store.ts) instead of deleted once the snapshot is in.
-   */
-  private async resetStore(diverged?: DivergedInfo): Promise<void> {
-    const dir = this.settings.dataDir;
-    const old = this.journal!;
-    this.broker.log.detach(old);
-    // The DR window is reset once the snapshot is in: copying its records into it first
-    // only cost time (a tenth of a backup's catch-up). Back on the log in attachDrWindow().
-    if (this.drSource) this.broker.log.detach(this.drSource);
-    this.drWindowDetached = true;
-    // It is about to be set aside: a checkpoint of it would be wasted work.
-    await old.close({ checkpoint: false });
-    const current = join(dir, JOURNAL_DIR_NAME);
-    const aside = join(dir, `journal.replaced-${Date.now()}`);
-    if (existsSync(current)) renameSync(current, aside);
-    if (diverged && existsSync(aside)) noteDivergence(aside, diverged);
-    // Until the snapshot is complete, a restart must go back to the old store.
-    writeFileSync(join(dir, SNAPSHOT_MARKER), aside);
-    this.broker.resetState();
-    this.pager.reset();
-    const { journal } = await Journal.open({ ...this.journalOptions(), logger: logger('store') });
-    this.journal = journal;
-    journal.windowSource = this.dedupWindows;
-    // First again, as at start: other readers may ask it about the change they are handed.
-    this.broker.log.attach(journal, { first: true });
-  }
-
-  /** What a journal checkpoint keeps of the duplicate-detection windows: durable queues' journaled keys. */
-  private readonly dedupWindows = (upToLsn: number): CheckpointWindow[] => {
-    const out: CheckpointWindow[] = [];
-    for (const q of this.broker.queues.values()) if (q.dedup && q.settings.durable) out.push({ queue: q.name, rows: q.dedup.rows({ upToLsn }) });
-    return out;
-  };
-
-  private journalOptions(): { dataDir: string; checkpoint: boolean; checkpointBytes: number } {
-    const s = this.settings;
-    return { dataDir: s.dataDir, checkpoint: s.checkpointBytes > 0, checkpointBytes: s.checkpointBytes };
-  }
-
-  private dropReplacedStores(): void {
-    const dir = this.settings.dataDir;
-    // Before the marker goes: a crash in between must not leave a kept store to be deleted.
-    for (const name of readdirSync(dir)) {
-      if (!/^journal\.replaced-\d+$/.test(name)) continue;
-      const kept = keepIfDiverged(dir, join(dir, name));
-      if (kept) {
-        this.log.warn(
-          { path: kept.path, epoch: kept.epoch, from: kept.after + 1, through: kept.through },
-          `kept the changes the primary lacks (epoch ${kept.epoch}, LSN ${kept.after + 1} to ${kept.through}) in ${kept.path}: list, export or re-publish them with tandem ha diverged`,
-        );
-      }
-    }
-    rmSync(join(dir, SNAPSHOT_MARKER), { force: true });
-    this.attachDrWindow();
-    for (const name of readdirSync(dir)) {
-      if (name.startsWith('journal.replaced-')) rmSync(join(dir, name), { recursive: true, force: true });
-    }
-  }
-
-  /** A crash while loading a snapshot: the new store is partial, the old one complete. */
-  private restoreInterruptedSnapshot(log: Logger): void {
-    const dir = this.settings.dataDir;
-    const marker = join(dir, SNAPSHOT_MARKER);
-    if (!existsSync(marker)) return;
-    const aside = readFileSync(marker, 'utf8').trim();
-    rmSync(join(dir, JOURNAL_DIR_NAME), { recursive: true, force: true });
-    if (aside && existsSync(aside)) renameSync(aside, join(dir, JOURNAL_DIR_NAME));
-    // The snapshot starts again, and with it the set-aside of a diverged store.
-    if (aside) dropDivergenceNote(aside);
-    rmSync(marker, { force: true });
-    log.warn({ restored: aside }, 'a snapshot load was interrupted: restored the store it was replacing');
-  }
-
   status(): Record<string, unknown> {
     const heap = v8.getHeapStatistics();
     return {
@@ -534,29 +433,11 @@ export class Daemon {
       connections: this.server?.connectionCount ?? 0,
       'uptime-seconds': Math.round((Date.now() - this.startedAt) / 1000),
       'data-dir': this.settings.dataDir,
-      ...this.memoryStatus(),
+      ...pagingStatus(this.pager, this.broker),
       'memory-alarm': this.memoryAlarm.active,
       'memory-limit-bytes': this.settings.memoryLimit,
       'heap-used-bytes': heap.used_heap_size,
       'heap-limit-bytes': heap.heap_size_limit,
-    };
-  }
-
-  /** Message bodies in memory and in the journal only (paged), for status and metrics. */
-  private memoryStatus(): Record<string, number> {
-    let paged = 0;
-    let pagedBytes = 0;
-    for (const q of this.broker.queues.values()) {
-      paged += q.pagedDepth;
-      pagedBytes += q.pagedByteDepth;
-    }
-    return {
-      'max-memory': this.pager.maxMemory,
-      'resident-bytes': this.pager.residentBytes(),
-      'paged-messages': paged,
-      'paged-bytes': pagedBytes,
-      'paged-out-total': this.pager.stats.pagedOut,
-      'read-back-total': this.pager.stats.readBack,
     };
   }
 
@@ -585,7 +466,7 @@ export class Daemon {
     await this.console?.close();
     for (const t of this.timers) clearInterval(t);
     this.memoryAlarm.stop();
-    for (const t of this.autoDeleteTimers.values()) clearTimeout(t);
+    this.autoDelete.stop();
     // DR bridges here publish what they pull: they stop with the other publishers.
     this.dr?.stop();
     const deadline = Date.now() + this.settings.shutdownTimeoutMs;
@@ -613,28 +494,6 @@ export class Daemon {
     await this.hasher.close();
     await this.journal?.close();
     this.log.info('broker stopped');
-  }
-
-  private scheduleAutoDelete(queue: Queue): void {
-    this.cancelAutoDelete(queue);
-    const timer = setTimeout(() => {
-      this.autoDeleteTimers.delete(queue);
-      if (this.broker.queues.get(queue.name) !== queue || queue.consumerCount > 0) return;
-      try {
-        this.broker.deleteQueue(queue.name);
-        this.log.debug({ queue: queue.name }, 'auto-delete queue deleted');
-      } catch (err) {
-        this.log.warn({ queue: queue.name, err: (err as Error).message }, 'auto-delete failed');
-      }
-    }, queue.settings.autoDeleteDelayMs);
-    timer.unref();
-    this.autoDeleteTimers.set(queue, timer);
-  }
-
-  private cancelAutoDelete(queue: Queue): void {
-    const t = this.autoDeleteTimers.get(queue);
-    if (t) clearTimeout(t);
-    this.autoDeleteTimers.delete(queue);
   }
 }
 

@@ -1,0 +1,48 @@
+// Auto-delete queues: one timer per queue that lost its last consumer, deleting it
+// once auto-delete-delay has passed with nobody back.
+import type { Broker } from './broker.js';
+import type { Queue } from './queue.js';
+
+export interface AutoDeleteLogger {
+  debug(o: object, msg: string): void;
+  warn(o: object, msg: string): void;
+}
+
+export class AutoDeleteTimers {
+  private readonly timers = new Map<Queue, NodeJS.Timeout>();
+
+  constructor(
+    private readonly broker: Broker,
+    private readonly log: AutoDeleteLogger,
+  ) {}
+
+  /** `queue` has no consumer now: delete it after its delay (a later call starts the delay again). */
+  schedule(queue: Queue): void {
+    this.cancel(queue);
+    const timer = setTimeout(() => {
+      this.timers.delete(queue);
+      // Deleted meanwhile (or replaced by a queue of the same name), or in use again.
+      if (this.broker.queues.get(queue.name) !== queue || queue.consumerCount > 0) return;
+      try {
+        this.broker.deleteQueue(queue.name);
+        this.log.debug({ queue: queue.name }, 'auto-delete queue deleted');
+      } catch (err) {
+        this.log.warn({ queue: queue.name, err: (err as Error).message }, 'auto-delete failed');
+      }
+    }, queue.settings.autoDeleteDelayMs);
+    // A pending deletion never keeps the process alive.
+    timer.unref();
+    this.timers.set(queue, timer);
+  }
+
+  cancel(queue: Queue): void {
+    const t = this.timers.get(queue);
+    if (t) clearTimeout(t);
+    this.timers.delete(queue);
+  }
+
+  /** The broker is stopping: no queue is deleted any more. */
+  stop(): void {
+    for (const t of this.timers.values()) clearTimeout(t);
+  }
+}
