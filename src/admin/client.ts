@@ -2,7 +2,7 @@
 // broker's $management node. One connection, one request link, one dynamic
 // reply queue; requests are matched to replies by correlation id.
 import rhea, { type Connection, type EventContext, type Receiver, type Sender } from 'rhea';
-import { TandemError, type ErrorCode } from '../broker/errors.js';
+import { TandemError, errorOfManagementStatus } from '../broker/errors.js';
 import { isCertificateError, rheaTlsOptions } from './link-tls.js';
 
 export interface BrokerAddress {
@@ -62,17 +62,6 @@ function hintFor(address: BrokerAddress, errorCode: string | undefined, opened: 
   }
   return '';
 }
-
-const codeOfStatus: Record<number, ErrorCode> = {
-  400: 'TANDEM_ERR_INVALID_ARGUMENT',
-  401: 'TANDEM_ERR_UNAUTHORIZED',
-  403: 'TANDEM_ERR_UNAUTHORIZED',
-  404: 'TANDEM_ERR_NOT_FOUND',
-  409: 'TANDEM_ERR_ALREADY_EXISTS',
-  412: 'TANDEM_ERR_PRECONDITION',
-  501: 'TANDEM_ERR_NOT_IMPLEMENTED',
-  507: 'TANDEM_ERR_QUEUE_FULL',
-};
 
 export class ConnectError extends Error {
   readonly code = 'TANDEM_ERR_CONNECT';
@@ -202,7 +191,7 @@ export class ManagementClient {
     const status = Number(m.application_properties?.statusCode ?? 500);
     const description = String(m.application_properties?.statusDescription ?? '');
     if (status >= 200 && status < 300) p.resolve(m.body);
-    else p.reject(new TandemError(codeOfStatus[status] ?? 'TANDEM_ERR_INTERNAL', description || `status ${status}`));
+    else p.reject(new TandemError(errorOfManagementStatus(status), description || `status ${status}`));
   }
 }
 

@@ -1,5 +1,5 @@
-// One table from what went wrong to the AMQP error condition a client sees.
-import { TandemError } from '../broker/errors.js';
+// What went wrong, as the AMQP error condition a client sees (from the error catalogue).
+import { ErrorCatalogue, TandemError, isErrorCode } from '../broker/errors.js';
 
 export interface AmqpError {
   condition: string;
@@ -9,11 +9,10 @@ export interface AmqpError {
 export function errorCondition(err: unknown): AmqpError {
   if (err instanceof TandemError) return { condition: err.condition, description: err.message };
   const code = (err as { code?: unknown })?.code;
-  if (code === 'TANDEM_ERR_DISK_FULL') {
-    return { condition: 'amqp:resource-limit-exceeded', description: (err as Error).message };
-  }
+  // The store's own errors carry codes too (a full disk is one of the catalogue's).
+  if (isErrorCode(code)) return { condition: ErrorCatalogue[code].condition, description: (err as Error).message };
   if (typeof code === 'string' && code.startsWith('TANDEM_ERR_')) {
-    return { condition: 'amqp:internal-error', description: (err as Error).message };
+    return { condition: ErrorCatalogue.TANDEM_ERR_INTERNAL.condition, description: (err as Error).message };
   }
-  return { condition: 'amqp:internal-error', description: 'internal error; see the broker log' };
+  return { condition: ErrorCatalogue.TANDEM_ERR_INTERNAL.condition, description: 'internal error; see the broker log' };
 }

@@ -3,7 +3,7 @@
 // reply-to address with `statusCode`/`statusDescription`. Only connections
 // authenticated as an admin identity may use it.
 import rhea from 'rhea';
-import { TandemError, invalidArgument } from '../broker/errors.js';
+import { ErrorCatalogue, TandemError, invalidArgument } from '../broker/errors.js';
 import type { AdminContext, Attributes } from '../admin/operations.js';
 import { AdminOperations, type OperationHandler as AdminOperationHandler, type Requester as AdminRequester } from '../admin/dispatcher.js';
 import type { Logger } from '../ops/log.js';
@@ -37,16 +37,6 @@ interface Request {
   /** Set when the request's id cannot go into a reply: the request is refused for it. */
   badId: string | undefined;
 }
-
-const statusOf: Record<string, number> = {
-  TANDEM_ERR_NOT_FOUND: 404,
-  TANDEM_ERR_ALREADY_EXISTS: 409,
-  TANDEM_ERR_INVALID_ARGUMENT: 400,
-  TANDEM_ERR_UNAUTHORIZED: 401,
-  TANDEM_ERR_NOT_IMPLEMENTED: 501,
-  TANDEM_ERR_PRECONDITION: 412,
-  TANDEM_ERR_QUEUE_FULL: 507,
-};
 
 export class ManagementNode {
   /** The operations themselves, shared with the web console (src/console). */
@@ -105,10 +95,10 @@ export class ManagementNode {
       body = request.operation === 'QUERY' ? asRows(result as Attributes[]) : result;
     } catch (err) {
       if (err instanceof TandemError) {
-        status = statusOf[err.code] ?? 500;
+        status = err.managementStatus;
         description = err.message;
       } else {
-        status = 500;
+        status = ErrorCatalogue.TANDEM_ERR_INTERNAL.managementStatus;
         description = 'internal error; see the broker log';
         this.log.error({ err }, 'management operation failed');
       }

@@ -4,18 +4,20 @@ import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient } from '../admin/client.js';
 import { addTlsOptions, brokerAddressHelp, brokerAddressOf, type TlsFileOptions } from './broker-address.js';
-import { TandemError } from '../broker/errors.js';
+import { ErrorCatalogue, TandemError } from '../broker/errors.js';
 import { exitWhenFlushed } from '../util/exit.js';
 
-/** Exit codes scripts can rely on (documented in the README). */
+/**
+ * Exit codes scripts can rely on (documented in the README): an error's own is in the
+ * error catalogue; these are the ones no broker error has.
+ */
 export const Exit = {
   ok: 0,
-  error: 1,
-  usage: 2,
-  notFound: 4,
-  exists: 5,
-  unauthorized: 7,
-  precondition: 8,
+  /** Anything unexpected, as the catalogue's internal error. */
+  error: ErrorCatalogue.TANDEM_ERR_INTERNAL.exitCode,
+  /** Bad arguments on the command line, as the catalogue's invalid argument. */
+  usage: ErrorCatalogue.TANDEM_ERR_INVALID_ARGUMENT.exitCode,
+  /** sysexits' EX_UNAVAILABLE: no broker answered at the address. */
   unreachable: 69,
 } as const;
 

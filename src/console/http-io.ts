@@ -2,7 +2,7 @@
 // the headers every answer carries. Every byte of a request is untrusted: a body
 // is read only up to its limit, parsed only as JSON, and a bad one is a 4xx answer.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { TandemError, type ErrorCode } from '../broker/errors.js';
+import { TandemError } from '../broker/errors.js';
 import { redact, redactValue } from '../ops/secrets.js';
 
 /** Bodies of API requests (queue settings, a login) are small; this is generous. */
@@ -20,25 +20,10 @@ export class HttpError extends Error {
   }
 }
 
-const statusOfCode: Partial<Record<ErrorCode, number>> = {
-  TANDEM_ERR_NOT_FOUND: 404,
-  TANDEM_ERR_ALREADY_EXISTS: 409,
-  TANDEM_ERR_INVALID_ARGUMENT: 400,
-  // Whoever reaches an operation is logged in: not being allowed is 403, not 401.
-  TANDEM_ERR_UNAUTHORIZED: 403,
-  TANDEM_ERR_NOT_IMPLEMENTED: 501,
-  TANDEM_ERR_PRECONDITION: 409,
-  TANDEM_ERR_RESOURCE_LOCKED: 423,
-  TANDEM_ERR_QUEUE_FULL: 507,
-  TANDEM_ERR_DISK_FULL: 507,
-  TANDEM_ERR_MEMORY_FULL: 507,
-  TANDEM_ERR_DR_MOVED: 409,
-};
-
 /** What an error becomes on the wire; an unexpected one says only where to look. */
 export function httpErrorOf(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
-  if (err instanceof TandemError) return new HttpError(statusOfCode[err.code] ?? 500, err.code, err.message);
+  if (err instanceof TandemError) return new HttpError(err.consoleStatus, err.code, err.message);
   return new HttpError(500, 'TANDEM_ERR_INTERNAL', 'internal error; see the broker log');
 }
 
