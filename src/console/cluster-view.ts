@@ -143,6 +143,17 @@ export class ClusterWatch {
     return { ha: true, brokers: rows, primary: primaryIndex >= 0 ? this.peers[primaryIndex]!.address : null, warnings, at: now };
   }
 
+  /** Refresh until close(), one round at a time, `intervalMs` apart: a broker that hangs delays only its own row. */
+  refreshEvery(intervalMs: number): void {
+    const loop = async () => {
+      if (this.closed) return;
+      await this.refresh();
+      const t = setTimeout(() => void loop(), intervalMs);
+      t.unref();
+    };
+    void loop();
+  }
+
   close(): void {
     this.closed = true;
     for (const p of this.peers) p.client?.close();

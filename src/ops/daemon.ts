@@ -9,18 +9,18 @@ import { randomUUID } from 'node:crypto';
 import { Broker } from '../broker/broker.js';
 import { AutoDeleteTimers } from '../broker/auto-delete.js';
 import { AllGates, type SettlementGate } from '../broker/settlement.js';
-import { TandemError } from '../broker/errors.js';
 import { HaManager } from '../ha/ha-manager.js';
-import { clearJournalComplete, isJournalComplete } from '../ha/journal-marker.js';
 import { haMetrics } from '../ha/ha-metrics.js';
+import { openReplicationLink } from '../ha/replication-link.js';
+import { registerHaOperations } from '../ha/ha-operations.js';
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
 import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
 import { drRefusal } from '../dr/roles.js';
 import { DrSource } from '../dr/source.js';
 import { DrWindowFeed } from '../dr/window-feed.js';
+import { openDrSourceLink } from '../dr/source-link.js';
 import { DrCredentials } from '../dr/credentials.js';
-import type { SpecialSender } from '../amqp/server.js';
 import { UserDirectory, refusesAdminLogin } from '../admin/users.js';
 import { PasswordHasher } from '../admin/password-hasher.js';
 import { Acl } from '../admin/acl.js';
@@ -31,6 +31,7 @@ import { JOURNAL_DIR_NAME, type Journal } from '../store/journal.js';
 import { Pager } from '../store/pager.js';
 import { pagingMetrics, pagingStatus } from '../store/paging-figures.js';
 import { restoreBroker } from '../store/restore.js';
+import { continueLog } from '../store/log-position.js';
 import { SwappableJournal } from '../store/swappable-journal.js';
 import { dedupKeyReader } from '../amqp/dedup-key-reader.js';
 import { defaultQueueSettings } from '../broker/settings.js';
@@ -133,20 +134,7 @@ export class Daemon {
     restoreBroker(this.broker, journal, recovered, this.pager);
     // The newest change is always kept live (it is the journal's position).
     const recoveredLsn = recovered.lastChangeLsn;
-    // An HA backup whose journal is marked complete (it held nothing non-durable: see
-    // journal-marker.ts) resumes the primary's log at its newest change (then it gets
-    // only what it lacks). Anyone else continues above its LSN reservation, so no LSN
-    // it may have handed out is used twice.
-    // Outside a cluster the journal keeps durable changes only: forget the marker for good.
-    if (!s.haCluster) clearJournalComplete(s.dataDir);
-    const resumeLsn = s.haCluster && isJournalComplete(s.dataDir) ? recovered.lastChangeLsn : undefined;
-    if (resumeLsn !== undefined) {
-      this.broker.log.rewind(resumeLsn);
-      journal.rewindTo(resumeLsn);
-    } else {
-      this.broker.log.resumeAfter(recovered.lastLsn);
-    }
-    if (recovered.epoch > this.broker.epoch) this.broker.epoch = recovered.epoch;
+    const resumeLsn = continueLog(this.broker, journal, recovered, s);
     this.broker.log.attach(journal);
     this.broker.log.attach(this.pager);
     this.memoryAlarm.start();
@@ -238,7 +226,7 @@ export class Daemon {
       logger('amqp'),
       () => this.status(),
     );
-    this.registerHaOperations();
+    registerHaOperations(this.server.management, this.ha, () => this.haStatus());
     if (this.ha) {
       const ha = this.ha;
       this.server.admission = (conn) => ha.admission(conn);
@@ -246,23 +234,6 @@ export class Daemon {
       const readOnly = () => this.stoppingReason ?? (ha.isPrimary ? undefined : `this broker is an HA backup (${ha.state}); make changes on the primary`);
       this.server.readOnly = readOnly;
       this.server.management.readOnlyReason = readOnly;
-      this.server.openSpecialSender = (conn, address, sender) => {
-        if (address !== REPLICATION_ADDRESS) return undefined;
-        if (!conn.admin) {
-          sender.close({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
-          return false;
-        }
-        const stream = ha.openReplication(sender, conn.remoteAddress);
-        if (!stream) return false;
-        const handler: SpecialSender = {
-          onFlow: () => stream.pump(),
-          onSettled: (d, outcome) => {
-            if (outcome !== 'settled') stream.onSettled(d, outcome === 'accepted');
-          },
-          onClose: () => ha.onReplicationGone(stream),
-        };
-        return handler;
-      };
     } else {
       const readOnly = () => this.stoppingReason;
       this.server.readOnly = readOnly;
@@ -270,6 +241,7 @@ export class Daemon {
       this.startPrimaryTimers();
     }
     this.installDr();
+    this.installPeerLinks();
 
     const bound = await this.server.listen();
     this.port = bound.port;
@@ -320,14 +292,7 @@ export class Daemon {
         addressOf: (e) => endpointAddress(e, url, haIdentity(s), haLinkTls(s)),
       });
       this.clusterWatch = watch;
-      // One round at a time, a second apart: a broker that hangs delays only its own row.
-      const loop = async () => {
-        if (this.clusterWatch !== watch) return;
-        await watch.refresh();
-        const t = setTimeout(() => void loop(), 1000);
-        t.unref();
-      };
-      void loop();
+      watch.refreshEvery(1000);
     }
     const address = `${s.host}:${this.port ?? this.tlsPort}`;
     this.console = new ConsoleServer({
@@ -361,51 +326,20 @@ export class Daemon {
     this.dr?.start();
   }
 
-  private registerHaOperations(): void {
-    const m = this.server!.management;
-    m.register('HA-STATUS', () => this.haStatus());
-    m.register('HA-PROMOTE', async (_type, _name, body) => {
-      if (body['cluster-manager'] !== true) {
-        throw new TandemError('TANDEM_ERR_PRECONDITION', 'promotion must come from the cluster manager (tandem ha promote --cluster-manager)');
-      }
-      if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): there is nothing to promote');
-      return { ...(await this.ha.promote({ acceptDataLoss: body['accept-data-loss'] === true })) };
-    });
-    m.register('HA-SETTLE-ALONE', (_type, _name, body, requester) => {
-      if (body['cluster-manager'] !== true) {
-        throw new TandemError('TANDEM_ERR_PRECONDITION', 'settling alone must come from the cluster manager or an operator who knows the missing backups are stopped (tandem ha settle-alone --cluster-manager)');
-      }
-      if (!this.ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): it always settles alone');
-      return { ...this.ha.settleAlone(body.on !== false, `${requester.user ?? 'anonymous'} (connection ${requester.connectionId})`) };
-    });
-  }
-
-  /** DR hooks on the AMQP server: the source link, passive-queue guard, DR-* operations. */
+  /** DR hooks on the AMQP server: the passive-queue guard, DR-* operations. */
   private installDr(): void {
     const server = this.server!;
     const dr = this.dr!;
     dr.register(server.management);
     server.checkLink = (conn, address, direction, browse) => dr.checkLink(conn, address, direction, browse);
-    const other = server.openSpecialSender;
-    server.openSpecialSender = (conn, address, sender) => {
-      if (address !== DR_ADDRESS) return other?.(conn, address, sender);
-      const refuse = (condition: string, description: string) => {
-        (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
-        sender.close({ condition, description });
-        return false as const;
-      };
-      if (!conn.admin) return refuse('amqp:unauthorized-access', 'a DR bridge needs an admin identity on the source (user[/password]@ in the DR source URL)');
-      if (this.ha && !this.ha.isPrimary) return refuse('tandem:dr:not-primary', `this broker is an HA backup (${this.ha.state}), not the primary of its cluster`);
-      if (!this.drSource) return refuse('tandem:dr:disabled', 'this broker is not a DR source (dr-retain-changes = 0)');
-      const source = this.drSource;
-      const stream = source.attach(sender, conn.remoteAddress);
-      if (!stream) return false;
-      const handler: SpecialSender = {
-        onFlow: () => stream.pump(),
-        onSettled: () => undefined,
-        onClose: () => source.detach(stream),
-      };
-      return handler;
+  }
+
+  /** The links only brokers open: a backup's replication, another site's DR bridge. */
+  private installPeerLinks(): void {
+    this.server!.openSpecialSender = (conn, address, sender) => {
+      if (address === REPLICATION_ADDRESS && this.ha) return openReplicationLink(this.ha, conn, sender);
+      if (address === DR_ADDRESS) return openDrSourceLink({ ha: this.ha, source: this.drSource }, conn, sender);
+      return undefined;
     };
   }
 

@@ -1,0 +1,23 @@
+// A backup's replication link arriving at this broker (REPLICATION_ADDRESS): only the
+// ha-username admin identity may open one, and the HA manager streams the log down it.
+import type { Sender } from 'rhea';
+import type { ClientConnection } from '../amqp/client-connection.js';
+import type { SpecialSender } from '../amqp/server.js';
+import type { HaManager } from './ha-manager.js';
+
+/** The link's handler, or false when it is refused (closed with the reason). */
+export function openReplicationLink(ha: HaManager, conn: ClientConnection, sender: Sender): SpecialSender | false {
+  if (!conn.admin) {
+    sender.close({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
+    return false;
+  }
+  const stream = ha.openReplication(sender, conn.remoteAddress);
+  if (!stream) return false;
+  return {
+    onFlow: () => stream.pump(),
+    onSettled: (d, outcome) => {
+      if (outcome !== 'settled') stream.onSettled(d, outcome === 'accepted');
+    },
+    onClose: () => ha.onReplicationGone(stream),
+  };
+}
