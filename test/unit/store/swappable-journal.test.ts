@@ -45,13 +45,18 @@ async function stop(s: { store: SwappableJournal }): Promise<void> {
   open.splice(open.indexOf(s.store), 1);
 }
 
+/** A new data directory with a broker on it. */
+async function fresh() {
+  const dataDir = await tempDir();
+  dirs.push(dataDir);
+  return { dataDir, first: await start(dataDir) };
+}
+
 const setAside = (dataDir: string) => readdirSync(dataDir).filter((n) => n.startsWith('journal.replaced-'));
 
 describe('swapping the journal for a snapshot', () => {
   it('store swap - a restart before the snapshot is complete goes back to the old store, whole', async () => {
-    const dataDir = await tempDir();
-    dirs.push(dataDir);
-    const first = await start(dataDir);
+    const { dataDir, first } = await fresh();
     first.broker.declareQueue('old', qs({ durable: true }));
     first.broker.publish('old', msg('kept', { durable: true }));
     await synced(first);
@@ -72,9 +77,7 @@ describe('swapping the journal for a snapshot', () => {
   });
 
   it('store swap - once the snapshot is complete the old store goes and a restart keeps the new one', async () => {
-    const dataDir = await tempDir();
-    dirs.push(dataDir);
-    const first = await start(dataDir);
+    const { dataDir, first } = await fresh();
     first.broker.declareQueue('old', qs({ durable: true }));
     await synced(first);
 
@@ -92,9 +95,7 @@ describe('swapping the journal for a snapshot', () => {
   });
 
   it('store swap - an old store with diverged changes is kept aside, not deleted', async () => {
-    const dataDir = await tempDir();
-    dirs.push(dataDir);
-    const first = await start(dataDir);
+    const { dataDir, first } = await fresh();
     first.broker.declareQueue('old', qs({ durable: true }));
     first.broker.publish('old', msg('diverged', { durable: true }));
     await synced(first);
