@@ -2,7 +2,7 @@
 // broker's $management node. One connection, one request link, one dynamic
 // reply queue; requests are matched to replies by correlation id.
 import rhea, { type Connection, type EventContext, type Receiver, type Sender } from 'rhea';
-import { TandemError, errorOfManagementStatus } from '../broker/errors.js';
+import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/errors.js';
 import { isCertificateError, rheaTlsOptions } from './link-tls.js';
 
 export interface BrokerAddress {
@@ -191,7 +191,11 @@ export class ManagementClient {
     const status = Number(m.application_properties?.statusCode ?? 500);
     const description = String(m.application_properties?.statusDescription ?? '');
     if (status >= 200 && status < 300) p.resolve(m.body);
-    else p.reject(new TandemError(errorOfManagementStatus(status), description || `status ${status}`));
+    else {
+      // The error's own code when the broker names it (a tandem broker does); else the status's.
+      const named = m.application_properties?.errorCode;
+      p.reject(new TandemError(isErrorCode(named) ? named : errorOfManagementStatus(status), description || `status ${status}`));
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 // reply-to address with `statusCode`/`statusDescription`. Only connections
 // authenticated as an admin identity may use it.
 import rhea from 'rhea';
-import { ErrorCatalogue, TandemError, invalidArgument } from '../broker/errors.js';
+import { type ErrorCode, ErrorCatalogue, TandemError, invalidArgument } from '../broker/errors.js';
 import type { AdminContext, Attributes } from '../admin/operations.js';
 import { AdminOperations, type OperationHandler as AdminOperationHandler, type Requester as AdminRequester } from '../admin/dispatcher.js';
 import type { Logger } from '../ops/log.js';
@@ -85,6 +85,7 @@ export class ManagementNode {
     }
     let status = 200;
     let description = 'OK';
+    let errorCode: ErrorCode | undefined;
     let body: unknown = {};
     try {
       if (request.badId) throw invalidArgument(request.badId);
@@ -97,20 +98,21 @@ export class ManagementNode {
       if (err instanceof TandemError) {
         status = err.managementStatus;
         description = err.message;
+        errorCode = err.code;
       } else {
         status = ErrorCatalogue.TANDEM_ERR_INTERNAL.managementStatus;
         description = 'internal error; see the broker log';
         this.log.error({ err }, 'management operation failed');
       }
     }
-    this.reply(request, status, description, body, requester);
+    this.reply(request, status, description, body, requester, errorCode);
   }
 
-  private reply(request: Request, status: number, description: string, body: unknown, requester: Requester): void {
+  private reply(request: Request, status: number, description: string, body: unknown, requester: Requester, errorCode?: ErrorCode): void {
     if (!request.replyTo) return;
     let bytes: Buffer;
     try {
-      bytes = this.encodeReply(request, status, description, body);
+      bytes = this.encodeReply(request, status, description, body, errorCode);
     } catch (err) {
       // A result the encoder cannot write is our fault, not the requester's: say so.
       this.log.error({ err, operation: request.operation }, 'management reply could not be encoded');
@@ -124,12 +126,16 @@ export class ManagementNode {
     }
   }
 
-  private encodeReply(request: Request, status: number, description: string, body: unknown): Buffer {
+  private encodeReply(request: Request, status: number, description: string, body: unknown, errorCode?: ErrorCode): Buffer {
     // Replies carry status, errors and configuration: never a password (secrets.ts).
+    // A failure also names its error (`errorCode`): several errors share a status (500,
+    // 507), and the CLI's exit code is the error's, not the status's.
+    const properties: Record<string, unknown> = { statusCode: status, statusDescription: redact(description) };
+    if (errorCode) properties['errorCode'] = errorCode;
     return rhea.message.encode({
       correlation_id: request.correlationId,
       to: request.replyTo,
-      application_properties: { statusCode: status, statusDescription: redact(description) },
+      application_properties: properties,
       body: redactValue(body),
     } as never) as Buffer;
   }
