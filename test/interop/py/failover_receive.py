@@ -3,7 +3,8 @@
 arrived or DEADLINE seconds pass. Prints {"bodies": [...], "opens": n, "done": bool}."""
 import json, sys
 from proton.handlers import MessagingHandler
-from proton.reactor import Container, Backoff
+from proton.reactor import Container
+from failover_client import connect_all
 
 urls, queue, count, deadline_s = sys.argv[1].split(","), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 
@@ -14,7 +15,7 @@ class FailoverReceiver(MessagingHandler):
         self.opens = 0
         self.finished = False
     def on_start(self, event):
-        self.conn = event.container.connect(urls=["amqp://" + u for u in urls], reconnect=Backoff(initial=0.1, factor=1.5, max_delay=1.0))
+        self.conn = connect_all(event.container, urls)
         event.container.create_receiver(self.conn, queue)
         event.container.schedule(deadline_s, _Deadline(self))
     def on_connection_opened(self, event):

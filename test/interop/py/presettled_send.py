@@ -15,7 +15,8 @@ after at least FAILOVERS disconnects was accepted (or at the deadline). Prints
 import json, sys
 from proton import Message
 from proton.handlers import MessagingHandler
-from proton.reactor import AtLeastOnce, AtMostOnce, Backoff, Container
+from proton.reactor import AtLeastOnce, AtMostOnce, Container
+from failover_client import connect_all
 
 urls, queue, prefix, counts, failovers, deadline_s = sys.argv[1].split(","), sys.argv[2], sys.argv[3], [int(n) for n in sys.argv[4].split(",")], int(sys.argv[5]), float(sys.argv[6])
 
@@ -29,8 +30,11 @@ class PresettledSender(MessagingHandler):
 
     def on_start(self, event):
         self.container = event.container
-        reconnect = Backoff(initial=0.1, factor=1.5, max_delay=0.5) if len(urls) > 1 else False
-        self.conn = event.container.connect(urls=["amqp://" + u for u in urls], reconnect=reconnect, heartbeat=5)
+        if len(urls) > 1:
+            # Delays that start again after each failover (proton's Backoff never restarts them).
+            self.conn = connect_all(event.container, urls, heartbeat=5, backoff=dict(initial=0.1, factor=1.5, max_delay=0.5))
+        else:
+            self.conn = event.container.connect(urls=["amqp://" + u for u in urls], reconnect=False, heartbeat=5)
         # Both links on the connection's one session: the marker follows the pre-settled
         # transfers on the wire, in the same session window.
         self.sender = event.container.create_sender(self.conn, queue, options=AtMostOnce())

@@ -6,7 +6,8 @@ connection that was closed on it. Prints {"accepted": bool, "refusals":
 import json, sys
 from proton import Message
 from proton.handlers import MessagingHandler
-from proton.reactor import Container, Backoff
+from proton.reactor import Container
+from failover_client import connect_all
 
 urls, queue, deadline_s = sys.argv[1].split(","), sys.argv[2], float(sys.argv[3])
 
@@ -18,7 +19,7 @@ class RefusedSender(MessagingHandler):
         self.sent = None
         self.done = False
     def on_start(self, event):
-        self.conn = event.container.connect(urls=["amqp://" + u for u in urls], reconnect=Backoff(initial=0.05, factor=1.5, max_delay=0.5))
+        self.conn = connect_all(event.container, urls, backoff=dict(initial=0.05, factor=1.5, max_delay=0.5))
         event.container.create_sender(self.conn, queue)
         event.container.schedule(deadline_s, _Deadline(self))
     def on_sendable(self, event):
