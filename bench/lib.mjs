@@ -376,19 +376,22 @@ export function machineCpu() {
 
 export const machineInfo = () => ({ cores: cpus().length, model: cpus()[0]?.model, loadavg: loadavg().map((x) => Math.round(x * 100) / 100) });
 
-/** Run bench/load.mjs in a child process; resolves with its JSON result plus CPU accounting. */
-export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
+/**
+ * Run a load client (`cmd args`) in a child process whose last stdout line is one JSON
+ * object, and account the CPU around it: the broker's (from /proc/PID/stat), the
+ * machine's, and the client's own (`clientCpuSeconds` in its JSON). Killed after
+ * `timeoutMs`. Resolves with the JSON plus those figures.
+ */
+export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, what = 'load' } = {}) {
   const cpu0 = procCpu(broker.pid);
   const m0 = machineCpu();
   const t0 = Date.now();
-  const proc = spawn(process.execPath, [join(benchDir, 'load.mjs'), '--json', '--port', String(broker.port), ...broker.loadArgs, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const unregister = onCleanup(() => killPid(proc.pid));
   let out = '';
   let err = '';
   proc.stdout.on('data', (d) => (out += d));
-  proc.stderr.on('data', (d) => (err += d));
+  proc.stderr.on('data', (d) => (err += d).length > 1e5 && (err = err.slice(-5e4)));
   const timer = setTimeout(() => killPid(proc.pid), timeoutMs);
   const code = await new Promise((r) => proc.once('exit', (c) => r(c)));
   clearTimeout(timer);
@@ -402,7 +405,7 @@ export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
   try {
     result = JSON.parse(line);
   } catch {
-    throw new Error(`load against ${broker.name} failed (exit ${code}): ${err.trim() || out.trim()}`);
+    throw new Error(`${what} against ${broker.name} failed (exit ${code}): ${err.trim() || out.trim()}`);
   }
   const machineBusyCores = ((m1.busy - m0.busy) / (m1.total - m0.total)) * cpus().length;
   const clientCores = result.clientCpuSeconds / wall;
@@ -410,6 +413,7 @@ export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
     ...result,
     exitCode: code,
     wallSeconds: Math.round(wall * 10) / 10,
+    brokerCpuSeconds: Math.round(brokerCpuSeconds * 1000) / 1000,
     brokerCores: round2(brokerCores),
     // Messages moved per second of broker CPU: less sensitive than msgs/s to how much
     // CPU the other tenants of a shared machine left us.
@@ -417,6 +421,27 @@ export async function runLoad(broker, args, { timeoutMs = 120_000 } = {}) {
     clientCores: round2(clientCores),
     machineBusyCores: round2(machineBusyCores),
     otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores)),
+  };
+}
+
+/** Run bench/load.mjs (rhea) in a child process; resolves with its JSON result plus CPU accounting. */
+export function runLoad(broker, args, opts = {}) {
+  return measuredClient(broker, process.execPath, [join(benchDir, 'load.mjs'), '--json', '--port', String(broker.port), ...broker.loadArgs, ...args], opts);
+}
+
+/**
+ * A gate to pass before each load: wait (bounded) for a quiet moment on the machine,
+ * at most `wait` seconds per load and `budget` seconds in all.
+ */
+export function quietGate({ cores, wait, budget }) {
+  let left = budget;
+  return async function quietMoment() {
+    const maxSeconds = Math.min(wait, left);
+    if (maxSeconds <= 0) return { waited: 0, busyCores: NaN };
+    const q = await waitQuiet({ cores, maxSeconds });
+    left -= q.waited;
+    if (q.busyCores >= cores) log(`  machine still busy (${q.busyCores} cores) after ${q.waited} s; running anyway`);
+    return q;
   };
 }
 

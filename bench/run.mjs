@@ -13,21 +13,11 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, run, runLoad,
-  startRabbit, startTandem, straceSyncs, tempDir, tmpBase, tryRun, waitQuiet,
+  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, quietGate, run, runLoad,
+  startTandem, straceSyncs, tempDir, tmpBase, tryRun,
 } from './lib.mjs';
-import { createArtemisInstance, ensureArtemis, startArtemis } from './artemis.mjs';
-
-let quietBudget = Infinity;
-/** Before each load: wait for a quiet moment, within the per-load and whole-run budgets. */
-async function quietMoment() {
-  const maxSeconds = Math.min(QUIET_WAIT, quietBudget);
-  if (maxSeconds <= 0) return { waited: 0, busyCores: NaN };
-  const q = await waitQuiet({ cores: QUIET_CORES, maxSeconds });
-  quietBudget -= q.waited;
-  if (q.busyCores >= QUIET_CORES) log(`  machine still busy (${q.busyCores} cores) after ${q.waited} s; running anyway`);
-  return q;
-}
+import { ensureArtemis } from './artemis.mjs';
+import { startPeers } from './peers.mjs';
 
 const num = envNumber;
 const DURATION = num('BENCH_DURATION', 10, 1, 20);
@@ -52,7 +42,7 @@ const loads = [
 ];
 
 async function main() {
-  quietBudget = QUIET_BUDGET;
+  const quietMoment = quietGate({ cores: QUIET_CORES, wait: QUIET_WAIT, budget: QUIET_BUDGET });
   const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, STRACE_DURATION, QUIET_CORES, QUIET_WAIT, QUIET_BUDGET }, runs: [], syncs: [] };
   report.machine = { ...machineInfo(), uptimeBefore: await run('uptime'), kernel: await run('uname', ['-r']) };
   log(`machine: ${report.machine.uptimeBefore}`);
@@ -82,23 +72,7 @@ async function main() {
   const tandem = await startTandem({ entry: tandemBuild.entry, dataDir: join(base, 'tandem-data') });
   brokers.push(tandem);
   log(`tandemd pid ${tandem.pid} on port ${tandem.port}`);
-  let rabbit;
-  if (WITH_RABBIT) {
-    const dir = join(base, 'rabbitmq');
-    mkdirSync(dir);
-    rabbit = await startRabbit(dir);
-    brokers.push(rabbit);
-    report.versions.rabbitmq = rabbit.version;
-    log(`RabbitMQ ${rabbit.version} beam pid ${rabbit.pid} on port ${rabbit.port}`);
-  }
-  if (WITH_ARTEMIS) {
-    const inst = await createArtemisInstance(artemisHome, join(base, 'artemis'));
-    const artemis = await startArtemis(inst, { name: 'artemis' });
-    brokers.push(artemis);
-    report.versions.artemis = artemis.version;
-    report.artemisJournal = inst.journal;
-    log(`Artemis ${artemis.version} pid ${artemis.pid} on AMQP port ${artemis.port}; journal ${JSON.stringify(inst.journal)}`);
-  }
+  brokers.push(...(await startPeers(base, report, { rabbit: WITH_RABBIT, artemisHome })));
   report.settings.WARMUP = WARMUP;
 
   try {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a brand-new Debian 12 machine:
-# Debian packages (python3-qpid-proton for interop, pacemaker/corosync/pcs and
+# Debian packages (python3-qpid-proton for interop, libqpid-proton11-dev and a C compiler for
+# the benchmark's load generator, pacemaker/corosync/pcs and
 # resource-agents for the agent tests, systemd for the unit tests, rpm/lintian for
 # packaging, a JDK and Maven for qpid-jms, Chromium for the console), the npm dependencies and
 # the Maven artifacts of test/jms. Safe to run again.
@@ -12,6 +13,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
   python3-qpid-proton        # interop client nobody here wrote
+  libqpid-proton11-dev gcc pkg-config   # bench/proton-c, the benchmark's load generator (test/interop/proton-c-loadgen.test.ts)
   pacemaker pacemaker-cli-utils corosync pcs resource-agents   # OCF agent and cluster tests
   systemd libsystemd-dev     # unit tests under a real systemd; sd-notify addon headers
   rpm lintian rpmlint dpkg-dev fakeroot   # building and checking the packages

@@ -1,0 +1,105 @@
+#include "message.h"
+
+#include "errors.h"
+
+#include <proton/codec.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char MAGIC[4] = {'T', 'L', 'G', '1'};
+
+static void put_be32(unsigned char *p, uint32_t v) {
+  for (int i = 3; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
+}
+static void put_be64(unsigned char *p, uint64_t v) {
+  for (int i = 7; i >= 0; i--, v >>= 8) p[i] = (unsigned char)v;
+}
+static uint64_t get_be(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+/* Where `needle` occurs in `hay`: its offset if exactly once, else -1. */
+static long find_once(const char *hay, size_t len, const char *needle, size_t nlen) {
+  long found = -1;
+  for (size_t i = 0; i + nlen <= len; i++) {
+    if (memcmp(hay + i, needle, nlen) == 0) {
+      if (found >= 0) return -1;
+      found = (long)i;
+    }
+  }
+  return found;
+}
+
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender) {
+  memset(t, 0, sizeof *t);
+  unsigned char *body = malloc(body_size);
+  pn_message_t *m = pn_message();
+  int rc = -1;
+  if (!body || !m) {
+    errors_add("out of memory for the message template");
+    goto done;
+  }
+  memcpy(body, MAGIC, 4);
+  put_be32(body + 4, sender);
+  /* The sequence starts as a marker, found again in the encoded bytes below. */
+  memcpy(body + 8, "\xfe\xedSEQ\xfa\xce\x01", 8);
+  for (size_t i = MESSAGE_STAMP_SIZE; i < body_size; i++) body[i] = (unsigned char)('a' + i % 26);
+  pn_message_set_durable(m, durable);
+  pn_data_t *b = pn_message_body(m);
+  if (pn_data_put_binary(b, pn_bytes(body_size, (const char *)body)) != 0) {
+    errors_add("pn_data_put_binary failed");
+    goto done;
+  }
+  size_t cap = body_size + 256;
+  t->bytes = malloc(cap);
+  if (!t->bytes) {
+    errors_add("out of memory for the message template");
+    goto done;
+  }
+  size_t len = cap;
+  int err = pn_message_encode(m, t->bytes, &len);
+  if (err != 0) {
+    errors_add("pn_message_encode failed: %d", err);
+    goto done;
+  }
+  long at = find_once(t->bytes, len, (const char *)body, MESSAGE_STAMP_SIZE);
+  if (at < 0) {
+    errors_add("the encoded message does not hold its body's stamp exactly once");
+    goto done;
+  }
+  t->len = len;
+  t->seq_offset = (size_t)at + 8;
+  rc = 0;
+done:
+  if (rc != 0) {
+    free(t->bytes);
+    t->bytes = NULL;
+  }
+  free(body);
+  if (m) pn_message_free(m);
+  return rc;
+}
+
+void message_template_free(message_template_t *t) {
+  free(t->bytes);
+  t->bytes = NULL;
+}
+
+void message_stamp(message_template_t *t, uint64_t seq) {
+  put_be64((unsigned char *)t->bytes + t->seq_offset, seq);
+}
+
+int message_read_stamp(pn_message_t *scratch, const char *bytes, size_t len, uint32_t *sender, uint64_t *seq) {
+  pn_message_clear(scratch);
+  if (pn_message_decode(scratch, bytes, len) != 0) return -1;
+  pn_data_t *b = pn_message_body(scratch);
+  pn_data_rewind(b);
+  if (!pn_data_next(b) || pn_data_type(b) != PN_BINARY) return -1;
+  pn_bytes_t v = pn_data_get_binary(b);
+  if (v.size < MESSAGE_STAMP_SIZE || memcmp(v.start, MAGIC, 4) != 0) return -1;
+  *sender = (uint32_t)get_be((const unsigned char *)v.start + 4, 4);
+  *seq = get_be((const unsigned char *)v.start + 8, 8);
+  return 0;
+}

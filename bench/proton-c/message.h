@@ -1,0 +1,29 @@
+/* The messages the load generator sends: encoded once per sender by proton, then
+ * stamped with a sequence number in place; and reading that stamp back from what a
+ * receiver gets (whatever the broker re-encoded around the body). */
+#ifndef LOADGEN_MESSAGE_H
+#define LOADGEN_MESSAGE_H
+
+#include <proton/message.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The body is one data section: "TLG1", sender (u32), sequence (u64), big-endian,
+ * then filler up to the body size. */
+#define MESSAGE_STAMP_SIZE 16
+
+typedef struct message_template {
+  char *bytes;
+  size_t len;
+  size_t seq_offset; /* where the sequence number sits in `bytes` */
+} message_template_t;
+
+/* 0, or -1 with an error recorded. */
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender);
+void message_template_free(message_template_t *t);
+void message_stamp(message_template_t *t, uint64_t seq);
+/* 0 and the stamp, or -1 if the bytes are not a message of ours. `scratch` is reused. */
+int message_read_stamp(pn_message_t *scratch, const char *bytes, size_t len, uint32_t *sender, uint64_t *seq);
+
+#endif
