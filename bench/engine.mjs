@@ -8,11 +8,11 @@
 // tandem / peer, and with BENCH_PROFILE=1 a CPU profile of tandemd under each load.
 //
 //   node bench/engine.mjs > engine-report.md      (env: see README.md)
-import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureArtemis } from './artemis.mjs';
 import { formatTop, topSelf } from './cpuprofile-top.mjs';
-import { benchDir, buildTandem, ensureRabbitInstalled, envNumber as num, log, machineInfo, onCleanup, quietGate, run, startTandem, tempDir, tmpBase, tryRun } from './lib.mjs';
+import { benchDir, buildTandem, ensureRabbitInstalled, envNumber as num, log, machineInfo, quietGate, run, runTimeLimit, startTandem, tempDir, tmpBase, tryRun, writeResults } from './lib.mjs';
 import { buildLoadgen, runProtonLoad } from './loadgen-c.mjs';
 import { startPeers } from './peers.mjs';
 
@@ -66,11 +66,7 @@ async function main() {
   };
   log(`load generator: ${loadgen}`);
 
-  const deadline = setTimeout(() => {
-    log(`run exceeded BENCH_TIME_LIMIT=${TIME_LIMIT} s; stopping`);
-    process.exit(3); // exit runs every registered cleanup
-  }, TIME_LIMIT * 1000);
-  onCleanup(() => clearTimeout(deadline));
+  const cancelTimeLimit = runTimeLimit(TIME_LIMIT);
 
   const tandem = await startTandem({ entry: tandemBuild.entry, dataDir: join(base, 'tandem-data'), args: TANDEM_ARGS });
   log(`tandemd pid ${tandem.pid} on port ${tandem.port}`);
@@ -99,17 +95,11 @@ async function main() {
     for (const b of brokers) await b.stop();
   }
   if (PROFILE) await profileTandem(report, tandemBuild, base, quietMoment);
-  clearTimeout(deadline);
+  cancelTimeLimit();
   report.machine.uptimeAfter = await run('uptime');
   report.finishedAt = new Date().toISOString();
 
-  const resultsDir = join(benchDir, 'results');
-  mkdirSync(resultsDir, { recursive: true });
-  const file = join(resultsDir, `engine-${report.startedAt.replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-  writeFileSync(file.replace(/\.json$/, '.md'), markdown(report));
-  process.stdout.write(markdown(report));
-  log(`raw results: ${file}`);
+  writeResults('engine', report, markdown(report));
   process.exit(0);
 }
 
@@ -178,8 +168,20 @@ function markdown(report) {
   lines.push(`- machine: ${report.machine.cores} × ${report.machine.model}, kernel ${report.machine.kernel}; load before \`${report.machine.uptimeBefore}\`, after \`${report.machine.uptimeAfter}\``);
   lines.push(`- 1 KiB bodies, window 1000 unsettled per sender, credit 1000 per receiver, one queue; ${report.settings.ROUNDS} round(s) of ${report.settings.DURATION} s per load and broker, ${report.settings.WARMUP} s warm-up per broker first; msgs/s = best round, CPU = median of rounds (rounds with errors left out)`);
   lines.push(`- broker CPU µs/msg: utime+stime of the broker's process (/proc/PID/stat) over the load, per message received`, '');
-  lines.push(`| load | ${all.map((b) => `${label(b)} msgs/s`).join(' | ')} | ${peers.map((b) => `tandem / ${label(b)}`).join(' | ')} | broker CPU µs/msg (${per(label)}) | ${peers.map((b) => `CPU tandem / ${label(b)}`).join(' | ')} | broker cores (${per(label)}) | client cores (${per(label)}) | others' cores (${per(label)}) | rounds with errors |`);
-  lines.push(`|---|${all.map(() => '---:|').join('')}${peers.map(() => '---:|').join('')}---:|${peers.map(() => '---:|').join('')}---|---|---|---|`);
+  const row = (cells) => `| ${cells.join(' | ')} |`;
+  const header = [
+    'load',
+    ...all.map((b) => `${label(b)} msgs/s`),
+    ...peers.map((b) => `tandem / ${label(b)}`),
+    `broker CPU µs/msg (${per(label)})`,
+    ...peers.map((b) => `CPU tandem / ${label(b)}`),
+    `broker cores (${per(label)})`,
+    `client cores (${per(label)})`,
+    `others' cores (${per(label)})`,
+    'rounds with errors',
+  ];
+  const numeric = 1 + all.length + 2 * peers.length; // right-aligned: msgs/s, ratios, CPU
+  lines.push(row(header), row(header.map((_, i) => (i > 0 && i <= numeric ? '---:' : '---'))));
   for (const load of allLoads) {
     const agg = Object.fromEntries(all.map((b) => [b, aggregate(report.runs.filter((r) => r.load === load.key && r.broker === b))]));
     if (!Object.values(agg).some(Boolean)) continue;
@@ -187,7 +189,17 @@ function markdown(report) {
     const t = agg.tandem;
     const ratio = (f) => (b) => (t?.throughput !== undefined && agg[b]?.throughput !== undefined ? `**${fmt(f(t) / f(agg[b]), 2)}×**` : '–');
     lines.push(
-      `| ${load.title} | ${all.map((b) => cell(b, (a) => a.throughput)).join(' | ')} | ${peers.map(ratio((a) => a.throughput)).join(' | ')} | ${per((b) => cell(b, (a) => a.usPerMessage, 1))} | ${peers.map(ratio((a) => a.usPerMessage)).join(' | ')} | ${per((b) => cell(b, (a) => a.brokerCores, 2))} | ${per((b) => cell(b, (a) => a.clientCores, 2))} | ${per((b) => cell(b, (a) => a.otherCores, 2))} | ${per((b) => String(agg[b]?.failed ?? '–'))} |`,
+      row([
+        load.title,
+        ...all.map((b) => cell(b, (a) => a.throughput)),
+        ...peers.map(ratio((a) => a.throughput)),
+        per((b) => cell(b, (a) => a.usPerMessage, 1)),
+        ...peers.map(ratio((a) => a.usPerMessage)),
+        per((b) => cell(b, (a) => a.brokerCores, 2)),
+        per((b) => cell(b, (a) => a.clientCores, 2)),
+        per((b) => cell(b, (a) => a.otherCores, 2)),
+        per((b) => String(agg[b]?.failed ?? '–')),
+      ]),
     );
   }
   lines.push('', '<details><summary>every run</summary>', '', '| round | load | broker | msgs/s | sent | accepted | received | lost / dup | broker µs/msg | cores broker / client / others | busy cores before | errors |', '|---|---|---|---:|---:|---:|---:|---|---:|---|---|---|');

@@ -107,6 +107,34 @@ export function tempDir(base, prefix) {
 /** Where data dirs go: BENCH_TMP or the OS temp dir (should be a real disk, not tmpfs). */
 export const tmpBase = () => process.env.BENCH_TMP || tmpdir();
 
+/**
+ * Stops the whole run after `seconds` (exit runs every registered cleanup, so brokers
+ * go too); returns what cancels it.
+ */
+export function runTimeLimit(seconds, name = 'BENCH_TIME_LIMIT') {
+  const t = setTimeout(() => {
+    log(`run exceeded ${name}=${seconds} s; stopping`);
+    process.exit(3);
+  }, seconds * 1000);
+  onCleanup(() => clearTimeout(t));
+  return () => clearTimeout(t);
+}
+
+/**
+ * A run's raw numbers to bench/results/PREFIX-<startedAt>.json, its markdown report
+ * beside it as .md and on stdout; returns the JSON file's path.
+ */
+export function writeResults(prefix, report, markdownText) {
+  const resultsDir = join(benchDir, 'results');
+  mkdirSync(resultsDir, { recursive: true });
+  const file = join(resultsDir, `${prefix}-${report.startedAt.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(file.replace(/\.json$/, '.md'), markdownText);
+  process.stdout.write(markdownText);
+  log(`raw results: ${file}`);
+  return file;
+}
+
 // ---- building tandem -----------------------------------------------------------------
 /**
  * Which tandem to run. BENCH_TANDEM=head (default): the committed HEAD, built once per

@@ -10,11 +10,10 @@
 // shorter, with strace attached to each broker to count fsync/fdatasync calls (and
 // tandem's O_DSYNC journal writes)
 // (strace slows a traced process, so those throughputs are not the headline ones).
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, onCleanup, quietGate, run, runLoad,
-  startTandem, straceSyncs, tempDir, tmpBase, tryRun,
+  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, quietGate, run, runLoad,
+  runTimeLimit, startTandem, straceSyncs, tempDir, tmpBase, tryRun, writeResults,
 } from './lib.mjs';
 import { ensureArtemis } from './artemis.mjs';
 import { startPeers } from './peers.mjs';
@@ -62,11 +61,7 @@ async function main() {
   report.fdatasyncPerSecond = fdatasyncRate(base, 3);
   log(`fdatasync rate in ${base}: ${report.fdatasyncPerSecond}/s`);
 
-  const deadline = setTimeout(() => {
-    log(`run exceeded BENCH_TIME_LIMIT=${TIME_LIMIT} s; stopping`);
-    process.exit(3); // exit runs every registered cleanup
-  }, TIME_LIMIT * 1000);
-  onCleanup(() => clearTimeout(deadline));
+  const cancelTimeLimit = runTimeLimit(TIME_LIMIT);
 
   const brokers = [];
   const tandem = await startTandem({ entry: tandemBuild.entry, dataDir: join(base, 'tandem-data') });
@@ -117,20 +112,14 @@ async function main() {
       }
     }
   } finally {
-    clearTimeout(deadline);
+    cancelTimeLimit();
     for (const b of brokers) await b.stop();
   }
   report.machine.uptimeAfter = await run('uptime');
   report.machine.loadavgAfter = machineInfo().loadavg;
   report.finishedAt = new Date().toISOString();
 
-  const resultsDir = join(benchDir, 'results');
-  mkdirSync(resultsDir, { recursive: true });
-  const file = join(resultsDir, `run-${report.startedAt.replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-  writeFileSync(file.replace(/\.json$/, '.md'), markdown(report));
-  process.stdout.write(markdown(report));
-  log(`raw results: ${file}`);
+  writeResults('run', report, markdown(report));
   process.exit(0);
 }
 

@@ -40,7 +40,8 @@ static totals_t add_up(run_t *r) {
     t.released += GET(s, released);
     t.modified += GET(s, modified);
     t.other_outcome += GET(s, other_outcome);
-    t.unsettled += GET(s, sent) - GET(s, settled);
+    uint64_t settled = GET(s, settled); /* first: see tick() in run.c */
+    t.unsettled += GET(s, sent) - settled;
     t.lost += count_lost(r, s);
   }
   for (int i = 0; i < r->o->receivers; i++) {
@@ -75,6 +76,7 @@ static void report(run_t *r, const options_t *o) {
   if (t.rejected || t.released || t.modified || t.other_outcome)
     errors_add("outcomes other than accepted: rejected %llu released %llu modified %llu other %llu", (unsigned long long)t.rejected,
                (unsigned long long)t.released, (unsigned long long)t.modified, (unsigned long long)t.other_outcome);
+  if (!t.sent) errors_add("no message sent (no credit from the broker within the run?)");
   if (t.lost) errors_add("%llu accepted messages never received", (unsigned long long)t.lost);
   if (t.foreign) errors_add("%llu received messages were not this run's", (unsigned long long)t.foreign);
   uint64_t start = r->start_ns;

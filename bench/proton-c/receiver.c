@@ -3,6 +3,7 @@
 #include "errors.h"
 #include "run.h"
 
+#include <proton/connection.h>
 #include <proton/delivery.h>
 #include <proton/disposition.h>
 #include <proton/link.h>
@@ -78,7 +79,16 @@ static void count_stamp(peer_t *rcv, ssize_t len) {
 }
 
 void receiver_on_delivery(peer_t *rcv, pn_delivery_t *d) {
-  if (!pn_delivery_readable(d) || pn_delivery_partial(d)) return; /* proton buffers until complete */
+  if (pn_delivery_partial(d)) {
+    /* Proton buffers a delivery until it is complete: refuse to buffer one without bound. */
+    if (pn_delivery_pending(d) > RECEIVER_MAX_MESSAGE) {
+      errors_add("receiver %d: a delivery grew past %u bytes; closing", rcv->index, RECEIVER_MAX_MESSAGE);
+      pn_connection_close(pn_session_connection(pn_link_session(rcv->link)));
+      run_abort(rcv->run, NULL);
+    }
+    return;
+  }
+  if (!pn_delivery_readable(d)) return;
   if (pn_delivery_aborted(d)) {
     pn_delivery_settle(d);
     return;

@@ -152,7 +152,9 @@ static void tick(run_t *r) {
       break;
     }
     case PHASE_SETTLING: {
-      uint64_t unsettled = SUM(r, r->senders, S, sent) - SUM(r, r->senders, S, settled);
+      /* Settled first: read later, `sent` can only be larger, so this never wraps. */
+      uint64_t settled = SUM(r, r->senders, S, settled);
+      uint64_t unsettled = SUM(r, r->senders, S, sent) - settled;
       if (unsettled == 0 || now > r->phase_deadline_ns) {
         if (unsettled) errors_add("%llu sends unsettled after --settle-timeout", (unsigned long long)unsettled);
         if (run_advance(r, PHASE_DRAINING)) r->phase_deadline_ns = now + seconds_ns(o->drain_timeout);
@@ -161,7 +163,9 @@ static void tick(run_t *r) {
     }
     case PHASE_DRAINING: {
       uint64_t accepted = SUM(r, r->senders, S, accepted);
-      uint64_t counted = SUM(r, r->receivers, R, received) - SUM(r, r->receivers, R, duplicates) - SUM(r, r->receivers, R, foreign);
+      /* Received last, for the same reason: it only grows, and bounds the others. */
+      uint64_t not_counted = SUM(r, r->receivers, R, duplicates) + SUM(r, r->receivers, R, foreign);
+      uint64_t counted = SUM(r, r->receivers, R, received) - not_counted;
       if (counted >= accepted || now > r->phase_deadline_ns) {
         if (counted < accepted) errors_add("%llu accepted messages not received within --drain-timeout", (unsigned long long)(accepted - counted));
         run_advance(r, PHASE_CLOSING);

@@ -51,8 +51,8 @@ void sender_pump(peer_t *s) {
     pn_link_advance(s->link);
     sent++;
     atomic_store_explicit(&s->sent, sent, memory_order_relaxed);
+    atomic_store_explicit(&s->last_send_ns, now_ns(), memory_order_relaxed);
   }
-  atomic_store_explicit(&s->last_send_ns, now_ns(), memory_order_relaxed);
 }
 
 void sender_on_outcome(peer_t *s, pn_delivery_t *d) {
