@@ -46,7 +46,10 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
   /* The sequence starts as a marker, found again in the encoded bytes below. */
   memcpy(body + 8, "\xfe\xedSEQ\xfa\xce\x01", 8);
   for (size_t i = MESSAGE_STAMP_SIZE; i < body_size; i++) body[i] = (unsigned char)('a' + i % 26);
-  pn_message_set_durable(m, durable);
+  if (pn_message_set_durable(m, durable) != 0) {
+    errors_add("pn_message_set_durable failed");
+    goto done;
+  }
   pn_data_t *b = pn_message_body(m);
   if (pn_data_put_binary(b, pn_bytes(body_size, (const char *)body)) != 0) {
     errors_add("pn_data_put_binary failed");

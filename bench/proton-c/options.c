@@ -175,6 +175,7 @@ int options_parse(options_t *o, int argc, char **argv, char *err, size_t errlen)
     if (takes_value) i++;
   }
   if (o->receivers == 0) o->receivers = o->senders;
+  if (strlen(o->host) == 0 || strlen(o->host) > 253) return fail(err, errlen, "--host must be 1-253 characters", o->host);
   if (o->user && !o->password) return fail(err, errlen, "--user needs --password", o->user);
 
   if (queue) {

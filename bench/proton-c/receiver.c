@@ -25,16 +25,16 @@ int receiver_init(peer_t *rcv) {
   return 0;
 }
 
-void receiver_open_link(peer_t *rcv, pn_session_t *session) {
+int receiver_open_link(peer_t *rcv, pn_session_t *session) {
   const options_t *o = rcv->run->o;
   char name[64];
   snprintf(name, sizeof name, "loadgen-receiver-%d", rcv->index);
   rcv->link = pn_receiver(session, name);
-  pn_terminus_set_address(pn_link_source(rcv->link), o->recv_address);
-  if (o->terminus_durable) pn_terminus_set_durability(pn_link_source(rcv->link), PN_DELIVERIES);
+  if (!rcv->link || configure_terminus(pn_link_source(rcv->link), o, o->recv_address) != 0) return -1;
   pn_link_set_rcv_settle_mode(rcv->link, PN_RCV_FIRST);
   pn_link_open(rcv->link);
   pn_link_flow(rcv->link, o->credit);
+  return 0;
 }
 
 /* Reads the whole (complete) delivery into the buffer; its length, or -1. */

@@ -14,6 +14,7 @@
 #include <proton/sasl.h>
 #include <proton/session.h>
 #include <proton/transport.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -216,12 +217,29 @@ static void on_remote_close(run_t *r, peer_t *p, const char *what, pn_condition_
   }
 }
 
-static void on_connection_init(peer_t *p) {
+int configure_terminus(pn_terminus_t *t, const options_t *o, const char *address) {
+  if (!t || pn_terminus_set_address(t, address) != 0) {
+    errors_add("pn_terminus_set_address failed for '%s'", address);
+    return -1;
+  }
+  /* durable=2 (unsettled-state): RabbitMQ 3.10 then declares a durable queue. */
+  if (o->terminus_durable && pn_terminus_set_durability(t, PN_DELIVERIES) != 0) {
+    errors_add("pn_terminus_set_durability failed");
+    return -1;
+  }
+  return 0;
+}
+
+static void on_connection_init(run_t *r, peer_t *p) {
   pn_connection_open(p->connection);
   pn_session_t *session = pn_session(p->connection);
+  if (!session) {
+    run_abort(r, "pn_session failed");
+    return;
+  }
   pn_session_open(session);
-  if (p->role == ROLE_SENDER) sender_open_link(p, session);
-  else receiver_open_link(p, session);
+  int rc = p->role == ROLE_SENDER ? sender_open_link(p, session) : receiver_open_link(p, session);
+  if (rc != 0) run_abort(r, NULL);
 }
 
 /* Handles one event; returns false when this thread should stop serving. */
@@ -236,7 +254,7 @@ static bool on_event(run_t *r, pn_event_t *e) {
     case PN_PROACTOR_INACTIVE:
       return false;
     case PN_CONNECTION_INIT:
-      if (p) on_connection_init(p);
+      if (p) on_connection_init(r, p);
       break;
     case PN_LINK_REMOTE_OPEN:
       if (p && !p->attached) {
@@ -310,7 +328,10 @@ static void *serve(void *arg) {
 int run_init(run_t *r, const options_t *o) {
   memset(r, 0, sizeof *r);
   r->o = o;
-  pthread_mutex_init(&r->lock, NULL);
+  if (pthread_mutex_init(&r->lock, NULL) != 0) {
+    errors_add("pthread_mutex_init failed");
+    return -1;
+  }
   atomic_store(&r->phase, PHASE_ATTACHING_RECEIVERS);
   for (int i = 0; i < LOADGEN_MAX_PEERS; i++) seqset_init(&r->seen[i]);
   r->proactor = pn_proactor();
@@ -318,7 +339,11 @@ int run_init(run_t *r, const options_t *o) {
     errors_add("pn_proactor failed");
     return -1;
   }
-  pn_proactor_addr(r->proactor_address, sizeof r->proactor_address, o->host, o->port);
+  int n = pn_proactor_addr(r->proactor_address, sizeof r->proactor_address, o->host, o->port);
+  if (n < 0 || (size_t)n >= sizeof r->proactor_address) {
+    errors_add("--host too long");
+    return -1;
+  }
   for (int i = 0; i < o->senders; i++) {
     r->senders[i] = (peer_t){.run = r, .role = ROLE_SENDER, .index = i};
     if (sender_init(&r->senders[i]) != 0) return -1;

@@ -8,6 +8,7 @@
 #include "seqset.h"
 
 #include <proton/proactor.h>
+#include <proton/terminus.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -72,15 +73,19 @@ bool run_advance(run_t *r, phase_t phase);
 /* Records an error and moves to closing: a run that went wrong stops. */
 void run_abort(run_t *r, const char *what);
 
+/* Sets a link's source or target: address, and durability if asked for. 0 or -1 (error recorded). */
+int configure_terminus(pn_terminus_t *t, const options_t *o, const char *address);
+
 /* sender.c */
 int sender_init(peer_t *s);
-void sender_open_link(peer_t *s, pn_session_t *session);
+/* 0, or -1 with an error recorded. */
+int sender_open_link(peer_t *s, pn_session_t *session);
 void sender_pump(peer_t *s);
 void sender_on_outcome(peer_t *s, pn_delivery_t *d);
 
 /* receiver.c */
 int receiver_init(peer_t *rcv);
-void receiver_open_link(peer_t *rcv, pn_session_t *session);
+int receiver_open_link(peer_t *rcv, pn_session_t *session);
 void receiver_on_delivery(peer_t *rcv, pn_delivery_t *d);
 
 /* run.c: connect, serve, measure; results stay in `r` for the caller to report. */

@@ -15,16 +15,16 @@ int sender_init(peer_t *s) {
   return message_template_init(&s->message, s->run->o->durable, s->run->o->size, (uint32_t)s->index);
 }
 
-void sender_open_link(peer_t *s, pn_session_t *session) {
+int sender_open_link(peer_t *s, pn_session_t *session) {
   const options_t *o = s->run->o;
   char name[64];
   snprintf(name, sizeof name, "loadgen-sender-%d", s->index);
   s->link = pn_sender(session, name);
-  pn_terminus_set_address(pn_link_target(s->link), o->send_address);
-  if (o->terminus_durable) pn_terminus_set_durability(pn_link_target(s->link), PN_DELIVERIES);
+  if (!s->link || configure_terminus(pn_link_target(s->link), o, o->send_address) != 0) return -1;
   pn_link_set_snd_settle_mode(s->link, PN_SND_UNSETTLED); /* at-least-once: every send gets an outcome */
   pn_link_set_rcv_settle_mode(s->link, PN_RCV_FIRST);
   pn_link_open(s->link);
+  return 0;
 }
 
 void sender_pump(peer_t *s) {

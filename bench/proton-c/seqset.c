@@ -4,7 +4,8 @@
 #include <string.h>
 
 void seqset_init(seqset_t *s) {
-  pthread_mutex_init(&s->lock, NULL);
+  /* Default attributes: only EAGAIN/ENOMEM, on which the process cannot go on anyway. */
+  if (pthread_mutex_init(&s->lock, NULL) != 0) abort();
   s->bits = NULL;
   s->nbits = 0;
 }
