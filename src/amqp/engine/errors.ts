@@ -18,6 +18,8 @@ export const Condition = {
   unattachedHandle: 'amqp:session:unattached-handle',
   handleInUse: 'amqp:session:handle-in-use',
   messageSizeExceeded: 'amqp:link:message-size-exceeded',
+  transferLimitExceeded: 'amqp:link:transfer-limit-exceeded',
+  errantLink: 'amqp:session:errant-link',
 } as const;
 export type ConditionName = (typeof Condition)[keyof typeof Condition];
 

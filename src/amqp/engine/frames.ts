@@ -91,13 +91,22 @@ export function readFrame(buf: Buffer, at: number, header: FrameHeader): Frame {
   return { header, body, bodyStart, payloadStart: d.pos, end };
 }
 
-/** One frame: header (no extended header), performative, payload. */
-export function encodeFrame(type: FrameTypeCode, channel: number, performative: AmqpValue | undefined, payload?: Buffer): Buffer {
-  const e = new Encoder(64 + (payload?.length ?? 0));
+/**
+ * A frame's header and performative, its size counting `payloadLength` bytes
+ * more: the payload is written after it as its own buffer (gathered writes), so
+ * a message's bytes are never copied into a frame.
+ */
+export function frameHead(type: FrameTypeCode, channel: number, performative: AmqpValue | undefined, payloadLength = 0): Buffer {
+  const e = new Encoder(64);
   e.raw(Buffer.from([0, 0, 0, 0, 2, type, channel >> 8, channel & 0xff]));
   if (performative) e.write(performative);
-  if (payload) e.raw(payload);
   const out = e.bytes();
-  out.writeUInt32BE(out.length, 0);
+  out.writeUInt32BE(out.length + payloadLength, 0);
   return out;
+}
+
+/** One frame: header (no extended header), performative, payload, in one buffer. */
+export function encodeFrame(type: FrameTypeCode, channel: number, performative: AmqpValue | undefined, payload?: Buffer): Buffer {
+  const head = frameHead(type, channel, performative, payload?.length ?? 0);
+  return payload ? Buffer.concat([head, payload]) : head;
 }

@@ -1,0 +1,532 @@
+// A connection (spec 2.4, 5.2, 5.3), either role: the protocol header exchange,
+// the SASL layer, open/close, max-frame-size, channel-max and idle-time-out,
+// and the sessions by channel. Bytes go in through feed(); frames come out as
+// buffers (write()), to be gathered by the transport into one write per tick.
+// Time comes in through tick(now), so every transition can be driven by
+// scripted bytes and a scripted clock. Every violation the peer commits is
+// answered with the spec's condition in a close (or end, or detach: see
+// session.ts and link.ts) and stops the input; nothing the peer sends makes an
+// exception leave feed().
+import type { Composite } from './composite.js';
+import { ByteQueue } from './byte-queue.js';
+import { AmqpError, Condition, framingError, invalidField } from './errors.js';
+import {
+  FRAME_HEADER_SIZE,
+  FrameType,
+  MIN_MAX_FRAME_SIZE,
+  ProtocolId,
+  frameHead,
+  protocolHeader,
+  readFrame,
+  readFrameHeader,
+  readProtocolHeader,
+} from './frames.js';
+import type { EngineHandler, LogHook, LogLevel } from './handler.js';
+import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
+import { SaslClient, type SaslClientOptions, SaslServer, type SaslServerOptions, type SaslStep } from './sasl.js';
+import { DEFAULT_SESSION_OPTIONS, Session, type SessionOptions } from './session.js';
+import type { AmqpValue } from './types.js';
+
+export type Role = 'server' | 'client';
+
+export interface ConnectionOptions {
+  role: Role;
+  containerId: string;
+  /** Client role: the host name put in sasl-init and open. */
+  hostname?: string;
+  /** Largest frame we take (advertised in open); at least 512. */
+  maxFrameSize?: number;
+  /** Highest channel the peer may use. */
+  channelMax?: number;
+  /** Close a connection silent this long (advertised in open); 0: never. */
+  idleTimeoutMs?: number;
+  /** Largest message a receiving link takes (advertised in attach); 0: any. */
+  maxMessageSize?: number;
+  /** A peer asking for heartbeats more often than every half of this is refused. */
+  minPeerIdleTimeoutMs?: number;
+  /** We heartbeat at half the peer's idle-time-out, but never less often than this. */
+  maxHeartbeatIntervalMs?: number;
+  /** Largest SASL frame taken (5.3.1 says 512; clients send more). */
+  saslFrameLimit?: number;
+  /** Server role: SASL offered with these mechanisms. */
+  sasl?: SaslServerOptions;
+  /** Server role: refuse a client that skips SASL. */
+  requireSasl?: boolean;
+  /** Client role: log in through SASL (else straight to AMQP). */
+  saslClient?: SaslClientOptions;
+  session?: Partial<SessionOptions>;
+  properties?: AmqpValue;
+  offeredCapabilities?: string[];
+  desiredCapabilities?: string[];
+  handler?: EngineHandler;
+  log?: LogHook;
+  now?: () => number;
+}
+
+/** Where the input is: what the next bytes must be. */
+type Stage = 'header' | 'sasl' | 'sasl-wait' | 'amqp-header' | 'open' | 'opened' | 'closing' | 'done';
+
+const DEFAULTS = {
+  maxFrameSize: 65536,
+  channelMax: 255,
+  idleTimeoutMs: 0,
+  maxMessageSize: 0,
+  minPeerIdleTimeoutMs: 100,
+  maxHeartbeatIntervalMs: 30 * 60_000,
+  saslFrameLimit: 65536,
+};
+
+/** Our own frames are at most this big whatever the peer takes: a big message goes in several. */
+const OUTGOING_FRAME_CAP = 1 << 20;
+
+export class Connection {
+  readonly role: Role;
+  readonly maxFrameSize: number;
+  readonly channelMax: number;
+  readonly maxMessageSize: number;
+  /** The peer's open, decoded (container-id, hostname, properties...). */
+  remoteOpen: Composite | undefined;
+  /** Who SASL said the peer is (server role); undefined without SASL. */
+  identity: string | undefined;
+  mechanism: string | undefined;
+  remoteMaxFrameSize = MIN_MAX_FRAME_SIZE;
+  /** Whether the socket takes more now (the transport says); senders wait while it does not. */
+  writable = true;
+  /** Host's own state. */
+  context: unknown;
+  /** Called when output goes from empty to not empty (the transport schedules a write). */
+  onOutput: (() => void) | undefined;
+  handler: EngineHandler;
+
+  private stage: Stage = 'header';
+  private readonly input = new ByteQueue();
+  private output: Buffer[] = [];
+  private openSent = false;
+  private closeSent = false;
+  private remoteChannelMax = 65535;
+  private heartbeatMs = 0;
+  private lastReceived: number;
+  private lastSent: number;
+  private readonly saslServer: SaslServer | undefined;
+  private readonly saslClient: SaslClient | undefined;
+  private readonly sessionOptions: SessionOptions;
+  private readonly byLocal = new Map<number, Session>();
+  private readonly byRemote = new Map<number, Session>();
+  private readonly now: () => number;
+  private readonly o: ConnectionOptions & typeof DEFAULTS;
+
+  constructor(options: ConnectionOptions) {
+    this.o = { ...DEFAULTS, ...stripUndefined(options) } as ConnectionOptions & typeof DEFAULTS;
+    this.role = options.role;
+    this.maxFrameSize = Math.max(MIN_MAX_FRAME_SIZE, this.o.maxFrameSize);
+    this.channelMax = this.o.channelMax;
+    this.maxMessageSize = this.o.maxMessageSize;
+    this.handler = options.handler ?? {};
+    this.now = options.now ?? Date.now;
+    this.lastReceived = this.lastSent = this.now();
+    this.sessionOptions = { ...DEFAULT_SESSION_OPTIONS, ...stripUndefined(options.session ?? {}) };
+    if (this.role === 'server' && options.sasl) this.saslServer = new SaslServer(options.sasl);
+    if (this.role === 'client' && options.saslClient) this.saslClient = new SaslClient(options.saslClient);
+    if (this.role === 'client') {
+      if (this.saslClient) this.writeRaw(protocolHeader(ProtocolId.sasl));
+      else this.startAmqp();
+    }
+  }
+
+  /** No more input is read and nothing more is written: the transport ends the socket once output is flushed. */
+  get finished(): boolean {
+    return this.stage === 'done' || this.stage === 'closing';
+  }
+
+  get isOpen(): boolean {
+    return this.stage === 'opened' && !this.closeSent;
+  }
+
+  get sessions(): Session[] {
+    return [...this.byLocal.values()];
+  }
+
+  // ---- input
+
+  feed(chunk: Buffer): void {
+    if (this.stage === 'done') return;
+    this.lastReceived = this.now();
+    this.input.push(chunk);
+    if (this.stage === 'sasl-wait') {
+      // Nothing is read while a login is checked; a peer may not pile up more than a frame or two meanwhile.
+      if (this.input.length > 2 * this.o.saslFrameLimit) this.violate(new AmqpError(Condition.resourceLimitExceeded, 'too many bytes sent while the login was checked'));
+      return;
+    }
+    this.process();
+  }
+
+  /** The peer closed its side of the socket (or it broke). */
+  ended(): void {
+    if (this.stage === 'done') return;
+    const wasClosing = this.stage === 'closing';
+    this.stage = 'done';
+    if (!wasClosing) this.notify((h) => h.onClose?.(this, { condition: 'amqp:connection:forced', description: 'the socket closed' }, true));
+  }
+
+  private process(): void {
+    try {
+      // Every turn consumes at least 8 bytes of what was fed, so this ends.
+      while (this.stage !== 'done' && this.stage !== 'sasl-wait' && this.input.length >= FRAME_HEADER_SIZE) {
+        if (this.expectsHeader()) {
+          this.onHeader(this.input.take(FRAME_HEADER_SIZE));
+          continue;
+        }
+        const sasl = this.stage === 'sasl';
+        const header = readFrameHeader(this.input.peek(FRAME_HEADER_SIZE), 0, sasl ? this.o.saslFrameLimit : this.maxFrameSize, sasl ? FrameType.sasl : FrameType.amqp);
+        if (this.input.length < header.size) break;
+        const unit = this.input.take(header.size);
+        const frame = readFrame(unit, 0, header);
+        if (sasl) this.onSaslFrame(frame.body!);
+        else if (frame.body) this.onFrame(header.channel, frame.body, unit.subarray(frame.payloadStart, frame.end));
+      }
+    } catch (err) {
+      this.violate(err);
+    }
+    if (this.stage === 'opened') for (const s of this.byLocal.values()) s.replenishWindow();
+  }
+
+  private expectsHeader(): boolean {
+    return this.stage === 'header' || this.stage === 'amqp-header';
+  }
+
+  private onHeader(bytes: Buffer): void {
+    const h = readProtocolHeader(bytes, 0);
+    if (this.stage === 'amqp-header') {
+      if (h.id !== ProtocolId.amqp) throw framingError(`protocol id ${h.id} after SASL, where the AMQP header (id 0) belongs`);
+      if (this.role === 'server') this.writeRaw(protocolHeader(ProtocolId.amqp));
+      this.stage = 'open';
+      return;
+    }
+    if (this.role === 'client') {
+      const want = this.saslClient ? ProtocolId.sasl : ProtocolId.amqp;
+      if (h.id !== want) return this.fail(`the server answered with protocol id ${h.id} where ${want} was asked for`);
+      this.stage = h.id === ProtocolId.sasl ? 'sasl' : 'open';
+      return;
+    }
+    if (h.id === ProtocolId.sasl) {
+      if (!this.saslServer) return this.refuseHeader(ProtocolId.amqp, 'SASL is not offered here');
+      this.writeRaw(protocolHeader(ProtocolId.sasl));
+      this.writeSasl(this.saslServer.mechanisms());
+      this.stage = 'sasl';
+      return;
+    }
+    if (this.o.requireSasl) return this.refuseHeader(ProtocolId.sasl, 'SASL is required');
+    this.writeRaw(protocolHeader(ProtocolId.amqp));
+    this.stage = 'open';
+  }
+
+  /** 2.2: answer a header we do not take with the one we do, and stop. */
+  private refuseHeader(id: number, why: string): void {
+    this.writeRaw(protocolHeader(id));
+    this.log('info', 'protocol header refused', { reason: why });
+    this.stage = 'done';
+    this.notify((h) => h.onClose?.(this, { condition: Condition.notAllowed, description: why }, false));
+  }
+
+  private onSaslFrame(body: Composite): void {
+    if (this.saslServer) return this.applySasl(this.saslServer.onFrame(body));
+    this.applySasl(this.saslClient!.onFrame(body, this.o.hostname));
+  }
+
+  private applySasl(steps: SaslStep[]): void {
+    for (const step of steps) {
+      if (this.stage === 'done') return;
+      switch (step.kind) {
+        case 'send':
+          this.writeSasl(step.frame);
+          break;
+        case 'wait':
+          this.stage = 'sasl-wait';
+          step.verdict.then(
+            (next) => this.resumeSasl(next),
+            () => this.resumeSasl([{ kind: 'failed', description: 'the login check failed' }]),
+          );
+          return;
+        case 'done':
+          this.identity = step.identity;
+          this.mechanism = this.saslClient?.mechanism;
+          this.stage = 'amqp-header';
+          this.notify((h) => h.onSaslDone?.(this, step.identity, this.mechanism ?? ''));
+          if (this.role === 'client') this.startAmqp();
+          break;
+        case 'failed':
+          this.fail(step.description, 'amqp:unauthorized-access');
+          return;
+      }
+    }
+  }
+
+  private resumeSasl(steps: SaslStep[]): void {
+    if (this.stage !== 'sasl-wait') return;
+    this.stage = 'sasl';
+    try {
+      this.applySasl(steps);
+    } catch (err) {
+      this.violate(err);
+    }
+    this.process();
+  }
+
+  private onFrame(channel: number, body: Composite, payload: Buffer): void {
+    const name = body.def.name;
+    if (this.stage === 'closing') {
+      if (name === 'close') this.onClose(body);
+      return;
+    }
+    if (this.stage === 'open') {
+      if (name !== 'open') throw framingError(`${name} before open`);
+      return this.onOpen(body);
+    }
+    switch (name) {
+      case 'open':
+        throw framingError('open received twice');
+      case 'close':
+        return this.onClose(body);
+      case 'begin':
+        return this.onBegin(channel, body);
+    }
+    const session = this.byRemote.get(channel);
+    if (!session) throw framingError(`${name} on channel ${channel}, where no session is begun`);
+    session.onFrame(name, body, payload);
+  }
+
+  private onOpen(open: Composite): void {
+    const f = open.fields;
+    this.remoteOpen = open;
+    // 2.7.1: max-frame-size is at least 512 (MIN-MAX-FRAME-SIZE).
+    const maxFrame = f['max-frame-size'] as number;
+    if (maxFrame < MIN_MAX_FRAME_SIZE) throw invalidField(`open.max-frame-size ${maxFrame} is below the spec's minimum of ${MIN_MAX_FRAME_SIZE} bytes`);
+    this.remoteMaxFrameSize = Math.min(maxFrame, OUTGOING_FRAME_CAP);
+    this.remoteChannelMax = f['channel-max'] as number;
+    // 2.4.5: we must send something every half of the peer's idle-time-out. One
+    // shorter than we can keep is refused, as the spec allows; a long one
+    // (0xffffffff) only makes us send more often than asked.
+    const idle = (f['idle-time-out'] as number | undefined) ?? 0;
+    if (idle > 0 && idle < this.o.minPeerIdleTimeoutMs) {
+      throw invalidField(`open.idle-time-out ${idle} ms asks for heartbeats more often than every ${this.o.minPeerIdleTimeoutMs / 2} ms`);
+    }
+    this.heartbeatMs = idle > 0 ? Math.min(Math.floor(idle / 2), this.o.maxHeartbeatIntervalMs) : 0;
+    this.stage = 'opened';
+    this.notify((h) => h.onOpen?.(this));
+    if (this.role === 'server' && !this.closeSent && !this.finished) this.sendOpen();
+  }
+
+  private onClose(close: Composite): void {
+    const error = errorInfoOf(close.fields.error);
+    const byUs = this.closeSent;
+    if (!byUs) {
+      this.notify((h) => h.onClose?.(this, error, true));
+      this.writeClose(undefined);
+    }
+    this.stage = 'done';
+  }
+
+  private onBegin(channel: number, begin: Composite): void {
+    if (channel > this.channelMax) throw framingError(`begin on channel ${channel}, over channel-max ${this.channelMax}`);
+    if (this.byRemote.has(channel)) throw new AmqpError(Condition.illegalState, `begin on channel ${channel}, where a session is already begun`);
+    const answers = begin.fields['remote-channel'] as number | undefined;
+    if (answers !== undefined) {
+      const mine = this.byLocal.get(answers);
+      if (!mine || !mine.beginSent || mine.beginReceived) throw framingError(`begin answers channel ${answers}, where no begin of ours waits`);
+      mine.remoteChannel = channel;
+      this.byRemote.set(channel, mine);
+      mine.onBegin(begin);
+      this.notify((h) => h.onSessionOpen?.(mine));
+      return;
+    }
+    const session = new Session(this, this.freeChannel(), this.sessionOptions);
+    session.remoteChannel = channel;
+    this.byLocal.set(session.channel, session);
+    this.byRemote.set(channel, session);
+    session.onBegin(begin);
+    this.notify((h) => h.onSessionBegin?.(session));
+    if (!session.endSent) session.begin();
+  }
+
+  // ---- host actions
+
+  /** Begin a session of ours (the peer answers: onSessionOpen). */
+  beginSession(options: Partial<SessionOptions> = {}): Session {
+    const session = new Session(this, this.freeChannel(), { ...this.sessionOptions, ...stripUndefined(options) });
+    this.byLocal.set(session.channel, session);
+    session.begin();
+    return session;
+  }
+
+  /** Close the connection (with an error, or not). Nothing is read after it but the peer's close. */
+  close(error?: ErrorInfo): void {
+    if (this.closeSent || this.stage === 'done') return;
+    if (this.stage === 'open' || this.stage === 'opened') {
+      this.writeClose(error);
+      this.stage = 'closing';
+      return;
+    }
+    this.stage = 'done';
+  }
+
+  /** The buffers to write, in order; the connection forgets them. */
+  takeOutput(): Buffer[] {
+    const out = this.output;
+    this.output = [];
+    return out;
+  }
+
+  get hasOutput(): boolean {
+    return this.output.length > 0;
+  }
+
+  /** Heartbeats and idle detection. Returns ms until it wants to be called again (undefined: no need). */
+  tick(now = this.now()): number | undefined {
+    if (this.stage !== 'opened') return undefined;
+    const idle = this.o.idleTimeoutMs;
+    if (idle > 0 && now - this.lastReceived > idle) {
+      this.violate(new AmqpError(Condition.resourceLimitExceeded, `no frame for ${now - this.lastReceived} ms: over idle-time-out ${idle} ms`));
+      return undefined;
+    }
+    if (this.heartbeatMs > 0 && now - this.lastSent >= this.heartbeatMs) this.write(frameHead(FrameType.amqp, 0, undefined, 0), undefined);
+    let next = Number.POSITIVE_INFINITY;
+    if (idle > 0) next = Math.min(next, idle - (now - this.lastReceived) + 1);
+    if (this.heartbeatMs > 0) next = Math.min(next, this.heartbeatMs - (now - this.lastSent));
+    return Number.isFinite(next) ? Math.max(1, next) : undefined;
+  }
+
+  // ---- for sessions and the transport
+
+  write(head: Buffer, payload: Buffer | undefined): void {
+    if (this.finished) return;
+    const wasEmpty = this.output.length === 0;
+    this.output.push(head);
+    if (payload && payload.length > 0) this.output.push(payload);
+    this.lastSent = this.now();
+    if (wasEmpty) this.onOutput?.();
+  }
+
+  /** Whatever a handler throws is the host's failure: the connection closes, the process stays up. */
+  notify(call: (h: EngineHandler) => void): void {
+    try {
+      call(this.handler);
+    } catch (err) {
+      this.log('error', 'a handler failed', { error: err instanceof Error ? err.message : String(err) });
+      this.violate(new AmqpError(Condition.internalError, 'the host failed to handle a frame'));
+    }
+  }
+
+  log(level: LogLevel, message: string, fields: Record<string, unknown>): void {
+    try {
+      this.o.log?.(level, message, { container: this.remoteOpen?.fields['container-id'], ...fields });
+    } catch {
+      // A log hook that fails must not take the connection with it.
+    }
+  }
+
+  sessionFinished(session: Session): void {
+    this.byLocal.delete(session.channel);
+    if (session.remoteChannel !== undefined) this.byRemote.delete(session.remoteChannel);
+  }
+
+  /** The transport's socket took everything (it had said it was full). */
+  drained(): void {
+    if (this.writable) return;
+    this.writable = true;
+    this.notify((h) => h.onWritable?.(this));
+    for (const s of this.byLocal.values()) {
+      for (const l of s.links) if (l.sendable) this.notify((h) => h.onFlow?.(l));
+    }
+  }
+
+  // ---- helpers
+
+  private startAmqp(): void {
+    this.writeRaw(protocolHeader(ProtocolId.amqp));
+    this.sendOpen();
+    if (this.stage === 'header' && this.saslClient) this.stage = 'amqp-header';
+  }
+
+  private sendOpen(): void {
+    if (this.openSent) return;
+    this.openSent = true;
+    this.write(
+      frameHead(
+        FrameType.amqp,
+        0,
+        describedList('open', {
+          'container-id': this.o.containerId,
+          hostname: this.role === 'client' ? this.o.hostname : undefined,
+          'max-frame-size': this.maxFrameSize,
+          'channel-max': { type: 'ushort', value: this.channelMax },
+          'idle-time-out': this.o.idleTimeoutMs > 0 ? this.o.idleTimeoutMs : undefined,
+          'offered-capabilities': this.o.offeredCapabilities,
+          'desired-capabilities': this.o.desiredCapabilities,
+          properties: this.o.properties,
+        }),
+        0,
+      ),
+      undefined,
+    );
+  }
+
+  private writeClose(error: ErrorInfo | undefined): void {
+    if (this.closeSent) return;
+    this.sendOpen();
+    this.write(frameHead(FrameType.amqp, 0, describedList('close', { error }), 0), undefined);
+    this.closeSent = true;
+  }
+
+  private writeRaw(bytes: Buffer): void {
+    this.write(bytes, undefined);
+  }
+
+  private writeSasl(body: AmqpValue): void {
+    this.write(frameHead(FrameType.sasl, 0, body, 0), undefined);
+  }
+
+  /** A failure that no close can carry (SASL, headers): say why and stop. */
+  private fail(description: string, condition: string = Condition.notAllowed): void {
+    this.log('info', 'connection failed', { condition, description });
+    this.stage = 'done';
+    this.notify((h) => h.onClose?.(this, { condition, description }, false));
+  }
+
+  /** The peer broke the protocol: answer with the condition where the stage allows, and stop reading. */
+  private violate(err: unknown): void {
+    if (this.stage === 'done') return;
+    const e = err instanceof AmqpError ? err : new AmqpError(Condition.internalError, 'internal error');
+    if (!(err instanceof AmqpError)) this.log('error', 'internal error reading a frame', { error: err instanceof Error ? err.message : String(err) });
+    this.log('warn', 'connection closed for a violation', { condition: e.condition, description: e.description, stage: this.stage });
+    const error = { condition: e.condition, description: e.description };
+    switch (this.stage) {
+      case 'header':
+        // 2.2: answer with the header we would take.
+        this.writeRaw(protocolHeader(this.saslServer ? ProtocolId.sasl : ProtocolId.amqp));
+        break;
+      case 'sasl':
+      case 'sasl-wait':
+        if (this.saslServer) this.writeSasl(describedList('sasl-outcome', { code: { type: 'ubyte', value: 2 } }));
+        break;
+      case 'open':
+      case 'opened':
+        this.writeClose(error);
+        break;
+      default:
+        break;
+    }
+    this.stage = 'done';
+    this.notify((h) => h.onClose?.(this, error, false));
+  }
+
+  private freeChannel(): number {
+    const limit = Math.min(this.remoteChannelMax, this.channelMax);
+    // At most channel-max + 1 sessions, so this scan is bounded by the sessions there are.
+    for (let c = 0; c <= limit; c++) if (!this.byLocal.has(c)) return c;
+    throw new AmqpError(Condition.resourceLimitExceeded, `no channel free under channel-max ${limit}`);
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,313 @@
+// A link (spec 2.6): attach/detach, the terminus the peer gave (decoded
+// composites), credit and drain (2.6.7), and the transfers of one direction.
+// A receiving link assembles multi-frame deliveries, bounded by the
+// max-message-size it advertised as each frame arrives, and takes no more
+// deliveries than the credit it gave. A sending link sends only against the
+// peer's credit and the session's remote incoming window.
+import type { Composite } from './composite.js';
+import { Delivery } from './delivery.js';
+import { AmqpError, Condition, invalidField } from './errors.js';
+import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
+import { serialAdd, serialDiff } from './serial.js';
+import type { Session } from './session.js';
+import type { AmqpValue } from './types.js';
+
+export type LinkRole = 'sender' | 'receiver';
+
+/** What we put in our attach. Termini are composites as AmqpValues (see terminus()). */
+export interface AttachOptions {
+  source?: AmqpValue | Composite | null;
+  target?: AmqpValue | Composite | null;
+  sndSettleMode?: 0 | 1 | 2;
+  rcvSettleMode?: 0 | 1;
+  /** Receiving links: the largest message taken (advertised); 0 for none. Default: the connection's. */
+  maxMessageSize?: number;
+  properties?: AmqpValue;
+  offeredCapabilities?: string[];
+  desiredCapabilities?: string[];
+}
+
+/** A source or target (3.5.3, 3.5.4) to attach with. */
+export function terminus(kind: 'source' | 'target', fields: { address?: string; dynamic?: boolean; durable?: number; expiryPolicy?: string; capabilities?: string[]; filter?: AmqpValue; dynamicNodeProperties?: AmqpValue }): AmqpValue {
+  return describedList(kind, {
+    address: fields.address,
+    durable: fields.durable,
+    'expiry-policy': fields.expiryPolicy === undefined ? undefined : { type: 'symbol', value: fields.expiryPolicy },
+    dynamic: fields.dynamic,
+    'dynamic-node-properties': fields.dynamicNodeProperties,
+    capabilities: fields.capabilities,
+    ...(kind === 'source' && fields.filter ? { filter: fields.filter } : {}),
+  });
+}
+
+interface Incoming {
+  delivery: Delivery;
+  chunks: Buffer[];
+  bytes: number;
+  /** Past max-message-size or credit: the rest of it is dropped. */
+  refused: boolean;
+}
+
+export class Link {
+  localHandle: number;
+  remoteHandle: number | undefined;
+  attachSent = false;
+  attachReceived = false;
+  detachSent = false;
+  detachReceived = false;
+  /** The peer's attach, decoded: name, termini, settle modes, max-message-size... */
+  remoteAttach: Composite | undefined;
+  /** Our view of the delivery-count (2.6.7). */
+  deliveryCount = 0;
+  /** Sender: credit the peer gave; receiver: credit we gave and is not used. */
+  credit = 0;
+  /** The drain flag of the last flow (the peer's, on a sender; ours, on a receiver). */
+  drain = false;
+  /** Receiver: what the sender says it has (available, in its flows). */
+  available = 0;
+  /** Largest message our receiving end takes (0: any). */
+  maxMessageSize = 0;
+  /** Host's own state for this link. */
+  context: unknown;
+  private nextTag = 0;
+  private incoming: Incoming | undefined;
+
+  constructor(
+    readonly session: Session,
+    readonly name: string,
+    readonly role: LinkRole,
+    handle: number,
+  ) {
+    this.localHandle = handle;
+  }
+
+  get isSender(): boolean {
+    return this.role === 'sender';
+  }
+
+  get source(): Composite | undefined {
+    return this.remoteAttach?.fields.source as Composite | undefined;
+  }
+
+  get target(): Composite | undefined {
+    return this.remoteAttach?.fields.target as Composite | undefined;
+  }
+
+  /** The peer's max-message-size (0: none). */
+  get remoteMaxMessageSize(): number {
+    const v = this.remoteAttach?.fields['max-message-size'] as bigint | undefined;
+    return v === undefined || v > BigInt(Number.MAX_SAFE_INTEGER) ? 0 : Number(v);
+  }
+
+  get isOpen(): boolean {
+    return this.attachSent && this.attachReceived && !this.detachSent && !this.detachReceived;
+  }
+
+  /** A sending link may send now: credit, session window, socket all allow it. */
+  get sendable(): boolean {
+    return this.isSender && this.isOpen && this.credit > 0 && this.session.canSendTransfer();
+  }
+
+  // ---- host actions
+
+  /** Answer the peer's attach (a link the peer started). */
+  accept(options: AttachOptions = {}): void {
+    if (this.attachSent) return;
+    this.sendAttach({
+      ...options,
+      source: options.source === undefined ? this.source : options.source,
+      target: options.target === undefined ? this.target : options.target,
+    });
+  }
+
+  /** Refuse the peer's attach (2.6.3): attach without a terminus, then detach with the error. */
+  refuse(error: ErrorInfo): void {
+    if (!this.attachSent) this.sendAttach({}, true);
+    this.detach(error);
+  }
+
+  /** Detach (closed), with an error or not. */
+  detach(error?: ErrorInfo): void {
+    if (this.detachSent) return;
+    this.detachSent = true;
+    this.incoming = undefined;
+    this.session.sendLinkFrame(this, describedList('detach', { handle: this.localHandle, closed: true, error }));
+    this.session.linkDetached(this);
+  }
+
+  /** Receiver: give the peer `credit` (replacing what is left), perhaps asking it to drain. */
+  flow(credit: number, drain = false): void {
+    if (this.isSender || this.detachSent) return;
+    this.credit = Math.max(0, Math.min(credit, 0xffffffff));
+    this.drain = drain;
+    this.sendFlow(false);
+  }
+
+  /** Sender: say that we have nothing more (drain done: the credit is used up), or how much is available. */
+  drained(): void {
+    if (!this.isSender || this.credit === 0 || this.detachSent) return;
+    this.deliveryCount = serialAdd(this.deliveryCount, this.credit);
+    this.credit = 0;
+    this.sendFlow(false);
+  }
+
+  /** Sender: send one message (its encoded sections) as one delivery. */
+  send(payload: Buffer, options: { settled?: boolean; tag?: Buffer; messageFormat?: number } = {}): Delivery {
+    if (!this.sendable) throw new AmqpError(Condition.illegalState, `link ${this.name} cannot send now (credit ${this.credit})`);
+    const limit = this.remoteMaxMessageSize;
+    if (limit > 0 && payload.length > limit) throw new AmqpError(Condition.messageSizeExceeded, `a message of ${payload.length} bytes is over the peer's max-message-size ${limit}`);
+    const tag = options.tag ?? this.tagFor(this.nextTag++);
+    const settled = options.settled ?? this.sndSettleModeIsSettled();
+    const d = new Delivery(this, this.session.allocateDeliveryId(), tag, payload, options.messageFormat ?? 0, settled, false);
+    this.credit--;
+    this.deliveryCount = serialAdd(this.deliveryCount, 1);
+    this.session.sendDelivery(d);
+    return d;
+  }
+
+  // ---- from the session
+
+  sendAttach(options: AttachOptions, refusing = false): void {
+    this.attachSent = true;
+    const receiver = !this.isSender;
+    if (receiver && options.maxMessageSize !== undefined) this.maxMessageSize = options.maxMessageSize;
+    this.session.sendLinkFrame(
+      this,
+      describedList('attach', {
+        name: this.name,
+        handle: this.localHandle,
+        role: receiver,
+        'snd-settle-mode': options.sndSettleMode === undefined ? this.remoteAttach?.fields['snd-settle-mode'] : options.sndSettleMode,
+        'rcv-settle-mode': options.rcvSettleMode === undefined ? this.remoteAttach?.fields['rcv-settle-mode'] : options.rcvSettleMode,
+        source: options.source,
+        target: options.target,
+        'initial-delivery-count': this.isSender ? this.deliveryCount : undefined,
+        'max-message-size': receiver && this.maxMessageSize > 0 && !refusing ? BigInt(this.maxMessageSize) : undefined,
+        'offered-capabilities': options.offeredCapabilities,
+        'desired-capabilities': options.desiredCapabilities,
+        properties: options.properties,
+      }),
+    );
+  }
+
+  /** The peer's attach for this link (ours was first, or it starts the link). */
+  onAttach(attach: Composite): void {
+    this.attachReceived = true;
+    this.remoteAttach = attach;
+    if (!this.isSender) {
+      const count = attach.fields['initial-delivery-count'] as number | undefined;
+      if (count === undefined && !this.detachSent && (attach.fields.target !== undefined || attach.fields.source !== undefined)) {
+        throw invalidField('attach.initial-delivery-count is mandatory from a sender');
+      }
+      this.deliveryCount = count ?? 0;
+    }
+  }
+
+  /** The link fields of a flow from the peer. */
+  onFlow(flow: Composite): void {
+    const f = flow.fields;
+    const count = f['delivery-count'] as number | undefined;
+    const credit = f['link-credit'] as number | undefined;
+    if (this.isSender) {
+      // 2.6.7: credit = the receiver's delivery-count + link-credit - ours.
+      if (credit !== undefined) this.credit = Math.max(0, serialDiff(this.deliveryCount, serialAdd(count ?? this.initialCount(), credit)));
+      this.drain = f.drain as boolean;
+    } else {
+      // The sender advanced its delivery-count (a drain, or deliveries we have not seen yet).
+      if (count !== undefined) {
+        const used = serialDiff(this.deliveryCount, count);
+        if (used > 0) this.credit = Math.max(0, this.credit - used);
+        this.deliveryCount = count;
+      }
+      this.available = (f.available as number | undefined) ?? this.available;
+      if (this.credit === 0) this.drain = false;
+    }
+  }
+
+  /** Our flow for this link (echo when the peer asked). */
+  sendFlow(echo: boolean): void {
+    this.session.sendFlow(this, echo);
+  }
+
+  /** One transfer frame for this receiving link. */
+  onTransfer(transfer: Composite, payload: Buffer): Delivery | undefined {
+    if (this.isSender) throw new AmqpError(Condition.notAllowed, `transfer on handle ${this.remoteHandle}, where the peer is the receiver`);
+    const f = transfer.fields;
+    const id = f['delivery-id'] as number | undefined;
+    if (this.detachSent) {
+      // In flight when we detached: dropped, but a new delivery still takes its id in the session.
+      if (id !== undefined) this.session.takeDeliveryIdIfNext(id);
+      return undefined;
+    }
+    let current = this.incoming;
+    if (!current) {
+      if (id === undefined) throw invalidField('transfer.delivery-id is mandatory on the first transfer of a delivery');
+      this.session.takeDeliveryId(id);
+      const tag = f['delivery-tag'] as Buffer | undefined;
+      if (tag === undefined) throw invalidField('transfer.delivery-tag is mandatory on the first transfer of a delivery');
+      const d = new Delivery(this, id, tag, payload, (f['message-format'] as number | undefined) ?? 0, f.settled === true, true);
+      current = { delivery: d, chunks: [], bytes: 0, refused: false };
+      this.deliveryCount = serialAdd(this.deliveryCount, 1);
+      if (this.credit === 0) {
+        this.detach({ condition: Condition.transferLimitExceeded, description: `delivery ${id} came without credit` });
+        return this.violated('transfer-limit-exceeded');
+      }
+      this.credit--;
+      this.incoming = current;
+    } else if (id !== undefined && id !== current.delivery.id) {
+      throw invalidField(`transfer.delivery-id ${id} while delivery ${current.delivery.id} on this link is not complete`);
+    }
+    if (f.aborted === true) {
+      // 2.6.14: an aborted delivery is gone; it takes no settlement.
+      this.incoming = undefined;
+      return undefined;
+    }
+    if (f.settled === true) current.delivery.remoteSettled = true;
+    current.bytes += payload.length;
+    if (this.maxMessageSize > 0 && current.bytes > this.maxMessageSize) {
+      this.detach({ condition: Condition.messageSizeExceeded, description: `delivery ${current.delivery.id} reached ${current.bytes} bytes, over max-message-size ${this.maxMessageSize}` });
+      return this.violated('message-size-exceeded');
+    }
+    if (payload.length > 0) current.chunks.push(payload);
+    if (f.more === true) return undefined;
+    this.incoming = undefined;
+    const d = current.delivery;
+    d.payload = current.chunks.length === 1 ? current.chunks[0]! : Buffer.concat(current.chunks, current.bytes);
+    return d;
+  }
+
+  /** Whether a delivery is partly received (its later frames carry no delivery-id). */
+  get receiving(): boolean {
+    return this.incoming !== undefined;
+  }
+
+  // ---- helpers
+
+  private violated(what: string): undefined {
+    this.session.connection.log('warn', 'link detached for a violation', { link: this.name, violation: what });
+    return undefined;
+  }
+
+  private initialCount(): number {
+    return 0;
+  }
+
+  private sndSettleModeIsSettled(): boolean {
+    // 1 = settled: every delivery is sent settled; the peer's attach decides for links it started.
+    const mode = (this.remoteAttach?.fields['snd-settle-mode'] as number | undefined) ?? 2;
+    return mode === 1;
+  }
+
+  private tagFor(n: number): Buffer {
+    const b = Buffer.allocUnsafe(4);
+    b.writeUInt32BE(n >>> 0);
+    return b;
+  }
+
+  /** The peer's detach. */
+  onDetach(detach: Composite): ErrorInfo | undefined {
+    this.detachReceived = true;
+    this.incoming = undefined;
+    return errorInfoOf(detach.fields.error);
+  }
+}
