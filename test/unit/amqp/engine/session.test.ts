@@ -1,0 +1,151 @@
+// The session state machine: windows, delivery-ids, handles, and dispositions
+// bounded by what is outstanding, driven by scripted frames.
+import { describe, expect, it } from 'vitest';
+import type { Link } from '../../../../src/amqp/engine/link.js';
+import { AMQP_HEADER, CODE, composite, frame, message, perf, v } from '../../../helpers/amqp-frames.js';
+import { ScriptedPeer, type Written } from './scripted-peer.js';
+
+const session = (options = {}, handler = {}) => {
+  const p = new ScriptedPeer(options, handler);
+  p.feed(AMQP_HEADER, perf.open(), perf.begin());
+  p.written();
+  return p;
+};
+const transfers = (w: Written[]) => w.filter((x) => x.kind === 'frame' && x.name === 'transfer');
+
+describe('engine session - begin, end, windows', () => {
+  it('engine session - a begin is answered on our channel with remote-channel, our window and handle-max', () => {
+    const p = new ScriptedPeer({ session: { incomingWindow: 100, handleMax: 9 } });
+    p.feed(AMQP_HEADER, perf.open(), perf.begin({ channel: 5 }));
+    const begin = p.written().find((w) => w.kind === 'frame' && w.name === 'begin');
+    expect(begin!.kind === 'frame' && begin!.fields).toMatchObject({ 'remote-channel': 5, 'incoming-window': 100, 'handle-max': 9 });
+    p.feed(perf.end(5));
+    expect(p.names()).toEqual(['end']);
+    expect(p.eventNames()).toContain('peer-end');
+  });
+
+  it('engine session - transfers past the incoming window in one read end the session with amqp:session:window-violation', () => {
+    const p = session({ session: { incomingWindow: 4 } });
+    p.feed(perf.attach({ name: 'l', handle: 0, role: 'sender', address: 'q' }));
+    p.written();
+    const five = Array.from({ length: 5 }, (_, i) => perf.transfer({ handle: 0, deliveryId: i, tag: `t${i}`, settled: true }, message('m')));
+    p.feed(Buffer.concat(five));
+    expect(p.errorOf('end')).toMatchObject({ condition: 'amqp:session:window-violation' });
+    expect(p.events.filter((e) => e.event === 'transfer')).toHaveLength(4);
+  });
+
+  it('engine session - the window is widened between reads once half is used, so a well-behaved peer never stops', () => {
+    const p = session({ session: { incomingWindow: 4 } });
+    p.feed(perf.attach({ name: 'l', handle: 0, role: 'sender', address: 'q' }));
+    p.written();
+    for (let i = 0; i < 20; i++) p.feed(perf.transfer({ handle: 0, deliveryId: i, tag: `t${i}`, settled: true }, message('m')));
+    expect(p.events.filter((e) => e.event === 'transfer')).toHaveLength(20);
+    const flows = p.written().filter((w) => w.kind === 'frame' && w.name === 'flow');
+    expect(flows.length).toBeGreaterThan(0);
+    expect(flows.at(-1)!.kind === 'frame' && flows.at(-1)!.fields['incoming-window']).toBe(4);
+  });
+});
+
+describe('engine session - delivery-ids and handles', () => {
+  it('engine session - issue-20 case 2: a first transfer without a delivery-id is amqp:invalid-field in a close, not an exit', () => {
+    const p = session();
+    p.feed(perf.attach({ name: 'l', handle: 0, role: 'sender', address: 'q' }), perf.transfer({ handle: 0, tag: 't' }, message('m')));
+    expect(p.errorOf('close')).toMatchObject({ condition: 'amqp:invalid-field', description: expect.stringContaining('delivery-id') });
+  });
+
+  it('engine session - delivery-ids must follow each other in a session', () => {
+    const p = session();
+    p.feed(
+      perf.attach({ name: 'l', handle: 0, role: 'sender', address: 'q' }),
+      perf.transfer({ handle: 0, deliveryId: 7, tag: 'a', settled: true }, message('m')),
+      perf.transfer({ handle: 0, deliveryId: 9, tag: 'b', settled: true }, message('m')),
+    );
+    expect(p.errorOf('close')).toMatchObject({ condition: 'amqp:invalid-field' });
+  });
+
+  it('engine session - a frame on an unattached handle ends the session with amqp:session:unattached-handle', () => {
+    const p = session();
+    p.feed(perf.transfer({ handle: 3, deliveryId: 0, tag: 't' }, message('m')));
+    expect(p.errorOf('end')).toMatchObject({ condition: 'amqp:session:unattached-handle' });
+    const q = session();
+    q.feed(perf.flow({ handle: 3, credit: 1 }));
+    expect(q.errorOf('end')).toMatchObject({ condition: 'amqp:session:unattached-handle' });
+  });
+
+  it('engine session - a handle in use ends the session; a handle over handle-max closes the connection', () => {
+    const p = session();
+    p.feed(perf.attach({ name: 'a', handle: 0, role: 'sender', address: 'q' }), perf.attach({ name: 'b', handle: 0, role: 'sender', address: 'q' }));
+    expect(p.errorOf('end')).toMatchObject({ condition: 'amqp:session:handle-in-use' });
+    const q = session({ session: { handleMax: 3 } });
+    q.feed(perf.attach({ name: 'a', handle: 4, role: 'sender', address: 'q' }));
+    expect(q.errorOf('close')).toMatchObject({ condition: 'amqp:connection:framing-error' });
+  });
+});
+
+describe('engine session - dispositions and shared window', () => {
+  /** A session where we send: the peer's receiver on handle 0 has `credit`. */
+  const sending = (credit: number, count: number) => {
+    let link: Link | undefined;
+    const p = session({}, { onLinkAttach: (l: Link) => ((link = l), l.accept()) });
+    p.feed(perf.attach({ name: 'out', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit }));
+    for (let i = 0; i < count; i++) link!.send(message(`m${i}`), { settled: false });
+    p.written();
+    return { p, link: link! };
+  };
+
+  it('engine session - issue-20 case 5: a disposition first=0 last=0xffffffff settles the outstanding deliveries and visits no others', () => {
+    const { p, link } = sending(10, 3);
+    expect(link.session.outgoingUnsettled.size).toBe(3);
+    p.feed(perf.disposition({ role: 'receiver', first: 0, last: 0xffffffff, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition').map((e) => e.delivery!.outcome)).toEqual(['accepted', 'accepted', 'accepted']);
+    expect(link.session.outgoingUnsettled.size).toBe(0);
+    // Nothing is outstanding now: the same range again is a no-op.
+    p.feed(perf.disposition({ role: 'receiver', first: 0, last: 0xffffffff, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition')).toHaveLength(3);
+  });
+
+  it('engine session - a disposition range that wraps (first > last) covers the top of the id space and the bottom', () => {
+    const { p, link } = sending(10, 2);
+    p.feed(perf.disposition({ role: 'receiver', first: 0xfffffff0, last: 0, settled: true }));
+    expect(link.session.outgoingUnsettled.size).toBe(1);
+    expect([...link.session.outgoingUnsettled.keys()]).toEqual([1]);
+  });
+
+  it('engine session - issue-20 case 4: two links with more credit than the session window send no more than the window, then resume on flow', () => {
+    const links: Link[] = [];
+    const p = new ScriptedPeer({}, { onLinkAttach: (l: Link) => (links.push(l), l.accept()) });
+    p.feed(AMQP_HEADER, perf.open(), perf.begin({ incomingWindow: 2048 }));
+    p.feed(perf.attach({ name: 'a', handle: 0, role: 'receiver', address: 'q', presettled: true }), perf.attach({ name: 'b', handle: 1, role: 'receiver', address: 'q', presettled: true }));
+    p.feed(perf.flow({ handle: 0, credit: 2000, incomingWindow: 2048 }), perf.flow({ handle: 1, credit: 2000, incomingWindow: 2048 }));
+    p.written();
+    const pump = () => {
+      let sent = 0;
+      for (let round = 0; round < 5000; round++) {
+        const l = links.find((x) => x.sendable);
+        if (!l) break;
+        l.send(message('x'));
+        sent++;
+      }
+      return sent;
+    };
+    expect(pump()).toBe(2048);
+    expect(links[0]!.session.remoteWindow).toBe(0);
+    expect(transfers(p.written())).toHaveLength(2048);
+    p.feed(perf.flow({ handle: 0, credit: 2000 - links[0]!.deliveryCount, deliveryCount: links[0]!.deliveryCount, nextIncomingId: 2048, incomingWindow: 2048 }));
+    expect(pump()).toBe(4000 - 2048);
+    expect(transfers(p.written())).toHaveLength(4000 - 2048);
+  });
+
+  it('engine session - a disposition naming deliveries the peer sent settles ours, and one for unknown ids does nothing', () => {
+    const p = session();
+    p.feed(perf.attach({ name: 'in', handle: 0, role: 'sender', address: 'q' }), perf.transfer({ handle: 0, deliveryId: 0, tag: 't', settled: false }, message('m')));
+    const d = p.events.find((e) => e.event === 'transfer')!.delivery!;
+    expect(d.link.session.incomingUnsettled.size).toBe(1);
+    p.feed(frame(composite(CODE.disposition, [v.bool(false), v.uint(100), v.uint(0xffffffff), v.bool(true)])));
+    expect(d.link.session.incomingUnsettled.size).toBe(1);
+    d.accept();
+    const disp = p.written().find((w) => w.kind === 'frame' && w.name === 'disposition');
+    expect(disp!.kind === 'frame' && disp!.fields).toMatchObject({ role: true, first: 0, settled: true });
+    expect(d.link.session.incomingUnsettled.size).toBe(0);
+  });
+});
