@@ -24,6 +24,7 @@ export class EngineHost {
   readonly outcomes: string[] = [];
   readonly logins: string[] = [];
   readonly closes: { condition?: string; description?: string; byPeer: boolean }[] = [];
+  readonly connections: Connection[] = [];
   private readonly consumers = new Set<Link>();
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
@@ -90,6 +91,7 @@ export class EngineHost {
         },
       },
     });
+    this.connections.push(conn);
     new Transport(conn, socket);
   }
 

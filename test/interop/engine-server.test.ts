@@ -6,6 +6,8 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { EngineHost } from '../helpers/engine-host.js';
+import { AMQP_HEADER, message, perf } from '../helpers/amqp-frames.js';
+import { RawPeer } from '../helpers/raw-amqp.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { debianPython } from '../helpers/python.js';
 import { decodeMessage } from '../../src/amqp/engine/message.js';
@@ -104,6 +106,33 @@ describe('engine interop - rhea', () => {
     expect(await closed).toBe('amqp:resource-limit-exceeded');
     expect((await r.next(1))[0]!.message.body).toBe('one');
     await c.close();
+  });
+});
+
+describe('engine interop - back-pressure', () => {
+  it('engine interop - a consumer that does not read its socket gets no more deliveries; when it reads again it gets them all', async () => {
+    const host = await new EngineHost({ anonymous: true }).start();
+    const payload = message('b'.repeat(60_000));
+    const count = 1000; // 60 MB: far more than socket and kernel buffers hold
+    host.queues.set('bp', Array.from({ length: count }, () => payload));
+    const peer = await RawPeer.connect(host.port, { paused: true });
+    try {
+      peer.write(
+        AMQP_HEADER,
+        perf.open(),
+        perf.begin({ incomingWindow: 0x7fffffff }),
+        perf.attach({ name: 'c', handle: 0, role: 'receiver', address: 'bp', presettled: true }),
+        perf.flow({ handle: 0, credit: count, incomingWindow: 0x7fffffff }),
+      );
+      await waitFor(() => host.connections[0] !== undefined && !host.connections[0].writable, { name: 'the socket full' });
+      const left = host.queues.get('bp')!.length;
+      expect(left).toBeGreaterThan(count / 2);
+      peer.socket.resume();
+      await waitFor(() => host.queues.get('bp')!.length === 0 && peer.receivedBytes >= count * payload.length, { name: 'every delivery read', timeout: 60_000 });
+    } finally {
+      peer.destroy();
+      await host.stop();
+    }
   });
 });
 

@@ -48,6 +48,8 @@ export interface ConnectionOptions {
   maxHeartbeatIntervalMs?: number;
   /** Largest SASL frame taken (5.3.1 says 512; clients send more). */
   saslFrameLimit?: number;
+  /** Bytes of output queued in one tick past which senders wait for the next write (back-pressure within a tick). */
+  maxOutputBytes?: number;
   /** Server role: SASL offered with these mechanisms. */
   sasl?: SaslServerOptions;
   /** Server role: refuse a client that skips SASL. */
@@ -74,6 +76,7 @@ const DEFAULTS = {
   minPeerIdleTimeoutMs: 100,
   maxHeartbeatIntervalMs: 30 * 60_000,
   saslFrameLimit: 65536,
+  maxOutputBytes: 1 << 20,
 };
 
 /** Our own frames are at most this big whatever the peer takes: a big message goes in several. */
@@ -101,6 +104,9 @@ export class Connection {
   private stage: Stage = 'header';
   private readonly input = new ByteQueue();
   private output: Buffer[] = [];
+  private outputBytes = 0;
+  /** A sender found no room (socket or output budget): tell the links when there is some. */
+  private sendersWaiting = false;
   private openSent = false;
   private closeSent = false;
   private remoteChannelMax = 65535;
@@ -373,7 +379,25 @@ export class Connection {
   takeOutput(): Buffer[] {
     const out = this.output;
     this.output = [];
+    this.outputBytes = 0;
     return out;
+  }
+
+  /** Whether a transfer may be queued now: the socket takes more and this tick's output is under budget. */
+  hasRoom(): boolean {
+    const room = this.writable && this.outputBytes < this.o.maxOutputBytes;
+    if (!room) this.sendersWaiting = true;
+    return room;
+  }
+
+  /** The transport wrote what was queued and the socket takes more: senders that waited may go on. */
+  written(): void {
+    if (!this.writable || !this.sendersWaiting) return;
+    this.sendersWaiting = false;
+    this.notify((h) => h.onWritable?.(this));
+    for (const s of this.byLocal.values()) {
+      for (const l of s.links) if (l.sendable) this.notify((h) => h.onFlow?.(l));
+    }
   }
 
   get hasOutput(): boolean {
@@ -401,7 +425,11 @@ export class Connection {
     if (this.finished) return;
     const wasEmpty = this.output.length === 0;
     this.output.push(head);
-    if (payload && payload.length > 0) this.output.push(payload);
+    this.outputBytes += head.length;
+    if (payload && payload.length > 0) {
+      this.output.push(payload);
+      this.outputBytes += payload.length;
+    }
     this.lastSent = this.now();
     if (wasEmpty) this.onOutput?.();
   }
@@ -433,10 +461,7 @@ export class Connection {
   drained(): void {
     if (this.writable) return;
     this.writable = true;
-    this.notify((h) => h.onWritable?.(this));
-    for (const s of this.byLocal.values()) {
-      for (const l of s.links) if (l.sendable) this.notify((h) => h.onFlow?.(l));
-    }
+    this.written();
   }
 
   // ---- helpers

@@ -309,7 +309,7 @@ export class Session {
   }
 
   canSendTransfer(): boolean {
-    return this.isOpen && this.remoteIncomingWindow > 0 && this.queued.length === 0 && this.connection.writable;
+    return this.isOpen && this.remoteIncomingWindow > 0 && this.queued.length === 0 && this.connection.hasRoom();
   }
 
   /** A delivery's transfer frames, each at most the peer's max-frame-size; the payload is sliced, not copied. */

@@ -73,6 +73,8 @@ export class Transport {
       if (socket.writableNeedDrain && this.connection.writable) {
         this.connection.writable = false;
         socket.pause();
+      } else {
+        this.connection.written();
       }
     }
     if (this.connection.finished) this.finish();
