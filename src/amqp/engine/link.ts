@@ -249,8 +249,7 @@ export class Link {
       current = { delivery: d, chunks: [], bytes: 0, refused: false };
       this.deliveryCount = serialAdd(this.deliveryCount, 1);
       if (this.credit === 0) {
-        this.detach({ condition: Condition.transferLimitExceeded, description: `delivery ${id} came without credit` });
-        return this.violated('transfer-limit-exceeded');
+        return this.violated({ condition: Condition.transferLimitExceeded, description: `delivery ${id} came without credit` });
       }
       this.credit--;
       this.incoming = current;
@@ -265,8 +264,7 @@ export class Link {
     if (f.settled === true) current.delivery.remoteSettled = true;
     current.bytes += payload.length;
     if (this.maxMessageSize > 0 && current.bytes > this.maxMessageSize) {
-      this.detach({ condition: Condition.messageSizeExceeded, description: `delivery ${current.delivery.id} reached ${current.bytes} bytes, over max-message-size ${this.maxMessageSize}` });
-      return this.violated('message-size-exceeded');
+      return this.violated({ condition: Condition.messageSizeExceeded, description: `delivery ${current.delivery.id} reached ${current.bytes} bytes, over max-message-size ${this.maxMessageSize}` });
     }
     if (payload.length > 0) current.chunks.push(payload);
     if (f.more === true) return undefined;
@@ -283,8 +281,11 @@ export class Link {
 
   // ---- helpers
 
-  private violated(what: string): undefined {
-    this.session.connection.log('warn', 'link detached for a violation', { link: this.name, violation: what });
+  /** A violation scoped to this link: detach it with the error, and tell the host. */
+  private violated(error: ErrorInfo): undefined {
+    this.session.connection.log('warn', 'link detached for a violation', { link: this.name, condition: error.condition, description: error.description });
+    this.detach(error);
+    this.session.connection.notify((h) => h.onLinkDetach?.(this, error, false));
     return undefined;
   }
 

@@ -220,9 +220,11 @@ export class Session {
       if (!link) return;
       link.onFlow(flow);
       this.connection.notify((h) => h.onFlow?.(link));
-      // A drain the host did not answer by sending: the credit is spent now (2.6.7).
-      if (link.isSender && link.drain && link.credit > 0 && !link.detachSent) link.drained();
-      else if (f.echo === true) link.sendFlow(false);
+      // A drain: what the host did not send now is given back (2.6.7), and our flow says the drain is done.
+      if (link.isSender && link.drain && !link.detachSent) {
+        if (link.credit > 0) link.drained();
+        else link.sendFlow(false);
+      } else if (f.echo === true) link.sendFlow(false);
     } else if (f.echo === true) {
       this.sendFlow(undefined, false);
     }

@@ -68,6 +68,7 @@ describe('engine link - receiving', () => {
     expect(p.names()).toEqual([]);
     p.feed(perf.transfer({ handle: 0, more: true }, chunk));
     expect(p.errorOf('detach')).toMatchObject({ condition: 'amqp:link:message-size-exceeded' });
+    expect(p.events.find((e) => e.event === 'detach')!.error).toMatchObject({ condition: 'amqp:link:message-size-exceeded' });
     // The rest of it is dropped; the next delivery on another link takes the next id.
     for (let i = 0; i < 10; i++) p.feed(perf.transfer({ handle: 0, more: true }, chunk));
     p.feed(perf.transfer({ handle: 1, deliveryId: 1, tag: 'u', settled: true }, message('ok')));
