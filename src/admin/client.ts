@@ -1,9 +1,18 @@
 // An AMQP Management client: what `tandem` and the tests use to talk to a
 // broker's $management node. One connection, one request link, one dynamic
-// reply queue; requests are matched to replies by correlation id.
-import rhea, { type Connection, type EventContext, type Receiver, type Sender } from 'rhea';
+// reply queue; requests are matched to replies by correlation id. It runs on
+// tandem's own engine (src/amqp/engine, client role). tlsOptions() and
+// externalMechanisms() below are rhea connect options for the DR bridge, which
+// still connects through rhea.
+import type { ConnectionOptions as TlsOptions } from 'node:tls';
+import rhea from 'rhea';
+import { AmqpClient, AmqpClientError } from '../amqp/engine/client.js';
+import type { Delivery } from '../amqp/engine/delivery.js';
+import type { Link } from '../amqp/engine/link.js';
+import { type Plain, decodeMessage, encodeMessage, toAmqp } from '../amqp/engine/message.js';
+import type { AmqpValue } from '../amqp/engine/types.js';
 import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/errors.js';
-import { isCertificateError, rheaTlsOptions } from './link-tls.js';
+import { isCertificateError, rheaTlsOptions, tlsConnectOptions } from './link-tls.js';
 
 export interface BrokerAddress {
   host: string;
@@ -77,9 +86,40 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+/** The SASL mechanisms a management connection may use: what rhea's client did, so the brokers see the same logins. */
+function mechanismsFor(address: BrokerAddress): string[] | undefined {
+  if (address.external) return ['EXTERNAL', 'ANONYMOUS'];
+  if (address.user === undefined) return undefined; // no SASL layer at all (auth=no takes that)
+  return address.password !== undefined ? ['PLAIN'] : ['ANONYMOUS'];
+}
+
+/** Open properties as AMQP fields: symbol keys, plain values. */
+function openProperties(properties: Record<string, unknown> | undefined): AmqpValue | undefined {
+  if (!properties) return undefined;
+  return { type: 'map', value: Object.entries(properties).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v as Plain)]) };
+}
+
+/** What a failed connect says: the socket's, SASL's or the broker's reason, with a hint where one helps. */
+function connectFailure(address: BrokerAddress, err: unknown): ConnectError {
+  const where = `${address.host}:${address.port}`;
+  const e = err instanceof AmqpClientError ? err : undefined;
+  if (e?.kind === 'timeout') return new ConnectError(e.message);
+  // Bytes that are no AMQP header (a TLS port answering a plaintext client) say what a bare close says.
+  const notAmqp = e?.kind === 'refused' && e.condition === 'amqp:connection:framing-error';
+  if (e?.kind === 'refused' && !notAmqp) {
+    const why = e.reason ?? 'no reason given';
+    // A certificate as the identity, and a broker that offers no EXTERNAL: say what to change.
+    const hint = address.external && /No suitable mechanism/.test(why) ? ' (the broker does not take client certificates as identities: set tls-external-user on it, or give a user in the address)' : '';
+    return new ConnectError(`${where} refused the connection: ${why}${hint}`);
+  }
+  const code = e?.kind === 'socket' ? e.code : undefined;
+  const reason = e?.kind === 'socket' ? `: ${e.reason}` : '';
+  return new ConnectError(`cannot connect to ${where}${reason}${hintFor(address, code, false)}`);
+}
+
 export class ManagementClient {
-  private connection: Connection | undefined;
-  private sender: Sender | undefined;
+  private client: AmqpClient | undefined;
+  private sender: Link | undefined;
   private replyTo: string | undefined;
   private readonly pending = new Map<string, Pending>();
   private nextId = 0;
@@ -98,68 +138,68 @@ export class ManagementClient {
     return client;
   }
 
-  private open(address: BrokerAddress, properties?: Record<string, unknown>): Promise<void> {
-    const container = rhea.create_container({ id: `tandem-cli-${process.pid}` });
-    return new Promise((resolve, reject) => {
-      const fail = (why: string) => {
-        clearTimeout(timer);
-        this.connection?.close();
-        // A host that does not answer would leave the socket connecting for minutes
-        // (TCP resends its SYN): give it up now.
-        const socket = (this.connection as unknown as { socket?: { connecting: boolean; destroy(): void } } | undefined)?.socket;
-        if (socket?.connecting) socket.destroy();
-        reject(new ConnectError(why));
-      };
-      const timer = setTimeout(() => fail(`no answer from ${address.host}:${address.port} within ${this.timeoutMs} ms`), this.timeoutMs);
-      const conn = container.connect({
+  private async open(address: BrokerAddress, properties?: Record<string, unknown>): Promise<void> {
+    const deadline = Date.now() + this.timeoutMs;
+    const mechanisms = mechanismsFor(address);
+    let client: AmqpClient;
+    try {
+      client = await AmqpClient.connect({
         host: address.host,
         port: address.port,
-        username: address.user,
+        tls: address.tls ? (tlsConnectOptions(address.host, { ca: address.ca, cert: address.cert, key: address.key }) as TlsOptions) : undefined,
+        user: address.user,
         password: address.password,
-        reconnect: false,
-        properties,
-        idle_time_out: 0,
-        ...tlsOptions(address),
-      } as never);
-      this.connection = conn;
-      let opened = false;
-      conn.on('connection_open', () => {
-        opened = true;
+        external: address.external,
+        sasl: mechanisms !== undefined,
+        mechanisms,
+        containerId: `tandem-cli-${process.pid}`,
+        properties: openProperties(properties),
+        timeoutMs: this.timeoutMs,
       });
-      conn.on('connection_error', (ctx: EventContext) => {
-        // A SASL failure on our side (no mechanism in common) is in ctx.error, not the connection's.
-        const e = (ctx as unknown as { error?: { description?: string; condition?: string } }).error ?? (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
-        const why = e?.description ?? e?.condition ?? 'no reason given';
-        // A certificate as the identity, and a broker that offers no EXTERNAL: say what to change.
-        const hint = address.external && /No suitable mechanism/.test(why) ? ' (the broker does not take client certificates as identities: set tls-external-user on it, or give a user in the address)' : '';
-        fail(`${address.host}:${address.port} refused the connection: ${why}${hint}`);
-      });
-      conn.on('disconnected', (ctx: EventContext) => {
-        this.lost = true;
-        const e = (ctx as unknown as { error?: Error & { code?: string } }).error;
-        fail(`cannot connect to ${address.host}:${address.port}${e ? `: ${e.message}` : ''}${hintFor(address, e?.code, opened)}`);
-        for (const p of this.pending.values()) p.reject(new ConnectError('connection lost'));
-        this.pending.clear();
-      });
-      conn.on('error', () => undefined);
-      this.sender = conn.open_sender({ target: { address: '$management' } });
-      const receiver: Receiver = conn.open_receiver({ source: { dynamic: true } } as never);
-      receiver.on('receiver_open', (ctx: EventContext) => {
-        this.replyTo = (ctx.receiver as unknown as { source: { address: string } }).source.address;
-        clearTimeout(timer);
-        resolve();
-      });
-      receiver.on('receiver_error', (ctx: EventContext) => {
-        const e = (ctx.receiver as unknown as { error?: { description?: string } }).error;
-        fail(`cannot open a reply link: ${e?.description ?? 'refused'}`);
-      });
-      receiver.on('message', (ctx: EventContext) => this.onReply(ctx));
+    } catch (err) {
+      throw connectFailure(address, err);
+    }
+    this.client = client;
+    client.onClosed = () => {
+      this.lost = true;
+      for (const p of this.pending.values()) {
+        clearTimeout(p.timer);
+        p.reject(new ConnectError('connection lost'));
+      }
+      this.pending.clear();
+    };
+    // The links get what is left of the connect timeout.
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ConnectError(`no answer from ${address.host}:${address.port} within ${this.timeoutMs} ms`)), Math.max(1, deadline - Date.now()));
     });
+    // A promise that loses a race may still reject later: that must not be an unhandled rejection.
+    const handled = <T>(p: Promise<T>): Promise<T> => (p.catch(() => undefined), p);
+    handled(timeout);
+    try {
+      const session = await Promise.race([handled(client.openSession()), timeout]);
+      const links = Promise.all([
+        handled(client.openSender(session, '$management')),
+        handled(client.openReceiver(session, undefined, { dynamic: true })).catch((err: Error) => {
+          throw new ConnectError(`cannot open a reply link: ${(err as AmqpClientError).reason ?? 'refused'}`);
+        }),
+      ]);
+      const [sender, receiver] = await Promise.race([handled(links), timeout]);
+      this.sender = sender;
+      this.replyTo = receiver.source?.fields.address as string | undefined;
+      if (this.replyTo === undefined) throw new ConnectError('cannot open a reply link: the broker gave no reply address');
+      client.receive(receiver, 100, (d) => this.onReply(d));
+    } catch (err) {
+      this.close();
+      throw err instanceof ConnectError ? err : new ConnectError(`cannot connect to ${address.host}:${address.port}: ${(err as Error).message}`);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Send one request; resolves with the reply body, rejects with a TandemError. */
   request(operation: string, type: string | undefined, name: string | undefined, body: Record<string, unknown> = {}): Promise<unknown> {
-    if (!this.sender || !this.replyTo || this.lost) return Promise.reject(new ConnectError('not connected'));
+    if (!this.client || !this.sender || !this.replyTo || this.lost) return Promise.reject(new ConnectError('not connected'));
     const id = `req-${++this.nextId}`;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -167,10 +207,18 @@ export class ManagementClient {
         reject(new ConnectError(`no reply to ${operation} within ${this.timeoutMs} ms`));
       }, this.timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
-      const props: Record<string, unknown> = { operation };
+      const props: Record<string, Plain> = { operation };
       if (type !== undefined) props.type = type;
       if (name !== undefined) props.name = name;
-      this.sender!.send({ message_id: id, reply_to: this.replyTo, application_properties: props, body });
+      const bytes = encodeMessage({ messageId: id, replyTo: this.replyTo, applicationProperties: props, body: body as Plain });
+      // The reply answers the request; the send's own outcome only matters if it fails.
+      this.client!.send(this.sender!, bytes).catch((err: Error) => {
+        const p = this.pending.get(id);
+        if (!p) return;
+        this.pending.delete(id);
+        clearTimeout(p.timer);
+        p.reject(new ConnectError(`cannot send ${operation}: ${err.message}`));
+      });
     });
   }
 
@@ -178,22 +226,28 @@ export class ManagementClient {
     this.lost = true;
     for (const p of this.pending.values()) clearTimeout(p.timer);
     this.pending.clear();
-    this.connection?.close();
+    this.client?.close().catch(() => undefined);
   }
 
-  private onReply(ctx: EventContext): void {
-    const m = ctx.message as unknown as { correlation_id?: unknown; application_properties?: Record<string, unknown>; body?: unknown };
-    const id = String(m.correlation_id);
+  private onReply(delivery: Delivery): void {
+    delivery.accept();
+    let m: ReturnType<typeof decodeMessage>;
+    try {
+      m = decodeMessage(delivery.payload);
+    } catch {
+      return; // not a reply we can read: no request is answered by it
+    }
+    const id = String(m.properties['correlation-id']);
     const p = this.pending.get(id);
     if (!p) return;
     this.pending.delete(id);
     clearTimeout(p.timer);
-    const status = Number(m.application_properties?.statusCode ?? 500);
-    const description = String(m.application_properties?.statusDescription ?? '');
+    const status = Number(m.applicationProperties.statusCode ?? 500);
+    const description = String(m.applicationProperties.statusDescription ?? '');
     if (status >= 200 && status < 300) p.resolve(m.body);
     else {
       // The error's own code when the broker names it (a tandem broker does); else the status's.
-      const named = m.application_properties?.errorCode;
+      const named = m.applicationProperties.errorCode;
       p.reject(new TandemError(isErrorCode(named) ? named : errorOfManagementStatus(status), description || `status ${status}`));
     }
   }

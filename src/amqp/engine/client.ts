@@ -25,6 +25,8 @@ export interface ClientOptions {
   external?: boolean;
   /** false: no SASL layer at all (a broker with auth=no takes that). */
   sasl?: boolean;
+  /** The SASL mechanisms we may use, in order of preference (default: see SaslClientOptions). */
+  mechanisms?: string[];
   containerId?: string;
   hostname?: string;
   idleTimeoutMs?: number;
@@ -35,6 +37,13 @@ export interface ClientOptions {
   log?: LogHook;
 }
 
+/**
+ * What went wrong: `socket` (the socket failed: `code`), `timeout`, `refused` (SASL
+ * or the peer's close, with its condition), `closed` (the connection went without a
+ * reason), or `link` (an end or detach).
+ */
+export type ClientFailure = 'socket' | 'timeout' | 'refused' | 'closed' | 'link';
+
 /** A failure the peer reported (close, end, detach, rejected) or the connection's loss. */
 export class AmqpClientError extends Error {
   constructor(
@@ -42,6 +51,9 @@ export class AmqpClientError extends Error {
     readonly condition: string | undefined,
     /** The socket's own error code, when the socket failed (ECONNREFUSED, a certificate error...). */
     readonly code?: string,
+    readonly kind: ClientFailure = 'link',
+    /** The peer's or the socket's own words, without ours around them. */
+    readonly reason?: string,
   ) {
     super(message);
     this.name = 'AmqpClientError';
@@ -81,7 +93,10 @@ export class AmqpClient {
     const handler: EngineHandler = {
       onOpen: () => opened.resolve(),
       onClose: (_c, error, byPeer) => {
-        const err = error && error.condition !== 'amqp:connection:forced' ? new AmqpClientError(`${byPeer ? 'closed by the peer' : 'closed'}: ${describe(error, 'no reason given')}`, error.condition) : new AmqpClientError('the connection closed', error?.condition);
+        const err =
+          error && error.condition !== 'amqp:connection:forced'
+            ? new AmqpClientError(`${byPeer ? 'closed by the peer' : 'closed'}: ${describe(error, 'no reason given')}`, error.condition, undefined, 'refused', error.description ?? error.condition)
+            : new AmqpClientError('the connection closed', error?.condition, undefined, 'closed');
         this.gone(err);
         opened.reject(err);
       },
@@ -103,7 +118,7 @@ export class AmqpClient {
           waitersOf(link).opened = undefined;
         }
       },
-      onLinkDetach: (link, error) => this.linkGone(link, new AmqpClientError(`link ${link.name} detached: ${describe(error, 'no reason given')}`, error?.condition)),
+      onLinkDetach: (link, error) => this.linkGone(link, new AmqpClientError(`link ${link.name} detached: ${describe(error, 'no reason given')}`, error?.condition, undefined, 'link', error?.description)),
       onLinkAttach: (link) => link.refuse({ condition: 'amqp:not-allowed', description: 'this client takes no links' }),
       onTransfer: (link, delivery) => {
         const w = waitersOf(link);
@@ -135,7 +150,7 @@ export class AmqpClient {
       idleTimeoutMs: options.idleTimeoutMs,
       maxFrameSize: options.maxFrameSize,
       properties: options.properties,
-      saslClient: options.sasl === false ? undefined : { user: options.user, password: options.password, external: options.external },
+      saslClient: options.sasl === false ? undefined : { user: options.user, password: options.password, external: options.external, mechanisms: options.mechanisms },
       handler,
       log: options.log,
     });
@@ -152,10 +167,11 @@ export class AmqpClient {
       const socket = options.tls ? tlsConnect({ host: options.host, port: options.port, servername: options.host, ...options.tls }) : netConnect({ host: options.host, port: options.port });
       let client: AmqpClient | undefined;
       let settled = false;
+      const timeoutMs = options.timeoutMs ?? 10_000;
       const timer = setTimeout(() => {
-        finish(new AmqpClientError(`no answer from ${options.host}:${options.port} within ${options.timeoutMs} ms`, undefined));
+        finish(new AmqpClientError(`no answer from ${options.host}:${options.port} within ${timeoutMs} ms`, undefined, undefined, 'timeout'));
         socket.destroy();
-      }, options.timeoutMs ?? 10_000);
+      }, timeoutMs);
       const finish = (err: Error | undefined) => {
         if (settled) return;
         settled = true;
@@ -163,8 +179,8 @@ export class AmqpClient {
         if (err) reject(err);
         else resolve(client!);
       };
-      socket.once('error', (err: Error & { code?: string }) => finish(new AmqpClientError(`cannot connect to ${options.host}:${options.port}: ${err.message}`, undefined, err.code)));
-      socket.once('close', () => finish(new AmqpClientError(`the connection to ${options.host}:${options.port} closed before it opened`, undefined)));
+      socket.once('error', (err: Error & { code?: string }) => finish(new AmqpClientError(`cannot connect to ${options.host}:${options.port}: ${err.message}`, undefined, err.code, 'socket', err.message)));
+      socket.once('close', () => finish(new AmqpClientError(`the connection to ${options.host}:${options.port} closed before it opened`, undefined, undefined, 'closed')));
       client = new AmqpClient(socket, options, { resolve: () => finish(undefined), reject: finish });
     });
   }

@@ -45,7 +45,8 @@ export function toAmqp(v: Plain): AmqpValue {
   if (typeof v === 'number') return Number.isSafeInteger(v) ? { type: 'long', value: BigInt(v) } : { type: 'double', value: v };
   if (Buffer.isBuffer(v)) return { type: 'binary', value: v };
   if (Array.isArray(v)) return { type: 'list', value: v.map(toAmqp) };
-  return { type: 'map', value: Object.entries(v).map(([k, x]) => [{ type: 'string', value: k }, toAmqp(x)]) };
+  // An undefined property is absent, as if it were not there (not a null).
+  return { type: 'map', value: Object.entries(v).filter(([, x]) => x !== undefined).map(([k, x]) => [{ type: 'string', value: k }, toAmqp(x)]) };
 }
 
 /** An AMQP value as plain JavaScript: 64-bit integers as numbers when they fit, maps as objects keyed by their keys' text. */
@@ -53,9 +54,10 @@ export function fromAmqp(v: AmqpValue): unknown {
   switch (v.type) {
     case 'null':
       return null;
+    case 'timestamp':
+      return new Date(Number(v.value));
     case 'ulong':
     case 'long':
-    case 'timestamp':
       return v.value >= BigInt(Number.MIN_SAFE_INTEGER) && v.value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v.value) : v.value;
     case 'list':
     case 'array':

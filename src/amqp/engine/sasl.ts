@@ -25,6 +25,8 @@ export interface SaslClientOptions {
   password?: string;
   /** Log in as the identity of our TLS client certificate (EXTERNAL). */
   external?: boolean;
+  /** The mechanisms we may use, in our order of preference; default EXTERNAL (if external), PLAIN (if a user), ANONYMOUS. */
+  mechanisms?: string[];
 }
 
 /** What a SASL machine asks its connection to do next. */
@@ -115,7 +117,7 @@ export class SaslClient {
       if (this.chosen !== undefined) throw new AmqpError(Condition.notAllowed, 'sasl-mechanisms received twice');
       const offered = body.fields['sasl-server-mechanisms'] as string[];
       const o = this.options;
-      const wanted = [...(o.external ? ['EXTERNAL'] : []), ...(o.user !== undefined ? ['PLAIN'] : []), 'ANONYMOUS'];
+      const wanted = o.mechanisms ?? [...(o.external ? ['EXTERNAL'] : []), ...(o.user !== undefined ? ['PLAIN'] : []), 'ANONYMOUS'];
       const pick = wanted.find((m) => offered.includes(m));
       if (!pick) return [{ kind: 'failed', description: `No suitable mechanism: the server offers ${offered.join(', ') || 'none'}` }];
       this.chosen = pick;
