@@ -40,7 +40,7 @@ export interface ConnectionOptions {
   channelMax?: number;
   /** Close a connection silent this long (advertised in open); 0: never. */
   idleTimeoutMs?: number;
-  /** Largest message a receiving link takes (advertised in attach); 0: any. */
+  /** Largest message a receiving link takes (advertised in attach; default 100 MiB); 0: any. */
   maxMessageSize?: number;
   /** A peer asking for heartbeats more often than every half of this is refused. */
   minPeerIdleTimeoutMs?: number;
@@ -72,7 +72,8 @@ const DEFAULTS = {
   maxFrameSize: 65536,
   channelMax: 255,
   idleTimeoutMs: 0,
-  maxMessageSize: 0,
+  // Bounded by default: a receiving link assembles a multi-frame delivery in memory.
+  maxMessageSize: 100 * 1024 * 1024,
   minPeerIdleTimeoutMs: 100,
   maxHeartbeatIntervalMs: 30 * 60_000,
   saslFrameLimit: 65536,

@@ -18,6 +18,7 @@ import {
   FRAME_HEADER_SIZE,
   type Frame,
   FrameType,
+  MIN_MAX_FRAME_SIZE,
   payloadOf,
   ProtocolId,
   readFrame,
@@ -28,9 +29,6 @@ import {
 import type { AmqpValue } from './types.js';
 
 /** Where the conversation is, as the client's bytes tell it. */
-/** The smallest max-frame-size a peer may declare (spec 2.7.1, MIN-MAX-FRAME-SIZE). */
-export const MIN_MAX_FRAME_SIZE = 512;
-
 export type GuardStage = 'header' | 'sasl' | 'open' | 'opened' | 'closed';
 
 export interface GuardViolation {

@@ -157,6 +157,7 @@ export class Link {
     const limit = this.remoteMaxMessageSize;
     if (limit > 0 && payload.length > limit) throw new AmqpError(Condition.messageSizeExceeded, `a message of ${payload.length} bytes is over the peer's max-message-size ${limit}`);
     const tag = options.tag ?? this.tagFor(this.nextTag++);
+    if (tag.length > 32) throw new AmqpError(Condition.invalidField, `a delivery-tag of ${tag.length} bytes is longer than 32 (2.8.7)`);
     const settled = options.settled ?? this.sndSettleModeIsSettled();
     const d = new Delivery(this, this.session.allocateDeliveryId(), tag, payload, options.messageFormat ?? 0, settled, false);
     this.credit--;
@@ -210,7 +211,8 @@ export class Link {
     const credit = f['link-credit'] as number | undefined;
     if (this.isSender) {
       // 2.6.7: credit = the receiver's delivery-count + link-credit - ours.
-      if (credit !== undefined) this.credit = Math.max(0, serialDiff(this.deliveryCount, serialAdd(count ?? this.initialCount(), credit)));
+      // The counts are close (serial arithmetic); the credit may be up to 2^32-1, so it is added as is.
+      if (credit !== undefined) this.credit = Math.max(0, credit + serialDiff(this.deliveryCount, count ?? this.initialCount()));
       this.drain = f.drain as boolean;
     } else {
       // The sender advanced its delivery-count (a drain, or deliveries we have not seen yet).

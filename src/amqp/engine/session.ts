@@ -210,9 +210,9 @@ export class Session {
     const f = flow.fields;
     const blocked = !this.canSendTransfer();
     // 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(ours).
+    // The ids are close to each other (serial arithmetic); the window may be up to 2^32-1, so it is added as is.
     const nii = (f['next-incoming-id'] as number | undefined) ?? 0;
-    const window = serialDiff(this.nextOutgoingId, serialAdd(nii, f['incoming-window'] as number));
-    this.remoteIncomingWindow = Math.max(0, window);
+    this.remoteIncomingWindow = Math.max(0, (f['incoming-window'] as number) + serialDiff(this.nextOutgoingId, nii));
     this.sendQueued();
     const handle = f.handle as number | undefined;
     if (handle !== undefined) {
@@ -332,7 +332,9 @@ export class Session {
       }
       fields.more = true;
       let head = frameHead(FrameType.amqp, this.channel, describedList('transfer', fields), 0);
+      // The head is under 100 bytes (the tag is at most 32), max-frame-size at least 512.
       const room = maxFrame - head.length;
+      if (room <= 0) throw new AmqpError(Condition.internalError, `a transfer head of ${head.length} bytes does not fit max-frame-size ${maxFrame}`);
       const rest = d.payload.length - offset;
       const take = Math.min(room, rest);
       if (take === rest) {

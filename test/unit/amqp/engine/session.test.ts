@@ -136,6 +136,16 @@ describe('engine session - dispositions and shared window', () => {
     expect(transfers(p.written())).toHaveLength(4000 - 2048);
   });
 
+  it('engine session - an incoming-window and a link-credit of 2^32-1 are taken as given, not wrapped to nothing', () => {
+    let link: Link | undefined;
+    const p = new ScriptedPeer({}, { onLinkAttach: (l: Link) => ((link = l), l.accept()) });
+    p.feed(AMQP_HEADER, perf.open(), perf.begin({ incomingWindow: 0xffffffff }), perf.attach({ name: 'o', handle: 0, role: 'receiver', address: 'q' }));
+    p.feed(perf.flow({ handle: 0, credit: 0xffffffff, incomingWindow: 0xffffffff }));
+    expect(link!.credit).toBe(0xffffffff);
+    expect(link!.session.remoteWindow).toBe(0xffffffff);
+    expect(link!.sendable).toBe(true);
+  });
+
   it('engine session - a disposition naming deliveries the peer sent settles ours, and one for unknown ids does nothing', () => {
     const p = session();
     p.feed(perf.attach({ name: 'in', handle: 0, role: 'sender', address: 'q' }), perf.transfer({ handle: 0, deliveryId: 0, tag: 't', settled: false }, message('m')));
