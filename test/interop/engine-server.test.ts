@@ -8,7 +8,7 @@ import { waitFor } from '../helpers/broker.js';
 import { EngineHost } from '../helpers/engine-host.js';
 import { AMQP_HEADER, message, perf } from '../helpers/amqp-frames.js';
 import { RawPeer } from '../helpers/raw-amqp.js';
-import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { type ConnectOptions, TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { debianPython } from '../helpers/python.js';
 import { decodeMessage } from '../../src/amqp/engine/message.js';
 
@@ -34,6 +34,9 @@ function py(args: string[], timeoutMs = 30_000): Promise<PyResult> {
   });
 }
 
+/** rhea's connect options (its typings leave out the SASL ones: username, password, max_frame_size). */
+const rheaTo = (port: number, options: Record<string, unknown>) => TestClient.connect({ port, ...options } as ConnectOptions);
+
 const bodies = (host: EngineHost, address: string) => (host.queues.get(address) ?? []).map((b) => String(decodeMessage(b).body));
 
 let plain: EngineHost;
@@ -51,14 +54,14 @@ afterAll(async () => {
 
 describe('engine interop - rhea', () => {
   it('engine interop - rhea logs in with PLAIN; a wrong password is refused by SASL', async () => {
-    const c = await TestClient.connect({ port: plain.port, username: 'alice', password: 'alice-pw' });
+    const c = await rheaTo(plain.port, { username: 'alice', password: 'alice-pw' });
     expect(plain.logins).toContain('alice');
     await c.close();
-    await expect(TestClient.connect({ port: plain.port, username: 'alice', password: 'nope' })).rejects.toThrow();
+    await expect(rheaTo(plain.port, { username: 'alice', password: 'nope' })).rejects.toThrow();
   });
 
   it('engine interop - rhea with ANONYMOUS sends with settlement and receives back, accepting', async () => {
-    const c = await TestClient.connect({ port: anonymous.port, username: 'anon' });
+    const c = await rheaTo(anonymous.port, { username: 'anon' });
     const outcomes = await c.send('rq', ['a', 'b', 'c']);
     expect(outcomes.map((o) => o.state)).toEqual(['accepted', 'accepted', 'accepted']);
     expect(bodies(anonymous, 'rq')).toEqual(['a', 'b', 'c']);
@@ -70,7 +73,7 @@ describe('engine interop - rhea', () => {
 
   it('engine interop - multi-frame messages both ways: rhea sends 100 KB into 1 KiB frames, and receives them with its own 1 KiB frames', async () => {
     const big = 'z'.repeat(100_000);
-    const c = await TestClient.connect({ port: anonymous.port, username: 'anon', max_frame_size: 1024 });
+    const c = await rheaTo(anonymous.port, { username: 'anon', max_frame_size: 1024 });
     expect((await c.send('big', [big, big])).map((o) => o.state)).toEqual(['accepted', 'accepted']);
     const got = await c.receiveAndAccept('big', 2);
     expect(got.map((m) => bodyOf(m))).toEqual([big, big]);
@@ -78,16 +81,16 @@ describe('engine interop - rhea', () => {
   });
 
   it('engine interop - a message over max-message-size detaches rhea\'s sender with amqp:link:message-size-exceeded', async () => {
-    const c = await TestClient.connect({ port: plain.port, username: 'alice', password: 'alice-pw' });
+    const c = await rheaTo(plain.port, { username: 'alice', password: 'alice-pw' });
     const outcomes = await c.send('huge', ['h'.repeat((1 << 20) + 10)]).catch((err: Error & { condition?: string }) => err);
     expect(String((outcomes as Error).message ?? outcomes)).toMatch(/message-size-exceeded/);
     await c.close();
   });
 
   it('engine interop - drain: rhea asks for 10 with drain on an empty queue and gets its credit back at once', async () => {
-    const c = await TestClient.connect({ port: anonymous.port, username: 'anon' });
+    const c = await rheaTo(anonymous.port, { username: 'anon' });
     const r = await c.openReceiver('empty');
-    const drained = new Promise<number>((done) => r.receiver.once('receiver_drained', () => done(r.receiver.credit)));
+    const drained = new Promise<number>((done) => r.receiver.once('receiver_drained', () => done((r.receiver as unknown as { credit: number }).credit)));
     r.receiver.drain = true;
     r.receiver.add_credit(10);
     expect(await drained).toBe(0);
@@ -95,7 +98,7 @@ describe('engine interop - rhea', () => {
   });
 
   it('engine interop - detach with error: a refused attach and a consumer detached by the host both reach rhea with their conditions', async () => {
-    const c = await TestClient.connect({ port: anonymous.port, username: 'anon' });
+    const c = await rheaTo(anonymous.port, { username: 'anon' });
     await expect(c.openSender('forbidden')).rejects.toMatchObject({ condition: 'amqp:unauthorized-access' });
     await c.send('detach-after-1', ['one', 'two']);
     const r = await c.openReceiver('detach-after-1');
@@ -147,7 +150,7 @@ describe('engine interop - python-proton', () => {
 
   it('engine interop - proton with ANONYMOUS receives what rhea sent, multi-frame included, and accepts it', async () => {
     const big = 'p'.repeat(30_000);
-    const c = await TestClient.connect({ port: anonymous.port, username: 'anon' });
+    const c = await rheaTo(anonymous.port, { username: 'anon' });
     await c.send('to-proton', ['small', big]);
     await c.close();
     const got = await py(['receive', `127.0.0.1:${anonymous.port}`, 'to-proton', '--count', '2', '--credit', '2', '--mechs', 'ANONYMOUS']);

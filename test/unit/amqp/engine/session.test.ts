@@ -40,9 +40,9 @@ describe('engine session - begin, end, windows', () => {
     p.written();
     for (let i = 0; i < 20; i++) p.feed(perf.transfer({ handle: 0, deliveryId: i, tag: `t${i}`, settled: true }, message('m')));
     expect(p.events.filter((e) => e.event === 'transfer')).toHaveLength(20);
-    const flows = p.written().filter((w) => w.kind === 'frame' && w.name === 'flow');
+    const flows = p.written().filter((w): w is Written & { kind: 'frame' } => w.kind === 'frame' && w.name === 'flow');
     expect(flows.length).toBeGreaterThan(0);
-    expect(flows.at(-1)!.kind === 'frame' && flows.at(-1)!.fields['incoming-window']).toBe(4);
+    expect(flows.at(-1)!.fields['incoming-window']).toBe(4);
   });
 });
 
