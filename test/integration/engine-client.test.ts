@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../../src/admin/users.js';
-import { AmqpClient } from '../../src/amqp/engine/client.js';
+import { AmqpClient, AmqpClientError } from '../../src/amqp/engine/client.js';
 import type { Delivery } from '../../src/amqp/engine/delivery.js';
 import { decodeMessage, encodeMessage } from '../../src/amqp/engine/message.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
@@ -87,5 +87,21 @@ describe('engine client - against tandemd', () => {
     await c.drain(receiver);
     expect(receiver.credit).toBe(0);
     expect(c.isOpen).toBe(true);
+  });
+
+  it('engine client - without SASL against auth=no, a refused attach rejects with the broker\'s condition and the session goes on', async () => {
+    const open = await TestBroker.start({ args: ['--auto-create', 'no'] });
+    const c = await AmqpClient.connect({ host: '127.0.0.1', port: open.port, sasl: false, timeoutMs: 10_000 });
+    clients.push(c);
+    const session = await c.openSession();
+    const refused = await c.openSender(session, 'no-such-queue').then(
+      () => undefined,
+      (err: AmqpClientError) => err,
+    );
+    expect(refused).toBeInstanceOf(AmqpClientError);
+    expect(refused!.kind).toBe('link');
+    expect(refused!.condition).toBe('amqp:not-found');
+    const replies = await c.openReceiver(session, undefined, { dynamic: true });
+    expect(replies.source?.fields.address).toBeTruthy();
   });
 });
