@@ -3,7 +3,9 @@
 // queues by address. Foreign clients (rhea, python-proton) talk to it in the
 // interop tests. Special addresses: `forbidden` refuses the attach; a consumer of
 // `detach-after-1` is detached with an error after its first message.
+import { readFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
+import { type TLSSocket, createServer as createTlsServer } from 'node:tls';
 import { Connection } from '../../src/amqp/engine/connection.js';
 import type { Delivery } from '../../src/amqp/engine/delivery.js';
 import type { Link } from '../../src/amqp/engine/link.js';
@@ -16,6 +18,8 @@ export interface EngineHostOptions {
   maxMessageSize?: number;
   /** Credit each receiving link is given (and kept topped up to). */
   credit?: number;
+  /** Serve TLS (PEM file paths); a client certificate the CA signed logs in with EXTERNAL as its CN. */
+  tls?: { cert: string; key: string; ca: string };
 }
 
 export class EngineHost {
@@ -33,7 +37,10 @@ export class EngineHost {
   constructor(private readonly options: EngineHostOptions = {}) {}
 
   async start(): Promise<this> {
-    this.server = createServer((socket) => this.accept(socket));
+    const tls = this.options.tls;
+    this.server = tls
+      ? createTlsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key), ca: readFileSync(tls.ca), requestCert: true, rejectUnauthorized: false }, (socket) => this.accept(socket))
+      : createServer((socket) => this.accept(socket));
     await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
     this.port = (this.server.address() as { port: number }).port;
     return this;
@@ -55,6 +62,8 @@ export class EngineHost {
     socket.on('close', () => this.sockets.delete(socket));
     const users = this.options.users;
     const credit = this.options.credit ?? 100;
+    const tlsSocket = this.options.tls ? (socket as TLSSocket) : undefined;
+    const cn = tlsSocket?.authorized ? (tlsSocket.getPeerCertificate().subject?.CN as string | undefined) : undefined;
     const conn = new Connection({
       role: 'server',
       containerId: 'engine-host',
@@ -63,6 +72,7 @@ export class EngineHost {
       sasl: {
         anonymous: this.options.anonymous ?? !users,
         plain: users ? async (user, password) => (users[user] === password ? user : undefined) : undefined,
+        externalIdentity: cn,
       },
       handler: {
         onSaslDone: (_c, identity) => this.logins.push(identity),

@@ -5,6 +5,7 @@ import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
+import { makeCerts } from '../helpers/certs.js';
 import { EngineHost } from '../helpers/engine-host.js';
 import { AMQP_HEADER, message, perf } from '../helpers/amqp-frames.js';
 import { RawPeer } from '../helpers/raw-amqp.js';
@@ -166,5 +167,25 @@ describe('engine interop - python-proton', () => {
     const released = await py(['receive', `127.0.0.1:${anonymous.port}`, 'pbig', '--count', '1', '--credit', '1', '--outcome', 'release', '--mechs', 'ANONYMOUS']);
     expect(released).toMatchObject({ ok: true });
     await waitFor(() => (anonymous.queues.get('pbig') ?? []).length === 1, { name: 'the released message back in the queue' });
+  });
+});
+
+describe('engine interop - TLS', () => {
+  it('engine interop - over TLS, proton logs in with SASL EXTERNAL as its certificate names it; without a verified certificate EXTERNAL is not offered', async () => {
+    const certs = makeCerts();
+    const host = await new EngineHost({ anonymous: false, users: {}, tls: { cert: certs.brokerCert, key: certs.brokerKey, ca: certs.ca } }).start();
+    try {
+      const alice = certs.client('alice');
+      const url = `amqps://localhost:${host.port}`;
+      const sent = await py(['send', url, 'tq', '--count', '2', '--mechs', 'EXTERNAL', '--ca', certs.ca, '--cert', alice.cert, '--key', alice.key]);
+      expect(sent).toMatchObject({ ok: true });
+      expect(host.logins).toEqual(['alice']);
+      expect(bodies(host, 'tq')).toEqual(['py0', 'py1']);
+      const anonymousTry = await py(['send', url, 'tq', '--mechs', 'EXTERNAL', '--ca', certs.ca, '--timeout', '5']);
+      expect(anonymousTry.ok).toBe(false);
+    } finally {
+      await host.stop();
+      certs.remove();
+    }
   });
 });
