@@ -25,6 +25,8 @@ export class Transport {
     private readonly options: TransportOptions = {},
   ) {
     connection.onOutput = () => this.schedule();
+    // Writes are already gathered per tick: Nagle would only hold the last one back (a reply, a disposition).
+    socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => {
       connection.feed(chunk);
       this.afterWork();
