@@ -12,7 +12,7 @@ import type { Link } from '../amqp/engine/link.js';
 import { type Plain, decodeMessage, encodeMessage, toAmqp } from '../amqp/engine/message.js';
 import type { AmqpValue } from '../amqp/engine/types.js';
 import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/errors.js';
-import { isCertificateError, rheaTlsOptions, tlsConnectOptions } from './link-tls.js';
+import { describeRevocation, isCertificateError, rheaTlsOptions, tlsConnectOptions } from './link-tls.js';
 
 export interface BrokerAddress {
   host: string;
@@ -26,6 +26,8 @@ export interface BrokerAddress {
   /** PEM client certificate chain and key, for a broker that asks for one. */
   cert?: string;
   key?: string;
+  /** CRLs (one PEM string each) the broker's chain is checked against (--tls-crl, ha-tls-crl, dr-tls-crl). */
+  crl?: string[];
   /** Log in with SASL EXTERNAL: the client certificate names the user (no user, no password). */
   external?: boolean;
 }
@@ -42,7 +44,7 @@ export function parseBrokerAddress(text: string, defaultPort = 5672): BrokerAddr
 
 /** rhea's connect options for TLS (verified against address.ca, or the system's CAs) and SASL EXTERNAL. */
 export function tlsOptions(address: BrokerAddress): Record<string, unknown> {
-  const tls = rheaTlsOptions(address.host, address.tls ? { ca: address.ca, cert: address.cert, key: address.key } : undefined);
+  const tls = rheaTlsOptions(address.host, address.tls ? { ca: address.ca, cert: address.cert, key: address.key, crl: address.crl } : undefined);
   return address.external ? { ...tls, ...externalMechanisms() } : tls;
 }
 
@@ -62,6 +64,8 @@ export function externalMechanisms(): Record<string, unknown> {
 function hintFor(address: BrokerAddress, errorCode: string | undefined, opened: boolean): string {
   if (opened) return '';
   if (address.tls && isCertificateError(errorCode)) {
+    const revocation = address.crl ? describeRevocation(errorCode, '--tls-crl', "the broker's") : undefined;
+    if (revocation) return ` (${revocation})`;
     return address.ca
       ? " (the broker's TLS certificate is not signed by the --tls-ca given, or does not name this host)"
       : " (the broker's TLS certificate does not verify against the system CAs: give --tls-ca FILE with the CA that signed it)";
@@ -146,7 +150,7 @@ export class ManagementClient {
       client = await AmqpClient.connect({
         host: address.host,
         port: address.port,
-        tls: address.tls ? (tlsConnectOptions(address.host, { ca: address.ca, cert: address.cert, key: address.key }) as TlsOptions) : undefined,
+        tls: address.tls ? (tlsConnectOptions(address.host, { ca: address.ca, cert: address.cert, key: address.key, crl: address.crl }) as TlsOptions) : undefined,
         user: address.user,
         password: address.password,
         external: address.external,

@@ -5,6 +5,7 @@
 // and an amqps: address never becomes a plaintext connection.
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import { readCrlFile } from './crl.js';
 
 /** PEM contents (not paths) for one kind of outgoing link. */
 export interface LinkTls {
@@ -13,6 +14,12 @@ export interface LinkTls {
   /** Our client certificate chain and key, for peers that ask for one (and for SASL EXTERNAL). */
   cert?: string;
   key?: string;
+  /**
+   * CRLs, one PEM string each, that the peer's chain is checked against (src/admin/crl.ts:
+   * every CA of the chain needs one). Refreshed in place on SIGHUP (peer-addresses.ts), so
+   * every holder of this array sees the new lists at its next connection.
+   */
+  crl?: string[];
 }
 
 /** The files a LinkTls is read from (config keys such as ha-tls-ca, or CLI options). */
@@ -20,6 +27,7 @@ export interface LinkTlsFiles {
   ca?: string;
   cert?: string;
   key?: string;
+  crl?: string;
 }
 
 /**
@@ -27,7 +35,7 @@ export interface LinkTlsFiles {
  * the error: a file that cannot be read is a mistake to report, never a reason to
  * connect without it.
  */
-export function readLinkTls(files: LinkTlsFiles, names: { ca: string; cert: string; key: string }, fail: (message: string) => Error): LinkTls {
+export function readLinkTls(files: LinkTlsFiles, names: { ca: string; cert: string; key: string; crl: string }, fail: (message: string) => Error): LinkTls {
   if ((files.cert === undefined) !== (files.key === undefined)) throw fail(`${names.cert} and ${names.key} must be given together`);
   const read = (path: string | undefined, name: string): string | undefined => {
     if (path === undefined) return undefined;
@@ -37,7 +45,9 @@ export function readLinkTls(files: LinkTlsFiles, names: { ca: string; cert: stri
       throw fail(`cannot read ${name} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
   };
-  return { ca: read(files.ca, names.ca), cert: read(files.cert, names.cert), key: read(files.key, names.key) };
+  const tls: LinkTls = { ca: read(files.ca, names.ca), cert: read(files.cert, names.cert), key: read(files.key, names.key) };
+  if (files.crl !== undefined) tls.crl = readCrlFile(files.crl, names.crl, fail).pems;
+  return tls;
 }
 
 /**
@@ -50,6 +60,8 @@ export function tlsConnectOptions(host: string, tls: LinkTls): Record<string, un
     rejectUnauthorized: true,
     ...(tls.ca !== undefined ? { ca: [tls.ca] } : {}),
     ...(tls.cert !== undefined ? { cert: tls.cert, key: tls.key } : {}),
+    // A copy: the array is refreshed in place on SIGHUP, a connection keeps what it started with.
+    ...(tls.crl !== undefined ? { crl: [...tls.crl] } : {}),
     // SNI may not carry an IP address (RFC 6066); the certificate is still checked against
     // the IP (Node's checkServerIdentity uses the host when servername is empty).
     servername: isIP(host) ? '' : host,
@@ -64,7 +76,30 @@ export function rheaTlsOptions(host: string, tls: LinkTls | undefined): Record<s
 
 /** Node's error codes for a peer certificate that does not verify or does not name the host. */
 export function isCertificateError(code: string | undefined): boolean {
-  return code !== undefined && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER|UNABLE_TO_VERIFY|HOSTNAME/.test(code);
+  return code !== undefined && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER|UNABLE_TO_VERIFY|HOSTNAME|CRL/.test(code);
+}
+
+/**
+ * The revocation errors OpenSSL reports, in words naming the CRL option (`crlOption`:
+ * ha-tls-crl, dr-tls-crl, --tls-crl, tls-crl) and whose certificate it is (`whose`);
+ * undefined for any other error.
+ */
+export function describeRevocation(code: string | undefined, crlOption: string, whose = "the peer's"): string | undefined {
+  switch (code) {
+    case 'CERT_REVOKED':
+      return `${whose} TLS certificate (or a CA certificate of its chain) is revoked by ${crlOption} (CERT_REVOKED)`;
+    case 'UNABLE_TO_GET_CRL':
+      return `${crlOption} holds no CRL of a CA in ${whose} chain (UNABLE_TO_GET_CRL): every CA of the chain needs its CRL there`;
+    case 'CRL_HAS_EXPIRED':
+      return `a CRL in ${crlOption} is past its nextUpdate (CRL_HAS_EXPIRED): fetch a current one`;
+    case 'CRL_NOT_YET_VALID':
+      return `a CRL in ${crlOption} is not valid yet (CRL_NOT_YET_VALID): check this host's clock`;
+    case 'CRL_SIGNATURE_FAILURE':
+    case 'UNABLE_TO_DECRYPT_CRL_SIGNATURE':
+      return `a CRL in ${crlOption} does not carry a valid signature of its CA (${code})`;
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -78,6 +113,8 @@ export function describeTlsFailure(err: (Error & { code?: string }) | undefined,
   if (/_ALERT_/.test(err.code!)) {
     return `the peer refused this broker's TLS client certificate, or wants one (${err.code}): set ${prefix}-cert/${prefix}-key to a certificate its tls-ca signed`;
   }
+  const revocation = describeRevocation(err.code, `${prefix}-crl`);
+  if (revocation) return revocation;
   const ca = `${prefix}-ca`;
   const why = err.code === 'ERR_TLS_CERT_ALTNAME_INVALID' ? 'does not name the address dialled' : `does not verify (${err.code})`;
   return hasCa ? `the peer's TLS certificate ${why} against ${ca}` : `the peer's TLS certificate ${why} against the system CAs: set ${ca} to the CA that signed it`;

@@ -1,22 +1,46 @@
 // The brokers a broker (or its agent, or `tandem ha -c`) talks to, as addresses
 // with their identity and TLS: the other brokers of ha-brokers-url, DR sources,
 // and the local broker. The scheme of the URL decides TLS; the CA, and the client
-// certificate when there is one, come from ha-tls-* or dr-tls-* (read once).
+// certificate when there is one, come from ha-tls-* or dr-tls-* (read once; the
+// CRLs again on SIGHUP, reloadLinkCrls).
 import { ConfigError, type Settings } from '../ops/config.js';
 import type { BrokerEndpoint, BrokersUrl } from '../ha/brokers-url.js';
 import type { BrokerAddress } from './client.js';
+import { crlWarnings, readCrlFile } from './crl.js';
 import { readLinkTls, type LinkTls, type LinkTlsFiles } from './link-tls.js';
 
-const cache = new Map<string, LinkTls>();
+const cache = new Map<string, { files: LinkTlsFiles; prefix: 'ha' | 'dr'; tls: LinkTls }>();
 
 function linkTls(files: LinkTlsFiles, prefix: 'ha' | 'dr'): LinkTls {
-  const key = `${files.ca}\0${files.cert}\0${files.key}`;
-  let tls = cache.get(key);
-  if (!tls) {
-    tls = readLinkTls(files, { ca: `${prefix}-tls-ca`, cert: `${prefix}-tls-cert`, key: `${prefix}-tls-key` }, (m) => new ConfigError(m));
-    cache.set(key, tls);
+  const key = `${prefix}\0${files.ca}\0${files.cert}\0${files.key}\0${files.crl}`;
+  let entry = cache.get(key);
+  if (!entry) {
+    entry = { files, prefix, tls: readLinkTls(files, { ca: `${prefix}-tls-ca`, cert: `${prefix}-tls-cert`, key: `${prefix}-tls-key`, crl: `${prefix}-tls-crl` }, (m) => new ConfigError(m)) };
+    cache.set(key, entry);
   }
-  return tls;
+  return entry.tls;
+}
+
+/**
+ * Read ha-tls-crl and dr-tls-crl again (SIGHUP: cron fetched new lists). Each LinkTls
+ * in use gets the new lists in place, so followers, bridges and clients holding it use
+ * them from their next connection; a file that no longer reads keeps the lists it had.
+ * Returns what to warn about (expired lists) and what failed.
+ */
+export function reloadLinkCrls(): { warnings: string[]; errors: string[] } {
+  const warnings: string[] = [];
+  const errors: string[] = [];
+  for (const { files, prefix, tls } of cache.values()) {
+    if (files.crl === undefined || tls.crl === undefined) continue;
+    try {
+      const bundle = readCrlFile(files.crl, `${prefix}-tls-crl`, (m) => new ConfigError(m));
+      tls.crl.splice(0, tls.crl.length, ...bundle.pems);
+      warnings.push(...crlWarnings(`${prefix}-tls-crl`, files.crl, bundle, tls.ca !== undefined ? { key: `${prefix}-tls-ca`, pem: tls.ca } : undefined));
+    } catch (err) {
+      errors.push(`${(err as Error).message}: still using the CRLs read before`);
+    }
+  }
+  return { warnings, errors };
 }
 
 /** TLS of links to the other brokers of the cluster (ha-tls-*). */

@@ -2,9 +2,8 @@
 // (ANONYMOUS only with auth off, PLAIN against the users file, EXTERNAL for
 // verified client certificates with tls-external-user), and the
 // routing of rhea events to the connection objects that handle them.
-import { readFileSync } from 'node:fs';
 import { type AddressInfo, type Server, type Socket, createServer } from 'node:net';
-import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
+import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { hostname } from 'node:os';
 import rhea, { type Connection, type Container, type Delivery, type EventContext, type Receiver, type Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
@@ -24,6 +23,7 @@ import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
 import { LoginThrottle } from './login-throttle.js';
 import { plainServer } from './sasl-plain.js';
 import { externalConnectionOptions, installExternal, type ExternalUserMapping } from './sasl-external.js';
+import { TlsRefusalLog, listenerContext, reloadListenerTls } from './tls-listener.js';
 
 /**
  * Unsettled messages a sender may have in flight on one link (credit is topped up at
@@ -47,7 +47,7 @@ export interface ServerOptions {
   /** undefined: no plaintext listener (TLS only). */
   port: number | undefined;
   /** externalUser: SASL EXTERNAL for verified client certificates, naming the user so (sasl-external.ts). */
-  tls?: { port: number; cert: string; key: string; ca?: string; requireClientCert: boolean; externalUser?: ExternalUserMapping };
+  tls?: { port: number; cert: string; key: string; ca?: string; crl?: string; requireClientCert: boolean; externalUser?: ExternalUserMapping };
   auth: boolean;
   users: UserDirectory;
   maxFrameSize: number;
@@ -76,6 +76,8 @@ export class AmqpServer {
   readonly management: ManagementNode;
   private readonly connections = new Map<Connection, ClientConnection>();
   private readonly servers: Server[] = [];
+  /** The AMQPS listener, whose files reloadTls reads again. */
+  private tlsServer: TlsServer | undefined;
   private readonly dirty = new Set<Queue>();
   private flushScheduled = false;
   private nextId = 0;
@@ -163,17 +165,18 @@ export class AmqpServer {
     let tlsPort: number | undefined;
     if (this.options.tls) {
       const t = this.options.tls;
+      const refusals = new TlsRefusalLog(this.log);
       const secure = createTlsServer(
         {
-          cert: readFileSync(t.cert),
-          key: readFileSync(t.key),
-          ca: t.ca ? readFileSync(t.ca) : undefined,
+          // cert, key, ca and crl (tls-listener.ts; the config check already warned about the CRLs).
+          ...listenerContext(t).options,
           // EXTERNAL needs the client's certificate; without tls-require-client-cert a
           // client without one (or with one tls-ca did not sign) still gets in, by PLAIN.
           requestCert: t.requireClientCert || t.externalUser !== undefined,
           rejectUnauthorized: t.requireClientCert,
         },
         (socket: TLSSocket) => {
+          refusals.untrusted(socket);
           if (t.externalUser === undefined) return void accept(socket);
           const conn = accept(socket, externalConnectionOptions(socket));
           if (!conn) return;
@@ -184,12 +187,20 @@ export class AmqpServer {
           }
         },
       );
+      refusals.watch(secure);
       secure.listen({ host: this.options.host, port: t.port });
       this.servers.push(secure);
+      this.tlsServer = secure;
       tlsPort = await boundPort(secure);
       secure.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
     }
     return { port, tlsPort };
+  }
+
+  /** SIGHUP: new TLS handshakes use tls-cert, tls-key, tls-ca and tls-crl as they are now; false if they did not read. */
+  reloadTls(): boolean {
+    if (!this.tlsServer || !this.options.tls) return true;
+    return reloadListenerTls(this.tlsServer, this.options.tls, this.log);
   }
 
   /** Hand available messages of a queue to its consumers, batched per event-loop turn. */

@@ -1,4 +1,4 @@
-// The broker a tandem command talks to, from -b, --tls-ca, --tls-cert and --tls-key:
+// The broker a tandem command talks to, from -b, --tls-ca, --tls-cert, --tls-key and --tls-crl:
 // one place that decides credentials (TANDEM_PASSWORD) and TLS, for every subcommand.
 import type { Command } from 'commander';
 import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
@@ -13,6 +13,7 @@ export interface TlsFileOptions {
   tlsCa?: string;
   tlsCert?: string;
   tlsKey?: string;
+  tlsCrl?: string;
 }
 
 /** --tls-ca, --tls-cert, --tls-key on a command. */
@@ -20,17 +21,18 @@ export function addTlsOptions(cmd: Command): Command {
   return cmd
     .option('--tls-ca <file>', tlsCaHelp)
     .option('--tls-cert <file>', 'PEM client certificate to show the broker (amqps:// only; with --tls-key); without a user in -b it logs in as the user it names (SASL EXTERNAL)')
-    .option('--tls-key <file>', 'PEM private key of --tls-cert');
+    .option('--tls-key <file>', 'PEM private key of --tls-cert')
+    .option('--tls-crl <file>', "PEM CRLs (one per CA of the chain, root included) the broker's certificate chain is checked against (amqps:// only)");
 }
 
 export function brokerAddressOf(text: string, tls: TlsFileOptions = {}): BrokerAddress {
   const address = parseBrokerAddress(text);
   if (address.user && address.password === undefined && process.env.TANDEM_PASSWORD) address.password = process.env.TANDEM_PASSWORD;
-  const given = Object.entries({ '--tls-ca': tls.tlsCa, '--tls-cert': tls.tlsCert, '--tls-key': tls.tlsKey }).filter(([, v]) => v !== undefined);
+  const given = Object.entries({ '--tls-ca': tls.tlsCa, '--tls-cert': tls.tlsCert, '--tls-key': tls.tlsKey, '--tls-crl': tls.tlsCrl }).filter(([, v]) => v !== undefined);
   if (given.length === 0) return address;
   // A CA or certificate with a plaintext address would suggest a protection that is not there.
   if (!address.tls) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${given.map(([k]) => k).join(' and ')} need${given.length > 1 ? '' : 's'} an amqps:// broker address, not '${text}'`);
-  const files = readLinkTls({ ca: tls.tlsCa, cert: tls.tlsCert, key: tls.tlsKey }, { ca: '--tls-ca', cert: '--tls-cert', key: '--tls-key' }, (m) => new TandemError('TANDEM_ERR_INVALID_ARGUMENT', m));
+  const files = readLinkTls({ ca: tls.tlsCa, cert: tls.tlsCert, key: tls.tlsKey, crl: tls.tlsCrl }, { ca: '--tls-ca', cert: '--tls-cert', key: '--tls-key', crl: '--tls-crl' }, (m) => new TandemError('TANDEM_ERR_INVALID_ARGUMENT', m));
   // A certificate and no user: the certificate is the identity (SASL EXTERNAL).
   return { ...address, ...files, ...(files.cert !== undefined && !address.user ? { external: true } : {}) };
 }

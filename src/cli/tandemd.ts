@@ -52,6 +52,9 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // Re-read CRLs and the listener's certificate (a cron job's new CRL); without a handler
+  // SIGHUP would end the broker, as it does any Node process.
+  process.on('SIGHUP', () => daemon.reloadTls());
   process.on('uncaughtException', (err) => {
     log.fatal({ err }, 'uncaught exception: stopping so nothing is acknowledged wrongly');
     flushLogs();

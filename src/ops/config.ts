@@ -16,6 +16,7 @@ import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/se
 import { registerSecret } from './secrets.js';
 import { readSecretFile, secretFileProblems } from './secret-files.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
+import { crlWarnings, readCrlFile } from '../admin/crl.js';
 import { EXTERNAL_USER_MAPPINGS, type ExternalUserMapping } from '../amqp/sasl-external.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
@@ -56,6 +57,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'tls-cert', kind: 'path', description: 'PEM certificate chain for TLS' },
   { key: 'tls-key', kind: 'path', description: 'PEM private key for TLS' },
   { key: 'tls-ca', kind: 'path', description: 'PEM CA bundle to verify client certificates' },
+  { key: 'tls-crl', kind: 'path', description: 'PEM file of CRLs (one per CA of the chain, root included; or one DER CRL): client certificates they revoke are refused; re-read on SIGHUP' },
   { key: 'tls-require-client-cert', kind: 'bool', description: 'refuse TLS clients without a certificate signed by tls-ca' },
   { key: 'tls-external-user', kind: 'string', description: 'SASL EXTERNAL: a client certificate verified against tls-ca logs in as the user its cn or san-email names (no: off)' },
   { key: 'auto-create', kind: 'bool', description: 'create a queue when a link attaches to an unknown address' },
@@ -84,6 +86,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-tls-ca', kind: 'path', description: 'PEM CA bundle the other brokers\' certificates must chain to (amqps: ha-brokers-url; default: tls-ca, else the system CAs)' },
   { key: 'ha-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows on HA links (brokers with tls-require-client-cert ask for one)' },
   { key: 'ha-tls-key', kind: 'path', description: 'PEM private key of ha-tls-cert' },
+  { key: 'ha-tls-crl', kind: 'path', description: "CRLs the other brokers' certificate chains are checked against (default: tls-crl when ha-tls-ca is tls-ca); re-read on SIGHUP" },
   { key: 'ha-backup-timeout', kind: 'duration', description: 'how long a new primary waits for the backups that were ready', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-heartbeat-interval', kind: 'duration', description: 'replication heartbeat; a backup silent for 2 intervals is dropped', min: 100, max: 3_600_000, why: 'shorter drops backups under ordinary load; longer holds publishers for hours behind a stalled backup' },
   { key: 'ha-min-ready-backups', kind: 'min-backups', description: 'ready backups that must hold a message before the primary settles it: majority (of ha-brokers-url, the default) or a count; 0 = settle alone' },
@@ -94,6 +97,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'dr-tls-ca', kind: 'path', description: 'PEM CA bundle the DR source brokers\' certificates must chain to (amqps: sources; default: tls-ca, else the system CAs)' },
   { key: 'dr-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows to amqps: DR sources' },
   { key: 'dr-tls-key', kind: 'path', description: 'PEM private key of dr-tls-cert' },
+  { key: 'dr-tls-crl', kind: 'path', description: "CRLs the DR source brokers' certificate chains are checked against (default: tls-crl when dr-tls-ca is tls-ca); re-read on SIGHUP" },
   { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)', max: DEDUP_MAX_WINDOW, why: 'about 41-49 bytes of memory per key' },
   { key: 'dedup-ttl', kind: 'duration', description: 'default age limit of those keys (0 = none)', max: DEDUP_MAX_TTL_MS, why: 'a week; the window\'s count bounds its memory anyway' },
   { key: 'dedup-key', kind: 'string', description: "default key: an application property name (unset = the AMQP message-id)" },
@@ -111,6 +115,8 @@ export interface Settings {
   tlsCert: string | undefined;
   tlsKey: string | undefined;
   tlsCa: string | undefined;
+  /** CRLs client certificates are checked against (src/admin/crl.ts). */
+  tlsCrl: string | undefined;
   tlsRequireClientCert: boolean;
   /** SASL EXTERNAL on the TLS port, and how a certificate names its user (undefined: off). */
   tlsExternalUser: ExternalUserMapping | undefined;
@@ -246,13 +252,50 @@ function externalUserOf(value: unknown): ExternalUserMapping | undefined {
   throw new ConfigError(`tls-external-user must be no, ${EXTERNAL_USER_MAPPINGS.join(' or ')}, not '${String(value)}'`);
 }
 
-/** ha-tls-* or dr-tls-* as given; the CA defaults to tls-ca (the CA this broker trusts). */
+/**
+ * ha-tls-* or dr-tls-* as given; the CA defaults to tls-ca (the CA this broker trusts),
+ * and the CRLs to tls-crl only while the CA is tls-ca's: tls-crl holds the lists of
+ * tls-ca's CAs, and OpenSSL refuses every peer whose CAs have no list (crl.ts).
+ */
 function linkTlsFiles(values: Record<string, unknown>, prefix: 'ha' | 'dr'): LinkTlsFiles {
+  const ca = (values[`${prefix}-tls-ca`] as string | undefined) ?? (values['tls-ca'] as string | undefined);
+  const sameCa = ca !== undefined && ca === values['tls-ca'];
   return {
-    ca: (values[`${prefix}-tls-ca`] as string | undefined) ?? (values['tls-ca'] as string | undefined),
+    ca,
     cert: values[`${prefix}-tls-cert`] as string | undefined,
     key: values[`${prefix}-tls-key`] as string | undefined,
+    crl: (values[`${prefix}-tls-crl`] as string | undefined) ?? (sameCa ? (values['tls-crl'] as string | undefined) : undefined),
   };
+}
+
+/**
+ * The CRL files must read and parse now (a bad one is a refusal naming the key, not a
+ * listener that fails at the first client); what would refuse every certificate of a
+ * CA (an expired list, a CA without one) is warned about.
+ */
+function checkCrls(settings: Settings): void {
+  const fail = (m: string) => new ConfigError(m);
+  const caOf = (path: string | undefined, key: string) => {
+    if (path === undefined) return undefined;
+    try {
+      return { key, pem: readFileSync(path, 'utf8') };
+    } catch {
+      return undefined; // unreadable: refused by the CA's own check
+    }
+  };
+  if (settings.tlsCrl !== undefined) {
+    if (!settings.tlsCa) throw new ConfigError('tls-crl needs tls-ca (the CAs whose certificates it revokes)');
+    const bundle = readCrlFile(settings.tlsCrl, 'tls-crl', fail);
+    settings.warnings.push(...crlWarnings('tls-crl', settings.tlsCrl, bundle, caOf(settings.tlsCa, 'tls-ca')));
+    if (!settings.tlsRequireClientCert && !settings.tlsExternalUser && settings.tlsCert) {
+      settings.warnings.push('tls-crl: the TLS listener asks for no client certificate (neither tls-require-client-cert nor tls-external-user), so the lists are used only on links to other brokers');
+    }
+  }
+  for (const [prefix, files] of [['ha', settings.haTls], ['dr', settings.drTls]] as const) {
+    if (files.crl === undefined || files.crl === settings.tlsCrl) continue;
+    const bundle = readCrlFile(files.crl, `${prefix}-tls-crl`, fail);
+    settings.warnings.push(...crlWarnings(`${prefix}-tls-crl`, files.crl, bundle, caOf(files.ca, `${prefix}-tls-ca`)));
+  }
 }
 
 /**
@@ -272,8 +315,8 @@ function checkLinkTls(settings: Settings): void {
     );
   }
   const fail = (m: string) => new ConfigError(m);
-  readLinkTls(settings.haTls, { ca: 'ha-tls-ca', cert: 'ha-tls-cert', key: 'ha-tls-key' }, fail);
-  readLinkTls(settings.drTls, { ca: 'dr-tls-ca', cert: 'dr-tls-cert', key: 'dr-tls-key' }, fail);
+  readLinkTls(settings.haTls, { ca: 'ha-tls-ca', cert: 'ha-tls-cert', key: 'ha-tls-key', crl: 'ha-tls-crl' }, fail);
+  readLinkTls(settings.drTls, { ca: 'dr-tls-ca', cert: 'dr-tls-cert', key: 'dr-tls-key', crl: 'dr-tls-crl' }, fail);
 }
 
 /**
@@ -423,6 +466,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     tlsCert: values['tls-cert'] as string | undefined,
     tlsKey: values['tls-key'] as string | undefined,
     tlsCa: values['tls-ca'] as string | undefined,
+    tlsCrl: values['tls-crl'] as string | undefined,
     tlsRequireClientCert: (values['tls-require-client-cert'] as boolean | undefined) ?? false,
     tlsExternalUser: externalUserOf(values['tls-external-user']),
     autoCreate: (values['auto-create'] as boolean | undefined) ?? true,
@@ -505,6 +549,8 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   if (!settings.listenPlain && !settings.tlsCert) {
     throw new ConfigError('listen-plain=no leaves no listener: configure TLS (tls-cert, tls-key, tls-port) or set listen-plain=yes');
   }
+  // Before the link files: a bad tls-crl is reported as tls-crl, not as the ha-tls-crl it defaults.
+  checkCrls(settings);
   checkLinkTls(settings);
   if (settings.auth && settings.listenPlain && !isLoopback(host)) {
     settings.warnings.push(

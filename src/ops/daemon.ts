@@ -42,7 +42,7 @@ import { Metrics } from './metrics.js';
 import { ConsoleServer } from '../console/server.js';
 import { ClusterWatch, standaloneView, type HaAnswer } from '../console/cluster-view.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
-import { endpointAddress, haIdentity, haLinkTls } from '../admin/peer-addresses.js';
+import { endpointAddress, haIdentity, haLinkTls, reloadLinkCrls } from '../admin/peer-addresses.js';
 import { notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
 export { VERSION } from '../version.js';
@@ -212,7 +212,7 @@ export class Daemon {
       {
         host: s.host,
         port: s.listenPlain ? s.port : undefined,
-        tls: s.tlsCert && s.tlsKey ? { port: s.tlsPort ?? 5671, cert: s.tlsCert, key: s.tlsKey, ca: s.tlsCa, requireClientCert: s.tlsRequireClientCert, externalUser: s.tlsExternalUser } : undefined,
+        tls: s.tlsCert && s.tlsKey ? { port: s.tlsPort ?? 5671, cert: s.tlsCert, key: s.tlsKey, ca: s.tlsCa, crl: s.tlsCrl, requireClientCert: s.tlsRequireClientCert, externalUser: s.tlsExternalUser } : undefined,
         auth: s.auth,
         users,
         maxFrameSize: s.maxFrameSize,
@@ -379,6 +379,22 @@ export class Daemon {
    * Clean shutdown: stop accepting, give consumers and pending settlements up to
    * shutdown-timeout to finish, close clients, flush and sync the journal.
    */
+  /**
+   * SIGHUP: read the TLS files that are refreshed while the broker runs again (cron
+   * fetching CRLs, a renewed certificate): the AMQPS listener's, and the CRLs of HA and
+   * DR links. New handshakes use them; established connections are left alone. What
+   * does not read is logged and the copy read before stays in force.
+   */
+  reloadTls(): void {
+    if (this.stopping) return;
+    const listener = this.server?.reloadTls() ?? true;
+    const links = reloadLinkCrls();
+    for (const warning of links.warnings) this.log.warn(warning);
+    for (const error of links.errors) this.log.error(error);
+    const all = listener && links.errors.length === 0;
+    this.log[all ? 'info' : 'error']({ listener, links: links.errors.length === 0 }, all ? 'SIGHUP: TLS files reloaded' : 'SIGHUP: some TLS files were not reloaded (see above); the others were');
+  }
+
   stop(): Promise<void> {
     this.stopping ??= this.doStop();
     return this.stopping;
