@@ -27,10 +27,16 @@ export interface TestCerts {
   /** Revoke a certificate the CA signed (`openssl ca -revoke`); shows in CRLs made after. */
   revoke(cert: string): void;
   /** A new CRL of the CA (`openssl ca -gencrl`), its path; `expired`: nextUpdate in the past. */
-  crl(options?: { expired?: boolean }): string;
+  crl(options?: CrlOptions): string;
   /** An intermediate CA signed by the CA, with its own clients, revocations and CRLs. */
   intermediate: TestCa;
   remove(): void;
+}
+
+/** `expired`: issued two days ago, due yesterday; `nextUpdate`: due then (issued now). */
+export interface CrlOptions {
+  expired?: boolean;
+  nextUpdate?: Date;
 }
 
 /** A CA with its openssl database: what `openssl ca` needs to revoke and to make CRLs. */
@@ -38,7 +44,7 @@ export interface TestCa {
   cert: string;
   client(cn: string): { cert: string; key: string };
   revoke(cert: string): void;
-  crl(options?: { expired?: boolean }): string;
+  crl(options?: CrlOptions): string;
 }
 
 /**
@@ -70,11 +76,12 @@ function caDatabase(dir: string, name: string, openssl: (...args: string[]) => B
   let made = 0;
   return {
     revoke: (cert: string) => void openssl('ca', '-config', conf, '-revoke', cert),
-    crl: (options: { expired?: boolean } = {}) => {
+    crl: (options: CrlOptions = {}) => {
       const out = join(db, `crl-${++made}.pem`);
-      // An expired CRL: issued two days ago, due yesterday (the time format openssl ca takes).
-      const at = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().replace(/[-:T]/g, '').slice(0, 14) + 'Z';
-      const when = options.expired ? ['-crl_lastupdate', at(2), '-crl_nextupdate', at(1)] : [];
+      // YYYYMMDDHHMMSSZ, the time format openssl ca takes.
+      const stamp = (d: Date) => d.toISOString().replace(/[-:T]/g, '').slice(0, 14) + 'Z';
+      const ago = (days: number) => new Date(Date.now() - days * 86_400_000);
+      const when = options.expired ? ['-crl_lastupdate', stamp(ago(2)), '-crl_nextupdate', stamp(ago(1))] : options.nextUpdate ? ['-crl_nextupdate', stamp(options.nextUpdate)] : [];
       openssl('ca', '-config', conf, '-gencrl', ...when, '-out', out);
       return out;
     },

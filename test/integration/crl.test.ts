@@ -21,6 +21,8 @@ import { tandem as tandemWithInput } from '../helpers/tandem-cli.js';
 let certs: TestCerts;
 /** The CA's CRL with mallory's certificate and the revoked broker certificate on it. */
 let crl: string;
+/** The same CA's CRL from before those revocations. */
+let crlBefore: string;
 let mallory: { cert: string; key: string };
 let revokedBroker: { cert: string; key: string };
 
@@ -28,6 +30,7 @@ beforeAll(() => {
   certs = makeCerts();
   mallory = certs.client('mallory');
   revokedBroker = certs.server('revoked-broker');
+  crlBefore = certs.crl();
   certs.revoke(mallory.cert);
   certs.revoke(revokedBroker.cert);
   crl = certs.crl();
@@ -112,13 +115,10 @@ describe('tls-crl on the listener', () => {
     // Node closes the socket without a byte of AMQP, so the connection never opens.
     expect((await rheaOpen(b.tlsPort!, certs.client('alice'))).result).toBe('open');
     expect((await rheaOpen(b.tlsPort!, mallory)).result).toBe('refused');
-    const lines = await waitFor(() => {
-      const l = logLines(b, 'reason', 'CERT_REVOKED');
-      return l.length > 0 ? l : undefined;
-    }, { name: 'refusal logged' });
-    expect(lines[0]!.remote).toMatch(/^127\.0\.0\.1:\d+$/);
-    expect(lines[0]!.msg).toMatch(/^TLS client 127\.0\.0\.1:\d+ refused: its TLS certificate \(or a CA certificate of its chain\) is revoked by tls-crl \(CERT_REVOKED\)/);
-    expect(lines[0]!.level).toBe(40);
+    const line = (await waitFor(() => logLines(b, 'reason', 'CERT_REVOKED')[0], { name: 'refusal logged' }))!;
+    expect(line.remote).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(line.msg).toMatch(/^TLS client 127\.0\.0\.1:\d+ refused: its TLS certificate \(or a CA certificate of its chain\) is revoked by tls-crl \(CERT_REVOKED\)/);
+    expect(line.level).toBe(40);
     expect(b.alive).toBe(true);
   }, 60_000);
 
@@ -277,27 +277,28 @@ describe('revoked server certificates', () => {
     // Without the CRL the revoked broker is trusted: the refusal above is the CRL's.
     expect((await list(revoked, [])).code).toBe(0);
     const bad = await list(good, ['--tls-crl', certs.ca]);
-    expect(bad.code).not.toBe(0);
+    expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--tls-crl \S+ holds no CRL/);
     const plain = await tandem(['queue', 'list', '-b', `127.0.0.1:${good.port}`, '--tls-crl', crl]);
     expect(plain.stderr).toMatch(/--tls-crl needs an amqps:\/\/ broker address/);
   }, 60_000);
 
-  it('crl ha - a backup with ha-tls-crl does not follow a primary whose certificate is revoked, and follows it once the certificate is good', async () => {
+  it('crl ha - a backup with ha-tls-crl does not follow a primary whose certificate is revoked; after SIGHUP with a list that does not revoke it, it does', async () => {
     const identity: HaIdentity = await haIdentity(certs.dir);
     const [p, q] = await freePorts(2);
     const url = `amqps:127.0.0.1:${p},127.0.0.1:${q}`;
     const auth = ['--auth', 'yes', '--users-file', identity.usersFile, '--ha-username', HA_USER, '--ha-password-file', identity.passwordFile];
-    const start = (port: number, tls: { cert: string; key: string }, dataDir?: string, extra: string[] = []) =>
+    const start = (port: number, tls: { cert: string; key: string }, extra: string[] = []) =>
       TestBroker.start({
         port: 0,
-        dataDir,
         args: ['--ha-cluster', 'yes', '--ha-brokers-url', url, '--ha-heartbeat-interval', '1s', ...auth, '--listen-plain', 'no', '--tls-port', String(port), '--tls-cert', tls.cert, '--tls-key', tls.key, '--tls-ca', certs.ca, ...extra],
       });
     const cli = (port: number) => ['-b', `amqps://${HA_USER}@127.0.0.1:${port}`, '--tls-ca', certs.ca];
-    const primary = await start(p!, revokedBroker);
+    await start(p!, revokedBroker);
     // ha-tls-crl defaults to tls-crl (ha-tls-ca is tls-ca).
-    const backup = await start(q!, { cert: certs.brokerCert, key: certs.brokerKey }, undefined, ['--tls-crl', crl]);
+    const lists = join(certs.dir, 'ha-crl.pem');
+    copyFileSync(crl, lists);
+    const backup = await start(q!, { cert: certs.brokerCert, key: certs.brokerKey }, ['--tls-crl', lists]);
     // The CLI has no CRL: it promotes the primary (asking the backup where it is, a majority of two).
     const promoted = await tandem(['ha', 'promote', ...cli(p!), '--cluster-manager']);
     expect(promoted.code, promoted.stderr).toBe(0);
@@ -305,14 +306,31 @@ describe('revoked server certificates', () => {
     const status = await tandem(['ha', 'status', '--json', ...cli(q!)]);
     expect(JSON.parse(status.stdout).state).toBe('joining');
 
-    // The same primary with a good certificate: the same backup, same lists, follows it.
-    const dataDir = primary.dataDir;
-    await primary.stop();
-    await start(p!, { cert: certs.brokerCert, key: certs.brokerKey }, dataDir);
-    expect((await tandem(['ha', 'promote', ...cli(p!), '--cluster-manager'])).code).toBe(0);
+    // The lists from before the revocation, and SIGHUP: the backup reads them again and follows.
+    copyFileSync(crlBefore, lists);
+    backup.signal('SIGHUP');
     await waitFor(async () => {
       const s = await tandem(['ha', 'status', '--json', '--timeout', '3', ...cli(q!)]);
       return s.code === 0 && JSON.parse(s.stdout).state === 'ready';
     }, { timeout: 30_000, interval: 200, name: 'backup ready' });
   }, 120_000);
+
+  it('crl dr - a DR secondary with dr-tls-crl copies nothing from a source whose certificate is revoked, and says why', async () => {
+    const identity: HaIdentity = await haIdentity(certs.dir);
+    const tlsOnly = (tls: { cert: string; key: string }, extra: string[] = []) =>
+      TestBroker.start({ args: ['--auth', 'yes', '--users-file', identity.usersFile, '--listen-plain', 'no', '--tls-port', '0', '--tls-cert', tls.cert, '--tls-key', tls.key, ...extra] });
+    const source = await tlsOnly(revokedBroker);
+    const secondary = await tlsOnly({ cert: certs.brokerCert, key: certs.brokerKey }, ['--dr-tls-ca', certs.ca, '--dr-tls-crl', crl]);
+    const cli = (b: TestBroker) => ['-b', `amqps://${HA_USER}@127.0.0.1:${b.tlsPort}`, '--tls-ca', certs.ca];
+    expect((await tandem(['queue', 'add', 'audit', '--durable', ...cli(source)])).code).toBe(0);
+    const add = await tandem(['dr', 'add', 'audit', '--source', `amqps://${HA_USER}@127.0.0.1:${source.tlsPort}`, '--source-password-file', identity.passwordFile, ...cli(secondary)]);
+    expect(add.code, add.stderr).toBe(0);
+    const row = await waitFor(async () => {
+      const r = await tandem(['dr', 'status', '--json', ...cli(secondary)]);
+      if (r.code !== 0) return undefined;
+      const found = (JSON.parse(r.stdout) as Array<Record<string, unknown>>).find((x) => x.queue === 'audit');
+      return found && /revoked by dr-tls-crl \(CERT_REVOKED\)/.test(String(found['last-error'])) ? found : undefined;
+    }, { timeout: 20_000, interval: 200, name: 'DR last-error names the CRL' });
+    expect(row!.link).not.toBe('connected');
+  }, 60_000);
 });
