@@ -9,6 +9,7 @@
 import { execFile } from 'node:child_process';
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import rhea, { type Connection } from 'rhea';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, repoRoot, waitFor } from '../helpers/broker.js';
@@ -237,6 +238,31 @@ describe('tls-crl on the listener', () => {
   }, 60_000);
 });
 
+describe('SIGHUP and the listener certificate', () => {
+  it('crl reload cert - SIGHUP also picks up a renewed tls-cert/tls-key for new handshakes', async () => {
+    const cert = join(certs.dir, 'live-cert.pem');
+    const key = join(certs.dir, 'live-key.pem');
+    copyFileSync(certs.brokerCert, cert);
+    copyFileSync(certs.brokerKey, key);
+    const b = await TestBroker.start({ args: ['--tls-port', '0', '--tls-cert', cert, '--tls-key', key] });
+    const servedCn = () =>
+      new Promise<string>((resolve, reject) => {
+        const socket = tlsConnect({ host: '127.0.0.1', port: b.tlsPort!, ca: readFileSync(certs.ca), servername: 'localhost' }, () => {
+          resolve(String(socket.getPeerCertificate().subject.CN));
+          socket.destroy();
+        });
+        socket.on('error', reject);
+      });
+    expect(await servedCn()).toBe('tandem-broker');
+    const renewed = certs.server('tandem-broker-renewed');
+    copyFileSync(renewed.cert, cert);
+    copyFileSync(renewed.key, key);
+    b.signal('SIGHUP');
+    await waitFor(() => /TLS listener reloaded/.test(b.stderr), { name: 'reload' });
+    expect(await servedCn()).toBe('tandem-broker-renewed');
+  }, 30_000);
+});
+
 describe('tls-crl configuration', () => {
   it('crl config - an unreadable, unparsable or misplaced CRL stops the start with exit 2 naming the key and file', async () => {
     const tlsArgs = ['--tls-port', '0', '--tls-cert', certs.brokerCert, '--tls-key', certs.brokerKey, '--tls-ca', certs.ca];
@@ -262,6 +288,9 @@ describe('tls-crl configuration', () => {
     const b = await verifyingBroker(der);
     expect((await rheaOpen(b.tlsPort!, mallory)).result).toBe('refused');
     expect((await rheaOpen(b.tlsPort!, certs.client('alice'))).result).toBe('open');
+    // A listener that asks for no client certificate has no use for the lists: said at start.
+    const unused = await TestBroker.start({ args: [...tlsArgs, '--tls-crl', crl] });
+    await waitFor(() => /tls-crl: the TLS listener asks for no client certificate/.test(unused.stderr), { name: 'unused-CRL warning' });
   }, 60_000);
 });
 
