@@ -5,14 +5,15 @@
 // holding its enqueues/dequeues and the source position they reach, so the
 // position is journaled (and replicated to our own HA backups) atomically with
 // the effects: a restart or failover on either side neither loses nor repeats.
-import rhea, { type Connection, type Container, type EventContext, type Receiver } from 'rhea';
 import { drRoleChange, type Broker } from '../broker/broker.js';
 import type { Change, DrMode, QueueSettings } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
-import { describeTlsFailure, rheaTlsOptions, type LinkTls } from '../admin/link-tls.js';
-import { externalMechanisms } from '../admin/client.js';
+import type { LinkTls } from '../admin/link-tls.js';
+import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
+import { RheaDialer } from '../peer-link/rhea-dialer.js';
+import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
@@ -28,11 +29,15 @@ export interface BridgeHost {
   password: string | undefined;
   /** For an amqps: source: the CA its certificates must chain to, and our client certificate (dr-tls-*). */
   tls: LinkTls;
+  /** How source brokers are dialled (tests: a scripted link); default rhea. */
+  dialer?: PeerDialer;
 }
 
 /** Batches the source may send before we have made the earlier ones safe. */
 const CREDIT = 32;
 const IDLE_TIMEOUT_MS = 4000;
+/** A TCP handshake not done by then is a source broker that is down (src/util/tcp-reach.ts). */
+const HANDSHAKE_DEADLINE_MS = 500;
 
 export type LinkState = 'idle' | 'connecting' | 'connected' | 'snapshot' | 'stopped';
 
@@ -46,18 +51,17 @@ interface StreamQueue {
 }
 
 export class DrBridge {
-  private readonly container: Container;
   private readonly endpoints: BrokerEndpoint[];
-  private readonly user: string | undefined;
   readonly password: string | undefined;
-  private readonly tls: LinkTls | undefined;
-  private connection: Connection | undefined;
-  private receiver: Receiver | undefined;
-  private next = 0;
+  private readonly search: PeerSearch;
+  /** The source primary's link we follow (credit is granted on it as batches are made safe). */
+  private link: FollowedLink | undefined;
+  /** The request each hello carried (the one the source accepted is followed). */
+  private readonly requests = new WeakMap<ReceiverOptions, DrRequestQueue[]>();
   private stopped = true;
   private retryTimer: NodeJS.Timeout | undefined;
-  private attemptTimer: NodeJS.Timeout | undefined;
-  private readonly failures: string[] = [];
+  /** This round's refusals, per address: reported once every address has refused. */
+  private readonly failures = new Map<string, string>();
   private stream = new Map<string, StreamQueue>();
   /** During a copy: per mirror, the messages it held that the copy has not shown yet. */
   private snapshotStale: Map<string, Set<number>> | undefined;
@@ -83,10 +87,46 @@ export class DrBridge {
   ) {
     const url = parseBrokersUrl(source);
     this.endpoints = url.endpoints;
-    this.user = url.user;
     this.password = host.password;
-    this.tls = url.tls ? host.tls : undefined;
-    this.container = rhea.create_container({ id: `tandem-dr-${host.instanceId}` });
+    const tls = url.tls ? host.tls : undefined;
+    const user = url.user;
+    this.search = new PeerSearch({
+      dialer: host.dialer ?? new RheaDialer(`tandem-dr-${host.instanceId}`),
+      endpoints: url.endpoints,
+      log: host.log,
+      dial: {
+        tls,
+        // A source URL without a user and a dr-tls-cert: the certificate is the identity (SASL EXTERNAL).
+        credentials: tls?.cert !== undefined && user === undefined ? { mechanism: 'EXTERNAL', orAnonymous: true } : { mechanism: 'PLAIN', user, password: this.password },
+        idleTimeoutMs: IDLE_TIMEOUT_MS,
+        handshakeDeadlineMs: HANDSHAKE_DEADLINE_MS,
+        properties: { [DrProps.bridge]: host.instanceId },
+      },
+      hello: () => {
+        const request = this.request();
+        const hello: ReceiverOptions = { address: DR_ADDRESS, creditWindow: 0, properties: { [DrProps.queues]: JSON.stringify(request) } };
+        this.requests.set(hello, request);
+        return hello;
+      },
+      // A refusing tandem broker detaches right after; its reason beats this guess.
+      judge: (remote) =>
+        remote.properties[DrProps.source] === true
+          ? { serving: true }
+          : { serving: false, graceMs: 300, reason: `not a tandem DR source (its attach to ${DR_ADDRESS} lacks ${DrProps.source}): point --source at the brokers of a tandem primary cluster` },
+      retryMs: 1000,
+      selfRetryMs: 1000,
+      answerTimeoutMs: 5000,
+      // The source sends something at least every half of our idle-time-out.
+      silenceLimitMs: 2 * IDLE_TIMEOUT_MS,
+      names: { link: 'DR link', peer: 'source' },
+      tlsOption: 'dr-tls',
+      events: {
+        refused: (address, reason) => this.refused(address, reason),
+        following: (link) => this.following(link),
+        message: (m, delivery) => this.onMessage(m, delivery),
+        lost: (reason) => this.lost(reason),
+      },
+    });
   }
 
   /** Passive DR queues of this source, per the broker's (journaled) DR state. */
@@ -107,7 +147,6 @@ export class DrBridge {
   stop(): void {
     this.stopped = true;
     clearTimeout(this.retryTimer);
-    clearTimeout(this.attemptTimer);
     this.dropConnection();
     this.state = 'stopped';
   }
@@ -167,104 +206,46 @@ export class DrBridge {
     return out;
   }
 
+  /** Search the source's brokers for its primary, unless there is nothing to ask for. */
   private attempt(): void {
     if (this.stopped) return;
-    const request = this.request();
-    for (const [queue, error] of this.queueErrors) this.host.log.warn({ queue, source: this.source }, error);
-    if (request.length === 0) {
+    // Said once per search, not once per address tried.
+    if (this.request().length === 0) {
       this.state = 'idle';
       return;
     }
-    const e = this.endpoints[this.next % this.endpoints.length];
-    this.next++;
-    const endOfRound = this.next % this.endpoints.length === 0;
-    const address = `${e.host}:${e.port}`;
+    for (const [queue, error] of this.queueErrors) this.host.log.warn({ queue, source: this.source }, error);
     this.state = 'connecting';
-    let settled = false;
-    const giveUp = (reason: string) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(this.attemptTimer);
-      this.failures.push(`${address}: ${reason}`);
-      if (endOfRound) {
-        this.lastError = `no tandem primary found in ${this.source}: ${this.failures.join('; ')}`;
-        this.host.log.warn({ source: this.source, reasons: this.failures }, 'DR: no source primary found; retrying');
-        this.failures.length = 0;
-      }
-      this.dropConnection();
-      this.tryNext(endOfRound ? 1000 : 50);
-    };
-    const conn = this.container.connect({
-      host: e.host,
-      port: e.port,
-      reconnect: false,
-      username: this.user,
-      password: this.password,
-      idle_time_out: IDLE_TIMEOUT_MS,
-      properties: { [DrProps.bridge]: this.host.instanceId },
-      ...rheaTlsOptions(e.host, this.tls),
-      // A source URL without a user and a dr-tls-cert: the certificate is the identity (SASL EXTERNAL).
-      ...(this.tls?.cert !== undefined && this.user === undefined ? externalMechanisms() : {}),
-    } as never);
-    this.connection = conn;
-    this.attemptTimer = setTimeout(() => giveUp('no answer within 5 s'), 5000);
-    this.attemptTimer.unref();
-    conn.on('connection_open', () => {
-      const receiver = conn.open_receiver({
-        source: { address: DR_ADDRESS },
-        autoaccept: false,
-        credit_window: 0,
-        properties: { [DrProps.queues]: JSON.stringify(request) },
-      } as never);
-      this.receiver = receiver;
-      receiver.on('receiver_open', (c: EventContext) => {
-        const attach = (c.receiver as unknown as { remote: { attach: { source?: unknown; properties?: Record<string, unknown> } } }).remote.attach;
-        // A refusal is an attach with no source, then a detach (handled in receiver_close).
-        if (!attach.source) return;
-        if (attach.properties?.[DrProps.source] !== true) {
-          // A refusing tandem broker detaches right after; its reason (receiver_close) beats this guess.
-          const t = setTimeout(() => giveUp(`not a tandem DR source (its attach to ${DR_ADDRESS} lacks ${DrProps.source}): point --source at the brokers of a tandem primary cluster`), 300);
-          t.unref();
-          return;
-        }
-        clearTimeout(this.attemptTimer);
-        settled = true;
-        this.failures.length = 0;
-        this.adoptEpochs(request, attach.properties?.[DrProps.epochs]);
-        this.connectedTo = address;
-        this.lastError = undefined;
-        this.state = 'connected';
-        this.stream = new Map(
-          request.map((r) => {
-            const p = this.host.broker.drPositions.get(r.queue);
-            return [r.queue, { mode: r.mode, pos: r.from, time: p?.time ?? 0, awaitingCopy: r.from === 0 }];
-          }),
-        );
-        this.snapshotStale = undefined;
-        this.host.log.info({ source: address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
-        receiver.add_credit(CREDIT);
-      });
-      receiver.on('message', (c: EventContext) => this.onMessage(conn, c));
-      receiver.on('receiver_close', (c: EventContext) => {
-        const err = (c.receiver as unknown as { error?: { condition?: string; description?: string } }).error;
-        if (!settled) return giveUp(err?.description ?? 'DR link refused');
-        this.lost(conn, `DR link closed by the source${err?.description ? `: ${err.description}` : ''}`);
-      });
-      receiver.on('receiver_error', () => undefined);
-    });
-    conn.on('connection_error', (ctx: EventContext) => {
-      const err = (ctx.connection as unknown as { error?: { description?: string; condition?: string } }).error;
-      if (!settled) giveUp(err?.description ?? err?.condition ?? 'connection refused');
-    });
-    conn.on('disconnected', (ctx: EventContext) => {
-      const error = (ctx as unknown as { error?: Error & { code?: string } }).error;
-      if (!settled) {
-        const tlsFailure = this.tls ? describeTlsFailure(error, 'dr-tls', this.tls.ca !== undefined) : undefined;
-        return giveUp(tlsFailure ? `${tlsFailure} (${error?.message})` : (error?.message ?? 'disconnected'));
-      }
-      this.lost(conn, 'connection to the source lost');
-    });
-    conn.on('error', () => undefined);
+    this.failures.clear();
+    this.search.start();
+  }
+
+  private refused(address: string, reason: string): void {
+    this.failures.set(address, reason);
+    if (this.failures.size < this.endpoints.length) return;
+    const reasons = [...this.failures].map(([a, r]) => `${a}: ${r}`);
+    this.lastError = `no tandem primary found in ${this.source}: ${reasons.join('; ')}`;
+    this.host.log.warn({ source: this.source, reasons }, 'DR: no source primary found; retrying');
+    this.failures.clear();
+  }
+
+  private following(link: FollowedLink): void {
+    const request = this.requests.get(link.hello) ?? [];
+    this.link = link;
+    this.failures.clear();
+    this.adoptEpochs(request, link.remote.properties[DrProps.epochs]);
+    this.connectedTo = link.address;
+    this.lastError = undefined;
+    this.state = 'connected';
+    this.stream = new Map(
+      request.map((r) => {
+        const p = this.host.broker.drPositions.get(r.queue);
+        return [r.queue, { mode: r.mode, pos: r.from, time: p?.time ?? 0, awaitingCopy: r.from === 0 }];
+      }),
+    );
+    this.snapshotStale = undefined;
+    this.host.log.info({ source: link.address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
+    link.addCredit(CREDIT);
   }
 
   /**
@@ -289,54 +270,53 @@ export class DrBridge {
     }
   }
 
-  private lost(conn: Connection, reason: string): void {
-    if (this.stopped || this.connection !== conn) return;
+  private lost(reason: string): void {
+    if (this.stopped) return;
     this.host.log.warn({ source: this.connectedTo, reason }, 'DR: lost the source; reconnecting');
     this.lastError = reason;
-    this.connectedTo = undefined;
     this.dropConnection();
     this.state = 'connecting';
     this.tryNext(100);
   }
 
+  /** We found the stream bad: let go of the source, as if it had gone. */
+  private drop(reason: string): void {
+    if (!this.link) return;
+    this.search.unfollow();
+    this.lost(reason);
+  }
+
   private dropConnection(): void {
-    const conn = this.connection;
-    this.connection = undefined;
-    this.receiver = undefined;
+    this.search.stop();
+    this.link = undefined;
     this.connectedTo = undefined;
-    if (!conn) return;
-    try {
-      conn.close();
-    } catch {
-      // already closed
-    }
-    (conn as unknown as { socket?: { destroy(): void } }).socket?.destroy();
   }
 
   // ---- applying ----------------------------------------------------------------
 
-  private onMessage(conn: Connection, ctx: EventContext): void {
-    if (this.connection !== conn) return;
-    const receiver = ctx.receiver as Receiver;
+  private onMessage(message: PeerMessage, delivery: InboundDelivery): void {
+    const link = this.link;
+    if (!link) return;
     let m: DrStreamMessage;
     let localLsn: number;
     try {
-      m = decodeDrMessage(ctx.message as never);
+      m = decodeDrMessage(message);
       localLsn = this.apply(m);
     } catch (err) {
       this.host.log.error({ err: (err as Error).message, source: this.connectedTo }, 'DR: could not apply a change from the source; reconnecting');
-      this.lost(conn, `apply failed: ${(err as Error).message}`);
+      this.drop(`apply failed: ${(err as Error).message}`);
       return;
     }
-    if (!ctx.delivery?.settled) ctx.delivery?.accept();
+    // Presettled by the source: credit is the acknowledgement, granted once the batch is safe here.
+    delivery.accept();
     if (localLsn === 0) {
-      receiver.add_credit(1);
+      link.addCredit(1);
       return;
     }
     this.host.gate.whenSafe(localLsn, true, (err) => {
-      if (this.connection !== conn) return;
-      if (err) return this.lost(conn, `local journal or HA backups refused the change: ${err.message}`);
-      receiver.add_credit(1);
+      if (this.link !== link) return;
+      if (err) return this.drop(`local journal or HA backups refused the change: ${err.message}`);
+      link.addCredit(1);
     });
   }
 

@@ -6,20 +6,21 @@ import type { ClientConnection } from '../amqp/client-connection.js';
 import type { SpecialSender } from '../amqp/server.js';
 import type { HaManager } from '../ha/ha-manager.js';
 import type { DrSource } from './source.js';
+import { RheaPeerSender } from '../peer-link/rhea-sender.js';
 
 /** The link's handler, or false when it is refused (closed with the reason). */
 export function openDrSourceLink(on: { ha: HaManager | undefined; source: DrSource | undefined }, conn: ClientConnection, sender: Sender): SpecialSender | false {
+  const link = new RheaPeerSender(sender);
   const refuse = (condition: string, description: string) => {
     // No source in the answering attach: the bridge must not take the link as open.
-    (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
-    sender.close({ condition, description });
+    link.refuse({ condition, description });
     return false as const;
   };
   if (!conn.admin) return refuse('amqp:unauthorized-access', 'a DR bridge needs an admin identity on the source (user[/password]@ in the DR source URL)');
   if (on.ha && !on.ha.isPrimary) return refuse('tandem:dr:not-primary', `this broker is an HA backup (${on.ha.state}), not the primary of its cluster`);
   const source = on.source;
   if (!source) return refuse('tandem:dr:disabled', 'this broker is not a DR source (dr-retain-changes = 0)');
-  const stream = source.attach(sender, conn.remoteAddress);
+  const stream = source.attach(link, conn.remoteAddress);
   if (!stream) return false;
   return {
     onFlow: () => stream.pump(),

@@ -7,7 +7,8 @@
 // Only changes the broker's settlement gate calls safe (journaled, and held by
 // every ready HA backup) are sent, so a source failover never un-happens
 // something a secondary already applied.
-import type { Sender } from 'rhea';
+import type { PeerSender } from '../peer-link/transport.js';
+import { Outbound } from '../peer-link/outbound.js';
 import type { Broker } from '../broker/broker.js';
 import { copyMessage } from '../broker/paged-message.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
@@ -113,29 +114,24 @@ export class DrSource implements ChangeSink {
   }
 
   /** A bridge attached to DR_ADDRESS; the caller checked that this broker serves clients. */
-  attach(sender: Sender, remote: string): DrStream | undefined {
-    const props = ((sender as unknown as { remote: { attach: { properties?: Record<string, unknown> } } }).remote.attach.properties ?? {}) as Record<string, unknown>;
+  attach(sender: PeerSender, remote: string): DrStream | undefined {
+    const props = sender.hello;
     let request: DrRequestQueue[];
     try {
       request = parseRequest(props[DrProps.queues]);
     } catch (err) {
-      refuse(sender, 'amqp:invalid-field', (err as Error).message);
+      sender.refuse({ condition: 'amqp:invalid-field', description: (err as Error).message });
       return undefined;
     }
     const unfit = this.unfitRequest(request);
     if (unfit) {
-      refuse(sender, unfit.condition, unfit.description);
+      sender.refuse(unfit);
       return undefined;
     }
     // The first copy: from now on the whole cluster keeps the window (recorded, then armed by append()).
     this.opts.broker.noteDrFollowed();
     const epochs = Object.fromEntries(request.map((r) => [r.queue, epochOf(this.opts.broker.drQueues.get(r.queue))]));
-    (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = {
-      [DrProps.source]: true,
-      [DrProps.epochs]: JSON.stringify(epochs),
-      'tandem.lsn': this.headLsn,
-    };
-    sender.set_source({ address: DR_ADDRESS } as never);
+    sender.accept(DR_ADDRESS, { [DrProps.source]: true, [DrProps.epochs]: JSON.stringify(epochs), 'tandem.lsn': this.headLsn });
     const stream = new DrStream(this, sender, request, remote);
     this.streams.add(stream);
     this.askSafe();
@@ -201,11 +197,6 @@ export class DrSource implements ChangeSink {
   }
 }
 
-function refuse(sender: Sender, condition: string, description: string): void {
-  (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
-  sender.close({ condition, description });
-}
-
 /** One bridge's link: declares, the copies it needs, then the window, by credit. */
 export class DrStream {
   closed = false;
@@ -216,14 +207,18 @@ export class DrStream {
   private snapshot: PendingSnapshot | undefined;
   private cursor: number;
   private covered: number;
-  private sent = 0;
+  /** The link to the bridge: presettled transfers against its credit, its only acknowledgement. */
+  private readonly out: Outbound;
+  private readonly link: PeerSender;
 
   constructor(
     private readonly source: DrSource,
-    private readonly link: Sender,
+    link: PeerSender,
     request: DrRequestQueue[],
     readonly remote: string,
   ) {
+    this.link = link;
+    this.out = new Outbound(link, undefined);
     const broker = source.opts.broker;
     const head = source.headLsn;
     const window = source.window;
@@ -504,17 +499,14 @@ export class DrStream {
   }
 
   private credit(): number {
-    const l = this.link as unknown as { credit: number; delivery_count: number; session: { outgoing: { available(): number } } };
-    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available());
+    return this.out.room();
   }
 
   private send(m: Omit<DrStreamMessage, 'time' | 'head' | 'now'> & { time?: number }): void {
     const now = Date.now();
     const full: DrStreamMessage = { ...m, time: m.time ?? now, head: this.source.safeLsn, now };
-    const d = this.link.send(encodeDrMessage(full), undefined, 0);
-    this.sent++;
     // Settled at once: the bridge's credit is the only acknowledgement.
-    if (!d.settled) d.update(true);
+    this.out.send(encodeDrMessage(full));
   }
 }
 

@@ -6,7 +6,6 @@ import { randomUUID } from 'node:crypto';
 import { redact } from '../ops/secrets.js';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Sender } from 'rhea';
 import type { Refusal } from '../amqp/refusal.js';
 import { ManagementClient } from '../admin/client.js';
 import { endpointAddress, haIdentity, haLinkTls } from '../admin/peer-addresses.js';
@@ -18,7 +17,8 @@ import type { Settings } from '../ops/config.js';
 import type { Logger } from '../ops/log.js';
 import { Follower } from '../replication/follower.js';
 import { rememberEncoding } from '../store/record-codec.js';
-import { Props, type StreamMessage } from '../replication/protocol.js';
+import { Props, REPLICATION_ADDRESS, type StreamMessage } from '../replication/protocol.js';
+import type { PeerSender } from '../peer-link/transport.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
 import { clearJournalComplete, isJournalComplete, markJournalComplete } from './journal-marker.js';
@@ -276,8 +276,8 @@ export class HaManager {
   // ---- primary side -------------------------------------------------------
 
   /** A broker opened the replication link to us. */
-  openReplication(sender: Sender, remoteAddress: string): BackupStream | undefined {
-    const props = ((sender as unknown as { remote: { attach: { properties?: Record<string, unknown> } } }).remote.attach.properties ?? {}) as Record<string, unknown>;
+  openReplication(sender: PeerSender, remoteAddress: string): BackupStream | undefined {
+    const props = sender.hello;
     const hello: ReplicationHello = {
       brokerId: String(props[Props.brokerId] ?? 'unknown'),
       lsn: Number(props[Props.lsn] ?? 0),
@@ -286,8 +286,7 @@ export class HaManager {
       replicate: String(props[Props.replicate] ?? ''),
     };
     const refuse = (condition: string, description: string) => {
-      (sender as unknown as { local: { attach: { source?: unknown } } }).local.attach.source = undefined;
-      sender.close({ condition, description });
+      sender.refuse({ condition, description });
       return undefined;
     };
     if (!this.isPrimary || !this.source) return refuse('tandem:ha:not-primary', `this broker is ${this.sm.state}, not the primary`);
@@ -299,8 +298,7 @@ export class HaManager {
     if (hello.replicate !== this.host.settings.haReplicate) {
       return refuse('tandem:ha:fatal', `ha-replicate mismatch: the primary uses '${this.host.settings.haReplicate}', this backup '${hello.replicate}'; set the same value on every broker`);
     }
-    (sender as unknown as { local: { attach: { properties?: unknown } } }).local.attach.properties = { [Props.epoch]: this.host.broker.epoch };
-    sender.set_source({ address: '$ha.replication' } as never);
+    sender.accept(REPLICATION_ADDRESS, { [Props.epoch]: this.host.broker.epoch });
     const stream = this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch, journalLsn: hello.journalLsn });
     // DR passwords are not in the journal, so not in the stream of changes: they go on their own.
     const credentials = this.host.drCredentials.all();

@@ -4,6 +4,7 @@ import type { Sender } from 'rhea';
 import type { ClientConnection } from '../amqp/client-connection.js';
 import type { SpecialSender } from '../amqp/server.js';
 import type { HaManager } from './ha-manager.js';
+import { RheaPeerSender } from '../peer-link/rhea-sender.js';
 
 /** The link's handler, or false when it is refused (closed with the reason). */
 export function openReplicationLink(ha: HaManager, conn: ClientConnection, sender: Sender): SpecialSender | false {
@@ -11,12 +12,13 @@ export function openReplicationLink(ha: HaManager, conn: ClientConnection, sende
     sender.close({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
     return false;
   }
-  const stream = ha.openReplication(sender, conn.remoteAddress);
+  const link = new RheaPeerSender(sender);
+  const stream = ha.openReplication(link, conn.remoteAddress);
   if (!stream) return false;
   return {
     onFlow: () => stream.pump(),
     onSettled: (d, outcome) => {
-      if (outcome !== 'settled') stream.onSettled(d, outcome === 'accepted');
+      if (outcome !== 'settled') link.outcome(d, outcome === 'accepted');
     },
     onClose: () => ha.onReplicationGone(stream),
   };

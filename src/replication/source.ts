@@ -5,11 +5,12 @@
 // gate for HA: a publisher is settled only when every *ready* backup has
 // acknowledged the change and at least `minReadyBackups` of them are ready (the
 // settlement quorum, src/ha/settle-quorum.ts); short of them, settlements wait.
-import type { Delivery, Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { ChangeSink, LoggedChange, ReplicationLevel } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { Deque } from '../util/deque.js';
+import { Outbound, type Outcome } from '../peer-link/outbound.js';
+import type { PeerSender } from '../peer-link/transport.js';
 import type { Logger } from '../ops/log.js';
 import { sharedThrough, type EpochHistory } from '../ha/epoch-history.js';
 import { ReplicationFilter } from './filter.js';
@@ -48,12 +49,6 @@ export interface Divergence {
   through: number;
 }
 
-interface Unacked {
-  lsn: number;
-  sentAt: number;
-  acked: boolean;
-}
-
 /** A backup is sent a snapshot: from this point, why, and what of its own it must keep. */
 interface SnapshotStart {
   snapshot: SnapshotSource;
@@ -88,20 +83,19 @@ export class BackupStream {
   /** Primary LSN covered by what was sent (skipped, filtered changes included). */
   private sentThrough: number;
   private ackedThrough: number;
-  private readonly unacked = new Deque<Unacked>();
-  private lastAckAt = 0;
-  private readonly byDelivery = new Map<Delivery, Unacked>();
-  private sent = 0;
+  /** The link to the backup: transfers against its credit, each acknowledged in order. */
+  private readonly out: Outbound;
   private liveAt: number | undefined;
   private pendingBegin: StreamMessage | undefined;
   closed = false;
 
   constructor(
     readonly hello: BackupHello,
-    private readonly link: Sender,
+    link: PeerSender,
     private readonly source: ReplicationSource,
     start: SnapshotStart | { fromSeq: number; fromLsn: number },
   ) {
+    this.out = new Outbound(link, MAX_UNACKED, (outcome) => this.onOutcome(outcome));
     if ('snapshot' in start) {
       this.snapshot = start.snapshot;
       this.snapshotLsn = start.lsn;
@@ -117,7 +111,7 @@ export class BackupStream {
 
   /** When this backup last acknowledged anything (heartbeats included); 0: never. */
   get lastAckedAt(): number {
-    return this.lastAckAt;
+    return this.out.lastAckedAt;
   }
 
   get acked(): number {
@@ -136,7 +130,7 @@ export class BackupStream {
 
   /** When the oldest change this backup has not acknowledged was sent (undefined: it owes none). */
   get oldestUnackedSentAt(): number | undefined {
-    return this.unacked.peek()?.sentAt;
+    return this.out.oldestSentAt;
   }
 
   /**
@@ -144,14 +138,13 @@ export class BackupStream {
    * (undefined: it owes none). A slow backup that keeps acknowledging is not stalled.
    */
   get stalledSince(): number | undefined {
-    const oldest = this.unacked.peek();
-    return oldest ? Math.max(oldest.sentAt, this.lastAckAt) : undefined;
+    return this.out.stalledSince;
   }
 
   /** Send what credit allows: snapshot first, then the window, then mark live. */
   pump(): void {
     if (this.closed) return;
-    for (let guard = 0; guard < 10_000 && this.credit() > 0 && this.unacked.length < MAX_UNACKED; guard++) {
+    for (let guard = 0; guard < 10_000 && this.out.room() > 0; guard++) {
       if (this.pendingBegin) {
         this.send(this.pendingBegin, 0);
         this.pendingBegin = undefined;
@@ -189,14 +182,14 @@ export class BackupStream {
     if (!this.snapshot && this.cursor >= this.source.retained.endSeq) {
       // Everything retained was sent; filtered changes since count as covered.
       this.sentThrough = Math.max(this.sentThrough, this.source.headLsn);
-      if (this.unacked.length === 0) this.advanceAcked();
+      if (this.out.unacknowledged === 0) this.advanceAcked();
       if (this.liveAt === undefined) this.liveAt = this.source.headLsn;
       this.checkReady();
     }
   }
 
   heartbeat(): void {
-    if (this.closed || this.pendingBegin || this.snapshot || this.credit() <= 0 || this.unacked.length > 0) return;
+    if (this.closed || this.pendingBegin || this.snapshot || !this.out.idle) return;
     this.send({ kind: 'heartbeat', lsn: this.sentThrough }, this.sentThrough);
   }
 
@@ -204,17 +197,13 @@ export class BackupStream {
     if (!this.closed) this.send(m, 0);
   }
 
-  onSettled(delivery: Delivery, accepted: boolean): void {
-    const u = this.byDelivery.get(delivery);
-    if (!u) return;
-    this.byDelivery.delete(delivery);
-    if (!delivery.settled) delivery.update(true);
-    if (!accepted) {
+  /** The backup answered one of our transfers (the link settled it). */
+  private onOutcome(outcome: Outcome): void {
+    if (this.closed) return;
+    if (outcome === 'refused') {
       this.source.dropBackup(this, 'backup refused a replicated change');
       return;
     }
-    u.acked = true;
-    this.lastAckAt = Date.now();
     this.advanceAcked();
     // Room in the in-flight window again.
     this.pump();
@@ -226,22 +215,13 @@ export class BackupStream {
   close(reason?: string): void {
     if (this.closed) return;
     this.closed = true;
-    this.byDelivery.clear();
-    if (reason) {
-      try {
-        this.link.close({ condition: DROPPED, description: reason });
-      } catch {
-        // the link is already gone
-      }
-    }
+    this.out.close();
+    if (reason) this.out.link.close({ condition: DROPPED, description: reason });
   }
 
   private advanceAcked(): void {
-    while (this.unacked.length > 0 && (this.unacked.peek() as Unacked).acked) {
-      const u = this.unacked.shift() as Unacked;
-      if (u.lsn > this.ackedThrough) this.ackedThrough = u.lsn;
-    }
-    if (this.unacked.length === 0 && !this.snapshot && this.sentThrough > this.ackedThrough) this.ackedThrough = this.sentThrough;
+    if (this.out.acknowledged > this.ackedThrough) this.ackedThrough = this.out.acknowledged;
+    if (this.out.unacknowledged === 0 && !this.snapshot && this.sentThrough > this.ackedThrough) this.ackedThrough = this.sentThrough;
   }
 
   private checkReady(): void {
@@ -265,22 +245,13 @@ export class BackupStream {
     return out;
   }
 
-  private credit(): number {
-    const l = this.link as unknown as { credit: number; delivery_count: number; session: { outgoing: { available(): number } } };
-    return Math.min(l.credit - (this.sent - l.delivery_count), l.session.outgoing.available());
-  }
-
   /** ackLsn 0: a transfer that moves no position (snapshot content, control). */
   private send(m: StreamMessage, ackLsn: number): void {
     this.sendEncoded(encodeStreamMessage(m), ackLsn);
   }
 
   private sendEncoded(bytes: Buffer, ackLsn: number): void {
-    const delivery = this.link.send(bytes, undefined, 0);
-    this.sent++;
-    const u: Unacked = { lsn: ackLsn, sentAt: Date.now(), acked: false };
-    this.unacked.push(u);
-    this.byDelivery.set(delivery, u);
+    this.out.send(bytes, ackLsn);
   }
 }
 
@@ -412,7 +383,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   }
 
   /** A backup link attached: decide diff or snapshot and start feeding it. */
-  attach(link: Sender, hello: BackupHello): BackupStream {
+  attach(link: PeerSender, hello: BackupHello): BackupStream {
     const start = this.startFor(hello);
     const stream = new BackupStream(hello, link, this, start);
     this.streams.add(stream);
