@@ -31,7 +31,7 @@ afterEach(() => {
 });
 
 /** A primary and one backup on a scripted network; `fault` scripts the wire. */
-function cluster(seed: number) {
+function cluster(seed: number, neighbours = false) {
   const rnd = prng(seed);
   const net = new ScriptedNetwork(seed, 5);
   const { broker, logged } = newBroker();
@@ -58,6 +58,20 @@ function cluster(seed: number) {
     },
   });
 
+  // ha-brokers-url lists this backup itself, and another backup, which refuses the link.
+  const endpoints = neighbours ? [{ host: 'self', port: 5672 }, { host: 'other', port: 5672 }, PRIMARY] : [PRIMARY];
+  let refusals = 0;
+  let selfAttaches = 0;
+  net.listen('self:5672', { properties: { [Props.instance]: 'backup' }, attach: () => void selfAttaches++ });
+  net.listen('other:5672', {
+    properties: { [Props.instance]: 'other' },
+    attach: (link) => {
+      refusals++;
+      link.refuse({ condition: 'tandem:ha:not-primary', description: 'this broker is catchup, not the primary' });
+      return undefined;
+    },
+  });
+
   // The backup: applies in order, journals (a random sync delay), and tells its position.
   const applied: number[] = [];
   /** LSNs the backup's journal holds (its sync done): what an acknowledgement may cover. */
@@ -66,7 +80,7 @@ function cluster(seed: number) {
   let appliedThrough = broker.log.lsn;
   let ready = false;
   const follower = new Follower({
-    endpoints: [PRIMARY],
+    endpoints,
     user: undefined,
     password: undefined,
     mechanism: 'ANONYMOUS',
@@ -133,7 +147,23 @@ function cluster(seed: number) {
     source.close();
   };
 
-  return { net, run, applied, published, settled, problems, get ready() { return ready; } };
+  return {
+    net,
+    run,
+    applied,
+    published,
+    settled,
+    problems,
+    get selfAttaches() {
+      return selfAttaches;
+    },
+    get refusals() {
+      return refusals;
+    },
+    get ready() {
+      return ready;
+    },
+  };
 }
 
 function expectNothingLostDuplicatedOrReordered(c: ReturnType<typeof cluster>): void {
@@ -147,6 +177,23 @@ describe('HA replication over the scripted peer link', () => {
   it('with delays only: every change once, in order, settled after the backup has it', async () => {
     const c = cluster(1);
     await c.run(300);
+    expectNothingLostDuplicatedOrReordered(c);
+  });
+
+  it('searching a brokers-url: skips itself, retries a refusing backup, follows the primary', async () => {
+    const c = cluster(9, true);
+    let drops = 0;
+    c.net.onArrived = (f: Frame) => {
+      // The primary goes twice mid-stream: each time the search starts over among all three.
+      if (f.address === ADDRESS && f.dir === 's2c' && f.streamKind === 'changes' && Math.floor(c.applied.length / 100) > drops && drops < 2) {
+        drops++;
+        c.net.drop(ADDRESS);
+      }
+    };
+    await c.run(300);
+    expect(drops).toBe(2);
+    expect(c.refusals).toBeGreaterThan(0);
+    expect(c.selfAttaches).toBe(0);
     expectNothingLostDuplicatedOrReordered(c);
   });
 
