@@ -8,10 +8,10 @@
 // property `k` says what they carry; records are encoded with the journal's codec
 // (as in the HA stream). The bridge grants credit as it applies, which is all the
 // flow control there is: the source keeps no per-bridge acknowledgement state.
-import rhea from 'rhea';
 import type { DrMode, LoggedChange } from '../broker/changes.js';
 import { bodyBytes, decodeRecordBatch } from '../replication/protocol.js';
 import { encodeChange } from '../store/record-codec.js';
+import { DATA_SECTION_HEADER, applicationPropertiesSection, writeDataSectionHeader } from '../peer-link/sections.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -73,16 +73,6 @@ export interface DrStreamMessage {
   records?: Buffer[];
 }
 
-/** Described-type prefix of an AMQP data section (descriptor 0x75) holding a vbin32. */
-const DATA_SECTION = Buffer.from([0x00, 0x53, 0x75, 0xb0]);
-
-interface RheaTypes {
-  Writer: new () => { write(v: unknown): void; toBuffer(): Buffer };
-  described_nc(descriptor: unknown, value: unknown): unknown;
-  wrap_ulong(v: number): unknown;
-  wrap_map(v: Record<string, unknown>): unknown;
-}
-
 /**
  * The AMQP message: application-properties, then one data section holding the
  * records, each after its u32 length. Written here into one buffer of the exact
@@ -94,17 +84,13 @@ export function encodeDrMessage(m: DrStreamMessage): Buffer {
   const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn, time: m.time, head: m.head, now: m.now };
   if (m.queues) props.queues = JSON.stringify(m.queues);
   if (m.reason) props.reason = m.reason;
-  const types = (rhea as unknown as { types: RheaTypes }).types;
-  const w = new types.Writer();
-  w.write(types.described_nc(types.wrap_ulong(0x74), types.wrap_map(props)));
-  const head = w.toBuffer();
+  const head = applicationPropertiesSection(props);
   const records = m.records ?? (m.entries ?? []).map((e) => encodeChange(e));
   let bodyLength = 0;
   for (const r of records) bodyLength += 4 + r.length;
-  const out = Buffer.allocUnsafe(head.length + DATA_SECTION.length + 4 + bodyLength);
+  const out = Buffer.allocUnsafe(head.length + DATA_SECTION_HEADER + bodyLength);
   let at = head.copy(out, 0);
-  at += DATA_SECTION.copy(out, at);
-  at = out.writeUInt32BE(bodyLength, at);
+  at = writeDataSectionHeader(out, at, bodyLength);
   for (const r of records) {
     at = out.writeUInt32BE(r.length, at);
     at += r.copy(out, at);

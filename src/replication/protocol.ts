@@ -7,7 +7,7 @@
 // The backup accepts a transfer once what it carries is applied (and, for
 // durable changes, in its journal): those acceptances are the acknowledgements
 // the primary waits for before settling publishers.
-import rhea from 'rhea';
+import { DATA_SECTION_HEADER, applicationPropertiesSection, writeDataSectionHeader } from '../peer-link/sections.js';
 import { decodeChange, encodeChangeBatch } from '../store/record-codec.js';
 import type { LoggedChange } from '../broker/changes.js';
 
@@ -72,7 +72,7 @@ export function encodeStreamMessage(m: StreamMessage): Buffer {
   if (m.divergedAfter !== undefined) props['diverged-after'] = m.divergedAfter;
   if (m.divergedThrough !== undefined) props['diverged-through'] = m.divergedThrough;
   if (m.credentials) props.credentials = JSON.stringify(m.credentials);
-  const head = applicationProperties(props);
+  const head = applicationPropertiesSection(props);
   const reserve = head.length + DATA_SECTION_HEADER;
   let out: Buffer;
   if (m.records) {
@@ -88,31 +88,9 @@ export function encodeStreamMessage(m: StreamMessage): Buffer {
     out = encodeChangeBatch(entries, reserve, entries.reduce((n, e) => n + (e.change.kind === 'enqueue' ? e.change.message.bytes.length : 0), 0));
   }
   head.copy(out, 0);
-  // A data section: described type 0x75 (small ulong descriptor), then vbin32.
-  let at = head.length;
-  at = out.writeUInt8(0x00, at);
-  at = out.writeUInt8(0x53, at);
-  at = out.writeUInt8(0x75, at);
-  at = out.writeUInt8(0xb0, at);
-  out.writeUInt32BE(out.length - reserve, at);
+  writeDataSectionHeader(out, head.length, out.length - reserve);
   return out;
 }
-
-/** An application-properties section (descriptor 0x74, a map) alone, as rhea encodes it. */
-function applicationProperties(props: Record<string, unknown>): Buffer {
-  const t = rhea.types as unknown as {
-    Writer: new () => { write(v: unknown): void; toBuffer(): Buffer };
-    described(d: unknown, v: unknown): unknown;
-    wrap_ulong(n: number): unknown;
-    wrap_map(m: Record<string, unknown>): unknown;
-  };
-  const w = new t.Writer();
-  w.write(t.described(t.wrap_ulong(0x74), t.wrap_map(props)));
-  return w.toBuffer();
-}
-
-/** Bytes of a data section's descriptor and vbin32 header. */
-const DATA_SECTION_HEADER = 8;
 
 /** Change records, each length-prefixed (u32), in one buffer: the body of a stream message (HA and DR). */
 export function encodeRecordBatch(entries: LoggedChange[] | undefined): Buffer {

@@ -1,0 +1,35 @@
+// The two AMQP message sections a peer-link stream message is made of: an
+// application-properties map saying what it carries, then one data section
+// holding its records. Both streams (HA, DR) write their messages straight into
+// one buffer of the exact size from these (no copy of a batch through a message
+// encoder). The map is encoded by rhea's type writer, the one place the streams
+// reach into it; tandem's own engine's codec takes its place later.
+import rhea from 'rhea';
+
+interface RheaTypes {
+  Writer: new () => { write(v: unknown): void; toBuffer(): Buffer };
+  described(descriptor: unknown, value: unknown): unknown;
+  wrap_ulong(v: number): unknown;
+  wrap_map(v: Record<string, unknown>): unknown;
+}
+
+/** An application-properties section (descriptor 0x74, a map) alone. */
+export function applicationPropertiesSection(props: Record<string, unknown>): Buffer {
+  const t = (rhea as unknown as { types: RheaTypes }).types;
+  const w = new t.Writer();
+  w.write(t.described(t.wrap_ulong(0x74), t.wrap_map(props)));
+  return w.toBuffer();
+}
+
+/** Bytes of a data section's descriptor and vbin32 header. */
+export const DATA_SECTION_HEADER = 8;
+
+/** Write the header of a data section whose binary is `length` bytes at `at`; returns the offset after it. */
+export function writeDataSectionHeader(out: Buffer, at: number, length: number): number {
+  // Described type 0x75 (small ulong descriptor), then vbin32.
+  at = out.writeUInt8(0x00, at);
+  at = out.writeUInt8(0x53, at);
+  at = out.writeUInt8(0x75, at);
+  at = out.writeUInt8(0xb0, at);
+  return out.writeUInt32BE(length, at);
+}
