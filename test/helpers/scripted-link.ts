@@ -144,6 +144,39 @@ export class ScriptedNetwork implements PeerDialer {
     for (const w of [...this.wires]) if (w.address === address) this.kill(w, true);
   }
 
+  /**
+   * Partition `address` for `ms` as the server sends its `nth` stream message of
+   * `kind` (a batch on the wire). `happened()`: whether it came to that.
+   */
+  partitionAt(address: string, kind: string, nth: number, ms: number): { happened(): boolean } {
+    let seen = 0;
+    let done = false;
+    this.onSent = (f) => {
+      if (done || f.address !== address || f.dir !== 's2c' || f.streamKind !== kind || ++seen < nth) return;
+      done = true;
+      this.partition(address);
+      setTimeout(() => this.heal(address), ms);
+    };
+    return { happened: () => done };
+  }
+
+  /**
+   * Drop every connection to `address` on every `every`th frame that `match`es, at
+   * most `times` times: as the frame is sent (so it is lost) or once it has arrived.
+   */
+  dropOn(address: string, match: (f: Frame) => boolean, o: { every: number; times: number; when: 'lost' | 'delivered' }): { count(): number } {
+    let seen = 0;
+    let drops = 0;
+    const hook = (f: Frame) => {
+      if (f.address !== address || !match(f) || ++seen % o.every !== 0 || drops >= o.times) return;
+      drops++;
+      this.drop(address);
+    };
+    if (o.when === 'lost') this.onSent = hook;
+    else this.onArrived = hook;
+    return { count: () => drops };
+  }
+
   /** Connections dialled so far. */
   get dialled(): number {
     return this.dials;

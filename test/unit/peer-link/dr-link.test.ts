@@ -11,7 +11,7 @@ import type { SettlementGate } from '../../../src/broker/settlement.js';
 import { DrBridge } from '../../../src/dr/bridge.js';
 import { DrSource } from '../../../src/dr/source.js';
 import { bodies, msg, newBroker, prng, qs } from '../broker/helpers.js';
-import { ScriptedNetwork, type Frame } from '../../helpers/scripted-link.js';
+import { ScriptedNetwork } from '../../helpers/scripted-link.js';
 
 const SOURCE = 'source:5672';
 const log = pino({ level: 'silent' });
@@ -97,18 +97,10 @@ describe('DR over the scripted peer link', () => {
   for (const seed of [12, 13, 14]) {
     it(`a partition during a batch: the bridge resumes from its journaled position (seed ${seed})`, async () => {
       const p = pair(seed);
-      let changes = 0;
-      let partitioned = false;
-      p.net.onSent = (f: Frame) => {
-        // Longer than the bridge's silence limit (two of its 4 s idle-time-outs).
-        if (!partitioned && f.dir === 's2c' && f.streamKind === 'changes' && ++changes === 3) {
-          partitioned = true;
-          p.net.partition(SOURCE);
-          setTimeout(() => p.net.heal(SOURCE), 12_000);
-        }
-      };
+      // Longer than the bridge's silence limit (two of its 4 s idle-time-outs).
+      const partition = p.net.partitionAt(SOURCE, 'changes', 3, 12_000);
       await p.run(20, 400);
-      expect(partitioned).toBe(true);
+      expect(partition.happened()).toBe(true);
       expect(p.net.dialled).toBeGreaterThan(1);
       expectSameCopy(p, 420);
     });
@@ -122,18 +114,9 @@ describe('DR over the scripted peer link', () => {
   ] as const) {
     it(`a drop just after a credit grant, the bridge's acknowledgement (${when} on the way) (seed ${seed})`, async () => {
       const p = pair(seed);
-      let grants = 0;
-      let drops = 0;
-      const dropOn = (f: Frame) => {
-        if (f.dir === 'c2s' && f.kind === 'flow' && ++grants % 10 === 0 && drops < 3) {
-          drops++;
-          p.net.drop(SOURCE);
-        }
-      };
-      if (when === 'lost') p.net.onSent = dropOn;
-      else p.net.onArrived = dropOn;
+      const drops = p.net.dropOn(SOURCE, (f) => f.dir === 'c2s' && f.kind === 'flow', { every: 10, times: 3, when });
       await p.run(20, 400);
-      expect(drops).toBe(3);
+      expect(drops.count()).toBe(3);
       expect(p.net.dialled).toBeGreaterThanOrEqual(4);
       expectSameCopy(p, 420);
     });

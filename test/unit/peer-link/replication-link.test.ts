@@ -200,18 +200,10 @@ describe('HA replication over the scripted peer link', () => {
   for (const seed of [2, 3, 4]) {
     it(`a partition during a batch: the backup refollows from its position (seed ${seed})`, async () => {
       const c = cluster(seed);
-      let changes = 0;
-      let partitioned = false;
-      c.net.onSent = (f: Frame) => {
-        // The primary is in the middle of sending the changes: nothing crosses for ten heartbeats.
-        if (!partitioned && f.dir === 's2c' && f.streamKind === 'changes' && ++changes === 3) {
-          partitioned = true;
-          c.net.partition(ADDRESS);
-          setTimeout(() => c.net.heal(ADDRESS), 10 * HEARTBEAT_MS);
-        }
-      };
+      // The primary is in the middle of sending the changes: nothing crosses for ten heartbeats.
+      const partition = c.net.partitionAt(ADDRESS, 'changes', 3, 10 * HEARTBEAT_MS);
       await c.run(400);
-      expect(partitioned).toBe(true);
+      expect(partition.happened()).toBe(true);
       // The backup gave up on the silent link and followed again on a new connection.
       expect(c.net.dialled).toBeGreaterThan(1);
       expectNothingLostDuplicatedOrReordered(c);
@@ -226,20 +218,10 @@ describe('HA replication over the scripted peer link', () => {
   ] as const) {
     it(`a drop just after an acknowledgement (${when} on the way) neither loses nor repeats (seed ${seed})`, async () => {
       const c = cluster(seed);
-      let acks = 0;
-      let drops = 0;
-      const isAck = (f: Frame) => f.dir === 'c2s' && f.kind === 'disposition' && f.accepted === true;
       // The ack never arrives (dropped as it is sent), or arrives and the connection goes right after.
-      const dropOn = (f: Frame) => {
-        if (isAck(f) && ++acks % 10 === 0 && drops < 3) {
-          drops++;
-          c.net.drop(ADDRESS);
-        }
-      };
-      if (when === 'lost') c.net.onSent = dropOn;
-      else c.net.onArrived = dropOn;
+      const drops = c.net.dropOn(ADDRESS, (f) => f.dir === 'c2s' && f.kind === 'disposition' && f.accepted === true, { every: 10, times: 3, when });
       await c.run(400);
-      expect(drops).toBe(3);
+      expect(drops.count()).toBe(3);
       expect(c.net.dialled).toBeGreaterThanOrEqual(4);
       expectNothingLostDuplicatedOrReordered(c);
     });
