@@ -36,8 +36,12 @@ export interface BridgeHost {
 /** Batches the source may send before we have made the earlier ones safe. */
 const CREDIT = 32;
 const IDLE_TIMEOUT_MS = 4000;
-/** A TCP handshake not done by then is a source broker that is down (src/util/tcp-reach.ts). */
-const HANDSHAKE_DEADLINE_MS = 500;
+/**
+ * A source site may be far away (a WAN, a lost SYN resent after a second): its TCP
+ * handshake gets as long as its answer, not the 500 ms an HA backup gives a broker
+ * of its own cluster.
+ */
+const HANDSHAKE_DEADLINE_MS = 5000;
 
 export type LinkState = 'idle' | 'connecting' | 'connected' | 'snapshot' | 'stopped';
 
