@@ -9,9 +9,9 @@
 // (as in the HA stream). The bridge grants credit as it applies, which is all the
 // flow control there is: the source keeps no per-bridge acknowledgement state.
 import type { DrMode, LoggedChange } from '../broker/changes.js';
-import { bodyBytes, decodeRecordBatch } from '../replication/protocol.js';
+import { decodeRecordBatch } from '../replication/protocol.js';
 import { encodeChange } from '../store/record-codec.js';
-import { DATA_SECTION_HEADER, applicationPropertiesSection, writeDataSectionHeader } from '../peer-link/sections.js';
+import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
 
 export const DR_ADDRESS = '$dr.replication';
 

@@ -7,7 +7,7 @@ import { tlsConnectOptions } from '../admin/link-tls.js';
 import { externalMechanisms } from '../admin/client.js';
 import { connectWithin } from '../util/tcp-reach.js';
 import type { ConnectionEvents, DialOptions, PeerConnection, PeerDialer, PeerError, PeerReceiver, ReceiverEvents, ReceiverOptions } from './transport.js';
-import { bodyBytes } from '../replication/protocol.js';
+import { bodyBytes } from './sections.js';
 
 /** What rhea keeps about the far end and does not type. */
 interface RheaRemote {

@@ -1,4 +1,5 @@
-// The two AMQP message sections a peer-link stream message is made of: an
+// The two AMQP message sections a peer-link stream message is made of (and how a
+// decoder hands its body back): an
 // application-properties map saying what it carries, then one data section
 // holding its records. Both streams (HA, DR) write their messages straight into
 // one buffer of the exact size from these (no copy of a batch through a message
@@ -32,4 +33,11 @@ export function writeDataSectionHeader(out: Buffer, at: number, length: number):
   at = out.writeUInt8(0x75, at);
   at = out.writeUInt8(0xb0, at);
   return out.writeUInt32BE(length, at);
+}
+
+/** The binary body of a stream message as a decoder hands it over: a data section's binary, or a buffer. */
+export function bodyBytes(message: { body?: unknown }): Buffer | undefined {
+  const body = message.body as { content?: unknown } | Buffer | undefined;
+  if (Buffer.isBuffer(body)) return body;
+  return Buffer.isBuffer((body as { content?: unknown } | undefined)?.content) ? (body as { content: Buffer }).content : undefined;
 }

@@ -7,7 +7,7 @@
 // The backup accepts a transfer once what it carries is applied (and, for
 // durable changes, in its journal): those acceptances are the acknowledgements
 // the primary waits for before settling publishers.
-import { DATA_SECTION_HEADER, applicationPropertiesSection, writeDataSectionHeader } from '../peer-link/sections.js';
+import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
 import { decodeChange, encodeChangeBatch } from '../store/record-codec.js';
 import type { LoggedChange } from '../broker/changes.js';
 
@@ -107,13 +107,6 @@ function lengthPrefixed(records: Buffer[]): Buffer {
     offset += 4 + r.length;
   }
   return out;
-}
-
-/** The binary body of a stream message as rhea hands it over (data section or buffer). */
-export function bodyBytes(message: { body?: unknown }): Buffer | undefined {
-  const body = message.body as { content?: unknown } | Buffer | undefined;
-  if (Buffer.isBuffer(body)) return body;
-  return Buffer.isBuffer((body as { content?: unknown } | undefined)?.content) ? (body as { content: Buffer }).content : undefined;
 }
 
 /** Inverse of encodeRecordBatch; `what` names the stream in errors. Each message body is a copy of its own. */

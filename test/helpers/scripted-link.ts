@@ -8,7 +8,7 @@
 // either way, FINs included, until healed). Deterministic under fake timers.
 import rhea from 'rhea';
 import { prng } from '../../src/util/prng.js';
-import { bodyBytes } from '../../src/replication/protocol.js';
+import { bodyBytes } from '../../src/peer-link/sections.js';
 import type {
   ConnectionEvents,
   DeliveryRef,
