@@ -1,10 +1,10 @@
-// The two AMQP message sections a peer-link stream message is made of (and how a
-// decoder hands its body back): an
+// The two AMQP message sections a peer-link stream message is made of: an
 // application-properties map saying what it carries, then one data section
-// holding its records. Both streams (HA, DR) write their messages straight into
-// one buffer of the exact size from these (no copy of a batch through a message
-// encoder). The map is encoded by rhea's type writer, the one place the streams
-// reach into it; tandem's own engine's codec takes its place later.
+// holding its records (and how a decoder hands that body back). Both streams
+// (HA, DR) write their messages straight into one buffer of the exact size from
+// these (no copy of a batch through a message encoder). The map is encoded by
+// rhea's type writer, the one place the streams reach into it; tandem's own
+// engine's codec takes its place later.
 import rhea from 'rhea';
 
 interface RheaTypes {
