@@ -8,7 +8,7 @@
 // every ready HA backup) are sent, so a source failover never un-happens
 // something a secondary already applied.
 import type { PeerSender } from '../peer-link/transport.js';
-import { Outbound } from '../peer-link/outbound.js';
+import { BATCH_BYTES, BATCH_RECORDS, Outbound, batchHasRoom } from '../peer-link/outbound.js';
 import type { Broker } from '../broker/broker.js';
 import { copyMessage } from '../broker/paged-message.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
@@ -23,8 +23,6 @@ import { epochOf, roleOf } from './roles.js';
 import { exchangeDeclare, exchangeMatcher, topologyOf } from './topology.js';
 import { DrSnapshotReader, type KeepingJournal } from './snapshot.js';
 
-const BATCH_RECORDS = 256;
-const BATCH_BYTES = 256 * 1024;
 /** A copy held this long by the safety rule is logged (HA backups or the journal lag). */
 const COPY_WAIT_LOG_MS = 1000;
 
@@ -323,7 +321,7 @@ export class DrStream {
       const records: Buffer[] = [];
       let bytes = 0;
       let lastSeq = -1;
-      while (this.cursor < w.endSeq && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+      while (this.cursor < w.endSeq && batchHasRoom(records.length, bytes)) {
         const lsn = w.lsnAt(this.cursor) as number;
         if (lsn > src.safeLsn) break;
         const record = this.filtered(this.cursor, lsn);
@@ -348,7 +346,7 @@ export class DrStream {
     const broker = this.source.opts.broker;
     const records: Buffer[] = [];
     let bytes = 0;
-    while (fill.length > 0 && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+    while (fill.length > 0 && batchHasRoom(records.length, bytes)) {
       const f = fill[0]!;
       if (f.next >= f.ids.length) {
         fill.shift();
@@ -440,7 +438,8 @@ export class DrStream {
         "DR: the copy waits until the source's journal and ready HA backups hold what it read",
       );
     }
-    if (this.closed || this.snapshot || this.declares || this.credit() <= 0) return;
+    // Unacknowledged stream: idle is credit for one more transfer.
+    if (this.closed || this.snapshot || this.declares || !this.out.idle) return;
     // Everything safe is sent (or filtered out): the secondary is current up to safeLsn.
     const w = this.source.window;
     const upTo = this.cursor >= w.endSeq || (w.lsnAt(this.cursor) ?? Infinity) > this.source.safeLsn ? this.source.safeLsn : this.covered;

@@ -15,6 +15,19 @@ interface InFlight {
 
 export type Outcome = 'acked' | 'refused' | 'unknown';
 
+/**
+ * Most records and bytes one stream transfer carries (HA and DR alike): large
+ * enough that a batch costs one transfer and one acknowledgement for many changes,
+ * small enough that one transfer never holds a link for long.
+ */
+export const BATCH_RECORDS = 256;
+export const BATCH_BYTES = 256 * 1024;
+
+/** Whether a batch of `records` holding `bytes` may take one more record. */
+export function batchHasRoom(records: number, bytes: number): boolean {
+  return records < BATCH_RECORDS && bytes < BATCH_BYTES;
+}
+
 export class Outbound {
   private readonly inFlight = new Deque<InFlight>();
   private readonly byDelivery = new Map<DeliveryRef, InFlight>();

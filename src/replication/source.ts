@@ -9,7 +9,7 @@ import type { Broker } from '../broker/broker.js';
 import type { ChangeSink, LoggedChange, ReplicationLevel } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { Deque } from '../util/deque.js';
-import { Outbound, type Outcome } from '../peer-link/outbound.js';
+import { Outbound, batchHasRoom, type Outcome } from '../peer-link/outbound.js';
 import type { PeerSender } from '../peer-link/transport.js';
 import type { Logger } from '../ops/log.js';
 import { sharedThrough, type EpochHistory } from '../ha/epoch-history.js';
@@ -60,10 +60,8 @@ interface SnapshotStart {
 /** Link error telling a backup the primary dropped it: it is no longer up to date. */
 export const DROPPED = 'tandem:ha:dropped';
 
-const BATCH_RECORDS = 256;
 /** Transfers in flight to one backup: bounds its queue, so acknowledgements stay prompt. */
 const MAX_UNACKED = 16;
-const BATCH_BYTES = 256 * 1024;
 /** How many times per heartbeat interval backups are checked for silence. */
 const STALL_CHECKS_PER_INTERVAL = 20;
 
@@ -235,7 +233,7 @@ export class BackupStream {
   private takeSnapshot(snap: SnapshotSource): LoggedChange[] {
     const out: LoggedChange[] = [];
     let bytes = 0;
-    while (out.length < BATCH_RECORDS && bytes < BATCH_BYTES && this.snapshotCount < snap.bound) {
+    while (batchHasRoom(out.length, bytes) && this.snapshotCount < snap.bound) {
       const next = snap.records.next();
       if (next.done) break;
       const entry: LoggedChange = { lsn: ++this.snapshotCount, change: next.value.change, durable: next.value.durable };
@@ -360,7 +358,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     const records: Buffer[] = [];
     let bytes = 0;
     let seq = fromSeq;
-    while (seq < end && records.length < BATCH_RECORDS && bytes < BATCH_BYTES) {
+    while (seq < end && batchHasRoom(records.length, bytes)) {
       const record = window.recordAt(seq++) as Buffer;
       records.push(record);
       bytes += record.length;
