@@ -213,12 +213,13 @@ export class DrBridge {
   /** Search the source's brokers for its primary, unless there is nothing to ask for. */
   private attempt(): void {
     if (this.stopped) return;
+    const asked = this.request().length;
     // Said once per search, not once per address tried.
-    if (this.request().length === 0) {
+    for (const [queue, error] of this.queueErrors) this.host.log.warn({ queue, source: this.source }, error);
+    if (asked === 0) {
       this.state = 'idle';
       return;
     }
-    for (const [queue, error] of this.queueErrors) this.host.log.warn({ queue, source: this.source }, error);
     this.state = 'connecting';
     this.failures.clear();
     this.search.start();
