@@ -17,7 +17,7 @@ import type { Settings } from '../ops/config.js';
 import type { Logger } from '../ops/log.js';
 import { Follower } from '../replication/follower.js';
 import { rememberEncoding } from '../store/record-codec.js';
-import { Props, REPLICATION_ADDRESS, type StreamMessage } from '../replication/protocol.js';
+import { FATAL, Props, REPLICATION_ADDRESS, type StreamMessage } from '../replication/protocol.js';
 import type { PeerSender } from '../peer-link/transport.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
@@ -296,7 +296,7 @@ export class HaManager {
       return refuse('tandem:ha:not-primary', 'this primary is stale');
     }
     if (hello.replicate !== this.host.settings.haReplicate) {
-      return refuse('tandem:ha:fatal', `ha-replicate mismatch: the primary uses '${this.host.settings.haReplicate}', this backup '${hello.replicate}'; set the same value on every broker`);
+      return refuse(FATAL, `ha-replicate mismatch: the primary uses '${this.host.settings.haReplicate}', this backup '${hello.replicate}'; set the same value on every broker`);
     }
     sender.accept(REPLICATION_ADDRESS, { [Props.epoch]: this.host.broker.epoch });
     const stream = this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch, journalLsn: hello.journalLsn });

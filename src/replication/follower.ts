@@ -10,8 +10,7 @@ import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch } from '../peer-link/search.js';
 import type { InboundDelivery, PeerDialer, PeerMessage } from '../peer-link/transport.js';
 import { RheaDialer } from '../peer-link/rhea-dialer.js';
-import { Props, REPLICATION_ADDRESS, decodeStreamMessage, type StreamMessage } from './protocol.js';
-import { DROPPED } from './source.js';
+import { DROPPED, FATAL, Props, REPLICATION_ADDRESS, decodeStreamMessage, type StreamMessage } from './protocol.js';
 
 export interface FollowerHost {
   endpoints: BrokerEndpoint[];
@@ -49,9 +48,6 @@ export interface FollowerHost {
  * address is searched on its own, so a dead one only delays itself.
  */
 const HANDSHAKE_DEADLINE_MS = 500;
-
-/** The primary's condition for a refusal retrying cannot fix (an ha-replicate mismatch). */
-const FATAL = 'tandem:ha:fatal';
 
 export class Follower {
   private readonly search: PeerSearch;

@@ -13,6 +13,11 @@ import type { LoggedChange } from '../broker/changes.js';
 
 export const REPLICATION_ADDRESS = '$ha.replication';
 
+/** Link error telling a backup the primary dropped it: it is no longer up to date. */
+export const DROPPED = 'tandem:ha:dropped';
+/** Link error refusing a backup for a reason retrying cannot fix (an ha-replicate mismatch). */
+export const FATAL = 'tandem:ha:fatal';
+
 /** Connection properties a broker sends when it connects to another broker. */
 export const Props = {
   haAdmin: 'qpid.ha-admin',

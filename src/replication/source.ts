@@ -14,7 +14,7 @@ import type { PeerSender } from '../peer-link/transport.js';
 import type { Logger } from '../ops/log.js';
 import { sharedThrough, type EpochHistory } from '../ha/epoch-history.js';
 import { ReplicationFilter } from './filter.js';
-import { encodeStreamMessage, type StreamMessage } from './protocol.js';
+import { DROPPED, encodeStreamMessage, type StreamMessage } from './protocol.js';
 import { snapshotOf, type SnapshotSource } from './snapshot.js';
 import { ChangeWindow } from './change-window.js';
 
@@ -57,8 +57,6 @@ interface SnapshotStart {
   diverged?: Divergence;
 }
 
-/** Link error telling a backup the primary dropped it: it is no longer up to date. */
-export const DROPPED = 'tandem:ha:dropped';
 
 /** Transfers in flight to one backup: bounds its queue, so acknowledgements stay prompt. */
 const MAX_UNACKED = 16;
