@@ -27,9 +27,17 @@ export function httpErrorOf(err: unknown): HttpError {
   return new HttpError(500, 'TANDEM_ERR_INTERNAL', 'internal error; see the broker log');
 }
 
+/**
+ * The pages' policy: nothing loaded from elsewhere. `connect` adds places the page's
+ * scripts may ask (the cluster's other consoles, to follow the primary: follow.ts).
+ */
+export function contentSecurityPolicy(connect: string[] = []): string {
+  return `default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src ${["'self'", ...connect].join(' ')}; base-uri 'none'; form-action 'self'; frame-ancestors 'none'`;
+}
+
 /** Headers on every answer: nothing framed, sniffed, cached, or loaded from elsewhere. */
 export function securityHeaders(res: ServerResponse): void {
-  res.setHeader('Content-Security-Policy', "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+  res.setHeader('Content-Security-Policy', contentSecurityPolicy());
   res.setHeader('X-Content-Type-Options', 'nosniff');
   res.setHeader('X-Frame-Options', 'DENY');
   res.setHeader('Referrer-Policy', 'no-referrer');

@@ -16,7 +16,8 @@ import type { Attributes } from '../admin/operations.js';
 import type { Role, UserDirectory } from '../admin/users.js';
 import type { LoginThrottle } from '../amqp/login-throttle.js';
 import type { Logger } from '../ops/log.js';
-import { HttpError, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson } from './http-io.js';
+import { connectSources, isClusterOrigin, roleAnswer } from './follow.js';
+import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson } from './http-io.js';
 import type { ClusterView } from './cluster-view.js';
 import { LiveOverview } from './live.js';
 import { SessionStore, cookieValue, csrfMatches, sessionCookie, type Session } from './sessions.js';
@@ -136,6 +137,8 @@ export class ConsoleServer {
       if (path === '/') throw new HttpError(500, 'TANDEM_ERR_INTERNAL', 'the console pages are missing from this installation (dist/console-ui: run npm run build)');
       throw new HttpError(404, 'TANDEM_ERR_NOT_FOUND', `no page ${path}`);
     }
+    // The page may ask the cluster's other consoles who is primary (follow.ts); nothing else.
+    if (file.type.startsWith('text/html')) res.setHeader('Content-Security-Policy', contentSecurityPolicy(connectSources(this.options.cluster())));
     res.writeHead(200, { 'Content-Type': file.type, 'Content-Length': file.body.length, 'Cache-Control': 'no-cache' });
     res.end(req.method === 'HEAD' ? undefined : file.body);
   }
@@ -145,6 +148,7 @@ export class ConsoleServer {
     if (method !== 'GET' && method !== 'HEAD') this.checkOrigin(req);
     if (path === '/api/session' && method === 'GET') return sendJson(res, 200, this.sessionInfo(req, res));
     if (path === '/api/login' && method === 'POST') return this.login(req, res);
+    if (path === '/api/role' && (method === 'GET' || method === 'HEAD')) return this.role(req, res);
 
     const matches = this.routes.map((r) => ({ r, m: r.path.exec(path) })).filter((x) => x.m);
     if (matches.length === 0) throw new HttpError(404, 'TANDEM_ERR_NOT_FOUND', `no API at ${path} (see docs/console.md)`);
@@ -199,6 +203,19 @@ export class ConsoleServer {
       host = '';
     }
     if (host !== req.headers.host) throw new HttpError(403, 'TANDEM_ERR_CSRF', `a request from ${origin} may not change anything here`);
+  }
+
+  /**
+   * This broker's HA role, without a session: a page on another console of the cluster
+   * whose own broker stopped answering asks it to find the primary (follow.ts). Only
+   * pages served by the cluster's hosts may read it, and never with credentials.
+   */
+  private role(req: IncomingMessage, res: ServerResponse): void {
+    const view = this.options.cluster();
+    res.setHeader('Vary', 'Origin');
+    const origin = req.headers.origin;
+    if (isClusterOrigin(view, origin)) res.setHeader('Access-Control-Allow-Origin', origin!);
+    sendJson(res, 200, roleAnswer(view));
   }
 
   private sessionOf(req: IncomingMessage): Session | undefined {

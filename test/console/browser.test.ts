@@ -5,7 +5,7 @@
 // lag is charted while traffic flows and which is activated from the page.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
@@ -13,7 +13,7 @@ import { TestClient } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
 import { drStatus, receive, send } from '../dr/helpers.js';
 import { ADMIN, READER, ThrottledProxy, writeUsers } from './helpers.js';
-import { docScreenshot, launchChromium, newContext } from './browser.js';
+import { confirmTyped, docScreenshot, launchChromium, logIn, newContext, row } from './browser.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,23 +31,6 @@ afterAll(async () => {
   await killAllBrokers();
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function logIn(page: Page, url: string, user: { name: string; password: string }): Promise<void> {
-  await page.goto(url);
-  await page.fill('#login-user', user.name);
-  await page.fill('#login-password', user.password);
-  await page.click('#login-submit');
-  await page.waitForSelector(`#who:has-text("${user.name}")`);
-}
-
-/** Type the name into the confirmation dialog and confirm. */
-async function confirmTyped(page: Page, name: string): Promise<void> {
-  await page.waitForSelector('#confirm[open]');
-  await page.fill('#confirm-input', name);
-  await page.click('#confirm-ok');
-}
-
-const row = (page: Page, attr: string, value: string) => page.locator(`tr[${attr}=${JSON.stringify(value)}]`);
 
 describe('console in a browser - one broker with logins', () => {
   let broker: TestBroker;

@@ -36,3 +36,27 @@ export async function docScreenshot(page: Page, file: string): Promise<void> {
   if (process.env.TANDEM_CONSOLE_SCREENSHOTS !== '1') return;
   await page.screenshot({ path: join(repoRoot, 'docs', file), fullPage: false });
 }
+
+/** Open the console at `url` and log in through its form. */
+export async function logIn(page: Page, url: string, user: { name: string; password: string }): Promise<void> {
+  await page.goto(url);
+  await submitLogin(page, user);
+}
+
+/** Fill and send the login form the page shows now. */
+export async function submitLogin(page: Page, user: { name: string; password: string }): Promise<void> {
+  await page.fill('#login-user', user.name);
+  await page.fill('#login-password', user.password);
+  await page.click('#login-submit');
+  await page.waitForSelector(`#who:has-text("${user.name}")`);
+}
+
+/** Type the name into the confirmation dialog and confirm. */
+export async function confirmTyped(page: Page, name: string): Promise<void> {
+  await page.waitForSelector('#confirm[open]');
+  await page.fill('#confirm-input', name);
+  await page.click('#confirm-ok');
+}
+
+/** The table row whose `attr` is `value`. */
+export const row = (page: Page, attr: string, value: string) => page.locator(`tr[${attr}=${JSON.stringify(value)}]`);

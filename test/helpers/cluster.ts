@@ -55,6 +55,8 @@ export class TestCluster {
     readonly dataDirs: string[],
     private readonly extraArgs: string[],
     readonly tls: ClusterTls | undefined,
+    /** Who the CLI is on a plain cluster with auth=yes (`user@` in front of -b; the password from TANDEM_PASSWORD). */
+    readonly cliUser?: string,
   ) {
     this.brokers = ports.map(() => undefined);
   }
@@ -63,9 +65,9 @@ export class TestCluster {
     return (this.tls ? 'amqps:' : '') + this.ports.map((p) => `127.0.0.1:${p}`).join(',');
   }
 
-  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls): Promise<TestCluster> {
+  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls, options: { cliUser?: string } = {}): Promise<TestCluster> {
     const ports = await freePorts(n);
-    const cluster = new TestCluster(ports, [], extraArgs, tls);
+    const cluster = new TestCluster(ports, [], extraArgs, tls, options.cliUser);
     for (let i = 0; i < n; i++) await cluster.startBroker(i);
     return cluster;
   }
@@ -96,7 +98,7 @@ export class TestCluster {
   /** -b and TLS options of the CLI for broker i. */
   cliTarget(i: number): string[] {
     const t = this.tls;
-    if (!t) return ['-b', this.address(i)];
+    if (!t) return ['-b', this.cliUser ? `${this.cliUser}@${this.address(i)}` : this.address(i)];
     const cert = t.cliCert ? ['--tls-cert', t.cliCert.cert, '--tls-key', t.cliCert.key] : [];
     return ['-b', `amqps://${t.cliUser ? `${t.cliUser}@` : ''}${this.address(i)}`, '--tls-ca', t.ca, ...cert];
   }

@@ -1,9 +1,11 @@
 // The console's single page: log in, then follow the broker's overview (a
 // server-sent event a second) and draw the page the address names (#/cluster,
 // #/queues, #/queues/NAME, #/connections, #/dr). When this broker's console stops
-// answering, the page says so and links the other brokers' consoles it knew.
+// answering, the page says so, links the other brokers' consoles it knew, and moves
+// to the one whose broker is (or becomes) primary (follow.ts).
 import { api, ApiError, seg, setCsrf } from './api.js';
 import { byId, h, replace } from './dom.js';
+import { FOLLOW_AFTER_MS, findPrimary, followUrl, ownAnswers, takeFollowed, type Followed } from './follow.js';
 import { clusterPage, connectionsPage, drPage, queueDetailPage, queuesPage, roleOf, type Overview, type Page, type PageContext, type Sample } from './pages.js';
 
 interface SessionInfo {
@@ -19,6 +21,10 @@ let session: SessionInfo = { authenticated: false, auth: true };
 let overview: Overview | undefined;
 let events: EventSource | undefined;
 let lostSince: number | undefined;
+/** Set once the page is on its way to the primary's console. */
+let following: Followed | undefined;
+let followTimer: ReturnType<typeof setInterval> | undefined;
+let followBusy = false;
 let currentKey = '';
 const queueHistories = new Map<string, Sample[]>();
 const drHistories = new Map<string, Sample[]>();
@@ -101,6 +107,7 @@ function push<T>(map: Map<string, T[]>, key: string, item: T): void {
 function onOverview(next: Overview): void {
   overview = next;
   lostSince = undefined;
+  stopFollowing();
   for (const q of next.queues) if (seeded.has(`queue:${String(q.name)}`)) push(queueHistories, String(q.name), { t: next.at, depth: Number(q.depth), 'in-rate': Number(q['in-rate']), 'out-rate': Number(q['out-rate']) });
   for (const d of next.dr) if (seeded.has(`dr:${String(d.queue)}`)) push(drHistories, String(d.queue), { t: next.at, 'lag-changes': Number(d['lag-changes']), 'lag-seconds': d['lag-seconds'] === null ? null : Number(d['lag-seconds']) });
   seedHistories(next);
@@ -131,14 +138,16 @@ function seedHistories(next: Overview): void {
 function drawBanners(): void {
   const out: HTMLElement[] = [];
   const brokers = overview?.cluster.brokers ?? [];
-  if (lostSince !== undefined) {
+  if (following) {
+    out.push(h('div', { class: 'banner info', id: 'following-banner' }, `Broker ${following.from} stopped answering; following the primary at ${following.to}\u2026`));
+  } else if (lostSince !== undefined) {
     const others = brokers.filter((b) => !b.self && typeof b.console === 'string');
     out.push(
       h(
         'div',
         { class: 'banner bad', id: 'lost-banner' },
         `This broker's console has not answered since ${new Date(lostSince).toLocaleTimeString()}; retrying. `,
-        others.length > 0 ? ['Other brokers\u2019 consoles: ', others.map((b, i) => [i > 0 ? ', ' : '', h('a', { href: String(b.console) }, String(b.address))])] : null,
+        others.length > 0 ? ['Looking for the primary among the other brokers\u2019 consoles: ', others.map((b, i) => [i > 0 ? ', ' : '', h('a', { href: String(b.console) }, String(b.address))]), '.'] : null,
       ),
     );
   }
@@ -187,10 +196,51 @@ function watch(): void {
   events.addEventListener('logged-out', () => void start());
   events.onerror = () => {
     lostSince ??= Date.now();
+    startFollowing();
     drawBanners();
     // Closed for good (e.g. a 401 after the broker restarted): ask who we are again.
     if (events?.readyState === EventSource.CLOSED) setTimeout(() => void start(), 1000);
   };
+}
+
+/** While this console is silent: once a second, look for the primary among the others. */
+function startFollowing(): void {
+  followTimer ??= setInterval(() => void followTick(), 1000);
+}
+
+function stopFollowing(): void {
+  if (followTimer !== undefined) clearInterval(followTimer);
+  followTimer = undefined;
+}
+
+async function followTick(): Promise<void> {
+  if (followBusy || following || lostSince === undefined || Date.now() - lostSince < FOLLOW_AFTER_MS) return;
+  followBusy = true;
+  try {
+    // Answering again (a blip, or a restart): the event stream reconnects; stay.
+    if (await ownAnswers()) return;
+    const brokers = overview?.cluster.brokers ?? [];
+    const others = brokers.filter((b) => !b.self && typeof b.console === 'string').map((b) => ({ address: String(b.address), console: String(b.console) }));
+    const target = await findPrimary(others);
+    if (!target || lostSince === undefined || following) return;
+    const from = String(brokers.find((b) => b.self)?.address ?? location.host);
+    const url = followUrl(target, from);
+    if (!url) return;
+    following = { from, to: target.address };
+    stopFollowing();
+    drawBanners();
+    location.assign(url);
+  } finally {
+    followBusy = false;
+  }
+}
+
+/** A page that followed the primary here says so until it is left (login included). */
+function drawFollowed(followed: Followed | undefined): void {
+  if (!followed) return;
+  const banner = byId('follow-banner');
+  replace(banner, `Broker ${followed.from} stopped answering; following the primary at ${followed.to}: this is its console.`);
+  banner.hidden = false;
 }
 
 function drawWho(): void {
@@ -269,4 +319,5 @@ window.addEventListener('hashchange', () => {
   if (overview) seedHistories(overview);
   draw();
 });
+drawFollowed(takeFollowed());
 void start();

@@ -198,7 +198,22 @@ export const connectionsPage: Page = {
         n(c.links),
         n(c.unsettled),
         h('td', {}, yesNo(c.admin)),
-        ctx.admin ? h('td', {}, h('button', { class: 'danger', 'data-action': 'close', onclick: () => ctx.act(`closed connection ${id}`, () => api('DELETE', `/api/connections/${seg(id)}`)) }, 'Close')) : null,
+        ctx.admin
+          ? h(
+              'td',
+              {},
+              h(
+                'button',
+                {
+                  class: 'danger',
+                  'data-action': 'close',
+                  // Typed, as every other destructive action: the rows move under the pointer every second.
+                  onclick: () => ctx.confirm(`Close connection ${id} (${String(c.container ?? 'unknown client')} from ${String(c.remote ?? '?')})?`, id, () => api('DELETE', `/api/connections/${seg(id)}`)),
+                },
+                'Close',
+              ),
+            )
+          : null,
       );
     });
     const headers = ['Id', 'Client', 'User', 'Address', 'Links', 'Unsettled', 'Admin'];
