@@ -23,15 +23,19 @@ export function roleAnswer(view: ClusterView): RoleAnswer {
   return { address: self.address, state: self.state, epoch: self.epoch, primary: self.state !== null && PRIMARY_STATES.has(self.state) };
 }
 
-/** The hosts of the cluster's brokers, as a URL writes them (IPv6 in brackets); none outside a cluster. */
+/**
+ * The hosts of the cluster's brokers (names and IPv4 addresses); none outside a
+ * cluster. IPv6 literals are left out: a CSP source cannot name one, so a page
+ * could not ask it anyway.
+ */
 export function clusterHosts(view: ClusterView): string[] {
   if (!view.ha) return [];
   const hosts = new Set<string>();
   for (const b of view.brokers) {
     const i = b.address.lastIndexOf(':');
     const host = (i > 0 ? b.address.slice(0, i) : b.address).toLowerCase();
-    if (host === '' || /[\s;,'*]/.test(host)) continue;
-    hosts.add(host.includes(':') && !host.startsWith('[') ? `[${host}]` : host);
+    // Only what a CSP host-source may hold: nothing in a header can be widened by a name.
+    if (/^[a-z0-9.-]+$/.test(host)) hosts.add(host);
   }
   return [...hosts];
 }
