@@ -94,4 +94,37 @@ describe('console follow - a 3-broker cluster with logins', () => {
     expect(await banner.isVisible()).toBe(true);
     await context.close();
   }, 90_000);
+
+  it('console follow - a page whose primary comes back as a backup (restarted before the page gave up) goes where the primary went', async ({ task }) => {
+    // From the test before: broker 0 is dead, 2 the primary, 1 its backup.
+    await cluster.waitState(1, 'ready');
+    const context = await newContext(browser, task.name);
+    const page = await context.newPage();
+    const [one, two] = [1, 2].map((i) => cluster.brokers[i]!.consoleUrl!);
+    const consolePort = cluster.brokers[2]!.consolePort!;
+    await logIn(page, `${two}/#/cluster`, ADMIN);
+    const brokerRow = (i: number) => row(page, 'data-address', cluster.address(i));
+    await waitFor(async () => (await brokerRow(2).getAttribute('data-role')) === 'primary', { timeout: 15_000, name: 'primary shown' });
+    await waitFor(async () => (await page.locator('a.console-link').count()) === 2, { timeout: 15_000, name: 'other consoles known' });
+
+    await cluster.kill(2);
+    // Back on the same console port, before any broker is primary: its page answers again.
+    await cluster.startBroker(2, ['--console-port', String(consolePort)]);
+    // Its sessions died with it: the page asks for a login on its own console.
+    await page.waitForSelector('#login-form', { timeout: 20_000 });
+    await submitLogin(page, ADMIN);
+    await waitFor(async () => (await brokerRow(2).getAttribute('data-role')) === 'backup', { timeout: 15_000, name: 'this broker shown as a backup' });
+    // No primary anywhere: it stays.
+    expect(new URL(page.url()).origin).toBe(new URL(two).origin);
+
+    const promoted = await cluster.promote(1);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    await page.waitForURL((u) => u.origin === new URL(one).origin, { timeout: 20_000 });
+    await page.waitForSelector('#login-form');
+    expect(await page.locator('#follow-banner').innerText()).toContain(`Broker ${cluster.address(2)} is a backup now; following the primary at ${cluster.address(1)}`);
+    await submitLogin(page, ADMIN);
+    await waitFor(async () => (await brokerRow(1).getAttribute('data-role')) === 'primary', { timeout: 15_000, name: 'new primary shown' });
+    expect(await brokerRow(1).innerText()).toContain('(this broker)');
+    await context.close();
+  }, 90_000);
 });

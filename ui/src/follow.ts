@@ -11,6 +11,7 @@ export const FOLLOW_AFTER_MS = 2000;
 const ASK_MS = 1500;
 const FROM = 'followed-from';
 const TO = 'primary';
+const WHY = 'reason';
 
 export interface Console {
   address: string;
@@ -52,14 +53,23 @@ export async function findPrimary(consoles: Console[]): Promise<Console | undefi
   return primaries[0]?.c;
 }
 
-/** Why a page moved: the broker that stopped answering, and the primary it followed. */
+/**
+ * Why a page moved: the broker it left, the primary it followed, and whether the one
+ * it left stopped answering or answers as a backup now (restarted, or demoted).
+ */
 export interface Followed {
   from: string;
   to: string;
+  reason: 'silent' | 'backup';
 }
 
-/** Where to go: the other console's page, told where we came from, on the same route. */
-export function followUrl(target: Console, from: string): string | undefined {
+/** The banner's words, on the page that leaves and on the one it reaches. */
+export function followText(f: Followed): string {
+  return f.reason === 'backup' ? `Broker ${f.from} is a backup now; following the primary at ${f.to}` : `Broker ${f.from} stopped answering; following the primary at ${f.to}`;
+}
+
+/** Where to go: the other console's page, told why, on the same route. */
+export function followUrl(target: Console, followed: Followed): string | undefined {
   let url: URL;
   try {
     url = new URL(target.console);
@@ -68,7 +78,7 @@ export function followUrl(target: Console, from: string): string | undefined {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
   url.pathname = '/';
-  url.search = new URLSearchParams({ [FROM]: from, [TO]: target.address }).toString();
+  url.search = new URLSearchParams({ [FROM]: followed.from, [TO]: followed.to, [WHY]: followed.reason }).toString();
   url.hash = location.hash;
   return url.toString();
 }
@@ -81,5 +91,5 @@ export function takeFollowed(): Followed | undefined {
   // A reload shows this console plainly; the history keeps the route.
   history.replaceState(null, '', `${location.pathname}${location.hash}`);
   // Shown as text only (dom.ts), and short: anyone can send a link with these.
-  return { from: from.slice(0, 300), to: (params.get(TO) ?? location.host).slice(0, 300) };
+  return { from: from.slice(0, 300), to: (params.get(TO) ?? location.host).slice(0, 300), reason: params.get(WHY) === 'backup' ? 'backup' : 'silent' };
 }

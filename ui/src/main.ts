@@ -5,7 +5,7 @@
 // to the one whose broker is (or becomes) primary (follow.ts).
 import { api, ApiError, seg, setCsrf } from './api.js';
 import { byId, h, replace } from './dom.js';
-import { FOLLOW_AFTER_MS, findPrimary, followUrl, ownAnswers, takeFollowed, type Followed } from './follow.js';
+import { FOLLOW_AFTER_MS, findPrimary, followText, followUrl, ownAnswers, takeFollowed, type Console, type Followed } from './follow.js';
 import { clusterPage, connectionsPage, drPage, queueDetailPage, queuesPage, roleOf, type Overview, type Page, type PageContext, type Sample } from './pages.js';
 
 interface SessionInfo {
@@ -25,6 +25,8 @@ let lostSince: number | undefined;
 let following: Followed | undefined;
 let followTimer: ReturnType<typeof setInterval> | undefined;
 let followBusy = false;
+/** Whether this page has seen its own broker as the primary: it follows the role, not the machine. */
+let sawOwnPrimary = false;
 let currentKey = '';
 const queueHistories = new Map<string, Sample[]>();
 const drHistories = new Map<string, Sample[]>();
@@ -108,6 +110,7 @@ function onOverview(next: Overview): void {
   overview = next;
   lostSince = undefined;
   stopFollowing();
+  if (followFromBackup(next)) return;
   for (const q of next.queues) if (seeded.has(`queue:${String(q.name)}`)) push(queueHistories, String(q.name), { t: next.at, depth: Number(q.depth), 'in-rate': Number(q['in-rate']), 'out-rate': Number(q['out-rate']) });
   for (const d of next.dr) if (seeded.has(`dr:${String(d.queue)}`)) push(drHistories, String(d.queue), { t: next.at, 'lag-changes': Number(d['lag-changes']), 'lag-seconds': d['lag-seconds'] === null ? null : Number(d['lag-seconds']) });
   seedHistories(next);
@@ -139,7 +142,7 @@ function drawBanners(): void {
   const out: HTMLElement[] = [];
   const brokers = overview?.cluster.brokers ?? [];
   if (following) {
-    out.push(h('div', { class: 'banner info', id: 'following-banner' }, `Broker ${following.from} stopped answering; following the primary at ${following.to}\u2026`));
+    out.push(h('div', { class: 'banner info', id: 'following-banner' }, `${followText(following)}\u2026`));
   } else if (lostSince !== undefined) {
     const others = brokers.filter((b) => !b.self && typeof b.console === 'string');
     out.push(
@@ -223,23 +226,43 @@ async function followTick(): Promise<void> {
     const others = brokers.filter((b) => !b.self && typeof b.console === 'string').map((b) => ({ address: String(b.address), console: String(b.console) }));
     const target = await findPrimary(others);
     if (!target || lostSince === undefined || following) return;
-    const from = String(brokers.find((b) => b.self)?.address ?? location.host);
-    const url = followUrl(target, from);
-    if (!url) return;
-    following = { from, to: target.address };
-    stopFollowing();
-    drawBanners();
-    location.assign(url);
+    moveTo(target, { from: String(brokers.find((b) => b.self)?.address ?? location.host), to: target.address, reason: 'silent' });
   } finally {
     followBusy = false;
   }
+}
+
+/**
+ * The page's broker answers, but as a backup, after the page saw it primary (it was
+ * restarted before the page gave up on it, or demoted): go where the role went,
+ * once exactly one other broker is primary. Its own view names that one's console.
+ */
+function followFromBackup(next: Overview): boolean {
+  const self = next.cluster.brokers.find((b) => b.self);
+  if (!next.cluster.ha || !self) return false;
+  if (roleOf(self) === 'primary') sawOwnPrimary = true;
+  if (!sawOwnPrimary || roleOf(self) !== 'backup' || following) return false;
+  const primary = next.cluster.brokers.find((b) => !b.self && b.address === next.cluster.primary && typeof b.console === 'string');
+  if (!primary) return false;
+  return moveTo({ address: String(primary.address), console: String(primary.console) }, { from: String(self.address), to: String(primary.address), reason: 'backup' });
+}
+
+function moveTo(target: Console, why: Followed): boolean {
+  const url = followUrl(target, why);
+  if (!url) return false;
+  following = why;
+  stopFollowing();
+  events?.close();
+  drawBanners();
+  location.assign(url);
+  return true;
 }
 
 /** A page that followed the primary here says so until it is left (login included). */
 function drawFollowed(followed: Followed | undefined): void {
   if (!followed) return;
   const banner = byId('follow-banner');
-  replace(banner, `Broker ${followed.from} stopped answering; following the primary at ${followed.to}: this is its console.`);
+  replace(banner, `${followText(followed)}: this is its console.`);
   banner.hidden = false;
 }
 
