@@ -328,6 +328,8 @@ async function start(): Promise<void> {
     session = await api<SessionInfo>('GET', '/api/session');
   } catch (err) {
     lostSince ??= Date.now();
+    // The stream may have closed for good before the console went: look elsewhere all the same.
+    startFollowing();
     drawBanners();
     setTimeout(() => void start(), 1000);
     return;
