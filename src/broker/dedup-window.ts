@@ -4,10 +4,16 @@
 // Keys arrive in log order and leave oldest first (by count or by age), so the
 // window is a ring of rows in typed arrays (digest, time, LSN, flags) plus an
 // open-addressing hash index of ring slots, both outside the V8 heap like a
-// queue's rows (src/util/id-table.ts): about 41-49 bytes per key (33 in the
-// ring, one or two 4-byte index slots at a load factor of 1/4 to 1/2), and no
+// queue's rows (src/util/id-table.ts): about 49-65 bytes per key (33 in the
+// ring, two to four 8-byte index entries at a load factor of 1/4 to 1/2), and no
 // object per key for the garbage collector to walk. The arrays grow by doubling
 // up to `limit`, so a window that is mostly empty costs little.
+//
+// An index entry holds its digest's first word beside the slot: a probe compares
+// that and reads the ring only on a match, and eviction finds an entry's home
+// from it. In a window of a million keys every ring read is a cache miss (the
+// publish path touches other memory between keys), and the profile of a full
+// window had the index probe as its largest cost.
 //
 // The LSN of the change that brought a key in tells a duplicate's sender when
 // the first copy is safe (its settlement waits for that LSN), and tells a
@@ -35,7 +41,7 @@ export class DedupWindow {
   private at = new Float64Array(0);
   private lsns = new Float64Array(0);
   private flags = new Uint8Array(0);
-  /** Ring slot + 1 per hash position; 0 is empty. */
+  /** Per hash position two words: ring slot + 1 (0: empty), and the digest's first word. */
   private index = new Uint32Array(0);
   private mask = 0;
   /** Slot of the oldest row, and rows in the ring (removed ones included). */
@@ -178,6 +184,10 @@ export class DedupWindow {
     return this.keys[slot * WORDS]! & this.mask;
   }
 
+  private next(i: number): number {
+    return (i + 1) & this.mask;
+  }
+
   private lookup(buf: Uint8Array, offset: number): number {
     if (this.cap === 0) return -1;
     const w0 = word(buf, offset);
@@ -185,41 +195,46 @@ export class DedupWindow {
     const w2 = word(buf, offset + 8);
     const w3 = word(buf, offset + 12);
     // Bounded: the index is at most half full, so an empty position comes.
-    for (let i = w0 & this.mask; ; i = (i + 1) & this.mask) {
-      const v = this.index[i]!;
+    for (let i = w0 & this.mask; ; i = this.next(i)) {
+      const v = this.index[2 * i]!;
       if (v === 0) return -1;
+      if (this.index[2 * i + 1] !== w0) continue;
       const k = (v - 1) * WORDS;
-      if (this.keys[k] === w0 && this.keys[k + 1] === w1 && this.keys[k + 2] === w2 && this.keys[k + 3] === w3) return v - 1;
+      if (this.keys[k + 1] === w1 && this.keys[k + 2] === w2 && this.keys[k + 3] === w3) return v - 1;
     }
   }
 
   private insertIndex(slot: number): void {
     let i = this.home(slot);
-    while (this.index[i] !== 0) i = (i + 1) & this.mask;
-    this.index[i] = slot + 1;
+    while (this.index[2 * i] !== 0) i = this.next(i);
+    this.index[2 * i] = slot + 1;
+    this.index[2 * i + 1] = this.keys[slot * WORDS]!;
   }
 
   /** Remove a slot from the index, shifting later entries of its probe run back (no tombstones). */
   private deleteIndex(slot: number): void {
     let i = this.home(slot);
-    while (this.index[i] !== slot + 1) {
-      if (this.index[i] === 0) return;
-      i = (i + 1) & this.mask;
+    while (this.index[2 * i] !== slot + 1) {
+      if (this.index[2 * i] === 0) return;
+      i = this.next(i);
     }
     let j = i;
     for (;;) {
-      j = (j + 1) & this.mask;
-      const v = this.index[j]!;
+      j = this.next(j);
+      const v = this.index[2 * j]!;
       if (v === 0) break;
-      const k = this.home(v - 1);
+      const word0 = this.index[2 * j + 1]!;
+      const k = word0 & this.mask;
       // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
       const stays = i <= j ? i < k && k <= j : i < k || k <= j;
       if (!stays) {
-        this.index[i] = v;
+        this.index[2 * i] = v;
+        this.index[2 * i + 1] = word0;
         i = j;
       }
     }
-    this.index[i] = 0;
+    this.index[2 * i] = 0;
+    this.index[2 * i + 1] = 0;
   }
 
   private grow(atLeast = 0): void {
@@ -243,7 +258,7 @@ export class DedupWindow {
     this.head = 0;
     let size = 2;
     while (size < cap * 2) size *= 2;
-    this.index = new Uint32Array(size);
+    this.index = new Uint32Array(2 * size);
     this.mask = size - 1;
     for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i);
   }

@@ -102,6 +102,20 @@ describe('dedup window - keys, eviction and rows', () => {
     for (let n = 0; n < 20_000; n++) expect(w.find(key(n), 0) !== undefined).toBe(live.has(n));
   });
 
+  it('tells apart keys whose first word is the same (the word the index keeps), and evicts them right', () => {
+    // Keys made to share their first 4 bytes (and so their home in the index) and differ after.
+    const twin = (n: number) => Buffer.concat([Buffer.from([1, 2, 3, 4]), key(n).subarray(4)]);
+    const w = new DedupWindow(50, 0);
+    for (let n = 0; n < 120; n++) {
+      expect(w.add(twin(n), 0, n + 1, true)).toBe(true);
+      expect(w.add(twin(n), 0, n + 1, true)).toBe(false);
+    }
+    for (let n = 0; n < 120; n++) expect(w.find(twin(n), 0)?.lsn).toBe(n >= 70 ? n + 1 : undefined);
+    expect(w.remove(twin(100))).toBe(true);
+    expect(w.find(twin(100), 0)).toBeUndefined();
+    expect(w.find(twin(101), 0)?.lsn).toBe(102);
+  });
+
   it('exports rows oldest first, only journaled ones up to an LSN when asked, and takes them back', () => {
     const w = new DedupWindow(10, 0);
     w.add(key(1), 10, 1, true);
