@@ -4,7 +4,13 @@
 // connection goes.
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import type { Connection, Delivery, EventContext, Receiver, Sender } from 'rhea';
+import type { Composite } from './engine/composite.js';
+import type { Connection } from './engine/connection.js';
+import type { Delivery } from './engine/delivery.js';
+import type { Link } from './engine/link.js';
+import { fromAmqp } from './engine/message.js';
+import { describedList } from './engine/performative.js';
+import type { AmqpValue } from './engine/types.js';
 import type { Acl } from '../admin/acl.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
@@ -15,12 +21,10 @@ import type { Logger } from '../ops/log.js';
 import { errorCondition, type AmqpError } from './conditions.js';
 import { Coordinator } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
-import { encodedBytes } from './lazy-message.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { parseIncoming } from './message-codec.js';
 import { OutgoingLink } from './outgoing-link.js';
-import { OutputBudget } from './output-budget.js';
-import { TransactionalState } from './transaction-types.js';
+import { readTransactionalState } from './transaction-types.js';
 import { SUBSCRIPTION_PREFIX, type Subscription, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
 
 export interface ConnectionPolicy {
@@ -29,14 +33,49 @@ export interface ConnectionPolicy {
   maxMessageSize: number;
 }
 
+/** A source or target as the client sent it (the engine's decoded fields, by the names the broker uses). */
 interface Terminus {
   address?: string;
   dynamic?: boolean;
   distribution_mode?: string;
   durable?: number;
   expiry_policy?: string;
-  filter?: Record<string, unknown>;
+  /** The filter map as decoded (keys and described values). */
+  filter?: AmqpValue;
   capabilities?: string[];
+  /** Every field as decoded, to echo back what the broker does not change. */
+  fields: Record<string, unknown>;
+}
+
+function terminusOf(c: Composite | undefined): Terminus {
+  const f = c?.fields ?? {};
+  return {
+    address: typeof f.address === 'string' ? f.address : undefined,
+    dynamic: f.dynamic === true,
+    distribution_mode: f['distribution-mode'] as string | undefined,
+    durable: f.durable as number | undefined,
+    expiry_policy: f['expiry-policy'] as string | undefined,
+    filter: f.filter as AmqpValue | undefined,
+    capabilities: f.capabilities as string[] | undefined,
+    fields: f,
+  };
+}
+
+/** A source for our attach: the client's fields, with the broker's changes. */
+function sourceValue(t: Terminus, changes: { address: string; dynamic?: boolean; distribution_mode?: string }): AmqpValue {
+  return describedList('source', {
+    ...t.fields,
+    address: changes.address,
+    dynamic: changes.dynamic ?? t.dynamic ?? false,
+    'distribution-mode': changes.distribution_mode ?? t.distribution_mode,
+    durable: t.durable,
+    'expiry-policy': t.expiry_policy,
+    capabilities: t.capabilities,
+  });
+}
+
+function targetValue(t: Terminus | undefined, changes: { address: string | undefined; dynamic?: boolean }): AmqpValue {
+  return describedList('target', { ...(t?.fields ?? {}), address: changes.address, dynamic: changes.dynamic ?? t?.dynamic });
 }
 
 /** Hooks the server gives each connection. */
@@ -44,7 +83,9 @@ export interface ConnectionHost {
   schedule(queue: Queue): void;
   management: ManagementNode;
   /** Links to special addresses (HA replication); true when handled. */
-  openSpecialSender?(conn: ClientConnection, address: string, sender: Sender): boolean;
+  openSpecialSender?(conn: ClientConnection, address: string, sender: Link): boolean;
+  /** Hand a queue's messages to its consumers now (a drain must be answered with what there is). */
+  dispatchNow(queue: Queue): void;
   /** Set while local changes are not allowed (an HA backup): the reason. */
   readOnly?(): string | undefined;
   /** Last chance to refuse a link (e.g. DR-replicated queues on a passive secondary). */
@@ -54,32 +95,24 @@ export interface ConnectionHost {
 }
 
 export class ClientConnection {
-  readonly outgoing = new Map<Sender, OutgoingLink>();
-  readonly incoming = new Map<Receiver, IncomingLink>();
-  readonly managementLinks = new Set<Receiver>();
+  readonly outgoing = new Map<Link, OutgoingLink>();
+  readonly incoming = new Map<Link, IncomingLink>();
+  readonly managementLinks = new Set<Link>();
   readonly ownedQueues = new Set<string>();
   /** Sender links of the client that asked for a dynamic target: link -> its temporary queue. */
-  private readonly dynamicTargets = new Map<Receiver, string>();
+  private readonly dynamicTargets = new Map<Link, string>();
   /** Sender links handled by the server's special handlers (HA replication). */
-  readonly specialSenders = new Set<Sender>();
+  readonly specialSenders = new Set<Link>();
   /** Dynamic links served without a queue (on a read-only broker): address -> link. */
-  readonly replyLinks = new Map<string, Sender>();
+  readonly replyLinks = new Map<string, Link>();
   private nextLink = 0;
-  /** Links detached because their DR queue stopped serving here: transfers still on the way get that reason. */
-  private readonly detachedForDr = new WeakMap<Receiver, AmqpError>();
   private coordinator: Coordinator | undefined;
   closed = false;
-  /** Socket back-pressure shared by this connection's consumers. */
-  private readonly output = new OutputBudget(
-    () => (this.rhea as unknown as { socket?: Socket }).socket,
-    () => {
-      for (const link of this.outgoing.values()) link.refreshCredit();
-    },
-  );
 
   constructor(
     readonly id: string,
-    readonly rhea: Connection,
+    readonly engine: Connection,
+    readonly socket: Socket,
     readonly user: string | undefined,
     readonly admin: boolean,
     private readonly broker: Broker,
@@ -89,18 +122,22 @@ export class ClientConnection {
     private readonly log: Logger,
   ) {}
 
+  /** Kept from its first reading: a destroyed socket forgets its address. */
+  private remote: string | undefined;
+
   get remoteAddress(): string {
-    const socket = (this.rhea as unknown as { socket?: { remoteAddress?: string; remotePort?: number } }).socket;
-    return socket ? `${socket.remoteAddress}:${socket.remotePort}` : 'unknown';
+    this.remote ??= this.socket.remoteAddress ? `${this.socket.remoteAddress}:${this.socket.remotePort}` : 'unknown';
+    return this.remote;
   }
 
-  /** The client's connection properties (open frame). */
+  /** The client's connection properties (open frame), as plain values. */
   get properties(): Record<string, unknown> {
-    return (this.rhea as unknown as { remote?: { open?: { properties?: Record<string, unknown> } } }).remote?.open?.properties ?? {};
+    const p = this.engine.remoteOpen?.fields.properties as AmqpValue | undefined;
+    return p ? (fromAmqp(p) as Record<string, unknown>) : {};
   }
 
   get containerId(): string | undefined {
-    return (this.rhea as unknown as { remote?: { open?: { container_id?: string } } }).remote?.open?.container_id;
+    return this.engine.remoteOpen?.fields['container-id'] as string | undefined;
   }
 
   get linkCount(): number {
@@ -109,9 +146,8 @@ export class ClientConnection {
 
   // ---- client wants to receive: we send ------------------------------------
 
-  onSenderOpen(context: EventContext): void {
-    const sender = context.sender as Sender;
-    const source = ((sender as unknown as { remote: { attach: { source?: Terminus } } }).remote.attach.source ?? {}) as Terminus;
+  onSenderOpen(sender: Link): void {
+    const source = terminusOf(sender.source);
     try {
       if (!source.address && !source.dynamic) return this.openSubscriptionByName(sender);
       const named = subscriptionOf(source, sender.name, this.containerId);
@@ -123,7 +159,7 @@ export class ClientConnection {
       if (source.dynamic && readOnly) {
         // No queue may be made here: replies (management) go straight down this link.
         address = `$reply.${randomUUID()}`;
-        sender.set_source({ ...source, address, dynamic: true } as never);
+        sender.accept({ source: sourceValue(source, { address, dynamic: true }), sndSettleMode: settleModeFor(sender) });
         this.replyLinks.set(address, sender);
         return;
       }
@@ -149,7 +185,7 @@ export class ClientConnection {
    * qpid-jms finds a durable subscription to unsubscribe from (it then detaches with
    * closed=true). Answered with the subscription's source, or refused as not found.
    */
-  private openSubscriptionByName(sender: Sender): void {
+  private openSubscriptionByName(sender: Link): void {
     try {
       const candidates = [subscriptionQueue(sender.name, this.containerId, false, false), subscriptionQueue(sender.name, this.containerId, true, false), subscriptionQueue(sender.name, undefined, true, true)];
       const name = candidates.find((q) => this.broker.queues.has(q));
@@ -158,51 +194,42 @@ export class ClientConnection {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `the link source has no address and no subscription is named '${sender.name}'; name a queue or exchange`);
       }
       this.host.acl.check(this, 'read', this.broker.addressBase(address));
-      const source: Terminus = { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'] };
+      const source: Terminus = { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'], fields: {} };
       this.attachConsumer(sender, source, this.broker.queue(name), address, false);
     } catch (err) {
       this.refuseLink(sender, err);
     }
   }
 
-  private attachConsumer(sender: Sender, source: Terminus, queue: Queue, address: string, browse: boolean): void {
+  private attachConsumer(sender: Link, source: Terminus, queue: Queue, address: string, browse: boolean): void {
     this.claimExclusive(queue);
-    const remoteSettle = (sender as unknown as { remote: { attach: { snd_settle_mode?: number } } }).remote.attach.snd_settle_mode;
-    const presettled = remoteSettle === 1;
-    const local = (sender as unknown as { local: { attach: { snd_settle_mode: number } } }).local.attach;
-    local.snd_settle_mode = presettled ? 1 : remoteSettle === 0 ? 0 : 2;
-    sender.set_source({
-      ...source,
-      address,
-      dynamic: source.dynamic ?? false,
-      distribution_mode: browse ? 'copy' : source.distribution_mode,
-    } as never);
-    const link = new OutgoingLink(
-      `${this.id}/${++this.nextLink}`,
-      this.id,
-      sender,
-      queue,
-      this.broker,
-      browse,
-      presettled,
-      (q) => this.host.schedule(q),
-      this.output,
-    );
+    const presettled = sender.remoteAttach?.fields['snd-settle-mode'] === 1;
+    sender.accept({
+      source: sourceValue(source, { address, dynamic: source.dynamic ?? false, distribution_mode: browse ? 'copy' : source.distribution_mode }),
+      sndSettleMode: settleModeFor(sender),
+    });
+    const link = new OutgoingLink(`${this.id}/${++this.nextLink}`, this.id, sender, queue, this.broker, browse, presettled, (q) => this.host.schedule(q));
     this.outgoing.set(sender, link);
     queue.addConsumer(link);
-    // rhea writes our attach on its next tick; until then transfers would precede it.
-    setImmediate(() => link.markAttached());
+    link.refreshCredit();
   }
 
-  onSenderFlow(context: EventContext): void {
-    this.outgoing.get(context.sender as Sender)?.refreshCredit();
+  /** Credit or drain changed on one of our sending links, or the socket took our output. */
+  onSenderFlow(sender: Link): void {
+    const link = this.outgoing.get(sender);
+    if (!link) return;
+    // A drain is answered as soon as this returns (the engine gives back the credit left):
+    // what the queue holds goes out first.
+    if (sender.drain) this.host.dispatchNow(link.queue);
+    else link.refreshCredit();
   }
 
-  onOutcome(context: EventContext, outcome: 'accepted' | 'released' | 'rejected' | 'modified' | 'settled'): void {
-    const link = this.outgoing.get(context.sender as Sender);
-    const delivery = context.delivery as Delivery;
-    if (!link || !delivery) return;
-    switch (outcome) {
+  /** The client said what became of a delivery we sent (or settled it). */
+  onOutcome(delivery: Delivery): void {
+    const link = this.outgoing.get(delivery.link);
+    if (!link) return;
+    const state = delivery.remoteState;
+    switch (state?.def.name) {
       case 'accepted':
         return link.onAccepted(delivery);
       case 'released':
@@ -210,30 +237,32 @@ export class ClientConnection {
       case 'rejected':
         return link.onRejected(delivery);
       case 'modified':
-        return link.onModified(delivery, (delivery.remote_state ?? {}) as { delivery_failed?: boolean; undeliverable_here?: boolean });
-      case 'settled':
-        return link.onSettled(delivery);
+        return link.onModified(delivery, { deliveryFailed: state.fields['delivery-failed'] === true, undeliverableHere: state.fields['undeliverable-here'] === true });
+      case 'transactional-state':
+        return this.onTransactionalOutcome(link, delivery);
+      default:
+        // A state that is no outcome (received) changes nothing until it is settled.
+        if (delivery.remoteSettled) link.onSettled(delivery);
     }
   }
 
   // ---- client wants to send: we receive ------------------------------------
 
-  onReceiverOpen(context: EventContext): void {
-    const receiver = context.receiver as Receiver;
-    const attach = (receiver as unknown as { remote: { attach: { target?: Terminus & { constructor?: unknown } } } }).remote.attach;
-    const target = attach.target;
+  onReceiverOpen(receiver: Link): void {
+    const targetComposite = receiver.target;
     try {
-      if (isCoordinator(target)) {
+      if (targetComposite?.def.name === 'coordinator') {
         this.coordinator ??= new Coordinator(this.broker, this.gate, this.log);
-        this.coordinator.attach(receiver, (target as { capabilities?: unknown }).capabilities);
+        this.coordinator.attach(receiver, targetComposite.fields.capabilities);
         return;
       }
+      const target = targetComposite ? terminusOf(targetComposite) : undefined;
       // A null address (rhea, proton) means the anonymous relay, like an absent one.
       const address = target?.address ?? undefined;
       if (address === MANAGEMENT_ADDRESS) {
-        receiver.set_target({ address } as never);
+        receiver.accept({ target: targetValue(undefined, { address }), rcvSettleMode: 0 });
         this.managementLinks.add(receiver);
-        receiver.add_credit(100);
+        receiver.flow(MANAGEMENT_CREDIT);
         return;
       }
       const readOnly = this.host.readOnly?.();
@@ -246,7 +275,7 @@ export class ClientConnection {
         // temporary queue); exclusivity is about who consumes.
         this.ensureAddress(address);
       }
-      receiver.set_target({ ...(target ?? {}), address } as never);
+      receiver.accept({ target: targetValue(target, { address }), rcvSettleMode: 0 });
       this.openIncoming(receiver, address);
     } catch (err) {
       this.refuseLink(receiver, err);
@@ -259,15 +288,15 @@ export class ClientConnection {
    * (lifetime-policy delete-on-close, what JMS' TemporaryQueue.delete() does), its last
    * consumer goes, or the connection closes.
    */
-  private openDynamicTarget(receiver: Receiver, target: Terminus): void {
+  private openDynamicTarget(receiver: Link, target: Terminus): void {
     const queue = this.createTemporaryQueue();
     this.claimExclusive(queue);
     this.dynamicTargets.set(receiver, queue.name);
-    receiver.set_target({ ...target, address: queue.name, dynamic: true } as never);
+    receiver.accept({ target: targetValue(target, { address: queue.name, dynamic: true }), rcvSettleMode: 0 });
     this.openIncoming(receiver, queue.name);
   }
 
-  private openIncoming(receiver: Receiver, address: string | undefined): void {
+  private openIncoming(receiver: Link, address: string | undefined): void {
     const link = new IncomingLink(
       receiver,
       this.broker,
@@ -296,12 +325,10 @@ export class ClientConnection {
     link.open();
   }
 
-  onMessage(context: EventContext): void {
-    const receiver = context.receiver as Receiver;
-    const delivery = context.delivery as Delivery;
-    settlePresettled(delivery);
-    const bytes = encodedBytes(context.message) ?? (Buffer.isBuffer(context.message) ? (context.message as unknown as Buffer) : undefined);
-    if (!bytes) {
+  /** A whole message arrived on one of our receiving links. */
+  onMessage(receiver: Link, delivery: Delivery): void {
+    const bytes = delivery.payload;
+    if (delivery.messageFormat !== 0) {
       delivery.reject({ condition: 'amqp:not-implemented', description: 'only AMQP message format 0 is accepted' });
       return;
     }
@@ -311,16 +338,15 @@ export class ClientConnection {
     }
     if (this.managementLinks.has(receiver)) {
       delivery.accept();
-      receiver.add_credit(1);
+      receiver.flow(receiver.credit + 1);
       void this.host.management.handle(bytes, {
         user: this.user,
         admin: this.admin,
         connectionId: this.id,
         replyDirect: (address, reply) => {
           const link = this.replyLinks.get(address);
-          if (!link) return false;
-          const d = link.send(reply, undefined, 0);
-          if (!d.settled) d.update(true);
+          if (!link || !link.sendable) return false;
+          link.send(reply, { settled: false }).settle();
           return true;
         },
         publishReply: (address, reply) => this.publishReply(address, reply),
@@ -329,25 +355,22 @@ export class ClientConnection {
     }
     const link = this.incoming.get(receiver);
     if (link) link.onMessage(delivery, bytes);
-    else delivery.reject(this.detachedForDr.get(receiver) ?? { condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
+    else delivery.reject({ condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
   }
 
   /** A consumer settled a delivery with transactional-state: accepted under a transaction. */
-  onTransactionalOutcome(context: EventContext): void {
-    const link = this.outgoing.get(context.sender as Sender);
-    const delivery = context.delivery as Delivery;
-    const state = delivery?.remote_state as unknown;
-    if (!link || !(state instanceof TransactionalState)) return;
+  private onTransactionalOutcome(link: OutgoingLink, delivery: Delivery): void {
+    const state = readTransactionalState(delivery.remoteState);
     const entry = link.entryOf(delivery);
-    if (!entry) return;
-    if (state.outcome === undefined || state.outcome === 0x24) {
+    if (!state || !entry) return;
+    if (state.outcome === undefined || state.outcome === 'accepted') {
       link.take(delivery);
       if (!this.coordinator?.accept(state.txnId, link.queue, entry)) {
         // Unknown transaction: the acceptance cannot be held, so the message goes back.
         link.queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
         this.host.schedule(link.queue);
       }
-    } else if (state.outcome === 0x25) {
+    } else if (state.outcome === 'rejected') {
       link.onRejected(delivery);
     } else {
       link.onReleased(delivery);
@@ -356,21 +379,21 @@ export class ClientConnection {
 
   // ---- teardown ----------------------------------------------------------------
 
-  onLinkClosed(context: EventContext): void {
-    if (context.sender) {
-      for (const [address, link] of this.replyLinks) if (link === context.sender) this.replyLinks.delete(address);
-      const link = this.outgoing.get(context.sender);
-      this.outgoing.delete(context.sender);
+  /** A link detached (by the client, by the engine for a violation, or with its session). */
+  onLinkClosed(l: Link): void {
+    if (l.isSender) {
+      for (const [address, link] of this.replyLinks) if (link === l) this.replyLinks.delete(address);
+      const link = this.outgoing.get(l);
+      this.outgoing.delete(l);
       link?.close();
-      if (link) this.unsubscribeIfClosed(context.sender, link.queue);
+      if (link) this.unsubscribeIfClosed(l, link.queue);
+      return;
     }
-    if (context.receiver) {
-      this.incoming.get(context.receiver)?.close();
-      this.incoming.delete(context.receiver);
-      this.dropDynamicTarget(context.receiver);
-      this.coordinator?.detach(context.receiver);
-      this.managementLinks.delete(context.receiver);
-    }
+    this.incoming.get(l)?.close();
+    this.incoming.delete(l);
+    this.dropDynamicTarget(l);
+    this.coordinator?.detach(l);
+    this.managementLinks.delete(l);
   }
 
   /**
@@ -384,25 +407,16 @@ export class ClientConnection {
       if (link.queue.name !== queue) continue;
       this.outgoing.delete(sender);
       link.close();
-      sender.close(error);
+      sender.detach(error);
     }
     if (!publishers) return;
+    // Transfers still on the way on a link we detached are dropped by the engine, never taken.
     for (const [receiver, link] of [...this.incoming]) {
       if (link.address !== queue) continue;
       this.incoming.delete(receiver);
-      this.detachedForDr.set(receiver, error);
       link.close();
-      receiver.close(error);
+      receiver.detach(error);
     }
-  }
-
-  /**
-   * Detach a receiver link with an error (a delivery over max-message-size). It is
-   * forgotten at once, so what rhea still hands over on it is rejected, not taken.
-   */
-  detachReceiver(receiver: Receiver, error: { condition: string; description: string }): void {
-    this.onLinkClosed({ receiver } as EventContext);
-    receiver.close(error);
   }
 
   /** The connection is gone: release what its consumers held, drop what it owned. */
@@ -438,9 +452,9 @@ export class ClientConnection {
    * ends for good): the subscription goes, once no other consumer holds it. A detach
    * with closed=false (consumer.close(), a dropped connection) keeps it.
    */
-  private unsubscribeIfClosed(sender: Sender, queue: Queue): void {
+  private unsubscribeIfClosed(sender: Link, queue: Queue): void {
     if (!queue.name.startsWith(SUBSCRIPTION_PREFIX) || queue.consumerCount > 0) return;
-    const closed = (sender as unknown as { remote?: { detach?: { closed?: boolean } } }).remote?.detach?.closed === true;
+    const closed = sender.detachReceived && sender.remoteClosed;
     if (!closed || this.broker.queues.get(queue.name) !== queue) return;
     try {
       this.broker.deleteQueue(queue.name);
@@ -451,7 +465,7 @@ export class ClientConnection {
   }
 
   /** The link that made a temporary queue detached: the queue goes with it. */
-  private dropDynamicTarget(receiver: Receiver): void {
+  private dropDynamicTarget(receiver: Link): void {
     const name = this.dynamicTargets.get(receiver);
     if (name === undefined) return;
     this.dynamicTargets.delete(receiver);
@@ -573,29 +587,25 @@ export class ClientConnection {
     this.ownedQueues.add(queue.name);
   }
 
-  private refuseLink(link: Sender | Receiver, err: unknown): void {
+  private refuseLink(link: Link, err: unknown): void {
     const error = errorCondition(err);
     if (!(err instanceof TandemError)) this.log.error({ err, conn: this.id }, 'link refused by an internal error');
     else this.log.debug({ conn: this.id, reason: error.description }, 'link refused');
-    // Spec 2.6.3: attach with a null terminus, then detach with the error.
-    const attach = (link as unknown as { local: { attach: { source?: unknown; target?: unknown } } }).local.attach;
-    if (link.is_sender()) attach.source = undefined;
-    else attach.target = undefined;
-    link.close(error);
+    // Spec 2.6.3: attach with a null terminus, then detach with the error (the engine's refuse).
+    link.refuse(error);
   }
 }
 
+/** Credit a management link keeps open: one more is given for each request taken. */
+const MANAGEMENT_CREDIT = 100;
+
 /**
- * A transfer the client sent settled (at-most-once, or proton re-sending after a
- * reconnect what it gave up on) is settled on our side at once, whatever becomes of
- * it; no disposition goes out (the sender has forgotten it). rhea frees a session's
- * incoming deliveries in order and only once settled locally, from a ring whose free
- * slots are the session's incoming window: one such delivery left unsettled pinned
- * the head, and 2,047 transfers later the window was 0 for ever (issue #21). The
- * outcome calls made on it later (accept, reject) then change nothing.
+ * Our snd-settle-mode for a link we send on: settled when the client asked for
+ * presettled deliveries, unsettled when it asked for that, else mixed.
  */
-function settlePresettled(delivery: Delivery): void {
-  if (delivery.remote_settled === true && !delivery.settled) delivery.update(true);
+function settleModeFor(sender: Link): 0 | 1 | 2 {
+  const asked = sender.remoteAttach?.fields['snd-settle-mode'];
+  return asked === 1 ? 1 : asked === 0 ? 0 : 2;
 }
 
 /** Names of the queues behind dynamic receivers (and exchange subscriptions). */
@@ -615,27 +625,27 @@ const SELECTOR_FILTER_CODE = 0x0000468c00000004n;
  * for a subset would be the one wrong answer, so the attach is refused, naming the filter.
  */
 function refuseSelector(source: Terminus): void {
-  for (const value of Object.values(source.filter ?? {})) {
-    const descriptor = (value as { descriptor?: { value?: unknown } } | undefined)?.descriptor?.value;
-    const isSelector =
-      descriptor === SELECTOR_FILTER || ((typeof descriptor === 'number' || typeof descriptor === 'bigint') && BigInt(descriptor) === SELECTOR_FILTER_CODE);
+  for (const [, value] of filterEntries(source)) {
+    if (value.type !== 'described') continue;
+    const d = value.descriptor;
+    const isSelector = (d.type === 'symbol' && d.value === SELECTOR_FILTER) || (d.type === 'ulong' && d.value === SELECTOR_FILTER_CODE);
     if (isSelector) {
       throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `the ${SELECTOR_FILTER} filter (JMS message selector) is not supported; consume without a selector`);
     }
   }
 }
 
-/** A legacy topic/subject filter in the source, if any (the key to bind with). */
-function subjectFilter(source: Terminus): string | undefined {
-  for (const value of Object.values(source.filter ?? {})) {
-    const v = value as { value?: unknown; descriptor?: { value?: unknown } } | string;
-    if (typeof v === 'string') return v;
-    if (v && typeof v.value === 'string') return v.value;
-  }
-  return undefined;
+/** The filter's entries (a map the engine decoded and checked: its keys are symbols). */
+function filterEntries(source: Terminus): [AmqpValue, AmqpValue][] {
+  const f = source.filter;
+  return f?.type === 'map' ? f.value : [];
 }
 
-function isCoordinator(target: unknown): boolean {
-  // rhea-patches.ts keeps a coordinator target as { coordinator: true, capabilities }.
-  return (target as { coordinator?: boolean } | undefined)?.coordinator === true;
+/** A legacy topic/subject filter in the source, if any (the key to bind with). */
+function subjectFilter(source: Terminus): string | undefined {
+  for (const [, v] of filterEntries(source)) {
+    if (v.type === 'string') return v.value;
+    if (v.type === 'described' && v.value.type === 'string') return v.value.value;
+  }
+  return undefined;
 }

@@ -3,21 +3,18 @@
 // commit makes them one `transaction` change (one journal record, one unit for
 // HA and DR); rollback, or the connection dropping, leaves no trace.
 import { randomBytes } from 'node:crypto';
-import type { Delivery, Receiver } from 'rhea';
+import type { Delivery } from './engine/delivery.js';
+import type { Link } from './engine/link.js';
 import type { Broker, IncomingMessage } from '../broker/broker.js';
 import { TandemError } from '../broker/errors.js';
 import type { Queue, QueueEntry } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { errorCondition } from './conditions.js';
-import {
-  Descriptor,
-  asBuffer,
-  coordinatorTarget,
-  declaredState,
-  readControlBody,
-  transactionalAccepted,
-} from './transaction-types.js';
+import { coordinatorTarget, declaredState, readControlBody, transactionalAccepted } from './transaction-types.js';
+
+/** Control messages a coordinator link may have outstanding: refilled one per message taken. */
+const CONTROL_CREDIT = 100;
 
 interface Transaction {
   id: Buffer;
@@ -30,7 +27,7 @@ const keyOf = (id: Buffer): string => id.toString('hex');
 
 export class Coordinator {
   private readonly txns = new Map<string, Transaction>();
-  private readonly links = new Set<Receiver>();
+  private readonly links = new Set<Link>();
   /** Bounded so a client cannot grow broker memory without limit. */
   static readonly maxOpenTransactions = 1000;
 
@@ -40,37 +37,29 @@ export class Coordinator {
     private readonly log: Logger,
   ) {}
 
-  isCoordinatorLink(link: Receiver): boolean {
+  isCoordinatorLink(link: Link): boolean {
     return this.links.has(link);
   }
 
-  attach(link: Receiver, capabilities: unknown): void {
-    (link as unknown as { local: { attach: { target: unknown } } }).local.attach.target = coordinatorTarget(capabilities);
+  attach(link: Link, capabilities: unknown): void {
+    link.accept({ target: coordinatorTarget(capabilities), rcvSettleMode: 0 });
     this.links.add(link);
-    link.add_credit(100);
+    link.flow(CONTROL_CREDIT);
   }
 
-  detach(link: Receiver): void {
+  detach(link: Link): void {
     this.links.delete(link);
   }
 
   /** A declare or discharge request on a coordinator link. */
-  onControl(link: Receiver, delivery: Delivery, bytes: Buffer): void {
-    link.add_credit(1);
+  onControl(link: Link, delivery: Delivery, bytes: Buffer): void {
+    link.flow(link.credit + 1);
     try {
       const body = readControlBody(bytes);
-      if (body.descriptor === Descriptor.declare) return this.declare(delivery);
-      if (body.descriptor === Descriptor.discharge) {
-        const [id, fail] = body.fields;
-        const txnId = asBuffer(id);
-        if (!txnId) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'discharge without a txn-id');
-        const failed = (fail as { value?: unknown } | undefined)?.value === true || fail === true;
-        // rhea dispatches disposition outcomes on its next tick but messages at once, so a
-        // transactional acceptance sent just before this discharge is not seen yet: wait a turn.
-        setImmediate(() => this.discharge(delivery, txnId, failed));
-        return;
-      }
-      throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'coordinator accepts only declare and discharge messages');
+      if (body.kind === 'declare') return this.declare(delivery);
+      // Frames are handled in the order they came: an acceptance sent before this discharge is in already.
+      if (body.kind === 'discharge') return this.discharge(delivery, body.txnId, body.fail);
+      throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', body.why);
     } catch (err) {
       delivery.reject(errorCondition(err));
     }
@@ -84,7 +73,7 @@ export class Coordinator {
       return;
     }
     txn.sends.push({ address, msg });
-    delivery.update(true, transactionalAccepted(txnId));
+    delivery.update(transactionalAccepted(txnId));
   }
 
   /** A delivery accepted under a transaction: it stays acquired until commit. */
@@ -109,7 +98,7 @@ export class Coordinator {
     }
     const id = randomBytes(8);
     this.txns.set(keyOf(id), { id, sends: [], accepts: [] });
-    delivery.update(true, declaredState(id));
+    delivery.update(declaredState(id));
   }
 
   private discharge(delivery: Delivery, txnId: Buffer, failed: boolean): void {

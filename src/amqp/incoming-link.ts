@@ -3,7 +3,8 @@
 // says it is safe (journal synced, backups have it). Credit is handed out in a
 // window so a client can never have more unsettled messages than we allow.
 import diagnostics_channel from 'node:diagnostics_channel';
-import type { Delivery, Receiver } from 'rhea';
+import type { Delivery } from './engine/delivery.js';
+import type { Link } from './engine/link.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
@@ -60,7 +61,7 @@ export class IncomingLink {
   private closed = false;
 
   constructor(
-    private readonly link: Receiver,
+    private readonly link: Link,
     private readonly broker: Broker,
     private readonly gate: SettlementGate,
     private readonly options: IncomingOptions,
@@ -72,7 +73,7 @@ export class IncomingLink {
   }
 
   open(): void {
-    this.link.add_credit(this.options.creditWindow);
+    this.link.flow(this.options.creditWindow);
   }
 
   /** Messages taken and not yet settled (waiting for the journal and the backups). */
@@ -87,7 +88,7 @@ export class IncomingLink {
     }
     this.outstanding++;
     const received = settledChannel.hasSubscribers ? performance.now() : 0;
-    const presettled = delivery.remote_settled === true;
+    const presettled = delivery.remoteSettled;
     let msg: ParsedMessage;
     try {
       if (bytes.length > this.options.maxMessageSize) {
@@ -98,7 +99,7 @@ export class IncomingLink {
       if (address === undefined) {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'message has no "to" address and the link has no target address; set one of them');
       }
-      const txn = readTransactionalState((delivery as unknown as { remote_state?: unknown }).remote_state);
+      const txn = readTransactionalState(delivery.remoteState);
       if (txn && this.options.onTransactional) {
         if (this.options.address === undefined) this.options.ensureAddress(address);
         this.options.onTransactional(delivery, msg, address, txn.txnId);
@@ -143,8 +144,8 @@ export class IncomingLink {
   private settled(): void {
     this.outstanding--;
     if (this.closed || this.options.refusing?.() !== undefined) return;
-    const l = this.link as unknown as { credit: number };
+    // link.credit is what the client may still send: the window less what it sent and we hold.
     const window = this.options.creditWindow;
-    if (l.credit + this.outstanding <= window / 2) this.link.add_credit(window - l.credit - this.outstanding);
+    if (this.link.credit + this.outstanding <= window / 2) this.link.flow(window - this.outstanding);
   }
 }

@@ -2,32 +2,19 @@
 // a queue consumer fed by credit. Outcomes from the client decide each
 // message's fate: accepted -> dequeued, released/modified -> back on the queue,
 // rejected -> dequeued to the alternate exchange.
-import type { Delivery, Sender } from 'rhea';
+import type { Delivery } from './engine/delivery.js';
+import { AmqpError } from './engine/errors.js';
+import type { Link } from './engine/link.js';
 import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import { outgoingBytes } from './message-codec.js';
 import { logger } from '../ops/log.js';
 import { JournalRecordDamagedError } from '../store/errors.js';
-import type { OutputBudget } from './output-budget.js';
 
 const log = logger('amqp');
 
-interface RheaSenderInternals {
-  credit: number;
-  delivery_count: number;
-  /** The receiver's last flow asked to drain. */
-  _draining: boolean;
-  set_drained(drained: boolean): void;
-  connection: { _register(): void };
-  session: { outgoing: { available(): number; transfer_window(): number } };
-  state: { open_requests: number; local_open: boolean };
-}
-
 export class OutgoingLink implements Consumer {
   cursor = 0;
-  private sent = 0;
-  /** False until our attach frame is on the wire (rhea writes transfers before attaches). */
-  private attached = false;
   private readonly unsettled = new Map<Delivery, QueueEntry>();
   private closed = false;
   /** A body could not be read back: nothing more is sent while the link is being closed. */
@@ -38,67 +25,27 @@ export class OutgoingLink implements Consumer {
   constructor(
     readonly id: string,
     readonly connectionId: string,
-    private readonly link: Sender,
+    private readonly link: Link,
     readonly queue: Queue,
     private readonly broker: Broker,
     readonly browse: boolean,
     /** Client asked for pre-settled (at-most-once) delivery. */
     private readonly presettled: boolean,
     private readonly schedule: (queue: Queue) => void,
-    /** The connection's socket back-pressure, shared by all its links. */
-    private readonly output: OutputBudget,
   ) {}
 
-  /** Our attach has been written; from now on transfers are safe. */
-  markAttached(): void {
-    this.attached = true;
-    this.refreshCredit();
-  }
-
   /**
-   * Deliveries this link may take now, read live each time: the link's credit less what
-   * we handed rhea and it has not written yet (rhea takes credit off at write time),
-   * capped by the session's free delivery slots, which every link of the session draws
-   * on (a snapshot per link let two links overflow one session), and nothing while the
-   * connection's socket is full.
+   * Deliveries this link may take now, read live each time: the client's credit, and
+   * nothing while the session's window (shared by its links), the socket or this tick's
+   * output budget holds transfers back (the engine says so: link.sendable).
    */
   get credit(): number {
-    if (!this.attached || this.closed || this.failed) return 0;
-    const l = this.link as unknown as RheaSenderInternals;
-    const linkCredit = l.credit - (this.sent - l.delivery_count);
-    if (linkCredit <= 0) return 0;
-    const slots = l.session.outgoing.available();
-    if (slots <= 0 || this.output.full) return 0;
-    return Math.min(linkCredit, slots);
+    if (this.closed || this.failed || !this.link.sendable) return 0;
+    return this.link.credit;
   }
 
-  /** The queue takes one off before each delivery; `credit` above already counts it, as `sent`. */
+  /** The queue takes one off before each delivery; `credit` above already counts it (the engine's send does). */
   set credit(_taken: number) {}
-
-  /**
-   * The queue has nothing more for this link. If the receiver asked to drain (qpid-jms
-   * does on every receive with a timeout that found nothing, and before a rollback),
-   * the credit left is used up and a flow with drain=true tells it so (spec 2.6.7);
-   * without that answer such a receiver waits for ever. rhea writes our pending
-   * transfers first and then the flow, advancing delivery-count by the credit it still
-   * holds; `sent` moves by the same amount so that `credit` above stays right. Not while
-   * the peer's session window holds back transfers we already handed rhea: it would
-   * count them as drained; the next flow or sendable brings us back here. When
-   * deliveries used the credit up there is nothing to answer: the receiver sees its
-   * credit at zero.
-   */
-  idle(): void {
-    const l = this.link as unknown as RheaSenderInternals;
-    if (!l._draining || !this.attached || this.closed) return;
-    const unwritten = this.sent - l.delivery_count;
-    const left = l.credit - unwritten;
-    if (left <= 0) return;
-    if (unwritten > 0 && l.session.outgoing.transfer_window() < unwritten) return;
-    this.sent += left;
-    l.set_drained(true);
-    // set_drained only marks the flow as due; nothing may be queued to write it out.
-    l.connection._register();
-  }
 
   /** Credit, session slots or socket room may have come back (flow, sendable, drain): feed the link. */
   refreshCredit(): void {
@@ -118,12 +65,18 @@ export class OutgoingLink implements Consumer {
       this.failDelivery(entry, queue, err as Error);
       return;
     }
-    const delivery = this.link.send(bytes, undefined, 0);
-    this.sent++;
-    this.output.spent(bytes.length);
+    let delivery: Delivery;
+    try {
+      // Sent unsettled unless the client asked for presettled (snd-settle-mode settled).
+      delivery = this.link.send(bytes, { settled: this.presettled });
+    } catch (err) {
+      // Over the client's own max-message-size: it cannot take this message, so this link stops.
+      this.failDelivery(entry, queue, err as Error);
+      return;
+    }
     if (this.browse) {
       // A browser's copy changes nothing on the queue, whatever the client says.
-      if (!delivery.settled) delivery.update(true);
+      delivery.settle();
       return;
     }
     if (this.presettled) {
@@ -152,11 +105,13 @@ export class OutgoingLink implements Consumer {
     if (!this.browse) queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
     if (this.closed) return;
     this.failed = true;
-    log.error({ err, queue: queue.name, id: entry.msg.id, link: this.id }, 'cannot read a message body back from the journal; closing the consumer');
+    if (err instanceof AmqpError) log.info({ queue: queue.name, id: entry.msg.id, link: this.id, reason: err.description }, 'a message the consumer cannot take; closing the consumer');
+    else log.error({ err, queue: queue.name, id: entry.msg.id, link: this.id }, 'cannot read a message body back from the journal; closing the consumer');
     // Not from inside the queue's dispatch loop, which is iterating its consumers.
+    const condition = err instanceof AmqpError ? err.condition : 'amqp:internal-error';
     setImmediate(() => {
       this.close();
-      this.link.close({ condition: 'amqp:internal-error', description: err.message });
+      this.link.detach({ condition, description: err.message });
     });
   }
 
@@ -176,47 +131,15 @@ export class OutgoingLink implements Consumer {
     this.schedule(this.queue);
   }
 
-  onModified(delivery: Delivery, outcome: { delivery_failed?: boolean; undeliverable_here?: boolean }): void {
+  onModified(delivery: Delivery, outcome: { deliveryFailed: boolean; undeliverableHere: boolean }): void {
     const entry = this.take(delivery);
-    if (entry) {
-      this.queue.release(entry, {
-        deliveryFailed: outcome.delivery_failed === true,
-        undeliverableHere: outcome.undeliverable_here === true,
-      });
-    }
+    if (entry) this.queue.release(entry, outcome);
     this.schedule(this.queue);
   }
 
   /** Settled by the client with no outcome: treat as released (spec 3.4). */
   onSettled(delivery: Delivery): void {
     if (this.unsettled.has(delivery)) this.onReleased(delivery);
-  }
-
-  /**
-   * rhea records a disposition on the delivery at once but dispatches its event on
-   * the next tick, while a detach or close in the same read is dispatched at once.
-   * A client that accepts and then detaches would see its messages redelivered, so
-   * outcomes already on the deliveries are applied before the rest go back.
-   */
-  private applyLateOutcomes(): void {
-    for (const [delivery, entry] of [...this.unsettled]) {
-      const state = delivery.remote_state as { constructor?: { composite_type?: string }; delivery_failed?: boolean; undeliverable_here?: boolean } | undefined;
-      switch (state?.constructor?.composite_type) {
-        case 'accepted':
-          this.unsettled.delete(delivery);
-          this.broker.accept(this.queue, entry);
-          break;
-        case 'rejected':
-          this.unsettled.delete(delivery);
-          this.broker.reject(this.queue, entry);
-          break;
-        case 'released':
-        case 'modified':
-          this.unsettled.delete(delivery);
-          this.queue.release(entry, { deliveryFailed: state?.delivery_failed === true, undeliverableHere: false });
-          break;
-      }
-    }
   }
 
   /** Entry held by an unsettled delivery, for transactional acceptance. */
@@ -228,7 +151,7 @@ export class OutgoingLink implements Consumer {
   take(delivery: Delivery): QueueEntry | undefined {
     const entry = this.unsettled.get(delivery);
     this.unsettled.delete(delivery);
-    if (!delivery.settled) delivery.update(true);
+    delivery.settle();
     return entry;
   }
 
@@ -236,7 +159,7 @@ export class OutgoingLink implements Consumer {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.applyLateOutcomes();
+    // The engine hands over every disposition as it is read, so what is still here was not settled.
     this.unsettled.clear();
     this.queue.removeConsumer(this);
     this.schedule(this.queue);

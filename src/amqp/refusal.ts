@@ -27,7 +27,10 @@
 // it and rhea treats it as fatal, so both would stop failing over. The
 // primary's address goes into the forced error's info instead (network-host,
 // port, as redirect would carry them), for tools and people who read it.
-import type { Connection } from 'rhea';
+import type { Socket } from 'node:net';
+import type { Connection } from './engine/connection.js';
+import { toAmqp, type Plain } from './engine/message.js';
+import type { AmqpValue } from './engine/types.js';
 
 export interface Refusal {
   condition: string;
@@ -53,16 +56,15 @@ export class ConnectionRefuser {
    * Turn the client of a just-opened connection away: with an AMQP close saying
    * why, or, if this client was told recently, by dropping the transport.
    */
-  refuse(rc: Connection, key: string, refusal: Refusal): 'closed' | 'dropped' {
-    const socket = (rc as unknown as { socket?: { end(): void; destroy(): void; destroyed?: boolean } }).socket;
+  refuse(conn: Connection, socket: Socket, key: string, refusal: Refusal): 'closed' | 'dropped' {
     const now = this.now();
     const last = this.told.get(key);
     if (last !== undefined && now - last < REMEMBER_MS) {
-      socket?.destroy();
+      socket.destroy();
       return 'dropped';
     }
     this.remember(key, now);
-    answerAndClose(rc, refusal);
+    answerAndClose(conn, socket, refusal);
     return 'closed';
   }
 
@@ -81,16 +83,19 @@ export class ConnectionRefuser {
  * Answer a just-opened connection with our open and a close carrying `refusal`, then
  * end the socket (for clients that ignore the close, as proton does with `forced`).
  */
-export function answerAndClose(rc: Connection, refusal: Refusal): void {
-  const socket = (rc as unknown as { socket?: { end(): void; destroy(): void; destroyed?: boolean } }).socket;
-  // rhea writes our open on its next tick: it still takes this idle-time-out.
-  (rc as unknown as { local: { open: { idle_time_out?: number } } }).local.open.idle_time_out = REFUSAL_IDLE_MS;
-  rc.close(refusal);
-  // After rhea has written open + close: end our side, then close the socket
+export function answerAndClose(conn: Connection, socket: Socket, refusal: Refusal): void {
+  // Our open has not gone out yet (the engine sends it after the host saw the client's): it takes this idle-time-out.
+  conn.advertiseIdleTimeout(REFUSAL_IDLE_MS);
+  conn.close({ condition: refusal.condition, description: refusal.description, info: refusal.info ? fieldsOf(refusal.info) : undefined });
+  // The transport writes open + close and ends our side; the socket goes soon after
   // (a client that answers the close, like rhea, has long gone by then).
   setImmediate(() => {
-    if (!socket || socket.destroyed) return;
-    socket.end();
+    if (socket.destroyed) return;
     setTimeout(() => socket.destroy(), LINGER_MS).unref();
   });
+}
+
+/** An error's info map: symbol keys (spec 2.8.14, fields). */
+function fieldsOf(info: Record<string, unknown>): AmqpValue {
+  return { type: 'map', value: Object.entries(info).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v as Plain)]) };
 }

@@ -5,7 +5,6 @@
 // nobody there is refused. Offered only on TLS connections whose client sent a
 // certificate that verified: elsewhere there is nothing external to trust.
 import type { PeerCertificate, TLSSocket } from 'node:tls';
-import type { Connection } from 'rhea';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
 
@@ -57,65 +56,29 @@ export interface ExternalServerOptions {
   log: Logger;
 }
 
-/** The object rhea's SASL server drives for EXTERNAL (outcome, and username on success). */
-class ExternalMechanism {
-  outcome: boolean | undefined;
-  username: string | undefined;
-
-  constructor(
-    private readonly options: ExternalServerOptions,
-    private readonly socket: TLSSocket,
-  ) {}
-
-  start(response: Buffer | string | undefined): void {
-    const { log, mapping, users } = this.options;
-    const remote = `${this.socket.remoteAddress}:${this.socket.remotePort}`;
-    const name = userOfCertificate(this.socket.getPeerCertificate(), mapping);
+/**
+ * The engine's EXTERNAL check for an accepted TLS socket, or undefined when there is
+ * nothing external to trust (no client certificate, or one tls-ca did not sign): then
+ * EXTERNAL is not offered at all. The check resolves with the user the certificate
+ * names, or undefined (logged with the reason) to refuse.
+ */
+export function externalVerifier(socket: TLSSocket, options: ExternalServerOptions): ((authzid: string) => Promise<string | undefined>) | undefined {
+  if (!socket.authorized) return undefined;
+  return async (asked) => {
+    const { log, mapping, users } = options;
+    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const name = userOfCertificate(socket.getPeerCertificate(), mapping);
     // RFC 4422 appendix A: a non-empty authorization identity asks to act as that user;
     // only the certificate's own is allowed.
-    const asked = Buffer.isBuffer(response) ? response.toString('utf8') : (response ?? '');
     if (name === undefined) {
-      log.warn({ remote, mapping }, `authentication failed: the client certificate from ${remote} has no ${mapping === 'cn' ? 'common name' : 'e-mail subject-alternative-name'} (tls-external-user=${mapping})`);
+      log.warn({ remote, mapping }, `authentication failed: the client certificate has no ${mapping === 'cn' ? 'common name' : 'e-mail subject-alternative-name'} (tls-external-user=${mapping})`);
     } else if (asked !== '' && asked !== name) {
-      log.warn({ remote, user: name, asked }, `authentication failed: the client certificate of '${name}' from ${remote} asked to act as '${asked}'`);
+      log.warn({ remote, user: name, asked }, `authentication failed: the client certificate of '${name}' asked to act as another user`);
     } else if (users.role(name) === undefined) {
-      log.warn({ remote, user: name }, `authentication failed: the client certificate from ${remote} names '${name}', who is not in users-file`);
+      log.warn({ remote, user: name }, `authentication failed: the client certificate names '${name}', who is not in users-file`);
     } else {
-      this.username = name;
-      this.outcome = true;
-      return;
+      return name;
     }
-    this.outcome = false;
-  }
-}
-
-/** rhea's per-connection SASL server, as far as offering EXTERNAL needs it. */
-interface RheaSaslServerMechanisms {
-  mechanisms?: Record<string, () => unknown>;
-  transports?: Record<number, { mechanisms?: Record<string, () => unknown> }>;
-}
-
-/**
- * Connection options for an accepted TLS socket: rhea offers EXTERNAL (as the last
- * mechanism) when the socket is encrypted and its client certificate verified.
- */
-export function externalConnectionOptions(socket: TLSSocket): Record<string, unknown> {
-  return socket.authorized ? { enable_sasl_external: true } : {};
-}
-
-/**
- * Put our EXTERNAL in the place of rhea's own, which accepts any verified certificate
- * as nobody in particular. The list rhea offers is this connection's own copy, so
- * nothing else changes; the factory is called only when the client picks EXTERNAL.
- */
-export function installExternal(conn: Connection, socket: TLSSocket, options: ExternalServerOptions): void {
-  if (!socket.authorized) return;
-  const sasl = (conn as unknown as { sasl_transport?: RheaSaslServerMechanisms }).sasl_transport;
-  const mechanisms = sasl?.mechanisms ?? sasl?.transports?.[3]?.mechanisms;
-  if (!mechanisms || !('EXTERNAL' in mechanisms)) {
-    // Not the rhea this was written against: offer no EXTERNAL rather than rhea's.
-    socket.destroy();
-    throw new Error('rhea did not set up SASL EXTERNAL where expected; connection dropped');
-  }
-  mechanisms.EXTERNAL = () => new ExternalMechanism(options, socket);
+    return undefined;
+  };
 }

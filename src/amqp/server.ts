@@ -1,11 +1,11 @@
-// The AMQP 1.0 listener: one rhea container, plain and TLS sockets, SASL
-// (ANONYMOUS only with auth off, PLAIN against the users file, EXTERNAL for
-// verified client certificates with tls-external-user), and the
-// routing of rhea events to the connection objects that handle them.
+// The AMQP 1.0 listener: plain and TLS sockets, each run by a connection of
+// tandem's own engine (engine/), with SASL (ANONYMOUS only with auth off, PLAIN
+// against the users file, EXTERNAL for verified client certificates with
+// tls-external-user), and the routing of the engine's events to the connection
+// objects that handle them.
 import { type AddressInfo, type Server, type Socket, createServer } from 'node:net';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { hostname } from 'node:os';
-import rhea, { type Connection, type Container, type Delivery, type EventContext, type Receiver, type Sender } from 'rhea';
 import type { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
@@ -15,14 +15,19 @@ import type { Acl } from '../admin/acl.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle } from '../ops/log-throttle.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
-import type { AmqpError } from './engine/errors.js';
-import { acceptGuarded } from './guarded-accept.js';
-import { installRheaPatches } from './rhea-patches.js';
+import { Connection } from './engine/connection.js';
+import type { Delivery } from './engine/delivery.js';
+import type { EngineHandler, LogHook } from './engine/handler.js';
+import type { Link } from './engine/link.js';
+import { toAmqp, type Plain } from './engine/message.js';
+import type { Session } from './engine/session.js';
+import { Transport } from './engine/transport.js';
+import type { AmqpValue } from './engine/types.js';
 import { ManagementNode } from './management.js';
 import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
 import { LoginThrottle } from './login-throttle.js';
-import { plainServer } from './sasl-plain.js';
-import { externalConnectionOptions, installExternal, type ExternalUserMapping } from './sasl-external.js';
+import { plainVerifier } from './sasl-plain.js';
+import { externalVerifier, type ExternalUserMapping } from './sasl-external.js';
 import { TlsRefusalLog, listenerContext, reloadListenerTls } from './tls-listener.js';
 
 /**
@@ -61,7 +66,7 @@ export interface ServerOptions {
   openProperties?: Record<string, unknown>;
 }
 
-/** A sender link handled outside the queue machinery (the HA replication stream). */
+/** A sender link handled outside the queue machinery (HA replication, DR): the engine's events for it. */
 export interface SpecialSender {
   onFlow(): void;
   onSettled(delivery: Delivery, outcome: 'accepted' | 'released' | 'rejected' | 'modified' | 'settled'): void;
@@ -71,8 +76,15 @@ export interface SpecialSender {
 /** Decides whether a freshly opened connection may stay (HA backups refuse clients). */
 export type AdmissionCheck = (conn: ClientConnection) => Refusal | undefined;
 
+/** What the server keeps for each socket until it closes. */
+interface Accepted {
+  engine: Connection;
+  socket: Socket;
+  /** Set once the client's open was admitted. */
+  client: ClientConnection | undefined;
+}
+
 export class AmqpServer {
-  readonly container: Container;
   readonly management: ManagementNode;
   private readonly connections = new Map<Connection, ClientConnection>();
   private readonly servers: Server[] = [];
@@ -91,9 +103,13 @@ export class AmqpServer {
   checkLink: ConnectionHost['checkLink'];
   /** Why local changes are refused right now (an HA backup), if they are. */
   readOnly: (() => string | undefined) | undefined;
-  /** Handlers of special sender links (HA replication), by link. */
-  readonly specialSenders = new Map<Sender, SpecialSender>();
-  openSpecialSender: ((conn: ClientConnection, address: string, sender: Sender) => SpecialSender | undefined | false) | undefined;
+  /** Handlers of special sender links (HA replication, DR), by link. */
+  readonly specialSenders = new Map<Link, SpecialSender>();
+  openSpecialSender: ((conn: ClientConnection, address: string, sender: Link) => SpecialSender | undefined | false) | undefined;
+  private readonly containerId = `tandem@${hostname()}`;
+  /** The engine's own log lines, as fields of structured lines (client text never starts one). */
+  private readonly engineLog: LogHook;
+  private readonly handler: EngineHandler;
 
   constructor(
     readonly broker: Broker,
@@ -102,15 +118,6 @@ export class AmqpServer {
     private readonly log: Logger,
     statusOf: () => Record<string, unknown>,
   ) {
-    installRheaPatches();
-    // Server links: we settle and grant credit ourselves. rhea by default reports a
-    // modified outcome as released, losing delivery-failed and undeliverable-here.
-    this.container = rhea.create_container({
-      id: `tandem@${hostname()}`,
-      autoaccept: false,
-      credit_window: 0,
-      treat_modified_as_released: false,
-    } as never);
     const admin: AdminContext = {
       broker,
       connections: () => this.connectionInfos(),
@@ -118,8 +125,8 @@ export class AmqpServer {
       status: statusOf,
     };
     this.management = new ManagementNode(admin, log);
-    this.configureSasl();
-    this.wireEvents();
+    this.engineLog = (level, message, fields) => this.log[level](fields, message);
+    this.handler = this.events();
   }
 
   get connectionCount(): number {
@@ -128,35 +135,9 @@ export class AmqpServer {
 
   /** Bind the listeners; resolves with the ports actually bound. */
   async listen(): Promise<{ port?: number; tlsPort?: number }> {
-    const common = {
-      max_frame_size: this.options.maxFrameSize,
-      idle_time_out: this.options.idleTimeoutMs || undefined,
-      container_id: this.container.id,
-      // Small frames (settlements, flow) must not wait for Nagle and delayed ACKs.
-      tcp_no_delay: true,
-      // Lets a broker that finds itself in ha-brokers-url recognise itself.
-      properties: this.options.openProperties,
-      // qpid-jms makes shared subscriptions only with a broker that offers them
-      // (subscriptions.ts), and sends an anonymous producer's messages down one link.
-      offered_capabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
-    };
-    // Our own listeners, so that every socket is read through the frame guard (guarded-accept.ts).
-    const accept = (socket: Socket, extra: Record<string, unknown> = {}) => {
-      try {
-        return acceptGuarded(this.container, socket, { ...common, ...extra } as never, {
-          maxFrameSize: this.options.maxFrameSize,
-          maxMessageSize: this.options.maxMessageSize,
-          onOversize: (rc, channel, handle, error) => this.onOversizeDelivery(rc, channel, handle, error),
-          log: this.log,
-        });
-      } catch (err) {
-        this.log.error({ err: (err as Error).message }, 'connection not accepted');
-        return undefined;
-      }
-    };
     let port: number | undefined;
     if (this.options.port !== undefined) {
-      const plain = createServer((socket) => accept(socket));
+      const plain = createServer((socket) => this.accept(socket, undefined));
       plain.listen({ host: this.options.host, port: this.options.port });
       this.servers.push(plain);
       port = await boundPort(plain);
@@ -177,14 +158,8 @@ export class AmqpServer {
         },
         (socket: TLSSocket) => {
           refusals.untrusted(socket);
-          if (t.externalUser === undefined) return void accept(socket);
-          const conn = accept(socket, externalConnectionOptions(socket));
-          if (!conn) return;
-          try {
-            installExternal(conn, socket, { users: this.options.users, mapping: t.externalUser, log: this.log });
-          } catch (err) {
-            this.log.error({ err: (err as Error).message }, 'connection not accepted');
-          }
+          const external = t.externalUser === undefined ? undefined : externalVerifier(socket, { users: this.options.users, mapping: t.externalUser, log: this.log });
+          this.accept(socket, external);
         },
       );
       refusals.watch(secure);
@@ -203,12 +178,108 @@ export class AmqpServer {
     return reloadListenerTls(this.tlsServer, this.options.tls, this.log);
   }
 
+  /** One accepted socket: an engine connection in the server role, read and written by a transport. */
+  private accept(socket: Socket, external: ((authzid: string) => Promise<string | undefined>) | undefined): void {
+    try {
+      // Small frames (settlements, flow) must not wait for Nagle and delayed ACKs.
+      socket.setNoDelay(true);
+      const o = this.options;
+      const engine = new Connection({
+        role: 'server',
+        containerId: this.containerId,
+        maxFrameSize: o.maxFrameSize,
+        idleTimeoutMs: o.idleTimeoutMs || undefined,
+        maxMessageSize: o.maxMessageSize,
+        // A client that skips SASL is anonymous: taken only with auth off.
+        requireSasl: o.auth,
+        sasl: {
+          anonymous: !o.auth,
+          // PLAIN is offered even with auth off, so an admin identity can still be proven.
+          plain: plainVerifier({ users: o.users, throttle: this.loginThrottle, log: this.log }, socket.remoteAddress),
+          external,
+        },
+        // Lets a broker that finds itself in ha-brokers-url recognise itself.
+        properties: o.openProperties ? fieldsOf(o.openProperties) : undefined,
+        // qpid-jms makes shared subscriptions only with a broker that offers them
+        // (subscriptions.ts), and sends an anonymous producer's messages down one link.
+        offeredCapabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
+        handler: this.handler,
+        log: this.engineLog,
+      });
+      const accepted: Accepted = { engine, socket, client: undefined };
+      engine.context = accepted;
+      new Transport(engine, socket);
+      // Whatever ended the connection (close, violation, a dropped socket), its links are undone once.
+      socket.once('close', () => this.onConnectionGone(engine));
+    } catch (err) {
+      this.log.error({ err: (err as Error).message }, 'connection not accepted');
+      socket.destroy();
+    }
+  }
+
+  /** The engine's events, routed to the connection (or special link) they concern. */
+  private events(): EngineHandler {
+    const clientOf = (c: Connection): ClientConnection | undefined => (c.context as Accepted | undefined)?.client;
+    const linkGone = (link: Link): void => {
+      const special = this.specialSenders.get(link);
+      if (special) {
+        this.specialSenders.delete(link);
+        clientOf(link.session.connection)?.specialSenders.delete(link);
+        special.onClose();
+        return;
+      }
+      clientOf(link.session.connection)?.onLinkClosed(link);
+    };
+    return {
+      onOpen: (c) => this.onConnectionOpen(c),
+      onClose: (c, error, byPeer) => {
+        if (error && !byPeer) this.log.debug({ conn: clientOf(c)?.id, condition: error.condition, description: error.description }, 'connection closed');
+        this.onConnectionGone(c);
+      },
+      onLinkAttach: (link) => {
+        const client = clientOf(link.session.connection);
+        if (!client) return link.refuse({ condition: 'amqp:illegal-state', description: 'the connection is not open' });
+        if (link.isSender) client.onSenderOpen(link);
+        else client.onReceiverOpen(link);
+      },
+      onLinkDetach: (link, error, byPeer) => {
+        if (error) this.log.debug({ conn: clientOf(link.session.connection)?.id, link: link.name, byPeer, condition: error.condition, description: error.description }, 'link detached with an error');
+        linkGone(link);
+      },
+      // An end detaches every link of the session: each is undone as if detached.
+      onSessionEnd: (session: Session) => {
+        for (const link of session.links) linkGone(link);
+      },
+      onTransfer: (link, delivery) => clientOf(link.session.connection)?.onMessage(link, delivery),
+      onDisposition: (delivery) => {
+        const special = this.specialSenders.get(delivery.link);
+        if (special) {
+          const outcome = outcomeName(delivery);
+          if (outcome) special.onSettled(delivery, outcome);
+          return;
+        }
+        clientOf(delivery.link.session.connection)?.onOutcome(delivery);
+      },
+      onFlow: (link) => {
+        if (!link.isSender) return;
+        const special = this.specialSenders.get(link);
+        if (special) special.onFlow();
+        else clientOf(link.session.connection)?.onSenderFlow(link);
+      },
+    };
+  }
+
   /** Hand available messages of a queue to its consumers, batched per event-loop turn. */
   schedule(queue: Queue): void {
     this.dirty.add(queue);
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => this.flush());
+  }
+
+  /** Hand a queue's messages to its consumers at once (a drain is answered with what there is). */
+  private dispatchNow(queue: Queue): void {
+    if (this.broker.queues.get(queue.name) === queue) queue.dispatch(this.broker.now());
   }
 
   /** Stop accepting connections (first step of a clean shutdown). */
@@ -226,9 +297,7 @@ export class AmqpServer {
    * the client, which would otherwise send those messages again.
    */
   closeAll(): void {
-    for (const conn of [...this.connections.values()]) {
-      (conn.rhea as unknown as { socket?: { end(): void } }).socket?.end();
-    }
+    for (const conn of [...this.connections.values()]) conn.socket.end();
   }
 
   /** Client connections still open. */
@@ -255,7 +324,7 @@ export class AmqpServer {
     for (const s of this.servers) s.close();
     for (const conn of this.connections.values()) {
       conn.cleanup();
-      (conn.rhea as unknown as { socket?: { destroy(): void } }).socket?.destroy();
+      conn.socket.destroy();
     }
     this.connections.clear();
   }
@@ -270,99 +339,21 @@ export class AmqpServer {
     }
   }
 
-  private configureSasl(): void {
-    const mechs = this.container.sasl_server_mechanisms as unknown as {
-      enable_anonymous(): void;
-      PLAIN: () => unknown;
-    };
-    if (!this.options.auth) mechs.enable_anonymous();
-    // PLAIN is offered even with auth off, so an admin identity can still be proven.
-    mechs.PLAIN = plainServer({ users: this.options.users, throttle: this.loginThrottle, log: this.log });
-  }
-
-  private wireEvents(): void {
-    const c = this.container;
-    c.on('connection_open', (ctx: EventContext) => this.onConnectionOpen(ctx));
-    c.on('sender_open', (ctx: EventContext) => this.conn(ctx)?.onSenderOpen(ctx));
-    c.on('receiver_open', (ctx: EventContext) => this.conn(ctx)?.onReceiverOpen(ctx));
-    c.on('message', (ctx: EventContext) => this.conn(ctx)?.onMessage(ctx));
-    // Special senders (the HA replication stream) get their own flow, outcome and close events.
-    const special = (ctx: EventContext) => (ctx.sender ? this.specialSenders.get(ctx.sender) : undefined);
-    const onFlow = (ctx: EventContext) => {
-      const s = special(ctx);
-      if (s) s.onFlow();
-      else this.conn(ctx)?.onSenderFlow(ctx);
-    };
-    c.on('sendable', onFlow);
-    c.on('sender_flow', onFlow);
-    for (const outcome of ['accepted', 'released', 'rejected', 'modified', 'settled'] as const) {
-      c.on(outcome, (ctx: EventContext) => {
-        const s = special(ctx);
-        if (s) s.onSettled(ctx.delivery as Delivery, outcome);
-        else this.conn(ctx)?.onOutcome(ctx, outcome);
-      });
-    }
-    c.on('transactional_state', (ctx: EventContext) => this.conn(ctx)?.onTransactionalOutcome(ctx));
-    const senderClosed = (ctx: EventContext) => {
-      const s = special(ctx);
-      if (!s) return this.conn(ctx)?.onLinkClosed(ctx);
-      this.specialSenders.delete(ctx.sender!);
-      this.conn(ctx)?.specialSenders.delete(ctx.sender!);
-      s.onClose();
-    };
-    c.on('sender_close', senderClosed);
-    c.on('receiver_close', (ctx: EventContext) => this.conn(ctx)?.onLinkClosed(ctx));
-    // An end frame detaches every link of the session, and rhea says so for none of them:
-    // without this a consumer's deliveries stay taken by a link that is gone (qpid-jms
-    // ends a CLIENT_ACKNOWLEDGE session holding unacknowledged messages) and its credit
-    // still draws messages, until the connection closes.
-    c.on('session_close', (ctx: EventContext) => {
-      const links = (ctx.session as unknown as { links?: Record<string, Sender | Receiver> } | undefined)?.links ?? {};
-      for (const link of Object.values(links)) {
-        if (link.is_sender()) senderClosed({ ...ctx, sender: link as Sender, receiver: undefined } as EventContext);
-        else this.conn(ctx)?.onLinkClosed({ ...ctx, receiver: link as Receiver, sender: undefined } as EventContext);
-      }
-    });
-    c.on('sender_error', (ctx: EventContext) => this.log.debug({ err: ctx.sender?.error }, 'sender link error'));
-    c.on('receiver_error', (ctx: EventContext) => this.log.debug({ err: ctx.receiver?.error }, 'receiver link error'));
-    c.on('connection_close', (ctx: EventContext) => this.onConnectionGone(ctx));
-    c.on('disconnected', (ctx: EventContext) => this.onConnectionGone(ctx));
-    c.on('connection_error', (ctx: EventContext) => this.log.debug({ err: (ctx.connection as unknown as { error?: unknown }).error }, 'connection error'));
-    // rhea passes the error itself (not a context); the connection is then ended.
-    c.on('protocol_error', (err: Error) => this.log.info({ err: err?.message }, 'protocol error from client; connection closed'));
-    c.on('error', (err: unknown) => this.log.info({ err: (err as Error)?.message ?? String(err) }, 'client error'));
-  }
-
-  /** The guard saw a delivery outgrow max-message-size: detach its link (the guard strips the rest). */
-  private onOversizeDelivery(rc: Connection, channel: number, handle: number, error: AmqpError): void {
-    const session = (rc as unknown as { remote_channel_map?: Record<number, { remote?: { handles?: Record<number, Receiver | undefined> } } | undefined> })
-      .remote_channel_map?.[channel];
-    const link = session?.remote?.handles?.[handle];
-    this.log.info({ conn: this.connections.get(rc)?.id, channel, handle, reason: error.description }, 'link detached: message over max-message-size');
-    if (!link || !link.is_receiver()) return;
-    const conn = this.connections.get(rc);
-    if (conn) conn.detachReceiver(link, { condition: error.condition, description: error.description });
-    else link.close({ condition: error.condition, description: error.description });
-  }
-
-  private conn(ctx: EventContext): ClientConnection | undefined {
-    return this.connections.get(ctx.connection);
-  }
-
-  private onConnectionOpen(ctx: EventContext): void {
-    const rc = ctx.connection;
+  private onConnectionOpen(engine: Connection): void {
+    const accepted = engine.context as Accepted;
+    const socket = accepted.socket;
     if (this.closing) {
       // Dropped, not closed with a frame: see closeAll().
-      (rc as unknown as { socket?: { destroy(): void } }).socket?.destroy();
+      socket.destroy();
       return;
     }
-    const sasl = (rc as unknown as { sasl_transport?: { username?: string; mechanism?: { username?: string } } }).sasl_transport;
-    const user = sasl?.username ?? sasl?.mechanism?.username;
+    const user = engine.identity;
     const role = user && user !== 'anonymous' ? this.options.users.role(user) : undefined;
     const id = `c${++this.nextId}`;
     const policy: ConnectionPolicy = { autoCreate: this.options.autoCreate, creditWindow: SENDER_CREDIT, maxMessageSize: this.options.maxMessageSize };
     const host: ConnectionHost = {
       schedule: (q) => this.schedule(q),
+      dispatchNow: (q) => this.dispatchNow(q),
       management: this.management,
       openSpecialSender: (c, address, sender) => {
         const handler = this.openSpecialSender?.(c, address, sender);
@@ -379,33 +370,35 @@ export class AmqpServer {
     };
     // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
     const admin = !this.options.auth || role === 'admin';
-    const conn = new ClientConnection(id, rc, role ? user : undefined, admin, this.broker, this.gate, host, policy, this.log.child({ conn: id }));
+    const conn = new ClientConnection(id, engine, socket, role ? user : undefined, admin, this.broker, this.gate, host, policy, this.log.child({ conn: id }));
     const refusal = this.admission?.(conn);
     if (refusal) {
-      const how = this.refuser.refuse(rc, `${conn.containerId ?? ''}@${remoteHost(conn.remoteAddress)}`, refusal);
+      const how = this.refuser.refuse(engine, socket, `${conn.containerId ?? ''}@${remoteHost(conn.remoteAddress)}`, refusal);
       this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how, reason: refusal.description }, 'connection refused');
       return;
     }
     if (this.connections.size >= this.options.maxConnections) {
       const limit = this.options.maxConnections;
-      answerAndClose(rc, { condition: 'amqp:resource-limit-exceeded', description: `too many connections: max-connections is ${limit}` });
+      answerAndClose(engine, socket, { condition: 'amqp:resource-limit-exceeded', description: `too many connections: max-connections is ${limit}` });
       const held = this.overLimitLog.admit('max-connections');
       if (held !== undefined) this.log.warn({ remote: conn.remoteAddress, limit, ...(held > 0 ? { alsoRefused: held } : {}) }, 'connection refused: max-connections reached');
       return;
     }
-    this.connections.set(rc, conn);
+    accepted.client = conn;
+    this.connections.set(engine, conn);
     this.log.debug({ conn: id, remote: conn.remoteAddress, user: conn.user }, 'connection opened');
   }
 
-  private onConnectionGone(ctx: EventContext): void {
-    const conn = this.connections.get(ctx.connection);
+  private onConnectionGone(engine: Connection): void {
+    const conn = this.connections.get(engine);
     if (!conn) return;
-    this.connections.delete(ctx.connection);
+    this.connections.delete(engine);
     for (const sender of conn.specialSenders) {
       const s = this.specialSenders.get(sender);
       this.specialSenders.delete(sender);
       s?.onClose();
     }
+    conn.specialSenders.clear();
     conn.cleanup();
     this.log.debug({ conn: conn.id }, 'connection closed');
   }
@@ -433,14 +426,24 @@ export class AmqpServer {
     for (const conn of this.connections.values()) {
       if (conn.id === id) {
         this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId }, 'connection closed by an administrator (transport dropped)');
-        // With an error: rhea hears of a socket's end only through 'end' or 'error', and
-        // the connection's links and consumers are cleaned up on its 'disconnected'.
-        (conn.rhea as unknown as { socket?: { destroy(err?: Error): void } }).socket?.destroy(new Error('closed by an administrator'));
+        conn.socket.destroy();
         return true;
       }
     }
     return false;
   }
+}
+
+/** The outcome a special link's handler is told of, if the disposition settles or decides it. */
+function outcomeName(d: Delivery): 'accepted' | 'released' | 'rejected' | 'modified' | 'settled' | undefined {
+  const name = d.outcome;
+  if (name === 'accepted' || name === 'released' || name === 'rejected' || name === 'modified') return name;
+  return d.remoteSettled ? 'settled' : undefined;
+}
+
+/** Open properties: a map with symbol keys (spec 2.7.1, fields). */
+function fieldsOf(record: Record<string, unknown>): AmqpValue {
+  return { type: 'map', value: Object.entries(record).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v as Plain)]) };
 }
 
 /** "host:port" → "host" (the refusal memory is per client host, not per socket). */

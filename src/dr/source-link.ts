@@ -1,16 +1,16 @@
 // A DR bridge of another site attaching here (DR_ADDRESS): it needs an admin identity,
 // an HA cluster serves it from its primary only, and only a DR source (dr-retain-changes
 // above 0) has a window to serve it from.
-import type { Sender } from 'rhea';
 import type { ClientConnection } from '../amqp/client-connection.js';
+import type { Link } from '../amqp/engine/link.js';
 import type { SpecialSender } from '../amqp/server.js';
 import type { HaManager } from '../ha/ha-manager.js';
 import type { DrSource } from './source.js';
-import { RheaPeerSender } from '../peer-link/rhea-sender.js';
+import { EnginePeerSender } from '../peer-link/engine-sender.js';
 
 /** The link's handler, or false when it is refused (closed with the reason). */
-export function openDrSourceLink(on: { ha: HaManager | undefined; source: DrSource | undefined }, conn: ClientConnection, sender: Sender): SpecialSender | false {
-  const link = new RheaPeerSender(sender);
+export function openDrSourceLink(on: { ha: HaManager | undefined; source: DrSource | undefined }, conn: ClientConnection, sender: Link): SpecialSender | false {
+  const link = new EnginePeerSender(sender);
   const refuse = (condition: string, description: string) => {
     // No source in the answering attach: the bridge must not take the link as open.
     link.refuse({ condition, description });

@@ -1,18 +1,18 @@
 // A backup's replication link arriving at this broker (REPLICATION_ADDRESS): only the
 // ha-username admin identity may open one, and the HA manager streams the log down it.
-import type { Sender } from 'rhea';
 import type { ClientConnection } from '../amqp/client-connection.js';
+import type { Link } from '../amqp/engine/link.js';
 import type { SpecialSender } from '../amqp/server.js';
 import type { HaManager } from './ha-manager.js';
-import { RheaPeerSender } from '../peer-link/rhea-sender.js';
+import { EnginePeerSender } from '../peer-link/engine-sender.js';
 
 /** The link's handler, or false when it is refused (closed with the reason). */
-export function openReplicationLink(ha: HaManager, conn: ClientConnection, sender: Sender): SpecialSender | false {
+export function openReplicationLink(ha: HaManager, conn: ClientConnection, sender: Link): SpecialSender | false {
+  const link = new EnginePeerSender(sender);
   if (!conn.admin) {
-    sender.close({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
+    link.refuse({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
     return false;
   }
-  const link = new RheaPeerSender(sender);
   const stream = ha.openReplication(link, conn.remoteAddress);
   if (!stream) return false;
   return {

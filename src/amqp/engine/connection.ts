@@ -103,6 +103,8 @@ export class Connection {
   handler: EngineHandler;
 
   private stage: Stage = 'header';
+  /** An idle-time-out for our open other than the configured one (see advertiseIdleTimeout). */
+  private advertisedIdleMs: number | undefined;
   private readonly input = new ByteQueue();
   private output: Buffer[] = [];
   private outputBytes = 0;
@@ -376,6 +378,15 @@ export class Connection {
     this.stage = 'done';
   }
 
+  /**
+   * Put this idle-time-out in our open instead of the configured one, if the open
+   * has not gone out yet (a server turning a client away asks it for heartbeats,
+   * so that a client ignoring the close still finds the socket gone soon).
+   */
+  advertiseIdleTimeout(ms: number): void {
+    if (!this.openSent) this.advertisedIdleMs = ms;
+  }
+
   /** The buffers to write, in order; the connection forgets them. */
   takeOutput(): Buffer[] {
     const out = this.output;
@@ -476,6 +487,7 @@ export class Connection {
   private sendOpen(): void {
     if (this.openSent) return;
     this.openSent = true;
+    const advertisedIdle = this.advertisedIdleMs ?? this.o.idleTimeoutMs;
     this.write(
       frameHead(
         FrameType.amqp,
@@ -485,7 +497,7 @@ export class Connection {
           hostname: this.role === 'client' ? this.o.hostname : undefined,
           'max-frame-size': this.maxFrameSize,
           'channel-max': { type: 'ushort', value: this.channelMax },
-          'idle-time-out': this.o.idleTimeoutMs > 0 ? this.o.idleTimeoutMs : undefined,
+          'idle-time-out': advertisedIdle > 0 ? advertisedIdle : undefined,
           'offered-capabilities': this.o.offeredCapabilities,
           'desired-capabilities': this.o.desiredCapabilities,
           properties: this.o.properties,

@@ -69,6 +69,8 @@ export class Link {
   maxMessageSize = 0;
   /** Host's own state for this link. */
   context: unknown;
+  /** The peer's detach said closed=true (the link ends for good, not just detaches). */
+  remoteClosed = false;
   private nextTag = 0;
   private incoming: Incoming | undefined;
 
@@ -264,6 +266,8 @@ export class Link {
       return undefined;
     }
     if (f.settled === true) current.delivery.remoteSettled = true;
+    // A transfer may carry the sender's state (transactional-state: a send under a transaction).
+    if (f.state !== undefined) current.delivery.remoteState = f.state as Composite;
     current.bytes += payload.length;
     if (this.maxMessageSize > 0 && current.bytes > this.maxMessageSize) {
       return this.violated({ condition: Condition.messageSizeExceeded, description: `delivery ${current.delivery.id} reached ${current.bytes} bytes, over max-message-size ${this.maxMessageSize}` });
@@ -310,6 +314,7 @@ export class Link {
   /** The peer's detach. */
   onDetach(detach: Composite): ErrorInfo | undefined {
     this.detachReceived = true;
+    this.remoteClosed = detach.fields.closed === true;
     this.incoming = undefined;
     return errorInfoOf(detach.fields.error);
   }

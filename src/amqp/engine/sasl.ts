@@ -18,6 +18,12 @@ export interface SaslServerOptions {
   plain?: (user: string, password: string, authzid: string) => Promise<string | undefined>;
   /** The user a verified TLS client certificate names: EXTERNAL is offered with it. */
   externalIdentity?: string;
+  /**
+   * Or a check of an EXTERNAL login (offered when given): the host maps the
+   * certificate to a user and decides, given the authorization identity the
+   * client asked for ('' for none); resolves with the identity, or undefined to refuse.
+   */
+  external?: (authzid: string) => Promise<string | undefined>;
 }
 
 export interface SaslClientOptions {
@@ -41,7 +47,7 @@ const PLAIN_PART_MAX = 255;
 
 export function offeredMechanisms(o: SaslServerOptions): string[] {
   const out: string[] = [];
-  if (o.externalIdentity !== undefined) out.push('EXTERNAL');
+  if (o.externalIdentity !== undefined || o.external) out.push('EXTERNAL');
   if (o.plain) out.push('PLAIN');
   if (o.anonymous) out.push('ANONYMOUS');
   return out;
@@ -83,6 +89,13 @@ export class SaslServer {
     const response = (body.fields['initial-response'] as Buffer | undefined) ?? Buffer.alloc(0);
     if (!offeredMechanisms(this.options).includes(mechanism)) return this.refuse(`mechanism ${JSON.stringify(mechanism.slice(0, 40))} is not offered`);
     if (mechanism === 'ANONYMOUS') return this.accept('anonymous');
+    if (mechanism === 'EXTERNAL' && this.options.external) {
+      const verdict = this.options.external(response.toString('utf8')).then(
+        (identity) => (identity === undefined ? this.refuse('authentication failed') : this.accept(identity)),
+        () => this.refuse('authentication failed'),
+      );
+      return [{ kind: 'wait', verdict }];
+    }
     if (mechanism === 'EXTERNAL') return this.accept(this.options.externalIdentity!);
     const plain = parsePlain(response);
     if (!plain) return this.refuse('a PLAIN response that is not authzid NUL user NUL password');
