@@ -203,6 +203,8 @@ export class AmqpServer {
         // qpid-jms makes shared subscriptions only with a broker that offers them
         // (subscriptions.ts), and sends an anonymous producer's messages down one link.
         offeredCapabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
+        // The broker has always taken a sender's attach without one (as 0): clients that omit it keep working.
+        requireInitialDeliveryCount: false,
         handler: this.handler,
         log: this.engineLog,
       });
@@ -247,8 +249,11 @@ export class AmqpServer {
         linkGone(link);
       },
       // An end detaches every link of the session: each is undone as if detached.
-      onSessionEnd: (session: Session) => {
+      onSessionEnd: (session: Session, error, byPeer) => {
         for (const link of session.links) linkGone(link);
+        // A client that broke a session's rules (a transfer on a handle it never
+        // attached, past the window) is not trusted with the rest of the connection.
+        if (error && !byPeer) session.connection.close(error);
       },
       onTransfer: (link, delivery) => clientOf(link.session.connection)?.onMessage(link, delivery),
       onDisposition: (delivery) => {

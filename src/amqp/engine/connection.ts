@@ -50,6 +50,11 @@ export interface ConnectionOptions {
   saslFrameLimit?: number;
   /** Bytes of output queued in one tick past which senders wait for the next write (back-pressure within a tick). */
   maxOutputBytes?: number;
+  /**
+   * Refuse a sender's attach without initial-delivery-count (2.7.3 says it must not be
+   * null); default true. false takes it as 0, as rhea and proton servers do.
+   */
+  requireInitialDeliveryCount?: boolean;
   /** Server role: SASL offered with these mechanisms. */
   sasl?: SaslServerOptions;
   /** Server role: refuse a client that skips SASL. */
@@ -88,6 +93,7 @@ export class Connection {
   readonly maxFrameSize: number;
   readonly channelMax: number;
   readonly maxMessageSize: number;
+  readonly requireInitialDeliveryCount: boolean;
   /** The peer's open, decoded (container-id, hostname, properties...). */
   remoteOpen: Composite | undefined;
   /** Who SASL said the peer is (server role); undefined without SASL. */
@@ -130,6 +136,7 @@ export class Connection {
     this.maxFrameSize = Math.max(MIN_MAX_FRAME_SIZE, this.o.maxFrameSize);
     this.channelMax = this.o.channelMax;
     this.maxMessageSize = this.o.maxMessageSize;
+    this.requireInitialDeliveryCount = options.requireInitialDeliveryCount ?? true;
     this.handler = options.handler ?? {};
     this.now = options.now ?? Date.now;
     this.lastReceived = this.lastSent = this.now();

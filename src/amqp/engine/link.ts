@@ -199,7 +199,8 @@ export class Link {
     this.remoteAttach = attach;
     if (!this.isSender) {
       const count = attach.fields['initial-delivery-count'] as number | undefined;
-      if (count === undefined && !this.detachSent && (attach.fields.target !== undefined || attach.fields.source !== undefined)) {
+      const strict = this.session.connection.requireInitialDeliveryCount;
+      if (strict && count === undefined && !this.detachSent && (attach.fields.target !== undefined || attach.fields.source !== undefined)) {
         throw invalidField('attach.initial-delivery-count is mandatory from a sender');
       }
       this.deliveryCount = count ?? 0;
