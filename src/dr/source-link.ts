@@ -23,7 +23,11 @@ export function openDrSourceLink(on: { ha: HaManager | undefined; source: DrSour
   const stream = source.attach(link, conn.remoteAddress);
   if (!stream) return false;
   return {
-    onFlow: () => stream.pump(),
+    // What was sent before there was credit goes first (engine-sender.ts).
+    onFlow: () => {
+      link.flush();
+      stream.pump();
+    },
     onSettled: () => undefined,
     onClose: () => source.detach(stream),
   };

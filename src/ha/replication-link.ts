@@ -16,7 +16,11 @@ export function openReplicationLink(ha: HaManager, conn: ClientConnection, sende
   const stream = ha.openReplication(link, conn.remoteAddress);
   if (!stream) return false;
   return {
-    onFlow: () => stream.pump(),
+    // What was sent before there was credit goes first (engine-sender.ts).
+    onFlow: () => {
+      link.flush();
+      stream.pump();
+    },
     onSettled: (d, outcome) => {
       if (outcome !== 'settled') link.outcome(d, outcome === 'accepted');
     },
