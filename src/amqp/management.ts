@@ -2,13 +2,13 @@
 // `operation`, `type`, `name`; attributes in the body) answered on the request's
 // reply-to address with `statusCode`/`statusDescription`. Only connections
 // authenticated as an admin identity may use it.
-import rhea from 'rhea';
 import { type ErrorCode, ErrorCatalogue, TandemError, invalidArgument } from '../broker/errors.js';
 import type { AdminContext, Attributes } from '../admin/operations.js';
 import { AdminOperations, type OperationHandler as AdminOperationHandler, type Requester as AdminRequester } from '../admin/dispatcher.js';
 import type { Logger } from '../ops/log.js';
 import { redact, redactValue } from '../ops/secrets.js';
-import { decodeMessage } from './lazy-message.js';
+import { type Plain, decodeMessage, encodeMessage } from './engine/message.js';
+import type { AmqpValue } from './engine/types.js';
 import { replyIdOf } from './reply-id.js';
 
 export const MANAGEMENT_ADDRESS = '$management';
@@ -33,7 +33,7 @@ interface Request {
   body: Attributes;
   replyTo: string | undefined;
   /** What the reply's correlation-id will be (typed for the encoder), if anything. */
-  correlationId: unknown;
+  correlationId: AmqpValue | undefined;
   /** Set when the request's id cannot go into a reply: the request is refused for it. */
   badId: string | undefined;
 }
@@ -130,14 +130,14 @@ export class ManagementNode {
     // Replies carry status, errors and configuration: never a password (secrets.ts).
     // A failure also names its error (`errorCode`): several errors share a status (500,
     // 507), and the CLI's exit code is the error's, not the status's.
-    const properties: Record<string, unknown> = { statusCode: status, statusDescription: redact(description) };
+    const properties: Record<string, Plain> = { statusCode: status, statusDescription: redact(description) };
     if (errorCode) properties['errorCode'] = errorCode;
-    return rhea.message.encode({
-      correlation_id: request.correlationId,
+    return encodeMessage({
+      correlationId: request.correlationId,
       to: request.replyTo,
-      application_properties: properties,
-      body: redactValue(body),
-    } as never) as Buffer;
+      applicationProperties: properties,
+      body: redactValue(body) as Plain,
+    });
   }
 }
 
@@ -149,7 +149,7 @@ function asRows(results: Attributes[]): { attributeNames: string[]; results: unk
 
 function parseRequest(bytes: Buffer): Request {
   const m = decodeMessage(bytes);
-  const props = (m.application_properties ?? {}) as Record<string, unknown>;
+  const props = m.applicationProperties;
   const operation = props.operation;
   const id = replyIdOf(bytes);
   if (typeof operation !== 'string') throw invalidArgument('management request has no operation');
@@ -159,7 +159,7 @@ function parseRequest(bytes: Buffer): Request {
     type: typeof props.type === 'string' ? props.type : undefined,
     name: props.name ?? props.identity,
     body,
-    replyTo: typeof m.reply_to === 'string' ? m.reply_to : undefined,
+    replyTo: typeof m.properties['reply-to'] === 'string' ? m.properties['reply-to'] : undefined,
     correlationId: id.ok ? id.id : undefined,
     badId: id.ok ? undefined : id.reason,
   };

@@ -6,7 +6,7 @@ import type { IncomingMessage } from '../broker/broker.js';
 import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
 import { AmqpError } from './engine/errors.js';
-import { decodeMessage } from './lazy-message.js';
+import { type ReadMessage, decodeMessage } from './engine/message.js';
 
 const HEADER = 0x70;
 const PROPERTIES = 0x73;
@@ -64,7 +64,8 @@ export interface ParsedMessage extends IncomingMessage {
   to: string | undefined;
 }
 
-function decodeSections(bytes: Buffer): Record<string, unknown> {
+/** The header and properties, decoded by the engine (safe on hostile bytes: every count bounded). */
+function decodeSections(bytes: Buffer): ReadMessage {
   try {
     return decodeMessage(bytes);
   } catch (err) {
@@ -88,19 +89,22 @@ export function parseIncoming(bytes: Buffer): ParsedMessage {
     if (code === HEADER || code === PROPERTIES || code === 0x71 || code === 0x72) end = offset;
     if (code === PROPERTIES || code > PROPERTIES) break;
   }
-  const m = end > 0 ? decodeSections(bytes.subarray(0, end)) : {};
-  const ttl = typeof m.ttl === 'number' ? m.ttl : undefined;
-  const expiry = m.absolute_expiry_time;
+  const m = end > 0 ? decodeSections(bytes.subarray(0, end)) : undefined;
+  const h = m?.header ?? {};
+  const p = m?.properties ?? {};
+  const ttl = typeof h.ttl === 'number' ? h.ttl : undefined;
+  // A timestamp: ms since the epoch (a bigint only when out of any date's range).
+  const expiry = p['absolute-expiry-time'];
   return {
     bytes,
     headerLength,
-    durable: m.durable === true,
-    priority: typeof m.priority === 'number' ? m.priority : 4,
+    durable: h.durable === true,
+    priority: typeof h.priority === 'number' ? h.priority : 4,
     ttlMs: ttl,
-    absoluteExpiry: expiry instanceof Date ? expiry.getTime() : typeof expiry === 'number' ? expiry : undefined,
-    deliveryCount: typeof m.delivery_count === 'number' ? m.delivery_count : 0,
-    subject: typeof m.subject === 'string' ? m.subject : undefined,
-    to: typeof m.to === 'string' ? m.to : undefined,
+    absoluteExpiry: typeof expiry === 'number' ? expiry : undefined,
+    deliveryCount: typeof h['delivery-count'] === 'number' ? h['delivery-count'] : 0,
+    subject: typeof p.subject === 'string' ? p.subject : undefined,
+    to: typeof p.to === 'string' ? p.to : undefined,
   };
 }
 

@@ -15,11 +15,12 @@ export interface MessageFields {
   durable?: boolean;
   priority?: number;
   ttl?: number;
-  messageId?: string | number;
+  /** A number is a ulong; an AmqpValue goes as typed (a reply echoing a request's uuid or binary id). */
+  messageId?: string | number | AmqpValue;
   to?: string;
   subject?: string;
   replyTo?: string;
-  correlationId?: string | number;
+  correlationId?: string | number | AmqpValue;
   contentType?: string;
   applicationProperties?: Record<string, Plain>;
   /** Encoded as one amqp-value section. */
@@ -83,7 +84,8 @@ function listOf(names: readonly string[], values: Record<string, AmqpValue | und
   return last < 0 ? undefined : { type: 'list', value: items.slice(0, last + 1) };
 }
 
-const id = (v: string | number | undefined): AmqpValue | undefined => (v === undefined ? undefined : typeof v === 'number' ? { type: 'ulong', value: BigInt(v) } : { type: 'string', value: v });
+const id = (v: string | number | AmqpValue | undefined): AmqpValue | undefined =>
+  v === undefined ? undefined : typeof v === 'number' ? { type: 'ulong', value: BigInt(v) } : typeof v === 'string' ? { type: 'string', value: v } : v;
 
 export function encodeMessage(m: MessageFields): Buffer {
   const e = new Encoder(256);
