@@ -346,7 +346,10 @@ export class ClientConnection {
         replyDirect: (address, reply) => {
           const link = this.replyLinks.get(address);
           if (!link || !link.sendable) return false;
-          link.send(reply, { settled: false }).settle();
+          // Settled either way: presettled if the client asked for that, else settled at once (no outcome awaited).
+          const settled = settleModeFor(link) === 1;
+          const d = link.send(reply, { settled });
+          if (!settled) d.settle();
           return true;
         },
         publishReply: (address, reply) => this.publishReply(address, reply),
