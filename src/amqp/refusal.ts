@@ -29,8 +29,7 @@
 // port, as redirect would carry them), for tools and people who read it.
 import type { Socket } from 'node:net';
 import type { Connection } from './engine/connection.js';
-import { toAmqp, type Plain } from './engine/message.js';
-import type { AmqpValue } from './engine/types.js';
+import { fieldsValue, type Plain } from './engine/message.js';
 
 export interface Refusal {
   condition: string;
@@ -86,16 +85,11 @@ export class ConnectionRefuser {
 export function answerAndClose(conn: Connection, socket: Socket, refusal: Refusal): void {
   // Our open has not gone out yet (the engine sends it after the host saw the client's): it takes this idle-time-out.
   conn.advertiseIdleTimeout(REFUSAL_IDLE_MS);
-  conn.close({ condition: refusal.condition, description: refusal.description, info: refusal.info ? fieldsOf(refusal.info) : undefined });
+  conn.close({ condition: refusal.condition, description: refusal.description, info: refusal.info ? fieldsValue(refusal.info as Record<string, Plain>) : undefined });
   // The transport writes open + close and ends our side; the socket goes soon after
   // (a client that answers the close, like rhea, has long gone by then).
   setImmediate(() => {
     if (socket.destroyed) return;
     setTimeout(() => socket.destroy(), LINGER_MS).unref();
   });
-}
-
-/** An error's info map: symbol keys (spec 2.8.14, fields). */
-function fieldsOf(info: Record<string, unknown>): AmqpValue {
-  return { type: 'map', value: Object.entries(info).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v as Plain)]) };
 }

@@ -19,10 +19,9 @@ import { Connection } from './engine/connection.js';
 import type { Delivery } from './engine/delivery.js';
 import type { EngineHandler, LogHook } from './engine/handler.js';
 import type { Link } from './engine/link.js';
-import { toAmqp, type Plain } from './engine/message.js';
+import { fieldsValue, type Plain } from './engine/message.js';
 import type { Session } from './engine/session.js';
 import { Transport } from './engine/transport.js';
-import type { AmqpValue } from './engine/types.js';
 import { ManagementNode } from './management.js';
 import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
 import { LoginThrottle } from './login-throttle.js';
@@ -199,7 +198,7 @@ export class AmqpServer {
           external,
         },
         // Lets a broker that finds itself in ha-brokers-url recognise itself.
-        properties: o.openProperties ? fieldsOf(o.openProperties) : undefined,
+        properties: o.openProperties ? fieldsValue(o.openProperties as Record<string, Plain>) : undefined,
         // qpid-jms makes shared subscriptions only with a broker that offers them
         // (subscriptions.ts), and sends an anonymous producer's messages down one link.
         offeredCapabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
@@ -446,10 +445,6 @@ function outcomeName(d: Delivery): 'accepted' | 'released' | 'rejected' | 'modif
   return d.remoteSettled ? 'settled' : undefined;
 }
 
-/** Open properties: a map with symbol keys (spec 2.7.1, fields). */
-function fieldsOf(record: Record<string, unknown>): AmqpValue {
-  return { type: 'map', value: Object.entries(record).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v as Plain)]) };
-}
 
 /** "host:port" → "host" (the refusal memory is per client host, not per socket). */
 function remoteHost(address: string | undefined): string {

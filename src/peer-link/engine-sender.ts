@@ -4,7 +4,7 @@
 // link: its attach, its credit and the session's window (link.sendable).
 import type { Delivery } from '../amqp/engine/delivery.js';
 import type { Link } from '../amqp/engine/link.js';
-import { fromAmqp, toAmqp, type Plain } from '../amqp/engine/message.js';
+import { fieldsValue, fromAmqp, type Plain } from '../amqp/engine/message.js';
 import { describedList } from '../amqp/engine/performative.js';
 import type { AmqpValue } from '../amqp/engine/types.js';
 import type { DeliveryRef, PeerError, PeerSender } from './transport.js';
@@ -41,7 +41,7 @@ export class EnginePeerSender implements PeerSender {
     this.link.accept({
       source: describedList('source', { address }),
       target: this.link.target ?? describedList('target', {}),
-      properties: fieldsOf(properties),
+      properties: fieldsValue(properties as Record<string, Plain>),
     });
   }
 
@@ -94,9 +94,4 @@ export class EnginePeerSender implements PeerSender {
     if (this.link.detachSent) return;
     this.link.detach(error ? { condition: error.condition ?? 'amqp:internal-error', description: error.description } : undefined);
   }
-}
-
-/** Link properties: a map with symbol keys (spec 2.7.3, fields). */
-function fieldsOf(record: Record<string, unknown>): AmqpValue {
-  return { type: 'map', value: Object.entries(record).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v as Plain)]) };
 }

@@ -50,6 +50,11 @@ export function toAmqp(v: Plain): AmqpValue {
   return { type: 'map', value: Object.entries(v).filter(([, x]) => x !== undefined).map(([k, x]) => [{ type: 'string', value: k }, toAmqp(x)]) };
 }
 
+/** A record as the spec's `fields` (a map keyed by symbols: open, attach and error properties, error info). */
+export function fieldsValue(record: Record<string, Plain>): AmqpValue {
+  return { type: 'map', value: Object.entries(record).map(([k, v]) => [{ type: 'symbol', value: k }, toAmqp(v)]) };
+}
+
 /** An AMQP value as plain JavaScript: 64-bit integers as numbers when they fit, maps as objects keyed by their keys' text. */
 export function fromAmqp(v: AmqpValue): unknown {
   switch (v.type) {
