@@ -1,0 +1,125 @@
+// A DR source that restarts (clean stop or kill -9) continues its log above its LSN
+// reservation, so its log has a gap. A copy that had applied everything the source
+// journaled before the restart must resume across the gap from the log, not get a
+// snapshot: an LSN gap is not a lost change. The non-durable messages the source
+// lost in the restart leave a mirror too (it mirrors the source), an enqueue-only
+// copy keeps them. And where changes the copy needs are gone (the copy was behind
+// what the source journaled, or behind the retained window since the restart), a
+// snapshot is still what it gets.
+import { afterAll, describe, expect, it } from 'vitest';
+import { TestBroker, killAllBrokers } from '../helpers/broker.js';
+import { tandem } from '../helpers/tandem-cli.js';
+import { contents, drFlush, drRowOf, mgmt, range, receive, send } from './helpers.js';
+
+const SOURCE_SNAPSHOT = 'DR: sending a snapshot of queues before the log';
+const BRIDGE_SNAPSHOT = 'DR: the source is sending a snapshot of queues';
+const count = (log: string, line: string): number => log.split('\n').filter((l) => l.includes(line)).length;
+
+/** A durable send to a queue of its own, accepted: the journal writes in order, so everything before it is on disk. */
+const journalBarrier = (port: number) => send(port, 'barrier', ['b']);
+
+async function restart(source: TestBroker, how: 'stop' | 'kill', args: string[] = []): Promise<TestBroker> {
+  if (how === 'stop') expect(await source.stop()).toBe(0);
+  else await source.kill();
+  return TestBroker.start({ dataDir: source.dataDir, port: source.port, args });
+}
+
+describe('DR across a restart of the source', () => {
+  afterAll(async () => {
+    await killAllBrokers();
+  });
+
+  for (const how of ['stop', 'kill'] as const) {
+    it(`DR - a copy resumes across the source's LSN gap after a ${how === 'stop' ? 'clean stop' : 'kill -9'}, without a snapshot, message by message`, async () => {
+      let source = await TestBroker.start();
+      const secondary = await TestBroker.start();
+      for (const q of ['mirror', 'log', 'other']) expect((await tandem(['queue', 'add', q, '--durable', '-b', source.url])).code).toBe(0);
+      await mgmt(secondary.port, 'DR-ADD', { queue: 'mirror', source: source.url, mode: 'enqueue-and-dequeue' });
+      await mgmt(secondary.port, 'DR-ADD', { queue: 'log', source: source.url, mode: 'enqueue-only' });
+      await send(source.port, 'mirror', range('m', 0, 200));
+      await send(source.port, 'log', range('l', 0, 200));
+      // Non-durable messages on the durable queues: the restart loses them at the source.
+      await send(source.port, 'mirror', range('v', 0, 20), { durable: false });
+      await send(source.port, 'log', range('w', 0, 20), { durable: false });
+      await send(source.port, 'other', range('o', 0, 300));
+      expect(await receive(source.port, 'mirror', 50)).toEqual(range('m', 0, 50));
+      expect(await receive(source.port, 'log', 30)).toEqual(range('l', 0, 30));
+      await journalBarrier(source.port);
+      await drFlush(source.port, secondary.port);
+      expect(await contents(secondary.port, 'mirror')).toEqual([...range('m', 50, 200), ...range('v', 0, 20)]);
+      const before = await drRowOf(secondary.port, 'mirror');
+      const lsnBefore = before['applied-position'];
+      const bridgeSnapshots = count(secondary.stderr, BRIDGE_SNAPSHOT);
+
+      source = await restart(source, how);
+      await send(source.port, 'mirror', range('m', 200, 300));
+      await send(source.port, 'log', range('l', 200, 300));
+      expect(await receive(source.port, 'mirror', 30)).toEqual(range('m', 50, 80));
+      await journalBarrier(source.port);
+      const rows = await drFlush(source.port, secondary.port);
+
+      // The log jumped past the reservation, and the copy crossed the gap by the log.
+      expect(rows.find((r) => r.queue === 'mirror')!['applied-position']).toBeGreaterThan(lsnBefore + 500_000);
+      expect(count(source.stderr, SOURCE_SNAPSHOT), source.stderr).toBe(0);
+      expect(count(secondary.stderr, BRIDGE_SNAPSHOT)).toBe(bridgeSnapshots);
+      expect((await drRowOf(secondary.port, 'mirror'))['received-copies']).toBe(before['received-copies']);
+      expect(source.stderr).toMatch(/DR: a copy resumes across this source's restart/);
+
+      // Message by message: the mirror equals the source (the lost non-durable ones left it too),
+      // the enqueue-only copy holds every message ever sent, each once, in order.
+      const expectedMirror = range('m', 80, 300);
+      expect(await contents(source.port, 'mirror')).toEqual(expectedMirror);
+      expect(await contents(secondary.port, 'mirror')).toEqual(expectedMirror);
+      expect(await contents(source.port, 'log')).toEqual(range('l', 30, 300));
+      expect(await contents(secondary.port, 'log')).toEqual([...range('l', 0, 200), ...range('w', 0, 20), ...range('l', 200, 300)]);
+      await killAllBrokers();
+    });
+  }
+
+  it('DR - a copy that was behind what the source journaled before its restart still gets a snapshot', async () => {
+    let source = await TestBroker.start();
+    let secondary = await TestBroker.start();
+    expect((await tandem(['queue', 'add', 'mirror', '--durable', '-b', source.url])).code).toBe(0);
+    await mgmt(secondary.port, 'DR-ADD', { queue: 'mirror', source: source.url, mode: 'enqueue-and-dequeue' });
+    await send(source.port, 'mirror', range('m', 0, 100));
+    await drFlush(source.port, secondary.port);
+    // The copy is away while the source journals changes it needs, then the source restarts: the window
+    // that held those changes is gone with the process, so only a snapshot can bring them.
+    const dataDir = secondary.dataDir;
+    await secondary.kill();
+    await send(source.port, 'mirror', range('m', 100, 150));
+    expect(await receive(source.port, 'mirror', 20)).toEqual(range('m', 0, 20));
+    await journalBarrier(source.port);
+    source = await restart(source, 'kill');
+    secondary = await TestBroker.start({ dataDir });
+    await drFlush(source.port, secondary.port);
+    const lines = source.stderr.split('\n').filter((l) => l.includes(SOURCE_SNAPSHOT));
+    expect(lines.length, source.stderr).toBe(1);
+    expect(lines[0]).toMatch(/older than the retained log/);
+    expect(await contents(secondary.port, 'mirror')).toEqual(range('m', 20, 150));
+    expect(await contents(source.port, 'mirror')).toEqual(range('m', 20, 150));
+    await killAllBrokers();
+  });
+
+  it('DR - a copy behind the retained window since the source restarted still gets a snapshot', async () => {
+    let source = await TestBroker.start({ args: ['--dr-retain-changes', '100'] });
+    let secondary = await TestBroker.start();
+    expect((await tandem(['queue', 'add', 'log', '--durable', '-b', source.url])).code).toBe(0);
+    await mgmt(secondary.port, 'DR-ADD', { queue: 'log', source: source.url, mode: 'enqueue-only' });
+    await send(source.port, 'log', range('l', 0, 50));
+    await drFlush(source.port, secondary.port);
+    const dataDir = secondary.dataDir;
+    await secondary.kill();
+    // The copy was current when the source restarted, but 300 changes since are past the window of 100.
+    source = await restart(source, 'stop', ['--dr-retain-changes', '100']);
+    await send(source.port, 'log', range('l', 50, 350));
+    expect(await receive(source.port, 'log', 10)).toEqual(range('l', 0, 10));
+    secondary = await TestBroker.start({ dataDir });
+    await drFlush(source.port, secondary.port);
+    const lines = source.stderr.split('\n').filter((l) => l.includes(SOURCE_SNAPSHOT));
+    expect(lines.length, source.stderr).toBe(1);
+    expect(lines[0]).toMatch(/older than the retained log/);
+    expect(await contents(secondary.port, 'log')).toEqual(range('l', 0, 350));
+    await killAllBrokers();
+  });
+});
