@@ -14,7 +14,7 @@ import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
 import { RheaDialer } from '../peer-link/rhea-dialer.js';
 import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
-import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 
@@ -67,6 +67,12 @@ export class DrBridge {
   /** This round's refusals, per address: reported once every address has refused. */
   private readonly failures = new Map<string, string>();
   private stream = new Map<string, StreamQueue>();
+  /**
+   * Mirrors that found, crossing a source's restart, a message the source holds and they
+   * do not: they ask for a copy (from 0) on the next link. In memory: a restart here asks
+   * from the position, and the source checks again.
+   */
+  private readonly needCopy = new Set<string>();
   /** During a copy: per mirror, the messages it held that the copy has not shown yet. */
   private snapshotStale: Map<string, Set<number>> | undefined;
   /** The queue set the current link was opened for (the manager restarts us when it changes). */
@@ -108,7 +114,7 @@ export class DrBridge {
       },
       hello: () => {
         const request = this.request();
-        const hello: ReceiverOptions = { address: DR_ADDRESS, creditWindow: 0, properties: { [DrProps.queues]: JSON.stringify(request) } };
+        const hello: ReceiverOptions = { address: DR_ADDRESS, creditWindow: 0, properties: { [DrProps.queues]: JSON.stringify(request), [DrProps.gaps]: true } };
         this.requests.set(hello, request);
         return hello;
       },
@@ -201,7 +207,7 @@ export class DrBridge {
         continue;
       }
       const c = broker.drQueues.get(queue);
-      let from = broker.drPositions.get(queue)?.lsn ?? 0;
+      let from = this.needCopy.has(queue) ? 0 : (broker.drPositions.get(queue)?.lsn ?? 0);
       // A reattached copy names what it holds, so the source sends only what it lacks; with too many gaps, a full copy.
       const fill = c?.fill && from > 0 ? idRanges(broker.queues.get(queue)?.ids() ?? []) : undefined;
       if (c?.fill && from > 0 && !fill) from = 0;
@@ -279,9 +285,29 @@ export class DrBridge {
     if (this.stopped) return;
     this.host.log.warn({ source: this.connectedTo, reason }, 'DR: lost the source; reconnecting');
     this.lastError = reason;
+    this.keepPositions();
     this.dropConnection();
     this.state = 'connecting';
     this.tryNext(100);
+  }
+
+  /**
+   * Heartbeats move a queue's position only in memory (journaling one every 500 ms would
+   * cost an idle copy a sync each time), so the journaled one is that of the last batch
+   * that changed it. When the link goes, the positions the heartbeats reached are
+   * journaled: a source that restarted can then tell that the copy lacks nothing it
+   * journaled before (restart-gap.ts) and resume it by the log instead of with a snapshot.
+   */
+  private keepPositions(): void {
+    const broker = this.host.broker;
+    const byPos = new Map<number, { time: number; queues: string[] }>();
+    for (const [q, s] of this.stream) {
+      if (s.awaitingCopy || !this.live(q) || s.pos <= (broker.drPositions.get(q)?.lsn ?? 0)) continue;
+      const at = byPos.get(s.pos) ?? { time: s.time, queues: [] };
+      at.queues.push(q);
+      byPos.set(s.pos, at);
+    }
+    for (const [lsn, { time, queues }] of byPos) this.record(queues, lsn, time, [], true);
   }
 
   /** We found the stream bad: let go of the source, as if it had gone. */
@@ -385,16 +411,60 @@ export class DrBridge {
         const lsn = this.record(queues, m.lsn, m.time, ops, true);
         for (const q of queues) Object.assign(this.stream.get(q)!, { pos: m.lsn, time: m.time, awaitingCopy: false });
         this.snapshotStale = undefined;
+        for (const q of queues) this.needCopy.delete(q);
         this.state = 'connected';
         this.host.log.info({ queues, lsn: m.lsn }, 'DR: snapshot applied; following the log');
         return lsn;
       }
+      case 'restart':
+        return this.crossRestart(m);
       case 'heartbeat':
         for (const [q, s] of this.stream) if (!s.awaitingCopy && s.pos < m.lsn && this.live(q)) Object.assign(s, { pos: m.lsn, time: m.time });
         return 0;
       case 'changes':
         return this.applyChanges(m);
     }
+  }
+
+  /**
+   * The source restarted and nothing these queues lack was journaled before it: they go
+   * on from its restart point. A mirror drops what it holds from before the restart that
+   * the source no longer has (non-durable messages the restart lost), in the change that
+   * moves its position, so a mirror equals its source as a snapshot would have left it.
+   * One that lacks a message the source holds cannot be mended by the log: it asks for a copy.
+   */
+  private crossRestart(m: DrStreamMessage): number {
+    const broker = this.host.broker;
+    const floor = m.floor ?? 0;
+    const ops: TxOp[] = [];
+    const queues: string[] = [];
+    const lacking: string[] = [];
+    for (const q of m.queues ?? []) {
+      const s = this.stream.get(q);
+      if (!s || !this.live(q) || s.awaitingCopy) continue;
+      const held = m.held?.[q];
+      const local = broker.queues.get(q);
+      if (s.mode === 'enqueue-and-dequeue' && held && local) {
+        if (lacksAny(held, (id) => local.has(id))) {
+          lacking.push(q);
+          continue;
+        }
+        for (const id of local.ids()) {
+          if (id >= floor) break;
+          if (!inRanges(held, id)) ops.push({ kind: 'dequeue', queue: q, id });
+        }
+      }
+      queues.push(q);
+    }
+    const lsn = queues.length > 0 ? this.record(queues, m.lsn, m.time, ops, true) : 0;
+    for (const q of queues) Object.assign(this.stream.get(q)!, { pos: m.lsn, time: m.time });
+    this.host.log.info({ queues, lsn: m.lsn, dropped: ops.length }, "DR: the source restarted; following its log across the gap (the mirrors dropped what the restart lost there)");
+    if (lacking.length > 0) {
+      for (const q of lacking) this.needCopy.add(q);
+      this.host.log.warn({ queues: lacking }, 'DR: the restarted source holds messages these mirrors lack; asking for a copy');
+      queueMicrotask(() => this.drop('a mirror lacks messages its restarted source holds: asking for a copy'));
+    }
+    return lsn;
   }
 
   private applyChanges(m: DrStreamMessage): number {
@@ -530,4 +600,12 @@ export class DrBridge {
  */
 function keptCopy(op: TxOp): TxOp {
   return op.kind === 'enqueue' && !op.message.durable ? { ...op, message: { ...op.message, durable: true } } : op;
+}
+
+/** Whether some id of the ranges is not held. */
+function lacksAny(ranges: readonly number[], has: (id: number) => boolean): boolean {
+  for (let i = 0; i < ranges.length; i += 2) {
+    for (let id = ranges[i]!; id <= ranges[i + 1]!; id++) if (!has(id)) return true;
+  }
+  return false;
 }

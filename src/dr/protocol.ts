@@ -24,6 +24,8 @@ export const DrProps = {
   epochs: 'tandem.dr.epochs',
   /** Connection property: who is connecting (for the source's log). */
   bridge: 'tandem.dr.bridge',
+  /** Link property (bridge -> source): true when the bridge applies `restart` (older bridges get a snapshot instead). */
+  gaps: 'tandem.dr.gaps',
 } as const;
 
 export interface DrRequestQueue {
@@ -52,9 +54,14 @@ export const MAX_FILL_RANGES = 100_000;
  * snapshot-begin / snapshot / snapshot-end: a copy of `queues` as of source LSN `lsn`.
  * heartbeat: nothing new up to `lsn`.
  * fill-end: the messages a reattached copy lacked (sent as `snapshot`) are all sent, for `queues`.
+ * restart: the source restarted and its log goes on after `lsn` (its reservation): nothing of
+ *   `queues` was journaled between the copy's position and `lsn`, so they resume from `lsn`.
+ *   Messages with ids below `floor` are from before the restart; `held` gives, per mirror, the
+ *   ones the source still holds (id ranges), so a mirror drops what the restart lost there
+ *   (non-durable messages) and notices what it lacks (then it asks for a copy).
  */
-export type DrStreamKind = 'declares' | 'changes' | 'snapshot-begin' | 'snapshot' | 'snapshot-end' | 'heartbeat' | 'fill-end';
-const STREAM_KINDS: readonly DrStreamKind[] = ['declares', 'changes', 'snapshot-begin', 'snapshot', 'snapshot-end', 'heartbeat', 'fill-end'];
+export type DrStreamKind = 'declares' | 'changes' | 'snapshot-begin' | 'snapshot' | 'snapshot-end' | 'heartbeat' | 'fill-end' | 'restart';
+const STREAM_KINDS: readonly DrStreamKind[] = ['declares', 'changes', 'snapshot-begin', 'snapshot', 'snapshot-end', 'heartbeat', 'fill-end', 'restart'];
 
 export interface DrStreamMessage {
   kind: DrStreamKind;
@@ -71,6 +78,10 @@ export interface DrStreamMessage {
   entries?: LoggedChange[];
   /** When sending: the records already encoded by the record codec (instead of `entries`). */
   records?: Buffer[];
+  /** restart: message ids below this existed before the source's restart. */
+  floor?: number;
+  /** restart: per mirror queue, the ids below `floor` the source holds, as sorted inclusive ranges. */
+  held?: Record<string, number[]>;
 }
 
 /**
@@ -84,6 +95,8 @@ export function encodeDrMessage(m: DrStreamMessage): Buffer {
   const props: Record<string, unknown> = { k: m.kind, lsn: m.lsn, time: m.time, head: m.head, now: m.now };
   if (m.queues) props.queues = JSON.stringify(m.queues);
   if (m.reason) props.reason = m.reason;
+  if (m.floor !== undefined) props.floor = m.floor;
+  if (m.held) props.held = JSON.stringify(m.held);
   const head = applicationPropertiesSection(props);
   const records = m.records ?? (m.entries ?? []).map((e) => encodeChange(e));
   let bodyLength = 0;
@@ -107,6 +120,8 @@ export function decodeDrMessage(message: { application_properties?: Record<strin
   const out: DrStreamMessage = { kind, lsn: Number(p.lsn ?? 0), time: Number(p.time ?? 0), head: Number(p.head ?? 0), now: Number(p.now ?? 0) };
   if (typeof p.queues === 'string') out.queues = JSON.parse(p.queues) as string[];
   if (typeof p.reason === 'string') out.reason = p.reason;
+  if (p.floor !== undefined) out.floor = Number(p.floor);
+  if (typeof p.held === 'string') out.held = JSON.parse(p.held) as Record<string, number[]>;
   const bytes = bodyBytes(message);
   if (bytes && bytes.length > 0) out.entries = decodeRecordBatch(bytes, 'DR stream');
   return out;

@@ -22,6 +22,7 @@ import { peekQueueChange } from './record-peek.js';
 import { epochOf, roleOf } from './roles.js';
 import { exchangeDeclare, exchangeMatcher, topologyOf } from './topology.js';
 import { DrSnapshotReader, type KeepingJournal } from './snapshot.js';
+import { crossesGap, heldBefore, type LogGap } from './restart-gap.js';
 
 /** A copy held this long by the safety rule is logged (HA backups or the journal lag). */
 const COPY_WAIT_LOG_MS = 1000;
@@ -35,6 +36,8 @@ export interface DrSourceOptions {
   heartbeatMs: number;
   /** The journal in use (an enqueue-only copy keeps the records of messages consumed before it reads them). */
   journal?: () => KeepingJournal | undefined;
+  /** This broker restarted and continued its log above its reservation (restart-gap.ts). */
+  restart?: LogGap;
 }
 
 export class DrSource implements ChangeSink {
@@ -56,11 +59,18 @@ export class DrSource implements ChangeSink {
    * it is served from a snapshot, as any copy that starts is.
    */
   private armed: boolean;
+  /**
+   * The gap the restart left just before the window, while the window starts right
+   * after it: a copy current before the restart resumes across it (restart-gap.ts).
+   */
+  gap: LogGap | undefined;
 
   constructor(readonly opts: DrSourceOptions) {
     this.headLsn = this.safeLsn = opts.broker.log.lsn;
     this.window = new ChangeWindow(this.headLsn, opts.retainCount, opts.retainBytes);
     this.armed = opts.broker.drFollowedSince > 0 || opts.broker.drQueues.size > 0;
+    // Only if nothing was logged since the restart: the window must start at the gap's end.
+    if (this.armed && opts.restart && opts.restart.lsn === this.headLsn && opts.restart.after < opts.restart.lsn) this.gap = opts.restart;
     this.timer = setInterval(() => {
       for (const s of this.streams) s.heartbeat();
     }, opts.heartbeatMs);
@@ -102,12 +112,14 @@ export class DrSource implements ChangeSink {
     if (this.armed) return;
     this.armed = true;
     this.window.reset(this.headLsn);
+    this.gap = undefined;
     this.opts.log.info({ lsn: this.headLsn }, 'DR: a copy follows this cluster: keeping the window of recent changes from now on');
   }
 
   /** After an HA snapshot load: nothing before `lsn` can be served from the window. */
   resetWindow(lsn: number): void {
     this.window.reset(lsn);
+    this.gap = undefined;
     this.headLsn = this.safeLsn = lsn;
   }
 
@@ -130,7 +142,7 @@ export class DrSource implements ChangeSink {
     this.opts.broker.noteDrFollowed();
     const epochs = Object.fromEntries(request.map((r) => [r.queue, epochOf(this.opts.broker.drQueues.get(r.queue))]));
     sender.accept(DR_ADDRESS, { [DrProps.source]: true, [DrProps.epochs]: JSON.stringify(epochs), 'tandem.lsn': this.headLsn });
-    const stream = new DrStream(this, sender, request, remote);
+    const stream = new DrStream(this, sender, request, remote, props[DrProps.gaps] === true);
     this.streams.add(stream);
     this.askSafe();
     setImmediate(() => stream.pump());
@@ -169,6 +181,28 @@ export class DrSource implements ChangeSink {
     this.opts.log.info({ bridge: stream.remote }, 'DR bridge detached');
   }
 
+  /**
+   * A clean stop, before the bridges are disconnected: once everything logged is safe,
+   * each stream sends what is left and a heartbeat up to the head, so a copy's position
+   * reaches the newest change on disk and it resumes across the restart by the log
+   * (restart-gap.ts), even when other queues were busy until the stop. True when every
+   * stream is there; the caller polls it until its deadline.
+   */
+  flushStreams(): boolean {
+    if (this.safeLsn < this.headLsn) {
+      this.askSafe();
+      return false;
+    }
+    let all = true;
+    for (const s of this.streams) {
+      if (s.coversUpTo(this.headLsn)) continue;
+      s.pump();
+      if (!s.toldUpTo(this.headLsn)) s.heartbeat();
+      if (!s.coversUpTo(this.headLsn)) all = false;
+    }
+    return all;
+  }
+
   close(): void {
     clearInterval(this.timer);
     for (const s of this.streams) s.end();
@@ -203,8 +237,14 @@ export class DrStream {
   /** A reattached copy's missing messages, sent before the log (see DrRequestQueue.fill). */
   private fill: Array<{ queue: string; ids: number[]; next: number; sent: number }> | undefined;
   private snapshot: PendingSnapshot | undefined;
+  /** Queues resuming across this source's restart: the `restart` message, sent once `readAt` is safe. */
+  private restart: { gap: LogGap; queues: string[]; held: Record<string, number[]>; readAt: number } | undefined;
   private cursor: number;
   private covered: number;
+  /** The position the bridge was last sent (covered may be ahead: changes it filtered out). */
+  private told = 0;
+  /** The most credit the bridge has given: back at it, the bridge has applied all it was sent. */
+  private fullCredit = 0;
   /** The link to the bridge: presettled transfers against its credit, its only acknowledgement. */
   private readonly out: Outbound;
   private readonly link: PeerSender;
@@ -214,6 +254,8 @@ export class DrStream {
     link: PeerSender,
     request: DrRequestQueue[],
     readonly remote: string,
+    /** The bridge applies `restart` messages (older ones get a snapshot after a restart here). */
+    crossesGaps = false,
   ) {
     this.link = link;
     this.out = new Outbound(link, undefined);
@@ -222,14 +264,26 @@ export class DrStream {
     const window = source.window;
     const snapQueues: string[] = [];
     const reasons: string[] = [];
+    const gap = source.gap;
+    const restartQueues: string[] = [];
+    const held: Record<string, number[]> = {};
     for (const r of request) {
       let from = r.from;
+      const ranges = crossesGaps && crossesGap(gap, window, from) && r.mode === 'enqueue-and-dequeue' ? heldBefore(broker, r.queue, gap.floor) : [];
       if (from === 0) {
         snapQueues.push(r.queue);
         reasons.push(`${r.queue}: new on the secondary, copying its current contents`);
       } else if (from > head) {
         snapQueues.push(r.queue);
         reasons.push(`${r.queue}: the secondary is at ${from}, ahead of this source (${head}); its extra changes were never confirmed here`);
+      } else if (crossesGaps && crossesGap(gap, window, from) && ranges) {
+        // Nothing it lacks was journaled before the restart: on from the log's restart point.
+        restartQueues.push(r.queue);
+        if (r.mode === 'enqueue-and-dequeue') held[r.queue] = ranges;
+        from = gap.lsn;
+      } else if (crossesGaps && crossesGap(gap, window, from)) {
+        snapQueues.push(r.queue);
+        reasons.push(`${r.queue}: resuming across this source's restart, but what it holds from before is in too many id ranges to send`);
       } else if (from < window.coversFromLsn) {
         snapQueues.push(r.queue);
         reasons.push(`${r.queue}: the secondary is at ${from}, older than the retained log (from ${window.coversFromLsn})`);
@@ -252,6 +306,10 @@ export class DrStream {
       this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [], waitingSince: undefined, waitLogged: false };
       source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
     }
+    if (gap && restartQueues.length > 0) {
+      this.restart = { gap, queues: restartQueues, held, readAt: head };
+      source.opts.log.info({ bridge: remote, queues: restartQueues, after: gap.after, lsn: gap.lsn }, "DR: a copy resumes across this source's restart (nothing it lacks was journaled before it): from the log, no snapshot");
+    }
     const fills = request.filter((r) => r.fill !== undefined && !snapQueues.includes(r.queue));
     if (fills.length > 0) {
       this.fill = fills.map((r) => ({ queue: r.queue, ids: missingFrom(broker, r.queue, r.fill!), next: 0, sent: 0 }));
@@ -261,7 +319,20 @@ export class DrStream {
     const start = Math.min(head, ...froms);
     this.cursor = window.seqAfter(start);
     this.covered = start;
-    source.opts.log.info({ bridge: remote, queues: request.map((r) => `${r.queue}(${r.mode}) from ${r.from}`), start }, 'DR bridge attached');
+    source.opts.log.info({ bridge: remote, queues: request.map((r) => `${r.queue}(${r.mode}) from ${r.from}`), start, ...(gap ? { restartGap: `${gap.after}..${gap.lsn}` } : {}) }, 'DR bridge attached');
+  }
+
+  /**
+   * Whether the bridge was told it has everything up to `lsn` and has taken it in (or
+   * the stream is over). The stream has no acknowledgements, but the bridge gives back a
+   * heartbeat's credit as soon as it applied it: all its credit back, nothing is unread.
+   */
+  coversUpTo(lsn: number): boolean {
+    return this.closed || (this.told >= lsn && this.credit() >= this.fullCredit);
+  }
+
+  toldUpTo(lsn: number): boolean {
+    return this.told >= lsn;
   }
 
   /** The queues this bridge follows here. */
@@ -300,6 +371,17 @@ export class DrStream {
       if (this.declares) {
         this.send({ kind: 'declares', lsn: 0, entries: this.declares });
         this.declares = undefined;
+        continue;
+      }
+      const restart = this.restart;
+      if (restart) {
+        // `held` was read at readAt: it may show later dequeues, which a source failover could take back.
+        if (src.safeLsn < restart.readAt) {
+          src.askSafe();
+          break;
+        }
+        this.restart = undefined;
+        this.send({ kind: 'restart', lsn: restart.gap.lsn, queues: restart.queues, floor: restart.gap.floor, held: restart.held });
         continue;
       }
       if (this.fill) {
@@ -439,7 +521,7 @@ export class DrStream {
       );
     }
     // Unacknowledged stream: idle is credit for one more transfer.
-    if (this.closed || this.snapshot || this.declares || !this.out.idle) return;
+    if (this.closed || this.snapshot || this.declares || this.restart || !this.out.idle) return;
     // Everything safe is sent (or filtered out): the secondary is current up to safeLsn.
     const w = this.source.window;
     const upTo = this.cursor >= w.endSeq || (w.lsnAt(this.cursor) ?? Infinity) > this.source.safeLsn ? this.source.safeLsn : this.covered;
@@ -498,12 +580,15 @@ export class DrStream {
   }
 
   private credit(): number {
-    return this.out.room();
+    const room = this.out.room();
+    if (room > this.fullCredit) this.fullCredit = room;
+    return room;
   }
 
   private send(m: Omit<DrStreamMessage, 'time' | 'head' | 'now'> & { time?: number }): void {
     const now = Date.now();
     const full: DrStreamMessage = { ...m, time: m.time ?? now, head: this.source.safeLsn, now };
+    if (m.kind === 'changes' || m.kind === 'heartbeat') this.told = Math.max(this.told, m.lsn);
     // Settled at once: the bridge's credit is the only acknowledgement.
     this.out.send(encodeDrMessage(full));
   }

@@ -179,7 +179,9 @@ export class Daemon {
     }
     const gate: SettlementGate = this.ha ? new AllGates([journalGate, this.ha.gate]) : journalGate;
     if (s.drRetainChanges > 0) {
-      this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500, journal: () => this.journal });
+      // Continued above the reservation: a DR copy current before the restart crosses the gap by the log (src/dr/restart-gap.ts).
+      const restart = resumeLsn === undefined ? { after: recoveredLsn, lsn: this.broker.log.lsn, floor: this.broker.peekNextMessageId() } : undefined;
+      this.drSource = new DrSource({ broker: this.broker, gate, log: logger('dr'), retainCount: s.drRetainChanges, retainBytes: s.drRetainBytes, heartbeatMs: 500, journal: () => this.journal, restart });
       this.broker.log.attach(this.drSource);
     }
     this.drWindowFeed = new DrWindowFeed(this.broker.log, this.drSource);
@@ -431,6 +433,13 @@ export class Daemon {
       // 3. Consumers settle what they hold (their acknowledgements replicate too),
       //    then every client is dropped.
       await until(() => server.unsettledOut === 0, deadline);
+      // DR copies are told they have everything before their links go: after the restart they
+      // resume across its LSN gap by the log, not with a snapshot (src/dr/restart-gap.ts).
+      if (this.drSource && this.drSource.streams.size > 0) {
+        await until(() => this.drSource!.flushStreams(), Math.min(deadline, Date.now() + 2000));
+        const current = this.drSource.flushStreams();
+        this.log[current ? 'info' : 'warn']({ lsn: this.broker.log.lsn, safe: this.drSource.safeLsn }, current ? 'DR copies are told they have every change' : 'DR copies could not be told they have every change: after the restart they may get a snapshot');
+      }
       server.closeAll();
       await Promise.race([listening, sleep(Math.max(100, deadline - Date.now()))]);
       server.destroy();
