@@ -69,8 +69,9 @@ export class DrBridge {
   private stream = new Map<string, StreamQueue>();
   /**
    * Mirrors that found, crossing a source's restart, a message the source holds and they
-   * do not: they ask for a copy (from 0) on the next link. In memory: a restart here asks
-   * from the position, and the source checks again.
+   * do not: they ask for a copy on the next link (`copy`, from their position: not from 0,
+   * which would start the pair over without the epoch check). In memory: a restart here
+   * asks from the position, and the source checks again.
    */
   private readonly needCopy = new Set<string>();
   /** During a copy: per mirror, the messages it held that the copy has not shown yet. */
@@ -207,11 +208,11 @@ export class DrBridge {
         continue;
       }
       const c = broker.drQueues.get(queue);
-      let from = this.needCopy.has(queue) ? 0 : (broker.drPositions.get(queue)?.lsn ?? 0);
+      let from = broker.drPositions.get(queue)?.lsn ?? 0;
       // A reattached copy names what it holds, so the source sends only what it lacks; with too many gaps, a full copy.
       const fill = c?.fill && from > 0 ? idRanges(broker.queues.get(queue)?.ids() ?? []) : undefined;
       if (c?.fill && from > 0 && !fill) from = 0;
-      out.push({ queue, mode, from, epoch: c?.epoch ?? 1, exchanges: c?.exchanges ?? '*', ...(fill ? { fill } : {}) });
+      out.push({ queue, mode, from, epoch: c?.epoch ?? 1, exchanges: c?.exchanges ?? '*', ...(fill ? { fill } : {}), ...(this.needCopy.has(queue) && from > 0 ? { copy: true } : {}) });
     }
     return out;
   }

@@ -43,6 +43,8 @@ export interface DrRequestQueue {
   fill?: number[];
   /** Which exchanges binding it travel with it (src/dr/topology.ts; absent: none, as older bridges expect). */
   exchanges?: string;
+  /** The copy asks for a snapshot though it has a position (a mirror that found it lacks what a restarted source holds). */
+  copy?: boolean;
 }
 
 /** Ranges a fill request may carry (a copy with more gaps than this starts over with a snapshot). */
@@ -133,7 +135,7 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
   if (!Array.isArray(list)) throw new Error(`link property ${DrProps.queues} must be a JSON list`);
   for (const q of list) {
     const epochOk = (q?.epoch === undefined || (Number.isSafeInteger(q.epoch) && q.epoch >= 1)) && (q?.exchanges === undefined || (typeof q.exchanges === 'string' && q.exchanges.length <= 4096));
-    if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0 || !epochOk || !fillOk(q.fill)) {
+    if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0 || !epochOk || !fillOk(q.fill) || (q.copy !== undefined && typeof q.copy !== 'boolean')) {
       throw new Error(`bad DR queue request ${JSON.stringify(q)}`);
     }
   }

@@ -80,7 +80,9 @@ export class DrSource implements ChangeSink {
   append(entry: LoggedChange): void {
     if (entry.lsn <= this.headLsn && this.window.endSeq > this.window.firstSeq) {
       // The log went backwards: an HA backup loading a snapshot. resetWindow() follows.
+      // Its LSNs are the primary's now, whose log may hold anything in our gap.
       this.window.reset(entry.lsn);
+      this.gap = undefined;
     }
     this.headLsn = entry.lsn;
     this.headTime = Date.now();
@@ -269,19 +271,24 @@ export class DrStream {
     const held: Record<string, number[]> = {};
     for (const r of request) {
       let from = r.from;
-      const ranges = crossesGaps && crossesGap(gap, window, from) && r.mode === 'enqueue-and-dequeue' ? heldBefore(broker, r.queue, gap.floor) : [];
+      // A reattached copy's fill is settled against what it holds as a whole: not mixed with this.
+      const acrossGap = crossesGaps && r.fill === undefined && crossesGap(gap, window, from);
+      const ranges = acrossGap && r.mode === 'enqueue-and-dequeue' ? heldBefore(broker, r.queue, gap!.floor) : [];
       if (from === 0) {
         snapQueues.push(r.queue);
         reasons.push(`${r.queue}: new on the secondary, copying its current contents`);
+      } else if (r.copy === true) {
+        snapQueues.push(r.queue);
+        reasons.push(`${r.queue}: the secondary asks for a copy (it lacks messages this source held when it restarted)`);
       } else if (from > head) {
         snapQueues.push(r.queue);
         reasons.push(`${r.queue}: the secondary is at ${from}, ahead of this source (${head}); its extra changes were never confirmed here`);
-      } else if (crossesGaps && crossesGap(gap, window, from) && ranges) {
+      } else if (acrossGap && ranges) {
         // Nothing it lacks was journaled before the restart: on from the log's restart point.
         restartQueues.push(r.queue);
         if (r.mode === 'enqueue-and-dequeue') held[r.queue] = ranges;
-        from = gap.lsn;
-      } else if (crossesGaps && crossesGap(gap, window, from)) {
+        from = gap!.lsn;
+      } else if (acrossGap) {
         snapQueues.push(r.queue);
         reasons.push(`${r.queue}: resuming across this source's restart, but what it holds from before is in too many id ranges to send`);
       } else if (from < window.coversFromLsn) {

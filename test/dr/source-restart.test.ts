@@ -6,6 +6,7 @@
 // copy keeps them. And where changes the copy needs are gone (the copy was behind
 // what the source journaled, or behind the retained window since the restart), a
 // snapshot is still what it gets.
+import { cpSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
@@ -101,6 +102,42 @@ describe('DR across a restart of the source', () => {
     expect(lines[0]).toMatch(/older than the retained log/);
     expect(await contents(secondary.port, 'mirror')).toEqual(range('m', 20, 150));
     expect(await contents(source.port, 'mirror')).toEqual(range('m', 20, 150));
+    await killAllBrokers();
+  });
+
+  it('DR - a source restored from an earlier copy of its data directory: the mirror lacks what it holds, so it asks for a copy', async () => {
+    let source = await TestBroker.start();
+    const secondary = await TestBroker.start();
+    for (const q of ['mirror', 'log']) expect((await tandem(['queue', 'add', q, '--durable', '-b', source.url])).code).toBe(0);
+    await mgmt(secondary.port, 'DR-ADD', { queue: 'mirror', source: source.url, mode: 'enqueue-and-dequeue' });
+    await mgmt(secondary.port, 'DR-ADD', { queue: 'log', source: source.url, mode: 'enqueue-only' });
+    await send(source.port, 'mirror', range('m', 0, 100));
+    await send(source.port, 'log', range('l', 0, 100));
+    await drFlush(source.port, secondary.port);
+    // A backup of the data directory while nothing is written (as a filesystem snapshot would take it).
+    const saved = `${source.dir}/saved-data`;
+    cpSync(source.dataDir, saved, { recursive: true });
+    // A history the restored source will not have: 50 more each, 30 consumed from the mirror.
+    await send(source.port, 'mirror', range('m', 100, 150));
+    await send(source.port, 'log', range('l', 100, 150));
+    expect(await receive(source.port, 'mirror', 30)).toEqual(range('m', 0, 30));
+    await drFlush(source.port, secondary.port);
+    expect(await contents(secondary.port, 'mirror')).toEqual(range('m', 30, 150));
+    const port = source.port;
+    await source.kill();
+    // Restored: its reservation is the one the lost history used, so the copy is within its gap,
+    // but the mirror lacks m0..m29, which the restored source holds: the log cannot mend that.
+    source = await TestBroker.start({ dataDir: saved, port });
+    await drFlush(source.port, secondary.port);
+    expect(await contents(source.port, 'mirror')).toEqual(range('m', 0, 100));
+    expect(await contents(secondary.port, 'mirror')).toEqual(range('m', 0, 100));
+    expect(secondary.stderr).toMatch(/the restarted source holds messages these mirrors lack; asking for a copy/);
+    expect(source.stderr).toMatch(/mirror: the secondary asks for a copy/);
+    // enqueue-only keeps what it was sent, as a snapshot would have left it.
+    expect(await contents(secondary.port, 'log')).toEqual(range('l', 0, 150));
+    await send(source.port, 'mirror', range('n', 0, 10));
+    await drFlush(source.port, secondary.port);
+    expect(await contents(secondary.port, 'mirror')).toEqual([...range('m', 0, 100), ...range('n', 0, 10)]);
     await killAllBrokers();
   });
 
