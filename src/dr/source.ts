@@ -78,11 +78,12 @@ export class DrSource implements ChangeSink {
   }
 
   append(entry: LoggedChange): void {
+    // The log went backwards: an HA backup taking its primary's log (which may hold anything
+    // in our gap), even before the window holds anything.
+    if (entry.lsn <= this.headLsn) this.gap = undefined;
     if (entry.lsn <= this.headLsn && this.window.endSeq > this.window.firstSeq) {
-      // The log went backwards: an HA backup loading a snapshot. resetWindow() follows.
-      // Its LSNs are the primary's now, whose log may hold anything in our gap.
+      // An HA backup loading a snapshot. resetWindow() follows.
       this.window.reset(entry.lsn);
-      this.gap = undefined;
     }
     this.headLsn = entry.lsn;
     this.headTime = Date.now();
