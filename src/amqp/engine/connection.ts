@@ -25,6 +25,7 @@ import type { EngineHandler, LogHook, LogLevel } from './handler.js';
 import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
 import { SaslClient, type SaslClientOptions, SaslServer, type SaslServerOptions, type SaslStep } from './sasl.js';
 import { DEFAULT_SESSION_OPTIONS, Session, type SessionOptions } from './session.js';
+import { serialAdd } from './serial.js';
 import type { AmqpValue } from './types.js';
 
 export type Role = 'server' | 'client';
@@ -113,6 +114,13 @@ export class Connection {
   private advertisedIdleMs: number | undefined;
   private readonly input = new ByteQueue();
   private output: Buffer[] = [];
+  /**
+   * Dispositions of consecutive delivery-ids on one session, alike in role, state and
+   * settlement, are written as one frame with a range (2.7.6): a journal group or a
+   * backup's acknowledgement settles a whole run of publishers' deliveries at once.
+   * The run is written before any other frame, so the order on the wire is kept.
+   */
+  private pendingDisposition: PendingDisposition | undefined;
   private outputBytes = 0;
   /** A sender found no room (socket or output budget): tell the links when there is some. */
   private sendersWaiting = false;
@@ -396,6 +404,7 @@ export class Connection {
 
   /** The buffers to write, in order; the connection forgets them. */
   takeOutput(): Buffer[] {
+    this.flushDisposition();
     const out = this.output;
     this.output = [];
     this.outputBytes = 0;
@@ -420,7 +429,32 @@ export class Connection {
   }
 
   get hasOutput(): boolean {
-    return this.output.length > 0;
+    return this.output.length > 0 || this.pendingDisposition !== undefined;
+  }
+
+  /**
+   * A disposition of ours, joined to the run before it when it continues it. `state`
+   * is compared by identity: the shared outcomes of delivery.ts (accepted, released)
+   * and no state join runs; any other state is a run of its own.
+   */
+  queueDisposition(session: Session, role: boolean, id: number, settled: boolean, state: AmqpValue | undefined): void {
+    if (this.finished) return;
+    const p = this.pendingDisposition;
+    if (p && p.session === session && p.role === role && p.settled === settled && p.state === state && id === serialAdd(p.last, 1)) {
+      p.last = id;
+      return;
+    }
+    this.flushDisposition();
+    const wasEmpty = this.output.length === 0;
+    this.pendingDisposition = { session, role, first: id, last: id, settled, state };
+    if (wasEmpty) this.onOutput?.();
+  }
+
+  private flushDisposition(): void {
+    const p = this.pendingDisposition;
+    if (!p) return;
+    this.pendingDisposition = undefined;
+    p.session.writeDisposition(p.role, p.first, p.last, p.settled, p.state);
   }
 
   /** Heartbeats and idle detection. Returns ms until it wants to be called again (undefined: no need). */
@@ -442,6 +476,7 @@ export class Connection {
 
   write(head: Buffer, payload: Buffer | undefined): void {
     if (this.finished) return;
+    this.flushDisposition();
     const wasEmpty = this.output.length === 0;
     this.output.push(head);
     this.outputBytes += head.length;
@@ -574,4 +609,13 @@ export class Connection {
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+interface PendingDisposition {
+  session: Session;
+  role: boolean;
+  first: number;
+  last: number;
+  settled: boolean;
+  state: AmqpValue | undefined;
 }

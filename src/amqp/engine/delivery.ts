@@ -7,10 +7,15 @@ import type { Link } from './link.js';
 import { type ErrorInfo, describedList } from './performative.js';
 import type { AmqpValue } from './types.js';
 
+// One value each, shared: the connection joins dispositions of the same state
+// object into one range (connection.ts, queueDisposition).
+const ACCEPTED = describedList('accepted', {});
+const RELEASED = describedList('released', {});
+
 /** Delivery states and outcomes (3.4) to give update(). */
 export const Outcome = {
-  accepted: (): AmqpValue => describedList('accepted', {}),
-  released: (): AmqpValue => describedList('released', {}),
+  accepted: (): AmqpValue => ACCEPTED,
+  released: (): AmqpValue => RELEASED,
   rejected: (error?: ErrorInfo): AmqpValue => describedList('rejected', { error }),
   modified: (o: { deliveryFailed?: boolean; undeliverableHere?: boolean } = {}): AmqpValue =>
     describedList('modified', { 'delivery-failed': o.deliveryFailed, 'undeliverable-here': o.undeliverableHere }),

@@ -376,7 +376,14 @@ export class Session {
   sendDisposition(d: Delivery, state: AmqpValue | undefined): void {
     if (d.settled) this.forget(d);
     if (this.endSent) return;
-    this.emit(describedList('disposition', { role: d.incoming, first: d.id, settled: d.settled, state }));
+    this.connection.queueDisposition(this, d.incoming, d.id, d.settled, state);
+  }
+
+  /** A run of dispositions the connection gathered (queueDisposition), as one frame. */
+  writeDisposition(role: boolean, first: number, last: number, settled: boolean, state: AmqpValue | undefined): void {
+    // No endSent check: the run was queued while the session was live, and it is
+    // written before any later frame, our end included.
+    this.emit(describedList('disposition', { role, first, last: last === first ? undefined : last, settled, state }));
   }
 
   forget(d: Delivery): void {

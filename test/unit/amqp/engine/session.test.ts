@@ -93,6 +93,33 @@ describe('engine session - dispositions and shared window', () => {
     return { p, link: link! };
   };
 
+  it('engine session - our dispositions of consecutive deliveries settled alike go out as one range, in order with other frames', () => {
+    const p = session();
+    p.feed(perf.attach({ name: 'in', handle: 0, role: 'sender', address: 'q' }));
+    p.written();
+    for (let i = 0; i < 6; i++) p.feed(perf.transfer({ handle: 0, deliveryId: i, tag: `t${i}` }, message(`m${i}`)));
+    const ds = p.events.filter((e) => e.event === 'transfer').map((e) => e.delivery!);
+    ds[0]!.accept();
+    ds[1]!.accept();
+    ds[2]!.accept();
+    ds[3]!.reject({ condition: 'amqp:precondition-failed', description: 'no' });
+    ds[4]!.accept();
+    ds[5]!.accept();
+    const out = p.written().filter((w): w is Written & { kind: 'frame' } => w.kind === 'frame' && w.name === 'disposition');
+    expect(out.map((w) => [w.fields.first, w.fields.last, (w.fields.state as { def: { name: string } }).def.name])).toEqual([
+      [0, 2, 'accepted'],
+      [3, undefined, 'rejected'],
+      [4, 5, 'accepted'],
+    ]);
+    // A run is cut by any other frame of ours, so nothing overtakes it.
+    for (let i = 6; i < 8; i++) p.feed(perf.transfer({ handle: 0, deliveryId: i, tag: `t${i}` }, message(`m${i}`)));
+    const more = p.events.filter((e) => e.event === 'transfer').map((e) => e.delivery!);
+    more[6]!.accept();
+    (more[6]!.link as Link).flow(5);
+    more[7]!.accept();
+    expect(p.names()).toEqual(['disposition', 'flow', 'disposition']);
+  });
+
   it('engine session - issue-20 case 5: a disposition first=0 last=0xffffffff settles the outstanding deliveries and visits no others', () => {
     const { p, link } = sending(10, 3);
     expect(link.session.outgoingUnsettled.size).toBe(3);
