@@ -41,6 +41,11 @@ export interface ConnectionOptions {
   channelMax?: number;
   /** Close a connection silent this long (advertised in open); 0: never. */
   idleTimeoutMs?: number;
+  /**
+   * Close a silent connection only after this long instead (default: idleTimeoutMs).
+   * A peer link allows a busy peer two of its idle-time-outs, as it always has.
+   */
+  idleLimitMs?: number;
   /** Largest message a receiving link takes (advertised in attach; default 100 MiB); 0: any. */
   maxMessageSize?: number;
   /** A peer asking for heartbeats more often than every half of this is refused. */
@@ -460,7 +465,7 @@ export class Connection {
   /** Heartbeats and idle detection. Returns ms until it wants to be called again (undefined: no need). */
   tick(now = this.now()): number | undefined {
     if (this.stage !== 'opened') return undefined;
-    const idle = this.o.idleTimeoutMs;
+    const idle = this.o.idleTimeoutMs > 0 ? (this.o.idleLimitMs ?? this.o.idleTimeoutMs) : 0;
     if (idle > 0 && now - this.lastReceived > idle) {
       this.violate(new AmqpError(Condition.resourceLimitExceeded, `no frame for ${now - this.lastReceived} ms: over idle-time-out ${idle} ms`));
       return undefined;
