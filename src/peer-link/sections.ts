@@ -2,24 +2,17 @@
 // application-properties map saying what it carries, then one data section
 // holding its records (and how a decoder hands that body back). Both streams
 // (HA, DR) write their messages straight into one buffer of the exact size from
-// these (no copy of a batch through a message encoder). The map is encoded by
-// rhea's type writer, the one place the streams reach into it; tandem's own
-// engine's codec takes its place later.
-import rhea from 'rhea';
+// these (no copy of a batch through a message encoder). The map is written by
+// the engine's encoder in the encodings the streams have always used
+// (peer-values.ts), so a receiver of another version reads the same bytes.
+import { Encoder } from '../amqp/engine/encoder.js';
+import { peerMap } from './peer-values.js';
 
-interface RheaTypes {
-  Writer: new () => { write(v: unknown): void; toBuffer(): Buffer };
-  described(descriptor: unknown, value: unknown): unknown;
-  wrap_ulong(v: number): unknown;
-  wrap_map(v: Record<string, unknown>): unknown;
-}
-
-/** An application-properties section (descriptor 0x74, a map) alone. */
+/** An application-properties section (descriptor 0x74, a map with string keys) alone. */
 export function applicationPropertiesSection(props: Record<string, unknown>): Buffer {
-  const t = (rhea as unknown as { types: RheaTypes }).types;
-  const w = new t.Writer();
-  w.write(t.described(t.wrap_ulong(0x74), t.wrap_map(props)));
-  return w.toBuffer();
+  return new Encoder(64)
+    .write({ type: 'described', descriptor: { type: 'ulong', value: 0x74n, code: 0x53 }, value: peerMap(props, 'string') })
+    .bytes();
 }
 
 /** Bytes of a data section's descriptor and vbin32 header. */
