@@ -12,7 +12,7 @@ import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
 import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
-import { RheaDialer } from '../peer-link/rhea-dialer.js';
+import { EngineDialer } from '../peer-link/engine-dialer.js';
 import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 
@@ -29,7 +29,7 @@ export interface BridgeHost {
   password: string | undefined;
   /** For an amqps: source: the CA its certificates must chain to, and our client certificate (dr-tls-*). */
   tls: LinkTls;
-  /** How source brokers are dialled (tests: a scripted link); default rhea. */
+  /** How source brokers are dialled (tests: a scripted link); default tandem's engine. */
   dialer?: PeerDialer;
 }
 
@@ -102,7 +102,7 @@ export class DrBridge {
     const tls = url.tls ? host.tls : undefined;
     const user = url.user;
     this.search = new PeerSearch({
-      dialer: host.dialer ?? new RheaDialer(`tandem-dr-${host.instanceId}`),
+      dialer: host.dialer ?? new EngineDialer(`tandem-dr-${host.instanceId}`),
       endpoints: url.endpoints,
       log: host.log,
       dial: {

@@ -1,9 +1,9 @@
 // The narrow transport a peer link (an HA backup following its primary, a DR
 // bridge following its source) needs from an AMQP implementation, both ways:
 // dialling a peer and receiving from it, and serving a peer's link and sending
-// to it. Replication and DR speak only these interfaces; rhea dials (rhea-dialer.ts),
-// tandem's own engine serves (engine-sender.ts), and the unit tests use a scripted
-// in-process link. Nothing here names a library.
+// to it. Replication and DR speak only these interfaces; tandem's own engine
+// dials (engine-dialer.ts) and serves (engine-sender.ts), and the unit tests use
+// a scripted in-process link. Nothing here names a library.
 import type { LinkTls } from '../admin/link-tls.js';
 
 /** An AMQP error as a peer gives it (a detach or close carrying a condition). */

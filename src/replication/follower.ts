@@ -9,7 +9,7 @@ import type { BrokerEndpoint } from '../ha/brokers-url.js';
 import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch } from '../peer-link/search.js';
 import type { InboundDelivery, PeerDialer, PeerMessage } from '../peer-link/transport.js';
-import { RheaDialer } from '../peer-link/rhea-dialer.js';
+import { EngineDialer } from '../peer-link/engine-dialer.js';
 import { DROPPED, FATAL, Props, REPLICATION_ADDRESS, decodeStreamMessage, type StreamMessage } from './protocol.js';
 
 export interface FollowerHost {
@@ -38,7 +38,7 @@ export interface FollowerHost {
   onLost(reason: string, dropped: boolean): void;
   /** The primary refused us for a reason retrying cannot fix (e.g. ha-replicate mismatch). */
   onFatal(reason: string): void;
-  /** How brokers are dialled (tests: a scripted link); default rhea. */
+  /** How brokers are dialled (tests: a scripted link); default tandem's engine. */
   dialer?: PeerDialer;
 }
 
@@ -58,7 +58,7 @@ export class Follower {
   constructor(private readonly host: FollowerHost) {
     const mechanism = host.mechanism;
     this.search = new PeerSearch({
-      dialer: host.dialer ?? new RheaDialer(`tandem-backup-${host.instanceId}`),
+      dialer: host.dialer ?? new EngineDialer(`tandem-backup-${host.instanceId}`),
       endpoints: host.endpoints,
       log: host.log,
       dial: {

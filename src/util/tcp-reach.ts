@@ -49,10 +49,10 @@ export function probeTcp(host: string, port: number, options: { deadlineMs: numb
 }
 
 /**
- * A `connect` function for rhea's connection options: a TCP connect (TLS on top
- * when `tls` is given: rhea hears of the connection once the TLS handshake has
- * verified the peer) whose socket is destroyed with a clear error when the TCP
- * handshake has not completed within `deadlineMs` (rhea has no connect timeout of its own).
+ * A connect function (port, host, options, onConnected): a TCP connect (TLS on top
+ * when `tls` is given: onConnected once the TLS handshake has verified the peer)
+ * whose socket is destroyed with a clear error when the TCP handshake has not
+ * completed within `deadlineMs` (the peer links' dialler, engine-dialer.ts).
  */
 export function connectWithin(deadlineMs: number, tls?: TlsOptions) {
   return (port: number, host: string, _options: unknown, onConnected: () => void): Socket => {
