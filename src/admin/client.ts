@@ -1,18 +1,16 @@
 // An AMQP Management client: what `tandem` and the tests use to talk to a
 // broker's $management node. One connection, one request link, one dynamic
 // reply queue; requests are matched to replies by correlation id. It runs on
-// tandem's own engine (src/amqp/engine, client role). tlsOptions() and
-// externalMechanisms() below are rhea connect options for the DR bridge, which
-// still connects through rhea.
+// tandem's own engine (src/amqp/engine, client role), as does republish.ts,
+// which connects the same way (clientOptions, connectFailure).
 import type { ConnectionOptions as TlsOptions } from 'node:tls';
-import rhea from 'rhea';
-import { AmqpClient, AmqpClientError } from '../amqp/engine/client.js';
+import { AmqpClient, AmqpClientError, type ClientOptions } from '../amqp/engine/client.js';
 import type { Delivery } from '../amqp/engine/delivery.js';
 import type { Link } from '../amqp/engine/link.js';
 import { type Plain, decodeMessage, encodeMessage, toAmqp } from '../amqp/engine/message.js';
 import type { AmqpValue } from '../amqp/engine/types.js';
 import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/errors.js';
-import { describeRevocation, isCertificateError, rheaTlsOptions, tlsConnectOptions } from './link-tls.js';
+import { describeRevocation, isCertificateError, tlsConnectOptions } from './link-tls.js';
 
 export interface BrokerAddress {
   host: string;
@@ -40,24 +38,6 @@ export function parseBrokerAddress(text: string, defaultPort = 5672): BrokerAddr
   const port = m[5] ? Number(m[5]) : tls ? 5671 : defaultPort;
   if (port < 1 || port > 65535) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `bad port in '${text}'`);
   return { host: m[4].replace(/^\[|\]$/g, ''), port, user: m[2], password: m[3], ...(tls ? { tls } : {}) };
-}
-
-/** rhea's connect options for TLS (verified against address.ca, or the system's CAs) and SASL EXTERNAL. */
-export function tlsOptions(address: BrokerAddress): Record<string, unknown> {
-  const tls = rheaTlsOptions(address.host, address.tls ? { ca: address.ca, cert: address.cert, key: address.key, crl: address.crl } : undefined);
-  return address.external ? { ...tls, ...externalMechanisms() } : tls;
-}
-
-/**
- * SASL for a certificate without a user name: EXTERNAL where the broker offers it (its
- * tls-external-user is on), else ANONYMOUS, which only a broker with auth=no accepts
- * (and there every connection may manage): the same as before certificates could log in.
- * rhea adds EXTERNAL itself to the mechanisms given, on a TLS socket with `cert` set.
- */
-export function externalMechanisms(): Record<string, unknown> {
-  const mechanisms = (rhea as unknown as { sasl: { client_mechanisms(): { enable_anonymous(name?: string): void } } }).sasl.client_mechanisms();
-  mechanisms.enable_anonymous();
-  return { sasl_mechanisms: mechanisms, enable_sasl_external: true, username: undefined, password: undefined };
 }
 
 /** Why a connection most likely failed, for the two mistakes TLS makes easy. */
@@ -90,11 +70,34 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
-/** The SASL mechanisms a management connection may use: what rhea's client did, so the brokers see the same logins. */
+/**
+ * The SASL mechanisms a connection of ours may use: what rhea's client did, so the
+ * brokers see the same logins. A certificate without a user name: EXTERNAL where the
+ * broker offers it (its tls-external-user is on), else ANONYMOUS, which only a broker
+ * with auth=no accepts (and there every connection may manage).
+ */
 function mechanismsFor(address: BrokerAddress): string[] | undefined {
   if (address.external) return ['EXTERNAL', 'ANONYMOUS'];
   if (address.user === undefined) return undefined; // no SASL layer at all (auth=no takes that)
   return address.password !== undefined ? ['PLAIN'] : ['ANONYMOUS'];
+}
+
+/** The engine client's options for a connection to `address`: TLS verified (link-tls.ts), SASL as above. */
+export function clientOptions(address: BrokerAddress, containerId: string, timeoutMs: number, properties?: Record<string, unknown>): ClientOptions {
+  const mechanisms = mechanismsFor(address);
+  return {
+    host: address.host,
+    port: address.port,
+    tls: address.tls ? (tlsConnectOptions(address.host, { ca: address.ca, cert: address.cert, key: address.key, crl: address.crl }) as TlsOptions) : undefined,
+    user: address.user,
+    password: address.password,
+    external: address.external,
+    sasl: mechanisms !== undefined,
+    mechanisms,
+    containerId,
+    properties: openProperties(properties),
+    timeoutMs,
+  };
 }
 
 /** Open properties as AMQP fields: symbol keys, plain values. */
@@ -104,7 +107,7 @@ function openProperties(properties: Record<string, unknown> | undefined): AmqpVa
 }
 
 /** What a failed connect says: the socket's, SASL's or the broker's reason, with a hint where one helps. */
-function connectFailure(address: BrokerAddress, err: unknown): ConnectError {
+export function connectFailure(address: BrokerAddress, err: unknown): ConnectError {
   const where = `${address.host}:${address.port}`;
   const e = err instanceof AmqpClientError ? err : undefined;
   if (e?.kind === 'timeout') return new ConnectError(e.message);
@@ -144,22 +147,9 @@ export class ManagementClient {
 
   private async open(address: BrokerAddress, properties?: Record<string, unknown>): Promise<void> {
     const deadline = Date.now() + this.timeoutMs;
-    const mechanisms = mechanismsFor(address);
     let client: AmqpClient;
     try {
-      client = await AmqpClient.connect({
-        host: address.host,
-        port: address.port,
-        tls: address.tls ? (tlsConnectOptions(address.host, { ca: address.ca, cert: address.cert, key: address.key, crl: address.crl }) as TlsOptions) : undefined,
-        user: address.user,
-        password: address.password,
-        external: address.external,
-        sasl: mechanisms !== undefined,
-        mechanisms,
-        containerId: `tandem-cli-${process.pid}`,
-        properties: openProperties(properties),
-        timeoutMs: this.timeoutMs,
-      });
+      client = await AmqpClient.connect(clientOptions(address, `tandem-cli-${process.pid}`, this.timeoutMs, properties));
     } catch (err) {
       throw connectFailure(address, err);
     }

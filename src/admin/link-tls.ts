@@ -69,11 +69,6 @@ export function tlsConnectOptions(host: string, tls: LinkTls): Record<string, un
   };
 }
 
-/** rhea connect options for a TLS link (`transport: 'tls'` plus tlsConnectOptions). */
-export function rheaTlsOptions(host: string, tls: LinkTls | undefined): Record<string, unknown> {
-  return tls ? { transport: 'tls', ...tlsConnectOptions(host, tls) } : {};
-}
-
 /** Node's error codes for a peer certificate that does not verify or does not name the host. */
 export function isCertificateError(code: string | undefined): boolean {
   return code !== undefined && /CERT|SELF_SIGNED|LEAF|ALTNAME|ISSUER|UNABLE_TO_VERIFY|HOSTNAME|CRL/.test(code);
