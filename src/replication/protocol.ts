@@ -63,8 +63,8 @@ export interface StreamMessage {
 }
 
 /**
- * Encode for rhea's sender.send(bytes, tag, 0): an application-properties section
- * (rhea encodes it) then a data section holding the record batch, written straight
+ * Encode as one transfer's payload: an application-properties section
+ * (peer-link/sections.ts) then a data section holding the record batch, written straight
  * into one buffer. Going through rhea.message.encode copied every batch once more
  * and, with a body per record, cost a primary sending a large snapshot a sixth of
  * its CPU in allocations and the garbage collections they bring.
@@ -123,8 +123,8 @@ export function decodeRecordBatch(bytes: Buffer, what: string): LoggedChange[] {
  * The records of a batch, decoded, and each one's bytes as the sender encoded it.
  * `copyBodies` false: bodies and records are views into `bytes` (no allocation per
  * message: small buffers cost an HA backup a fifth of its CPU while catching up),
- * which then lives as long as any body in it. Only for a buffer nobody reuses (rhea
- * hands over slices of fresh socket reads or of the frame it assembled).
+ * which then lives as long as any body in it. Only for a buffer nobody reuses (the
+ * engine hands over views of fresh socket reads or of the delivery it assembled).
  */
 export function decodeRecords(bytes: Buffer, what: string, copyBodies: boolean): { entries: LoggedChange[]; records: Buffer[] } {
   const entries: LoggedChange[] = [];
@@ -142,7 +142,7 @@ export function decodeRecords(bytes: Buffer, what: string, copyBodies: boolean):
   return { entries, records };
 }
 
-/** Decode a message rhea handed us (fully decoded or lazy). */
+/** Decode a stream message as the peer link hands it over (its application properties and binary body). */
 export function decodeStreamMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): StreamMessage {
   const p = message.application_properties ?? {};
   const kind = p.k as StreamKind;
