@@ -42,8 +42,8 @@ export interface ConnectionOptions {
   /** Close a connection silent this long (advertised in open); 0: never. */
   idleTimeoutMs?: number;
   /**
-   * Close a silent connection only after this long instead (default: idleTimeoutMs).
-   * A peer link allows a busy peer two of its idle-time-outs, as it always has.
+   * Close a silent connection after this long instead (default: idleTimeoutMs; 0:
+   * never, for a host that judges silence itself, after reading what has arrived).
    */
   idleLimitMs?: number;
   /** Largest message a receiving link takes (advertised in attach; default 100 MiB); 0: any. */
