@@ -104,8 +104,11 @@ class EnginePeerConnection implements PeerConnection {
       containerId,
       hostname: o.host,
       idleTimeoutMs: o.idleTimeoutMs,
-      // rhea's client bore a silent peer for two idle-time-outs; the search's own watch says the same.
-      idleLimitMs: 2 * o.idleTimeoutMs,
+      // Silence is the search's to judge (search.ts: two idle-time-outs, as rhea's client
+      // allowed), after the bytes that arrived meanwhile are read: a timer of the engine's
+      // runs before them when this process was stopped or busy, and would miss the detach
+      // that says why the peer let us go.
+      idleLimitMs: 0,
       maxFrameSize: MAX_FRAME_SIZE,
       // No max-message-size, as before: a stream message holds whole broker messages, and a
       // transaction's record holds all of its messages; the peer is a broker we logged in to.
