@@ -2,8 +2,8 @@
 // held when it was set aside and that is not in the primary's log, i.e. enqueued
 // after the divergence point and not consumed before the set-aside. Read with
 // the journal's own recovery, so a set is read exactly as a restart would.
-import rhea from 'rhea';
 import type { MessageRecord } from '../broker/changes.js';
+import { decodeMessage, type ReadMessage } from '../amqp/engine/message.js';
 import { Journal } from '../store/journal.js';
 import type { DivergedSet } from './diverged-store.js';
 
@@ -63,13 +63,25 @@ export async function openDivergedSet(set: DivergedSet): Promise<OpenDivergedSet
 
 /** One exported message as a JSON line: where it was, its AMQP properties, and the exact bytes (base64). */
 export function exportLine(m: DivergedMessage): string {
-  let decoded: { properties?: unknown; application_properties?: unknown; message_id?: unknown; subject?: unknown } = {};
+  let decoded: ReadMessage | undefined;
   try {
-    decoded = rhea.message.decode(m.record.bytes) as typeof decoded;
+    decoded = decodeMessage(m.record.bytes);
   } catch {
     // Exported as bytes only: the broker stored what the sender encoded, decodable or not.
   }
-  const { message_id, correlation_id, to, subject, reply_to, content_type, user_id, group_id, creation_time } = decoded as Record<string, unknown>;
+  const p = decoded?.properties ?? {};
+  // The export's field names (message_id...) are those of the AMQP clients people script with.
+  const properties = {
+    message_id: p['message-id'],
+    correlation_id: p['correlation-id'],
+    to: p['to'],
+    subject: p['subject'],
+    reply_to: p['reply-to'],
+    content_type: p['content-type'],
+    user_id: p['user-id'],
+    group_id: p['group-id'],
+    creation_time: p['creation-time'],
+  };
   return JSON.stringify(
     {
       queue: m.queue,
@@ -78,8 +90,8 @@ export function exportLine(m: DivergedMessage): string {
       durable: m.record.durable,
       priority: m.record.priority,
       uncertain: m.uncertain,
-      properties: { message_id, correlation_id, to, subject, reply_to, content_type, user_id, group_id, creation_time },
-      application_properties: decoded.application_properties,
+      properties,
+      application_properties: decoded?.applicationProperties,
       encoded: m.record.bytes.toString('base64'),
     },
     // Buffers (binary message ids) reach the replacer as their toJSON form.
