@@ -45,7 +45,7 @@ const EXPECTED: Record<string, string> = {
   '/usr/lib/tandem/dist/console-ui/main.js': '0644',
   '/usr/lib/tandem/dist/console-ui/style.css': '0644',
   '/usr/lib/tandem/package.json': '0644',
-  '/usr/lib/tandem/node_modules/rhea/package.json': '0644',
+  '/usr/lib/tandem/node_modules/pino/package.json': '0644',
   '/usr/lib/tandem/node_modules/sd-notify/build/Release/notify.node': '0644',
   '/usr/lib/systemd/system/tandemd.service': '0644',
   '/usr/lib/systemd/system/tandemd@.service': '0644',
@@ -87,6 +87,8 @@ describe.skipIf(skip)('packaging - RPM and DEB', () => {
     for (const [path, { mode }] of [...deb, ...rpm]) {
       expect(Number.parseInt(mode, 8) & 0o002, path).toBe(0);
       expect(path, 'pruned').not.toMatch(/\/\.github\/|\/test\/|\.d\.ts$|\.map$/);
+      // rhea is a test client only: the broker speaks AMQP through its own engine.
+      expect(path, 'a dev dependency').not.toMatch(/\/node_modules\/rhea\//);
     }
   });
 
