@@ -9,6 +9,8 @@
 // exception leave feed().
 import type { Composite } from './composite.js';
 import { ByteQueue } from './byte-queue.js';
+import { type CompositeDef, composite } from './definitions.js';
+import { FrameOutput } from './frame-output.js';
 import { AmqpError, Condition, framingError, invalidField } from './errors.js';
 import {
   FRAME_HEADER_SIZE,
@@ -91,6 +93,11 @@ const DEFAULTS = {
   maxOutputBytes: 1 << 20,
 };
 
+const OPEN = composite('open');
+const CLOSE = composite('close');
+/** A frame with no body: a heartbeat (2.4.5). */
+const EMPTY_FRAME = Buffer.from([0, 0, 0, 8, 2, FrameType.amqp, 0, 0]);
+
 /** Our own frames are at most this big whatever the peer takes: a big message goes in several. */
 const OUTGOING_FRAME_CAP = 1 << 20;
 
@@ -118,7 +125,9 @@ export class Connection {
   /** An idle-time-out for our open other than the configured one (see advertiseIdleTimeout). */
   private advertisedIdleMs: number | undefined;
   private readonly input = new ByteQueue();
-  private output: Buffer[] = [];
+  private readonly out = new FrameOutput();
+  /** Output length when openOutput() handed the output to a session (see closeOutput). */
+  private lengthAtOpen = -1;
   /**
    * Dispositions of consecutive delivery-ids on one session, alike in role, state and
    * settlement, are written as one frame with a range (2.7.6): a journal group or a
@@ -126,7 +135,6 @@ export class Connection {
    * The run is written before any other frame, so the order on the wire is kept.
    */
   private pendingDisposition: PendingDisposition | undefined;
-  private outputBytes = 0;
   /** A sender found no room (socket or output budget): tell the links when there is some. */
   private sendersWaiting = false;
   private openSent = false;
@@ -410,15 +418,12 @@ export class Connection {
   /** The buffers to write, in order; the connection forgets them. */
   takeOutput(): Buffer[] {
     this.flushDisposition();
-    const out = this.output;
-    this.output = [];
-    this.outputBytes = 0;
-    return out;
+    return this.out.take();
   }
 
   /** Whether a transfer may be queued now: the socket takes more and this tick's output is under budget. */
   hasRoom(): boolean {
-    const room = this.writable && this.outputBytes < this.o.maxOutputBytes;
+    const room = this.writable && this.out.length < this.o.maxOutputBytes;
     if (!room) this.sendersWaiting = true;
     return room;
   }
@@ -434,7 +439,7 @@ export class Connection {
   }
 
   get hasOutput(): boolean {
-    return this.output.length > 0 || this.pendingDisposition !== undefined;
+    return !this.out.isEmpty || this.pendingDisposition !== undefined;
   }
 
   /**
@@ -450,7 +455,7 @@ export class Connection {
       return;
     }
     this.flushDisposition();
-    const wasEmpty = this.output.length === 0;
+    const wasEmpty = this.out.isEmpty;
     this.pendingDisposition = { session, role, first: id, last: id, settled, state };
     if (wasEmpty) this.onOutput?.();
   }
@@ -470,7 +475,7 @@ export class Connection {
       this.violate(new AmqpError(Condition.resourceLimitExceeded, `no frame for ${now - this.lastReceived} ms: over idle-time-out ${idle} ms`));
       return undefined;
     }
-    if (this.heartbeatMs > 0 && now - this.lastSent >= this.heartbeatMs) this.write(frameHead(FrameType.amqp, 0, undefined, 0), undefined);
+    if (this.heartbeatMs > 0 && now - this.lastSent >= this.heartbeatMs) this.write(EMPTY_FRAME);
     let next = Number.POSITIVE_INFINITY;
     if (idle > 0) next = Math.min(next, idle - (now - this.lastReceived) + 1);
     if (this.heartbeatMs > 0) next = Math.min(next, this.heartbeatMs - (now - this.lastSent));
@@ -479,18 +484,47 @@ export class Connection {
 
   // ---- for sessions and the transport
 
-  write(head: Buffer, payload: Buffer | undefined): void {
-    if (this.finished) return;
-    this.flushDisposition();
-    const wasEmpty = this.output.length === 0;
-    this.output.push(head);
-    this.outputBytes += head.length;
-    if (payload && payload.length > 0) {
-      this.output.push(payload);
-      this.outputBytes += payload.length;
+  /** Bytes of ours as they are (protocol headers, frames encoded elsewhere). */
+  write(bytes: Buffer): void {
+    const out = this.openOutput();
+    if (!out) return;
+    out.raw(bytes);
+    this.closeOutput();
+  }
+
+  /** A frame of ours: the performative `def` with these fields (by spec name), on `channel`. */
+  writeFrame(channel: number, def: CompositeDef, fields: Record<string, unknown>): void {
+    const out = this.openOutput();
+    if (!out) return;
+    try {
+      out.beginFrame(FrameType.amqp, channel);
+      out.performative(def, fields);
+      out.endFrame();
+    } finally {
+      this.closeOutput();
     }
+  }
+
+  /**
+   * The output, for frames of ours (undefined once the connection is finished);
+   * the run of dispositions gathered before them goes first. closeOutput() after.
+   */
+  openOutput(): FrameOutput | undefined {
+    if (this.finished) return undefined;
+    this.flushDisposition();
+    this.lengthAtOpen = this.hasOutput ? this.out.length : 0;
+    return this.out;
+  }
+
+  /** Frames were written (or not) through openOutput(): the transport is told when output starts. */
+  closeOutput(): void {
+    const before = this.lengthAtOpen;
+    this.lengthAtOpen = -1;
+    // A frame left half written (its encoding threw) is not sent.
+    if (this.out.inFrame) this.out.discardFrame();
+    if (this.out.length === before) return;
     this.lastSent = this.now();
-    if (wasEmpty) this.onOutput?.();
+    if (before === 0) this.onOutput?.();
   }
 
   /** Whatever a handler throws is the host's failure: the connection closes, the process stays up. */
@@ -535,39 +569,31 @@ export class Connection {
     if (this.openSent) return;
     this.openSent = true;
     const advertisedIdle = this.advertisedIdleMs ?? this.o.idleTimeoutMs;
-    this.write(
-      frameHead(
-        FrameType.amqp,
-        0,
-        describedList('open', {
-          'container-id': this.o.containerId,
-          hostname: this.role === 'client' ? this.o.hostname : undefined,
-          'max-frame-size': this.maxFrameSize,
-          'channel-max': { type: 'ushort', value: this.channelMax },
-          'idle-time-out': advertisedIdle > 0 ? advertisedIdle : undefined,
-          'offered-capabilities': this.o.offeredCapabilities,
-          'desired-capabilities': this.o.desiredCapabilities,
-          properties: this.o.properties,
-        }),
-        0,
-      ),
-      undefined,
-    );
+    this.writeFrame(0, OPEN, {
+      'container-id': this.o.containerId,
+      hostname: this.role === 'client' ? this.o.hostname : undefined,
+      'max-frame-size': this.maxFrameSize,
+      'channel-max': { type: 'ushort', value: this.channelMax },
+      'idle-time-out': advertisedIdle > 0 ? advertisedIdle : undefined,
+      'offered-capabilities': this.o.offeredCapabilities,
+      'desired-capabilities': this.o.desiredCapabilities,
+      properties: this.o.properties,
+    });
   }
 
   private writeClose(error: ErrorInfo | undefined): void {
     if (this.closeSent) return;
     this.sendOpen();
-    this.write(frameHead(FrameType.amqp, 0, describedList('close', { error }), 0), undefined);
+    this.writeFrame(0, CLOSE, { error });
     this.closeSent = true;
   }
 
   private writeRaw(bytes: Buffer): void {
-    this.write(bytes, undefined);
+    this.write(bytes);
   }
 
   private writeSasl(body: AmqpValue): void {
-    this.write(frameHead(FrameType.sasl, 0, body, 0), undefined);
+    this.write(frameHead(FrameType.sasl, 0, body, 0));
   }
 
   /** A failure that no close can carry (SASL, headers): say why and stop. */

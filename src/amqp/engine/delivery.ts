@@ -3,14 +3,16 @@
 // as encoded on the wire, never re-encoded; a presettled delivery is never
 // kept by the session, so it is freed as soon as the host drops it.
 import type { Composite } from './composite.js';
+import { constantValue } from './frame-output.js';
 import type { Link } from './link.js';
 import { type ErrorInfo, describedList } from './performative.js';
 import type { AmqpValue } from './types.js';
 
 // One value each, shared: the connection joins dispositions of the same state
-// object into one range (connection.ts, queueDisposition).
-const ACCEPTED = describedList('accepted', {});
-const RELEASED = describedList('released', {});
+// object into one range (connection.ts, queueDisposition), and frames copy their
+// encoding instead of encoding them again (frame-output.ts).
+const ACCEPTED = constantValue(describedList('accepted', {}));
+const RELEASED = constantValue(describedList('released', {}));
 
 /** Delivery states and outcomes (3.4) to give update(). */
 export const Outcome = {

@@ -7,6 +7,7 @@
 import type { Composite } from './composite.js';
 import { Delivery } from './delivery.js';
 import { AmqpError, Condition, invalidField } from './errors.js';
+import { composite } from './definitions.js';
 import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
 import { serialAdd, serialDiff } from './serial.js';
 import type { Session } from './session.js';
@@ -39,6 +40,9 @@ export function terminus(kind: 'source' | 'target', fields: { address?: string; 
     ...(kind === 'source' && fields.filter ? { filter: fields.filter } : {}),
   });
 }
+
+const ATTACH = composite('attach');
+const DETACH = composite('detach');
 
 interface Incoming {
   delivery: Delivery;
@@ -133,7 +137,7 @@ export class Link {
     if (this.detachSent) return;
     this.detachSent = true;
     this.incoming = undefined;
-    this.session.sendLinkFrame(this, describedList('detach', { handle: this.localHandle, closed: true, error }));
+    this.session.sendLinkFrame(DETACH, { handle: this.localHandle, closed: true, error });
     this.session.linkDetached(this);
   }
 
@@ -174,9 +178,7 @@ export class Link {
     this.attachSent = true;
     const receiver = !this.isSender;
     if (receiver && options.maxMessageSize !== undefined) this.maxMessageSize = options.maxMessageSize;
-    this.session.sendLinkFrame(
-      this,
-      describedList('attach', {
+    this.session.sendLinkFrame(ATTACH, {
         name: this.name,
         handle: this.localHandle,
         role: receiver,
@@ -189,8 +191,7 @@ export class Link {
         'offered-capabilities': options.offeredCapabilities,
         'desired-capabilities': options.desiredCapabilities,
         properties: options.properties,
-      }),
-    );
+    });
   }
 
   /** The peer's attach for this link (ours was first, or it starts the link). */

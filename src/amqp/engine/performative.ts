@@ -55,7 +55,7 @@ function primitive(type: PrimitiveType, v: unknown, path: string): AmqpValue {
   throw new AmqpError(Condition.internalError, `${path}: cannot encode ${typeof v} as ${type}`);
 }
 
-function fieldValue(f: FieldDef, v: unknown, path: string): AmqpValue {
+export function fieldValue(f: FieldDef, v: unknown, path: string): AmqpValue {
   if (isComposite(v)) return v.value;
   if (f.multiple && Array.isArray(v)) {
     const items = v.map((x) => single(f, x, path));

@@ -9,9 +9,10 @@ import type { Composite } from './composite.js';
 import type { Connection } from './connection.js';
 import type { Delivery } from './delivery.js';
 import { AmqpError, Condition, framingError, invalidField } from './errors.js';
-import { FrameType, frameHead } from './frames.js';
+import { type CompositeDef, composite } from './definitions.js';
+import { FrameType } from './frames.js';
 import { type AttachOptions, Link, type LinkRole } from './link.js';
-import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
+import { type ErrorInfo, errorInfoOf } from './performative.js';
 import { inSerialRange, serialAdd, serialDiff } from './serial.js';
 import type { AmqpValue } from './types.js';
 
@@ -27,10 +28,17 @@ export const DEFAULT_SESSION_OPTIONS: SessionOptions = { incomingWindow: 2048, h
 /** Our outgoing window is not a limit we need: advertise it wide open. */
 const OUTGOING_WINDOW = 0x7fffffff;
 
-interface QueuedFrame {
-  head: Buffer;
-  payload: Buffer | undefined;
+/** A delivery waiting for the peer's incoming window, from this payload byte on. */
+interface QueuedDelivery {
+  delivery: Delivery;
+  offset: number;
 }
+
+const BEGIN = composite('begin');
+const END = composite('end');
+const TRANSFER = composite('transfer');
+const DISPOSITION = composite('disposition');
+const FLOW = composite('flow');
 
 export class Session {
   remoteChannel: number | undefined;
@@ -58,8 +66,8 @@ export class Session {
   /** Unsettled deliveries we sent / the peer sent, by delivery-id. */
   readonly outgoingUnsettled = new Map<number, Delivery>();
   readonly incomingUnsettled = new Map<number, Delivery>();
-  /** Transfer frames waiting for the peer's incoming window. */
-  private queued: QueuedFrame[] = [];
+  /** Deliveries (or their rest) waiting for the peer's incoming window. */
+  private queued: QueuedDelivery[] = [];
 
   constructor(
     readonly connection: Connection,
@@ -87,15 +95,13 @@ export class Session {
   begin(): void {
     if (this.beginSent) return;
     this.beginSent = true;
-    this.emit(
-      describedList('begin', {
-        'remote-channel': this.remoteChannel === undefined ? undefined : { type: 'ushort', value: this.remoteChannel },
-        'next-outgoing-id': this.nextOutgoingId,
-        'incoming-window': this.incomingCredit,
-        'outgoing-window': OUTGOING_WINDOW,
-        'handle-max': this.options.handleMax,
-      }),
-    );
+    this.emit(BEGIN, {
+      'remote-channel': this.remoteChannel === undefined ? undefined : { type: 'ushort', value: this.remoteChannel },
+      'next-outgoing-id': this.nextOutgoingId,
+      'incoming-window': this.incomingCredit,
+      'outgoing-window': OUTGOING_WINDOW,
+      'handle-max': this.options.handleMax,
+    });
   }
 
   end(error?: ErrorInfo): void {
@@ -103,7 +109,7 @@ export class Session {
     this.begin();
     this.endSent = true;
     this.queued = [];
-    this.emit(describedList('end', { error }));
+    this.emit(END, { error });
     if (this.endReceived) this.finish();
   }
 
@@ -314,61 +320,70 @@ export class Session {
     return this.isOpen && this.remoteIncomingWindow > 0 && this.queued.length === 0 && this.connection.hasRoom();
   }
 
-  /** A delivery's transfer frames, each at most the peer's max-frame-size; the payload is sliced, not copied. */
+  /** A delivery's transfer frames, each at most the peer's max-frame-size, now or when the peer's window opens. */
   sendDelivery(d: Delivery): void {
     if (!d.settled) this.outgoingUnsettled.set(d.id, d);
-    const maxFrame = this.connection.remoteMaxFrameSize;
-    const link = d.link;
-    let offset = 0;
-    let first = true;
-    // Each frame carries at least (max-frame-size - head) >= 512 - ~100 bytes, so this ends.
-    for (;;) {
-      const fields: Record<string, unknown> = { handle: link.localHandle };
-      if (first) {
-        fields['delivery-id'] = d.id;
-        fields['delivery-tag'] = d.tag;
-        fields['message-format'] = d.messageFormat;
-        fields.settled = d.settled;
-      }
-      fields.more = true;
-      let head = frameHead(FrameType.amqp, this.channel, describedList('transfer', fields), 0);
-      // The head is under 100 bytes (the tag is at most 32), max-frame-size at least 512.
-      const room = maxFrame - head.length;
-      if (room <= 0) throw new AmqpError(Condition.internalError, `a transfer head of ${head.length} bytes does not fit max-frame-size ${maxFrame}`);
-      const rest = d.payload.length - offset;
-      const take = Math.min(room, rest);
-      if (take === rest) {
-        fields.more = false;
-        head = frameHead(FrameType.amqp, this.channel, describedList('transfer', fields), take);
-      } else {
-        head.writeUInt32BE(head.length + take, 0);
-      }
-      this.queueTransfer(head, take > 0 ? d.payload.subarray(offset, offset + take) : undefined);
-      offset += take;
-      first = false;
-      if (offset >= d.payload.length) return;
-    }
-  }
-
-  private queueTransfer(head: Buffer, payload: Buffer | undefined): void {
-    if (this.queued.length > 0 || this.remoteIncomingWindow <= 0) {
-      this.queued.push({ head, payload });
+    if (this.queued.length > 0) {
+      this.queued.push({ delivery: d, offset: 0 });
       return;
     }
-    this.writeTransfer(head, payload);
+    const rest = this.writeDelivery(d, 0);
+    if (rest >= 0) this.queued.push({ delivery: d, offset: rest });
   }
 
-  private writeTransfer(head: Buffer, payload: Buffer | undefined): void {
-    this.remoteIncomingWindow--;
-    this.nextOutgoingId = serialAdd(this.nextOutgoingId, 1);
-    this.connection.write(head, payload);
+  /**
+   * Transfer frames of `d` from payload byte `offset` on, while the peer's
+   * incoming window has room. Returns -1 once the last frame is written, else
+   * the offset to go on from. The payload is sliced into frames, not re-encoded.
+   */
+  private writeDelivery(d: Delivery, offset: number): number {
+    const out = this.connection.openOutput();
+    if (!out) return -1;
+    try {
+      const maxFrame = this.connection.remoteMaxFrameSize;
+      const payload = d.payload;
+      const total = payload.length;
+      const handle = d.link.localHandle;
+      while (this.remoteIncomingWindow > 0) {
+        const fields: Record<string, unknown> =
+          offset === 0
+            ? { handle, 'delivery-id': d.id, 'delivery-tag': d.tag, 'message-format': d.messageFormat, settled: d.settled, more: false }
+            : { handle, more: false };
+        out.beginFrame(FrameType.amqp, this.channel);
+        out.performative(TRANSFER, fields);
+        let take = total - offset;
+        if (out.headLength + take > maxFrame) {
+          // Not the last frame: the same head with more=true (a boolean is one byte either way), filled to max-frame-size.
+          out.discardFrame();
+          fields.more = true;
+          out.beginFrame(FrameType.amqp, this.channel);
+          out.performative(TRANSFER, fields);
+          take = maxFrame - out.headLength;
+          // The head is under 100 bytes (the tag is at most 32), max-frame-size at least 512.
+          if (take <= 0) throw new AmqpError(Condition.internalError, `a transfer head of ${out.headLength} bytes does not fit max-frame-size ${maxFrame}`);
+        }
+        out.endFrame(take === total ? payload : take > 0 ? payload.subarray(offset, offset + take) : undefined);
+        this.remoteIncomingWindow--;
+        this.nextOutgoingId = serialAdd(this.nextOutgoingId, 1);
+        offset += take;
+        if (offset >= total) return -1;
+      }
+      return offset;
+    } finally {
+      this.connection.closeOutput();
+    }
   }
 
   private sendQueued(): void {
     let i = 0;
     while (i < this.queued.length && this.remoteIncomingWindow > 0) {
-      const q = this.queued[i++]!;
-      this.writeTransfer(q.head, q.payload);
+      const q = this.queued[i]!;
+      const rest = this.writeDelivery(q.delivery, q.offset);
+      if (rest >= 0) {
+        q.offset = rest;
+        break;
+      }
+      i++;
     }
     if (i > 0) this.queued = this.queued.slice(i);
   }
@@ -383,7 +398,7 @@ export class Session {
   writeDisposition(role: boolean, first: number, last: number, settled: boolean, state: AmqpValue | undefined): void {
     // No endSent check: the run was queued while the session was live, and it is
     // written before any later frame, our end included.
-    this.emit(describedList('disposition', { role, first, last: last === first ? undefined : last, settled, state }));
+    this.emit(DISPOSITION, { role, first, last: last === first ? undefined : last, settled, state });
   }
 
   forget(d: Delivery): void {
@@ -392,24 +407,22 @@ export class Session {
 
   sendFlow(link: Link | undefined, echo: boolean): void {
     if (this.endSent) return;
-    this.emit(
-      describedList('flow', {
-        'next-incoming-id': this.nextIncomingId,
-        'incoming-window': this.incomingCredit,
-        'next-outgoing-id': this.nextOutgoingId,
-        'outgoing-window': OUTGOING_WINDOW,
-        handle: link?.localHandle,
-        'delivery-count': link?.deliveryCount,
-        'link-credit': link?.credit,
-        available: link?.isSender ? 0 : undefined,
-        drain: link ? link.drain : undefined,
-        echo: echo || undefined,
-      }),
-    );
+    this.emit(FLOW, {
+      'next-incoming-id': this.nextIncomingId,
+      'incoming-window': this.incomingCredit,
+      'next-outgoing-id': this.nextOutgoingId,
+      'outgoing-window': OUTGOING_WINDOW,
+      handle: link?.localHandle,
+      'delivery-count': link?.deliveryCount,
+      'link-credit': link?.credit,
+      available: link?.isSender ? 0 : undefined,
+      drain: link ? link.drain : undefined,
+      echo: echo || undefined,
+    });
   }
 
-  sendLinkFrame(_link: Link, body: AmqpValue): void {
-    if (!this.endSent) this.emit(body);
+  sendLinkFrame(def: CompositeDef, fields: Record<string, unknown>): void {
+    if (!this.endSent) this.emit(def, fields);
   }
 
   /** Both detaches are done (or ours, after the peer's): the handles are free again. */
@@ -448,7 +461,7 @@ export class Session {
     return h;
   }
 
-  private emit(body: AmqpValue): void {
-    this.connection.write(frameHead(FrameType.amqp, this.channel, body, 0), undefined);
+  private emit(def: CompositeDef, fields: Record<string, unknown>): void {
+    this.connection.writeFrame(this.channel, def, fields);
   }
 }
