@@ -65,19 +65,27 @@ export function decodeComposite(v: AmqpValue, expected: { name: string } | { arc
     const f = def.fields[i]!;
     const item = list.value[i];
     if (item === undefined || item.type === 'null') {
-      if (f.mandatory) throw invalidField(`${here}.${f.name} is mandatory`);
-      if (f.default !== undefined) fields[f.name] = f.default;
+      const absent = absentField(f, here);
+      if (absent !== undefined) fields[f.name] = absent;
       continue;
     }
-    // The common case first, without building the field's path: a primitive of the right type.
-    if (item.type === f.type && f.type !== 'map' && !f.multiple && !f.choices && f.maxBytes === undefined) {
-      fields[f.name] = (item as { value: unknown }).value;
-      continue;
-    }
-    const fieldPath = `${here}.${f.name}`;
-    fields[f.name] = f.multiple ? multiple(item, f, fieldPath) : single(item, f, fieldPath);
+    fields[f.name] = fieldOf(item, f, here);
   }
   return { def, fields, value: v };
+}
+
+/** The value of field `f` (of the composite at `here`) decoded as `item`, which is not null: type-checked, as callers get it. */
+export function fieldOf(item: AmqpValue, f: FieldDef, here: string): unknown {
+  // The common case first, without building the field's path: a primitive of the right type.
+  if (item.type === f.type && f.type !== 'map' && !f.multiple && !f.choices && f.maxBytes === undefined) return (item as { value: unknown }).value;
+  const fieldPath = `${here}.${f.name}`;
+  return f.multiple ? multiple(item, f, fieldPath) : single(item, f, fieldPath);
+}
+
+/** A field's value when the field is absent (null or past the end of the list): its default, or a refusal if it is mandatory. */
+export function absentField(f: FieldDef, here: string): unknown {
+  if (f.mandatory) throw invalidField(`${here}.${f.name} is mandatory`);
+  return f.default;
 }
 
 function multiple(v: AmqpValue, f: FieldDef, path: string): unknown[] {

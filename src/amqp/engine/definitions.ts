@@ -259,6 +259,11 @@ export function compositeByCode(code: bigint): CompositeDef | undefined {
   return code < 256n ? byCode[Number(code)] : undefined;
 }
 
+/** By a descriptor code that came as a smallulong (one byte). */
+export function compositeBySmallCode(code: number): CompositeDef | undefined {
+  return byCode[code];
+}
+
 export function compositeBySymbol(symbol: string): CompositeDef | undefined {
   return bySymbol.get(symbol);
 }

@@ -5,6 +5,7 @@
 import { type Composite, decodeComposite } from './composite.js';
 import { Decoder } from './decoder.js';
 import { Encoder } from './encoder.js';
+import { readPerformative } from './performative-reader.js';
 import { decodeError, framingError } from './errors.js';
 import type { AmqpValue } from './types.js';
 
@@ -85,10 +86,20 @@ export function readFrame(buf: Buffer, at: number, header: FrameHeader): Frame {
     if (header.type === FrameType.sasl) throw framingError('an empty SASL frame');
     return { header, body: undefined, bodyStart, payloadStart: end, end };
   }
-  const d = new Decoder(buf, bodyStart, end);
-  const body = decodeComposite(d.value(), { archetype: header.type === FrameType.sasl ? 'sasl-frame' : 'frame' }, '');
-  if (d.pos !== end && body.def.name !== 'transfer') throw decodeError(`${body.def.name} frame has ${end - d.pos} bytes after its performative`);
-  return { header, body, bodyStart, payloadStart: d.pos, end };
+  const archetype = header.type === FrameType.sasl ? 'sasl-frame' : 'frame';
+  const fast = readPerformative(buf, bodyStart, end, archetype);
+  let body: Composite;
+  let payloadStart: number;
+  if (fast) {
+    body = fast.body;
+    payloadStart = fast.end;
+  } else {
+    const d = new Decoder(buf, bodyStart, end);
+    body = decodeComposite(d.value(), { archetype }, '');
+    payloadStart = d.pos;
+  }
+  if (payloadStart !== end && body.def.name !== 'transfer') throw decodeError(`${body.def.name} frame has ${end - payloadStart} bytes after its performative`);
+  return { header, body, bodyStart, payloadStart, end };
 }
 
 /**
