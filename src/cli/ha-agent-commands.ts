@@ -3,8 +3,8 @@
 // takes a shortcut to the same main() for a plain `tandem ha agent ACTION`; this
 // command is what `tandem ha --help` lists and what other spellings run.
 import type { Command } from 'commander';
-import { agentActions } from '../ha/agent/index.js';
-import { main } from '../ha/agent/main.js';
+import { agentActions } from '../agent/index.js';
+import { main } from '../agent/main.js';
 
 export function haAgentCommands(ha: Command): void {
   ha.command('agent')

@@ -4,7 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { elements } from '../../src/ha/agent/xml.js';
+import { elements } from '../../src/agent/xml.js';
 import { hasCommand, isRoot, run, waitFor, type RunResult } from './helpers.js';
 
 export const labScript = join(import.meta.dirname, 'lab.sh');

@@ -14,7 +14,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { haAvailable, isAlive, repoRoot, tandemBin, tandemdBin, useInstalledAgent, waitFor } from './helpers.js';
-import { elements } from '../../src/ha/agent/xml.js';
+import { elements } from '../../src/agent/xml.js';
 import { Lab } from './lab.js';
 import { HA_USER, haIdentity } from '../helpers/ha-identity.js';
 

@@ -6,9 +6,9 @@ import { mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backupScores, BEST_SCORE, PRIMARY_SCORE, promotionScore, type BrokerView } from '../../src/ha/agent/election.js';
-import { promotedPinIn } from '../../src/ha/agent/pacemaker.js';
-import { elements } from '../../src/ha/agent/xml.js';
+import { backupScores, BEST_SCORE, PRIMARY_SCORE, promotionScore, type BrokerView } from '../../src/agent/election.js';
+import { promotedPinIn } from '../../src/agent/pacemaker.js';
+import { elements } from '../../src/agent/xml.js';
 import { brokerDir, freePort, haAvailable, hasCommand, isRoot, killFromPidfile, run, tandemBin, tandemdBin, useInstalledAgent } from './helpers.js';
 
 const usable = isRoot && hasCommand('pcs') && hasCommand('crm_resource') && hasCommand('crm_simulate') && hasCommand('cibadmin');

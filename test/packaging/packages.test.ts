@@ -40,6 +40,9 @@ const EXPECTED: Record<string, string> = {
   '/usr/bin/tandem': '0755',
   '/usr/lib/tandem/bin/tandemd': '0755',
   '/usr/lib/tandem/dist/cli/tandemd.js': '0644',
+  // The Pacemaker agent's helper: bin/tandem imports it directly for `tandem ha agent ACTION`.
+  '/usr/lib/tandem/dist/agent/main.js': '0644',
+  '/usr/lib/tandem/dist/agent/broker-facts.js': '0644',
   // The web console's pages, built by npm run build (ui/).
   '/usr/lib/tandem/dist/console-ui/index.html': '0644',
   '/usr/lib/tandem/dist/console-ui/main.js': '0644',

@@ -1,12 +1,17 @@
 // Talking to tandem brokers as an HA admin (backups admit only those): the local
 // broker's HA-STATUS and HA-PROMOTE, and the status of every broker of ha-brokers-url.
-import { ConnectError, ManagementClient, type BrokerAddress } from '../../admin/client.js';
-import { TandemError } from '../../broker/errors.js';
-import { endpointKey, parseBrokersUrl } from '../brokers-url.js';
-import type { LinkTls } from '../../admin/link-tls.js';
-import { endpointAddress } from '../../admin/peer-addresses.js';
+import {
+  ConnectError,
+  endpointAddress,
+  endpointKey,
+  ManagementClient,
+  parseBrokersUrl,
+  readEpochHistory,
+  TandemError,
+  type BrokerAddress,
+  type LinkTls,
+} from './broker-facts.js';
 import type { BrokerView } from './election.js';
-import { readEpochHistory } from '../promotion-guard.js';
 
 export interface HaSnapshot {
   state: string;

@@ -1,4 +1,4 @@
-// The election rules of the resource agent (src/ha/agent/election.ts), the XML
+// The election rules of the resource agent (src/agent/election.ts), the XML
 // reader for Pacemaker's output and the parameter reader, without a cluster.
 import { describe, expect, it } from 'vitest';
 import {
@@ -18,10 +18,10 @@ import {
   promotionScore,
   promotionVerdict,
   type BrokerView,
-} from '../../src/ha/agent/election.js';
-import { judgePromotion } from '../../src/ha/promotion-guard.js';
-import { actionBudgetMs, readParams } from '../../src/ha/agent/params.js';
-import { elements, sections } from '../../src/ha/agent/xml.js';
+} from '../../../src/agent/election.js';
+import { judgePromotion } from '../../../src/ha/promotion-guard.js';
+import { actionBudgetMs, readParams } from '../../../src/agent/params.js';
+import { elements, sections } from '../../../src/agent/xml.js';
 
 const view = (address: string, state: string, epoch: number, lsn: number): BrokerView => ({ address, state, epoch, lsn });
 

@@ -3,9 +3,7 @@
 // does not depend on these times: a primary cut off from its backups settles
 // nothing while ha-min-ready-backups are missing, however long the other side
 // takes to fence and promote. The times decide how long publishers wait.
-import type { Settings } from '../../ops/config.js';
-import { parseBrokersUrl } from '../brokers-url.js';
-import { minReadyBackupsRisk } from '../settle-quorum.js';
+import { minReadyBackupsRisk, parseBrokersUrl, type Settings } from './broker-facts.js';
 
 /** Corosync's membership timing as the running corosync uses it (corosync-cmapctl). */
 export interface TotemTiming {

@@ -2,7 +2,7 @@
 // stderr (the shell agent's ocf_exit_reason), exit with the OCF code. bin/tandem
 // imports this module directly for `tandem ha agent ACTION`, so each action pays
 // for the agent's modules only, not the whole CLI's.
-import { exitWhenFlushed } from '../../util/exit.js';
+import { exitWhenFlushed } from './broker-facts.js';
 import { runAgentAction } from './index.js';
 
 export async function main(action: string): Promise<never> {

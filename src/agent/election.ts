@@ -6,7 +6,7 @@
 // a guide set by monitors; the decision is re-checked in promote against the
 // exact positions every instance publishes in the pre-promote notification.
 
-import { comparePositions, judgePromotion, type EpochStartView, type GuardVerdict, type Position } from '../promotion-guard.js';
+import { comparePositions, judgePromotion, type EpochStartView, type GuardVerdict, type Position } from './broker-facts.js';
 
 export { comparePositions, type Position };
 

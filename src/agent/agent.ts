@@ -4,14 +4,20 @@
 // probes), acts, and confirms the result before reporting success.
 import { accessSync, constants, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import type { BrokerAddress } from '../../admin/client.js';
-import type { LinkTls } from '../../admin/link-tls.js';
-import { haIdentity, haLinkTls, localAdminAddress } from '../../admin/peer-addresses.js';
-import { ConfigError, loadSettings, type Settings } from '../../ops/config.js';
-import { LOCK_FILE_NAME } from '../../store/lock.js';
+import {
+  ConfigError,
+  haIdentity,
+  haLinkTls,
+  loadSettings,
+  localAdminAddress,
+  LOCK_FILE_NAME,
+  readEpochHistory,
+  type BrokerAddress,
+  type LinkTls,
+  type Settings,
+} from './broker-facts.js';
 import { isTandemd, type BrokerProcess, type Account } from './broker-process.js';
 import type { HaSnapshot, LocalStatus } from './brokers.js';
-import { readEpochHistory } from '../promotion-guard.js';
 import {
   aheadOfTarget,
   backupScores,

@@ -2,13 +2,13 @@
 // reports, when promote refuses and where it sends the score, what notify publishes.
 import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TandemAgent, type AgentDeps } from '../../src/ha/agent/agent.js';
-import type { BrokerProcess } from '../../src/ha/agent/broker-process.js';
-import type { HaSnapshot, LocalStatus } from '../../src/ha/agent/brokers.js';
-import { lagScore, type BrokerView } from '../../src/ha/agent/election.js';
-import type { Cluster } from '../../src/ha/agent/pacemaker.js';
-import { readParams } from '../../src/ha/agent/params.js';
-import { brokerDir } from './helpers.js';
+import { TandemAgent, type AgentDeps } from '../../../src/agent/agent.js';
+import type { BrokerProcess } from '../../../src/agent/broker-process.js';
+import type { HaSnapshot, LocalStatus } from '../../../src/agent/brokers.js';
+import { lagScore, type BrokerView } from '../../../src/agent/election.js';
+import type { Cluster } from '../../../src/agent/pacemaker.js';
+import { readParams } from '../../../src/agent/params.js';
+import { brokerDir } from '../../cluster/helpers.js';
 
 class FakeCluster implements Cluster {
   scores = new Map<string, number>();
