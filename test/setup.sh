@@ -16,8 +16,8 @@ packages=(
   libqpid-proton11-dev gcc pkg-config   # bench/proton-c, the benchmark's load generator (test/interop/proton-c-loadgen.test.ts)
   pacemaker pacemaker-cli-utils corosync pcs resource-agents   # OCF agent and cluster tests
   systemd libsystemd-dev     # unit tests under a real systemd; sd-notify addon headers
-  rpm lintian rpmlint dpkg-dev fakeroot   # building and checking the packages
-  shellcheck                 # the OCF agent is shell
+  rpm lintian rpmlint dpkg-dev fakeroot cpio   # building and checking the packages (packaging/build unpacks with cpio)
+  shellcheck libxml2-utils   # the OCF agent is shell; ocf-tester checks its meta-data with xmllint
   prometheus                 # promtool checks the shipped alert rules
   iproute2 util-linux procps psmisc openssl strace
   g++ make python3           # node-gyp for the sd-notify addon
