@@ -23,7 +23,9 @@ import {
   readFrameHeader,
   readProtocolHeader,
 } from './frames.js';
+import type { Delivery } from './delivery.js';
 import type { EngineHandler, LogHook, LogLevel } from './handler.js';
+import type { Link } from './link.js';
 import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
 import { SaslClient, type SaslClientOptions, SaslServer, type SaslServerOptions, type SaslStep } from './sasl.js';
 import { DEFAULT_SESSION_OPTIONS, Session, type SessionOptions } from './session.js';
@@ -532,9 +534,30 @@ export class Connection {
     try {
       call(this.handler);
     } catch (err) {
-      this.log('error', 'a handler failed', { error: err instanceof Error ? err.message : String(err) });
-      this.violate(new AmqpError(Condition.internalError, 'the host failed to handle a frame'));
+      this.handlerFailed(err);
     }
+  }
+
+  /** notify() for the two calls made per message, without a closure each time. */
+  notifyTransfer(link: Link, delivery: Delivery): void {
+    try {
+      this.handler.onTransfer?.(link, delivery);
+    } catch (err) {
+      this.handlerFailed(err);
+    }
+  }
+
+  notifyDisposition(delivery: Delivery): void {
+    try {
+      this.handler.onDisposition?.(delivery);
+    } catch (err) {
+      this.handlerFailed(err);
+    }
+  }
+
+  private handlerFailed(err: unknown): void {
+    this.log('error', 'a handler failed', { error: err instanceof Error ? err.message : String(err) });
+    this.violate(new AmqpError(Condition.internalError, 'the host failed to handle a frame'));
   }
 
   log(level: LogLevel, message: string, fields: Record<string, unknown>): void {

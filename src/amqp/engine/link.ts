@@ -258,6 +258,14 @@ export class Link {
         return this.violated({ condition: Condition.transferLimitExceeded, description: `delivery ${id} came without credit` });
       }
       this.credit--;
+      if (f.more !== true && f.aborted !== true) {
+        // The common case, a delivery in one frame: nothing to assemble.
+        if (f.state !== undefined) d.remoteState = f.state as Composite;
+        if (this.maxMessageSize > 0 && payload.length > this.maxMessageSize) {
+          return this.violated({ condition: Condition.messageSizeExceeded, description: `delivery ${id} of ${payload.length} bytes is over max-message-size ${this.maxMessageSize}` });
+        }
+        return d;
+      }
       this.incoming = current;
     } else if (id !== undefined && id !== current.delivery.id) {
       throw invalidField(`transfer.delivery-id ${id} while delivery ${current.delivery.id} on this link is not complete`);

@@ -249,7 +249,7 @@ export class Session {
     const delivery = link.onTransfer(transfer, payload);
     if (!delivery) return;
     if (!delivery.remoteSettled) this.incomingUnsettled.set(delivery.id, delivery);
-    this.connection.notify((h) => h.onTransfer?.(link, delivery));
+    this.connection.notifyTransfer(link, delivery);
   }
 
   /**
@@ -281,7 +281,7 @@ export class Session {
         d.remoteSettled = true;
         map.delete(d.id);
       }
-      this.connection.notify((h) => h.onDisposition?.(d));
+      this.connection.notifyDisposition(d);
     }
   }
 
