@@ -24,12 +24,55 @@ export interface RecoveredWindow {
   rows: Buffer;
 }
 
-interface Collected {
-  checkpointRows: Buffer;
-  /** Highest LSN among checkpointRows: a replayed key at or below it is a copy. */
-  checkpointLsn: number;
-  lsns: number[];
-  rows: Buffer[];
+/**
+ * One queue's keys as read, in file order: rows packed into one growing buffer and
+ * their LSNs in a growing Float64Array (a restart may read a million of them: no
+ * object per key).
+ */
+class Collected {
+  lsns = new Float64Array(1024);
+  rows = Buffer.allocUnsafe(1024 * DEDUP_ROW_BYTES);
+  count = 0;
+  /** Whether the LSNs came ascending (no compaction copy among them): then no sort is needed. */
+  ascending = true;
+
+  constructor(
+    readonly checkpointRows: Buffer,
+    /** Highest LSN among checkpointRows: a replayed key at or below it is a copy. */
+    readonly checkpointLsn: number,
+  ) {}
+
+  /** Room for one more row; returns where it goes. */
+  next(lsn: number): number {
+    if (this.count === this.lsns.length) {
+      const lsns = new Float64Array(this.lsns.length * 2);
+      lsns.set(this.lsns);
+      this.lsns = lsns;
+      const rows = Buffer.allocUnsafe(this.rows.length * 2);
+      this.rows.copy(rows, 0, 0, this.count * DEDUP_ROW_BYTES);
+      this.rows = rows;
+    }
+    if (this.count > 0 && lsn < this.lsns[this.count - 1]!) this.ascending = false;
+    this.lsns[this.count] = lsn;
+    return this.count++ * DEDUP_ROW_BYTES;
+  }
+
+  /** The rows after the checkpoint's, ascending LSN (equal LSNs in file order). */
+  sorted(): Buffer {
+    const n = this.count;
+    const lsns = this.lsns;
+    if (this.ascending) {
+      let first = 0;
+      while (first < n && lsns[first]! <= this.checkpointLsn) first++;
+      return Buffer.from(this.rows.subarray(first * DEDUP_ROW_BYTES, n * DEDUP_ROW_BYTES));
+    }
+    const order: number[] = [];
+    for (let i = 0; i < n; i++) if (lsns[i]! > this.checkpointLsn) order.push(i);
+    order.sort((a, b) => lsns[a]! - lsns[b]! || a - b);
+    const out = Buffer.allocUnsafe(order.length * DEDUP_ROW_BYTES);
+    for (let k = 0; k < order.length; k++) this.rows.copy(out, k * DEDUP_ROW_BYTES, order[k]! * DEDUP_ROW_BYTES, (order[k]! + 1) * DEDUP_ROW_BYTES);
+    return out;
+  }
 }
 
 export class DedupRecovery {
@@ -42,7 +85,7 @@ export class DedupRecovery {
   /** A checkpoint's window for `queue`. */
   seed(queue: string, rows: Buffer): void {
     const lsn = rows.length > 0 ? rows.readDoubleLE(rows.length - 8) : 0;
-    this.queues.set(queue, { checkpointRows: rows, checkpointLsn: lsn, lsns: [], rows: [] });
+    this.queues.set(queue, new Collected(rows, lsn));
   }
 
   /** One record, as recovery reads it. */
@@ -68,8 +111,8 @@ export class DedupRecovery {
         // Rows of a primary's window, each with the primary's LSN for it (below this record's).
         const q = this.collected(body.queue);
         for (let at = 0; at + DEDUP_ROW_BYTES <= body.rows.length; at += DEDUP_ROW_BYTES) {
-          q.lsns.push(body.rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8));
-          q.rows.push(Buffer.from(body.rows.subarray(at, at + DEDUP_ROW_BYTES)));
+          const to = q.next(body.rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8));
+          body.rows.copy(q.rows, to, at, at + DEDUP_ROW_BYTES);
         }
         break;
       }
@@ -81,29 +124,23 @@ export class DedupRecovery {
   /** The windows, by queue name. */
   result(): Map<string, RecoveredWindow> {
     const out = new Map<string, RecoveredWindow>();
-    for (const [name, q] of this.queues) {
-      const order = q.lsns.map((_, i) => i).filter((i) => q.lsns[i]! > q.checkpointLsn);
-      order.sort((a, b) => q.lsns[a]! - q.lsns[b]! || a - b);
-      out.set(name, { checkpointRows: q.checkpointRows, rows: Buffer.concat(order.map((i) => q.rows[i]!)) });
-    }
+    for (const [name, q] of this.queues) out.set(name, { checkpointRows: q.checkpointRows, rows: q.sorted() });
     return out;
   }
 
   private collected(queue: string): Collected {
     let q = this.queues.get(queue);
-    if (!q) this.queues.set(queue, (q = { checkpointRows: Buffer.alloc(0), checkpointLsn: 0, lsns: [], rows: [] }));
+    if (!q) this.queues.set(queue, (q = new Collected(Buffer.alloc(0), 0)));
     return q;
   }
 
   private key(queue: string, lsn: number, key: Buffer, at: number): void {
     if (key.length !== DEDUP_DIGEST_BYTES) return;
-    const row = Buffer.allocUnsafe(DEDUP_ROW_BYTES);
-    key.copy(row, 0);
-    row.writeDoubleLE(at, DEDUP_DIGEST_BYTES);
-    row.writeDoubleLE(lsn, DEDUP_DIGEST_BYTES + 8);
     const q = this.collected(queue);
-    q.lsns.push(lsn);
-    q.rows.push(row);
+    const to = q.next(lsn);
+    key.copy(q.rows, to);
+    q.rows.writeDoubleLE(at, to + DEDUP_DIGEST_BYTES);
+    q.rows.writeDoubleLE(lsn, to + DEDUP_DIGEST_BYTES + 8);
     this.sawKeys = true;
   }
 }

@@ -37,4 +37,17 @@ describe('dedup recovery', () => {
     expect(lsnsOf(out.get('gone')!.rows)).toEqual([8]);
     expect(r.sawKeys).toBe(true);
   });
+
+  it('dedup recovery - thousands of keys in order (no compaction copy) come back whole, past the first growth of the buffers', () => {
+    const seed = new DedupWindow(10, 0);
+    for (const n of [1, 2, 3]) seed.add(key(n), 1000 + n, n, true);
+    const r = new DedupRecovery();
+    r.seed('q', seed.rows());
+    for (let lsn = 2; lsn <= 3000; lsn++) r.onRecord(lsn, enqueue('q', lsn % 250));
+    const rows = r.result().get('q')!.rows;
+    expect(lsnsOf(rows)).toEqual(Array.from({ length: 2997 }, (_, i) => i + 4));
+    // Each row still carries its own key and time.
+    expect(rows.subarray(0, 16)).toEqual(key(4));
+    expect(rows.readDoubleLE((2999 - 4) * DEDUP_ROW_BYTES + 16)).toBe(1000 + (2999 % 250));
+  });
 });
