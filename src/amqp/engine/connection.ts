@@ -136,6 +136,8 @@ export class Connection {
   private lastReceived: number;
   private lastSent: number;
   private readonly saslServer: SaslServer | undefined;
+  /** Aborted once the socket is gone, so a login check still under way stops holding this connection. */
+  private readonly gone = new AbortController();
   private readonly saslClient: SaslClient | undefined;
   private readonly sessionOptions: SessionOptions;
   private readonly byLocal = new Map<number, Session>();
@@ -154,7 +156,7 @@ export class Connection {
     this.now = options.now ?? Date.now;
     this.lastReceived = this.lastSent = this.now();
     this.sessionOptions = { ...DEFAULT_SESSION_OPTIONS, ...stripUndefined(options.session ?? {}) };
-    if (this.role === 'server' && options.sasl) this.saslServer = new SaslServer(options.sasl);
+    if (this.role === 'server' && options.sasl) this.saslServer = new SaslServer(options.sasl, this.gone.signal);
     if (this.role === 'client' && options.saslClient) this.saslClient = new SaslClient(options.saslClient);
     if (this.role === 'client') {
       if (this.saslClient) this.writeRaw(protocolHeader(ProtocolId.sasl));
@@ -169,6 +171,11 @@ export class Connection {
 
   get isOpen(): boolean {
     return this.stage === 'opened' && !this.closeSent;
+  }
+
+  /** Bytes read and not used yet (held while a login is checked, or a frame is incomplete). */
+  get bufferedInput(): number {
+    return this.input.length;
   }
 
   get sessions(): Session[] {
@@ -191,6 +198,10 @@ export class Connection {
 
   /** The peer closed its side of the socket (or it broke). */
   ended(): void {
+    // Nothing unread will be used now, and a login check (a hash queued behind others, a
+    // throttle's wait) would keep this connection and those bytes long after the socket.
+    this.input.drain();
+    this.gone.abort();
     if (this.stage === 'done') return;
     const wasClosing = this.stage === 'closing';
     this.stage = 'done';
