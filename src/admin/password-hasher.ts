@@ -9,7 +9,7 @@
 // dropped before it costs a hash. Otherwise clients that send a PLAIN init and leave
 // at once queue hashes faster than one thread does them (~50 ms each at N=16384), and
 // every queued one keeps its connection and the bytes it sent: the million-frame fuzz
-// ended with 1,700 such connections (bench/RESULTS.md).
+// ended with 1,700 such connections (bench/README.md, frame fuzzing).
 import { Worker } from 'node:worker_threads';
 import type { ScryptReply, ScryptRequest } from './scrypt-worker.js';
 
