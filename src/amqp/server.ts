@@ -57,6 +57,8 @@ export interface ServerOptions {
   maxFrameSize: number;
   maxMessageSize: number;
   idleTimeoutMs: number;
+  /** A client that has not sent its open this long after connecting is closed (handshake-timeout; 0 or unset: never). */
+  handshakeTimeoutMs?: number;
   maxConnections: number;
   autoCreate: boolean;
   /** Permissions on names (acl-file; permissive without one). */
@@ -188,6 +190,8 @@ export class AmqpServer {
         containerId: this.containerId,
         maxFrameSize: o.maxFrameSize,
         idleTimeoutMs: o.idleTimeoutMs || undefined,
+        // A socket that never finishes headers, SASL and open would hold a slot (of max-connections + 64) for ever.
+        handshakeTimeoutMs: o.handshakeTimeoutMs || undefined,
         maxMessageSize: o.maxMessageSize,
         // A client that skips SASL is anonymous: taken only with auth off.
         requireSasl: o.auth,
