@@ -7,7 +7,6 @@
 //
 //   node bench/fuzz.mjs                      # 1,000,000 frames, seed 1
 //   BENCH_FUZZ_FRAMES=3000000 BENCH_FUZZ_SEED=7 node bench/fuzz.mjs
-//   BENCH_FUZZ_GUARDED=0 node bench/fuzz.mjs # without the kinds that need the frame guard
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,7 +28,6 @@ const child = spawn(process.execPath, [join(root, 'node_modules', 'vitest', 'vit
     TANDEM_FUZZ_FRAMES: String(frames),
     TANDEM_FUZZ_SEED: String(seed),
     TANDEM_FUZZ_CONCURRENCY: String(concurrency),
-    TANDEM_FUZZ_GUARDED: process.env.BENCH_FUZZ_GUARDED ?? '1',
   },
 });
 const stop = (signal) => child.kill(signal);

@@ -32,13 +32,13 @@ const poolScrypt: ScryptFn = (password, salt, keylen, { N, r, p }) =>
     scryptCb(password, salt, keylen, { N, r, p, maxmem: 256 * N * r + 1024 * 1024 }, (err, key) => (err ? reject(err) : resolve(key))),
   );
 
-export async function hashPassword(password: string, scrypt: ScryptFn = poolScrypt): Promise<string> {
+export async function hashPassword(password: string, scrypt: ScryptFn = poolScrypt, signal?: AbortSignal): Promise<string> {
   const salt = randomBytes(16);
-  const key = await scrypt(password, salt, 32, scryptParams);
+  const key = await scrypt(password, salt, 32, scryptParams, signal);
   return `scrypt$${scryptParams.N}$${scryptParams.r}$${scryptParams.p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
-export async function verifyPassword(password: string, hash: string, scrypt: ScryptFn = poolScrypt): Promise<boolean> {
+export async function verifyPassword(password: string, hash: string, scrypt: ScryptFn = poolScrypt, signal?: AbortSignal): Promise<boolean> {
   const parts = hash.split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [N, r, p] = parts.slice(1, 4).map(Number);
@@ -47,7 +47,7 @@ export async function verifyPassword(password: string, hash: string, scrypt: Scr
   const salt = Buffer.from(parts[4], 'base64');
   const expected = Buffer.from(parts[5], 'base64');
   if (expected.length < 16 || expected.length > 128) return false;
-  const key = await scrypt(password, salt, expected.length, { N, r, p });
+  const key = await scrypt(password, salt, expected.length, { N, r, p }, signal);
   return key.length === expected.length && timingSafeEqual(key, expected);
 }
 
@@ -133,16 +133,16 @@ export class UserDirectory {
     return this.users.size;
   }
 
-  /** The user's role if name and password match, else undefined. */
-  async authenticate(name: string, password: string): Promise<Role | undefined> {
+  /** The user's role if name and password match, else undefined; rejects if `signal` aborts first (the asker is gone). */
+  async authenticate(name: string, password: string, signal?: AbortSignal): Promise<Role | undefined> {
     const user = this.users.get(name);
     // A certificate-only user has no password: it fails as slowly as an unknown one.
     if (!user || user.hash === NO_PASSWORD) {
       // Spend the same time as a real check so names cannot be probed by timing.
-      await hashPassword(password, this.options.scrypt);
+      await hashPassword(password, this.options.scrypt, signal);
       return undefined;
     }
-    return (await verifyPassword(password, user.hash, this.options.scrypt)) ? user.role : undefined;
+    return (await verifyPassword(password, user.hash, this.options.scrypt, signal)) ? user.role : undefined;
   }
 
   role(name: string): Role | undefined {

@@ -24,7 +24,7 @@ export class LoginThrottle {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** An attempt begins: how long to wait before checking it. Pair with succeeded() or failed(). */
+  /** An attempt begins: how long to wait before checking it. Pair with succeeded(), failed() or abandoned(). */
   begin(source: string, user: string): number {
     let delay = 0;
     for (const key of keysOf(source, user)) {
@@ -41,6 +41,14 @@ export class LoginThrottle {
       r.inFlight = Math.max(0, r.inFlight - 1);
       r.failures++;
       r.lastFailure = this.now();
+    }
+  }
+
+  /** An attempt whose client left before it was checked: neither a failure nor a success. */
+  abandoned(source: string, user: string): void {
+    for (const key of keysOf(source, user)) {
+      const r = this.keys.get(key);
+      if (r) r.inFlight = Math.max(0, r.inFlight - 1);
     }
   }
 

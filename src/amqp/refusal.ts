@@ -93,3 +93,17 @@ export function answerAndClose(conn: Connection, socket: Socket, refusal: Refusa
     setTimeout(() => socket.destroy(), LINGER_MS).unref();
   });
 }
+
+/**
+ * Close an open connection on purpose: a close frame carrying `error`, our end of the
+ * socket once it is written, and the socket destroyed LINGER_MS later for clients that
+ * neither answer the close nor end their side (proton with `forced`): their next write
+ * fails, and they reconnect.
+ */
+export function forceClose(conn: Connection, socket: Socket, error: Refusal): void {
+  conn.close({ condition: error.condition, description: error.description, info: error.info ? fieldsValue(error.info as Record<string, Plain>) : undefined });
+  setImmediate(() => {
+    if (socket.destroyed) return;
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  });
+}

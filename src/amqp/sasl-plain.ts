@@ -1,7 +1,10 @@
 // SASL PLAIN on the broker's side (RFC 4616: authzid NUL authcid NUL password),
 // checked against the users file behind the login throttle, with the client's
 // address at hand for the throttle and the log. The engine parses the response
-// (engine/sasl.ts) and waits for this check before it reads anything more.
+// (engine/sasl.ts) and waits for this check before it reads anything more. A client
+// that leaves before its check is done abandons it (the engine aborts `signal`): the
+// throttle's wait and a queued hash are dropped, and it counts as no attempt at all,
+// since its verdict could reach nobody.
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
 import type { LoginThrottle } from './login-throttle.js';
@@ -13,16 +16,20 @@ export interface PlainServerOptions {
 }
 
 /** The engine's PLAIN check for a client at `remoteAddress`: the user logged in as, or undefined. */
-export function plainVerifier(options: PlainServerOptions, remoteAddress: string | undefined): (user: string, password: string) => Promise<string | undefined> {
+export function plainVerifier(options: PlainServerOptions, remoteAddress: string | undefined): (user: string, password: string, authzid: string, signal?: AbortSignal) => Promise<string | undefined> {
   const remote = remoteHostOf(remoteAddress);
-  return async (user, password) => {
+  return async (user, password, _authzid, signal) => {
     const { throttle, users, log } = options;
     const delayMs = throttle.begin(remote, user);
-    if (delayMs > 0) await sleep(delayMs);
     let ok = false;
     try {
-      ok = (await users.authenticate(user, password)) !== undefined;
+      if (delayMs > 0) await sleep(delayMs, signal);
+      ok = (await users.authenticate(user, password, signal)) !== undefined;
     } catch (err) {
+      if (signal?.aborted) {
+        throttle.abandoned(remote, user);
+        return undefined;
+      }
       log.error({ remote, user, err: (err as Error).message }, 'authentication could not be checked');
     }
     if (ok) {
@@ -41,6 +48,18 @@ function remoteHostOf(address: string | undefined): string {
   return a.startsWith('::ffff:') ? a.slice(7) : a;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/** A wait that ends early, rejecting, when `signal` aborts (its timer goes with it). */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    }, ms);
+    const stop = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', stop, { once: true });
+  });
 }

@@ -23,7 +23,7 @@ import { fieldsValue, type Plain } from './engine/message.js';
 import type { Session } from './engine/session.js';
 import { Transport } from './engine/transport.js';
 import { ManagementNode } from './management.js';
-import { ConnectionRefuser, answerAndClose, type Refusal } from './refusal.js';
+import { ConnectionRefuser, answerAndClose, forceClose, type Refusal } from './refusal.js';
 import { LoginThrottle } from './login-throttle.js';
 import { plainVerifier } from './sasl-plain.js';
 import { externalVerifier, type ExternalUserMapping } from './sasl-external.js';
@@ -57,6 +57,8 @@ export interface ServerOptions {
   maxFrameSize: number;
   maxMessageSize: number;
   idleTimeoutMs: number;
+  /** A client that has not sent its open this long after connecting is closed (handshake-timeout; 0 or unset: never). */
+  handshakeTimeoutMs?: number;
   maxConnections: number;
   autoCreate: boolean;
   /** Permissions on names (acl-file; permissive without one). */
@@ -188,6 +190,8 @@ export class AmqpServer {
         containerId: this.containerId,
         maxFrameSize: o.maxFrameSize,
         idleTimeoutMs: o.idleTimeoutMs || undefined,
+        // A socket that never finishes headers, SASL and open would hold a slot (of max-connections + 64) for ever.
+        handshakeTimeoutMs: o.handshakeTimeoutMs || undefined,
         maxMessageSize: o.maxMessageSize,
         // A client that skips SASL is anonymous: taken only with auth off.
         requireSasl: o.auth,
@@ -420,19 +424,25 @@ export class AmqpServer {
   }
 
   /**
-   * An administrator's close: the transport is dropped, not closed with a frame.
-   * python-qpid-proton stops reading once it has a close frame and, for
-   * amqp:connection:forced, does not close its end either, so it waited for ever
-   * (see refusal.ts); a dropped transport makes it, and rhea, reconnect. The reason
-   * is in the broker's log instead of the client's error.
+   * An administrator's close (management DELETE connection: `tandem connection close`,
+   * the console). A client that watches the connection itself (its open asked for an
+   * idle-time-out) is sent a close carrying amqp:connection:forced, so it can tell why,
+   * then our end of the socket and the socket soon after: rhea reports the condition
+   * and reconnects; proton, which ignores a `forced` close, is left to its own
+   * idle-time-out to find the socket gone (not measured here). One that
+   * does not gets the transport dropped, no frame: python-qpid-proton stops reading
+   * once it has a close and ignores a `forced` one (refusal.ts), so an idle proton
+   * receiver without heartbeats would wait for ever, where on a drop it reconnects
+   * (test/interop/proton.test.ts). Either way the reason is in the broker's log.
    */
   private closeConnection(id: string): boolean {
     for (const conn of this.connections.values()) {
-      if (conn.id === id) {
-        this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId }, 'connection closed by an administrator (transport dropped)');
-        conn.socket.destroy();
-        return true;
-      }
+      if (conn.id !== id) continue;
+      const watches = Number(conn.engine.remoteOpen?.fields['idle-time-out'] ?? 0) > 0;
+      this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how: watches ? 'close frame' : 'transport dropped' }, 'connection closed by an administrator');
+      if (watches) forceClose(conn.engine, conn.socket, { condition: 'amqp:connection:forced', description: 'the connection was closed by an administrator' });
+      else conn.socket.destroy();
+      return true;
     }
     return false;
   }

@@ -68,6 +68,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'memory-limit', kind: 'size', description: "live memory (heap, buffers, queue index) past which new messages are refused; default 40% of the machine's or cgroup's memory", min: 64 * 1024 * 1024, why: 'the broker itself needs tens of MiB' },
   { key: 'checkpoint-bytes', kind: 'size', description: 'write a journal checkpoint after this much journal data (restarts replay only what follows it); 0 = never' },
   { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
+  { key: 'handshake-timeout', kind: 'duration', description: "close a connection whose client has not sent its open this long after connecting (0 = never)", max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'max-connections', kind: 'count', description: 'connections accepted at once', min: 1, max: 1_000_000, why: '0 would refuse every client' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
   { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },
@@ -125,6 +126,8 @@ export interface Settings {
   maxFrameSize: number;
   maxMessageSize: number;
   idleTimeoutMs: number;
+  /** A socket whose client has not sent open this long after it connected is closed (0: never). */
+  handshakeTimeoutMs: number;
   maxConnections: number;
   logLevel: LogLevel;
   metricsPort: number | undefined;
@@ -474,6 +477,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     maxFrameSize: (values['max-frame-size'] as number | undefined) ?? 65536,
     maxMessageSize: (values['max-message-size'] as number | undefined) ?? 100 * 1024 * 1024,
     idleTimeoutMs: (values['idle-timeout'] as number | undefined) ?? 0,
+    handshakeTimeoutMs: (values['handshake-timeout'] as number | undefined) ?? 10_000,
     maxConnections: (values['max-connections'] as number | undefined) ?? 10000,
     logLevel: (values['log-level'] as LogLevel | undefined) ?? 'info',
     metricsPort: values['metrics-port'] as number | undefined,

@@ -220,6 +220,7 @@ export class Daemon {
         maxFrameSize: s.maxFrameSize,
         maxMessageSize: s.maxMessageSize,
         idleTimeoutMs: s.idleTimeoutMs,
+        handshakeTimeoutMs: s.handshakeTimeoutMs,
         maxConnections: s.maxConnections,
         autoCreate: s.autoCreate,
         acl: new Acl(s.aclFile, logger('admin')),

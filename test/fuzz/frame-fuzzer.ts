@@ -9,13 +9,13 @@ import { prng } from '../../src/util/prng.js';
 import { AMQP_HEADER, CODE, SASL_HEADER, composite, frame, message, perf, plainResponse, v, type Field } from '../helpers/amqp-frames.js';
 
 /**
- * Kinds of input that only the frame guard (src/amqp/engine, issue 20 cases 1, 2, 5
- * and 6) lets a broker survive: rhea alone loops, allocates or throws on them.
- * FuzzOptions.guarded turns them on.
+ * The inputs of issue 20's cases 1, 2, 5 and 6, which the engine's state machines
+ * answer (docs/amqp-engine.md, "What a client's bytes meet"): an array claiming 2^32-1
+ * elements, a first transfer without a delivery-id, a disposition of every id, a
+ * delivery without end, an idle-time-out at either edge. Beside them, the mutations
+ * throw in list counts far past the bytes that remain, mutated delivery-ids and ranges.
  */
-export const GUARDED_KINDS = ['array-bomb', 'transfer-without-id', 'disposition-range', 'endless-delivery', 'idle-timeout'] as const;
-// (Also under `guarded`: list counts far past the bytes that remain, transfers whose
-// delivery-id is mutated, and dispositions whose first or last is.)
+export const ISSUE_20_KINDS = ['array-bomb', 'transfer-without-id', 'disposition-range', 'endless-delivery', 'idle-timeout'] as const;
 
 export interface FuzzOptions {
   seed: number;
@@ -25,8 +25,6 @@ export interface FuzzOptions {
   backlog: string;
   /** A user the broker knows, for SASL PLAIN (a wrong password is tried too). */
   plain?: { user: string; password: string };
-  /** Generate the kinds in GUARDED_KINDS as well. */
-  guarded: boolean;
   /** Largest frame a conversation offers in its open (the broker's own limit is separate). */
   maxFrameSize?: number;
 }
@@ -182,15 +180,7 @@ export class FrameFuzzer {
   /** One performative, well-formed or mutated in its fields, counts or descriptor. */
   private performative(code: number, state: { deliveryId: number }): Buffer {
     const fields = this.fields(code, state);
-    // Without the frame guard, a transfer whose delivery-id rhea cannot read ends the
-    // process (issue 20, case 2): keep that field whole until the guard is in.
-    const keepDeliveryId = !this.options.guarded && code === CODE.transfer;
-    // Likewise a disposition's range: rhea walks every id from first to last (case 5).
-    const keepRange = !this.options.guarded && code === CODE.disposition;
-    const id = fields[1];
-    const first = fields[1];
-    const mutation = this.int(8);
-    switch ((keepDeliveryId || keepRange) && mutation >= 5 ? 7 : mutation) {
+    switch (this.int(8)) {
       case 0: case 1: case 2: {
         // A field of another type, or at an edge of its own.
         const i = this.int(Math.max(1, fields.length + 2));
@@ -206,25 +196,16 @@ export class FrameFuzzer {
       case 5: {
         // A list whose count lies (more or fewer items than it says).
         const items = Array.from(fields, (f) => f ?? v.null());
-        // Counts far past the bytes that remain need the guard: rhea loops on them.
-        const count = Math.max(0, items.length + this.pick(this.options.guarded ? [-2, -1, 1, 2, 255, 0xffffff] : [-2, -1, 1, 2]));
+        // Some far past the bytes that remain: refused before any item is read.
+        const count = Math.max(0, items.length + this.pick([-2, -1, 1, 2, 255, 0xffffff]));
         return v.described(code, v.list(items, count));
       }
       case 6: {
         // Another performative's descriptor on these fields, or a value that is not a list.
-        const codes = this.options.guarded ? PERFORMATIVES : PERFORMATIVES.filter((c) => c !== CODE.transfer && c !== CODE.disposition);
-        return v.described(this.chance(0.5) ? this.pick(codes) : this.int(0x100), this.chance(0.5) ? this.value() : v.list(Array.from(fields, (f) => f ?? v.null())));
+        return v.described(this.chance(0.5) ? this.pick(PERFORMATIVES) : this.int(0x100), this.chance(0.5) ? this.value() : v.list(Array.from(fields, (f) => f ?? v.null())));
       }
       default:
         break; // well-formed
-    }
-    if (keepDeliveryId) {
-      fields[1] = id;
-      for (let i = 0; i < 3; i++) fields[i] ??= v.uint(0);
-    }
-    if (keepRange) {
-      fields[1] = first;
-      fields[2] = undefined;
     }
     return composite(code, fields);
   }
@@ -241,7 +222,7 @@ export class FrameFuzzer {
     }
   }
 
-  private guardedFrame(kind: (typeof GUARDED_KINDS)[number], state: { deliveryId: number }): Buffer[] {
+  private issue20Frame(kind: (typeof ISSUE_20_KINDS)[number], state: { deliveryId: number }): Buffer[] {
     switch (kind) {
       case 'array-bomb':
         return [frame(composite(this.pick(PERFORMATIVES), [v.array32(this.pick([0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x74, 0x84, 0x94, 0x98]), 0xffffffff)]))];
@@ -325,8 +306,8 @@ export class FrameFuzzer {
       } else if (roll < 6) {
         const last = chunks[chunks.length - 1]!;
         chunks[chunks.length - 1] = last.subarray(0, this.int(last.length)); // cut short
-      } else if (roll < 8 && this.options.guarded) {
-        const more = this.guardedFrame(this.pick(GUARDED_KINDS), state);
+      } else if (roll < 8) {
+        const more = this.issue20Frame(this.pick(ISSUE_20_KINDS), state);
         chunks.push(...more);
         frames += more.length - 1;
       } else if (roll < 50 && management) {

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../../src/admin/users.js';
 import { FIRST_DELAY_MS, FREE_FAILURES, MAX_DELAY_MS } from '../../src/amqp/login-throttle.js';
+import { AMQP_HEADER, SASL_HEADER, perf, plainResponse } from '../helpers/amqp-frames.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestClient, type ConnectOptions } from '../helpers/rhea-client.js';
 
@@ -98,6 +99,35 @@ describe('login throttle', () => {
     expect(ms).toBeGreaterThanOrEqual(MAX_DELAY_MS / 2);
     expect(ms).toBeLessThan(MAX_DELAY_MS + 10_000);
   }, 90_000);
+
+  it('auth - logins whose clients left before the check cost nothing: the next login waits neither for their hashes nor for the throttle', async () => {
+    // Each sends a PLAIN init (and the AMQP it would pipeline) and goes at once. Before,
+    // every one was still hashed on the broker's one hashing thread, and held its
+    // connection until then; and counted as an attempt in flight, so the next login from
+    // that address waited MAX_DELAY_MS. (The million-frame fuzz held 1,700 such.)
+    const LEFT = 100;
+    await Promise.all(
+      Array.from({ length: LEFT }, () =>
+        new Promise<void>((resolve, reject) => {
+          const socket = tcpConnect({ port: broker.port, host: '127.0.0.1', localAddress: '127.0.0.5' });
+          socket.once('error', reject);
+          // After the broker's SASL header and mechanisms, as a client would.
+          socket.once('data', () => {
+            socket.write(Buffer.concat([perf.saslInit('PLAIN', plainResponse('alice', 'alice-pw')), AMQP_HEADER, perf.open()]), () => {
+              socket.destroy();
+              resolve();
+            });
+          });
+          socket.write(SASL_HEADER);
+        }),
+      ),
+    );
+    const started = Date.now();
+    await login(broker.port, '127.0.0.5', 'alice', 'alice-pw');
+    const ms = Date.now() - started;
+    // A hash is ~50 ms; a hundred of them, or the throttle's bound, would be 5 s.
+    expect(ms).toBeLessThan(MAX_DELAY_MS / 2);
+  }, 60_000);
 });
 
 describe('login flood', () => {

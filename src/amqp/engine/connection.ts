@@ -50,6 +50,12 @@ export interface ConnectionOptions {
    * never, for a host that judges silence itself, after reading what has arrived).
    */
   idleLimitMs?: number;
+  /**
+   * Server role: close a connection whose peer has not sent its open this long after
+   * the connection began (headers, SASL and open; 0 or unset: never). Without it a
+   * socket that connects and says nothing, or stops halfway, holds its slot for ever.
+   */
+  handshakeTimeoutMs?: number;
   /** Largest message a receiving link takes (advertised in attach; default 100 MiB); 0: any. */
   maxMessageSize?: number;
   /** A peer asking for heartbeats more often than every half of this is refused. */
@@ -145,7 +151,11 @@ export class Connection {
   private heartbeatMs = 0;
   private lastReceived: number;
   private lastSent: number;
+  /** When the connection began: the handshake deadline counts from here. */
+  private readonly startedAt: number;
   private readonly saslServer: SaslServer | undefined;
+  /** Aborted once the socket is gone, so a login check still under way stops holding this connection. */
+  private readonly gone = new AbortController();
   private readonly saslClient: SaslClient | undefined;
   private readonly sessionOptions: SessionOptions;
   private readonly byLocal = new Map<number, Session>();
@@ -162,9 +172,9 @@ export class Connection {
     this.requireInitialDeliveryCount = options.requireInitialDeliveryCount ?? true;
     this.handler = options.handler ?? {};
     this.now = options.now ?? Date.now;
-    this.lastReceived = this.lastSent = this.now();
+    this.lastReceived = this.lastSent = this.startedAt = this.now();
     this.sessionOptions = { ...DEFAULT_SESSION_OPTIONS, ...stripUndefined(options.session ?? {}) };
-    if (this.role === 'server' && options.sasl) this.saslServer = new SaslServer(options.sasl);
+    if (this.role === 'server' && options.sasl) this.saslServer = new SaslServer(options.sasl, this.gone.signal);
     if (this.role === 'client' && options.saslClient) this.saslClient = new SaslClient(options.saslClient);
     if (this.role === 'client') {
       if (this.saslClient) this.writeRaw(protocolHeader(ProtocolId.sasl));
@@ -179,6 +189,11 @@ export class Connection {
 
   get isOpen(): boolean {
     return this.stage === 'opened' && !this.closeSent;
+  }
+
+  /** Bytes read and not used yet (held while a login is checked, or a frame is incomplete). */
+  get bufferedInput(): number {
+    return this.input.length;
   }
 
   get sessions(): Session[] {
@@ -201,6 +216,10 @@ export class Connection {
 
   /** The peer closed its side of the socket (or it broke). */
   ended(): void {
+    // Nothing unread will be used now, and a login check (a hash queued behind others, a
+    // throttle's wait) would keep this connection and those bytes long after the socket.
+    this.input.drain();
+    this.gone.abort();
     if (this.stage === 'done') return;
     const wasClosing = this.stage === 'closing';
     this.stage = 'done';
@@ -471,7 +490,7 @@ export class Connection {
 
   /** Heartbeats and idle detection. Returns ms until it wants to be called again (undefined: no need). */
   tick(now = this.now()): number | undefined {
-    if (this.stage !== 'opened') return undefined;
+    if (this.stage !== 'opened') return this.handshakeTick(now);
     const idle = this.o.idleTimeoutMs > 0 ? (this.o.idleLimitMs ?? this.o.idleTimeoutMs) : 0;
     if (idle > 0 && now - this.lastReceived > idle) {
       this.violate(new AmqpError(Condition.resourceLimitExceeded, `no frame for ${now - this.lastReceived} ms: over idle-time-out ${idle} ms`));
@@ -482,6 +501,48 @@ export class Connection {
     if (idle > 0) next = Math.min(next, idle - (now - this.lastReceived) + 1);
     if (this.heartbeatMs > 0) next = Math.min(next, this.heartbeatMs - (now - this.lastSent));
     return Number.isFinite(next) ? Math.max(1, next) : undefined;
+  }
+
+  /** Before the peer's open: ms until the handshake deadline, or close at it. */
+  private handshakeTick(now: number): number | undefined {
+    const limit = this.o.handshakeTimeoutMs ?? 0;
+    if (limit <= 0 || this.role !== 'server' || this.finished) return undefined;
+    const left = this.startedAt + limit - now;
+    if (left > 0) return left;
+    this.handshakeExpired(limit);
+    return undefined;
+  }
+
+  /**
+   * The peer did not open in time: answer as far as the handshake got, and stop. Before
+   * a protocol header, with ours (2.2); in SASL, with outcome auth (it did not log in);
+   * after SASL, with our open and a close saying why.
+   */
+  private handshakeExpired(limit: number): void {
+    const error = { condition: Condition.resourceLimitExceeded, description: `no open within ${limit} ms of connecting` };
+    this.log('info', 'connection closed at the handshake deadline', { stage: this.stage, limitMs: limit });
+    switch (this.stage) {
+      case 'header':
+        this.writeRaw(protocolHeader(this.saslServer ? ProtocolId.sasl : ProtocolId.amqp));
+        break;
+      case 'sasl':
+      case 'sasl-wait':
+        this.writeSasl(describedList('sasl-outcome', { code: { type: 'ubyte', value: 1 } }));
+        // A check still under way would only hold this connection: its verdict can reach nobody now.
+        this.gone.abort();
+        break;
+      case 'amqp-header':
+        this.writeRaw(protocolHeader(ProtocolId.amqp));
+        this.writeClose(error);
+        break;
+      case 'open':
+        this.writeClose(error);
+        break;
+      default:
+        break;
+    }
+    this.stage = 'done';
+    this.notify((h) => h.onClose?.(this, error, false));
   }
 
   // ---- for sessions and the transport

@@ -14,8 +14,12 @@ export const SaslCode = { ok: 0, auth: 1, sys: 2, sysPerm: 3, sysTemp: 4 } as co
 export interface SaslServerOptions {
   /** Accept ANONYMOUS (the identity is 'anonymous'). */
   anonymous?: boolean;
-  /** Check a PLAIN login; resolves with the identity logged in as, or undefined to refuse. */
-  plain?: (user: string, password: string, authzid: string) => Promise<string | undefined>;
+  /**
+   * Check a PLAIN login; resolves with the identity logged in as, or undefined to refuse.
+   * `signal` aborts once the socket is gone: a check nobody waits for should stop
+   * (a queued hash, a throttle's wait), or it keeps the connection and its unread bytes.
+   */
+  plain?: (user: string, password: string, authzid: string, signal: AbortSignal) => Promise<string | undefined>;
   /** The user a verified TLS client certificate names: EXTERNAL is offered with it. */
   externalIdentity?: string;
   /**
@@ -23,7 +27,7 @@ export interface SaslServerOptions {
    * certificate to a user and decides, given the authorization identity the
    * client asked for ('' for none); resolves with the identity, or undefined to refuse.
    */
-  external?: (authzid: string) => Promise<string | undefined>;
+  external?: (authzid: string, signal: AbortSignal) => Promise<string | undefined>;
 }
 
 export interface SaslClientOptions {
@@ -70,7 +74,11 @@ export function parsePlain(response: Buffer): { authzid: string; user: string; p
 export class SaslServer {
   private initSeen = false;
 
-  constructor(private readonly options: SaslServerOptions) {}
+  /** `signal`: aborted when the connection's socket is gone (the host's checks are told to stop). */
+  constructor(
+    private readonly options: SaslServerOptions,
+    private readonly signal: AbortSignal = new AbortController().signal,
+  ) {}
 
   /** The frame that starts the exchange (after the SASL header). */
   mechanisms(): AmqpValue {
@@ -90,7 +98,7 @@ export class SaslServer {
     if (!offeredMechanisms(this.options).includes(mechanism)) return this.refuse(`mechanism ${JSON.stringify(mechanism.slice(0, 40))} is not offered`);
     if (mechanism === 'ANONYMOUS') return this.accept('anonymous');
     if (mechanism === 'EXTERNAL' && this.options.external) {
-      const verdict = this.options.external(response.toString('utf8')).then(
+      const verdict = this.options.external(response.toString('utf8'), this.signal).then(
         (identity) => (identity === undefined ? this.refuse('authentication failed') : this.accept(identity)),
         () => this.refuse('authentication failed'),
       );
@@ -99,7 +107,7 @@ export class SaslServer {
     if (mechanism === 'EXTERNAL') return this.accept(this.options.externalIdentity!);
     const plain = parsePlain(response);
     if (!plain) return this.refuse('a PLAIN response that is not authzid NUL user NUL password');
-    const verdict = this.options.plain!(plain.user, plain.password, plain.authzid).then(
+    const verdict = this.options.plain!(plain.user, plain.password, plain.authzid, this.signal).then(
       (identity) => (identity === undefined ? this.refuse('authentication failed') : this.accept(identity)),
       () => this.refuse('authentication failed'),
     );

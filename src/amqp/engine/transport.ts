@@ -44,6 +44,11 @@ export class Transport {
     socket.on('close', () => {
       connection.ended();
       this.stopTimers();
+      // The grace for a peer to close is over once it has: a timer left to run would keep
+      // this transport, its connection and all it holds for the rest of the grace (at a
+      // thousand connections a second, two thousand of them).
+      if (this.destroyTimer) clearTimeout(this.destroyTimer);
+      this.destroyTimer = undefined;
     });
     // The error is the socket's (reset, TLS); 'close' follows and ends the connection.
     socket.on('error', (err: Error & { code?: string }) => connection.log('debug', 'socket error', { code: err.code, error: err.message }));

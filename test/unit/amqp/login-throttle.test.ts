@@ -40,4 +40,11 @@ describe('login throttle', () => {
     now += 5 * 60_000 + 1;
     expect(t.begin('10.0.0.1', 'bob')).toBe(0);
   });
+
+  it('throttle - an abandoned attempt (its client left before the check) is neither a failure nor still in flight', () => {
+    const t = new LoginThrottle(() => 0);
+    for (let i = 0; i < 50; i++) t.begin('10.0.0.7', 'mallory');
+    for (let i = 0; i < 50; i++) t.abandoned('10.0.0.7', 'mallory');
+    expect(t.begin('10.0.0.7', 'mallory')).toBe(0);
+  });
 });

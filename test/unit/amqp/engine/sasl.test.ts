@@ -35,6 +35,30 @@ describe('engine sasl - server', () => {
     expect(p.conn.identity).toBe('alice');
   });
 
+  it('engine sasl - a client that leaves while its PLAIN login is checked: the check is told to stop and what it sent behind the init is let go', async () => {
+    // A check that ends only when told to, as a hash queued behind others does.
+    let signal: AbortSignal | undefined;
+    const checking = (_user: string, _password: string, _authzid: string, s: AbortSignal) =>
+      new Promise<string | undefined>((resolve, reject) => {
+        signal = s;
+        s.addEventListener('abort', () => reject(s.reason));
+      });
+    const p = new ScriptedPeer({ sasl: { plain: checking } });
+    p.feed(SASL_HEADER);
+    p.written();
+    const behind = Buffer.concat([AMQP_HEADER, perf.open(), perf.begin(), Buffer.alloc(30_000, 0x41)]);
+    p.feed(Buffer.concat([perf.saslInit('PLAIN', plainResponse('alice', 'secret')), behind]));
+    expect(signal?.aborted).toBe(false);
+    expect(p.conn.bufferedInput).toBe(behind.length);
+    p.conn.ended();
+    expect(signal?.aborted).toBe(true);
+    expect(p.conn.bufferedInput).toBe(0);
+    await settle();
+    // The verdict that never came sends nothing.
+    expect(p.names()).toEqual([]);
+    expect(p.events.map((e) => e.event)).toEqual(['peer-close']);
+  });
+
   it('engine sasl - a wrong password gets outcome auth (1) and nothing pipelined behind it is read', async () => {
     const p = new ScriptedPeer({ sasl: { plain: verifier } });
     p.feed(SASL_HEADER);
