@@ -334,7 +334,8 @@ export class Broker implements QueueHost {
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
     const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject);
-    if (!options.internal) this.checkDrServing(queues.map((q) => q.name));
+    // No DR queue here (the usual case): not even the list of names is made.
+    if (!options.internal && this.drQueues.size > 0) this.checkDrServing(queues.map((q) => q.name));
     return this.enqueueAll(queues, msg);
   }
 
