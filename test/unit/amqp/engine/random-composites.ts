@@ -4,18 +4,10 @@
 import type { CompositeDef, FieldDef } from '../../../../src/amqp/engine/definitions.js';
 import { Outcome } from '../../../../src/amqp/engine/delivery.js';
 import { amqp } from '../../../../src/amqp/engine/types.js';
+import { prng } from '../../../../src/util/prng.js';
 
-/** mulberry32: a small seeded generator, so a failure can be replayed. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The project's seeded generator, so a failure can be replayed. */
+export const seeded = prng;
 
 function valueFor(f: FieldDef, rnd: () => number): unknown {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
