@@ -18,13 +18,6 @@ export class ByteQueue {
     this.total += chunk.length;
   }
 
-  /** The first `n` bytes (n <= length), contiguous, left in the queue. */
-  peek(n: number): Buffer {
-    const first = this.chunks[0]!;
-    if (first.length - this.offset >= n) return first.subarray(this.offset, this.offset + n);
-    return this.gather(n, false);
-  }
-
   /** The first `n` bytes (n <= length), contiguous, removed from the queue. */
   take(n: number): Buffer {
     const first = this.chunks[0]!;
@@ -41,6 +34,41 @@ export class ByteQueue {
       return out;
     }
     return this.gather(n, true);
+  }
+
+  /**
+   * Where the first `n` bytes (n <= length) lie contiguous: in `head` from the
+   * returned offset. They are gathered into one chunk first if they straddle reads.
+   * The bytes stay queued (skip() removes them): a frame is read in place, with no
+   * view made of it.
+   */
+  contiguous(n: number): number {
+    const first = this.chunks[0]!;
+    if (first.length - this.offset < n) {
+      const joined = this.gather(n, true);
+      // The chunk the gathered bytes ended in starts where they did: cut it there, as offset now means the joined chunk's.
+      if (this.offset > 0) this.chunks[0] = this.chunks[0]!.subarray(this.offset);
+      this.chunks.unshift(joined);
+      this.offset = 0;
+      this.total += n;
+    }
+    return this.offset;
+  }
+
+  /** The chunk contiguous() spoke of. */
+  get head(): Buffer {
+    return this.chunks[0]!;
+  }
+
+  /** Drop the first `n` bytes (n <= length) that contiguous(n) made one run. */
+  skip(n: number): void {
+    const first = this.chunks[0]!;
+    this.offset += n;
+    this.total -= n;
+    if (this.offset === first.length) {
+      this.chunks.shift();
+      this.offset = 0;
+    }
   }
 
   /** Everything left, as the chunks it is in (to hand back to another reader). */

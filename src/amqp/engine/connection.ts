@@ -103,6 +103,7 @@ const DEFAULTS = {
 
 const OPEN = composite('open');
 const CLOSE = composite('close');
+const EMPTY_PAYLOAD = Buffer.alloc(0);
 /** A frame with no body: a heartbeat (2.4.5). */
 const EMPTY_FRAME = Buffer.from([0, 0, 0, 8, 2, FrameType.amqp, 0, 0]);
 
@@ -235,12 +236,16 @@ export class Connection {
           continue;
         }
         const sasl = this.stage === 'sasl';
-        const header = readFrameHeader(this.input.peek(FRAME_HEADER_SIZE), 0, sasl ? this.o.saslFrameLimit : this.maxFrameSize, sasl ? FrameType.sasl : FrameType.amqp);
+        let at = this.input.contiguous(FRAME_HEADER_SIZE);
+        const header = readFrameHeader(this.input.head, at, sasl ? this.o.saslFrameLimit : this.maxFrameSize, sasl ? FrameType.sasl : FrameType.amqp);
         if (this.input.length < header.size) break;
-        const unit = this.input.take(header.size);
-        const frame = readFrame(unit, 0, header);
+        // Read in place: only a transfer's payload becomes a view of the bytes read.
+        at = this.input.contiguous(header.size);
+        const buf = this.input.head;
+        const frame = readFrame(buf, at, header);
+        this.input.skip(header.size);
         if (sasl) this.onSaslFrame(frame.body!);
-        else if (frame.body) this.onFrame(header.channel, frame.body, unit.subarray(frame.payloadStart, frame.end));
+        else if (frame.body) this.onFrame(header.channel, frame.body, frame.payloadStart === frame.end ? EMPTY_PAYLOAD : buf.subarray(frame.payloadStart, frame.end));
       }
     } catch (err) {
       this.violate(err);
