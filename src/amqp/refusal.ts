@@ -85,13 +85,9 @@ export class ConnectionRefuser {
 export function answerAndClose(conn: Connection, socket: Socket, refusal: Refusal): void {
   // Our open has not gone out yet (the engine sends it after the host saw the client's): it takes this idle-time-out.
   conn.advertiseIdleTimeout(REFUSAL_IDLE_MS);
-  conn.close({ condition: refusal.condition, description: refusal.description, info: refusal.info ? fieldsValue(refusal.info as Record<string, Plain>) : undefined });
   // The transport writes open + close and ends our side; the socket goes soon after
   // (a client that answers the close, like rhea, has long gone by then).
-  setImmediate(() => {
-    if (socket.destroyed) return;
-    setTimeout(() => socket.destroy(), LINGER_MS).unref();
-  });
+  forceClose(conn, socket, refusal);
 }
 
 /**

@@ -5,6 +5,7 @@
 // that leaves before its check is done abandons it (the engine aborts `signal`): the
 // throttle's wait and a queued hash are dropped, and it counts as no attempt at all,
 // since its verdict could reach nobody.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
 import type { LoginThrottle } from './login-throttle.js';
@@ -23,7 +24,8 @@ export function plainVerifier(options: PlainServerOptions, remoteAddress: string
     const delayMs = throttle.begin(remote, user);
     let ok = false;
     try {
-      if (delayMs > 0) await sleep(delayMs, signal);
+      // Rejects (AbortError) and clears its timer when the client leaves meanwhile.
+      if (delayMs > 0) await sleep(delayMs, undefined, { signal });
       ok = (await users.authenticate(user, password, signal)) !== undefined;
     } catch (err) {
       if (signal?.aborted) {
@@ -46,20 +48,4 @@ function remoteHostOf(address: string | undefined): string {
   const a = address ?? 'unknown';
   // IPv4 clients of a dual-stack listener appear as ::ffff:a.b.c.d.
   return a.startsWith('::ffff:') ? a.slice(7) : a;
-}
-
-/** A wait that ends early, rejecting, when `signal` aborts (its timer goes with it). */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', stop);
-      resolve();
-    }, ms);
-    const stop = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', stop, { once: true });
-  });
 }

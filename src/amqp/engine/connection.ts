@@ -26,8 +26,8 @@ import {
 import type { Delivery } from './delivery.js';
 import type { EngineHandler, LogHook, LogLevel } from './handler.js';
 import type { Link } from './link.js';
-import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
-import { SaslClient, type SaslClientOptions, SaslServer, type SaslServerOptions, type SaslStep } from './sasl.js';
+import { type ErrorInfo, errorInfoOf } from './performative.js';
+import { SaslClient, type SaslClientOptions, SaslCode, SaslServer, type SaslServerOptions, type SaslStep, saslOutcome } from './sasl.js';
 import { DEFAULT_SESSION_OPTIONS, Session, type SessionOptions } from './session.js';
 import { serialAdd } from './serial.js';
 import type { AmqpValue } from './types.js';
@@ -532,7 +532,7 @@ export class Connection {
         break;
       case 'sasl':
       case 'sasl-wait':
-        this.writeSasl(describedList('sasl-outcome', { code: { type: 'ubyte', value: 1 } }));
+        this.writeSasl(saslOutcome(SaslCode.auth));
         // A check still under way would only hold this connection: its verdict can reach nobody now.
         this.gone.abort();
         break;
@@ -706,7 +706,7 @@ export class Connection {
         break;
       case 'sasl':
       case 'sasl-wait':
-        if (this.saslServer) this.writeSasl(describedList('sasl-outcome', { code: { type: 'ubyte', value: 2 } }));
+        if (this.saslServer) this.writeSasl(saslOutcome(SaslCode.sys));
         break;
       case 'open':
       case 'opened':

@@ -75,9 +75,6 @@ export interface Frame {
   end: number;
 }
 
-/** A frame's payload: not decoded, not copied. */
-export const payloadOf = (buf: Buffer, frame: Frame): Buffer => buf.subarray(frame.payloadStart, frame.end);
-
 /** Decode the frame at `at` whose header was read: the performative only, never the payload. */
 export function readFrame(buf: Buffer, at: number, header: FrameHeader): Frame {
   const bodyStart = at + header.doff * 4;

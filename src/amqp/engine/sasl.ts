@@ -57,7 +57,8 @@ export function offeredMechanisms(o: SaslServerOptions): string[] {
   return out;
 }
 
-const outcome = (code: number): AmqpValue => describedList('sasl-outcome', { code: { type: 'ubyte', value: code } });
+/** A sasl-outcome frame's body with this code (SaslCode). */
+export const saslOutcome = (code: number): AmqpValue => describedList('sasl-outcome', { code: { type: 'ubyte', value: code } });
 
 /** PLAIN's message, authzid NUL authcid NUL passwd; undefined if it is not that. */
 export function parsePlain(response: Buffer): { authzid: string; user: string; password: string } | undefined {
@@ -115,11 +116,11 @@ export class SaslServer {
   }
 
   private accept(identity: string): SaslStep[] {
-    return [{ kind: 'send', frame: outcome(SaslCode.ok) }, { kind: 'done', identity }];
+    return [{ kind: 'send', frame: saslOutcome(SaslCode.ok) }, { kind: 'done', identity }];
   }
 
   private refuse(description: string): SaslStep[] {
-    return [{ kind: 'send', frame: outcome(SaslCode.auth) }, { kind: 'failed', description }];
+    return [{ kind: 'send', frame: saslOutcome(SaslCode.auth) }, { kind: 'failed', description }];
   }
 }
 
