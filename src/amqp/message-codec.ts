@@ -7,9 +7,12 @@ import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
 import { AmqpError } from './engine/errors.js';
 import { type ReadMessage, decodeMessage } from './engine/message.js';
+import { type MessageHead, readMessageHead } from './message-head.js';
 
 const HEADER = 0x70;
 const PROPERTIES = 0x73;
+const DELIVERY_ANNOTATIONS = 0x71;
+const MESSAGE_ANNOTATIONS = 0x72;
 
 class MalformedMessage extends TandemError {
   constructor(detail: string) {
@@ -76,35 +79,70 @@ function decodeSections(bytes: Buffer): ReadMessage {
 
 /** Read what the broker needs from an encoded message. */
 export function parseIncoming(bytes: Buffer): ParsedMessage {
+  return parse(bytes, true);
+}
+
+/** parseIncoming by the generic decode alone: a test holds the two readings to each other. */
+export function parseIncomingGenerically(bytes: Buffer): ParsedMessage {
+  return parse(bytes, false);
+}
+
+function parse(bytes: Buffer, fast: boolean): ParsedMessage {
   let offset = 0;
   let headerLength = 0;
   let end = 0;
+  let headerAt = -1;
+  let propertiesAt = -1;
+  let annotated = false;
   // Header and properties come first when present; stop scanning after them.
   for (let i = 0; i < 4 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
     if (code === undefined) throw new MalformedMessage(`expected a described section at byte ${offset}`);
     const size = encodedValueSize(bytes, offset);
     if (code === HEADER && offset === 0) headerLength = size;
+    if (code === HEADER) headerAt = headerAt < 0 ? offset : Number.NaN;
+    if (code === PROPERTIES) propertiesAt = offset;
+    if (code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) annotated = true;
     offset += size;
-    if (code === HEADER || code === PROPERTIES || code === 0x71 || code === 0x72) end = offset;
+    if (code === HEADER || code === PROPERTIES || code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) end = offset;
     if (code === PROPERTIES || code > PROPERTIES) break;
   }
-  const m = end > 0 ? decodeSections(bytes.subarray(0, end)) : undefined;
-  const h = m?.header ?? {};
-  const p = m?.properties ?? {};
-  const ttl = typeof h.ttl === 'number' ? h.ttl : undefined;
-  // A timestamp: ms since the epoch (a bigint only when out of any date's range).
-  const expiry = p['absolute-expiry-time'];
+  let head = NO_HEAD;
+  if (end > 0) {
+    // Two headers (NaN) or annotations among the sections: the generic decode reads them all.
+    const quick = fast && !annotated && !Number.isNaN(headerAt) ? readMessageHead(bytes, headerAt, propertiesAt, end) : undefined;
+    head = quick ?? headOf(decodeSections(bytes.subarray(0, end)));
+  }
   return {
     bytes,
     headerLength,
+    durable: head.durable,
+    priority: head.priority,
+    ttlMs: head.ttlMs,
+    absoluteExpiry: head.absoluteExpiry,
+    deliveryCount: head.deliveryCount,
+    subject: head.subject,
+    to: head.to,
+  };
+}
+
+const NO_HEAD: MessageHead = { durable: false, priority: 4, ttlMs: undefined, deliveryCount: 0, subject: undefined, to: undefined, absoluteExpiry: undefined };
+
+/** The head of a message as the generic decode gave its sections. */
+function headOf(m: ReadMessage): MessageHead {
+  const h = m.header;
+  const p = m.properties;
+  // A timestamp decodes as a Date (an invalid one beyond a Date's range: no expiry).
+  const expiry = p['absolute-expiry-time'];
+  const expiryMs = expiry instanceof Date ? expiry.getTime() : typeof expiry === 'number' ? expiry : undefined;
+  return {
     durable: h.durable === true,
     priority: typeof h.priority === 'number' ? h.priority : 4,
-    ttlMs: ttl,
-    absoluteExpiry: typeof expiry === 'number' ? expiry : undefined,
+    ttlMs: typeof h.ttl === 'number' ? h.ttl : undefined,
     deliveryCount: typeof h['delivery-count'] === 'number' ? h['delivery-count'] : 0,
     subject: typeof p.subject === 'string' ? p.subject : undefined,
     to: typeof p.to === 'string' ? p.to : undefined,
+    absoluteExpiry: expiryMs !== undefined && Number.isFinite(expiryMs) ? expiryMs : undefined,
   };
 }
 

@@ -242,6 +242,19 @@ describe('messaging', () => {
     expect(bodyOf(got[0])).toBe('keep');
   });
 
+  it('ttl - properties.absolute-expiry-time is honoured, with and without message annotations', async () => {
+    // The annotated one is read by the generic decode, the plain one by the fast read (src/amqp/message-head.ts).
+    const soon = Date.now() + 300;
+    await client.send('abs-expiry.q', [
+      { body: 'plain', absolute_expiry_time: soon },
+      { body: 'annotated', absolute_expiry_time: soon, message_annotations: { 'x-opt-k': 1 } },
+      { body: 'keep' },
+    ]);
+    await waitFor(async () => (await queueInfo('abs-expiry.q')).depth === 1, { name: 'both expired', timeout: 5000 });
+    const got = await client.receiveAndAccept('abs-expiry.q', 1);
+    expect(bodyOf(got[0])).toBe('keep');
+  });
+
   it('ttl - a queue default ttl expires messages, to the alternate exchange if set', async () => {
     await manage(broker.port, 'CREATE', 'exchange', 'expired.fanout', { 'exchange-type': 'fanout' });
     await addQueue('expired.dlq');
