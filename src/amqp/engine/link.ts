@@ -48,8 +48,6 @@ interface Incoming {
   delivery: Delivery;
   chunks: Buffer[];
   bytes: number;
-  /** Past max-message-size or credit: the rest of it is dropped. */
-  refused: boolean;
 }
 
 export class Link {
@@ -252,7 +250,6 @@ export class Link {
       const tag = f['delivery-tag'] as Buffer | undefined;
       if (tag === undefined) throw invalidField('transfer.delivery-tag is mandatory on the first transfer of a delivery');
       const d = new Delivery(this, id, tag, payload, (f['message-format'] as number | undefined) ?? 0, f.settled === true, true);
-      current = { delivery: d, chunks: [], bytes: 0, refused: false };
       this.deliveryCount = serialAdd(this.deliveryCount, 1);
       if (this.credit === 0) {
         return this.violated({ condition: Condition.transferLimitExceeded, description: `delivery ${id} came without credit` });
@@ -266,6 +263,7 @@ export class Link {
         }
         return d;
       }
+      current = { delivery: d, chunks: [], bytes: 0 };
       this.incoming = current;
     } else if (id !== undefined && id !== current.delivery.id) {
       throw invalidField(`transfer.delivery-id ${id} while delivery ${current.delivery.id} on this link is not complete`);

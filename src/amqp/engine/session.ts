@@ -15,6 +15,7 @@ import { type AttachOptions, Link, type LinkRole } from './link.js';
 import { type ErrorInfo, errorInfoOf } from './performative.js';
 import { inSerialRange, serialAdd, serialDiff } from './serial.js';
 import type { AmqpValue } from './types.js';
+import { UnsettledDeliveries } from './unsettled.js';
 
 export interface SessionOptions {
   /** Transfer frames the peer may send before we widen the window again. */
@@ -64,8 +65,8 @@ export class Session {
   /** Links we attached and the peer has not answered, by name and our role. */
   private readonly awaiting = new Map<string, Link>();
   /** Unsettled deliveries we sent / the peer sent, by delivery-id. */
-  readonly outgoingUnsettled = new Map<number, Delivery>();
-  readonly incomingUnsettled = new Map<number, Delivery>();
+  readonly outgoingUnsettled = new UnsettledDeliveries<Delivery>();
+  readonly incomingUnsettled = new UnsettledDeliveries<Delivery>();
   /** Deliveries (or their rest) waiting for the peer's incoming window. */
   private queued: QueuedDelivery[] = [];
 
@@ -248,7 +249,7 @@ export class Session {
     if (this.nextIncomingId !== undefined) this.nextIncomingId = serialAdd(this.nextIncomingId, 1);
     const delivery = link.onTransfer(transfer, payload);
     if (!delivery) return;
-    if (!delivery.remoteSettled) this.incomingUnsettled.set(delivery.id, delivery);
+    if (!delivery.remoteSettled) this.incomingUnsettled.set(delivery);
     this.connection.notifyTransfer(link, delivery);
   }
 
@@ -271,7 +272,7 @@ export class Session {
         if (d) hit.push(d);
       }
     } else {
-      for (const [id, d] of map) if (inSerialRange(id, first, last)) hit.push(d);
+      for (const d of map.values()) if (inSerialRange(d.id, first, last)) hit.push(d);
     }
     const settled = f.settled === true;
     const state = f.state as Composite | undefined;
@@ -322,7 +323,7 @@ export class Session {
 
   /** A delivery's transfer frames, each at most the peer's max-frame-size, now or when the peer's window opens. */
   sendDelivery(d: Delivery): void {
-    if (!d.settled) this.outgoingUnsettled.set(d.id, d);
+    if (!d.settled) this.outgoingUnsettled.set(d);
     if (this.queued.length > 0) {
       this.queued.push({ delivery: d, offset: 0 });
       return;
@@ -431,8 +432,9 @@ export class Session {
     this.byLocalHandle.delete(link.localHandle);
     if (link.remoteHandle !== undefined) this.byRemoteHandle.delete(link.remoteHandle);
     this.awaiting.delete(`${link.role}:${link.name}`);
-    for (const map of [this.outgoingUnsettled, this.incomingUnsettled]) {
-      for (const [id, d] of map) if (d.link === link) map.delete(id);
+    for (const book of [this.outgoingUnsettled, this.incomingUnsettled]) {
+      const gone = [...book.values()].filter((d) => d.link === link);
+      for (const d of gone) book.delete(d.id);
     }
   }
 

@@ -135,7 +135,7 @@ describe('engine session - dispositions and shared window', () => {
     const { p, link } = sending(10, 2);
     p.feed(perf.disposition({ role: 'receiver', first: 0xfffffff0, last: 0, settled: true }));
     expect(link.session.outgoingUnsettled.size).toBe(1);
-    expect([...link.session.outgoingUnsettled.keys()]).toEqual([1]);
+    expect(link.session.outgoingUnsettled.ids()).toEqual([1]);
   });
 
   it('engine session - issue-20 case 4: two links with more credit than the session window send no more than the window, then resume on flow', () => {
