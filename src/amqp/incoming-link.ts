@@ -108,7 +108,7 @@ export class IncomingLink {
       }
       if (this.options.address === undefined) this.options.ensureAddress(address);
       const result = this.broker.publish(address, msg);
-      if (presettled || result.lsn === 0) {
+      if (presettled || result.lsn === 0 || this.gate.safeNow?.(result.lsn, result.durable)) {
         if (!presettled) delivery.accept();
         if (received) settledChannel.publish({ seconds: (performance.now() - received) / 1000 });
         this.settled();

@@ -91,6 +91,12 @@ interface DedupRouting {
 }
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
+
+/** Whether any of `queues` keeps a duplicate-detection window. */
+function anyWindow(queues: Queue[]): boolean {
+  for (const q of queues) if (q.dedup) return true;
+  return false;
+}
 export type DrChange = Extract<Change, { kind: 'dr-transaction' | 'dr-queue' | 'dr-role' }>;
 
 /**
@@ -672,15 +678,21 @@ export class Broker implements QueueHost {
 
   private enqueueAll(all: Queue[], msg: IncomingMessage): PublishResult {
     if (all.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
-    const { take, hit } = this.dedupRoute(all, msg.bytes);
-    if (take.length === 0) return { queues: [], id: 0, lsn: hit!.lsn, durable: hit!.durable, duplicate: true };
-    const queues = take.map((t) => t.queue);
+    // No window among the queues (the usual case): every one takes the message, and
+    // no routing record is made for it (a publish's allocations are its cost here).
+    const routing = anyWindow(all) ? this.dedupRoute(all, msg.bytes) : undefined;
+    const hit = routing?.hit;
+    if (routing && routing.take.length === 0) return { queues: [], id: 0, lsn: hit!.lsn, durable: hit!.durable, duplicate: true };
+    const count = routing ? routing.take.length : all.length;
+    const queues = routing ? routing.take.map((t) => t.queue) : all;
     this.checkLimits(queues, msg.bytes.length);
     const id = this.nextMessageId++;
     let lsn = 0;
     let durable = false;
     let keys: PublishResult['dedupKeys'];
-    for (const { queue, stamp } of take) {
+    for (let i = 0; i < count; i++) {
+      const queue = queues[i]!;
+      const stamp = routing?.take[i]!.stamp;
       if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
       const record = this.messageFor(queue, msg, id);
       const journaled = messageDurable(record, queue);
@@ -693,10 +705,11 @@ export class Broker implements QueueHost {
         (keys ??= []).push({ queue, key: stamp.key });
       }
     }
-    for (const queue of queues) this.events.queueReady?.(queue);
+    for (let i = 0; i < count; i++) this.events.queueReady?.(queues[i]!);
     // A queue that had the key waits for its first copy too: the sender is settled once both are safe.
     if (hit && hit.lsn > lsn) lsn = hit.lsn;
-    return { queues: queues.map((q) => q.name), id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
+    const names = count === 1 ? [queues[0]!.name] : queues.map((q) => q.name);
+    return { queues: names, id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
   }
 
   // ---- duplicate detection ---------------------------------------------------

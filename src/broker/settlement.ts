@@ -9,6 +9,12 @@ export interface SettlementGate {
    * lost primary role); the sender must then be told the message was refused.
    */
   whenSafe(lsn: number, durable: boolean, cb: (err?: Error) => void): void;
+  /**
+   * Whether whenSafe would answer at once without an error: a caller may then settle
+   * without handing over a callback (a non-durable message on a lone broker, per
+   * message the only closure its sender made). Absent: never known in advance.
+   */
+  safeNow?(lsn: number, durable: boolean): boolean;
 }
 
 /** Several gates in series: safe when all of them say so. */
@@ -30,7 +36,12 @@ export class AllGates implements SettlementGate {
       });
     }
   }
+
+  safeNow(lsn: number, durable: boolean): boolean {
+    for (const gate of this.gates) if (!gate.safeNow?.(lsn, durable)) return false;
+    return true;
+  }
 }
 
 /** For a broker with no journal and no backups (tests of the model only). */
-export const immediateGate: SettlementGate = { whenSafe: (_lsn, _durable, cb) => cb() };
+export const immediateGate: SettlementGate = { whenSafe: (_lsn, _durable, cb) => cb(), safeNow: () => true };

@@ -152,6 +152,7 @@ export class Daemon {
     const journalGate: SettlementGate = {
       // this.journal, not `journal`: a backup loading a snapshot replaces it.
       whenSafe: (lsn, durable, cb) => (durable ? this.journal!.whenDurable(lsn, cb) : cb()),
+      safeNow: (_lsn, durable) => !durable,
     };
     // Before HA: a backup keeps the DR passwords its primary hands it in the same store.
     const drCredentials = new DrCredentials(s.dataDir).activate();
