@@ -9,6 +9,7 @@
 // something a secondary already applied.
 import type { PeerSender } from '../peer-link/transport.js';
 import { BATCH_BYTES, BATCH_RECORDS, Outbound, batchHasRoom } from '../peer-link/outbound.js';
+import { Heartbeats } from '../peer-link/heartbeats.js';
 import type { Broker } from '../broker/broker.js';
 import { copyMessage } from '../broker/paged-message.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
@@ -49,7 +50,7 @@ export class DrSource implements ChangeSink {
   headTime = Date.now();
   private asking = false;
   private askScheduled = false;
-  private timer: NodeJS.Timeout;
+  private readonly heartbeats: Heartbeats;
   /**
    * The window is kept only once a DR copy follows this cluster (the 'dr-followed'
    * change, journaled and replicated, so restarts and promoted backups keep it too),
@@ -71,10 +72,7 @@ export class DrSource implements ChangeSink {
     this.armed = opts.broker.drFollowedSince > 0 || opts.broker.drQueues.size > 0;
     // Only if nothing was logged since the restart: the window must start at the gap's end.
     if (this.armed && opts.restart && opts.restart.lsn === this.headLsn && opts.restart.after < opts.restart.lsn) this.gap = opts.restart;
-    this.timer = setInterval(() => {
-      for (const s of this.streams) s.heartbeat();
-    }, opts.heartbeatMs);
-    this.timer.unref();
+    this.heartbeats = new Heartbeats(opts.heartbeatMs, () => this.streams);
   }
 
   append(entry: LoggedChange): void {
@@ -207,7 +205,7 @@ export class DrSource implements ChangeSink {
   }
 
   close(): void {
-    clearInterval(this.timer);
+    this.heartbeats.stop();
     for (const s of this.streams) s.end();
     this.streams.clear();
   }

@@ -10,6 +10,7 @@ import type { ChangeSink, LoggedChange, ReplicationLevel } from '../broker/chang
 import type { SettlementGate } from '../broker/settlement.js';
 import { Deque } from '../util/deque.js';
 import { Outbound, batchHasRoom, type Outcome } from '../peer-link/outbound.js';
+import { Heartbeats } from '../peer-link/heartbeats.js';
 import type { PeerSender } from '../peer-link/transport.js';
 import type { Logger } from '../ops/log.js';
 import { sharedThrough, type EpochHistory } from '../ha/epoch-history.js';
@@ -260,7 +261,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   /** The operator lifted the settlement quorum (tandem ha settle-alone). */
   private alone = false;
   private pumpScheduled = false;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly heartbeats: Heartbeats;
   private stallTimer: NodeJS.Timeout | undefined;
   headLsn: number;
 
@@ -269,8 +270,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     this.retained = new ChangeWindow(this.headLsn, opts.retainCount, opts.retainBytes);
     this.filter = new ReplicationFilter(opts.defaultLevel);
     this.learnLevels();
-    this.timer = setInterval(() => this.tick(), opts.heartbeatMs);
-    this.timer.unref();
+    this.heartbeats = new Heartbeats(opts.heartbeatMs, () => this.streams);
     this.stallTimer = setInterval(() => this.dropStalled(), Math.max(10, Math.floor(opts.heartbeatMs / STALL_CHECKS_PER_INTERVAL)));
     this.stallTimer.unref();
   }
@@ -434,8 +434,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
   }
 
   close(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.heartbeats.stop();
     clearInterval(this.stallTimer);
     this.stallTimer = undefined;
     for (const s of this.streams) s.close();
@@ -454,10 +453,6 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
     const ready = this.readyBackups.map((s) => s.hello.brokerId);
     for (const s of this.streams) s.sendControl({ kind: 'membership', lsn: 0, ready });
     this.opts.onMembership?.(ready);
-  }
-
-  private tick(): void {
-    for (const s of this.streams) s.heartbeat();
   }
 
   /**
