@@ -11,49 +11,41 @@ const PROPERTIES = 0x73;
 const APPLICATION_PROPERTIES = 0x74;
 const MISSING: DedupLookup = { status: 'missing' };
 
-export function dedupKeyReader(bytes: Buffer): DedupKeyReader {
-  let sections: { properties: number; applicationProperties: number } | undefined;
-  return (property) => {
-    try {
-      sections ??= findSections(bytes);
-      return property === undefined ? messageId(bytes, sections.properties) : applicationProperty(bytes, sections.applicationProperties, property);
-    } catch (err) {
-      return { status: 'invalid', reason: `the message cannot be read for its key: ${(err as Error).message}` };
+/** A message's key (`property` undefined: its message-id). Called once per message and window key, so it makes nothing it can avoid. */
+export const readDedupKey: DedupKeyReader = (bytes, property) => {
+  try {
+    if (property === undefined) {
+      const at = sectionValueAt(bytes, PROPERTIES);
+      if (at < 0 || compound(bytes, at, 'properties') === 0) return MISSING;
+      return keyOf(bytes, compoundFirst, 'message-id');
     }
-  };
-}
+    return applicationProperty(bytes, sectionValueAt(bytes, APPLICATION_PROPERTIES), property);
+  } catch (err) {
+    return { status: 'invalid', reason: `the message cannot be read for its key: ${(err as Error).message}` };
+  }
+};
 
-/** Offsets of the two sections' values (after their descriptors), -1 when absent. */
-function findSections(bytes: Buffer): { properties: number; applicationProperties: number } {
-  const out = { properties: -1, applicationProperties: -1 };
+/** Where the value of section `wanted` (after its descriptor) starts, the last one if repeated; -1 when absent. */
+function sectionValueAt(bytes: Buffer, wanted: number): number {
+  let found = -1;
   let offset = 0;
   // Bounded: at most the five sections before the body, each at least a few bytes.
   for (let i = 0; i < 5 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
     if (code === undefined || code > APPLICATION_PROPERTIES) break;
-    const descriptor = bytes[offset + 1] === 0x53 ? 3 : 10;
-    if (code === PROPERTIES) out.properties = offset + descriptor;
-    if (code === APPLICATION_PROPERTIES) out.applicationProperties = offset + descriptor;
+    if (code === wanted) found = offset + (bytes[offset + 1] === 0x53 ? 3 : 10);
     offset += encodedValueSize(bytes, offset);
   }
-  return out;
-}
-
-/** The first element of the properties list. */
-function messageId(bytes: Buffer, at: number): DedupLookup {
-  if (at < 0) return MISSING;
-  const list = compound(bytes, at, 'properties');
-  if (list.count === 0) return MISSING;
-  return keyOf(bytes, list.first, 'message-id');
+  return found;
 }
 
 function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {
   if (at < 0) return MISSING;
-  const map = compound(bytes, at, 'application-properties');
-  if (map.count % 2 !== 0) return { status: 'invalid', reason: 'application-properties has an odd number of elements' };
-  let offset = map.first;
+  const count = compound(bytes, at, 'application-properties');
+  if (count % 2 !== 0) return { status: 'invalid', reason: 'application-properties has an odd number of elements' };
+  let offset = compoundFirst;
   // Bounded by the map's count, each step consuming at least one byte (or throwing).
-  for (let i = 0; i < map.count; i += 2) {
+  for (let i = 0; i < count; i += 2) {
     const keySize = encodedValueSize(bytes, offset);
     const k = stringAt(bytes, offset);
     offset += keySize;
@@ -63,13 +55,25 @@ function applicationProperty(bytes: Buffer, at: number, name: string): DedupLook
   return MISSING;
 }
 
-/** A list or map value: its element count and where the first element starts. */
-function compound(bytes: Buffer, at: number, what: string): { count: number; first: number } {
+/** Where the first element of the compound compound() last read starts (one place, not an object per call: this runs per message). */
+let compoundFirst = 0;
+
+/** A list or map value's element count; compoundFirst is set to where its first element starts. */
+function compound(bytes: Buffer, at: number, what: string): number {
   const code = bytes[at];
   encodedValueSize(bytes, at); // checks that it fits
-  if (code === 0x45) return { count: 0, first: at + 1 };
-  if (code === 0xc0 || code === 0xc1) return { count: bytes[at + 2]!, first: at + 3 };
-  if (code === 0xd0 || code === 0xd1) return { count: bytes.readUInt32BE(at + 5), first: at + 9 };
+  if (code === 0x45) {
+    compoundFirst = at + 1;
+    return 0;
+  }
+  if (code === 0xc0 || code === 0xc1) {
+    compoundFirst = at + 3;
+    return bytes[at + 2]!;
+  }
+  if (code === 0xd0 || code === 0xd1) {
+    compoundFirst = at + 9;
+    return bytes.readUInt32BE(at + 5);
+  }
   throw new Error(`${what} is not a list or map (type 0x${(code ?? 0).toString(16)})`);
 }
 
@@ -80,6 +84,7 @@ function stringAt(bytes: Buffer, at: number): string | undefined {
   return undefined;
 }
 
+/** Integer type codes and their widths in bytes; signed ones are two's complement. */
 const SIGNED: Record<number, number> = { 0x51: 1, 0x61: 2, 0x71: 4, 0x54: 1, 0x81: 8, 0x55: 1 };
 const UNSIGNED: Record<number, number> = { 0x50: 1, 0x60: 2, 0x70: 4, 0x52: 1, 0x80: 8, 0x53: 1 };
 
@@ -87,30 +92,44 @@ const UNSIGNED: Record<number, number> = { 0x50: 1, 0x60: 2, 0x70: 4, 0x52: 1, 0
 function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
   const size = encodedValueSize(bytes, at);
   const code = bytes[at]!;
-  const body = bytes.subarray(at + 1, at + size);
   if (code === 0x40) return MISSING;
   // Every integer type is one: the canonical value is its decimal text.
-  if (code === 0x43 || code === 0x44) return key(DedupKeyType.integer, Buffer.from('0'));
-  const width = UNSIGNED[code] ?? SIGNED[code];
+  if (code === 0x43 || code === 0x44) return key(DedupKeyType.integer, ZERO);
+  const signed = SIGNED[code];
+  const width = signed ?? UNSIGNED[code];
   if (width !== undefined) {
-    let v = 0n;
-    for (const b of body) v = (v << 8n) | BigInt(b);
-    if (SIGNED[code] !== undefined && body[0]! & 0x80) v -= 1n << BigInt(width * 8);
-    return key(DedupKeyType.integer, Buffer.from(v.toString()));
+    const text = Buffer.from(integerText(bytes, at + 1, width, signed !== undefined));
+    return key(DedupKeyType.integer, text);
   }
   switch (code) {
     case 0x98:
-      return key(DedupKeyType.uuid, body);
+      return key(DedupKeyType.uuid, bytes, at + 1, at + size);
     case 0xa0:
     case 0xa1:
     case 0xa3:
-      return key(typeOfVariable(code), body.subarray(1));
+      return key(typeOfVariable(code), bytes, at + 2, at + size);
     case 0xb0:
     case 0xb1:
     case 0xb3:
-      return key(typeOfVariable(code), body.subarray(4));
+      return key(typeOfVariable(code), bytes, at + 5, at + size);
     default:
       return { status: 'invalid', reason: `${what} is of AMQP type 0x${code.toString(16)}, which is not compared (use a ulong, uuid, binary or string)` };
+  }
+}
+
+const ZERO = Buffer.from('0');
+
+/** The decimal text of the integer of `width` bytes at `at` (encodedValueSize checked that it is there). */
+function integerText(bytes: Buffer, at: number, width: number, signed: boolean): string {
+  switch (width) {
+    case 1:
+      return String(signed ? bytes.readInt8(at) : bytes[at]!);
+    case 2:
+      return String(signed ? bytes.readInt16BE(at) : bytes.readUInt16BE(at));
+    case 4:
+      return String(signed ? bytes.readInt32BE(at) : bytes.readUInt32BE(at));
+    default:
+      return (signed ? bytes.readBigInt64BE(at) : bytes.readBigUInt64BE(at)).toString();
   }
 }
 
@@ -119,6 +138,6 @@ function typeOfVariable(code: number): DedupKeyType {
   return low === 0 ? DedupKeyType.binary : low === 1 ? DedupKeyType.string : DedupKeyType.symbol;
 }
 
-function key(type: DedupKeyType, value: Uint8Array): DedupLookup {
-  return { status: 'key', digest: dedupDigest(type, value) };
+function key(type: DedupKeyType, value: Buffer, start = 0, end = value.length): DedupLookup {
+  return { status: 'key', digest: dedupDigest(type, value, start, end) };
 }

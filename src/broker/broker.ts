@@ -78,7 +78,7 @@ export interface BrokerOptions {
   defaultReplicate?: ReplicationLevel;
   events?: BrokerEvents;
   /** Reads a message's dedup key from its bytes (the AMQP edge's reader); without it no queue finds keys. */
-  dedupKeys?: (bytes: Buffer) => DedupKeyReader;
+  dedupKeys?: DedupKeyReader;
   /** Settings a queue declared without arguments gets (tandemd.conf's dedup-window and friends). */
   queueDefaults?: QueueSettings;
 }
@@ -130,7 +130,7 @@ export class Broker implements QueueHost {
   readonly log = new ChangeLog();
   readonly now: () => number;
   readonly defaultReplicate: ReplicationLevel;
-  private readonly dedupKeys: ((bytes: Buffer) => DedupKeyReader) | undefined;
+  private readonly dedupKeys: DedupKeyReader | undefined;
   readonly queueDefaults: QueueSettings;
   epoch = 0;
   /** When a DR copy first attached to this cluster (0: never): see the 'dr-followed' change. */
@@ -720,24 +720,11 @@ export class Broker implements QueueHost {
    * hold. `seen`: keys already taken by this transaction, per queue.
    */
   private dedupRoute(queues: Queue[], bytes: Buffer, seen?: Map<Queue, Set<string>>): DedupRouting {
-    if (!queues.some((q) => q.dedup)) return { take: queues.map((queue) => ({ queue, stamp: undefined })), hit: undefined };
-    const reader = this.dedupKeys?.(bytes);
     // Each key property is read (and digested) once per message. Nearly always every
     // queue keys on the same one, so the first is kept aside and a map made only for more.
     let firstProperty: string | undefined;
     let firstLookup: DedupLookup | undefined;
     let others: Map<string, DedupLookup> | undefined;
-    const lookupOf = (property: string): DedupLookup => {
-      if (firstLookup && property === firstProperty) return firstLookup;
-      let lookup = others?.get(property);
-      if (lookup) return lookup;
-      lookup = reader ? reader(property === '' ? undefined : property) : { status: 'missing' };
-      if (!firstLookup) {
-        firstProperty = property;
-        firstLookup = lookup;
-      } else (others ??= new Map()).set(property, lookup);
-      return lookup;
-    };
     const now = this.now();
     const out: DedupRouting = { take: [], hit: undefined };
     for (const queue of queues) {
@@ -746,7 +733,15 @@ export class Broker implements QueueHost {
         out.take.push({ queue, stamp: undefined });
         continue;
       }
-      const lookup = lookupOf(queue.settings.dedupKey);
+      const property = queue.settings.dedupKey;
+      let lookup = firstLookup !== undefined && property === firstProperty ? firstLookup : others?.get(property);
+      if (lookup === undefined) {
+        lookup = this.readKey(bytes, property);
+        if (firstLookup === undefined) {
+          firstProperty = property;
+          firstLookup = lookup;
+        } else (others ??= new Map()).set(property, lookup);
+      }
       if (lookup.status !== 'key') {
         this.countKeyless(queue, lookup);
         out.take.push({ queue, stamp: undefined });
@@ -768,6 +763,11 @@ export class Broker implements QueueHost {
       out.take.push({ queue, stamp: { key: lookup.digest, at: now } });
     }
     return out;
+  }
+
+  /** A message's key for a window keyed on `property` ('' : the message-id). */
+  private readKey(bytes: Buffer, property: string): DedupLookup {
+    return this.dedupKeys ? this.dedupKeys(bytes, property === '' ? undefined : property) : { status: 'missing' };
   }
 
   private countKeyless(queue: Queue, lookup: Exclude<DedupLookup, { status: 'key' }>): void {
@@ -800,9 +800,8 @@ export class Broker implements QueueHost {
       }
       let stamp = op.dedup;
       if (!stamp) {
-        const property = queue.settings.dedupKey;
-        const lookup = this.dedupKeys?.(op.message.bytes)(property === '' ? undefined : property);
-        if (lookup?.status === 'key') stamp = { key: lookup.digest, at: now };
+        const lookup = this.readKey(op.message.bytes, queue.settings.dedupKey);
+        if (lookup.status === 'key') stamp = { key: lookup.digest, at: now };
       }
       if (!stamp) {
         out.push(op);

@@ -33,7 +33,7 @@ import { pagingMetrics, pagingStatus } from '../store/paging-figures.js';
 import { restoreBroker } from '../store/restore.js';
 import { continueLog } from '../store/log-position.js';
 import { SwappableJournal } from '../store/swappable-journal.js';
-import { dedupKeyReader } from '../amqp/dedup-key-reader.js';
+import { readDedupKey } from '../amqp/dedup-key-reader.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
@@ -91,7 +91,7 @@ export class Daemon {
     this.log = logger('broker');
     this.broker = new Broker({
       defaultReplicate: settings.haReplicate,
-      dedupKeys: dedupKeyReader,
+      dedupKeys: readDedupKey,
       queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
       events: {
         queueReady: (q) => this.server?.schedule(q),

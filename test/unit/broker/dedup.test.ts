@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
-import { dedupKeyReader } from '../../../src/amqp/dedup-key-reader.js';
+import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
 import { Broker } from '../../../src/broker/broker.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
 import { dedupDigest, dedupDigestStreamed, DedupKeyType } from '../../../src/broker/dedup-key.js';
@@ -20,7 +20,7 @@ function amqp(fields: Record<string, unknown>): Buffer {
 }
 
 function dedupBroker(clock = new FakeClock()): { broker: Broker; clock: FakeClock; logged: LoggedChange[] } {
-  const broker = new Broker({ now: clock.now, dedupKeys: dedupKeyReader });
+  const broker = new Broker({ now: clock.now, dedupKeys: readDedupKey });
   const logged: LoggedChange[] = [];
   broker.log.attach({ append: (e) => logged.push(e) });
   return { broker, clock, logged };
@@ -142,7 +142,7 @@ describe('dedup window - keys, eviction and rows', () => {
 });
 
 describe('dedup keys - message-id types and application properties', () => {
-  const read = (fields: Record<string, unknown>, property?: string) => dedupKeyReader(amqp(fields))(property);
+  const read = (fields: Record<string, unknown>, property?: string) => readDedupKey(amqp(fields), property);
   const digest = (fields: Record<string, unknown>, property?: string) => {
     const r = read(fields, property);
     return r.status === 'key' ? r.digest.toString('hex') : r.status;
@@ -166,6 +166,39 @@ describe('dedup keys - message-id types and application properties', () => {
     expect(digest({ message_id: 'order-2' })).not.toBe(digests[5]);
   });
 
+  it('reads every integer type and width as its decimal value: one key per number, whatever its encoding', () => {
+    // A properties section holding only a message-id, encoded by hand (list8, count 1).
+    const withId = (value: Buffer) => Buffer.concat([Buffer.from([0x00, 0x53, 0x73, 0xc0, value.length + 1, 1]), value]);
+    const encode = (code: number, width: number, v: bigint): Buffer => {
+      const b = Buffer.alloc(1 + width);
+      b[0] = code;
+      let u = BigInt.asUintN(8 * width, v);
+      for (let i = width; i >= 1; i--) {
+        b[i] = Number(u & 0xffn);
+        u >>= 8n;
+      }
+      return b;
+    };
+    const types: Array<[code: number, width: number, signed: boolean]> = [
+      [0x50, 1, false], [0x60, 2, false], [0x70, 4, false], [0x52, 1, false], [0x80, 8, false], [0x53, 1, false],
+      [0x51, 1, true], [0x61, 2, true], [0x71, 4, true], [0x54, 1, true], [0x81, 8, true], [0x55, 1, true],
+    ];
+    const values = [0n, 1n, 7n, 127n, 128n, 255n, 256n, 32767n, 65535n, 2147483647n, 4294967295n, 9007199254740993n, 9223372036854775807n, 18446744073709551615n, -1n, -128n, -129n, -32768n, -2147483648n, -9223372036854775808n];
+    let checked = 0;
+    for (const [code, width, signed] of types) {
+      const min = signed ? -(1n << BigInt(8 * width - 1)) : 0n;
+      const max = signed ? (1n << BigInt(8 * width - 1)) - 1n : (1n << BigInt(8 * width)) - 1n;
+      for (const v of values) {
+        if (v < min || v > max) continue;
+        const r = readDedupKey(withId(encode(code, width, v)), undefined);
+        expect(r, `type 0x${code.toString(16)} value ${v}`).toEqual({ status: 'key', digest: dedupDigest(DedupKeyType.integer, Buffer.from(v.toString())) });
+        checked++;
+      }
+    }
+    for (const code of [0x43, 0x44]) expect(readDedupKey(withId(Buffer.from([code])), undefined)).toEqual({ status: 'key', digest: dedupDigest(DedupKeyType.integer, Buffer.from('0')) });
+    expect(checked).toBeGreaterThan(100);
+  });
+
   it('says missing for no message-id, invalid for an uncomparable one', () => {
     expect(read({})).toEqual({ status: 'missing' });
     expect(read({ message_id: rhea.types.wrap_double(1.5) }).status).toBe('invalid');
@@ -183,7 +216,7 @@ describe('dedup keys - message-id types and application properties', () => {
   it('never throws on malformed bytes', () => {
     const good = amqp({ message_id: 'abc' });
     for (let cut = 0; cut < good.length; cut++) {
-      const r = dedupKeyReader(good.subarray(0, cut))(undefined);
+      const r = readDedupKey(good.subarray(0, cut), undefined);
       expect(['key', 'missing', 'invalid']).toContain(r.status);
     }
   });
@@ -214,7 +247,7 @@ describe('dedup - publish and transactions', () => {
   it('passes messages without a key (counted), and with an uncomparable one (counted, reported)', () => {
     const reports: string[] = [];
     const clock = new FakeClock();
-    const broker = new Broker({ now: clock.now, dedupKeys: dedupKeyReader, events: { dedupKeyInvalid: (_q, reason) => reports.push(reason) } });
+    const broker = new Broker({ now: clock.now, dedupKeys: readDedupKey, events: { dedupKeyInvalid: (_q, reason) => reports.push(reason) } });
     const q = broker.declareQueue('orders', settings).queue;
     broker.publish('orders', msg('', { bytes: amqp({}) }));
     broker.publish('orders', msg('', { bytes: amqp({}) }));
@@ -269,7 +302,7 @@ describe('dedup - publish and transactions', () => {
     broker.declareQueue('orders', settings);
     for (const id of ['a', 'b', 'a', 'c']) broker.publish('orders', withId(id));
     broker.commit([{ address: 'orders', msg: withId('d') }, { address: 'orders', msg: withId('b') }], []);
-    const backup = new Broker({ now: broker.now, dedupKeys: dedupKeyReader });
+    const backup = new Broker({ now: broker.now, dedupKeys: readDedupKey });
     for (const e of logged) backup.apply(e);
     const q = backup.queue('orders');
     expect(q.depth).toBe(4);
