@@ -32,7 +32,7 @@ import { benchDir, buildTandem, envNumber, freePort, log, machineInfo, onCleanup
 
 const num = envNumber;
 const DURATION = num('BENCH_DURATION', 8, 1, 20);
-const ROUNDS = num('BENCH_ROUNDS', 2, 1, 3);
+const ROUNDS = num('BENCH_ROUNDS', 2, 1, 7);
 const PREFILL = num('BENCH_DEDUP_PREFILL', 1_000_000, 0, 1_000_000);
 const RESTART_KEYS = num('BENCH_DEDUP_RESTART_KEYS', 1_000_000, 1000, 1_000_000);
 const WITH_HA = process.env.BENCH_DEDUP_HA !== 'no';
@@ -45,7 +45,9 @@ report.versions = { node: process.version, tandem: build.label };
 const tandemJs = join(dirname(build.entry), 'tandem.js');
 const base = tempDir(tmpBase(), 'tandem-dedup-bench-');
 let dirN = 0;
-const start = (args = [], opts = {}) => startTandem({ entry: build.entry, dataDir: opts.dataDir ?? join(base, `data-${dirN++}`), port: opts.port ?? 0, args, listenTimeoutMs: 120_000 });
+// BENCH_DEDUP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p": node options for every broker (profiles).
+const nodeArgs = (process.env.BENCH_DEDUP_NODE_ARGS ?? '').split(' ').filter(Boolean);
+const start = (args = [], opts = {}) => startTandem({ entry: build.entry, dataDir: opts.dataDir ?? join(base, `data-${dirN++}`), port: opts.port ?? 0, args, nodeArgs, listenTimeoutMs: 120_000 });
 
 async function cli(args) {
   return new Promise((resolveP) => {
@@ -82,42 +84,47 @@ const loads = [
 
 try {
   // ---- 1. throughput --------------------------------------------------------------------
+  // The window-off and window-on brokers of a target run side by side and take turns,
+  // load by load (the side that goes first alternates by round), so a change in the
+  // machine's state during the run falls on both sides alike.
   const targets = [
-    { name: 'standalone', window: 'off', make: async () => ({ primary: await start(), all: [] }) },
-    { name: 'standalone', window: 'on', make: async () => ({ primary: await start(WINDOW_ARGS), all: [] }) },
-    ...(WITH_HA
-      ? [
-          { name: 'ha-3', window: 'off', make: () => startCluster([]) },
-          { name: 'ha-3', window: 'on', make: () => startCluster(WINDOW_ARGS) },
-        ]
-      : []),
+    { name: 'standalone', make: async (windowArgs) => ({ primary: await start(windowArgs), all: [] }) },
+    ...(WITH_HA ? [{ name: 'ha-3', make: (windowArgs) => startCluster(windowArgs) }] : []),
   ];
   for (const tg of targets) {
-    const t = await tg.make();
-    const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
-    const b = { ...t.primary, name: `${tg.name}-${tg.window}` };
-    if (PREFILL > 0) {
-      // Not measured: fills the queue's window so the rounds run against a full one. The
-      // "off" broker takes the same messages, so both sides have the same history (heap,
-      // GC, journal) and the ratio is the window's alone.
-      log(`${b.name}: prefilling ${tg.window === 'on' ? 'the window with ' : 'as the window side does: '}${PREFILL} keyed messages (non-durable, 4 senders)`);
-      await runLoad(b, ['--queue', queue, '--message-id', '--senders', '4', '--count', String(Math.ceil(PREFILL / 4))], { timeoutMs: 600_000 });
+    const sides = [];
+    for (const window of ['off', 'on']) {
+      const t = await tg.make(window === 'on' ? WINDOW_ARGS : []);
+      const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
+      const b = { ...t.primary, name: `${tg.name}-${window}` };
+      if (PREFILL > 0) {
+        // Not measured: fills the queue's window so the rounds run against a full one. The
+        // "off" broker takes the same messages, so both sides have the same history (heap,
+        // GC, journal) and the ratio is the window's alone.
+        log(`${b.name}: prefilling ${window === 'on' ? 'the window with ' : 'as the window side does: '}${PREFILL} keyed messages (non-durable, 4 senders)`);
+        await runLoad(b, ['--queue', queue, '--message-id', '--senders', '4', '--count', String(Math.ceil(PREFILL / 4))], { timeoutMs: 600_000 });
+      }
+      sides.push({ window, t, queue, b });
     }
     for (let round = 1; round <= ROUNDS; round++) {
       for (const load of loads) {
-        await waitQuiet({ cores: 0.3, maxSeconds: 3 });
-        log(`round ${round} ${load.key} on ${b.name}`);
-        const r = await runLoad(b, ['--queue', queue, ...load.args], { timeoutMs: (DURATION + 90) * 1000 });
-        report.throughput.push({ target: tg.name, window: tg.window, load: load.key, round, throughput: r.throughput, p50: r.latencyMs.p50, p99: r.latencyMs.p99, lost: r.lost, duplicates: r.duplicates, brokerCores: r.brokerCores, msgsPerBrokerCpuSecond: r.msgsPerBrokerCpuSecond, otherCores: r.otherCores });
-        log(`  ${r.throughput} msgs/s p50 ${r.latencyMs.p50} ms, lost ${r.lost}, dup ${r.duplicates}, broker cores ${r.brokerCores}`);
+        for (const { window, queue, b } of round % 2 === 1 ? sides : [...sides].reverse()) {
+          await waitQuiet({ cores: 0.3, maxSeconds: 3 });
+          log(`round ${round} ${load.key} on ${b.name}`);
+          const r = await runLoad(b, ['--queue', queue, ...load.args], { timeoutMs: (DURATION + 90) * 1000 });
+          report.throughput.push({ target: tg.name, window, load: load.key, round, throughput: r.throughput, p50: r.latencyMs.p50, p99: r.latencyMs.p99, lost: r.lost, duplicates: r.duplicates, brokerCores: r.brokerCores, msgsPerBrokerCpuSecond: r.msgsPerBrokerCpuSecond, otherCores: r.otherCores });
+          log(`  ${r.throughput} msgs/s p50 ${r.latencyMs.p50} ms, lost ${r.lost}, dup ${r.duplicates}, broker cores ${r.brokerCores}`);
+        }
       }
     }
-    const shown = await cli(['queue', 'show', queue, '-b', `127.0.0.1:${b.port}`, '--json']);
-    if (tg.window === 'on') {
-      const q = JSON.parse(shown.out);
-      report.throughput.push({ target: tg.name, window: 'on', load: 'window-after', keys: q['dedup-keys'], memoryBytes: q['dedup-memory-bytes'], duplicates: q['dedup-duplicates'] });
+    for (const { window, queue, t } of sides) {
+      const shown = await cli(['queue', 'show', queue, '-b', `127.0.0.1:${t.primary.port}`, '--json']);
+      if (window === 'on') {
+        const q = JSON.parse(shown.out);
+        report.throughput.push({ target: tg.name, window: 'on', load: 'window-after', keys: q['dedup-keys'], memoryBytes: q['dedup-memory-bytes'], duplicates: q['dedup-duplicates'] });
+      }
+      for (const x of [t.primary, ...t.all.slice(1)]) await x.stop();
     }
-    for (const x of [t.primary, ...t.all.slice(1)]) await x.stop();
   }
 
   // ---- 2. memory per key ----------------------------------------------------------------
@@ -194,13 +201,28 @@ try {
 }
 
 // ---- report ---------------------------------------------------------------------------------
-const best = (target, window, load) => Math.max(0, ...report.throughput.filter((r) => r.target === target && r.window === window && r.load === load).map((r) => r.throughput));
-const lines = ['# Duplicate detection: window on / off', '', `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; ${DURATION} s loads, best of ${ROUNDS}; window prefilled with ${PREFILL} keys`, '', '| target | load | off msgs/s | on msgs/s | on / off |', '|---|---|---|---|---|'];
+const rowsOf = (target, window, load) => report.throughput.filter((r) => r.target === target && r.window === window && r.load === load && r.round !== undefined);
+const best = (rows) => Math.max(0, ...rows.map((r) => r.throughput));
+const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b);
+  return v.length === 0 ? 0 : v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+};
+const cpuUs = (rows) => median(rows.filter((r) => r.msgsPerBrokerCpuSecond > 0).map((r) => 1e6 / r.msgsPerBrokerCpuSecond)).toFixed(1);
+const ratio = (on, off) => (off ? (on / off).toFixed(2) : '-');
+const lines = [
+  '# Duplicate detection: window on / off',
+  '',
+  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; ${DURATION} s loads, ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys`,
+  '',
+  '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, best | on / off, median | primary CPU µs/msg off → on (median) |',
+  '|---|---|---|---|---|---|---|',
+];
 for (const target of [...new Set(report.throughput.map((r) => r.target))]) {
   for (const load of loads.map((l) => l.key)) {
-    const off = best(target, 'off', load);
-    const on = best(target, 'on', load);
-    lines.push(`| ${target} | ${load} | ${off} | ${on} | ${off ? (on / off).toFixed(2) : '-'} |`);
+    const off = rowsOf(target, 'off', load);
+    const on = rowsOf(target, 'on', load);
+    const med = (rows) => median(rows.map((r) => r.throughput));
+    lines.push(`| ${target} | ${load} | ${best(off)} | ${best(on)} | ${ratio(best(on), best(off))} | ${ratio(med(on), med(off))} | ${cpuUs(off)} → ${cpuUs(on)} |`);
   }
 }
 lines.push('', `Memory per key (1M keys): ${report.memory?.bytesPerKey} bytes in the window's typed arrays; V8 heap grew ${report.memory?.heapUsedGrowthPerKey} bytes/key, RSS ${report.memory?.rssGrowthPerKey} bytes/key. A restart's share for 1M keys: ${report.memory?.loadCheckpointRowsMs} ms (${report.memory?.loadCheckpointRowsCpuMs} ms CPU) from the checkpoint's rows, ${report.memory?.replayedKeysToWindowMs} ms (${report.memory?.replayedKeysToWindowCpuMs} ms CPU) from 1M replayed records`, '');
