@@ -128,8 +128,12 @@ function integerText(bytes: Buffer, at: number, width: number, signed: boolean):
       return String(signed ? bytes.readInt16BE(at) : bytes.readUInt16BE(at));
     case 4:
       return String(signed ? bytes.readInt32BE(at) : bytes.readUInt32BE(at));
-    default:
+    default: {
+      // Most 8-byte ids (counters, timestamps) are exact as doubles: no BigInt for them.
+      const high = signed ? bytes.readInt32BE(at) : bytes.readUInt32BE(at);
+      if (Math.abs(high) < 0x200000) return String(high * 0x1_0000_0000 + bytes.readUInt32BE(at + 4));
       return (signed ? bytes.readBigInt64BE(at) : bytes.readBigUInt64BE(at)).toString();
+    }
   }
 }
 

@@ -109,22 +109,40 @@ export async function writeCheckpoint(
   try {
     let pending: Buffer[] = [MAGIC, u32(VERSION)];
     let pendingBytes = MAGIC.length + 4;
-    const flush = async (): Promise<void> => {
-      if (abandoned()) throw new CheckpointError('the journal was closed while its checkpoint was written');
-      const data = Buffer.concat(pending, pendingBytes);
+    const writeAll = async (data: Buffer): Promise<void> => {
       let done = 0;
       while (done < data.length) done += await io.write(fd, data, done, data.length - done, bytes + done);
       bytes += data.length;
+    };
+    const flush = async (): Promise<void> => {
+      if (abandoned()) throw new CheckpointError('the journal was closed while its checkpoint was written');
+      // Small parts are gathered into one write; a large one (a dedup window's rows,
+      // tens of MB) is written where it lies rather than copied once more.
+      let run: Buffer[] = [];
+      for (const part of pending) {
+        if (part.length < writeBytes) {
+          run.push(part);
+          continue;
+        }
+        if (run.length > 0) await writeAll(Buffer.concat(run));
+        run = [];
+        await writeAll(part);
+      }
+      if (run.length > 0) await writeAll(Buffer.concat(run));
       pending = [];
       pendingBytes = 0;
     };
-    const add = async (type: number, payload: Buffer): Promise<void> => {
+    /** One block; its payload may come in parts (written one after the other, one CRC over all). */
+    const add = async (type: number, ...payload: Buffer[]): Promise<void> => {
+      const length = payload.reduce((n, p) => n + p.length, 0);
       const head = Buffer.allocUnsafe(BLOCK_HEADER);
       head.writeUInt32LE(type, 0);
-      head.writeUInt32LE(payload.length, 4);
-      head.writeUInt32LE(crc32c(payload, crc32c(head, 0, 0, 8)), 8);
-      pending.push(head, payload);
-      pendingBytes += BLOCK_HEADER + payload.length;
+      head.writeUInt32LE(length, 4);
+      let crc = crc32c(head, 0, 0, 8);
+      for (const p of payload) crc = crc32c(p, crc);
+      head.writeUInt32LE(crc, 8);
+      pending.push(head, ...payload);
+      pendingBytes += BLOCK_HEADER + length;
       blocks++;
       if (pendingBytes >= writeBytes) await flush();
     };
@@ -135,7 +153,7 @@ export async function writeCheckpoint(
     }
     for (const w of windows) {
       const name = Buffer.from(w.queue, 'utf8');
-      await add(DEDUP, Buffer.concat([u32(name.length), name, w.rows]));
+      await add(DEDUP, u32(name.length), name, w.rows);
     }
     await add(END, u32(blocks));
     await flush();

@@ -130,6 +130,34 @@ describe('dedup window - keys, eviction and rows', () => {
     expect([1, 2, 3, 4].map((i) => copy.find(key(i), 50)?.lsn)).toEqual([1, undefined, 3, undefined]);
   });
 
+  it('writes each row as digest | at (f64 LE) | lsn (f64 LE), across a wrapped ring with removed and non-durable keys', () => {
+    const w = new DedupWindow(50, 0);
+    const added: Array<{ digest: Buffer; at: number; lsn: number; durable: boolean }> = [];
+    // 120 keys through a window of 50: the ring wraps; every seventh is taken back.
+    for (let i = 1; i <= 120; i++) {
+      const digest = key(i * 7919);
+      const entry = { digest, at: 1000.5 + i, lsn: i * 3, durable: i % 3 !== 0 };
+      w.add(entry.digest, entry.at, entry.lsn, entry.durable);
+      added.push(entry);
+      if (i % 7 === 0) w.remove(digest);
+    }
+    const expected = (upTo?: number) => {
+      const kept = added.slice(-50).filter((e, j) => (added.length - 50 + j + 1) % 7 !== 0 && (upTo === undefined || (e.durable && e.lsn <= upTo)));
+      return Buffer.concat(
+        kept.map((e) => {
+          const row = Buffer.alloc(DEDUP_ROW_BYTES);
+          e.digest.copy(row, 0);
+          row.writeDoubleLE(e.at, 16);
+          row.writeDoubleLE(e.lsn, 24);
+          return row;
+        }),
+      );
+    };
+    expect(w.rows().equals(expected())).toBe(true);
+    expect(w.rows({ upToLsn: 300 }).equals(expected(300))).toBe(true);
+    expect(w.rows({ upToLsn: 300 }).length).toBeLessThan(w.rows().length);
+  });
+
   it('costs well under 100 bytes per key, off the V8 heap', () => {
     // Full to its capacity (the arrays double up to the limit): the most it costs per key.
     const n = 1 << 18;
@@ -183,7 +211,7 @@ describe('dedup keys - message-id types and application properties', () => {
       [0x50, 1, false], [0x60, 2, false], [0x70, 4, false], [0x52, 1, false], [0x80, 8, false], [0x53, 1, false],
       [0x51, 1, true], [0x61, 2, true], [0x71, 4, true], [0x54, 1, true], [0x81, 8, true], [0x55, 1, true],
     ];
-    const values = [0n, 1n, 7n, 127n, 128n, 255n, 256n, 32767n, 65535n, 2147483647n, 4294967295n, 9007199254740993n, 9223372036854775807n, 18446744073709551615n, -1n, -128n, -129n, -32768n, -2147483648n, -9223372036854775808n];
+    const values = [0n, 1n, 7n, 127n, 128n, 255n, 256n, 32767n, 65535n, 2147483647n, 4294967295n, 4294967296n, -4294967297n, 9007199254740991n, -9007199254740991n, 9007199254740992n, -9007199254740992n, 9007199254740993n, 9223372036854775807n, 18446744073709551615n, -1n, -128n, -129n, -32768n, -2147483648n, -9223372036854775808n];
     let checked = 0;
     for (const [code, width, signed] of types) {
       const min = signed ? -(1n << BigInt(8 * width - 1)) : 0n;
