@@ -4,7 +4,7 @@
 // key's AMQP type is known exactly (a decoder would turn a uuid and a binary
 // into the same Buffer). Malformed bytes or an uncomparable type are an
 // `invalid` answer, never a throw: the message then passes undeduplicated.
-import { dedupDigest, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
+import { dedupDigest, dedupDigestOfText, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
 import { encodedValueSize, sectionCode } from './message-codec.js';
 
 const PROPERTIES = 0x73;
@@ -94,13 +94,10 @@ function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
   const code = bytes[at]!;
   if (code === 0x40) return MISSING;
   // Every integer type is one: the canonical value is its decimal text.
-  if (code === 0x43 || code === 0x44) return key(DedupKeyType.integer, ZERO);
+  if (code === 0x43 || code === 0x44) return { status: 'key', digest: dedupDigestOfText(DedupKeyType.integer, '0') };
   const signed = SIGNED[code];
   const width = signed ?? UNSIGNED[code];
-  if (width !== undefined) {
-    const text = Buffer.from(integerText(bytes, at + 1, width, signed !== undefined));
-    return key(DedupKeyType.integer, text);
-  }
+  if (width !== undefined) return { status: 'key', digest: dedupDigestOfText(DedupKeyType.integer, integerText(bytes, at + 1, width, signed !== undefined)) };
   switch (code) {
     case 0x98:
       return key(DedupKeyType.uuid, bytes, at + 1, at + size);
@@ -116,8 +113,6 @@ function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
       return { status: 'invalid', reason: `${what} is of AMQP type 0x${code.toString(16)}, which is not compared (use a ulong, uuid, binary or string)` };
   }
 }
-
-const ZERO = Buffer.from('0');
 
 /** The decimal text of the integer of `width` bytes at `at` (encodedValueSize checked that it is there). */
 function integerText(bytes: Buffer, at: number, width: number, signed: boolean): string {

@@ -48,20 +48,39 @@ const oneShotHash = typeof crypto.hash === 'function' ? crypto.hash : undefined;
 // scratch buffer for the same reason; keys longer than it get their own.
 const SCRATCH_BYTES = 1024;
 const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+/** Views of the scratch buffer by length, made once each (keys mostly have a handful of lengths). */
+const scratchViews: Buffer[] = [];
+
+function hashInput(length: number): Buffer {
+  if (length > SCRATCH_BYTES) return Buffer.allocUnsafe(length);
+  return (scratchViews[length] ??= scratch.subarray(0, length));
+}
+
+function digestOf(input: Buffer): Buffer {
+  const digest = Buffer.allocUnsafe(DEDUP_DIGEST_BYTES);
+  digest.write(oneShotHash!('sha256', input, 'binary'), 0, DEDUP_DIGEST_BYTES, 'binary');
+  return digest;
+}
 
 /**
  * The digest of a key of `type` whose value is `value`'s bytes from `start` to `end`
  * (a range, so a reader hands over the bytes where they lie, with no view per key).
  */
 export function dedupDigest(type: DedupKeyType, value: Buffer, start = 0, end = value.length): Buffer {
-  const length = end - start;
   if (oneShotHash === undefined) return dedupDigestStreamed(type, value.subarray(start, end));
-  const input = 1 + length <= SCRATCH_BYTES ? scratch.subarray(0, 1 + length) : Buffer.allocUnsafe(1 + length);
+  const input = hashInput(1 + end - start);
   input[0] = type;
   value.copy(input, 1, start, end);
-  const digest = Buffer.allocUnsafe(DEDUP_DIGEST_BYTES);
-  digest.write(oneShotHash('sha256', input, 'binary'), 0, DEDUP_DIGEST_BYTES, 'binary');
-  return digest;
+  return digestOf(input);
+}
+
+/** The digest of a key whose value is the ASCII text `text` (an integer key's decimal form), with no buffer made for the text. */
+export function dedupDigestOfText(type: DedupKeyType, text: string): Buffer {
+  if (oneShotHash === undefined) return dedupDigestStreamed(type, Buffer.from(text, 'latin1'));
+  const input = hashInput(1 + text.length);
+  input[0] = type;
+  input.write(text, 1, 'latin1');
+  return digestOf(input);
 }
 
 /** The same digest through createHash; exported so a test holds the two equal. */
