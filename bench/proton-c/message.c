@@ -32,7 +32,7 @@ static long find_once(const char *hay, size_t len, const char *needle, size_t nl
   return found;
 }
 
-int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender) {
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base) {
   memset(t, 0, sizeof *t);
   unsigned char *body = malloc(body_size);
   pn_message_t *m = pn_message();
@@ -49,6 +49,15 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
   if (pn_message_set_durable(m, durable) != 0) {
     errors_add("pn_message_set_durable failed");
     goto done;
+  }
+  /* The id starts as a marker too: a ulong this large is encoded in full (0x80 and 8 bytes). */
+  static const unsigned char ID_MARKER[8] = {0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8};
+  if (id_base) {
+    pn_data_t *id = pn_message_id(m);
+    if (pn_data_put_ulong(id, get_be(ID_MARKER, 8)) != 0) {
+      errors_add("pn_data_put_ulong failed");
+      goto done;
+    }
   }
   pn_data_t *b = pn_message_body(m);
   if (pn_data_put_binary(b, pn_bytes(body_size, (const char *)body)) != 0) {
@@ -72,6 +81,15 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
     errors_add("the encoded message does not hold its body's stamp exactly once");
     goto done;
   }
+  if (id_base) {
+    long id_at = find_once(t->bytes, len, (const char *)ID_MARKER, sizeof ID_MARKER);
+    if (id_at < 0) {
+      errors_add("the encoded message does not hold its message-id marker exactly once");
+      goto done;
+    }
+    t->id_offset = (size_t)id_at;
+    t->id_base = id_base | ((uint64_t)(sender & 0xff) << 32);
+  }
   t->len = len;
   t->seq_offset = (size_t)at + 8;
   rc = 0;
@@ -92,6 +110,7 @@ void message_template_free(message_template_t *t) {
 
 void message_stamp(message_template_t *t, uint64_t seq) {
   put_be64((unsigned char *)t->bytes + t->seq_offset, seq);
+  if (t->id_offset) put_be64((unsigned char *)t->bytes + t->id_offset, t->id_base | (seq & 0xffffffffu));
 }
 
 int message_read_stamp(pn_message_t *scratch, const char *bytes, size_t len, uint32_t *sender, uint64_t *seq) {

@@ -17,10 +17,13 @@ typedef struct message_template {
   char *bytes;
   size_t len;
   size_t seq_offset; /* where the sequence number sits in `bytes` */
+  size_t id_offset;  /* where the message-id's 8 bytes sit (0: no message-id) */
+  uint64_t id_base;  /* the message-id is id_base | sequence */
 } message_template_t;
 
 /* 0, or -1 with an error recorded. */
-int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender);
+/* id_base 0: no message-id; else every message's id is id_base | sender << 32 | sequence. */
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base);
 void message_template_free(message_template_t *t);
 void message_stamp(message_template_t *t, uint64_t seq);
 /* 0 and the stamp, or -1 if the bytes are not a message of ours. `scratch` is reused. */

@@ -20,6 +20,7 @@ void options_usage(FILE *out) {
       "  --recv-address A       receiver source, {q} is the queue [{q}] (RabbitMQ 3.10: /queue/{q})\n"
       "  --terminus-durable     durable termini (durable=2)\n"
       "  --durable              messages with header durable=true\n"
+      "  --message-id           a ulong message-id on every message (unique per run: duplicate detection)\n"
       "  --senders N            sender connections, 1-64 [1]\n"
       "  --receivers N          receiver connections, 1-64 [same as --senders]\n"
       "  --duration S           seconds of sending, 0.1-600 [10] (unless --count)\n"
@@ -119,6 +120,9 @@ int options_parse(options_t *o, int argc, char **argv, char *err, size_t errlen)
     } else if (!strcmp(a, "--durable")) {
       o->durable = true;
       takes_value = false;
+    } else if (!strcmp(a, "--message-id")) {
+      o->message_id = true;
+      takes_value = false;
     } else if (!strcmp(a, "--help")) {
       return fail(err, errlen, "help", a);
     } else if (!is_value_option(a)) {
@@ -175,6 +179,14 @@ int options_parse(options_t *o, int argc, char **argv, char *err, size_t errlen)
     if (takes_value) i++;
   }
   if (o->receivers == 0) o->receivers = o->senders;
+  if (o->message_id) {
+    /* The top 24 bits differ per run (a broker's window outlives a run), the next 8 are
+     * the sender, the low 32 the sequence: ids repeat only if two runs draw the same bits. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed = ((uint64_t)ts.tv_nsec * 2654435761u) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16);
+    o->id_base = (seed & 0xffffffu) << 40;
+  }
   if (strlen(o->host) == 0 || strlen(o->host) > 253) return fail(err, errlen, "--host must be 1-253 characters", o->host);
   if (o->user && !o->password) return fail(err, errlen, "--user needs --password", o->user);
 
