@@ -79,6 +79,19 @@ describe('proton-c load generator', () => {
     expect(await depth('loadgen.four')).toBe(0);
   });
 
+  it('proton-c loadgen - --message-id gives every message its own id, new in each run (a window takes them all, twice)', async () => {
+    await manage(broker.port, 'CREATE', 'queue', 'loadgen.keyed', { 'qpid.dedup-window': 100_000 });
+    for (const run of [1, 2]) {
+      const { code, result } = await runLoadgen(['--queue', 'loadgen.keyed', '--senders', '2', '--count', '1000', '--message-id']);
+      expect(result.errors).toEqual([]);
+      expect(code).toBe(0);
+      expect(result).toMatchObject({ sent: 2000, accepted: 2000, received: 2000, duplicates: 0, lost: 0 });
+      // A window that took ids twice would hold fewer keys and count duplicates.
+      const q = (await manage(broker.port, 'READ', 'queue', 'loadgen.keyed')) as Record<string, number>;
+      expect(q).toMatchObject({ 'dedup-keys': 2000 * run, 'dedup-duplicates': 0, 'dedup-without-key': 0, 'dedup-invalid-key': 0 });
+    }
+  });
+
   it('proton-c loadgen - messages accepted but never received are counted as lost and fail the run', async () => {
     // Receivers on another queue: the broker accepts all 200 and keeps them where nobody reads.
     const { code, result } = await runLoadgen(['--send-address', 'loadgen.kept', '--recv-address', 'loadgen.unread', '--count', '200', '--drain-timeout', '1']);
