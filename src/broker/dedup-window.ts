@@ -151,9 +151,7 @@ export class DedupWindow {
     let n = 0;
     for (let i = 0; i < this.count; i++) {
       const slot = (this.head + i) % this.cap;
-      const f = this.flags[slot]!;
-      if (f & F_REMOVED) continue;
-      if (filter && (!(f & F_DURABLE) || this.lsns[slot]! > filter.upToLsn)) continue;
+      if (!this.exported(slot, filter)) continue;
       const w = n * (DEDUP_ROW_BYTES / 4);
       const k = slot * WORDS;
       words[w] = keys[k]!;
@@ -167,14 +165,19 @@ export class DedupWindow {
     return out.subarray(0, n * DEDUP_ROW_BYTES);
   }
 
+  /** Whether rows() exports the key in `slot`: not taken back, and (with a filter) durable up to its LSN. */
+  private exported(slot: number, filter: { upToLsn: number } | undefined): boolean {
+    const f = this.flags[slot]!;
+    if (f & F_REMOVED) return false;
+    return !filter || ((f & F_DURABLE) !== 0 && this.lsns[slot]! <= filter.upToLsn);
+  }
+
   /** rows() field by field, little-endian whatever the platform (rows are a file format). */
   private rowsByField(out: Buffer, filter?: { upToLsn: number }): Buffer {
     let n = 0;
     for (let i = 0; i < this.count; i++) {
       const slot = (this.head + i) % this.cap;
-      const f = this.flags[slot]!;
-      if (f & F_REMOVED) continue;
-      if (filter && (!(f & F_DURABLE) || this.lsns[slot]! > filter.upToLsn)) continue;
+      if (!this.exported(slot, filter)) continue;
       const at = n * DEDUP_ROW_BYTES;
       for (let w = 0; w < WORDS; w++) out.writeUInt32LE(this.keys[slot * WORDS + w]!, at + w * 4);
       out.writeDoubleLE(this.at[slot]!, at + DEDUP_DIGEST_BYTES);
