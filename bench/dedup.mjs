@@ -28,7 +28,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { benchDir, buildTandem, envNumber, freePort, log, machineInfo, onCleanup, procCpu, run, runLoad, sleep, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
+import { benchDir, buildTandem, envNumber, freePort, log, machineInfo, median, onCleanup, procCpu, run, runLoad, sleep, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
 import { runProtonLoad } from './loadgen-c.mjs';
 
 const num = envNumber;
@@ -211,10 +211,6 @@ try {
 // ---- report ---------------------------------------------------------------------------------
 const rowsOf = (target, window, load) => report.throughput.filter((r) => r.target === target && r.window === window && r.load === load && r.round !== undefined);
 const best = (rows) => Math.max(0, ...rows.map((r) => r.throughput));
-const median = (xs) => {
-  const v = [...xs].sort((a, b) => a - b);
-  return v.length === 0 ? 0 : v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
-};
 const cpuUs = (rows) => median(rows.filter((r) => r.msgsPerBrokerCpuSecond > 0).map((r) => 1e6 / r.msgsPerBrokerCpuSecond)).toFixed(1);
 const ratio = (on, off) => (off ? (on / off).toFixed(2) : '-');
 const lines = [

@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureArtemis } from './artemis.mjs';
 import { formatTop, topSelf } from './cpuprofile-top.mjs';
-import { benchDir, buildTandem, ensureRabbitInstalled, envNumber as num, log, machineInfo, quietGate, run, runTimeLimit, startTandem, tempDir, tmpBase, tryRun, writeResults } from './lib.mjs';
+import { benchDir, buildTandem, ensureRabbitInstalled, envNumber as num, log, machineInfo, median, quietGate, run, runTimeLimit, startTandem, tempDir, tmpBase, tryRun, writeResults } from './lib.mjs';
 import { buildLoadgen, runProtonLoad } from './loadgen-c.mjs';
 import { startPeers } from './peers.mjs';
 
@@ -133,11 +133,6 @@ async function profileTandem(report, build, base, quietMoment) {
   }
 }
 
-const median = (xs) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (!s.length) return NaN;
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '–');
 const label = (b) => ({ tandem: 'tandem', rabbitmq: 'RabbitMQ', artemis: 'Artemis' })[b] ?? b;
 

@@ -16,6 +16,13 @@ const execFileP = promisify(execFile);
 export const log = (...a) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${a.join(' ')}\n`);
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** The median of the finite numbers among `xs` (NaN if there are none). */
+export function median(xs) {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
 /** A number from the environment (or `def`), refused unless within [min, max]. */
 export function envNumber(name, def, min, max) {
   const v = Number(process.env[name] ?? def);

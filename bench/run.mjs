@@ -12,7 +12,7 @@
 // (strace slows a traced process, so those throughputs are not the headline ones).
 import { join } from 'node:path';
 import {
-  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, quietGate, run, runLoad,
+  envNumber, benchDir, buildTandem, ensureRabbitInstalled, fdatasyncRate, log, machineInfo, median, quietGate, run, runLoad,
   runTimeLimit, startTandem, straceSyncs, tempDir, tmpBase, tryRun, writeResults,
 } from './lib.mjs';
 import { ensureArtemis } from './artemis.mjs';
@@ -130,11 +130,6 @@ function summaryLine(r) {
   );
 }
 
-const median = (xs) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (!s.length) return NaN;
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const fmt = (x, d = 0) => (Number.isFinite(x) ? x.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '–');
 
 /** Best throughput over rounds (interference only ever slows a run), median latency, summed loss. */
