@@ -708,8 +708,7 @@ export class Broker implements QueueHost {
     for (let i = 0; i < count; i++) this.events.queueReady?.(queues[i]!);
     // A queue that had the key waits for its first copy too: the sender is settled once both are safe.
     if (hit && hit.lsn > lsn) lsn = hit.lsn;
-    const names = count === 1 ? [queues[0]!.name] : queues.map((q) => q.name);
-    return { queues: names, id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
+    return { queues: queues.map((q) => q.name), id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
   }
 
   // ---- duplicate detection ---------------------------------------------------

@@ -28,8 +28,6 @@ const F_DURABLE = 1;
 /** Taken back (a publish whose journal write failed): in the ring until evicted, not in the index. */
 const F_REMOVED = 2;
 const FIRST_CAPACITY = 1024;
-/** Typed arrays use the platform's byte order; rows are little-endian on disk. */
-const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 
 export interface DedupHit {
   /** LSN of the change that brought the key in. */
@@ -140,48 +138,25 @@ export class DedupWindow {
    * durable ones the journal holds, with LSN <= `upToLsn`.
    */
   rows(filter?: { upToLsn: number }): Buffer {
-    // Not pooled, so its own ArrayBuffer at offset 0: rows are written through word
-    // views (a checkpoint exports a million of them, and Buffer's per-field writers
-    // took ~90 ms for that on the event loop, against ~10 ms this way).
-    const out = Buffer.allocUnsafeSlow(this.count * DEDUP_ROW_BYTES);
-    if (!LITTLE_ENDIAN) return this.rowsByField(out, filter);
-    const words = new Uint32Array(out.buffer, out.byteOffset, out.length / 4);
-    const doubles = new Float64Array(out.buffer, out.byteOffset, out.length / 8);
-    const keys = this.keys;
+    // Written through one DataView, little-endian as the format is on any platform: a
+    // checkpoint exports a million rows, and Buffer's per-field writers took ~90 ms
+    // of the event loop for that, against 20-45 ms this way.
+    const out = Buffer.allocUnsafe(this.count * DEDUP_ROW_BYTES);
+    const view = new DataView(out.buffer, out.byteOffset, out.length);
     let n = 0;
     for (let i = 0; i < this.count; i++) {
       const slot = (this.head + i) % this.cap;
-      if (!this.exported(slot, filter)) continue;
-      const w = n * (DEDUP_ROW_BYTES / 4);
-      const k = slot * WORDS;
-      words[w] = keys[k]!;
-      words[w + 1] = keys[k + 1]!;
-      words[w + 2] = keys[k + 2]!;
-      words[w + 3] = keys[k + 3]!;
-      doubles[n * (DEDUP_ROW_BYTES / 8) + 2] = this.at[slot]!;
-      doubles[n * (DEDUP_ROW_BYTES / 8) + 3] = this.lsns[slot]!;
-      n++;
-    }
-    return out.subarray(0, n * DEDUP_ROW_BYTES);
-  }
-
-  /** Whether rows() exports the key in `slot`: not taken back, and (with a filter) durable up to its LSN. */
-  private exported(slot: number, filter: { upToLsn: number } | undefined): boolean {
-    const f = this.flags[slot]!;
-    if (f & F_REMOVED) return false;
-    return !filter || ((f & F_DURABLE) !== 0 && this.lsns[slot]! <= filter.upToLsn);
-  }
-
-  /** rows() field by field, little-endian whatever the platform (rows are a file format). */
-  private rowsByField(out: Buffer, filter?: { upToLsn: number }): Buffer {
-    let n = 0;
-    for (let i = 0; i < this.count; i++) {
-      const slot = (this.head + i) % this.cap;
-      if (!this.exported(slot, filter)) continue;
+      const f = this.flags[slot]!;
+      if (f & F_REMOVED) continue;
+      if (filter && (!(f & F_DURABLE) || this.lsns[slot]! > filter.upToLsn)) continue;
       const at = n * DEDUP_ROW_BYTES;
-      for (let w = 0; w < WORDS; w++) out.writeUInt32LE(this.keys[slot * WORDS + w]!, at + w * 4);
-      out.writeDoubleLE(this.at[slot]!, at + DEDUP_DIGEST_BYTES);
-      out.writeDoubleLE(this.lsns[slot]!, at + DEDUP_DIGEST_BYTES + 8);
+      const k = slot * WORDS;
+      view.setUint32(at, this.keys[k]!, true);
+      view.setUint32(at + 4, this.keys[k + 1]!, true);
+      view.setUint32(at + 8, this.keys[k + 2]!, true);
+      view.setUint32(at + 12, this.keys[k + 3]!, true);
+      view.setFloat64(at + DEDUP_DIGEST_BYTES, this.at[slot]!, true);
+      view.setFloat64(at + DEDUP_DIGEST_BYTES + 8, this.lsns[slot]!, true);
       n++;
     }
     return out.subarray(0, n * DEDUP_ROW_BYTES);
