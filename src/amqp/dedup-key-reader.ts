@@ -4,7 +4,7 @@
 // key's AMQP type is known exactly (a decoder would turn a uuid and a binary
 // into the same Buffer). Malformed bytes or an uncomparable type are an
 // `invalid` answer, never a throw: the message then passes undeduplicated.
-import { dedupDigest, dedupDigestOfText, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
+import { dedupDigest, dedupIntegerDigest, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
 import { encodedValueSize, sectionCode } from './message-codec.js';
 
 const PROPERTIES = 0x73;
@@ -93,11 +93,11 @@ function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
   const size = encodedValueSize(bytes, at);
   const code = bytes[at]!;
   if (code === 0x40) return MISSING;
-  // Every integer type is one: the canonical value is its decimal text.
-  if (code === 0x43 || code === 0x44) return { status: 'key', digest: dedupDigestOfText(DedupKeyType.integer, '0') };
+  // Every integer type is one: the digest holds the value, not its width.
+  if (code === 0x43 || code === 0x44) return { status: 'key', digest: dedupIntegerDigest(bytes, at + 1, 0, false) };
   const signed = SIGNED[code];
   const width = signed ?? UNSIGNED[code];
-  if (width !== undefined) return { status: 'key', digest: dedupDigestOfText(DedupKeyType.integer, integerText(bytes, at + 1, width, signed !== undefined)) };
+  if (width !== undefined) return { status: 'key', digest: dedupIntegerDigest(bytes, at + 1, width, signed !== undefined) };
   switch (code) {
     case 0x98:
       return key(DedupKeyType.uuid, bytes, at + 1, at + size);
@@ -111,24 +111,6 @@ function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
       return key(typeOfVariable(code), bytes, at + 5, at + size);
     default:
       return { status: 'invalid', reason: `${what} is of AMQP type 0x${code.toString(16)}, which is not compared (use a ulong, uuid, binary or string)` };
-  }
-}
-
-/** The decimal text of the integer of `width` bytes at `at` (encodedValueSize checked that it is there). */
-function integerText(bytes: Buffer, at: number, width: number, signed: boolean): string {
-  switch (width) {
-    case 1:
-      return String(signed ? bytes.readInt8(at) : bytes[at]!);
-    case 2:
-      return String(signed ? bytes.readInt16BE(at) : bytes.readUInt16BE(at));
-    case 4:
-      return String(signed ? bytes.readInt32BE(at) : bytes.readUInt32BE(at));
-    default: {
-      // Most 8-byte ids (counters, timestamps) are exact as doubles: no BigInt for them.
-      const high = signed ? bytes.readInt32BE(at) : bytes.readUInt32BE(at);
-      if (Math.abs(high) < 0x200000) return String(high * 0x1_0000_0000 + bytes.readUInt32BE(at + 4));
-      return (signed ? bytes.readBigInt64BE(at) : bytes.readBigUInt64BE(at)).toString();
-    }
   }
 }
 

@@ -6,10 +6,20 @@
 // type is one type (an int 7 and a long 7 are one key), as a client that
 // resends re-encodes the same number in whichever width its library picks.
 //
-// The digest is SHA-256 cut to 128 bits: fixed-size rows off the heap whatever
-// the key's length, and two different keys share one only with a chance near
-// 2^-128 per pair (about 10^-27 for a window of a million), which no sender can
-// steer, so keeping digests never takes a new message for a duplicate in practice.
+// A short key is its own digest, written out: `0x80 | type`, then for an
+// integer its value as 9 bytes of big-endian two's complement (every AMQP
+// integer, ulong and long alike, fits in 72 bits), for anything else the
+// value's length in one byte and the value; zeros after. That form is one to
+// one, so two short keys share a digest only when they are the same key, and
+// it costs a few byte copies where SHA-256 cost most of a window's time per
+// message (the bench's profile: ~0.55 of ~1.9 µs).
+//
+// A longer key's digest is SHA-256 over the type byte and the value, cut to 128
+// bits: fixed-size rows off the heap whatever the key's length, and two keys
+// share one only with a chance near 2^-128 per pair. For a long key to take a
+// short key's digest a sender would need a SHA-256 preimage of 112 or more
+// chosen bits. So no sender can steer a digest onto another's key, and keeping
+// digests never takes a new message for a duplicate in practice.
 import * as crypto from 'node:crypto';
 import { DEDUP_DIGEST_BYTES } from './dedup-window.js';
 
@@ -62,28 +72,57 @@ function digestOf(input: Buffer): Buffer {
   return digest;
 }
 
+/** Bytes of value a short key's written-out digest holds (after its type and length bytes). */
+export const DEDUP_SHORT_VALUE_BYTES = DEDUP_DIGEST_BYTES - 2;
+const SHORT_FORM = 0x80;
+/** Bytes of an integer's two's complement in its digest (one more than a ulong needs, for the sign). */
+const INTEGER_BYTES = 9;
+
 /**
- * The digest of a key of `type` whose value is `value`'s bytes from `start` to `end`
- * (a range, so a reader hands over the bytes where they lie, with no view per key).
+ * The digest of a key of `type` (not an integer: see dedupIntegerDigest) whose
+ * value is `value`'s bytes from `start` to `end` (a range, so a reader hands over
+ * the bytes where they lie, with no view per key).
  */
 export function dedupDigest(type: DedupKeyType, value: Buffer, start = 0, end = value.length): Buffer {
+  const length = end - start;
+  if (length <= DEDUP_SHORT_VALUE_BYTES) {
+    const digest = zeroedDigest();
+    digest[0] = SHORT_FORM | type;
+    digest[1] = length;
+    value.copy(digest, 2, start, end);
+    return digest;
+  }
   if (oneShotHash === undefined) return dedupDigestStreamed(type, value.subarray(start, end));
-  const input = hashInput(1 + end - start);
+  const input = hashInput(1 + length);
   input[0] = type;
-  value.copy(input, 1, start, end);
+  // A loop for the usual lengths: Buffer.copy's call into C++ costs more than it moves (~90 against ~60 ns for 50 bytes).
+  if (length <= 64) for (let i = 0; i < length; i++) input[1 + i] = value[start + i]!;
+  else value.copy(input, 1, start, end);
   return digestOf(input);
 }
 
-/** The digest of a key whose value is the ASCII text `text` (an integer key's decimal form), with no buffer made for the text. */
-export function dedupDigestOfText(type: DedupKeyType, text: string): Buffer {
-  if (oneShotHash === undefined) return dedupDigestStreamed(type, Buffer.from(text, 'latin1'));
-  const input = hashInput(1 + text.length);
-  input[0] = type;
-  input.write(text, 1, 'latin1');
-  return digestOf(input);
+/**
+ * The digest of the integer whose `width` big-endian bytes (0 to 8; 0 is the
+ * value 0) are at `at` in `bytes`, two's complement when `signed`. Only bytes are
+ * copied: a ulong above 2^53 needs no BigInt, and no width makes a different key.
+ */
+export function dedupIntegerDigest(bytes: Uint8Array, at: number, width: number, signed: boolean): Buffer {
+  const digest = zeroedDigest();
+  digest[0] = SHORT_FORM | DedupKeyType.integer;
+  const first = 1 + INTEGER_BYTES - width;
+  if (signed && width > 0 && bytes[at]! & 0x80) digest.fill(0xff, 1, first);
+  for (let i = 0; i < width; i++) digest[first + i] = bytes[at + i]!;
+  return digest;
 }
 
-/** The same digest through createHash; exported so a test holds the two equal. */
+/** 16 zero bytes in a slice of Node's buffer pool (Buffer.alloc would make an ArrayBuffer per key). */
+function zeroedDigest(): Buffer {
+  const digest = Buffer.allocUnsafe(DEDUP_DIGEST_BYTES);
+  for (let i = 0; i < DEDUP_DIGEST_BYTES; i++) digest[i] = 0;
+  return digest;
+}
+
+/** A long key's digest through createHash (Node before 20.12); exported so a test holds it to the one-shot hash. */
 export function dedupDigestStreamed(type: DedupKeyType, value: Uint8Array): Buffer {
   return crypto.createHash('sha256').update(Uint8Array.of(type)).update(value).digest().subarray(0, DEDUP_DIGEST_BYTES);
 }

@@ -7,12 +7,20 @@ import { describe, expect, it } from 'vitest';
 import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
 import { Broker } from '../../../src/broker/broker.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { dedupDigest, dedupDigestStreamed, DedupKeyType } from '../../../src/broker/dedup-key.js';
+import { dedupDigest, dedupDigestStreamed, dedupIntegerDigest, DedupKeyType, DEDUP_SHORT_VALUE_BYTES } from '../../../src/broker/dedup-key.js';
 import { DedupWindow, DEDUP_ROW_BYTES } from '../../../src/broker/dedup-window.js';
 import { parseQueueSettings } from '../../../src/broker/settings.js';
 import { FakeClock, FakeConsumer, msg, qs } from './helpers.js';
 
-const key = (n: number): Buffer => dedupDigest(DedupKeyType.integer, Buffer.from(String(n)));
+/** The 9-byte big-endian two's complement of `v`, as an integer key's digest holds it. */
+const integerBytes = (v: bigint): Buffer => {
+  const b = Buffer.alloc(9);
+  let u = BigInt.asUintN(72, v);
+  for (let i = 8; i >= 0; i--, u >>= 8n) b[i] = Number(u & 0xffn);
+  return b;
+};
+const integerKey = (v: bigint): Buffer => dedupIntegerDigest(integerBytes(v), 0, 9, true);
+const key = (n: number): Buffer => integerKey(BigInt(n));
 
 /** An encoded AMQP message, as a sender would put it on the wire. */
 function amqp(fields: Record<string, unknown>): Buffer {
@@ -29,21 +37,42 @@ function dedupBroker(clock = new FakeClock()): { broker: Broker; clock: FakeCloc
 const withId = (id: unknown, durable = true) => msg('', { bytes: amqp({ message_id: id, durable }), durable });
 
 describe('dedup digest - the journaled format', () => {
-  it('is the first 16 bytes of SHA-256 over the type byte and the value, one-shot or streamed', () => {
+  it('writes a short key out (type, length, value) and hashes a longer one: the first 16 bytes of SHA-256 over the type byte and the value', () => {
     // Pinned: journals and checkpoints hold these digests, so a change here
     // would let every resend after an upgrade through as a new message.
-    expect(dedupDigest(DedupKeyType.string, Buffer.from('m-1')).toString('hex')).toBe(
-      createHash('sha256').update(Buffer.from([4, 0x6d, 0x2d, 0x31])).digest('hex').slice(0, 32),
+    expect(dedupDigest(DedupKeyType.string, Buffer.from('m-1')).toString('hex')).toBe('84036d2d310000000000000000000000');
+    expect(dedupDigest(DedupKeyType.binary, Buffer.alloc(0)).toString('hex')).toBe('83000000000000000000000000000000');
+    expect(dedupDigest(DedupKeyType.symbol, Buffer.from('abcdefghijklmn')).toString('hex')).toBe('850e6162636465666768696a6b6c6d6e');
+    expect(integerKey(7n).toString('hex')).toBe('81000000000000000007000000000000');
+    expect(integerKey(-2n).toString('hex')).toBe('81fffffffffffffffffe000000000000');
+    expect(integerKey(18446744073709551615n).toString('hex')).toBe('8100ffffffffffffffff000000000000');
+    const long = Buffer.from('order-000000001'); // 15 bytes: one more than a short key holds
+    expect(long.length).toBe(DEDUP_SHORT_VALUE_BYTES + 1);
+    expect(dedupDigest(DedupKeyType.string, long).toString('hex')).toBe(
+      createHash('sha256').update(Buffer.concat([Buffer.from([4]), long])).digest('hex').slice(0, 32),
     );
     // Lengths around the digest's 1 KiB scratch input too, and digests held side by
     // side (each its own bytes, not a view of something the next key overwrites).
-    const lengths = [...Array.from({ length: 200 }, (_, n) => n), 1022, 1023, 1024, 1025, 5000];
-    const held = lengths.map((n) => [randomBytes(n), dedupDigest(DedupKeyType.binary, Buffer.alloc(0))] as const);
+    const lengths = [...Array.from({ length: 200 }, (_, n) => n + DEDUP_SHORT_VALUE_BYTES + 1), 1022, 1023, 1024, 1025, 5000];
+    const empty = Buffer.alloc(DEDUP_SHORT_VALUE_BYTES + 1);
+    const held = lengths.map((n) => [randomBytes(n), dedupDigest(DedupKeyType.binary, empty)] as const);
     for (const [value] of held) dedupDigest(DedupKeyType.string, value);
-    for (const [, digest] of held) expect(digest).toEqual(dedupDigestStreamed(DedupKeyType.binary, Buffer.alloc(0)));
+    for (const [, digest] of held) expect(digest).toEqual(dedupDigestStreamed(DedupKeyType.binary, empty));
     for (const n of lengths) {
       const value = randomBytes(n);
       for (const type of Object.values(DedupKeyType)) expect(dedupDigest(type, value)).toEqual(dedupDigestStreamed(type, value));
+    }
+    // Short digests are their own bytes too, and differ with type, length and value.
+    const shorts = new Map<string, string>();
+    for (let n = 0; n <= DEDUP_SHORT_VALUE_BYTES; n++) {
+      for (const type of [DedupKeyType.binary, DedupKeyType.string, DedupKeyType.symbol]) {
+        const value = Buffer.alloc(n);
+        const d = dedupDigest(type, value).toString('hex');
+        value.fill(1);
+        expect(shorts.has(d)).toBe(false);
+        shorts.set(d, `${type}/${n}`);
+        if (n > 0) expect(dedupDigest(type, value).toString('hex')).not.toBe(d);
+      }
     }
   });
 });
@@ -194,7 +223,7 @@ describe('dedup keys - message-id types and application properties', () => {
     expect(digest({ message_id: 'order-2' })).not.toBe(digests[5]);
   });
 
-  it('reads every integer type and width as its decimal value: one key per number, whatever its encoding', () => {
+  it('reads every integer type and width as its value: one key per number, whatever its encoding', () => {
     // A properties section holding only a message-id, encoded by hand (list8, count 1).
     const withId = (value: Buffer) => Buffer.concat([Buffer.from([0x00, 0x53, 0x73, 0xc0, value.length + 1, 1]), value]);
     const encode = (code: number, width: number, v: bigint): Buffer => {
@@ -219,11 +248,11 @@ describe('dedup keys - message-id types and application properties', () => {
       for (const v of values) {
         if (v < min || v > max) continue;
         const r = readDedupKey(withId(encode(code, width, v)), undefined);
-        expect(r, `type 0x${code.toString(16)} value ${v}`).toEqual({ status: 'key', digest: dedupDigest(DedupKeyType.integer, Buffer.from(v.toString())) });
+        expect(r, `type 0x${code.toString(16)} value ${v}`).toEqual({ status: 'key', digest: integerKey(v) });
         checked++;
       }
     }
-    for (const code of [0x43, 0x44]) expect(readDedupKey(withId(Buffer.from([code])), undefined)).toEqual({ status: 'key', digest: dedupDigest(DedupKeyType.integer, Buffer.from('0')) });
+    for (const code of [0x43, 0x44]) expect(readDedupKey(withId(Buffer.from([code])), undefined)).toEqual({ status: 'key', digest: integerKey(0n) });
     expect(checked).toBeGreaterThan(100);
   });
 
