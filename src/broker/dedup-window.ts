@@ -4,20 +4,27 @@
 // Keys arrive in log order and leave oldest first (by count or by age), so the
 // window is a ring of rows in typed arrays (digest, time, LSN, flags) plus an
 // open-addressing hash index of ring slots, both outside the V8 heap like a
-// queue's rows (src/util/id-table.ts): about 49-65 bytes per key (33 in the
+// queue's rows (src/util/id-table.ts): about 53-69 bytes per key (37 in the
 // ring, two to four 8-byte index entries at a load factor of 1/4 to 1/2), and no
 // object per key for the garbage collector to walk. The arrays grow by doubling
 // up to `limit`, so a window that is mostly empty costs little.
 //
-// An index entry holds its digest's first word beside the slot: a probe compares
-// that and reads the ring only on a match, and eviction finds an entry's home
-// from it. In a window of a million keys every ring read is a cache miss (the
-// publish path touches other memory between keys), and the profile of a full
-// window had the index probe as its largest cost.
+// A key's place in the index is a keyed hash of its digest (HalfSipHash, with a
+// secret drawn per window): short keys are their digest written out, so a
+// publisher could otherwise choose message-ids that all land in one probe run and
+// make every lookup a scan. An index entry holds that hash beside the slot: a
+// probe compares it and reads the ring only on a match, and eviction finds an
+// entry's home from it (the ring keeps each key's hash too, so an eviction
+// computes none). In a window of a million keys every ring read is a cache miss
+// (the publish path touches other memory between keys), and the profile of a
+// full window had the index probe as its largest cost.
 //
 // The LSN of the change that brought a key in tells a duplicate's sender when
 // the first copy is safe (its settlement waits for that LSN), and tells a
 // checkpoint which keys the journal already holds (rowsUpTo).
+
+import { randomBytes } from 'node:crypto';
+import { halfSipHash16, type HalfSipKey } from '../util/half-siphash.js';
 
 /** Bytes of one key's digest. */
 export const DEDUP_DIGEST_BYTES = 16;
@@ -29,6 +36,11 @@ const F_DURABLE = 1;
 const F_REMOVED = 2;
 const FIRST_CAPACITY = 1024;
 
+function randomKey(): HalfSipKey {
+  const k = randomBytes(8);
+  return { k0: k.readUInt32LE(0), k1: k.readUInt32LE(4) };
+}
+
 export interface DedupHit {
   /** LSN of the change that brought the key in. */
   lsn: number;
@@ -38,11 +50,23 @@ export interface DedupHit {
 export class DedupWindow {
   private cap = 0;
   private keys = new Uint32Array(0);
+  /** Per ring slot, its key's keyed hash (where its index entry lives). */
+  private tags = new Uint32Array(0);
   private at = new Float64Array(0);
   private lsns = new Float64Array(0);
   private flags = new Uint8Array(0);
-  /** Per hash position two words: ring slot + 1 (0: empty), and the digest's first word. */
+  /** Per hash position two words: ring slot + 1 (0: empty), and the key's keyed hash. */
   private index = new Uint32Array(0);
+  /** The index's secret: the same for the window's life (its positions are never exported). */
+  private readonly hashKey = randomKey();
+  /**
+   * The key lookup() last looked for, as words, and its keyed hash: a publish
+   * looks a key up (find) and then takes it in (add), and the second lookup
+   * finds the hash here instead of computing it again.
+   */
+  private readonly last = new Uint32Array(4);
+  private lastTag = 0;
+  private lastValid = false;
   private mask = 0;
   /** Slot of the oldest row, and rows in the ring (removed ones included). */
   private head = 0;
@@ -66,7 +90,7 @@ export class DedupWindow {
 
   /** Bytes of memory the window holds (all of it in typed arrays, off the V8 heap). */
   get memoryBytes(): number {
-    return this.keys.byteLength + this.at.byteLength + this.lsns.byteLength + this.flags.byteLength + this.index.byteLength;
+    return this.keys.byteLength + this.tags.byteLength + this.at.byteLength + this.lsns.byteLength + this.flags.byteLength + this.index.byteLength;
   }
 
   /** The key's entry if it is in the window (and not older than the ttl at `now`). */
@@ -91,6 +115,7 @@ export class DedupWindow {
     this.evictExpired(now);
     if (this.ttlMs > 0 && at + this.ttlMs <= now) return false; // already too old to matter
     if (this.lookup(buf, offset) >= 0) return false;
+    const tag = this.lastTag;
     if (this.count === this.limit) this.evictOldest('count');
     if (this.count === this.cap) this.grow();
     const slot = (this.head + this.count) % this.cap;
@@ -100,7 +125,7 @@ export class DedupWindow {
     this.lsns[slot] = lsn;
     this.flags[slot] = durable ? F_DURABLE : 0;
     this.count++;
-    this.insertIndex(slot);
+    this.insertIndex(slot, tag);
     return true;
   }
 
@@ -177,6 +202,16 @@ export class DedupWindow {
     return added;
   }
 
+  /** The farthest any index entry sits from its home position (tests: keys a sender chose must not pile up). */
+  longestProbe(): number {
+    let longest = 0;
+    for (let i = 0; i <= this.mask && this.cap > 0; i++) {
+      if (this.index[2 * i] === 0) continue;
+      longest = Math.max(longest, (i - (this.index[2 * i + 1]! & this.mask) + this.mask + 1) & this.mask);
+    }
+    return longest;
+  }
+
   // ---- internals -------------------------------------------------------------
 
   private evictOldest(why: 'count' | 'age'): void {
@@ -188,40 +223,48 @@ export class DedupWindow {
     else this.evictedByAge++;
   }
 
-  private home(slot: number): number {
-    return this.keys[slot * WORDS]! & this.mask;
-  }
 
   private next(i: number): number {
     return (i + 1) & this.mask;
   }
 
   private lookup(buf: Uint8Array, offset: number): number {
-    if (this.cap === 0) return -1;
     const w0 = word(buf, offset);
     const w1 = word(buf, offset + 4);
     const w2 = word(buf, offset + 8);
     const w3 = word(buf, offset + 12);
+    const last = this.last;
+    if (!this.lastValid || last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
+      last[0] = w0;
+      last[1] = w1;
+      last[2] = w2;
+      last[3] = w3;
+      this.lastTag = halfSipHash16(this.hashKey, w0, w1, w2, w3);
+      this.lastValid = true;
+    }
+    const tag = this.lastTag;
+    if (this.cap === 0) return -1;
     // Bounded: the index is at most half full, so an empty position comes.
-    for (let i = w0 & this.mask; ; i = this.next(i)) {
+    for (let i = tag & this.mask; ; i = this.next(i)) {
       const v = this.index[2 * i]!;
       if (v === 0) return -1;
-      if (this.index[2 * i + 1] !== w0) continue;
+      if (this.index[2 * i + 1] !== tag) continue;
       const k = (v - 1) * WORDS;
-      if (this.keys[k + 1] === w1 && this.keys[k + 2] === w2 && this.keys[k + 3] === w3) return v - 1;
+      if (this.keys[k] === w0 && this.keys[k + 1] === w1 && this.keys[k + 2] === w2 && this.keys[k + 3] === w3) return v - 1;
     }
   }
 
-  private insertIndex(slot: number): void {
-    let i = this.home(slot);
+  private insertIndex(slot: number, tag: number): void {
+    let i = tag & this.mask;
     while (this.index[2 * i] !== 0) i = this.next(i);
     this.index[2 * i] = slot + 1;
-    this.index[2 * i + 1] = this.keys[slot * WORDS]!;
+    this.index[2 * i + 1] = tag;
+    this.tags[slot] = tag;
   }
 
   /** Remove a slot from the index, shifting later entries of its probe run back (no tombstones). */
   private deleteIndex(slot: number): void {
-    let i = this.home(slot);
+    let i = this.tags[slot]! & this.mask;
     while (this.index[2 * i] !== slot + 1) {
       if (this.index[2 * i] === 0) return;
       i = this.next(i);
@@ -231,13 +274,13 @@ export class DedupWindow {
       j = this.next(j);
       const v = this.index[2 * j]!;
       if (v === 0) break;
-      const word0 = this.index[2 * j + 1]!;
-      const k = word0 & this.mask;
+      const tag = this.index[2 * j + 1]!;
+      const k = tag & this.mask;
       // The entry at j may fill the hole at i unless its home lies cyclically in (i, j].
       const stays = i <= j ? i < k && k <= j : i < k || k <= j;
       if (!stays) {
         this.index[2 * i] = v;
-        this.index[2 * i + 1] = word0;
+        this.index[2 * i + 1] = tag;
         i = j;
       }
     }
@@ -248,17 +291,20 @@ export class DedupWindow {
   private grow(atLeast = 0): void {
     const cap = Math.min(this.limit, Math.max(FIRST_CAPACITY, this.cap * 2, atLeast));
     const keys = new Uint32Array(cap * WORDS);
+    const tags = new Uint32Array(cap);
     const at = new Float64Array(cap);
     const lsns = new Float64Array(cap);
     const flags = new Uint8Array(cap);
     for (let i = 0; i < this.count; i++) {
       const from = (this.head + i) % this.cap;
       keys.set(this.keys.subarray(from * WORDS, from * WORDS + WORDS), i * WORDS);
+      tags[i] = this.tags[from]!;
       at[i] = this.at[from]!;
       lsns[i] = this.lsns[from]!;
       flags[i] = this.flags[from]!;
     }
     this.keys = keys;
+    this.tags = tags;
     this.at = at;
     this.lsns = lsns;
     this.flags = flags;
@@ -268,7 +314,7 @@ export class DedupWindow {
     while (size < cap * 2) size *= 2;
     this.index = new Uint32Array(2 * size);
     this.mask = size - 1;
-    for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i);
+    for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i, tags[i]!);
   }
 }
 
