@@ -15,34 +15,19 @@ export interface HalfSipKey {
   k1: number;
 }
 
-/** HalfSipHash-2-4 (32-bit output) of the 16 bytes whose little-endian words are w0..w3. */
-export function halfSipHash16(key: HalfSipKey, w0: number, w1: number, w2: number, w3: number): number {
-  let v0 = key.k0 >>> 0;
-  let v1 = key.k1 >>> 0;
-  let v2 = (0x6c796765 ^ key.k0) >>> 0;
-  let v3 = (0x74656462 ^ key.k1) >>> 0;
-  // The four words, then the length word (16 << 24), each compressed in turn:
-  // v3 ^= m, two rounds, v0 ^= m.
-  let m = w0;
-  for (let word = 0; word < 5; word++) {
-    v3 ^= m;
-    for (let r = 0; r < 2; r++) {
-      v0 = (v0 + v1) >>> 0;
-      v1 = ((v1 << 5) | (v1 >>> 27)) ^ v0;
-      v0 = (v0 << 16) | (v0 >>> 16);
-      v2 = (v2 + v3) >>> 0;
-      v3 = ((v3 << 8) | (v3 >>> 24)) ^ v2;
-      v0 = (v0 + v3) >>> 0;
-      v3 = ((v3 << 7) | (v3 >>> 25)) ^ v0;
-      v2 = (v2 + v1) >>> 0;
-      v1 = ((v1 << 13) | (v1 >>> 19)) ^ v2;
-      v2 = (v2 << 16) | (v2 >>> 16);
-    }
-    v0 ^= m;
-    m = word === 0 ? w1 : word === 1 ? w2 : word === 2 ? w3 : (16 << 24) >>> 0;
-  }
-  v2 ^= 0xff;
-  for (let r = 0; r < 4; r++) {
+/** The length word: 16 bytes of input, in the top byte. */
+const LENGTH_WORD = (16 << 24) >>> 0;
+
+/** The state v0..v3 between rounds (module-level: a call is synchronous and makes no object). */
+const v = new Uint32Array(4);
+
+/** `n` SipRounds of the state. */
+function rounds(n: number): void {
+  let v0 = v[0]!;
+  let v1 = v[1]!;
+  let v2 = v[2]!;
+  let v3 = v[3]!;
+  for (let r = 0; r < n; r++) {
     v0 = (v0 + v1) >>> 0;
     v1 = ((v1 << 5) | (v1 >>> 27)) ^ v0;
     v0 = (v0 << 16) | (v0 >>> 16);
@@ -54,5 +39,31 @@ export function halfSipHash16(key: HalfSipKey, w0: number, w1: number, w2: numbe
     v1 = ((v1 << 13) | (v1 >>> 19)) ^ v2;
     v2 = (v2 << 16) | (v2 >>> 16);
   }
-  return (v1 ^ v3) >>> 0;
+  v[0] = v0;
+  v[1] = v1;
+  v[2] = v2;
+  v[3] = v3;
+}
+
+/** Take in one word: v3 ^= m, two rounds, v0 ^= m. */
+function compress(m: number): void {
+  v[3] ^= m;
+  rounds(2);
+  v[0] ^= m;
+}
+
+/** HalfSipHash-2-4 (32-bit output) of the 16 bytes whose little-endian words are w0..w3. */
+export function halfSipHash16(key: HalfSipKey, w0: number, w1: number, w2: number, w3: number): number {
+  v[0] = key.k0;
+  v[1] = key.k1;
+  v[2] = 0x6c796765 ^ key.k0;
+  v[3] = 0x74656462 ^ key.k1;
+  compress(w0);
+  compress(w1);
+  compress(w2);
+  compress(w3);
+  compress(LENGTH_WORD);
+  v[2] ^= 0xff;
+  rounds(4);
+  return (v[1]! ^ v[3]!) >>> 0;
 }
