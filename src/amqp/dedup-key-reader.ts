@@ -84,9 +84,9 @@ function stringAt(bytes: Buffer, at: number): string | undefined {
   return undefined;
 }
 
-/** Integer type codes and their widths in bytes; signed ones are two's complement. */
+/** Integer type codes and their widths in bytes (uint0 and ulong0: none, the value 0); signed ones are two's complement. */
 const SIGNED: Record<number, number> = { 0x51: 1, 0x61: 2, 0x71: 4, 0x54: 1, 0x81: 8, 0x55: 1 };
-const UNSIGNED: Record<number, number> = { 0x50: 1, 0x60: 2, 0x70: 4, 0x52: 1, 0x80: 8, 0x53: 1 };
+const UNSIGNED: Record<number, number> = { 0x50: 1, 0x60: 2, 0x70: 4, 0x52: 1, 0x80: 8, 0x53: 1, 0x43: 0, 0x44: 0 };
 
 /** The key a value makes: its type and canonical bytes, digested. */
 function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
@@ -94,7 +94,6 @@ function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
   const code = bytes[at]!;
   if (code === 0x40) return MISSING;
   // Every integer type is one: the digest holds the value, not its width.
-  if (code === 0x43 || code === 0x44) return { status: 'key', digest: dedupIntegerDigest(bytes, at + 1, 0, false) };
   const signed = SIGNED[code];
   const width = signed ?? UNSIGNED[code];
   if (width !== undefined) return { status: 'key', digest: dedupIntegerDigest(bytes, at + 1, width, signed !== undefined) };

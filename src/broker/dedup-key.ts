@@ -89,15 +89,13 @@ export function dedupDigest(type: DedupKeyType, value: Buffer, start = 0, end = 
     const digest = zeroedDigest();
     digest[0] = SHORT_FORM | type;
     digest[1] = length;
-    value.copy(digest, 2, start, end);
+    copyBytes(value, start, end, digest, 2);
     return digest;
   }
   if (oneShotHash === undefined) return dedupDigestStreamed(type, value.subarray(start, end));
   const input = hashInput(1 + length);
   input[0] = type;
-  // A loop for the usual lengths: Buffer.copy's call into C++ costs more than it moves (~90 against ~60 ns for 50 bytes).
-  if (length <= 64) for (let i = 0; i < length; i++) input[1 + i] = value[start + i]!;
-  else value.copy(input, 1, start, end);
+  copyBytes(value, start, end, input, 1);
   return digestOf(input);
 }
 
@@ -111,8 +109,17 @@ export function dedupIntegerDigest(bytes: Uint8Array, at: number, width: number,
   digest[0] = SHORT_FORM | DedupKeyType.integer;
   const first = 1 + INTEGER_BYTES - width;
   if (signed && width > 0 && bytes[at]! & 0x80) digest.fill(0xff, 1, first);
-  for (let i = 0; i < width; i++) digest[first + i] = bytes[at + i]!;
+  copyBytes(bytes, at, at + width, digest, first);
   return digest;
+}
+
+/** `from`'s bytes start..end into `to` at `at`: a loop for the usual key lengths, where Buffer.copy's call into C++ costs more than it moves (~90 against ~60 ns for 50 bytes). */
+function copyBytes(from: Uint8Array, start: number, end: number, to: Buffer, at: number): void {
+  if (end - start > 64) {
+    to.set(from.subarray(start, end), at);
+    return;
+  }
+  for (let i = start; i < end; i++) to[at + i - start] = from[i]!;
 }
 
 /** 16 zero bytes in a slice of Node's buffer pool (Buffer.alloc would make an ArrayBuffer per key). */

@@ -62,11 +62,11 @@ export class DedupWindow {
   /**
    * The key lookup() last looked for, as words, and its keyed hash: a publish
    * looks a key up (find) and then takes it in (add), and the second lookup
-   * finds the hash here instead of computing it again.
+   * finds the hash here instead of computing it again. It starts as the
+   * all-zero key with its hash, so it is always a true pair.
    */
   private readonly last = new Uint32Array(4);
-  private lastTag = 0;
-  private lastValid = false;
+  private lastTag = halfSipHash16(this.hashKey, 0, 0, 0, 0);
   private mask = 0;
   /** Slot of the oldest row, and rows in the ring (removed ones included). */
   private head = 0;
@@ -223,7 +223,6 @@ export class DedupWindow {
     else this.evictedByAge++;
   }
 
-
   private next(i: number): number {
     return (i + 1) & this.mask;
   }
@@ -234,13 +233,12 @@ export class DedupWindow {
     const w2 = word(buf, offset + 8);
     const w3 = word(buf, offset + 12);
     const last = this.last;
-    if (!this.lastValid || last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
+    if (last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
       last[0] = w0;
       last[1] = w1;
       last[2] = w2;
       last[3] = w3;
       this.lastTag = halfSipHash16(this.hashKey, w0, w1, w2, w3);
-      this.lastValid = true;
     }
     const tag = this.lastTag;
     if (this.cap === 0) return -1;
