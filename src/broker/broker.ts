@@ -549,8 +549,9 @@ export class Broker implements QueueHost {
           queue.enqueue(change.message);
           this.events.queueReady?.(queue);
         }
-        // The broker that logged it decided it was no duplicate; its key enters the window here too.
-        if (change.dedup && queue?.dedup) queue.dedup.add(change.dedup.key, change.dedup.at, lsn, durable && messageDurable(change.message, queue), this.now());
+        // The broker that logged it decided it was no duplicate; its key enters the window
+        // here too, appended (a backup's window is indexed only once it must answer).
+        if (change.dedup && queue?.dedup) queue.dedup.appended(change.dedup.key, change.dedup.at, lsn, durable && messageDurable(change.message, queue), this.now());
         if (change.message.id >= this.nextMessageId) this.nextMessageId = change.message.id + 1;
         break;
       }
@@ -817,6 +818,22 @@ export class Broker implements QueueHost {
       out.push({ ...op, dedup: stamp });
     }
     return out;
+  }
+
+  /**
+   * Index every duplicate-detection window the log alone fed (a restart, a
+   * backup's replication): done when this broker starts serving publishers, so
+   * that cost falls on its start or promotion and not on the first publish.
+   * Returns the keys indexed.
+   */
+  indexDedupWindows(): number {
+    let keys = 0;
+    for (const q of this.queues.values()) {
+      if (!q.dedup || q.dedup.isIndexed) continue;
+      q.dedup.ensureIndexed();
+      keys += q.dedup.size;
+    }
+    return keys;
   }
 
   /** Take back the keys a publish or commit put into windows (its journal write failed). */

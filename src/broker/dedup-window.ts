@@ -19,6 +19,13 @@
 // (the publish path touches other memory between keys), and the profile of a
 // full window had the index probe as its largest cost.
 //
+// A window fed only by the log (an HA backup applying its primary's enqueues)
+// never answers a lookup: the broker that logged a key already decided it was
+// new. So such a window keeps just the ring, each key an append in order, and
+// builds its index the first time it must answer (a promotion does it at once,
+// Broker.indexDedupWindows): a backup pays no hash and no random memory access
+// per message, which on a cluster's shared cores the primary would pay for.
+//
 // The LSN of the change that brought a key in tells a duplicate's sender when
 // the first copy is safe (its settlement waits for that LSN), and tells a
 // checkpoint which keys the journal already holds (rowsUpTo).
@@ -68,6 +75,10 @@ export class DedupWindow {
   private readonly last = new Uint32Array(4);
   private lastTag = halfSipHash16(this.hashKey, 0, 0, 0, 0);
   private mask = 0;
+  /** Whether the index holds the ring's keys (see appended()). */
+  private indexed = false;
+  /** What the eviction warm-up in find() read (kept so the read is not optimised away). */
+  private warmed = 0;
   /** Slot of the oldest row, and rows in the ring (removed ones included). */
   private head = 0;
   private count = 0;
@@ -93,9 +104,19 @@ export class DedupWindow {
     return this.keys.byteLength + this.tags.byteLength + this.at.byteLength + this.lsns.byteLength + this.flags.byteLength + this.index.byteLength;
   }
 
+  /** Whether lookups are ready: false for a window only the log has fed so far (a backup's). */
+  get isIndexed(): boolean {
+    return this.indexed;
+  }
+
   /** The key's entry if it is in the window (and not older than the ttl at `now`). */
   find(digest: Uint8Array, now: number): DedupHit | undefined {
     this.evictExpired(now);
+    this.ensureIndexed();
+    // A full window evicts its oldest key when this one is taken in, and that key's
+    // index entry is a cache miss of its own (a random place in many megabytes). Read
+    // it now, before this key's hash is computed, so the two misses overlap.
+    if (this.count === this.limit) this.warmed = this.index[2 * (this.tags[this.head]! & this.mask)]!;
     const slot = this.lookup(digest, 0);
     if (slot < 0) return undefined;
     return { lsn: this.lsns[slot]!, durable: (this.flags[slot]! & F_DURABLE) !== 0 };
@@ -107,7 +128,32 @@ export class DedupWindow {
    */
   add(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
     if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
+    this.ensureIndexed();
     return this.addAt(digest, 0, at, lsn, durable, now);
+  }
+
+  /**
+   * A key the log brought (a change another broker, or this one before a restart,
+   * logged as new): taken in as add() does, but into the ring alone while the
+   * window is not indexed. The index built later keeps the first of any key the
+   * ring holds twice (a snapshot and the stream after it can overlap).
+   */
+  appended(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
+    if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
+    return this.indexed ? this.addAt(digest, 0, at, lsn, durable, now) : this.appendAt(digest, 0, at, lsn, durable, now);
+  }
+
+  /** Build the index now if it is not (a promotion: before the first publisher waits on it). */
+  ensureIndexed(): void {
+    if (this.indexed) return;
+    this.indexed = true;
+    for (let i = 0; i < this.count; i++) {
+      const slot = (this.head + i) % this.cap;
+      if (this.flags[slot]! & F_REMOVED) continue;
+      const k = slot * WORDS;
+      if (this.lookupWords(this.keys[k]!, this.keys[k + 1]!, this.keys[k + 2]!, this.keys[k + 3]!) >= 0) this.flags[slot]! |= F_REMOVED; // the ring's second copy
+      else this.insertIndex(slot, this.lastTag);
+    }
   }
 
   /** add() of the digest at `offset` in `buf` (no view made per key: a restart loads millions). */
@@ -115,7 +161,21 @@ export class DedupWindow {
     this.evictExpired(now);
     if (this.ttlMs > 0 && at + this.ttlMs <= now) return false; // already too old to matter
     if (this.lookup(buf, offset) >= 0) return false;
-    const tag = this.lastTag;
+    this.put(buf, offset, at, lsn, durable);
+    this.insertIndex((this.head + this.count - 1) % this.cap, this.lastTag);
+    return true;
+  }
+
+  /** appended() of an unindexed window: the row goes into the ring, nothing is hashed or looked up. */
+  private appendAt(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean, now: number): boolean {
+    this.evictExpired(now);
+    if (this.ttlMs > 0 && at + this.ttlMs <= now) return false;
+    this.put(buf, offset, at, lsn, durable);
+    return true;
+  }
+
+  /** A new newest row, the oldest evicted first if the window is full. */
+  private put(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean): void {
     if (this.count === this.limit) this.evictOldest('count');
     if (this.count === this.cap) this.grow();
     const slot = (this.head + this.count) % this.cap;
@@ -125,12 +185,11 @@ export class DedupWindow {
     this.lsns[slot] = lsn;
     this.flags[slot] = durable ? F_DURABLE : 0;
     this.count++;
-    this.insertIndex(slot, tag);
-    return true;
   }
 
   /** Take a key back out (its publish failed): a resend must get in. */
   remove(digest: Uint8Array): boolean {
+    this.ensureIndexed();
     const slot = this.lookup(digest, 0);
     if (slot < 0) return false;
     this.flags[slot]! |= F_REMOVED;
@@ -147,8 +206,9 @@ export class DedupWindow {
       const f = this.flags[slot]!;
       if (f & F_REMOVED) continue;
       for (let w = 0; w < WORDS; w++) key.writeUInt32LE(this.keys[slot * WORDS + w]!, w * 4);
-      out.add(key, this.at[slot]!, this.lsns[slot]!, (f & F_DURABLE) !== 0, now);
+      out.appended(key, this.at[slot]!, this.lsns[slot]!, (f & F_DURABLE) !== 0, now);
     }
+    if (this.indexed) out.ensureIndexed();
     return out;
   }
 
@@ -187,7 +247,7 @@ export class DedupWindow {
     return out.subarray(0, n * DEDUP_ROW_BYTES);
   }
 
-  /** Take in rows made by rows() (oldest first), as durable keys; rows with LSN below `fromLsn` are skipped. Returns keys added. */
+  /** Take in rows made by rows() (oldest first), as durable keys (as appended() does); rows with LSN below `fromLsn` are skipped. Returns keys added. */
   addRows(rows: Buffer, now: number, fromLsn = 0): number {
     if (rows.length % DEDUP_ROW_BYTES !== 0) throw new RangeError(`dedup window rows of ${rows.length} bytes are not whole rows of ${DEDUP_ROW_BYTES}`);
     let added = 0;
@@ -197,7 +257,8 @@ export class DedupWindow {
     for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
       const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
       if (lsn < fromLsn) continue;
-      if (this.addAt(rows, at, rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
+      const when = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES);
+      if (this.indexed ? this.addAt(rows, at, when, lsn, true, now) : this.appendAt(rows, at, when, lsn, true, now)) added++;
     }
     return added;
   }
@@ -205,6 +266,7 @@ export class DedupWindow {
   /** The farthest any index entry sits from its home position (tests: keys a sender chose must not pile up). */
   longestProbe(): number {
     let longest = 0;
+    this.ensureIndexed();
     for (let i = 0; i <= this.mask && this.cap > 0; i++) {
       if (this.index[2 * i] === 0) continue;
       longest = Math.max(longest, (i - (this.index[2 * i + 1]! & this.mask) + this.mask + 1) & this.mask);
@@ -216,7 +278,7 @@ export class DedupWindow {
 
   private evictOldest(why: 'count' | 'age'): void {
     const slot = this.head;
-    if (!(this.flags[slot]! & F_REMOVED)) this.deleteIndex(slot);
+    if (this.indexed && !(this.flags[slot]! & F_REMOVED)) this.deleteIndex(slot);
     this.head = (this.head + 1) % this.cap;
     this.count--;
     if (why === 'count') this.evictedByCount++;
@@ -228,10 +290,11 @@ export class DedupWindow {
   }
 
   private lookup(buf: Uint8Array, offset: number): number {
-    const w0 = word(buf, offset);
-    const w1 = word(buf, offset + 4);
-    const w2 = word(buf, offset + 8);
-    const w3 = word(buf, offset + 12);
+    return this.lookupWords(word(buf, offset), word(buf, offset + 4), word(buf, offset + 8), word(buf, offset + 12));
+  }
+
+  /** The ring slot holding the key w0..w3, or -1; leaves its keyed hash in lastTag. */
+  private lookupWords(w0: number, w1: number, w2: number, w3: number): number {
     const last = this.last;
     if (last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
       last[0] = w0;
@@ -312,7 +375,7 @@ export class DedupWindow {
     while (size < cap * 2) size *= 2;
     this.index = new Uint32Array(2 * size);
     this.mask = size - 1;
-    for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i, tags[i]!);
+    if (this.indexed) for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i, tags[i]!);
   }
 }
 

@@ -322,7 +322,12 @@ export class Daemon {
   }
 
   /** Timers only the broker serving clients runs (a backup's queues follow the primary). */
+  /** This broker serves publishers from here on (a standalone start, an HA promotion). */
   private startPrimaryTimers(): void {
+    // Windows the journal or the primary's log fed are kept unindexed until now (dedup-window.ts).
+    const started = performance.now();
+    const keys = this.broker.indexDedupWindows();
+    if (keys > 0) this.log.info({ keys, ms: Math.round(performance.now() - started) }, 'duplicate-detection windows indexed');
     this.drWindowFeed?.resumeIfPaused();
     const expiry = setInterval(() => this.broker.expire(), 1000);
     expiry.unref();

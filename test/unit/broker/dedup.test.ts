@@ -131,6 +131,48 @@ describe('dedup window - keys, eviction and rows', () => {
     for (let n = 0; n < 20_000; n++) expect(w.find(key(n), 0) !== undefined).toBe(live.has(n));
   });
 
+  it('fed by the log alone, keeps a ring and indexes it when first asked: the same keys as one that was indexed throughout', () => {
+    // A primary's window takes keys checked; its backup's is fed what the primary took
+    // (the log), as the ring wraps (limit) and keys age out (ttl).
+    const limit = 3000;
+    const checked = new DedupWindow(limit, 60_000);
+    const logFed = new DedupWindow(limit, 60_000);
+    let seed = 11;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let step = 0; step < 12_000; step++) {
+      const n = rand(8000);
+      const at = step * 10;
+      if (checked.add(key(n), at, step + 1, true, at)) logFed.appended(key(n), at, step + 1, true, at);
+    }
+    expect(logFed.isIndexed).toBe(false);
+    expect(checked.isIndexed).toBe(true);
+    const now = 12_000 * 10;
+    for (let n = 0; n < 8000; n++) {
+      const want = checked.find(key(n), now);
+      expect(logFed.find(key(n), now), `key ${n}`).toEqual(want);
+    }
+    expect(logFed.isIndexed).toBe(true);
+    // Once indexed, what it takes is checked as add() checks it.
+    const fresh = key(9_999_999);
+    expect(logFed.appended(fresh, now, 1e6, true, now)).toBe(true);
+    expect(logFed.appended(fresh, now, 1e6 + 1, true, now)).toBe(false);
+    expect(logFed.find(fresh, now)?.lsn).toBe(1e6);
+  });
+
+  it('a log-fed window indexes the first of a key its ring holds twice, and evicts both in turn', () => {
+    const w = new DedupWindow(4, 0);
+    w.appended(key(1), 0, 1, true);
+    w.appended(key(2), 0, 2, true);
+    w.appended(key(1), 0, 3, true); // the overlap: the same key again
+    expect(w.find(key(1), 0)?.lsn).toBe(1);
+    expect(w.rows().length / DEDUP_ROW_BYTES).toBe(2); // the second copy is not a key of its own
+    w.add(key(3), 0, 4, true);
+    w.add(key(4), 0, 5, true); // evicts the first key(1)
+    expect(w.find(key(1), 0)).toBeUndefined();
+    expect(w.find(key(2), 0)?.lsn).toBe(2);
+    expect(w.longestProbe()).toBeLessThan(4);
+  });
+
   it('tells apart keys whose first word is the same (the word the index keeps), and evicts them right', () => {
     // Keys made to share their first 4 bytes (and so their home in the index) and differ after.
     const twin = (n: number) => Buffer.concat([Buffer.from([1, 2, 3, 4]), key(n).subarray(4)]);
@@ -382,6 +424,8 @@ describe('dedup - publish and transactions', () => {
     const q = backup.queue('orders');
     expect(q.depth).toBe(4);
     expect(q.dedup!.size).toBe(4);
+    expect(q.dedup!.isIndexed).toBe(false); // a backup only appends
+    expect(backup.indexDedupWindows()).toBe(4); // what a promotion does
     for (const id of ['a', 'b', 'c', 'd']) expect(backup.publish('orders', withId(id)).duplicate).toBe(true);
     expect(backup.publish('orders', withId('e')).duplicate).toBeUndefined();
   });
