@@ -113,11 +113,7 @@ export class DedupWindow {
   find(digest: Uint8Array, now: number): DedupHit | undefined {
     this.evictExpired(now);
     this.ensureIndexed();
-    // A full window evicts its oldest key when this one is taken in, and that key's
-    // index entry is a cache miss of its own (a random place in many megabytes). Read
-    // it now, before this key's hash is computed, so the two misses overlap.
-    if (this.count === this.limit) this.warmed = this.index[2 * (this.tags[this.head]! & this.mask)]!;
-    const slot = this.lookup(digest, 0);
+    const slot = this.lookupWords(word(digest, 0), word(digest, 4), word(digest, 8), word(digest, 12), this.count === this.limit);
     if (slot < 0) return undefined;
     return { lsn: this.lsns[slot]!, durable: (this.flags[slot]! & F_DURABLE) !== 0 };
   }
@@ -293,8 +289,14 @@ export class DedupWindow {
     return this.lookupWords(word(buf, offset), word(buf, offset + 4), word(buf, offset + 8), word(buf, offset + 12));
   }
 
-  /** The ring slot holding the key w0..w3, or -1; leaves its keyed hash in lastTag. */
-  private lookupWords(w0: number, w1: number, w2: number, w3: number): number {
+  /**
+   * The ring slot holding the key w0..w3, or -1; leaves its keyed hash in lastTag.
+   * `warmVictim`: the window is full, so taking this key in will evict the oldest
+   * one, whose index entry is a cache miss of its own (a random place in many
+   * megabytes, as is this key's). It is read right beside this key's first probe,
+   * so the two misses are in flight together rather than one after the other.
+   */
+  private lookupWords(w0: number, w1: number, w2: number, w3: number, warmVictim = false): number {
     const last = this.last;
     if (last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
       last[0] = w0;
@@ -305,9 +307,13 @@ export class DedupWindow {
     }
     const tag = this.lastTag;
     if (this.cap === 0) return -1;
+    const home = tag & this.mask;
+    const first = this.index[2 * home]!;
+    if (warmVictim) this.warmed = this.index[2 * (this.tags[this.head]! & this.mask)]!;
+    if (first === 0) return -1;
     // Bounded: the index is at most half full, so an empty position comes.
-    for (let i = tag & this.mask; ; i = this.next(i)) {
-      const v = this.index[2 * i]!;
+    for (let i = home; ; i = this.next(i)) {
+      const v = i === home ? first : this.index[2 * i]!;
       if (v === 0) return -1;
       if (this.index[2 * i + 1] !== tag) continue;
       const k = (v - 1) * WORDS;

@@ -269,6 +269,24 @@ interface PendingDirOp {
   undo(journalDir: string): void;
 }
 
+
+/**
+ * A copy of the journal directory as a crash image. The journal's own file
+ * operations run on libuv's thread pool, so one in flight (a checkpoint's rename, a
+ * segment's unlink) can take a file away between the copy's listing and its read of
+ * that file: then the copy is made again, as the directory is a moment later.
+ */
+function copyImage(from: string, to: string): void {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      cpSync(from, to, { recursive: true });
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt === 5) throw err;
+      rmSync(to, { recursive: true, force: true });
+    }
+  }
+}
 describe('journal restore property', () => {
   for (const seed of [11, 12, 13, 14, 15, 16]) {
     it(`restore property - seed ${seed}: crash images around checkpoints and compaction restore the broker the surviving log describes`, async () => {
@@ -286,7 +304,7 @@ describe('journal restore property', () => {
         if (images.length >= 60 || !current || !rnd.chance(p)) return;
         const dir = path.join(imagesDir, String(images.length));
         const jdir = path.join(dir, 'journal');
-        cpSync(journalDir, jdir, { recursive: true });
+        copyImage(journalDir, jdir);
         const notes: string[] = [];
         // A crash may lose any of the directory operations no fsync covered yet.
         for (const op of pending) {
