@@ -85,7 +85,9 @@ export interface BrokerOptions {
 
 /** Where a message goes once dedup windows had their say. */
 interface DedupRouting {
-  take: Array<{ queue: Queue; stamp: DedupStamp | undefined }>;
+  /** The queues that take it, and beside each the stamp its window will hold (undefined: none). Two arrays, not an object per queue: this runs per message. */
+  take: Queue[];
+  stamps: Array<DedupStamp | undefined>;
   /** The first copy, when a window held the key. */
   hit: DedupHit | undefined;
 }
@@ -402,11 +404,13 @@ export class Broker implements QueueHost {
     const keys: Array<{ queue: Queue; key: Buffer }> = [];
     let firstCopyLsn = 0;
     for (const { queues, msg } of routed) {
-      const { take, hit } = this.dedupRoute(queues, msg.bytes, seen);
+      const { take, stamps, hit } = this.dedupRoute(queues, msg.bytes, seen);
       if (hit && hit.lsn > firstCopyLsn) firstCopyLsn = hit.lsn;
       if (take.length === 0) continue;
       const id = this.nextMessageId++;
-      for (const { queue, stamp } of take) {
+      for (let i = 0; i < take.length; i++) {
+        const queue = take[i]!;
+        const stamp = stamps[i];
         const record = this.messageFor(queue, msg, id);
         durable ||= messageDurable(record, queue);
         ops.push(stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record });
@@ -684,8 +688,8 @@ export class Broker implements QueueHost {
     const routing = anyWindow(all) ? this.dedupRoute(all, msg.bytes) : undefined;
     const hit = routing?.hit;
     if (routing && routing.take.length === 0) return { queues: [], id: 0, lsn: hit!.lsn, durable: hit!.durable, duplicate: true };
-    const count = routing ? routing.take.length : all.length;
-    const queues = routing ? routing.take.map((t) => t.queue) : all;
+    const queues = routing ? routing.take : all;
+    const count = queues.length;
     this.checkLimits(queues, msg.bytes.length);
     const id = this.nextMessageId++;
     let lsn = 0;
@@ -693,7 +697,7 @@ export class Broker implements QueueHost {
     let keys: PublishResult['dedupKeys'];
     for (let i = 0; i < count; i++) {
       const queue = queues[i]!;
-      const stamp = routing?.take[i]!.stamp;
+      const stamp = routing?.stamps[i];
       if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
       const record = this.messageFor(queue, msg, id);
       const journaled = messageDurable(record, queue);
@@ -726,11 +730,12 @@ export class Broker implements QueueHost {
     let firstLookup: DedupLookup | undefined;
     let others: Map<string, DedupLookup> | undefined;
     const now = this.now();
-    const out: DedupRouting = { take: [], hit: undefined };
+    const out: DedupRouting = { take: [], stamps: [], hit: undefined };
     for (const queue of queues) {
       const window = queue.dedup;
       if (!window) {
-        out.take.push({ queue, stamp: undefined });
+        out.take.push(queue);
+        out.stamps.push(undefined);
         continue;
       }
       const property = queue.settings.dedupKey;
@@ -744,7 +749,8 @@ export class Broker implements QueueHost {
       }
       if (lookup.status !== 'key') {
         this.countKeyless(queue, lookup);
-        out.take.push({ queue, stamp: undefined });
+        out.take.push(queue);
+        out.stamps.push(undefined);
         continue;
       }
       const hit = window.find(lookup.digest, now);
@@ -760,7 +766,8 @@ export class Broker implements QueueHost {
         if (inThisTx) inThisTx.add(hex);
         else seen.set(queue, new Set([hex]));
       }
-      out.take.push({ queue, stamp: { key: lookup.digest, at: now } });
+      out.take.push(queue);
+      out.stamps.push({ key: lookup.digest, at: now });
     }
     return out;
   }

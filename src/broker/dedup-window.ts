@@ -42,6 +42,8 @@ const F_DURABLE = 1;
 /** Taken back (a publish whose journal write failed): in the ring until evicted, not in the index. */
 const F_REMOVED = 2;
 const FIRST_CAPACITY = 1024;
+/** Index positions per region when the index is built in one go (indexRows): 512 entries, 4 KiB. */
+const REGION_BITS = 9;
 
 function randomKey(): HalfSipKey {
   const k = randomBytes(8);
@@ -143,13 +145,7 @@ export class DedupWindow {
   ensureIndexed(): void {
     if (this.indexed) return;
     this.indexed = true;
-    for (let i = 0; i < this.count; i++) {
-      const slot = (this.head + i) % this.cap;
-      if (this.flags[slot]! & F_REMOVED) continue;
-      const k = slot * WORDS;
-      if (this.lookupWords(this.keys[k]!, this.keys[k + 1]!, this.keys[k + 2]!, this.keys[k + 3]!) >= 0) this.flags[slot]! |= F_REMOVED; // the ring's second copy
-      else this.insertIndex(slot, this.lastTag);
-    }
+    this.indexRows(true);
   }
 
   /** add() of the digest at `offset` in `buf` (no view made per key: a restart loads millions). */
@@ -305,7 +301,11 @@ export class DedupWindow {
       last[3] = w3;
       this.lastTag = halfSipHash16(this.hashKey, w0, w1, w2, w3);
     }
-    const tag = this.lastTag;
+    return this.probe(this.lastTag, w0, w1, w2, w3, warmVictim);
+  }
+
+  /** lookupWords() once the key's keyed hash is known. */
+  private probe(tag: number, w0: number, w1: number, w2: number, w3: number, warmVictim: boolean): number {
     if (this.cap === 0) return -1;
     const home = tag & this.mask;
     const first = this.index[2 * home]!;
@@ -321,12 +321,72 @@ export class DedupWindow {
     }
   }
 
+  /**
+   * Put every live row of the ring into the (empty) index: a log-fed window's first
+   * answer, and each growth. Row after row in ring order, each insert would land at
+   * a random place in many megabytes, a cache miss apiece (about half a second for
+   * a million keys on the 2-core bench machine). So the rows are first sorted by the
+   * region of the index their home lies in (a counting sort over REGION_BITS, stable,
+   * so that of a key the ring holds twice the older comes first) and inserted region
+   * by region, each insert near the one before. `hash`: the rows' keyed hashes are
+   * not known yet (a log-fed window), and a key the ring holds twice is possible: its
+   * second copy is marked removed, as add() would have refused it.
+   */
+  private indexRows(hash: boolean): void {
+    const regions = Math.max(1, (this.mask + 1) >>> REGION_BITS);
+    const starts = new Uint32Array(regions + 1);
+    const keys = this.keys;
+    for (let i = 0; i < this.count; i++) {
+      const slot = (this.head + i) % this.cap;
+      if (this.flags[slot]! & F_REMOVED) continue;
+      const k = slot * WORDS;
+      if (hash) this.tags[slot] = halfSipHash16(this.hashKey, keys[k]!, keys[k + 1]!, keys[k + 2]!, keys[k + 3]!);
+      starts[((this.tags[slot]! & this.mask) >>> REGION_BITS) + 1]!++;
+    }
+    for (let r = 0; r < regions; r++) starts[r + 1]! += starts[r]!;
+    // (slot, hash) pairs: the inserts below then read nothing at the rows' own (random) places.
+    const order = new Uint32Array(2 * starts[regions]!);
+    for (let i = 0; i < this.count; i++) {
+      const slot = (this.head + i) % this.cap;
+      if (this.flags[slot]! & F_REMOVED) continue;
+      const tag = this.tags[slot]!;
+      const at = 2 * starts[(tag & this.mask) >>> REGION_BITS]!++;
+      order[at] = slot;
+      order[at + 1] = tag;
+    }
+    for (let j = 0; j < order.length; j += 2) {
+      const slot = order[j]!;
+      const tag = order[j + 1]!;
+      if (hash && this.holdsKeyOf(slot, tag)) this.flags[slot]! |= F_REMOVED; // the ring's second copy
+      else this.placeIndex(slot, tag);
+    }
+  }
+
+  /** Whether the index holds the key of ring slot `slot` (whose hash is `tag`) already: its keys are read only on a hash match. */
+  private holdsKeyOf(slot: number, tag: number): boolean {
+    const keys = this.keys;
+    const k = slot * WORDS;
+    for (let i = tag & this.mask; ; i = this.next(i)) {
+      const v = this.index[2 * i]!;
+      if (v === 0) return false;
+      if (this.index[2 * i + 1] !== tag) continue;
+      const o = (v - 1) * WORDS;
+      if (keys[o] === keys[k] && keys[o + 1] === keys[k + 1] && keys[o + 2] === keys[k + 2] && keys[o + 3] === keys[k + 3]) return true;
+    }
+  }
+
+  /** Index ring slot `slot`, whose key's hash is `tag`, and keep that hash beside its row. */
   private insertIndex(slot: number, tag: number): void {
+    this.placeIndex(slot, tag);
+    this.tags[slot] = tag;
+  }
+
+  /** The index entry alone (the row's hash is in tags already). */
+  private placeIndex(slot: number, tag: number): void {
     let i = tag & this.mask;
     while (this.index[2 * i] !== 0) i = this.next(i);
     this.index[2 * i] = slot + 1;
     this.index[2 * i + 1] = tag;
-    this.tags[slot] = tag;
   }
 
   /** Remove a slot from the index, shifting later entries of its probe run back (no tombstones). */
@@ -381,7 +441,7 @@ export class DedupWindow {
     while (size < cap * 2) size *= 2;
     this.index = new Uint32Array(2 * size);
     this.mask = size - 1;
-    if (this.indexed) for (let i = 0; i < this.count; i++) if (!(flags[i]! & F_REMOVED)) this.insertIndex(i, tags[i]!);
+    if (this.indexed) this.indexRows(false);
   }
 }
 
