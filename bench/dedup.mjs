@@ -37,6 +37,8 @@ const ROUNDS = num('BENCH_ROUNDS', 2, 1, 7);
 const PREFILL = num('BENCH_DEDUP_PREFILL', 1_000_000, 0, 1_000_000);
 const RESTART_KEYS = num('BENCH_DEDUP_RESTART_KEYS', 1_000_000, 1000, 1_000_000);
 const WITH_HA = process.env.BENCH_DEDUP_HA !== 'no';
+// BENCH_DEDUP_STANDALONE=no: the cluster alone (a profile of its primary, say).
+const WITH_STANDALONE = process.env.BENCH_DEDUP_STANDALONE !== 'no';
 // The client of the throughput loads: rhea's load.mjs (the default; it tops out near
 // 35-40k msgs/s here, so the broker is rarely the bottleneck and a window's CPU shows
 // little in msgs/s) or the Proton C load generator (proton-c: the broker saturates, so
@@ -44,9 +46,12 @@ const WITH_HA = process.env.BENCH_DEDUP_HA !== 'no';
 const CLIENT = process.env.BENCH_DEDUP_CLIENT ?? 'rhea';
 if (!['rhea', 'proton-c'].includes(CLIENT)) throw new Error(`BENCH_DEDUP_CLIENT must be rhea or proton-c, not ${CLIENT}`);
 const throughputLoad = (b, args, opts) => (CLIENT === 'proton-c' ? runProtonLoad({ ...b, loadArgs: b.loadArgs ?? [] }, args, opts) : runLoad(b, args, opts));
-const WINDOW_ARGS = ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
+// BENCH_DEDUP_AA=yes: an A/A run, the "on" side without a window too. What it reports
+// as on / off is then the protocol's own bias and noise (the "on" side always starts second).
+const AA = process.env.BENCH_DEDUP_AA === 'yes';
+const WINDOW_ARGS = AA ? [] : ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
 
-const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, CLIENT }, throughput: [], memory: undefined, restart: [] };
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
 const build = await buildTandem();
 report.versions = { node: process.version, tandem: build.label };
@@ -96,7 +101,7 @@ try {
   // load by load (the side that goes first alternates by round), so a change in the
   // machine's state during the run falls on both sides alike.
   const targets = [
-    { name: 'standalone', make: async (windowArgs) => ({ primary: await start(windowArgs), all: [] }) },
+    ...(WITH_STANDALONE ? [{ name: 'standalone', make: async (windowArgs) => ({ primary: await start(windowArgs), all: [] }) }] : []),
     ...(WITH_HA ? [{ name: 'ha-3', make: (windowArgs) => startCluster(windowArgs) }] : []),
   ];
   for (const tg of targets) {
