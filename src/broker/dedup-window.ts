@@ -115,7 +115,7 @@ export class DedupWindow {
   find(digest: Uint8Array, now: number): DedupHit | undefined {
     this.evictExpired(now);
     this.ensureIndexed();
-    const slot = this.lookupWords(word(digest, 0), word(digest, 4), word(digest, 8), word(digest, 12), this.count === this.limit);
+    const slot = this.lookup(digest, 0, this.count === this.limit);
     if (slot < 0) return undefined;
     return { lsn: this.lsns[slot]!, durable: (this.flags[slot]! & F_DURABLE) !== 0 };
   }
@@ -127,7 +127,7 @@ export class DedupWindow {
   add(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
     if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
     this.ensureIndexed();
-    return this.addAt(digest, 0, at, lsn, durable, now);
+    return this.takeAt(digest, 0, at, lsn, durable, now);
   }
 
   /**
@@ -138,7 +138,7 @@ export class DedupWindow {
    */
   appended(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
     if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
-    return this.indexed ? this.addAt(digest, 0, at, lsn, durable, now) : this.appendAt(digest, 0, at, lsn, durable, now);
+    return this.takeAt(digest, 0, at, lsn, durable, now);
   }
 
   /** Build the index now if it is not (a promotion: before the first publisher waits on it). */
@@ -148,21 +148,21 @@ export class DedupWindow {
     this.indexRows(true);
   }
 
-  /** add() of the digest at `offset` in `buf` (no view made per key: a restart loads millions). */
-  private addAt(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean, now: number): boolean {
+  /**
+   * appended() of the digest at `offset` in `buf` (no view made per key: a restart
+   * loads millions): checked against the index and put in it when the window is
+   * indexed, into the ring alone (nothing hashed or looked up) when it is not.
+   */
+  private takeAt(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean, now: number): boolean {
     this.evictExpired(now);
     if (this.ttlMs > 0 && at + this.ttlMs <= now) return false; // already too old to matter
+    if (!this.indexed) {
+      this.put(buf, offset, at, lsn, durable);
+      return true;
+    }
     if (this.lookup(buf, offset) >= 0) return false;
     this.put(buf, offset, at, lsn, durable);
     this.insertIndex((this.head + this.count - 1) % this.cap, this.lastTag);
-    return true;
-  }
-
-  /** appended() of an unindexed window: the row goes into the ring, nothing is hashed or looked up. */
-  private appendAt(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean, now: number): boolean {
-    this.evictExpired(now);
-    if (this.ttlMs > 0 && at + this.ttlMs <= now) return false;
-    this.put(buf, offset, at, lsn, durable);
     return true;
   }
 
@@ -249,8 +249,7 @@ export class DedupWindow {
     for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
       const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
       if (lsn < fromLsn) continue;
-      const when = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES);
-      if (this.indexed ? this.addAt(rows, at, when, lsn, true, now) : this.appendAt(rows, at, when, lsn, true, now)) added++;
+      if (this.takeAt(rows, at, rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
     }
     return added;
   }
@@ -281,18 +280,19 @@ export class DedupWindow {
     return (i + 1) & this.mask;
   }
 
-  private lookup(buf: Uint8Array, offset: number): number {
-    return this.lookupWords(word(buf, offset), word(buf, offset + 4), word(buf, offset + 8), word(buf, offset + 12));
-  }
-
   /**
-   * The ring slot holding the key w0..w3, or -1; leaves its keyed hash in lastTag.
-   * `warmVictim`: the window is full, so taking this key in will evict the oldest
-   * one, whose index entry is a cache miss of its own (a random place in many
-   * megabytes, as is this key's). It is read right beside this key's first probe,
-   * so the two misses are in flight together rather than one after the other.
+   * The ring slot holding the digest at `offset` in `buf`, or -1; leaves its keyed
+   * hash in lastTag. `warmVictim`: the window is full, so taking this key in will
+   * evict the oldest one, whose index entry is a cache miss of its own (a random
+   * place in many megabytes, as is this key's). It is read right beside this key's
+   * first probe, so the two misses are in flight together rather than one after
+   * the other.
    */
-  private lookupWords(w0: number, w1: number, w2: number, w3: number, warmVictim = false): number {
+  private lookup(buf: Uint8Array, offset: number, warmVictim = false): number {
+    const w0 = word(buf, offset);
+    const w1 = word(buf, offset + 4);
+    const w2 = word(buf, offset + 8);
+    const w3 = word(buf, offset + 12);
     const last = this.last;
     if (last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
       last[0] = w0;
@@ -301,19 +301,16 @@ export class DedupWindow {
       last[3] = w3;
       this.lastTag = halfSipHash16(this.hashKey, w0, w1, w2, w3);
     }
-    return this.probe(this.lastTag, w0, w1, w2, w3, warmVictim);
-  }
-
-  /** lookupWords() once the key's keyed hash is known. */
-  private probe(tag: number, w0: number, w1: number, w2: number, w3: number, warmVictim: boolean): number {
+    const tag = this.lastTag;
     if (this.cap === 0) return -1;
     const home = tag & this.mask;
+    // This key's first entry, then the victim's: both loads issued before either is used.
     const first = this.index[2 * home]!;
     if (warmVictim) this.warmed = this.index[2 * (this.tags[this.head]! & this.mask)]!;
     if (first === 0) return -1;
     // Bounded: the index is at most half full, so an empty position comes.
     for (let i = home; ; i = this.next(i)) {
-      const v = i === home ? first : this.index[2 * i]!;
+      const v = this.index[2 * i]!;
       if (v === 0) return -1;
       if (this.index[2 * i + 1] !== tag) continue;
       const k = (v - 1) * WORDS;
@@ -362,7 +359,12 @@ export class DedupWindow {
     }
   }
 
-  /** Whether the index holds the key of ring slot `slot` (whose hash is `tag`) already: its keys are read only on a hash match. */
+  /**
+   * Whether the index holds the key of ring slot `slot` (whose hash is `tag`)
+   * already. Not lookup(): that takes the key's words, which here would be read from
+   * the row's own place, random in the sorted order, for every row; this reads the
+   * two rows' keys only on a hash match.
+   */
   private holdsKeyOf(slot: number, tag: number): boolean {
     const keys = this.keys;
     const k = slot * WORDS;
