@@ -11,11 +11,15 @@ const PROPERTIES = 0x73;
 const APPLICATION_PROPERTIES = 0x74;
 const MISSING: DedupLookup = { status: 'missing' };
 
-/** A message's key (`property` undefined: its message-id). Called once per message and window key, so it makes nothing it can avoid. */
-export const readDedupKey: DedupKeyReader = (bytes, property) => {
+/**
+ * A message's key (`property` undefined: its message-id). Called once per message
+ * and window key, so it makes nothing it can avoid, and where the head's reader
+ * found the properties section (`propertiesAt`) it does not look again.
+ */
+export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
   try {
     if (property === undefined) {
-      const at = sectionValueAt(bytes, PROPERTIES);
+      const at = propertiesAt === undefined || (propertiesAt >= 0 && sectionCode(bytes, propertiesAt) !== PROPERTIES) ? sectionValueAt(bytes, PROPERTIES) : propertiesAt < 0 ? -1 : valueAt(bytes, propertiesAt);
       if (at < 0 || compound(bytes, at, 'properties') === 0) return MISSING;
       return keyOf(bytes, compoundFirst, 'message-id');
     }
@@ -25,18 +29,28 @@ export const readDedupKey: DedupKeyReader = (bytes, property) => {
   }
 };
 
-/** Where the value of section `wanted` (after its descriptor) starts, the last one if repeated; -1 when absent. */
+/**
+ * Where the value of section `wanted` (after its descriptor) starts; -1 when
+ * absent. Sections come in the spec's order, so the search ends at the first
+ * section that would follow `wanted`. A repeated section counts the first time, as
+ * the broker's reading of the head takes it (message-codec.ts), so a window keys
+ * on the message-id whose message the broker routed.
+ */
 function sectionValueAt(bytes: Buffer, wanted: number): number {
-  let found = -1;
   let offset = 0;
   // Bounded: at most the five sections before the body, each at least a few bytes.
   for (let i = 0; i < 5 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
-    if (code === undefined || code > APPLICATION_PROPERTIES) break;
-    if (code === wanted) found = offset + (bytes[offset + 1] === 0x53 ? 3 : 10);
+    if (code === undefined || code > wanted) break;
+    if (code === wanted) return valueAt(bytes, offset);
     offset += encodedValueSize(bytes, offset);
   }
-  return found;
+  return -1;
+}
+
+/** Where the value of the section starting at `offset` begins: after its descriptor, a smallulong or a ulong. */
+function valueAt(bytes: Buffer, offset: number): number {
+  return offset + (bytes[offset + 1] === 0x53 ? 3 : 10);
 }
 
 function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {
@@ -87,6 +101,15 @@ function stringAt(bytes: Buffer, at: number): string | undefined {
 /** Integer type codes and their widths in bytes (uint0 and ulong0: none, the value 0); signed ones are two's complement. */
 const SIGNED: Record<number, number> = { 0x51: 1, 0x61: 2, 0x71: 4, 0x54: 1, 0x81: 8, 0x55: 1 };
 const UNSIGNED: Record<number, number> = { 0x50: 1, 0x60: 2, 0x70: 4, 0x52: 1, 0x80: 8, 0x53: 1, 0x43: 0, 0x44: 0 };
+/** The two tables by type code, for the per-message read (an object's numeric keys are a slower lookup): width, or -1 for no integer. */
+const INTEGER_WIDTH = new Int8Array(256).fill(-1);
+const INTEGER_SIGNED = new Uint8Array(256);
+for (const [table, signed] of [[UNSIGNED, 0], [SIGNED, 1]] as const) {
+  for (const [code, width] of Object.entries(table)) {
+    INTEGER_WIDTH[Number(code)] = width;
+    INTEGER_SIGNED[Number(code)] = signed;
+  }
+}
 
 /** The key a value makes: its type and canonical bytes, digested. */
 function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
@@ -94,9 +117,8 @@ function keyOf(bytes: Buffer, at: number, what: string): DedupLookup {
   const code = bytes[at]!;
   if (code === 0x40) return MISSING;
   // Every integer type is one: the digest holds the value, not its width.
-  const signed = SIGNED[code];
-  const width = signed ?? UNSIGNED[code];
-  if (width !== undefined) return { status: 'key', digest: dedupIntegerDigest(bytes, at + 1, width, signed !== undefined) };
+  const width = INTEGER_WIDTH[code]!;
+  if (width >= 0) return { status: 'key', digest: dedupIntegerDigest(bytes, at + 1, width, INTEGER_SIGNED[code] === 1) };
   switch (code) {
     case 0x98:
       return key(DedupKeyType.uuid, bytes, at + 1, at + size);

@@ -94,6 +94,7 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
   let headerAt = -1;
   let propertiesAt = -1;
   let annotated = false;
+  let stopped = false;
   // Header and properties come first when present; stop scanning after them.
   for (let i = 0; i < 4 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
@@ -105,7 +106,10 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     if (code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) annotated = true;
     offset += size;
     if (code === HEADER || code === PROPERTIES || code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) end = offset;
-    if (code === PROPERTIES || code > PROPERTIES) break;
+    if (code === PROPERTIES || code > PROPERTIES) {
+      stopped = true;
+      break;
+    }
   }
   let head = NO_HEAD;
   if (end > 0) {
@@ -123,6 +127,8 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     deliveryCount: head.deliveryCount,
     subject: head.subject,
     to: head.to,
+    // Known unless four sections came before any properties (two headers, say): a reader then looks itself.
+    propertiesAt: stopped || offset >= bytes.length ? propertiesAt : undefined,
   };
 }
 

@@ -35,6 +35,8 @@ export interface IncomingMessage {
   absoluteExpiry: number | undefined;
   deliveryCount: number;
   subject: string | undefined;
+  /** Where the properties section starts in `bytes` (-1: none), when the reader of the head found it; undefined: not known. */
+  propertiesAt?: number;
 }
 
 export interface PublishResult {
@@ -93,6 +95,16 @@ interface DedupRouting {
 }
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
+
+/** A window's verdict that the message is a duplicate: the first copy. */
+function isFirstCopy(verdict: DedupStamp | DedupHit | undefined): verdict is DedupHit {
+  return verdict !== undefined && 'lsn' in verdict;
+}
+
+/** The answer to a publish every queue of which had its key: settled once the first copy is safe. */
+function duplicateOf(hit: DedupHit): PublishResult {
+  return { queues: [], id: 0, lsn: hit.lsn, durable: hit.durable, duplicate: true };
+}
 
 /** Whether any of `queues` keeps a duplicate-detection window. */
 function anyWindow(queues: Queue[]): boolean {
@@ -404,14 +416,15 @@ export class Broker implements QueueHost {
     const keys: Array<{ queue: Queue; key: Buffer }> = [];
     let firstCopyLsn = 0;
     for (const { queues, msg } of routed) {
-      const { take, stamps, hit } = this.dedupRoute(queues, msg.bytes, seen);
+      const now = this.now();
+      const { take, stamps, hit } = this.dedupRoute(queues, msg, now, seen);
       if (hit && hit.lsn > firstCopyLsn) firstCopyLsn = hit.lsn;
       if (take.length === 0) continue;
       const id = this.nextMessageId++;
       for (let i = 0; i < take.length; i++) {
         const queue = take[i]!;
         const stamp = stamps[i];
-        const record = this.messageFor(queue, msg, id);
+        const record = this.messageFor(queue, msg, id, now);
         durable ||= messageDurable(record, queue);
         ops.push(stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record });
         if (stamp) keys.push({ queue, key: stamp.key });
@@ -663,8 +676,7 @@ export class Broker implements QueueHost {
     }
   }
 
-  private messageFor(queue: Queue, msg: IncomingMessage, id: number): MessageRecord {
-    const now = this.now();
+  private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number): MessageRecord {
     let expiresAt = 0;
     if (msg.ttlMs !== undefined && msg.ttlMs > 0) expiresAt = now + msg.ttlMs;
     else if (msg.absoluteExpiry) expiresAt = msg.absoluteExpiry;
@@ -683,12 +695,30 @@ export class Broker implements QueueHost {
 
   private enqueueAll(all: Queue[], msg: IncomingMessage): PublishResult {
     if (all.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
+    // One clock reading per publish (the windows' and the records' time alike): it costs as much as a window's probe.
+    const now = this.now();
     // No window among the queues (the usual case): every one takes the message, and
     // no routing record is made for it (a publish's allocations are its cost here).
-    const routing = anyWindow(all) ? this.dedupRoute(all, msg.bytes) : undefined;
-    const hit = routing?.hit;
-    if (routing && routing.take.length === 0) return { queues: [], id: 0, lsn: hit!.lsn, durable: hit!.durable, duplicate: true };
-    const queues = routing ? routing.take : all;
+    if (!anyWindow(all)) return this.enqueueRouted(all, msg, now, undefined, undefined);
+    // One queue, with a window (how a window is nearly always used): its verdict
+    // alone. A routing record (an object and two arrays) cost about as much as the
+    // window's own work on a cached line.
+    if (all.length === 1) {
+      const queue = all[0]!;
+      const verdict = this.dedupVerdict(queue, this.readKey(msg.bytes, queue.settings.dedupKey, msg.propertiesAt), now);
+      if (isFirstCopy(verdict)) return duplicateOf(verdict);
+      return this.enqueueRouted(all, msg, now, verdict ? [verdict] : undefined, undefined);
+    }
+    const { take, stamps, hit } = this.dedupRoute(all, msg, now);
+    if (take.length === 0) return duplicateOf(hit!);
+    return this.enqueueRouted(take, msg, now, stamps, hit);
+  }
+
+  /**
+   * Enqueue `msg` on `queues` as one message id; beside each queue, the stamp its
+   * window takes (none: undefined). `hit`: a queue left out had the key already.
+   */
+  private enqueueRouted(queues: Queue[], msg: IncomingMessage, now: number, stamps: ReadonlyArray<DedupStamp | undefined> | undefined, hit: DedupHit | undefined): PublishResult {
     const count = queues.length;
     this.checkLimits(queues, msg.bytes.length);
     const id = this.nextMessageId++;
@@ -697,9 +727,9 @@ export class Broker implements QueueHost {
     let keys: PublishResult['dedupKeys'];
     for (let i = 0; i < count; i++) {
       const queue = queues[i]!;
-      const stamp = routing?.stamps[i];
+      const stamp = stamps?.[i];
       if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
-      const record = this.messageFor(queue, msg, id);
+      const record = this.messageFor(queue, msg, id, now);
       const journaled = messageDurable(record, queue);
       const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
       lsn = this.log.record(change, journaled).lsn;
@@ -707,7 +737,9 @@ export class Broker implements QueueHost {
       queue.enqueue(record);
       if (stamp) {
         queue.dedup!.add(stamp.key, stamp.at, lsn, journaled);
-        (keys ??= []).push({ queue, key: stamp.key });
+        // A literal for the first (nearly always the only) key: an empty array's first push costs twice as much.
+        if (keys) keys.push({ queue, key: stamp.key });
+        else keys = [{ queue, key: stamp.key }];
       }
     }
     for (let i = 0; i < count; i++) this.events.queueReady?.(queues[i]!);
@@ -723,17 +755,15 @@ export class Broker implements QueueHost {
    * (counted as a duplicate); one that takes it gets the stamp its window will
    * hold. `seen`: keys already taken by this transaction, per queue.
    */
-  private dedupRoute(queues: Queue[], bytes: Buffer, seen?: Map<Queue, Set<string>>): DedupRouting {
+  private dedupRoute(queues: Queue[], msg: IncomingMessage, now: number, seen?: Map<Queue, Set<string>>): DedupRouting {
     // Each key property is read (and digested) once per message. Nearly always every
     // queue keys on the same one, so the first is kept aside and a map made only for more.
     let firstProperty: string | undefined;
     let firstLookup: DedupLookup | undefined;
     let others: Map<string, DedupLookup> | undefined;
-    const now = this.now();
     const out: DedupRouting = { take: [], stamps: [], hit: undefined };
     for (const queue of queues) {
-      const window = queue.dedup;
-      if (!window) {
+      if (!queue.dedup) {
         out.take.push(queue);
         out.stamps.push(undefined);
         continue;
@@ -741,40 +771,51 @@ export class Broker implements QueueHost {
       const property = queue.settings.dedupKey;
       let lookup = firstLookup !== undefined && property === firstProperty ? firstLookup : others?.get(property);
       if (lookup === undefined) {
-        lookup = this.readKey(bytes, property);
+        lookup = this.readKey(msg.bytes, property, msg.propertiesAt);
         if (firstLookup === undefined) {
           firstProperty = property;
           firstLookup = lookup;
         } else (others ??= new Map()).set(property, lookup);
       }
-      if (lookup.status !== 'key') {
-        this.countKeyless(queue, lookup);
-        out.take.push(queue);
-        out.stamps.push(undefined);
+      const verdict = this.dedupVerdict(queue, lookup, now, seen);
+      if (isFirstCopy(verdict)) {
+        if (!out.hit || verdict.lsn > out.hit.lsn) out.hit = verdict;
         continue;
-      }
-      const hit = window.find(lookup.digest, now);
-      const inThisTx = seen?.get(queue);
-      const hex = seen ? lookup.digest.toString('hex') : '';
-      if (hit || inThisTx?.has(hex)) {
-        queue.dedupCounts.duplicates++;
-        if (hit && (!out.hit || hit.lsn > out.hit.lsn)) out.hit = hit;
-        out.hit ??= { lsn: 0, durable: false };
-        continue;
-      }
-      if (seen) {
-        if (inThisTx) inThisTx.add(hex);
-        else seen.set(queue, new Set([hex]));
       }
       out.take.push(queue);
-      out.stamps.push({ key: lookup.digest, at: now });
+      out.stamps.push(verdict);
     }
     return out;
   }
 
+  /**
+   * What `queue`'s window says of a message whose key is `lookup`: the stamp it
+   * takes the message with; undefined for a message without a key (it passes,
+   * counted); or, for a duplicate (counted), its first copy (LSN 0: sent earlier
+   * in this transaction). `seen`: keys already taken by this transaction, per queue.
+   */
+  private dedupVerdict(queue: Queue, lookup: DedupLookup, now: number, seen?: Map<Queue, Set<string>>): DedupStamp | DedupHit | undefined {
+    if (lookup.status !== 'key') {
+      this.countKeyless(queue, lookup);
+      return undefined;
+    }
+    const hit = queue.dedup!.find(lookup.digest, now);
+    const inThisTx = seen?.get(queue);
+    const hex = seen ? lookup.digest.toString('hex') : '';
+    if (hit || inThisTx?.has(hex)) {
+      queue.dedupCounts.duplicates++;
+      return hit ?? { lsn: 0, durable: false };
+    }
+    if (seen) {
+      if (inThisTx) inThisTx.add(hex);
+      else seen.set(queue, new Set([hex]));
+    }
+    return { key: lookup.digest, at: now };
+  }
+
   /** A message's key for a window keyed on `property` ('' : the message-id). */
-  private readKey(bytes: Buffer, property: string): DedupLookup {
-    return this.dedupKeys ? this.dedupKeys(bytes, property === '' ? undefined : property) : { status: 'missing' };
+  private readKey(bytes: Buffer, property: string, propertiesAt?: number): DedupLookup {
+    return this.dedupKeys ? this.dedupKeys(bytes, property === '' ? undefined : property, propertiesAt) : { status: 'missing' };
   }
 
   private countKeyless(queue: Queue, lookup: Exclude<DedupLookup, { status: 'key' }>): void {

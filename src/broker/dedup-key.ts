@@ -41,8 +41,12 @@ export type DedupLookup =
   /** A key of a type that cannot be compared (a float, a map...): passed, counted and logged. */
   | { status: 'invalid'; reason: string };
 
-/** Reads the key of the message `bytes` encode; `property` undefined means the message-id. Given by the AMQP edge. */
-export type DedupKeyReader = (bytes: Buffer, property: string | undefined) => DedupLookup;
+/**
+ * Reads the key of the message `bytes` encode; `property` undefined means the
+ * message-id. `propertiesAt`: where its properties section starts (-1: it has
+ * none), if the caller knows; else the reader finds it. Given by the AMQP edge.
+ */
+export type DedupKeyReader = (bytes: Buffer, property: string | undefined, propertiesAt?: number) => DedupLookup;
 
 // crypto.hash (Node 20.12 on) hashes in one call: per key about 40% less than a
 // createHash object with two updates, which profiling showed as the largest

@@ -5,6 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
 import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
+import { parseIncoming } from '../../../src/amqp/message-codec.js';
 import { Broker } from '../../../src/broker/broker.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
 import { dedupDigest, dedupDigestStreamed, dedupIntegerDigest, DedupKeyType, DEDUP_SHORT_VALUE_BYTES } from '../../../src/broker/dedup-key.js';
@@ -328,6 +329,35 @@ describe('dedup keys - message-id types and application properties', () => {
     expect(digest(f, '_AMQ_DUPL_ID')).not.toBe(digest(f));
     expect(read(f, 'absent')).toEqual({ status: 'missing' });
     expect(read({ application_properties: { k: { a: 1 } } }, 'k').status).toBe('invalid');
+  });
+
+  it('reads the first properties section, as the broker reads the head; the offset the head reader found gives the same key', () => {
+    // Hand-made sections: a properties section holding one string message-id, and a data body.
+    const props = (id: string) => Buffer.concat([Buffer.from([0x00, 0x53, 0x73, 0xc0, id.length + 3, 1, 0xa1, id.length]), Buffer.from(id)]);
+    const header = Buffer.from([0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41]); // durable
+    const body = Buffer.from([0x00, 0x53, 0x75, 0xa0, 0x01, 0x78]);
+    const first = readDedupKey(Buffer.concat([props('first'), body]), undefined);
+    expect(first.status).toBe('key');
+    const missing = { status: 'missing' };
+    const cases: Array<[Buffer, unknown]> = [
+      [Buffer.concat([props('first'), props('second'), body]), first],
+      [Buffer.concat([header, props('first'), body]), first],
+      [Buffer.concat([header, props('first')]), first],
+      [Buffer.concat([header, body]), missing],
+      [Buffer.concat([header, header, header, header, props('first'), body]), first], // past the head reader's four sections
+      [amqp({ message_id: 'first', application_properties: { k: 1 } }), first],
+      [amqp({ message_id: 'first', message_annotations: { x: 1 }, durable: true }), first],
+      [amqp({ application_properties: { message_id: 'no' } }), missing],
+    ];
+    for (const [bytes, want] of cases) {
+      const parsed = parseIncoming(bytes);
+      expect(readDedupKey(bytes, undefined)).toEqual(want);
+      expect(readDedupKey(bytes, undefined, parsed.propertiesAt)).toEqual(want);
+    }
+    // An offset that is not where a properties section starts is not trusted: the reader looks itself.
+    const bytes = cases[1]![0];
+    expect(readDedupKey(bytes, undefined, 0)).toEqual(first);
+    expect(readDedupKey(bytes, undefined, 5)).toEqual(first);
   });
 
   it('never throws on malformed bytes', () => {
