@@ -143,7 +143,7 @@ try {
   // ---- 2. memory per key ----------------------------------------------------------------
   {
     const { DedupWindow } = await import(pathToFileURL(join(dirname(build.entry), '..', 'broker', 'dedup-window.js')).href);
-    const { dedupDigest, DedupKeyType } = await import(pathToFileURL(join(dirname(build.entry), '..', 'broker', 'dedup-key.js')).href);
+    const { dedupDigest, dedupDigestAt, DedupKeyType } = await import(pathToFileURL(join(dirname(build.entry), '..', 'broker', 'dedup-key.js')).href);
     globalThis.gc?.();
     const heap0 = process.memoryUsage();
     const w = new DedupWindow(1_000_000, 0);
@@ -173,7 +173,9 @@ try {
     t = performance.now();
     c = process.cpuUsage();
     const rec = new DedupRecovery();
-    const body = (i) => ({ kind: 'enqueue', queue: 'q', message: {}, dedup: { key: rows.subarray(i * 32, i * 32 + 16), at: Date.now() } });
+    // A record's key as the journal's decoder hands it over: four words (a Buffer before 2026-12-03's DedupDigest).
+    const keyAt = (i) => (dedupDigestAt ? dedupDigestAt(rows, i * 32) : rows.subarray(i * 32, i * 32 + 16));
+    const body = (i) => ({ kind: 'enqueue', queue: 'q', message: {}, dedup: { key: keyAt(i), at: Date.now() } });
     for (let i = 0; i < 1_000_000; i++) rec.onRecord(i + 1, body(i));
     const replayed = rec.result().get('q');
     const fromJournal = new DedupWindow(1_000_000, 0);

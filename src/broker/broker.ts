@@ -15,7 +15,7 @@ import type {
   QueueSettings,
   ReplicationLevel,
 } from './changes.js';
-import type { DedupKeyReader, DedupLookup } from './dedup-key.js';
+import { dedupDigestHex, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
 import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange } from './exchange.js';
@@ -54,7 +54,7 @@ export interface PublishResult {
    */
   duplicate?: boolean;
   /** Keys the publish put into windows (taken back if its journal write fails). */
-  dedupKeys?: Array<{ queue: Queue; key: Buffer }>;
+  dedupKeys?: Array<{ queue: Queue; key: DedupDigest }>;
 }
 
 export interface BrokerEvents {
@@ -413,7 +413,7 @@ export class Broker implements QueueHost {
     let durable = false;
     // Keys enter windows at commit; a key sent twice in one transaction is taken once.
     const seen = new Map<Queue, Set<string>>();
-    const keys: Array<{ queue: Queue; key: Buffer }> = [];
+    const keys: Array<{ queue: Queue; key: DedupDigest }> = [];
     let firstCopyLsn = 0;
     for (const { queues, msg } of routed) {
       const now = this.now();
@@ -801,7 +801,7 @@ export class Broker implements QueueHost {
     }
     const hit = queue.dedup!.find(lookup.digest, now);
     const inThisTx = seen?.get(queue);
-    const hex = seen ? lookup.digest.toString('hex') : '';
+    const hex = seen ? dedupDigestHex(lookup.digest) : '';
     if (hit || inThisTx?.has(hex)) {
       queue.dedupCounts.duplicates++;
       return hit ?? { lsn: 0, durable: false };
@@ -855,7 +855,7 @@ export class Broker implements QueueHost {
         out.push(op);
         continue;
       }
-      const hex = stamp.key.toString('hex');
+      const hex = dedupDigestHex(stamp.key);
       const batch = seen.get(queue) ?? new Set<string>();
       seen.set(queue, batch);
       if (batch.has(hex) || queue.dedup.find(stamp.key, now)) {

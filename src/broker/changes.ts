@@ -5,6 +5,7 @@
 // dequeues of chosen queues) and promotion (the applied LSN). So a record must
 // carry everything needed to apply it elsewhere: a backup applying the same
 // records in LSN order ends in the same state, with the same message ids.
+import type { DedupDigest } from './dedup-key.js';
 
 export const ReplicationLevel = {
   none: 'none',
@@ -19,7 +20,7 @@ export function isReplicationLevel(value: unknown): value is ReplicationLevel {
 
 /** A message key as it entered a window: its digest (dedup-key.ts) and when (ms since epoch). */
 export interface DedupStamp {
-  key: Buffer;
+  key: DedupDigest;
   at: number;
 }
 

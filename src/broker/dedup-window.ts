@@ -32,9 +32,10 @@
 
 import { randomBytes } from 'node:crypto';
 import { halfSipHash16, type HalfSipKey } from '../util/half-siphash.js';
+import { DEDUP_DIGEST_BYTES, wordAt, type DedupDigest } from './dedup-key.js';
 
-/** Bytes of one key's digest. */
-export const DEDUP_DIGEST_BYTES = 16;
+export { DEDUP_DIGEST_BYTES };
+
 /** Exported row: digest | at f64 | lsn f64 (checkpoints, HA snapshots). */
 export const DEDUP_ROW_BYTES = DEDUP_DIGEST_BYTES + 16;
 const WORDS = DEDUP_DIGEST_BYTES / 4;
@@ -112,10 +113,10 @@ export class DedupWindow {
   }
 
   /** The key's entry if it is in the window (and not older than the ttl at `now`). */
-  find(digest: Uint8Array, now: number): DedupHit | undefined {
+  find(digest: DedupDigest, now: number): DedupHit | undefined {
     this.evictExpired(now);
     this.ensureIndexed();
-    const slot = this.lookup(digest, 0, this.count === this.limit);
+    const slot = this.lookup(digest.w0, digest.w1, digest.w2, digest.w3, this.count === this.limit);
     if (slot < 0) return undefined;
     return { lsn: this.lsns[slot]!, durable: (this.flags[slot]! & F_DURABLE) !== 0 };
   }
@@ -124,10 +125,9 @@ export class DedupWindow {
    * Take a key in, dropping the oldest beyond the limit. A key already there is
    * left as it was (false): the first copy is the one that counts.
    */
-  add(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
-    if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
+  add(digest: DedupDigest, at: number, lsn: number, durable: boolean, now = at): boolean {
     this.ensureIndexed();
-    return this.takeAt(digest, 0, at, lsn, durable, now);
+    return this.take(digest.w0, digest.w1, digest.w2, digest.w3, at, lsn, durable, now);
   }
 
   /**
@@ -136,9 +136,8 @@ export class DedupWindow {
    * window is not indexed. The index built later keeps the first of any key the
    * ring holds twice (a snapshot and the stream after it can overlap).
    */
-  appended(digest: Uint8Array, at: number, lsn: number, durable: boolean, now = at): boolean {
-    if (digest.length !== DEDUP_DIGEST_BYTES) throw new RangeError(`a dedup key digest is ${DEDUP_DIGEST_BYTES} bytes, not ${digest.length}`);
-    return this.takeAt(digest, 0, at, lsn, durable, now);
+  appended(digest: DedupDigest, at: number, lsn: number, durable: boolean, now = at): boolean {
+    return this.take(digest.w0, digest.w1, digest.w2, digest.w3, at, lsn, durable, now);
   }
 
   /** Build the index now if it is not (a promotion: before the first publisher waits on it). */
@@ -149,30 +148,33 @@ export class DedupWindow {
   }
 
   /**
-   * appended() of the digest at `offset` in `buf` (no view made per key: a restart
-   * loads millions): checked against the index and put in it when the window is
-   * indexed, into the ring alone (nothing hashed or looked up) when it is not.
+   * appended() of the digest whose words are w0..w3 (no object made per key: a
+   * restart loads millions): checked against the index and put in it when the
+   * window is indexed, into the ring alone (nothing hashed or looked up) when it is not.
    */
-  private takeAt(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean, now: number): boolean {
+  private take(w0: number, w1: number, w2: number, w3: number, at: number, lsn: number, durable: boolean, now: number): boolean {
     this.evictExpired(now);
     if (this.ttlMs > 0 && at + this.ttlMs <= now) return false; // already too old to matter
     if (!this.indexed) {
-      this.put(buf, offset, at, lsn, durable);
+      this.put(w0, w1, w2, w3, at, lsn, durable);
       return true;
     }
-    if (this.lookup(buf, offset) >= 0) return false;
-    this.put(buf, offset, at, lsn, durable);
+    if (this.lookup(w0, w1, w2, w3) >= 0) return false;
+    this.put(w0, w1, w2, w3, at, lsn, durable);
     this.insertIndex((this.head + this.count - 1) % this.cap, this.lastTag);
     return true;
   }
 
   /** A new newest row, the oldest evicted first if the window is full. */
-  private put(buf: Uint8Array, offset: number, at: number, lsn: number, durable: boolean): void {
+  private put(w0: number, w1: number, w2: number, w3: number, at: number, lsn: number, durable: boolean): void {
     if (this.count === this.limit) this.evictOldest('count');
     if (this.count === this.cap) this.grow();
     const slot = (this.head + this.count) % this.cap;
     const k = slot * WORDS;
-    for (let w = 0; w < WORDS; w++) this.keys[k + w] = word(buf, offset + w * 4);
+    this.keys[k] = w0;
+    this.keys[k + 1] = w1;
+    this.keys[k + 2] = w2;
+    this.keys[k + 3] = w3;
     this.at[slot] = at;
     this.lsns[slot] = lsn;
     this.flags[slot] = durable ? F_DURABLE : 0;
@@ -180,9 +182,9 @@ export class DedupWindow {
   }
 
   /** Take a key back out (its publish failed): a resend must get in. */
-  remove(digest: Uint8Array): boolean {
+  remove(digest: DedupDigest): boolean {
     this.ensureIndexed();
-    const slot = this.lookup(digest, 0);
+    const slot = this.lookup(digest.w0, digest.w1, digest.w2, digest.w3);
     if (slot < 0) return false;
     this.flags[slot]! |= F_REMOVED;
     this.deleteIndex(slot);
@@ -192,13 +194,13 @@ export class DedupWindow {
   /** The same keys (flags and LSNs too) in a window of other bounds: the oldest beyond its limit or age leave. */
   resized(limit: number, ttlMs: number, now: number): DedupWindow {
     const out = new DedupWindow(limit, ttlMs);
-    const key = Buffer.allocUnsafe(DEDUP_DIGEST_BYTES);
+    const keys = this.keys;
     for (let i = 0; i < this.count; i++) {
       const slot = (this.head + i) % this.cap;
       const f = this.flags[slot]!;
       if (f & F_REMOVED) continue;
-      for (let w = 0; w < WORDS; w++) key.writeUInt32LE(this.keys[slot * WORDS + w]!, w * 4);
-      out.appended(key, this.at[slot]!, this.lsns[slot]!, (f & F_DURABLE) !== 0, now);
+      const k = slot * WORDS;
+      out.take(keys[k]!, keys[k + 1]!, keys[k + 2]!, keys[k + 3]!, this.at[slot]!, this.lsns[slot]!, (f & F_DURABLE) !== 0, now);
     }
     if (this.indexed) out.ensureIndexed();
     return out;
@@ -249,7 +251,7 @@ export class DedupWindow {
     for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
       const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
       if (lsn < fromLsn) continue;
-      if (this.takeAt(rows, at, rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
+      if (this.take(word(rows, at), word(rows, at + 4), word(rows, at + 8), word(rows, at + 12), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
     }
     return added;
   }
@@ -281,18 +283,14 @@ export class DedupWindow {
   }
 
   /**
-   * The ring slot holding the digest at `offset` in `buf`, or -1; leaves its keyed
+   * The ring slot holding the digest whose words are w0..w3, or -1; leaves its keyed
    * hash in lastTag. `warmVictim`: the window is full, so taking this key in will
    * evict the oldest one, whose index entry is a cache miss of its own (a random
    * place in many megabytes, as is this key's). It is read right beside this key's
    * first probe, so the two misses are in flight together rather than one after
    * the other.
    */
-  private lookup(buf: Uint8Array, offset: number, warmVictim = false): number {
-    const w0 = word(buf, offset);
-    const w1 = word(buf, offset + 4);
-    const w2 = word(buf, offset + 8);
-    const w3 = word(buf, offset + 12);
+  private lookup(w0: number, w1: number, w2: number, w3: number, warmVictim = false): number {
     const last = this.last;
     if (last[0] !== w0 || last[1] !== w1 || last[2] !== w2 || last[3] !== w3) {
       last[0] = w0;
@@ -448,6 +446,4 @@ export class DedupWindow {
 }
 
 /** The little-endian 32-bit word at `at` (as rows() writes the digest's words). */
-function word(b: Uint8Array, at: number): number {
-  return (b[at]! | (b[at + 1]! << 8) | (b[at + 2]! << 16) | (b[at + 3]! << 24)) >>> 0;
-}
+const word = wordAt;

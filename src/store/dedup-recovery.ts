@@ -16,6 +16,7 @@
 // holds keys (journal.ts, keyedSince): a consumed message's key outlives its enqueue.
 import type { RecordBody } from './record-codec.js';
 import { DEDUP_DIGEST_BYTES, DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
+import { writeDedupDigest, type DedupDigest } from '../broker/dedup-key.js';
 
 /** What a restart hands each queue's window: the checkpoint's rows, then keys in LSN order. */
 export interface RecoveredWindow {
@@ -134,11 +135,10 @@ export class DedupRecovery {
     return q;
   }
 
-  private key(queue: string, lsn: number, key: Buffer, at: number): void {
-    if (key.length !== DEDUP_DIGEST_BYTES) return;
+  private key(queue: string, lsn: number, key: DedupDigest, at: number): void {
     const q = this.collected(queue);
     const to = q.next(lsn);
-    key.copy(q.rows, to);
+    writeDedupDigest(key, q.rows, to);
     q.rows.writeDoubleLE(at, to + DEDUP_DIGEST_BYTES);
     q.rows.writeDoubleLE(lsn, to + DEDUP_DIGEST_BYTES + 8);
     this.sawKeys = true;

@@ -19,6 +19,7 @@
 // `legacy` (decoded, with `upgrade` filling what it lacks, never encoded), so a
 // journal written before the change still reads.
 
+import { DEDUP_DIGEST_BYTES, type DedupDigest } from '../broker/dedup-key.js';
 import { DR_MODES, DR_STATES, type Change, type DedupStamp, type LoggedChange, type MessageRecord, type QueueSettings, type ExchangeSettings } from '../broker/changes.js';
 
 /** A journal-only record: LSNs up to `upTo` may have been handed out (see journal.ts). */
@@ -43,6 +44,8 @@ type FieldType =
   | 'string'
   | 'optString'
   | 'bytes'
+  /** A dedup key's digest: as 'bytes' of 16 on disk, four words in memory (DedupDigest). */
+  | 'digest'
   | 'strings'
   | 'changes'
   | { enum: readonly string[] }
@@ -91,7 +94,7 @@ const MESSAGE: readonly Field[] = [
 ] satisfies readonly (readonly [keyof MessageRecord, FieldType])[];
 
 const DEDUP_STAMP: readonly Field[] = [
-  ['key', 'bytes'],
+  ['key', 'digest'],
   ['at', 'u64'],
 ] satisfies readonly (readonly [keyof DedupStamp, FieldType])[];
 
@@ -248,6 +251,13 @@ function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): 
       case 'bytes':
         if (!(v instanceof Uint8Array)) fail(path, 'expected a Buffer');
         return w.raw(v);
+      case 'digest': {
+        const d = v as DedupDigest | undefined;
+        if (typeof d?.w0 !== 'number' || typeof d.w1 !== 'number' || typeof d.w2 !== 'number' || typeof d.w3 !== 'number') fail(path, 'expected a dedup digest');
+        w.u32(DEDUP_DIGEST_BYTES);
+        for (const word of [d.w0, d.w1, d.w2, d.w3]) w.u32(checkInt(word, 0xffff_ffff, path));
+        return;
+      }
       case 'strings':
         if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) fail(path, 'expected an array of strings');
         w.u32(v.length);
@@ -443,6 +453,11 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
       case 'bytes':
         // A copy, so a decoded message does not pin a whole segment read buffer.
         return r.copyBodies ? Buffer.from(r.raw()) : r.raw();
+      case 'digest': {
+        const n = r.u32();
+        if (n !== DEDUP_DIGEST_BYTES) throw new InvalidRecord(`a dedup key digest of ${n} bytes, not ${DEDUP_DIGEST_BYTES}`);
+        return { w0: r.u32(), w1: r.u32(), w2: r.u32(), w3: r.u32() } satisfies DedupDigest;
+      }
       case 'strings': {
         const n = r.u32();
         const out: string[] = [];

@@ -4,10 +4,11 @@
 import { describe, expect, it } from 'vitest';
 import type { RecordBody } from '../../../src/store/record-codec.js';
 import { DedupRecovery } from '../../../src/store/dedup-recovery.js';
+import { dedupDigestAt, dedupDigestBytes, type DedupDigest } from '../../../src/broker/dedup-key.js';
 import { DedupWindow, DEDUP_ROW_BYTES } from '../../../src/broker/dedup-window.js';
 import { queueSettings } from './helpers.js';
 
-const key = (n: number): Buffer => Buffer.alloc(16, n);
+const key = (n: number): DedupDigest => dedupDigestAt(Buffer.alloc(16, n));
 const enqueue = (queue: string, n: number): RecordBody => ({
   kind: 'enqueue',
   queue,
@@ -47,7 +48,7 @@ describe('dedup recovery', () => {
     const rows = r.result().get('q')!.rows;
     expect(lsnsOf(rows)).toEqual(Array.from({ length: 2997 }, (_, i) => i + 4));
     // Each row still carries its own key and time.
-    expect(rows.subarray(0, 16)).toEqual(key(4));
+    expect(rows.subarray(0, 16)).toEqual(dedupDigestBytes(key(4)));
     expect(rows.readDoubleLE((2999 - 4) * DEDUP_ROW_BYTES + 16)).toBe(1000 + (2999 % 250));
   });
 });

@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
+import { dedupDigestAt } from '../../../src/broker/dedup-key.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { prng as mulberry32 } from '../../../src/util/prng.js';
 
@@ -77,7 +78,7 @@ export function sampleChanges(): Change[] {
       settings: queueSettings({ limitPolicy: 'ring', maxCount: 10, maxSize: 2 ** 40, replicate: 'configuration', priorities: 10, alternateExchange: 'alt', autoDeleteDelayMs: 5000, exclusive: true, autoDelete: true, defaultTtlMs: 60_000 }),
     },
     { kind: 'queue-declare', name: 'deduped', settings: queueSettings({ dedupWindow: 1_000_000, dedupTtlMs: 600_000, dedupKey: '_AMQ_DUPL_ID' }) },
-    { kind: 'enqueue', queue: 'deduped', message: message(3), dedup: { key: Buffer.alloc(16, 0xab), at: 1_700_000_000_123 } },
+    { kind: 'enqueue', queue: 'deduped', message: message(3), dedup: { key: dedupDigestAt(Buffer.alloc(16, 0xab)), at: 1_700_000_000_123 } },
     { kind: 'dedup-keys', queue: 'deduped', rows: Buffer.alloc(64, 7) },
     { kind: 'queue-dedup', name: 'deduped', dedupWindow: 10, dedupTtlMs: 0, dedupKey: '' },
     { kind: 'queue-delete', name: 'orders' },
@@ -100,7 +101,7 @@ export function sampleChanges(): Change[] {
         { kind: 'enqueue', queue: 'orders', message: message(7) },
         { kind: 'dequeue', queue: 'orders', id: 1 },
         { kind: 'enqueue', queue: 'other', message: message(8, 'x'.repeat(1000)) },
-        { kind: 'enqueue', queue: 'deduped', message: message(9), dedup: { key: Buffer.alloc(16, 1), at: 5 } },
+        { kind: 'enqueue', queue: 'deduped', message: message(9), dedup: { key: dedupDigestAt(Buffer.alloc(16, 1)), at: 5 } },
       ],
     },
     { kind: 'epoch', epoch: 42 },

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { decodeChange, encodeChange, RECORD_KINDS, recordLsn } from '../../../src/store/record-codec.js';
 import type { Change } from '../../../src/broker/changes.js';
+import { dedupDigestAt, dedupDigestBytes } from '../../../src/broker/dedup-key.js';
 import { sampleChanges } from './helpers.js';
 
 describe('record codec', () => {
@@ -34,6 +35,19 @@ describe('record codec', () => {
     expect(out.status === 'ok' && (out.entry.change as { dedup?: unknown }).dedup).toBeUndefined();
     // Never written again: a new encoding uses the new codes.
     expect(encodeChange({ lsn: 5, change: (out as { entry: { change: Change } }).entry.change, durable: true })[0]).toBe(14);
+  });
+
+  it('record codec - a dedup key is 16 bytes after their length, as when it was a Buffer field; another length is refused', () => {
+    const digest = Buffer.from('00112233445566778899aabbccddeeff', 'hex');
+    const message = { id: 1, bytes: Buffer.from('b'), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined };
+    const buf = encodeChange({ lsn: 3, change: { kind: 'enqueue', queue: 'q', message, dedup: { key: dedupDigestAt(digest), at: 7 } }, durable: true });
+    // The stamp closes the record: presence byte, u32 length 16, the digest's bytes, u64 at.
+    const tail = Buffer.concat([Buffer.from([1, 16, 0, 0, 0]), digest, u64(7)]);
+    expect(buf.subarray(buf.length - tail.length)).toEqual(tail);
+    const out = decodeChange(buf);
+    expect(out.status === 'ok' && out.entry.change.kind === 'enqueue' && dedupDigestBytes(out.entry.change.dedup!.key)).toEqual(digest);
+    const short = Buffer.concat([buf.subarray(0, buf.length - tail.length), Buffer.from([1, 15, 0, 0, 0]), digest.subarray(0, 15), u64(7)]);
+    expect(decodeChange(short)).toMatchObject({ status: 'invalid', reason: 'a dedup key digest of 15 bytes, not 16' });
   });
 
   it('record codec - recordLsn reads the LSN of an encoded record where it lies, small or past 2^32', () => {
