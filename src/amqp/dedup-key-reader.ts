@@ -19,7 +19,7 @@ const MISSING: DedupLookup = { status: 'missing' };
 export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
   try {
     if (property === undefined) {
-      const at = propertiesAt === undefined || (propertiesAt >= 0 && sectionCode(bytes, propertiesAt) !== PROPERTIES) ? sectionValueAt(bytes, PROPERTIES) : propertiesAt < 0 ? -1 : valueAt(bytes, propertiesAt);
+      const at = propertiesValueAt(bytes, propertiesAt);
       if (at < 0 || compound(bytes, at, 'properties') === 0) return MISSING;
       return keyOf(bytes, compoundFirst, 'message-id');
     }
@@ -28,6 +28,16 @@ export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
     return { status: 'invalid', reason: `the message cannot be read for its key: ${(err as Error).message}` };
   }
 };
+
+/**
+ * Where the properties section's value starts (-1: no such section): at the offset
+ * the head's reader found, unless it gave none (undefined) or it is not where a
+ * properties section starts, and then as sectionValueAt finds it.
+ */
+function propertiesValueAt(bytes: Buffer, propertiesAt: number | undefined): number {
+  if (propertiesAt === undefined || (propertiesAt >= 0 && sectionCode(bytes, propertiesAt) !== PROPERTIES)) return sectionValueAt(bytes, PROPERTIES);
+  return propertiesAt < 0 ? -1 : valueAt(bytes, propertiesAt);
+}
 
 /**
  * Where the value of section `wanted` (after its descriptor) starts; -1 when

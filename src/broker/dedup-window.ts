@@ -148,9 +148,10 @@ export class DedupWindow {
   }
 
   /**
-   * appended() of the digest whose words are w0..w3 (no object made per key: a
-   * restart loads millions): checked against the index and put in it when the
-   * window is indexed, into the ring alone (nothing hashed or looked up) when it is not.
+   * Take in the digest whose words are w0..w3 (add, appended, and rows with no
+   * object made per key: a restart loads millions): checked against the index and
+   * put in it when the window is indexed, into the ring alone (nothing hashed or
+   * looked up) when it is not.
    */
   private take(w0: number, w1: number, w2: number, w3: number, at: number, lsn: number, durable: boolean, now: number): boolean {
     this.evictExpired(now);
@@ -251,7 +252,7 @@ export class DedupWindow {
     for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
       const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
       if (lsn < fromLsn) continue;
-      if (this.take(word(rows, at), word(rows, at + 4), word(rows, at + 8), word(rows, at + 12), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
+      if (this.take(wordAt(rows, at), wordAt(rows, at + 4), wordAt(rows, at + 8), wordAt(rows, at + 12), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
     }
     return added;
   }
@@ -445,5 +446,3 @@ export class DedupWindow {
   }
 }
 
-/** The little-endian 32-bit word at `at` (as rows() writes the digest's words). */
-const word = wordAt;

@@ -252,10 +252,14 @@ function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): 
         if (!(v instanceof Uint8Array)) fail(path, 'expected a Buffer');
         return w.raw(v);
       case 'digest': {
-        const d = v as DedupDigest | undefined;
-        if (typeof d?.w0 !== 'number' || typeof d.w1 !== 'number' || typeof d.w2 !== 'number' || typeof d.w3 !== 'number') fail(path, 'expected a dedup digest');
+        if (typeof v !== 'object' || v === null) fail(path, 'expected a dedup digest');
+        const d = v as DedupDigest;
+        // Four words written out, not a list of them: every keyed enqueue is encoded.
         w.u32(DEDUP_DIGEST_BYTES);
-        for (const word of [d.w0, d.w1, d.w2, d.w3]) w.u32(checkInt(word, 0xffff_ffff, path));
+        w.u32(checkInt(d.w0, 0xffff_ffff, path));
+        w.u32(checkInt(d.w1, 0xffff_ffff, path));
+        w.u32(checkInt(d.w2, 0xffff_ffff, path));
+        w.u32(checkInt(d.w3, 0xffff_ffff, path));
         return;
       }
       case 'strings':
