@@ -419,6 +419,10 @@ export const machineInfo = () => ({ cores: cpus().length, model: cpus()[0]?.mode
  */
 export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, what = 'load' } = {}) {
   const cpu0 = procCpu(broker.pid);
+  // A cluster's backups (broker.backupPids), measured apart: on a shared machine they
+  // compete with the primary for the same cores, so their CPU is part of the cost.
+  const backupPids = broker.backupPids ?? [];
+  const backup0 = backupPids.map(procCpu);
   const m0 = machineCpu();
   const t0 = Date.now();
   const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -435,6 +439,7 @@ export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, w
   const m1 = machineCpu();
   const brokerCpuSeconds = procCpu(broker.pid) - cpu0;
   const brokerCores = brokerCpuSeconds / wall;
+  const backupCpuSeconds = backupPids.map((pid, i) => procCpu(pid) - backup0[i]);
   const line = out.trim().split('\n').pop();
   let result;
   try {
@@ -455,7 +460,13 @@ export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, w
     msgsPerBrokerCpuSecond: Math.round(result.received / brokerCpuSeconds),
     clientCores: round2(clientCores),
     machineBusyCores: round2(machineBusyCores),
-    otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores)),
+    // Cores busy with neither the broker, its backups, nor the client: other tenants.
+    otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores - backupCpuSeconds.reduce((a, b) => a + b, 0) / wall)),
+    ...(backupPids.length > 0 && {
+      backupCores: backupCpuSeconds.map((c) => round2(c / wall)),
+      // Messages per second of all the cluster's brokers' CPU together.
+      msgsPerClusterCpuSecond: Math.round(result.received / (brokerCpuSeconds + backupCpuSeconds.reduce((a, b) => a + b, 0))),
+    }),
   };
 }
 
