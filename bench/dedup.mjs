@@ -24,11 +24,12 @@
 // bench/results/dedup-<time>.json.
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
-import { benchDir, buildTandem, envNumber, freePort, log, machineInfo, median, onCleanup, procCpu, run, runLoad, sleep, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
+import { benchDir, buildTandem, pinCpus, envNumber, freePort, log, machineInfo, median, onCleanup, procCpu, run, runLoad, sleep, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
 import { runProtonLoad } from './loadgen-c.mjs';
 
 const num = envNumber;
@@ -49,9 +50,16 @@ const throughputLoad = (b, args, opts) => (CLIENT === 'proton-c' ? runProtonLoad
 // BENCH_DEDUP_AA=yes: an A/A run, the "on" side without a window too. What it reports
 // as on / off is then the protocol's own bias and noise (the "on" side always starts second).
 const AA = process.env.BENCH_DEDUP_AA === 'yes';
+// BENCH_DEDUP_PIN=no: leave the brokers and the client wherever the scheduler puts them.
+// Pinned (the default, on 2 cores or more), the standalone broker has CPU 0 and the
+// client CPU 1; a cluster's primary shares CPU 0 with one backup, the other backup the
+// client's CPU 1 (about even loads). Unpinned, four busy processes on two cores moved
+// a side's throughput by 30% from one load to the next, with the same CPU spent: who
+// shared a core with whom changed how much each turn of the event loop carried.
+const PIN = process.env.BENCH_DEDUP_PIN !== 'no' && cpus().length >= 2;
 const WINDOW_ARGS = AA ? [] : ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
 
-const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT }, throughput: [], memory: undefined, restart: [] };
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, PIN }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
 const build = await buildTandem();
 report.versions = { node: process.version, tandem: build.label };
@@ -87,6 +95,7 @@ async function startCluster(windowArgs) {
       await sleep(200);
     }
   }
+  if (PIN) for (const [i, b] of brokers.entries()) await pinCpus(b.pid, i === 2 ? '1' : '0');
   return { primary: brokers[0], all: brokers };
 }
 
@@ -101,7 +110,11 @@ try {
   // load by load (the side that goes first alternates by round), so a change in the
   // machine's state during the run falls on both sides alike.
   const targets = [
-    ...(WITH_STANDALONE ? [{ name: 'standalone', make: async (windowArgs) => ({ primary: await start(windowArgs), all: [] }) }] : []),
+    ...(WITH_STANDALONE ? [{ name: 'standalone', make: async (windowArgs) => {
+      const primary = await start(windowArgs);
+      if (PIN) await pinCpus(primary.pid, '0');
+      return { primary, all: [] };
+    } }] : []),
     ...(WITH_HA ? [{ name: 'ha-3', make: (windowArgs) => startCluster(windowArgs) }] : []),
   ];
   for (const tg of targets) {
@@ -109,7 +122,7 @@ try {
     for (const window of ['off', 'on']) {
       const t = await tg.make(window === 'on' ? WINDOW_ARGS : []);
       const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
-      const b = { ...t.primary, name: `${tg.name}-${window}`, backupPids: t.all.slice(1).map((x) => x.pid) };
+      const b = { ...t.primary, name: `${tg.name}-${window}`, backupPids: t.all.slice(1).map((x) => x.pid), ...(PIN && { clientCpus: '1' }) };
       if (PREFILL > 0) {
         // Not measured: fills the queue's window so the rounds run against a full one. The
         // "off" broker takes the same messages, so both sides have the same history (heap,
@@ -232,7 +245,7 @@ const ratio = (on, off) => (off ? (on / off).toFixed(2) : '-');
 const lines = [
   '# Duplicate detection: window on / off',
   '',
-  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys`,
+  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys; ${PIN ? 'brokers and client pinned to CPUs' : 'not pinned'}`,
   '',
   '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, best | on / off, median | primary CPU µs/msg off → on (median) | all brokers\' CPU µs/msg off → on |',
   '|---|---|---|---|---|---|---|---|',

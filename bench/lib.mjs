@@ -401,6 +401,15 @@ export function procCpu(pid) {
     return NaN;
   }
 }
+/**
+ * Pin a running process, every thread of it, to `cpus` ('0', '0,1'). A benchmark that
+ * runs more busy processes than there are cores pins them, so that which of them share
+ * a core is the same from load to load and not the scheduler's choice of the moment.
+ */
+export function pinCpus(pid, cpus) {
+  return run('taskset', ['-a', '-p', '-c', cpus, String(pid)]);
+}
+
 /** Machine-wide busy and total CPU seconds so far (all cores). */
 export function machineCpu() {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
@@ -425,7 +434,8 @@ export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, w
   const backup0 = backupPids.map(procCpu);
   const m0 = machineCpu();
   const t0 = Date.now();
-  const proc = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // broker.clientCpus ('1'): the client pinned to those CPUs, as the brokers may be (pinCpus).
+  const proc = broker.clientCpus ? spawn('taskset', ['-c', broker.clientCpus, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const unregister = onCleanup(() => killPid(proc.pid));
   let out = '';
   let err = '';
