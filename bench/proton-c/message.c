@@ -32,7 +32,15 @@ static long find_once(const char *hay, size_t len, const char *needle, size_t nl
   return found;
 }
 
-int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base) {
+/* Marks where a string id's number goes: 16 characters no uuid or number holds. */
+static const char ID_STRING_MARKER[16] = {'<', 'S', 'E', 'Q', 'U', 'E', 'N', 'C', 'E', '-', 'M', 'A', 'R', 'K', '>', '!'};
+
+static void put_hex16(char *p, uint64_t v) {
+  static const char HEX[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; i--, v >>= 4) p[i] = HEX[v & 15];
+}
+
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base, bool id_string) {
   memset(t, 0, sizeof *t);
   unsigned char *body = malloc(body_size);
   pn_message_t *m = pn_message();
@@ -52,7 +60,17 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
   }
   /* The id starts as a marker too: a ulong this large is encoded in full (0x80 and 8 bytes). */
   static const unsigned char ID_MARKER[8] = {0xd1, 0xd2, 0xd3, 0xd4, 0xd5, 0xd6, 0xd7, 0xd8};
-  if (id_base) {
+  /* qpid-jms's shape: ID:<connection uuid>:<connection>:<session>:<producer>-<message>. */
+  char id_text[80];
+  if (id_base && id_string) {
+    uint64_t run = id_base >> 40;
+    int n = snprintf(id_text, sizeof id_text, "ID:%08x-%04x-4000-8000-%012llx:1:1:1-", (unsigned)run, (unsigned)(sender & 0xffff), (unsigned long long)(id_base ^ 0x5eed));
+    memcpy(id_text + n, ID_STRING_MARKER, sizeof ID_STRING_MARKER);
+    if (pn_data_put_string(pn_message_id(m), pn_bytes((size_t)n + sizeof ID_STRING_MARKER, id_text)) != 0) {
+      errors_add("pn_data_put_string failed");
+      goto done;
+    }
+  } else if (id_base) {
     pn_data_t *id = pn_message_id(m);
     if (pn_data_put_ulong(id, get_be(ID_MARKER, 8)) != 0) {
       errors_add("pn_data_put_ulong failed");
@@ -82,13 +100,14 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
     goto done;
   }
   if (id_base) {
-    long id_at = find_once(t->bytes, len, (const char *)ID_MARKER, sizeof ID_MARKER);
+    long id_at = id_string ? find_once(t->bytes, len, ID_STRING_MARKER, sizeof ID_STRING_MARKER) : find_once(t->bytes, len, (const char *)ID_MARKER, sizeof ID_MARKER);
     if (id_at < 0) {
       errors_add("the encoded message does not hold its message-id marker exactly once");
       goto done;
     }
     t->id_offset = (size_t)id_at;
     t->id_base = id_base | ((uint64_t)(sender & 0xff) << 32);
+    t->id_string = id_string;
   }
   t->len = len;
   t->seq_offset = (size_t)at + 8;
@@ -110,7 +129,8 @@ void message_template_free(message_template_t *t) {
 
 void message_stamp(message_template_t *t, uint64_t seq) {
   put_be64((unsigned char *)t->bytes + t->seq_offset, seq);
-  if (t->id_offset) put_be64((unsigned char *)t->bytes + t->id_offset, t->id_base | (seq & 0xffffffffu));
+  if (t->id_offset && t->id_string) put_hex16(t->bytes + t->id_offset, t->id_base | (seq & 0xffffffffu));
+  else if (t->id_offset) put_be64((unsigned char *)t->bytes + t->id_offset, t->id_base | (seq & 0xffffffffu));
 }
 
 int message_read_stamp(pn_message_t *scratch, const char *bytes, size_t len, uint32_t *sender, uint64_t *seq) {

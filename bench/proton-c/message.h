@@ -17,13 +17,15 @@ typedef struct message_template {
   char *bytes;
   size_t len;
   size_t seq_offset; /* where the sequence number sits in `bytes` */
-  size_t id_offset;  /* where the message-id's 8 bytes sit (0: no message-id) */
+  size_t id_offset;  /* where the message-id's 8 bytes (a string id: its last 16 hex digits) sit (0: no message-id) */
   uint64_t id_base;  /* the message-id is id_base | sequence */
+  bool id_string;    /* the id is a string ending in id_base | sequence as 16 hex digits */
 } message_template_t;
 
 /* 0, or -1 with an error recorded. */
-/* id_base 0: no message-id; else every message's id is id_base | sender << 32 | sequence. */
-int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base);
+/* id_base 0: no message-id; else every message's id is id_base | sender << 32 | sequence,
+ * as a ulong or (id_string) as "ID:<uuid of id_base>:1:1:1-" and that number in 16 hex digits. */
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base, bool id_string);
 void message_template_free(message_template_t *t);
 void message_stamp(message_template_t *t, uint64_t seq);
 /* 0 and the stamp, or -1 if the bytes are not a message of ours. `scratch` is reused. */

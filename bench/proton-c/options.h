@@ -20,7 +20,8 @@ typedef struct options {
   char recv_address[LOADGEN_ADDRESS_MAX];
   bool terminus_durable;  /* ask for durable=2 termini (RabbitMQ then declares a durable queue) */
   bool durable;           /* header durable=true on every message */
-  bool message_id;        /* a ulong message-id on every message, unique per run, sender and sequence */
+  bool message_id;        /* a message-id on every message, unique per run, sender and sequence */
+  bool message_id_string; /* that id a string shaped like qpid-jms's (ID:<uuid>:1:1:1-<n>), not a ulong */
   uint64_t id_base;       /* this run's high bits of every message-id (random per run) */
   int senders;
   int receivers;
