@@ -96,6 +96,7 @@ static void report(run_t *r, const options_t *o) {
           (unsigned long long)t.modified, (unsigned long long)t.unsettled);
   fprintf(out, ",\"received\":%llu,\"duplicates\":%llu,\"lost\":%llu,\"foreign\":%llu,\"unchecked\":%llu", (unsigned long long)t.received,
           (unsigned long long)t.duplicates, (unsigned long long)t.lost, (unsigned long long)t.foreign, (unsigned long long)t.unchecked);
+  if (o->rate > 0) fprintf(out, ",\"rate\":%ld", o->rate);
   fprintf(out, ",\"duration\":%.3f,\"elapsed\":%.3f,\"throughput\":%.0f,\"clientCpuSeconds\":%.3f", send_s, elapsed_s,
           elapsed_s > 0 ? (double)t.received / elapsed_s : 0.0, cpu_seconds());
   fprintf(out, ",\"errorCount\":%llu,\"errors\":", (unsigned long long)errors_count());

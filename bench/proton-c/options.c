@@ -27,6 +27,7 @@ void options_usage(FILE *out) {
       "  --duration S           seconds of sending, 0.1-600 [10] (unless --count)\n"
       "  --count N              messages per sender (0: use --duration) [0]\n"
       "  --window N             unsettled sends per sender, 1-100000 [1000]\n"
+      "  --rate N               messages per second, all senders together, 1-10000000 (default: no limit)\n"
       "  --credit N             receiver credit, 1-100000 [1000]\n"
       "  --size N               body bytes, 16-1048576 [1024]\n"
       "  --threads N            threads serving the connections, 1-16 [1]\n"
@@ -81,7 +82,7 @@ static bool expand_address(const char *template, const char *queue, char *out, s
 
 static const char *const VALUE_OPTIONS[] = {
     "--host", "--port", "--user", "--password", "--queue", "--send-address", "--recv-address", "--senders", "--receivers", "--duration",
-    "--count", "--window", "--credit", "--size", "--threads", "--connect-timeout", "--settle-timeout", "--drain-timeout", "--time-limit",
+    "--count", "--window", "--rate", "--credit", "--size", "--threads", "--connect-timeout", "--settle-timeout", "--drain-timeout", "--time-limit",
 };
 
 static bool is_value_option(const char *a) {
@@ -163,6 +164,9 @@ int options_parse(options_t *o, int argc, char **argv, char *err, size_t errlen)
     } else if (!strcmp(a, "--window")) {
       if (!parse_long(v, 1, 100000, &n)) return fail(err, errlen, "--window must be 1-100000", v);
       o->window = (int)n;
+    } else if (!strcmp(a, "--rate")) {
+      if (!parse_long(v, 1, 10000000L, &n)) return fail(err, errlen, "--rate must be 1-10000000", v);
+      o->rate = n;
     } else if (!strcmp(a, "--credit")) {
       if (!parse_long(v, 1, 100000, &n)) return fail(err, errlen, "--credit must be 1-100000", v);
       o->credit = (int)n;

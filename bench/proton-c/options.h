@@ -28,6 +28,7 @@ typedef struct options {
   double duration;        /* seconds of sending, unless count is set */
   uint64_t count;         /* messages per sender; 0: use duration */
   int window;             /* unsettled sends per sender */
+  long rate;              /* messages per second for all senders together; 0: as fast as credit allows */
   int credit;             /* receiver credit window */
   size_t size;            /* body bytes */
   int threads;            /* threads serving the proactor */

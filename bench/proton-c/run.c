@@ -132,8 +132,8 @@ static void tick(run_t *r) {
       break;
     case PHASE_ATTACHING_SENDERS:
       if (atomic_load(&r->senders_attached) == S) {
+        r->start_ns = now; /* before the phase a sender on another thread sees, as --rate counts from it */
         if (run_advance(r, PHASE_SENDING)) {
-          r->start_ns = now;
           r->phase_deadline_ns = now + seconds_ns(o->count ? o->time_limit : o->duration);
           wake(r, ROLE_SENDER); /* credit may have come before sending was allowed */
         }
@@ -142,6 +142,7 @@ static void tick(run_t *r) {
       }
       break;
     case PHASE_SENDING: {
+      if (o->rate > 0) wake(r, ROLE_SENDER); /* senders the rate held back send what it now allows */
       bool all_sent = o->count && SUM(r, r->senders, S, sent) >= o->count * (uint64_t)S;
       if (all_sent || now >= r->phase_deadline_ns) {
         if (!all_sent && o->count) errors_add("--count not sent within --time-limit");

@@ -34,8 +34,13 @@ void sender_pump(peer_t *s) {
   if (!s->link || atomic_load(&r->phase) != PHASE_SENDING) return;
   uint64_t sent = atomic_load_explicit(&s->sent, memory_order_relaxed);
   uint64_t settled = atomic_load_explicit(&s->settled, memory_order_relaxed);
+  /* --rate: no further than this sender's share of the rate times the time since
+   * sending began (the tick wakes senders held back by it). */
+  uint64_t allowed = UINT64_MAX;
+  if (o->rate > 0) allowed = 1 + (uint64_t)((double)(now_ns() - r->start_ns) / 1e9 * (double)o->rate / o->senders);
   /* At most one window per call: the loop is bounded even if credit is huge. */
   for (int budget = o->window; budget > 0; budget--) {
+    if (sent >= allowed) break;
     if (sent - settled >= (uint64_t)o->window) break;
     if (pn_link_credit(s->link) <= 0) break;
     if (o->count && sent >= o->count) break;

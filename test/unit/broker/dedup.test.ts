@@ -357,11 +357,29 @@ describe('dedup keys - message-id types and application properties', () => {
     expect(readDedupKey(bytes, undefined, 5)).toEqual(first);
   });
 
-  it('never throws on malformed bytes', () => {
-    const good = amqp({ message_id: 'abc' });
+  it('never throws on malformed bytes, whatever properties offset the head reader gave', () => {
+    const good = amqp({ message_id: 'abc', durable: true, application_properties: { k: 'v' } });
+    const found = parseIncoming(good).propertiesAt;
+    expect(found).toBeGreaterThan(0);
+    const answers = ['key', 'missing', 'invalid'];
+    // A truncated message, read with no offset, the good message's offset (now past
+    // the end or into the cut), and offsets no head reader gives.
     for (let cut = 0; cut < good.length; cut++) {
-      const r = readDedupKey(good.subarray(0, cut), undefined);
-      expect(['key', 'missing', 'invalid']).toContain(r.status);
+      const bytes = good.subarray(0, cut);
+      for (const at of [undefined, -1, 0, found, cut, cut + 7, good.length + 100]) {
+        expect(answers).toContain(readDedupKey(bytes, undefined, at).status);
+        expect(answers).toContain(readDedupKey(bytes, 'k', at).status);
+      }
+    }
+    // Every byte of the whole message overwritten in turn, read at the offset found
+    // before: the bytes there may no longer be a properties section at all.
+    for (let i = 0; i < good.length; i++) {
+      for (const b of [0x00, 0x40, 0xa1, 0xb1, 0xc0, 0xd0, 0xff]) {
+        const bytes = Buffer.from(good);
+        bytes[i] = b;
+        expect(answers).toContain(readDedupKey(bytes, undefined, found).status);
+        expect(answers).toContain(readDedupKey(bytes, 'k', found).status);
+      }
     }
   });
 });
