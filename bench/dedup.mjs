@@ -56,10 +56,14 @@ const AA = process.env.BENCH_DEDUP_AA === 'yes';
 // client's CPU 1 (about even loads). Unpinned, four busy processes on two cores moved
 // a side's throughput by 30% from one load to the next, with the same CPU spent: who
 // shared a core with whom changed how much each turn of the event loop carried.
-const PIN = process.env.BENCH_DEDUP_PIN !== 'no' && cpus().length >= 2;
+// BENCH_DEDUP_PIN=primary-alone: the cluster's primary alone on CPU 0, both backups
+// and the client on CPU 1 (which then limits msgs/s: read the primary's CPU per message).
+const PIN_LAYOUT = process.env.BENCH_DEDUP_PIN ?? 'shared';
+if (!['shared', 'primary-alone', 'no'].includes(PIN_LAYOUT)) throw new Error(`BENCH_DEDUP_PIN must be shared, primary-alone or no, not ${PIN_LAYOUT}`);
+const PIN = PIN_LAYOUT !== 'no' && cpus().length >= 2;
 const WINDOW_ARGS = AA ? [] : ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
 
-const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, PIN }, throughput: [], memory: undefined, restart: [] };
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, PIN: PIN ? PIN_LAYOUT : 'no' }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
 const build = await buildTandem();
 report.versions = { node: process.version, tandem: build.label };
@@ -95,7 +99,8 @@ async function startCluster(windowArgs) {
       await sleep(200);
     }
   }
-  if (PIN) for (const [i, b] of brokers.entries()) await pinCpus(b.pid, i === 2 ? '1' : '0');
+  const cpuOf = (i) => (i === 0 ? '0' : PIN_LAYOUT === 'primary-alone' || i === 2 ? '1' : '0');
+  if (PIN) for (const [i, b] of brokers.entries()) await pinCpus(b.pid, cpuOf(i));
   return { primary: brokers[0], all: brokers };
 }
 
@@ -259,7 +264,7 @@ const ratio = (on, off) => (off ? (on / off).toFixed(2) : '-');
 const lines = [
   '# Duplicate detection: window on / off',
   '',
-  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys; ${PIN ? 'brokers and client pinned to CPUs' : 'not pinned'}`,
+  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys; ${PIN ? `brokers and client pinned to CPUs (${PIN_LAYOUT})` : 'not pinned'}`,
   '',
   '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, best | on / off, median | on / off, paired by round (median) | primary CPU µs/msg off → on (median) | all brokers\' CPU µs/msg off → on |',
   '|---|---|---|---|---|---|---|---|---|',
