@@ -6,6 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, repoRoot } from '../helpers/broker.js';
+import { TestClient } from '../helpers/rhea-client.js';
 import { manage } from '../helpers/tandem-cli.js';
 
 interface LoadgenResult {
@@ -25,6 +26,7 @@ interface LoadgenResult {
   lost: number;
   foreign: number;
   duration: number;
+  rate?: number;
   throughput: number;
   errorCount: number;
   errors: string[];
@@ -90,6 +92,41 @@ describe('proton-c load generator', () => {
       const q = (await manage(broker.port, 'READ', 'queue', 'loadgen.keyed')) as Record<string, number>;
       expect(q).toMatchObject({ 'dedup-keys': 2000 * run, 'dedup-duplicates': 0, 'dedup-without-key': 0, 'dedup-invalid-key': 0 });
     }
+  });
+
+  it('proton-c loadgen - --message-id-string gives every message its own qpid-jms-shaped string id, new in each run', async () => {
+    await manage(broker.port, 'CREATE', 'queue', 'loadgen.jms-keyed', { 'qpid.dedup-window': 100_000 });
+    for (const run of [1, 2]) {
+      const { code, result } = await runLoadgen(['--queue', 'loadgen.jms-keyed', '--senders', '2', '--count', '1000', '--message-id-string']);
+      expect(result.errors).toEqual([]);
+      expect(code).toBe(0);
+      expect(result).toMatchObject({ sent: 2000, accepted: 2000, received: 2000, duplicates: 0, lost: 0 });
+      const q = (await manage(broker.port, 'READ', 'queue', 'loadgen.jms-keyed')) as Record<string, number>;
+      expect(q).toMatchObject({ 'dedup-keys': 2000 * run, 'dedup-duplicates': 0, 'dedup-without-key': 0, 'dedup-invalid-key': 0 });
+    }
+    // What the ids look like, read by rhea from a queue the generator's receivers do not read.
+    await runLoadgen(['--send-address', 'loadgen.jms-kept', '--recv-address', 'loadgen.jms-unread', '--count', '3', '--message-id-string', '--drain-timeout', '1']);
+    const c = await TestClient.connect({ port: broker.port });
+    try {
+      const ids = (await c.receiveAndAccept('loadgen.jms-kept', 3)).map((m) => m.message_id);
+      for (const id of ids) expect(id).toMatch(/^ID:[0-9a-f]{8}-[0-9a-f]{4}-4000-8000-[0-9a-f]{12}:1:1:1-[0-9a-f]{16}$/);
+      expect(new Set(ids).size).toBe(3);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('proton-c loadgen - --rate holds the senders to it (never ahead of rate x sending time)', async () => {
+    const rate = 2000;
+    const { code, result } = await runLoadgen(['--queue', 'loadgen.rated', '--senders', '2', '--rate', String(rate), '--duration', '1']);
+    expect(result.errors).toEqual([]);
+    expect(code).toBe(0);
+    expect(result).toMatchObject({ rate, lost: 0, duplicates: 0 });
+    expect(result.received).toBe(result.sent);
+    // An upper bound, not a timing: each sender may run one message ahead, and its last
+    // send may fall a little after the clock that ended the sending phase was read.
+    expect(result.sent).toBeLessThanOrEqual(Math.ceil(rate * (result.duration + 0.05)) + 2);
+    expect(result.sent).toBeGreaterThan(0);
   });
 
   it('proton-c loadgen - messages accepted but never received are counted as lost and fail the run', async () => {
