@@ -62,8 +62,12 @@ const PIN_LAYOUT = process.env.BENCH_DEDUP_PIN ?? 'shared';
 if (!['shared', 'primary-alone', 'no'].includes(PIN_LAYOUT)) throw new Error(`BENCH_DEDUP_PIN must be shared, primary-alone or no, not ${PIN_LAYOUT}`);
 const PIN = PIN_LAYOUT !== 'no' && cpus().length >= 2;
 const WINDOW_ARGS = AA ? [] : ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
+// BENCH_DEDUP_SMALL_WINDOW=yes: a third side in the throughput part, its window 1,000
+// keys (all in cache): what a window costs that is not its size.
+const SMALL_SIDE = process.env.BENCH_DEDUP_SMALL_WINDOW === 'yes';
+const sideArgs = (window) => (window === 'on' ? WINDOW_ARGS : window === 'small' ? ['--dedup-window', '1000', '--dedup-ttl', '1h'] : []);
 
-const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, PIN: PIN ? PIN_LAYOUT : 'no' }, throughput: [], memory: undefined, restart: [] };
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, SMALL_SIDE, PIN: PIN ? PIN_LAYOUT : 'no' }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
 const build = await buildTandem();
 report.versions = { node: process.version, tandem: build.label };
@@ -104,7 +108,11 @@ async function startCluster(windowArgs) {
   return { primary: brokers[0], all: brokers };
 }
 
-const loads = [
+// BENCH_DEDUP_LOADS=key,key: only those loads, which may name the extra ones (not run
+// by default): a sender window of 4,000 instead of 1,000, and messages without ids.
+const allLoads = [
+  { key: 'nd-1x1-w4000', extra: true, args: ['--message-id', '--window', '4000', '--credit', '4000', '--duration', String(DURATION)] },
+  { key: 'nd-1x1-no-id', extra: true, args: ['--duration', String(DURATION)] },
   { key: 'nd-1x1', args: ['--message-id', '--duration', String(DURATION)] },
   { key: 'd-1x1', args: ['--message-id', '--durable', '--terminus-durable', '--duration', String(DURATION)] },
   // qpid-jms's ids (62-character strings): a key over 14 bytes is hashed (SHA-256), not written out (dedup-key.ts).
@@ -121,6 +129,11 @@ const loads = [
       ]
     : []),
 ];
+const chosenLoads = process.env.BENCH_DEDUP_LOADS?.split(',').filter(Boolean);
+const loads = chosenLoads ? allLoads.filter((l) => chosenLoads.includes(l.key)) : allLoads.filter((l) => !l.extra);
+if (chosenLoads && loads.length !== chosenLoads.length) throw new Error(`BENCH_DEDUP_LOADS: not all of ${chosenLoads} are loads (${allLoads.map((l) => l.key)}), or the Proton C client's only`);
+report.settings.LOADS = loads.map((l) => l.key);
+
 
 try {
   // ---- 1. throughput --------------------------------------------------------------------
@@ -137,15 +150,15 @@ try {
   ];
   for (const tg of targets) {
     const sides = [];
-    for (const window of ['off', 'on']) {
-      const t = await tg.make(window === 'on' ? WINDOW_ARGS : []);
+    for (const window of SMALL_SIDE ? ['off', 'on', 'small'] : ['off', 'on']) {
+      const t = await tg.make(sideArgs(window));
       const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
       const b = { ...t.primary, name: `${tg.name}-${window}`, backupPids: t.all.slice(1).map((x) => x.pid), ...(PIN && { clientCpus: '1' }) };
       if (PREFILL > 0) {
         // Not measured: fills the queue's window so the rounds run against a full one. The
         // "off" broker takes the same messages, so both sides have the same history (heap,
         // GC, journal) and the ratio is the window's alone.
-        log(`${b.name}: prefilling ${window === 'on' ? 'the window with ' : 'as the window side does: '}${PREFILL} keyed messages (non-durable, 4 senders)`);
+        log(`${b.name}: prefilling ${window === 'off' ? 'as the window side does: ' : 'the window with '}${PREFILL} keyed messages (non-durable, 4 senders)`);
         await throughputLoad(b, ['--queue', queue, '--message-id', '--senders', '4', '--count', String(Math.ceil(PREFILL / 4))], { timeoutMs: 600_000 });
       }
       sides.push({ window, t, queue, b });
@@ -269,14 +282,29 @@ const lines = [
   '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, best | on / off, median | on / off, paired by round (median) | primary CPU µs/msg off → on (median) | all brokers\' CPU µs/msg off → on |',
   '|---|---|---|---|---|---|---|---|---|',
 ];
-for (const target of [...new Set(report.throughput.map((r) => r.target))]) {
+const med = (rows) => median(rows.map((r) => r.throughput));
+/** Median over rounds of `side`'s msgs/s over the off side's in the same round, as text. */
+const pairedRatio = (side, off) => {
+  const p = median(side.map((r) => r.throughput / (off.find((o) => o.round === r.round)?.throughput ?? NaN)).filter(Number.isFinite));
+  return Number.isFinite(p) ? p.toFixed(2) : '-';
+};
+const targetsRun = [...new Set(report.throughput.map((r) => r.target))];
+for (const target of targetsRun) {
   for (const load of loads.map((l) => l.key)) {
     const off = rowsOf(target, 'off', load);
     const on = rowsOf(target, 'on', load);
     if (off.length === 0 && on.length === 0) continue;
-    const med = (rows) => median(rows.map((r) => r.throughput));
-    const paired = median(on.map((r) => r.throughput / (off.find((o) => o.round === r.round)?.throughput ?? NaN)).filter(Number.isFinite));
-    lines.push(`| ${target} | ${load} | ${best(off)} | ${best(on)} | ${ratio(best(on), best(off))} | ${ratio(med(on), med(off))} | ${Number.isFinite(paired) ? paired.toFixed(2) : '-'} | ${cpuUs(off)} → ${cpuUs(on)} | ${clusterCpuUs(off)} → ${clusterCpuUs(on)} |`);
+    lines.push(`| ${target} | ${load} | ${best(off)} | ${best(on)} | ${ratio(best(on), best(off))} | ${ratio(med(on), med(off))} | ${pairedRatio(on, off)} | ${cpuUs(off)} → ${cpuUs(on)} | ${clusterCpuUs(off)} → ${clusterCpuUs(on)} |`);
+  }
+}
+if (SMALL_SIDE) {
+  lines.push('', '| target | load | 1,000-key window / off, median | paired by round (median) | primary CPU µs/msg off → small window |', '|---|---|---|---|---|');
+  for (const target of targetsRun) {
+    for (const load of loads.map((l) => l.key)) {
+      const off = rowsOf(target, 'off', load);
+      const small = rowsOf(target, 'small', load);
+      if (small.length > 0) lines.push(`| ${target} | ${load} | ${ratio(med(small), med(off))} | ${pairedRatio(small, off)} | ${cpuUs(off)} → ${cpuUs(small)} |`);
+    }
   }
 }
 lines.push('', `Memory per key (1M keys): ${report.memory?.bytesPerKey} bytes in the window's typed arrays; V8 heap grew ${report.memory?.heapUsedGrowthPerKey} bytes/key, RSS ${report.memory?.rssGrowthPerKey} bytes/key. A restart's share for 1M keys: ${report.memory?.loadCheckpointRowsMs} ms (${report.memory?.loadCheckpointRowsCpuMs} ms CPU) from the checkpoint's rows, ${report.memory?.replayedKeysToWindowMs} ms (${report.memory?.replayedKeysToWindowCpuMs} ms CPU) from 1M replayed records`, '');
