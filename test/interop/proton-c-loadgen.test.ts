@@ -81,29 +81,26 @@ describe('proton-c load generator', () => {
     expect(await depth('loadgen.four')).toBe(0);
   });
 
-  it('proton-c loadgen - --message-id gives every message its own id, new in each run (a window takes them all, twice)', async () => {
-    await manage(broker.port, 'CREATE', 'queue', 'loadgen.keyed', { 'qpid.dedup-window': 100_000 });
+  /** Two runs with `idOption` into a queue with a window: every id new, within a run and across them. */
+  async function expectUniqueIdsTwice(queue: string, idOption: string): Promise<void> {
+    await manage(broker.port, 'CREATE', 'queue', queue, { 'qpid.dedup-window': 100_000 });
     for (const run of [1, 2]) {
-      const { code, result } = await runLoadgen(['--queue', 'loadgen.keyed', '--senders', '2', '--count', '1000', '--message-id']);
+      const { code, result } = await runLoadgen(['--queue', queue, '--senders', '2', '--count', '1000', idOption]);
       expect(result.errors).toEqual([]);
       expect(code).toBe(0);
       expect(result).toMatchObject({ sent: 2000, accepted: 2000, received: 2000, duplicates: 0, lost: 0 });
       // A window that took ids twice would hold fewer keys and count duplicates.
-      const q = (await manage(broker.port, 'READ', 'queue', 'loadgen.keyed')) as Record<string, number>;
+      const q = (await manage(broker.port, 'READ', 'queue', queue)) as Record<string, number>;
       expect(q).toMatchObject({ 'dedup-keys': 2000 * run, 'dedup-duplicates': 0, 'dedup-without-key': 0, 'dedup-invalid-key': 0 });
     }
+  }
+
+  it('proton-c loadgen - --message-id gives every message its own id, new in each run (a window takes them all, twice)', async () => {
+    await expectUniqueIdsTwice('loadgen.keyed', '--message-id');
   });
 
   it('proton-c loadgen - --message-id-string gives every message its own qpid-jms-shaped string id, new in each run', async () => {
-    await manage(broker.port, 'CREATE', 'queue', 'loadgen.jms-keyed', { 'qpid.dedup-window': 100_000 });
-    for (const run of [1, 2]) {
-      const { code, result } = await runLoadgen(['--queue', 'loadgen.jms-keyed', '--senders', '2', '--count', '1000', '--message-id-string']);
-      expect(result.errors).toEqual([]);
-      expect(code).toBe(0);
-      expect(result).toMatchObject({ sent: 2000, accepted: 2000, received: 2000, duplicates: 0, lost: 0 });
-      const q = (await manage(broker.port, 'READ', 'queue', 'loadgen.jms-keyed')) as Record<string, number>;
-      expect(q).toMatchObject({ 'dedup-keys': 2000 * run, 'dedup-duplicates': 0, 'dedup-without-key': 0, 'dedup-invalid-key': 0 });
-    }
+    await expectUniqueIdsTwice('loadgen.jms-keyed', '--message-id-string');
     // What the ids look like, read by rhea from a queue the generator's receivers do not read.
     await runLoadgen(['--send-address', 'loadgen.jms-kept', '--recv-address', 'loadgen.jms-unread', '--count', '3', '--message-id-string', '--drain-timeout', '1']);
     const c = await TestClient.connect({ port: broker.port });
