@@ -61,11 +61,12 @@ const AA = process.env.BENCH_DEDUP_AA === 'yes';
 const PIN_LAYOUT = process.env.BENCH_DEDUP_PIN ?? 'shared';
 if (!['shared', 'primary-alone', 'no'].includes(PIN_LAYOUT)) throw new Error(`BENCH_DEDUP_PIN must be shared, primary-alone or no, not ${PIN_LAYOUT}`);
 const PIN = PIN_LAYOUT !== 'no' && cpus().length >= 2;
-const WINDOW_ARGS = AA ? [] : ['--dedup-window', '1000000', '--dedup-ttl', '1h'];
+const dedupWindowArgs = (keys) => ['--dedup-window', String(keys), '--dedup-ttl', '1h'];
+const WINDOW_ARGS = AA ? [] : dedupWindowArgs(1_000_000);
 // BENCH_DEDUP_SMALL_WINDOW=yes: a third side in the throughput part, its window 1,000
 // keys (all in cache): what a window costs that is not its size.
 const SMALL_SIDE = process.env.BENCH_DEDUP_SMALL_WINDOW === 'yes';
-const sideArgs = (window) => (window === 'on' ? WINDOW_ARGS : window === 'small' ? ['--dedup-window', '1000', '--dedup-ttl', '1h'] : []);
+const sideArgs = (window) => (window === 'on' ? WINDOW_ARGS : window === 'small' ? dedupWindowArgs(1000) : []);
 
 const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, SMALL_SIDE, PIN: PIN ? PIN_LAYOUT : 'no' }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
@@ -133,7 +134,6 @@ const chosenLoads = process.env.BENCH_DEDUP_LOADS?.split(',').filter(Boolean);
 const loads = chosenLoads ? allLoads.filter((l) => chosenLoads.includes(l.key)) : allLoads.filter((l) => !l.extra);
 if (chosenLoads && loads.length !== chosenLoads.length) throw new Error(`BENCH_DEDUP_LOADS: not all of ${chosenLoads} are loads (${allLoads.map((l) => l.key)}), or the Proton C client's only`);
 report.settings.LOADS = loads.map((l) => l.key);
-
 
 try {
   // ---- 1. throughput --------------------------------------------------------------------

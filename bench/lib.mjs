@@ -435,7 +435,8 @@ export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, w
   const m0 = machineCpu();
   const t0 = Date.now();
   // broker.clientCpus ('1'): the client pinned to those CPUs, as the brokers may be (pinCpus).
-  const proc = broker.clientCpus ? spawn('taskset', ['-c', broker.clientCpus, cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const [file, argv] = broker.clientCpus ? ['taskset', ['-c', broker.clientCpus, cmd, ...args]] : [cmd, args];
+  const proc = spawn(file, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   const unregister = onCleanup(() => killPid(proc.pid));
   let out = '';
   let err = '';
@@ -450,6 +451,7 @@ export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, w
   const brokerCpuSeconds = procCpu(broker.pid) - cpu0;
   const brokerCores = brokerCpuSeconds / wall;
   const backupCpuSeconds = backupPids.map((pid, i) => procCpu(pid) - backup0[i]);
+  const backupsCpuSeconds = backupCpuSeconds.reduce((a, b) => a + b, 0);
   const line = out.trim().split('\n').pop();
   let result;
   try {
@@ -471,11 +473,11 @@ export async function measuredClient(broker, cmd, args, { timeoutMs = 120_000, w
     clientCores: round2(clientCores),
     machineBusyCores: round2(machineBusyCores),
     // Cores busy with neither the broker, its backups, nor the client: other tenants.
-    otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores - backupCpuSeconds.reduce((a, b) => a + b, 0) / wall)),
+    otherCores: round2(Math.max(0, machineBusyCores - brokerCores - clientCores - backupsCpuSeconds / wall)),
     ...(backupPids.length > 0 && {
       backupCores: backupCpuSeconds.map((c) => round2(c / wall)),
       // Messages per second of all the cluster's brokers' CPU together.
-      msgsPerClusterCpuSecond: Math.round(result.received / (brokerCpuSeconds + backupCpuSeconds.reduce((a, b) => a + b, 0))),
+      msgsPerClusterCpuSecond: Math.round(result.received / (brokerCpuSeconds + backupsCpuSeconds)),
     }),
   };
 }

@@ -64,7 +64,7 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
   char id_text[80];
   if (id_base && id_string) {
     uint64_t run = id_base >> 40;
-    int n = snprintf(id_text, sizeof id_text, "ID:%08x-%04x-4000-8000-%012llx:1:1:1-", (unsigned)run, (unsigned)(sender & 0xffff), (unsigned long long)((id_base ^ 0x5eed) & 0xffffffffffffULL));
+    int n = snprintf(id_text, sizeof id_text, "ID:%08x-%04x-4000-8000-%012llx:1:1:1-", (unsigned)run, (unsigned)(sender & 0xffff), (unsigned long long)run);
     memcpy(id_text + n, ID_STRING_MARKER, sizeof ID_STRING_MARKER);
     if (pn_data_put_string(pn_message_id(m), pn_bytes((size_t)n + sizeof ID_STRING_MARKER, id_text)) != 0) {
       errors_add("pn_data_put_string failed");
@@ -100,7 +100,8 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
     goto done;
   }
   if (id_base) {
-    long id_at = id_string ? find_once(t->bytes, len, ID_STRING_MARKER, sizeof ID_STRING_MARKER) : find_once(t->bytes, len, (const char *)ID_MARKER, sizeof ID_MARKER);
+    const char *marker = id_string ? ID_STRING_MARKER : (const char *)ID_MARKER;
+    long id_at = find_once(t->bytes, len, marker, id_string ? sizeof ID_STRING_MARKER : sizeof ID_MARKER);
     if (id_at < 0) {
       errors_add("the encoded message does not hold its message-id marker exactly once");
       goto done;
