@@ -35,6 +35,8 @@ import { runProtonLoad } from './loadgen-c.mjs';
 const num = envNumber;
 const DURATION = num('BENCH_DURATION', 8, 1, 20);
 const ROUNDS = num('BENCH_ROUNDS', 2, 1, 7);
+// Generations of fresh brokers per target, each ROUNDS rounds; an even number balances the start order.
+const GENERATIONS = num('BENCH_DEDUP_GENERATIONS', 2, 1, 6);
 const PREFILL = num('BENCH_DEDUP_PREFILL', 1_000_000, 0, 1_000_000);
 const RESTART_KEYS = num('BENCH_DEDUP_RESTART_KEYS', 1_000_000, 1000, 1_000_000);
 const WITH_HA = process.env.BENCH_DEDUP_HA !== 'no';
@@ -68,7 +70,7 @@ const WINDOW_ARGS = AA ? [] : dedupWindowArgs(1_000_000);
 const SMALL_SIDE = process.env.BENCH_DEDUP_SMALL_WINDOW === 'yes';
 const sideArgs = (window) => (window === 'on' ? WINDOW_ARGS : window === 'small' ? dedupWindowArgs(1000) : []);
 
-const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, SMALL_SIDE, PIN: PIN ? PIN_LAYOUT : 'no' }, throughput: [], memory: undefined, restart: [] };
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, GENERATIONS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, SMALL_SIDE, PIN: PIN ? PIN_LAYOUT : 'no' }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
 const build = await buildTandem();
 report.versions = { node: process.version, tandem: build.label };
@@ -139,7 +141,12 @@ try {
   // ---- 1. throughput --------------------------------------------------------------------
   // The window-off and window-on brokers of a target run side by side and take turns,
   // load by load (the side that goes first alternates by round), so a change in the
-  // machine's state during the run falls on both sides alike.
+  // machine's state during the run falls on both sides alike. That does not cancel what
+  // comes with the order the sides were started in: an A/A run (no window on either
+  // side) of 3-broker clusters built once gave the second-started one 0.87-0.93 of the
+  // first's msgs/s in every round, with more CPU per message (results/dedup-2026-12-04T03-31-14-412Z.json).
+  // So each generation builds fresh brokers, started in the other order from the last
+  // one's, and the ratio reported is balanced over the generations.
   const targets = [
     ...(WITH_STANDALONE ? [{ name: 'standalone', make: async (windowArgs) => {
       const primary = await start(windowArgs);
@@ -149,39 +156,44 @@ try {
     ...(WITH_HA ? [{ name: 'ha-3', make: (windowArgs) => startCluster(windowArgs) }] : []),
   ];
   for (const tg of targets) {
-    const sides = [];
-    for (const window of SMALL_SIDE ? ['off', 'on', 'small'] : ['off', 'on']) {
-      const t = await tg.make(sideArgs(window));
-      const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
-      const b = { ...t.primary, name: `${tg.name}-${window}`, backupPids: t.all.slice(1).map((x) => x.pid), ...(PIN && { clientCpus: '1' }) };
-      if (PREFILL > 0) {
-        // Not measured: fills the queue's window so the rounds run against a full one. The
-        // "off" broker takes the same messages, so both sides have the same history (heap,
-        // GC, journal) and the ratio is the window's alone.
-        log(`${b.name}: prefilling ${window === 'off' ? 'as the window side does: ' : 'the window with '}${PREFILL} keyed messages (non-durable, 4 senders)`);
-        await throughputLoad(b, ['--queue', queue, '--message-id', '--senders', '4', '--count', String(Math.ceil(PREFILL / 4))], { timeoutMs: 600_000 });
+    for (let generation = 1; generation <= GENERATIONS; generation++) {
+      // Fresh brokers each generation, started in the other order from the last one's.
+      const windows = SMALL_SIDE ? ['off', 'on', 'small'] : ['off', 'on'];
+      const startOrder = generation % 2 === 1 ? windows : [...windows].reverse();
+      const sides = [];
+      for (const window of startOrder) {
+        const t = await tg.make(sideArgs(window));
+        const queue = `dedup-bench-${randomBytes(3).toString('hex')}`;
+        const b = { ...t.primary, name: `${tg.name}-${window}`, backupPids: t.all.slice(1).map((x) => x.pid), ...(PIN && { clientCpus: '1' }) };
+        if (PREFILL > 0) {
+          // Not measured: fills the queue's window so the rounds run against a full one. The
+          // "off" broker takes the same messages, so both sides have the same history (heap,
+          // GC, journal) and the ratio is the window's alone.
+          log(`generation ${generation}, ${b.name}: prefilling ${window === 'off' ? 'as the window side does: ' : 'the window with '}${PREFILL} keyed messages (non-durable, 4 senders)`);
+          await throughputLoad(b, ['--queue', queue, '--message-id', '--senders', '4', '--count', String(Math.ceil(PREFILL / 4))], { timeoutMs: 600_000 });
+        }
+        sides.push({ window, t, queue, b });
       }
-      sides.push({ window, t, queue, b });
-    }
-    for (let round = 1; round <= ROUNDS; round++) {
-      for (const load of loads) {
-        if (load.only && load.only !== tg.name) continue;
-        for (const { window, queue, b } of round % 2 === 1 ? sides : [...sides].reverse()) {
-          await waitQuiet({ cores: 0.3, maxSeconds: 3 });
-          log(`round ${round} ${load.key} on ${b.name}`);
-          const r = await throughputLoad(b, ['--queue', queue, ...load.args], { timeoutMs: (DURATION + 90) * 1000 });
-          report.throughput.push({ target: tg.name, window, load: load.key, round, throughput: r.throughput, p50: r.latencyMs?.p50, p99: r.latencyMs?.p99, lost: r.lost, duplicates: r.duplicates, brokerCores: r.brokerCores, msgsPerBrokerCpuSecond: r.msgsPerBrokerCpuSecond, otherCores: r.otherCores, backupCores: r.backupCores, msgsPerClusterCpuSecond: r.msgsPerClusterCpuSecond });
-          log(`  ${r.throughput} msgs/s p50 ${r.latencyMs?.p50 ?? '-'} ms, lost ${r.lost}, dup ${r.duplicates}, broker cores ${r.brokerCores}`);
+      for (let round = 1; round <= ROUNDS; round++) {
+        for (const load of loads) {
+          if (load.only && load.only !== tg.name) continue;
+          for (const { window, queue, b } of round % 2 === 1 ? sides : [...sides].reverse()) {
+            await waitQuiet({ cores: 0.3, maxSeconds: 3 });
+            log(`generation ${generation} round ${round} ${load.key} on ${b.name}`);
+            const r = await throughputLoad(b, ['--queue', queue, ...load.args], { timeoutMs: (DURATION + 90) * 1000 });
+            report.throughput.push({ target: tg.name, window, load: load.key, generation, startedFirst: startOrder[0], round, throughput: r.throughput, p50: r.latencyMs?.p50, p99: r.latencyMs?.p99, lost: r.lost, duplicates: r.duplicates, brokerCores: r.brokerCores, msgsPerBrokerCpuSecond: r.msgsPerBrokerCpuSecond, otherCores: r.otherCores, backupCores: r.backupCores, msgsPerClusterCpuSecond: r.msgsPerClusterCpuSecond });
+            log(`  ${r.throughput} msgs/s p50 ${r.latencyMs?.p50 ?? '-'} ms, lost ${r.lost}, dup ${r.duplicates}, broker cores ${r.brokerCores}`);
+          }
         }
       }
-    }
-    for (const { window, queue, t } of sides) {
-      const shown = await cli(['queue', 'show', queue, '-b', `127.0.0.1:${t.primary.port}`, '--json']);
-      if (window === 'on') {
-        const q = JSON.parse(shown.out);
-        report.throughput.push({ target: tg.name, window: 'on', load: 'window-after', keys: q['dedup-keys'], memoryBytes: q['dedup-memory-bytes'], duplicates: q['dedup-duplicates'] });
+      for (const { window, queue, t } of sides) {
+        const shown = await cli(['queue', 'show', queue, '-b', `127.0.0.1:${t.primary.port}`, '--json']);
+        if (window === 'on') {
+          const q = JSON.parse(shown.out);
+          report.throughput.push({ target: tg.name, window: 'on', load: 'window-after', generation, keys: q['dedup-keys'], memoryBytes: q['dedup-memory-bytes'], duplicates: q['dedup-duplicates'] });
+        }
+        for (const x of [t.primary, ...t.all.slice(1)]) await x.stop();
       }
-      for (const x of [t.primary, ...t.all.slice(1)]) await x.stop();
     }
   }
 
@@ -277,16 +289,26 @@ const ratio = (on, off) => (off ? (on / off).toFixed(2) : '-');
 const lines = [
   '# Duplicate detection: window on / off',
   '',
-  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys; ${PIN ? `brokers and client pinned to CPUs (${PIN_LAYOUT})` : 'not pinned'}`,
+  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${GENERATIONS} generations of fresh brokers (started in alternating order) of ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys; ${PIN ? `brokers and client pinned to CPUs (${PIN_LAYOUT})` : 'not pinned'}`,
   '',
-  '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, best | on / off, median | on / off, paired by round (median) | primary CPU µs/msg off → on (median) | all brokers\' CPU µs/msg off → on |',
+  '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, median | on / off paired by round, per generation (median) | balanced over generations (geometric mean) | primary CPU µs/msg off → on (median) | all brokers\' CPU µs/msg off → on |',
   '|---|---|---|---|---|---|---|---|---|',
 ];
 const med = (rows) => median(rows.map((r) => r.throughput));
-/** Median over rounds of `side`'s msgs/s over the off side's in the same round, as text. */
-const pairedRatio = (side, off) => {
-  const p = median(side.map((r) => r.throughput / (off.find((o) => o.round === r.round)?.throughput ?? NaN)).filter(Number.isFinite));
-  return Number.isFinite(p) ? p.toFixed(2) : '-';
+/** Per generation, the median over its rounds of `side`'s msgs/s over the off side's in the same round. */
+const pairedByGeneration = (side, off) =>
+  [...new Set(side.map((r) => r.generation))].map((generation) => {
+    const pairs = side.filter((r) => r.generation === generation).map((r) => r.throughput / (off.find((o) => o.generation === generation && o.round === r.round)?.throughput ?? NaN));
+    return { generation, startedFirst: side.find((r) => r.generation === generation).startedFirst, ratio: median(pairs.filter(Number.isFinite)) };
+  });
+const pairedText = (gens) => gens.map((g) => (Number.isFinite(g.ratio) ? `${g.ratio.toFixed(2)} (${g.startedFirst} first)` : '-')).join(', ');
+/** The geometric mean of the generations' paired ratios: with as many generations started each way, the start order's bias cancels. */
+const balanced = (gens) => {
+  const ok = gens.filter((g) => Number.isFinite(g.ratio) && g.ratio > 0);
+  if (ok.length === 0) return '-';
+  const offFirst = ok.filter((g) => g.startedFirst === 'off').length;
+  const even = offFirst * 2 === ok.length;
+  return `${Math.exp(ok.reduce((sum, g) => sum + Math.log(g.ratio), 0) / ok.length).toFixed(2)}${even ? '' : ' (unbalanced)'}`;
 };
 const targetsRun = [...new Set(report.throughput.map((r) => r.target))];
 for (const target of targetsRun) {
@@ -294,16 +316,18 @@ for (const target of targetsRun) {
     const off = rowsOf(target, 'off', load);
     const on = rowsOf(target, 'on', load);
     if (off.length === 0 && on.length === 0) continue;
-    lines.push(`| ${target} | ${load} | ${best(off)} | ${best(on)} | ${ratio(best(on), best(off))} | ${ratio(med(on), med(off))} | ${pairedRatio(on, off)} | ${cpuUs(off)} → ${cpuUs(on)} | ${clusterCpuUs(off)} → ${clusterCpuUs(on)} |`);
+    const gens = pairedByGeneration(on, off);
+    lines.push(`| ${target} | ${load} | ${best(off)} | ${best(on)} | ${ratio(med(on), med(off))} | ${pairedText(gens)} | ${balanced(gens)} | ${cpuUs(off)} → ${cpuUs(on)} | ${clusterCpuUs(off)} → ${clusterCpuUs(on)} |`);
   }
 }
 if (SMALL_SIDE) {
-  lines.push('', '| target | load | 1,000-key window / off, median | paired by round (median) | primary CPU µs/msg off → small window |', '|---|---|---|---|---|');
+  lines.push('', '| target | load | 1,000-key window / off, median | paired by round, per generation (median) | balanced | primary CPU µs/msg off → small window |', '|---|---|---|---|---|---|');
   for (const target of targetsRun) {
     for (const load of loads.map((l) => l.key)) {
       const off = rowsOf(target, 'off', load);
       const small = rowsOf(target, 'small', load);
-      if (small.length > 0) lines.push(`| ${target} | ${load} | ${ratio(med(small), med(off))} | ${pairedRatio(small, off)} | ${cpuUs(off)} → ${cpuUs(small)} |`);
+      const gens = pairedByGeneration(small, off);
+      if (small.length > 0) lines.push(`| ${target} | ${load} | ${ratio(med(small), med(off))} | ${pairedText(gens)} | ${balanced(gens)} | ${cpuUs(off)} → ${cpuUs(small)} |`);
     }
   }
 }
