@@ -31,6 +31,7 @@ import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import { benchDir, buildTandem, pinCpus, envNumber, freePort, log, machineInfo, median, onCleanup, procCpu, run, runLoad, sleep, startTandem, tempDir, tmpBase, waitQuiet } from './lib.mjs';
 import { runProtonLoad } from './loadgen-c.mjs';
+import { renderDedupReport } from './dedup-report.mjs';
 
 const num = envNumber;
 const DURATION = num('BENCH_DURATION', 8, 1, 20);
@@ -127,6 +128,9 @@ const allLoads = [
   // is smaller, so the window's own CPU shows through it.
   ...(CLIENT === 'proton-c'
     ? [
+        // The standalone broker likewise, at about half what it reaches.
+        { key: 'nd-1x1-at-50k', only: 'standalone', args: ['--message-id', '--rate', '50000', '--duration', String(DURATION)] },
+        { key: 'd-1x1-at-20k', only: 'standalone', args: ['--message-id', '--durable', '--terminus-durable', '--rate', '20000', '--duration', String(DURATION)] },
         { key: 'nd-1x1-at-15k', only: 'ha-3', args: ['--message-id', '--rate', '15000', '--duration', String(DURATION)] },
         { key: 'd-1x1-at-8k', only: 'ha-3', args: ['--message-id', '--durable', '--terminus-durable', '--rate', '8000', '--duration', String(DURATION)] },
       ]
@@ -275,64 +279,5 @@ try {
   log(`raw results: ${file}`);
 }
 
-// ---- report ---------------------------------------------------------------------------------
-const rowsOf = (target, window, load) => report.throughput.filter((r) => r.target === target && r.window === window && r.load === load && r.round !== undefined);
-const best = (rows) => Math.max(0, ...rows.map((r) => r.throughput));
-const cpuUsOf = (field) => (rows) => {
-  const us = rows.filter((r) => r[field] > 0).map((r) => 1e6 / r[field]);
-  return us.length > 0 ? median(us).toFixed(1) : '-';
-};
-const cpuUs = cpuUsOf('msgsPerBrokerCpuSecond');
-// A cluster's three brokers together: on one shared machine the backups' CPU is the primary's loss.
-const clusterCpuUs = cpuUsOf('msgsPerClusterCpuSecond');
-const ratio = (on, off) => (off ? (on / off).toFixed(2) : '-');
-const lines = [
-  '# Duplicate detection: window on / off',
-  '',
-  `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${CLIENT}; ${DURATION} s loads, ${GENERATIONS} generations of fresh brokers (started in alternating order) of ${ROUNDS} rounds, off and on taking turns; window prefilled with ${PREFILL} keys; ${PIN ? `brokers and client pinned to CPUs (${PIN_LAYOUT})` : 'not pinned'}`,
-  '',
-  '| target | load | off msgs/s (best) | on msgs/s (best) | on / off, median | on / off paired by round, per generation (median) | balanced over generations (geometric mean) | primary CPU µs/msg off → on (median) | all brokers\' CPU µs/msg off → on |',
-  '|---|---|---|---|---|---|---|---|---|',
-];
-const med = (rows) => median(rows.map((r) => r.throughput));
-/** Per generation, the median over its rounds of `side`'s msgs/s over the off side's in the same round. */
-const pairedByGeneration = (side, off) =>
-  [...new Set(side.map((r) => r.generation))].map((generation) => {
-    const pairs = side.filter((r) => r.generation === generation).map((r) => r.throughput / (off.find((o) => o.generation === generation && o.round === r.round)?.throughput ?? NaN));
-    return { generation, startedFirst: side.find((r) => r.generation === generation).startedFirst, ratio: median(pairs.filter(Number.isFinite)) };
-  });
-const pairedText = (gens) => gens.map((g) => (Number.isFinite(g.ratio) ? `${g.ratio.toFixed(2)} (${g.startedFirst} first)` : '-')).join(', ');
-/** The geometric mean of the generations' paired ratios: with as many generations started each way, the start order's bias cancels. */
-const balanced = (gens) => {
-  const ok = gens.filter((g) => Number.isFinite(g.ratio) && g.ratio > 0);
-  if (ok.length === 0) return '-';
-  const offFirst = ok.filter((g) => g.startedFirst === 'off').length;
-  const even = offFirst * 2 === ok.length;
-  return `${Math.exp(ok.reduce((sum, g) => sum + Math.log(g.ratio), 0) / ok.length).toFixed(2)}${even ? '' : ' (unbalanced)'}`;
-};
-const targetsRun = [...new Set(report.throughput.map((r) => r.target))];
-for (const target of targetsRun) {
-  for (const load of loads.map((l) => l.key)) {
-    const off = rowsOf(target, 'off', load);
-    const on = rowsOf(target, 'on', load);
-    if (off.length === 0 && on.length === 0) continue;
-    const gens = pairedByGeneration(on, off);
-    lines.push(`| ${target} | ${load} | ${best(off)} | ${best(on)} | ${ratio(med(on), med(off))} | ${pairedText(gens)} | ${balanced(gens)} | ${cpuUs(off)} → ${cpuUs(on)} | ${clusterCpuUs(off)} → ${clusterCpuUs(on)} |`);
-  }
-}
-if (SMALL_SIDE) {
-  lines.push('', '| target | load | 1,000-key window / off, median | paired by round, per generation (median) | balanced | primary CPU µs/msg off → small window |', '|---|---|---|---|---|---|');
-  for (const target of targetsRun) {
-    for (const load of loads.map((l) => l.key)) {
-      const off = rowsOf(target, 'off', load);
-      const small = rowsOf(target, 'small', load);
-      const gens = pairedByGeneration(small, off);
-      if (small.length > 0) lines.push(`| ${target} | ${load} | ${ratio(med(small), med(off))} | ${pairedText(gens)} | ${balanced(gens)} | ${cpuUs(off)} → ${cpuUs(small)} |`);
-    }
-  }
-}
-lines.push('', `Memory per key (1M keys): ${report.memory?.bytesPerKey} bytes in the window's typed arrays; V8 heap grew ${report.memory?.heapUsedGrowthPerKey} bytes/key, RSS ${report.memory?.rssGrowthPerKey} bytes/key. A restart's share for 1M keys: ${report.memory?.loadCheckpointRowsMs} ms (${report.memory?.loadCheckpointRowsCpuMs} ms CPU) from the checkpoint's rows, ${report.memory?.replayedKeysToWindowMs} ms (${report.memory?.replayedKeysToWindowCpuMs} ms CPU) from 1M replayed records`, '');
-lines.push('| window | keys | listening after clean stop, ms (CPU ms) | after kill -9, ms (CPU ms) |', '|---|---|---|---|');
-for (const r of report.restart) lines.push(`| ${r.window} | ${r.keys} (${r.keysAfterRestart} after) | ${r.cleanStopToListeningMs} (${r.cleanStopCpuMs}) | ${r.killToListeningMs} (${r.killCpuMs}) |`);
-process.stdout.write(`${lines.join('\n')}\n`);
+process.stdout.write(renderDedupReport(report));
 process.exit(0);
