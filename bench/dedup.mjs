@@ -135,6 +135,10 @@ const allLoads = [
         { key: 'd-1x1-at-20k', only: 'standalone', args: ['--message-id', '--durable', '--terminus-durable', '--rate', '20000', '--duration', String(DURATION)] },
         { key: 'nd-1x1-at-15k', only: 'ha-3', args: ['--message-id', '--rate', '15000', '--duration', String(DURATION)] },
         { key: 'd-1x1-at-8k', only: 'ha-3', args: ['--message-id', '--durable', '--terminus-durable', '--rate', '8000', '--duration', String(DURATION)] },
+        // Extra: the cluster nearer its saturation (~50k msgs/s off, ~43k on here), to see
+        // whether the window's CPU per message grows with the rate or stays what it is at 15k.
+        { key: 'nd-1x1-at-30k', extra: true, only: 'ha-3', args: ['--message-id', '--rate', '30000', '--duration', String(DURATION)] },
+        { key: 'nd-1x1-at-40k', extra: true, only: 'ha-3', args: ['--message-id', '--rate', '40000', '--duration', String(DURATION)] },
       ]
     : []),
 ];
