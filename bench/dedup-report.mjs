@@ -54,7 +54,9 @@ export function renderDedupReport(report) {
   const lines = [
     '# Duplicate detection: window on / off',
     '',
-    `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${s.CLIENT}; ${s.DURATION} s loads; ${s.GENERATIONS ? `${s.GENERATIONS} generations of fresh brokers, started in alternating order, each ${s.ROUNDS} rounds` : `brokers built once (off first), ${s.ROUNDS} rounds`} with the sides taking turns; window prefilled with ${s.PREFILL} keys; ${s.PIN && s.PIN !== 'no' ? `brokers and client pinned to CPUs (${s.PIN})` : 'not pinned'}${s.AA ? '; **A/A: no window on either side**' : ''}`,
+    `tandem ${report.versions.tandem}, node ${report.versions.node}, ${report.machine.cores} cores; client ${s.CLIENT}; ${s.DURATION} s loads; ${s.GENERATIONS ? `${s.GENERATIONS} generations of fresh brokers, started in alternating order, each ${s.ROUNDS} rounds` : `brokers built once (off first), ${s.ROUNDS} rounds`} with the sides taking turns; window prefilled with ${s.PREFILL} keys; ${s.PIN && s.PIN !== 'no' ? `brokers and client pinned to CPUs (${s.PIN})` : 'not pinned'}${s.AA ? '; **A/A: no window on either side**' : ''}${s.BROKER_ARGS ? `; every broker started with \`${s.BROKER_ARGS}\`` : ''}`,
+    // A note added to a run's JSON afterwards (what a throwaway build changed, say).
+    ...(report.annotation ? ['', `**Note on this run:** ${report.annotation}`] : []),
     '',
     'Ratios are window side / off side, paired by round: the geometric mean over all pairs [95% interval].',
     '',

@@ -71,7 +71,10 @@ const WINDOW_ARGS = AA ? [] : dedupWindowArgs(1_000_000);
 const SMALL_SIDE = process.env.BENCH_DEDUP_SMALL_WINDOW === 'yes';
 const sideArgs = (window) => (window === 'on' ? WINDOW_ARGS : window === 'small' ? dedupWindowArgs(1000) : []);
 
-const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, GENERATIONS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, SMALL_SIDE, PIN: PIN ? PIN_LAYOUT : 'no', BROKER_ARGS: process.env.BENCH_DEDUP_BROKER_ARGS ?? '' }, throughput: [], memory: undefined, restart: [] };
+// BENCH_DEDUP_BROKER_ARGS="--checkpoint-bytes 0": tandemd options for every broker, both sides alike.
+const brokerArgs = (process.env.BENCH_DEDUP_BROKER_ARGS ?? '').split(' ').filter(Boolean);
+
+const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, GENERATIONS, PREFILL, RESTART_KEYS, WITH_HA, WITH_STANDALONE, AA, CLIENT, SMALL_SIDE, PIN: PIN ? PIN_LAYOUT : 'no', BROKER_ARGS: brokerArgs.join(' ') }, throughput: [], memory: undefined, restart: [] };
 report.machine = { ...machineInfo(), uptimeBefore: await run('uptime') };
 const build = await buildTandem();
 report.versions = { node: process.version, tandem: build.label };
@@ -80,8 +83,6 @@ const base = tempDir(tmpBase(), 'tandem-dedup-bench-');
 let dirN = 0;
 // BENCH_DEDUP_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p": node options for every broker (profiles).
 const nodeArgs = (process.env.BENCH_DEDUP_NODE_ARGS ?? '').split(' ').filter(Boolean);
-// BENCH_DEDUP_BROKER_ARGS="--checkpoint-bytes 0": tandemd options for every broker, both sides alike.
-const brokerArgs = (process.env.BENCH_DEDUP_BROKER_ARGS ?? '').split(' ').filter(Boolean);
 const start = (args = [], opts = {}) => startTandem({ entry: build.entry, dataDir: opts.dataDir ?? join(base, `data-${dirN++}`), port: opts.port ?? 0, args: [...brokerArgs, ...args], nodeArgs, listenTimeoutMs: 120_000 });
 
 async function cli(args) {
