@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CHUNK, IdTable } from '../../../src/util/id-table.js';
+import { CHUNK, IdTable, spareChunks } from '../../../src/util/id-table.js';
 import { prng } from '../../../src/util/prng.js';
 
 interface Row {
@@ -123,5 +123,60 @@ describe('IdTable', () => {
     for (let i = 0; i < n; i++) expect(r[i + 1]).toEqual({ id: 10 + i * 2, a: (10 + i * 2) * 3, b: (10 + i * 2) % 256, obj: undefined });
     expect(t.get(t.find(10 + 2 * 500), 0)).toBe((10 + 2 * 500) * 3);
     expect(() => t.appendRows(Float64Array.of(5), [Uint32Array.of(0), Uint8Array.of(0)])).toThrow(RangeError);
+  });
+
+  it('IdTable - a chunk a table empties serves the next table of its columns, with nothing of its old rows showing', () => {
+    // A column list of its own, so no other test's spares are in play.
+    const columns = ['f64', 'u16'] as const;
+    const a = new IdTable<string>(columns);
+    const b = new IdTable<string>(columns);
+    for (let id = 1; id <= 3; id++) {
+      const p = a.insert(id);
+      a.set(p, 0, id * 10);
+      a.set(p, 1, id);
+      a.setObj(p, `a${id}`);
+    }
+    while (a.length > 0) a.removeAt(a.first());
+    expect(spareChunks(columns)).toBe(1);
+    // b takes a's chunk: its row starts zeroed and without an object.
+    expect(rows(b)).toEqual([]);
+    const p = b.insert(2);
+    expect(spareChunks(columns)).toBe(0);
+    expect({ a: b.get(p, 0), b: b.get(p, 1), obj: b.obj(p) }).toEqual({ a: 0, b: 0, obj: undefined });
+    // A queue whose consumer keeps up: empty, one row, empty again, on two tables in turn.
+    const model: Record<'a' | 'b', Row[]> = { a: [], b: [{ id: 2, a: 0, b: 0, obj: undefined }] };
+    for (let id = 10; id < 2000; id++) {
+      const [t, m] = id % 2 ? ([a, model.a] as const) : ([b, model.b] as const);
+      const q = t.insert(id);
+      t.set(q, 0, id + 0.5);
+      if (id % 3 === 0) t.setObj(q, `o${id}`);
+      m.push({ id, a: id + 0.5, b: 0, obj: id % 3 === 0 ? `o${id}` : undefined });
+      if (m.length > 1 + (id % 4)) {
+        t.removeAt(t.first());
+        m.shift();
+      }
+      expect(rows(a)).toEqual(model.a);
+      expect(rows(b)).toEqual(model.b);
+      expect(spareChunks(columns)).toBeLessThanOrEqual(8);
+    }
+  });
+
+  it('IdTable - a chunk a snapshot holds is not reused when its table empties it, and spares are bounded', () => {
+    const columns = ['u32', 'u16'] as const;
+    const t = new IdTable<string>(columns);
+    for (let id = 1; id <= 5; id++) t.set(t.insert(id), 0, id * 7);
+    const snapshot = t.freeze();
+    while (t.length > 0) t.removeAt(t.first());
+    // The table emptied a copy (copy-on-write); the snapshot's chunk stays as it was.
+    const other = new IdTable<string>(columns);
+    for (let id = 100; id <= 105; id++) other.set(other.insert(id), 0, 1);
+    const seen = snapshot.flatMap((ch) => Array.from({ length: ch.end - ch.start }, (_, i) => [ch.ids[ch.start + i], ch.cols[0]![ch.start + i]]));
+    expect(seen).toEqual([1, 2, 3, 4, 5].map((id) => [id, id * 7]));
+    t.thaw(snapshot);
+    // Many tables emptied at once keep at most eight spares between them.
+    const many = Array.from({ length: 20 }, () => new IdTable<string>(columns));
+    many.forEach((m, i) => m.insert(i + 1));
+    for (const m of many) m.removeAt(m.first());
+    expect(spareChunks(columns)).toBe(8);
   });
 });
