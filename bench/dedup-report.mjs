@@ -4,13 +4,11 @@
 // from a run's file (older files, without generations, pair by round alone).
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { median } from './lib.mjs';
+import { geoMeanText, median } from './lib.mjs';
 
 // A side's figures against the off side's, round by round (the same generation and round, so
 // the machine's state was alike), summarised as the geometric mean of the pairs' ratios with
 // its 95% interval: an A/A run here moves single pairs by 10-20%, so one ratio says little.
-/** Student's t, two-sided 95%, by degrees of freedom 1-30 (1.96 beyond). */
-const T975 = [12.71, 4.3, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.2, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11, 2.1, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04];
 /** log(side / off) of `valueOf` for each round both ran. */
 const pairLogs = (side, off, valueOf) =>
   side.flatMap((r) => {
@@ -20,15 +18,7 @@ const pairLogs = (side, off, valueOf) =>
     return a > 0 && b > 0 ? [{ generation: r.generation, startedFirst: r.startedFirst, log: Math.log(a / b) }] : [];
   });
 /** The geometric mean of the pairs' ratios and, from two pairs on, its 95% interval, as text. */
-const geoMeanText = (pairs) => {
-  const n = pairs.length;
-  if (n === 0) return '-';
-  const mean = pairs.reduce((sum, p) => sum + p.log, 0) / n;
-  if (n === 1) return Math.exp(mean).toFixed(2);
-  const sd = Math.sqrt(pairs.reduce((sum, p) => sum + (p.log - mean) ** 2, 0) / (n - 1));
-  const half = ((T975[n - 2] ?? 1.96) * sd) / Math.sqrt(n);
-  return `${Math.exp(mean).toFixed(2)} [${Math.exp(mean - half).toFixed(2)}, ${Math.exp(mean + half).toFixed(2)}]`;
-};
+const geoMeanOfPairs = (pairs) => geoMeanText(pairs.map((p) => p.log));
 /** Each generation's geometric mean (2-3 pairs: no interval), with the side its brokers started first: whether the start order shows. */
 const byGenerationText = (pairs) =>
   [...new Set(pairs.map((p) => p.generation))]
@@ -72,7 +62,7 @@ export function renderDedupReport(report) {
         const shown = (valueOf, scale, digits) => `${medianText(off, valueOf, scale, digits)} → ${medianText(side, valueOf, scale, digits)}`;
         const cluster = target !== 'standalone';
         lines.push(
-          `| ${target} | ${load} | ${sideNames[window]} | ${shown(throughputOf)} | ${geoMeanText(pairLogs(side, off, throughputOf))} | ${byGenerationText(pairLogs(side, off, throughputOf))} | ${shown(primaryCpuPerMsg, 1e6, 1)} | ${geoMeanText(pairLogs(side, off, primaryCpuPerMsg))} | ${cluster ? shown(clusterCpuPerMsg, 1e6, 1) : ''} | ${cluster ? geoMeanText(pairLogs(side, off, clusterCpuPerMsg)) : ''} |`,
+          `| ${target} | ${load} | ${sideNames[window]} | ${shown(throughputOf)} | ${geoMeanOfPairs(pairLogs(side, off, throughputOf))} | ${byGenerationText(pairLogs(side, off, throughputOf))} | ${shown(primaryCpuPerMsg, 1e6, 1)} | ${geoMeanOfPairs(pairLogs(side, off, primaryCpuPerMsg))} | ${cluster ? shown(clusterCpuPerMsg, 1e6, 1) : ''} | ${cluster ? geoMeanOfPairs(pairLogs(side, off, clusterCpuPerMsg)) : ''} |`,
         );
       }
     }

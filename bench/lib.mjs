@@ -24,6 +24,23 @@ export function median(xs) {
 }
 
 /** A number from the environment (or `def`), refused unless within [min, max]. */
+/** Student's t, two-sided 95%, by degrees of freedom 1-30 (1.96 beyond). */
+const T975 = [12.71, 4.3, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.2, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11, 2.1, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04];
+
+/**
+ * The geometric mean of paired ratios, given as their logs, and from two pairs on its
+ * 95% interval, as text ("0.91 [0.86, 0.96]"): a single pair here moves by 10-20%.
+ */
+export function geoMeanText(logs) {
+  const n = logs.length;
+  if (n === 0) return '-';
+  const mean = logs.reduce((sum, x) => sum + x, 0) / n;
+  if (n === 1) return Math.exp(mean).toFixed(2);
+  const sd = Math.sqrt(logs.reduce((sum, x) => sum + (x - mean) ** 2, 0) / (n - 1));
+  const half = ((T975[n - 2] ?? 1.96) * sd) / Math.sqrt(n);
+  return `${Math.exp(mean).toFixed(2)} [${Math.exp(mean - half).toFixed(2)}, ${Math.exp(mean + half).toFixed(2)}]`;
+}
+
 export function envNumber(name, def, min, max) {
   const v = Number(process.env[name] ?? def);
   if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
@@ -148,9 +165,10 @@ export function writeResults(prefix, report, markdownText) {
  * sha into bench/.build/<sha> so others' uncommitted edits neither break nor blur the
  * measurement; =worktree: the repo's own dist/ (rebuilt if any src file is newer).
  */
-export async function buildTandem() {
-  const mode = process.env.BENCH_TANDEM || 'head';
-  const sha = await run('git', ['-C', repoRoot, 'rev-parse', 'HEAD']);
+export async function buildTandem(rev = undefined) {
+  const mode = rev ? 'rev' : process.env.BENCH_TANDEM || 'head';
+  rev ??= 'HEAD';
+  const sha = await run('git', ['-C', repoRoot, 'rev-parse', '--verify', `${rev}^{commit}`]);
   if (mode === 'worktree') {
     const entry = join(repoRoot, 'dist', 'cli', 'tandemd.js');
     const dirty = (await run('git', ['-C', repoRoot, 'status', '--porcelain', '--', 'src'])).split('\n').filter(Boolean).length;
@@ -162,18 +180,22 @@ export async function buildTandem() {
   }
   // Keyed by the src and bin trees (bin/tandemd holds the broker's node options), so
   // commits that touch only bench/ or tests reuse the build.
-  const trees = await run('git', ['-C', repoRoot, 'rev-parse', 'HEAD:src', 'HEAD:bin']);
+  const trees = await run('git', ['-C', repoRoot, 'rev-parse', `${sha}:src`, `${sha}:bin`]);
   const tree = createHash('sha1').update(trees).digest('hex');
   const buildRoot = join(benchDir, '.build');
   const dir = join(buildRoot, tree);
   const entry = join(dir, 'dist', 'cli', 'tandemd.js');
   const note = join(dir, 'build-note.txt');
   if (!existsSync(entry)) {
-    log(`building tandem ${sha.slice(0, 10)} (HEAD, src tree ${tree.slice(0, 10)}) into bench/.build`);
-    // Keep one build: drop the others.
-    if (existsSync(buildRoot)) for (const d of readdirSync(buildRoot)) if (/^[0-9a-f]{40}$/.test(d)) rmSync(join(buildRoot, d), { recursive: true, force: true });
+    log(`building tandem ${sha.slice(0, 10)} (${rev}, src tree ${tree.slice(0, 10)}) into bench/.build`);
+    // Keep the two newest other builds (an A/B of two revisions needs both): drop the rest.
+    if (existsSync(buildRoot)) {
+      const builds = readdirSync(buildRoot).filter((d) => /^[0-9a-f]{40}$/.test(d));
+      builds.sort((a, b) => statSync(join(buildRoot, b)).mtimeMs - statSync(join(buildRoot, a)).mtimeMs);
+      for (const d of builds.slice(2)) rmSync(join(buildRoot, d), { recursive: true, force: true });
+    }
     mkdirSync(dir, { recursive: true });
-    await run('sh', ['-c', `git -C "${repoRoot}" archive HEAD src tsconfig.json package.json bin | tar -x -C "${dir}"`]);
+    await run('sh', ['-c', `git -C "${repoRoot}" archive ${sha} src tsconfig.json package.json bin | tar -x -C "${dir}"`]);
     symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'));
     try {
       await run('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: dir, timeout: 300_000 });
@@ -188,7 +210,7 @@ export async function buildTandem() {
     }
   }
   const warning = existsSync(note) ? readFileSync(note, 'utf8') : '';
-  return { entry, sha, label: `${sha.slice(0, 10)} (HEAD${warning ? `; ${warning}` : ''})` };
+  return { entry, sha, label: `${sha.slice(0, 10)} (${rev}${warning ? `; ${warning}` : ''})` };
 }
 
 function newestMtime(dir) {
