@@ -76,7 +76,7 @@ const lines = [
 for (const load of loads) {
   const of = (side) => report.rows.filter((r) => r.load === load && r.side === side);
   const logs = (key) => of('test').flatMap((t) => of('base').filter((b) => b.round === t.round).map((b) => Math.log(t[key] / b[key])));
-  const med = (side, key) => median(of(side).map((r) => r[key]));
+  const med = (side, key) => Math.round(median(of(side).map((r) => r[key])) * 10) / 10;
   lines.push(`| ${load} | ${med('base', 'brokerUsPerMessage')} → ${med('test', 'brokerUsPerMessage')} | ${geoMeanText(logs('brokerUsPerMessage'))} | ${med('base', 'throughput')} → ${med('test', 'throughput')} | ${geoMeanText(logs('throughput'))} |`);
 }
 writeResults('builds-ab', report, `${lines.join('\n')}\n`);
