@@ -35,12 +35,8 @@ const baseRev = process.env.BENCH_AB_BASE ?? 'HEAD~1';
 const testRev = process.env.BENCH_AB_TEST ?? 'HEAD';
 const builds = [
   { side: 'base', ...(await buildTandem(baseRev)) },
-  { side: 'test', ...(testRev === 'worktree' ? await worktreeBuild() : await buildTandem(testRev)) },
+  { side: 'test', ...(await buildTandem(testRev)) },
 ];
-async function worktreeBuild() {
-  process.env.BENCH_TANDEM = 'worktree';
-  return buildTandem();
-}
 const pin = cpus().length >= 2;
 const report = { startedAt: new Date().toISOString(), settings: { DURATION, ROUNDS, loads, pin }, builds: builds.map((b) => ({ side: b.side, label: b.label })), machine: { ...machineInfo(), uptimeBefore: await run('uptime') }, rows: [] };
 const base = tempDir(tmpBase(), 'tandem-builds-ab-');

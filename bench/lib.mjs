@@ -23,7 +23,6 @@ export function median(xs) {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
-/** A number from the environment (or `def`), refused unless within [min, max]. */
 /** Student's t, two-sided 95%, by degrees of freedom 1-30 (1.96 beyond). */
 const T975 = [12.71, 4.3, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23, 2.2, 2.18, 2.16, 2.14, 2.13, 2.12, 2.11, 2.1, 2.09, 2.09, 2.08, 2.07, 2.07, 2.06, 2.06, 2.06, 2.05, 2.05, 2.05, 2.04];
 
@@ -41,6 +40,7 @@ export function geoMeanText(logs) {
   return `${Math.exp(mean).toFixed(2)} [${Math.exp(mean - half).toFixed(2)}, ${Math.exp(mean + half).toFixed(2)}]`;
 }
 
+/** A number from the environment (or `def`), refused unless within [min, max]. */
 export function envNumber(name, def, min, max) {
   const v = Number(process.env[name] ?? def);
   if (!Number.isFinite(v) || v < min || v > max) throw new Error(`${name} must be between ${min} and ${max}`);
@@ -164,10 +164,11 @@ export function writeResults(prefix, report, markdownText) {
  * Which tandem to run. BENCH_TANDEM=head (default): the committed HEAD, built once per
  * sha into bench/.build/<sha> so others' uncommitted edits neither break nor blur the
  * measurement; =worktree: the repo's own dist/ (rebuilt if any src file is newer).
+ * `rev`: a revision to build instead, or 'worktree' (an A/B of two builds names both).
  */
 export async function buildTandem(rev = undefined) {
-  const mode = rev ? 'rev' : process.env.BENCH_TANDEM || 'head';
-  rev ??= 'HEAD';
+  const mode = rev === 'worktree' ? 'worktree' : rev ? 'rev' : process.env.BENCH_TANDEM || 'head';
+  if (!rev || mode === 'worktree') rev = 'HEAD';
   const sha = await run('git', ['-C', repoRoot, 'rev-parse', '--verify', `${rev}^{commit}`]);
   if (mode === 'worktree') {
     const entry = join(repoRoot, 'dist', 'cli', 'tandemd.js');

@@ -27,9 +27,9 @@ const LENGTH_WORD = 16 << 24;
  * starts. The rounds sit in a loop of fixed length with the step's word chosen
  * outside it: one loop of fourteen rounds that chose, inside, whether to take a word
  * took ~70-100 ns a call here, this ~55-80 in the same runs (a window hashes every
- * key it looks up). The state is kept
- * in int32 locals (`| 0`, not `>>> 0`): V8 holds an int32 in a register, while a
- * uint32 above 2^31 becomes a double, and that made the hash half again as slow.
+ * key it looks up). The state is kept in int32 locals (`| 0`, not `>>> 0`): V8
+ * holds an int32 in a register, while a uint32 above 2^31 becomes a double, and
+ * that made the hash half again as slow.
  */
 export function halfSipHash16(key: HalfSipKey, w0: number, w1: number, w2: number, w3: number): number {
   let v0 = key.k0 | 0;
