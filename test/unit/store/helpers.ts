@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
 import { dedupDigestAt } from '../../../src/broker/dedup-key.js';
+import { defaultQueueSettings } from '../../../src/broker/settings.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { prng as mulberry32 } from '../../../src/util/prng.js';
 
@@ -31,23 +32,8 @@ export function prng(seed: number): { next(): number; int(n: number): number; pi
   };
 }
 
-export const queueSettings = (over: Partial<QueueSettings> = {}): QueueSettings => ({
-  durable: true,
-  autoDelete: false,
-  autoDeleteDelayMs: 0,
-  exclusive: false,
-  maxCount: 0,
-  maxSize: 0,
-  limitPolicy: 'reject',
-  defaultTtlMs: 0,
-  alternateExchange: '',
-  priorities: 1,
-  replicate: undefined,
-  dedupWindow: 0,
-  dedupTtlMs: 0,
-  dedupKey: '',
-  ...over,
-});
+/** Settings of a durable queue (the broker's defaults otherwise), for the journal's sample changes. */
+export const queueSettings = (over: Partial<QueueSettings> = {}): QueueSettings => ({ ...defaultQueueSettings, durable: true, ...over });
 
 export const exchangeSettings = (over: Partial<ExchangeSettings> = {}): ExchangeSettings => ({
   durable: true,
