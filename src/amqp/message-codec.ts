@@ -54,11 +54,16 @@ export function encodedValueSize(buf: Buffer, offset: number): number {
   return offset + size - start;
 }
 
-/** The section code at `offset` if it starts a described section with a numeric descriptor. */
+/**
+ * The section code at `offset` if it starts a described section with a numeric
+ * descriptor. A ulong descriptor is its whole 64-bit value (as a number: exact
+ * enough to compare): one whose high word, the domain, is not AMQP's zero is
+ * another section than its low word names, as the decoder reads it.
+ */
 export function sectionCode(buf: Buffer, offset: number): number | undefined {
   if (buf[offset] !== 0x00) return undefined;
   if (buf[offset + 1] === 0x53) return buf[offset + 2];
-  if (buf[offset + 1] === 0x80 && offset + 10 <= buf.length) return buf.readUInt32BE(offset + 6);
+  if (buf[offset + 1] === 0x80 && offset + 10 <= buf.length) return buf.readUInt32BE(offset + 2) * 0x1_0000_0000 + buf.readUInt32BE(offset + 6);
   return undefined;
 }
 

@@ -2,7 +2,7 @@
 // only those two fields change; the rest is the sender's, as encoded.
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
-import { encodedValueSize, rewriteHeader } from '../../../src/amqp/message-codec.js';
+import { encodedValueSize, parseIncoming, rewriteHeader } from '../../../src/amqp/message-codec.js';
 
 /** The encoded sections of a message, in order. */
 const sections = (buf: Buffer): Buffer[] => {
@@ -39,5 +39,28 @@ describe('rewriteHeader', () => {
     expect(sections(Buffer.concat([out, bodySection]))).toHaveLength(2);
     expect(out.includes(long)).toBe(true);
     expect(out.subarray(-5)).toEqual(Buffer.from([0x70, 0, 0, 0, 1]));
+  });
+});
+
+describe('parseIncoming - section descriptors', () => {
+  // A section whose descriptor is a full ulong, domain (high word) then code (low
+  // word), and whose list holds one-byte fields (`fields`: their encodings).
+  const described = (domain: number, code: number, fields: number[]) =>
+    Buffer.from([0x00, 0x80, ...[24, 16, 8, 0].map((s) => (domain >>> s) & 0xff), 0, 0, 0, code, 0xc0, fields.length + 1, fields.length, ...fields]);
+  const body = sections(rhea.message.encode({ body: 'x' })).pop()!;
+
+  it('reads a header and properties whose descriptors are 8-byte ulongs of the AMQP domain', () => {
+    const m = parseIncoming(Buffer.concat([described(0, 0x70, [0x41, 0x40]), described(0, 0x73, [0x40, 0x40]), body]));
+    expect(m.durable).toBe(true);
+    expect(m.headerLength).toBe(15);
+    expect(m.propertiesAt).toBe(15);
+  });
+
+  it('does not take a section of another domain for the AMQP section its low word names', () => {
+    // 0x00000001:00000070 is not amqp:header:list: not the message's durable flag, and
+    // not a header the broker would replace on the way out.
+    const m = parseIncoming(Buffer.concat([described(1, 0x70, [0x41, 0x40]), body]));
+    expect(m.durable).toBe(false);
+    expect(m.headerLength).toBe(0);
   });
 });
