@@ -20,7 +20,7 @@ export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
   try {
     if (property === undefined) {
       const at = propertiesValueAt(bytes, propertiesAt);
-      if (at < 0 || compound(bytes, at, 'properties') === 0) return MISSING;
+      if (at < 0 || compound(bytes, at, 'properties', LIST) === 0) return MISSING;
       return keyOf(bytes, compoundFirst, 'message-id');
     }
     return applicationProperty(bytes, sectionValueAt(bytes, APPLICATION_PROPERTIES), property);
@@ -65,7 +65,7 @@ function valueAt(bytes: Buffer, offset: number): number {
 
 function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {
   if (at < 0) return MISSING;
-  const count = compound(bytes, at, 'application-properties');
+  const count = compound(bytes, at, 'application-properties', MAP);
   if (count % 2 !== 0) return { status: 'invalid', reason: 'application-properties has an odd number of elements' };
   let offset = compoundFirst;
   // Bounded by the map's count, each step consuming at least one byte (or throwing).
@@ -82,23 +82,31 @@ function applicationProperty(bytes: Buffer, at: number, name: string): DedupLook
 /** Where the first element of the compound compound() last read starts (one place, not an object per call: this runs per message). */
 let compoundFirst = 0;
 
-/** A list or map value's element count; compoundFirst is set to where its first element starts. */
-function compound(bytes: Buffer, at: number, what: string): number {
+/** The encodings of a list (list0, list8, list32) and of a map (map8, map32), by what a section must be. */
+const LIST = { name: 'list', empty: 0x45, small: 0xc0, large: 0xd0 };
+const MAP = { name: 'map', empty: -1, small: 0xc1, large: 0xd1 };
+
+/**
+ * The element count of the list or map (`kind`) at `at`; compoundFirst is set to
+ * where its first element starts. Any other value throws: properties that are a
+ * map, or application properties that are a list, are not read as the other.
+ */
+function compound(bytes: Buffer, at: number, what: string, kind: typeof LIST): number {
   const code = bytes[at];
   encodedValueSize(bytes, at); // checks that it fits
-  if (code === 0x45) {
+  if (code === kind.empty) {
     compoundFirst = at + 1;
     return 0;
   }
-  if (code === 0xc0 || code === 0xc1) {
+  if (code === kind.small) {
     compoundFirst = at + 3;
     return bytes[at + 2]!;
   }
-  if (code === 0xd0 || code === 0xd1) {
+  if (code === kind.large) {
     compoundFirst = at + 9;
     return bytes.readUInt32BE(at + 5);
   }
-  throw new Error(`${what} is not a list or map (type 0x${(code ?? 0).toString(16)})`);
+  throw new Error(`${what} is not a ${kind.name} (type 0x${(code ?? 0).toString(16)})`);
 }
 
 function stringAt(bytes: Buffer, at: number): string | undefined {
