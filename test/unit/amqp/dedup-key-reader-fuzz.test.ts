@@ -75,19 +75,14 @@ function integerBytes(v: bigint): Buffer {
 type Answer = 'missing' | 'invalid' | string;
 
 /** What a decoded value as a key should give: its digest as hex, or why there is none. */
+/** Every integer type: one key type, whatever the width (dedup-key.ts). */
+const INTEGER_TYPES = new Set<AmqpValue['type']>(['ubyte', 'ushort', 'uint', 'ulong', 'byte', 'short', 'int', 'long']);
+
 function answerFor(v: AmqpValue): Answer {
+  if (INTEGER_TYPES.has(v.type)) return dedupDigestHex(dedupIntegerDigest(integerBytes(BigInt((v as { value: number | bigint }).value)), 0, 9, true));
   switch (v.type) {
     case 'null':
       return 'missing';
-    case 'ubyte':
-    case 'ushort':
-    case 'uint':
-    case 'byte':
-    case 'short':
-    case 'int':
-    case 'ulong':
-    case 'long':
-      return dedupDigestHex(dedupIntegerDigest(integerBytes(BigInt(v.value)), 0, 9, true));
     case 'uuid':
       return dedupDigestHex(dedupDigest(DedupKeyType.uuid, v.value));
     case 'binary':
