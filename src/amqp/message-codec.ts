@@ -105,6 +105,7 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     const code = sectionCode(bytes, offset);
     if (code === undefined) throw new MalformedMessage(`expected a described section at byte ${offset}`);
     const size = encodedValueSize(bytes, offset);
+    if (code === HEADER || code === PROPERTIES) checkList(bytes, offset, code === HEADER ? 'header' : 'properties');
     if (code === HEADER && offset === 0) headerLength = size;
     if (code === HEADER) headerAt = headerAt < 0 ? offset : Number.NaN;
     if (code === PROPERTIES) propertiesAt = offset;
@@ -135,6 +136,18 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     // Known unless four sections came before any properties (two headers, say): a reader then looks itself.
     propertiesAt: stopped || offset >= bytes.length ? propertiesAt : undefined,
   };
+}
+
+/**
+ * The header and properties sections are lists (spec 3.2.1, 3.2.4). Either as
+ * anything else is refused: the generic decode would pass over it, and the message
+ * would go out with it as its header, which the broker cannot rewrite (a new ttl,
+ * a delivery count) when it must, so every consumer given it would fail.
+ */
+function checkList(bytes: Buffer, offset: number, name: string): void {
+  // The descriptor sectionCode read: a small ulong (3 bytes with the 0x00) or a ulong (10).
+  const code = bytes[offset + (bytes[offset + 1] === 0x53 ? 3 : 10)]!;
+  if (code !== 0x45 && code !== 0xc0 && code !== 0xd0) throw new MalformedMessage(`the ${name} section is not a list (type code 0x${code.toString(16)})`);
 }
 
 const NO_HEAD: MessageHead = { durable: false, priority: 4, ttlMs: undefined, deliveryCount: 0, subject: undefined, to: undefined, absoluteExpiry: undefined };
@@ -192,15 +205,16 @@ function headerFields(header: Buffer): Buffer[] {
   let offset = header[1] === 0x53 ? 3 : 10; // descriptor: smallulong or ulong
   const list = header[offset];
   let count: number;
-  if (list === 0x45) return [];
+  // An empty list has no fields. Nor has a header that is not a list: none is taken in
+  // now (parse refuses it), but a journal or a peer from before that may hold one, and
+  // the broker read no field of it; a refusal here would fail every consumer given it.
+  if (list !== 0xc0 && list !== 0xd0) return [];
   if (list === 0xc0) {
     count = header[offset + 2];
     offset += 3;
-  } else if (list === 0xd0) {
+  } else {
     count = header.readUInt32BE(offset + 5);
     offset += 9;
-  } else {
-    throw new MalformedMessage(`the header is not a list (type code 0x${list.toString(16)})`);
   }
   const fields: Buffer[] = [];
   for (let i = 0; i < Math.min(count, HEADER_FIELDS) && offset < header.length; i++) {

@@ -4,7 +4,7 @@
 // broker stays up, and a well-behaved client on its own connection keeps working.
 import { createConnection } from 'node:net';
 import { createRequire } from 'node:module';
-import rhea from 'rhea';
+import rhea, { type Sender } from 'rhea';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
@@ -281,14 +281,11 @@ describe('bad input', () => {
     await assertHealthy();
   });
 
-  it('bad input - a message that is not valid AMQP is rejected, the link and connection stay usable', async () => {
-    const sender = await healthy.openSender('bad.msg.q');
-    const outcomes = await healthy.send(sender, [{ body: 'ok' }]);
-    expect(outcomes[0].state).toBe('accepted');
-    // Raw transfer payload that is not an AMQP message.
-    const junk = await new Promise<{ state: string; condition?: string }>((resolve) => {
-      const d = (sender as unknown as { send(m: Buffer, tag?: unknown, format?: number): unknown }).send(Buffer.from([0x00, 0x53, 0x77, 0xff, 0x01]), undefined, 0);
-      const onOutcome = (state: string) => (ctx: { delivery: unknown; }) => {
+  /** Send `payload` as a transfer's bytes, as they are (rhea's raw send); its outcome. */
+  function sendRaw(sender: Sender, payload: Buffer): Promise<{ state: string; condition?: string }> {
+    return new Promise((resolve) => {
+      const d = (sender as unknown as { send(m: Buffer, tag?: unknown, format?: number): unknown }).send(payload, undefined, 0);
+      const onOutcome = (state: string) => (ctx: { delivery: unknown }) => {
         if (ctx.delivery !== d) return;
         const rs = (ctx.delivery as { remote_state?: { error?: { condition?: string } } }).remote_state;
         resolve({ state, condition: rs?.error?.condition });
@@ -296,9 +293,28 @@ describe('bad input', () => {
       sender.on('accepted', onOutcome('accepted'));
       sender.on('rejected', onOutcome('rejected'));
     });
+  }
+
+  it('bad input - a message that is not valid AMQP is rejected, the link and connection stay usable', async () => {
+    const sender = await healthy.openSender('bad.msg.q');
+    const outcomes = await healthy.send(sender, [{ body: 'ok' }]);
+    expect(outcomes[0].state).toBe('accepted');
+    // Raw transfer payload that is not an AMQP message.
+    const junk = await sendRaw(sender, Buffer.from([0x00, 0x53, 0x77, 0xff, 0x01]));
     expect(junk.state).toBe('rejected');
     expect(junk.condition).toBe('amqp:invalid-field');
     expect((await healthy.send(sender, [{ body: 'still ok' }]))[0].state).toBe('accepted');
+    sender.close();
+    await assertHealthy();
+  });
+
+  it('bad input - a header section that is not a list is rejected at publish, not left for consumers to fail on', async () => {
+    // Taken in, it would go out as its header, which the broker cannot rewrite when it
+    // must (a queue's ttl, a redelivery): every consumer given it would be detached.
+    const sender = await healthy.openSender('bad.header.q');
+    const mapHeader = Buffer.from([0x00, 0x53, 0x70, 0xc1, 0x01, 0x00, 0x00, 0x53, 0x77, 0xa1, 0x01, 0x78]);
+    expect(await sendRaw(sender, mapHeader)).toEqual({ state: 'rejected', condition: 'amqp:invalid-field' });
+    expect((await healthy.send(sender, [{ body: 'fine' }]))[0].state).toBe('accepted');
     sender.close();
     await assertHealthy();
   });

@@ -28,6 +28,15 @@ describe('rewriteHeader', () => {
     expect(out.first_acquirer).toBeFalsy();
   });
 
+  it('writes a header of its own over one that is not a list (a message journaled before parse refused those)', () => {
+    // A map where the header's list should be: no field of it can be kept, and a
+    // refusal here would fail every consumer the message went to.
+    const mapHeader = Buffer.from([0x00, 0x53, 0x70, 0xc1, 0x01, 0x00]);
+    const out = decoded(rewriteHeader(mapHeader, 500, 2));
+    expect(out).toMatchObject({ ttl: 500, delivery_count: 2 });
+    expect(out.durable).toBeFalsy();
+  });
+
   it('switches to list32 when the fields the sender wrote do not fit a list8', () => {
     // A header whose first field is a long (wrongly typed) string: carried verbatim, and the
     // new ttl and delivery-count make the list too long for list8's one-byte size.
@@ -54,6 +63,15 @@ describe('parseIncoming - section descriptors', () => {
     expect(m.durable).toBe(true);
     expect(m.headerLength).toBe(15);
     expect(m.propertiesAt).toBe(15);
+  });
+
+  it('refuses a header or properties section that is not a list', () => {
+    const asMap = (code: number) => Buffer.from([0x00, 0x53, code, 0xc1, 0x01, 0x00]);
+    expect(() => parseIncoming(Buffer.concat([asMap(0x70), body]))).toThrow(/the header section is not a list \(type code 0xc1\)/);
+    expect(() => parseIncoming(Buffer.concat([asMap(0x73), body]))).toThrow(/the properties section is not a list/);
+    expect(() => parseIncoming(Buffer.concat([Buffer.from([0x00, 0x53, 0x70, 0xa1, 0x01, 0x78]), body]))).toThrow(/header section is not a list/);
+    // An empty list (list0) is a list.
+    expect(parseIncoming(Buffer.concat([Buffer.from([0x00, 0x53, 0x70, 0x45]), body])).headerLength).toBe(4);
   });
 
   it('does not take a section of another domain for the AMQP section its low word names', () => {
