@@ -5,7 +5,7 @@
 // into the same Buffer). Malformed bytes or an uncomparable type are an
 // `invalid` answer, never a throw: the message then passes undeduplicated.
 import { dedupDigest, dedupIntegerDigest, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
-import { encodedValueSize, sectionCode } from './message-codec.js';
+import { describedValueAt, encodedValueSize, sectionCode } from './message-codec.js';
 
 const PROPERTIES = 0x73;
 const APPLICATION_PROPERTIES = 0x74;
@@ -36,7 +36,7 @@ export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
  */
 function propertiesValueAt(bytes: Buffer, propertiesAt: number | undefined): number {
   if (propertiesAt === undefined || (propertiesAt >= 0 && sectionCode(bytes, propertiesAt) !== PROPERTIES)) return sectionValueAt(bytes, PROPERTIES);
-  return propertiesAt < 0 ? -1 : valueAt(bytes, propertiesAt);
+  return propertiesAt < 0 ? -1 : describedValueAt(bytes, propertiesAt);
 }
 
 /**
@@ -52,15 +52,10 @@ function sectionValueAt(bytes: Buffer, wanted: number): number {
   for (let i = 0; i < 5 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
     if (code === undefined || code > wanted) break;
-    if (code === wanted) return valueAt(bytes, offset);
+    if (code === wanted) return describedValueAt(bytes, offset);
     offset += encodedValueSize(bytes, offset);
   }
   return -1;
-}
-
-/** Where the value of the section starting at `offset` begins: after its descriptor, a smallulong or a ulong. */
-function valueAt(bytes: Buffer, offset: number): number {
-  return offset + (bytes[offset + 1] === 0x53 ? 3 : 10);
 }
 
 function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {

@@ -67,6 +67,11 @@ export function sectionCode(buf: Buffer, offset: number): number | undefined {
   return undefined;
 }
 
+/** Where the value of the section at `offset` starts, after the descriptor sectionCode read (a small ulong or a ulong). */
+export function describedValueAt(buf: Buffer, offset: number): number {
+  return offset + (buf[offset + 1] === 0x53 ? 3 : 10);
+}
+
 export interface ParsedMessage extends IncomingMessage {
   /** properties.to: where an anonymous-relay sender wants it to go. */
   to: string | undefined;
@@ -145,8 +150,7 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
  * a delivery count) when it must, so every consumer given it would fail.
  */
 function checkList(bytes: Buffer, offset: number, name: string): void {
-  // The descriptor sectionCode read: a small ulong (3 bytes with the 0x00) or a ulong (10).
-  const code = bytes[offset + (bytes[offset + 1] === 0x53 ? 3 : 10)]!;
+  const code = bytes[describedValueAt(bytes, offset)]!;
   if (code !== 0x45 && code !== 0xc0 && code !== 0xd0) throw new MalformedMessage(`the ${name} section is not a list (type code 0x${code.toString(16)})`);
 }
 
@@ -202,7 +206,7 @@ export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: nu
 
 /** The encoded fields of a header section (parseIncoming has already bounded its size). */
 function headerFields(header: Buffer): Buffer[] {
-  let offset = header[1] === 0x53 ? 3 : 10; // descriptor: smallulong or ulong
+  let offset = describedValueAt(header, 0);
   const list = header[offset];
   let count: number;
   // An empty list has no fields. Nor has a header that is not a list: none is taken in
