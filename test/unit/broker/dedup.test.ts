@@ -8,19 +8,11 @@ import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
 import { parseIncoming } from '../../../src/amqp/message-codec.js';
 import { Broker } from '../../../src/broker/broker.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { dedupDigest, dedupDigestAt, dedupDigestHex, dedupDigestStreamed, dedupIntegerDigest, DedupKeyType, DEDUP_SHORT_VALUE_BYTES, writeDedupDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
+import { dedupDigest, dedupDigestAt, dedupDigestHex, dedupDigestStreamed, DedupKeyType, DEDUP_SHORT_VALUE_BYTES, writeDedupDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
 import { DedupWindow, DEDUP_ROW_BYTES } from '../../../src/broker/dedup-window.js';
 import { parseQueueSettings } from '../../../src/broker/settings.js';
-import { FakeClock, FakeConsumer, msg, qs } from './helpers.js';
+import { FakeClock, FakeConsumer, integerKey, msg, qs } from './helpers.js';
 
-/** The 9-byte big-endian two's complement of `v`, as an integer key's digest holds it. */
-const integerBytes = (v: bigint): Buffer => {
-  const b = Buffer.alloc(9);
-  let u = BigInt.asUintN(72, v);
-  for (let i = 8; i >= 0; i--, u >>= 8n) b[i] = Number(u & 0xffn);
-  return b;
-};
-const integerKey = (v: bigint): DedupDigest => dedupIntegerDigest(integerBytes(v), 0, 9, true);
 const key = (n: number): DedupDigest => integerKey(BigInt(n));
 
 /** An encoded AMQP message, as a sender would put it on the wire. */

@@ -4,6 +4,7 @@
 import { Broker, type BrokerEvents, type IncomingMessage } from '../../../src/broker/broker.js';
 import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broker/changes.js';
 import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
+import { dedupIntegerDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../../../src/broker/settings.js';
 
 export { prng } from '../../../src/util/prng.js';
@@ -54,6 +55,14 @@ export function msg(body: string, opts: Partial<IncomingMessage> = {}): Incoming
 
 export function qs(overrides: Partial<QueueSettings> = {}): QueueSettings {
   return { ...defaultQueueSettings, ...overrides };
+}
+
+/** The digest of the integer key `v`, from its 9-byte big-endian two's complement (as a window's digest holds an integer). */
+export function integerKey(v: bigint): DedupDigest {
+  const b = Buffer.alloc(9);
+  let u = BigInt.asUintN(72, v);
+  for (let i = 8; i >= 0; i--, u >>= 8n) b[i] = Number(u & 0xffn);
+  return dedupIntegerDigest(b, 0, 9, true);
 }
 
 export const xs = (overrides: Partial<typeof defaultExchangeSettings> = {}) => ({ ...defaultExchangeSettings, ...overrides });
