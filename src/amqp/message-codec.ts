@@ -20,38 +20,45 @@ class MalformedMessage extends TandemError {
   }
 }
 
-/** Size in bytes of the encoded AMQP value starting at `offset` (constructor included). */
+/**
+ * Size in bytes of the encoded AMQP value starting at `offset` (constructor included).
+ * A described value is a descriptor and then a value, either of which may be
+ * described again: those are counted, not recursed into, so a sender's nesting
+ * (a message of nothing but 0x00 bytes, say) cannot exhaust the stack.
+ */
 export function encodedValueSize(buf: Buffer, offset: number): number {
   const start = offset;
-  if (offset >= buf.length) throw new MalformedMessage('truncated value');
-  let code = buf[offset++];
-  if (code === 0x00) {
-    // Described value: descriptor then value.
-    offset += encodedValueSize(buf, offset);
-    return offset - start + encodedValueSize(buf, offset);
+  // Values still to skip: a described value's 0x00 turns one into two.
+  for (let pending = 1; pending > 0; pending--) {
+    while (buf[offset] === 0x00) {
+      offset++;
+      pending++;
+    }
+    if (offset >= buf.length) throw new MalformedMessage('truncated value');
+    const code = buf[offset++]!;
+    let size: number;
+    switch (code >> 4) {
+      case 0x4: size = 0; break;
+      case 0x5: size = 1; break;
+      case 0x6: size = 2; break;
+      case 0x7: size = 4; break;
+      case 0x8: size = 8; break;
+      case 0x9: size = 16; break;
+      case 0xa: case 0xc: case 0xe:
+        if (offset >= buf.length) throw new MalformedMessage('truncated size');
+        size = 1 + buf[offset]!;
+        break;
+      case 0xb: case 0xd: case 0xf:
+        if (offset + 4 > buf.length) throw new MalformedMessage('truncated size');
+        size = 4 + buf.readUInt32BE(offset);
+        break;
+      default:
+        throw new MalformedMessage(`unknown type code 0x${code.toString(16)}`);
+    }
+    if (offset + size > buf.length) throw new MalformedMessage('value runs past the end of the message');
+    offset += size;
   }
-  const category = code >> 4;
-  let size: number;
-  switch (category) {
-    case 0x4: size = 0; break;
-    case 0x5: size = 1; break;
-    case 0x6: size = 2; break;
-    case 0x7: size = 4; break;
-    case 0x8: size = 8; break;
-    case 0x9: size = 16; break;
-    case 0xa: case 0xc: case 0xe:
-      if (offset >= buf.length) throw new MalformedMessage('truncated size');
-      size = 1 + buf[offset];
-      break;
-    case 0xb: case 0xd: case 0xf:
-      if (offset + 4 > buf.length) throw new MalformedMessage('truncated size');
-      size = 4 + buf.readUInt32BE(offset);
-      break;
-    default:
-      throw new MalformedMessage(`unknown type code 0x${code.toString(16)}`);
-  }
-  if (offset + size > buf.length) throw new MalformedMessage('value runs past the end of the message');
-  return offset + size - start;
+  return offset - start;
 }
 
 /**

@@ -319,6 +319,19 @@ describe('bad input', () => {
     await assertHealthy();
   });
 
+  it('bad input - a value nested 300,000 deep is sized without recursing: a cut one is malformed, a whole one is taken', async () => {
+    // The recursive reader ran out of stack on these: amqp:internal-error and an error in the log.
+    const sender = await healthy.openSender('bad.deep.q');
+    const amqpValue = Buffer.from([0x00, 0x53, 0x77]);
+    const depth = 300_000;
+    const cut = Buffer.concat([amqpValue, Buffer.alloc(depth, 0x00), Buffer.from([0x40])]);
+    expect(await sendRaw(sender, cut)).toEqual({ state: 'rejected', condition: 'amqp:invalid-field' });
+    const whole = Buffer.concat([amqpValue, Buffer.alloc(depth, 0x00), Buffer.alloc(depth + 1, 0x40)]);
+    expect(await sendRaw(sender, whole)).toEqual({ state: 'accepted', condition: undefined });
+    sender.close();
+    await assertHealthy();
+  });
+
   it('bad input - seeded fuzz: 200 mutated conversations never take the broker down', async () => {
     const base = validConversation();
     // TANDEM_FUZZ_SEED replays or explores other seeds.

@@ -82,3 +82,28 @@ describe('parseIncoming - section descriptors', () => {
     expect(m.headerLength).toBe(0);
   });
 });
+
+describe('encodedValueSize - nesting a sender chooses', () => {
+  // A described value's descriptor and value may each be described again. 300,000 levels
+  // took the recursive reader past the stack: a RangeError, which the broker answered as
+  // an internal error (with an error line in its log) instead of a malformed message.
+  const depth = 300_000;
+  const amqpValue = Buffer.from([0x00, 0x53, 0x77]);
+
+  it('sizes a value nested as deep as its bytes allow without recursing', () => {
+    // Descriptor within descriptor: 0x00 x depth, then the innermost descriptor and the depth + 1 values.
+    const nested = Buffer.concat([Buffer.alloc(depth, 0x00), Buffer.alloc(depth + 1, 0x40)]);
+    expect(encodedValueSize(nested, 0)).toBe(nested.length);
+    const message = Buffer.concat([amqpValue, nested]);
+    expect(parseIncoming(message).bytes.length).toBe(message.length);
+    // Value within value, as a sender would more usually nest: 0x00 descriptor 0x00 descriptor ...
+    const chain = Buffer.from('\x00\x40'.repeat(depth) + '\x41', 'latin1');
+    expect(encodedValueSize(chain, 0)).toBe(chain.length);
+  });
+
+  it('refuses such a value cut short as a malformed message', () => {
+    const cut = Buffer.concat([amqpValue, Buffer.alloc(depth, 0x00), Buffer.from([0x40])]);
+    expect(() => parseIncoming(cut)).toThrow(/malformed message: truncated value/);
+    expect(() => encodedValueSize(Buffer.alloc(depth, 0x00), 0)).toThrow(/truncated value/);
+  });
+});
