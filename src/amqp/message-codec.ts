@@ -7,6 +7,7 @@ import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
 import { AmqpError } from './engine/errors.js';
 import { type ReadMessage, decodeMessage } from './engine/message.js';
+import { LONGEST_SECTION_SYMBOL, sectionCodeOfSymbol } from './engine/message-sections.js';
 import { type MessageHead, readMessageHead } from './message-head.js';
 
 const HEADER = 0x70;
@@ -62,21 +63,39 @@ export function encodedValueSize(buf: Buffer, offset: number): number {
 }
 
 /**
- * The section code at `offset` if it starts a described section with a numeric
- * descriptor. A ulong descriptor is its whole 64-bit value (as a number: exact
- * enough to compare): one whose high word, the domain, is not AMQP's zero is
- * another section than its low word names, as the decoder reads it.
+ * The section code at `offset` if it starts a described section whose descriptor is
+ * a code or a symbol (spec 3.2 allows either). A ulong descriptor is its whole 64-bit
+ * value (as a number: exact enough to compare): one whose high word, the domain, is
+ * not AMQP's zero is another section than its low word names, as the decoder reads
+ * it. A symbol is its section's code ("amqp:properties:list": 0x73), and one that
+ * names no section is NOT_A_SECTION: a section, but none the broker reads.
  */
 export function sectionCode(buf: Buffer, offset: number): number | undefined {
   if (buf[offset] !== 0x00) return undefined;
-  if (buf[offset + 1] === 0x53) return buf[offset + 2];
-  if (buf[offset + 1] === 0x80 && offset + 10 <= buf.length) return buf.readUInt32BE(offset + 2) * 0x1_0000_0000 + buf.readUInt32BE(offset + 6);
+  const type = buf[offset + 1];
+  if (type === 0x53) return buf[offset + 2];
+  if (type === 0x80 && offset + 10 <= buf.length) return buf.readUInt32BE(offset + 2) * 0x1_0000_0000 + buf.readUInt32BE(offset + 6);
+  if (type === 0xa3 && offset + 3 <= buf.length) return symbolCode(buf, offset + 3, buf[offset + 2]!);
+  if (type === 0xb3 && offset + 6 <= buf.length) return symbolCode(buf, offset + 6, buf.readUInt32BE(offset + 2));
   return undefined;
 }
 
-/** Where the value of the section at `offset` starts, after the descriptor sectionCode read (a small ulong or a ulong). */
+/** What sectionCode gives for a symbol that names no section (higher than every code: after them all). */
+export const NOT_A_SECTION = Number.POSITIVE_INFINITY;
+
+function symbolCode(buf: Buffer, at: number, length: number): number | undefined {
+  if (at + length > buf.length) return undefined;
+  // A longer symbol names no section: not made into a string (it may be megabytes).
+  if (length > LONGEST_SECTION_SYMBOL) return NOT_A_SECTION;
+  return sectionCodeOfSymbol(buf.toString('latin1', at, at + length)) ?? NOT_A_SECTION;
+}
+
+/** Where the value of the section at `offset` starts, after the descriptor sectionCode read. */
 export function describedValueAt(buf: Buffer, offset: number): number {
-  return offset + (buf[offset + 1] === 0x53 ? 3 : 10);
+  const type = buf[offset + 1];
+  if (type === 0x53) return offset + 3;
+  if (type === 0x80) return offset + 10;
+  return type === 0xa3 ? offset + 3 + buf[offset + 2]! : offset + 6 + buf.readUInt32BE(offset + 2);
 }
 
 export interface ParsedMessage extends IncomingMessage {

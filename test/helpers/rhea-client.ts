@@ -284,6 +284,20 @@ function linkOpened<L extends Sender | Receiver>(link: L, kind: 'sender' | 'rece
   );
 }
 
+/** Send `payload` as a transfer's bytes, as they are (rhea's raw send); its outcome. */
+export function sendRaw(sender: Sender, payload: Buffer): Promise<{ state: string; condition?: string }> {
+  return new Promise((resolve) => {
+    const d = (sender as unknown as { send(m: Buffer, tag?: unknown, format?: number): unknown }).send(payload, undefined, 0);
+    const onOutcome = (state: string) => (ctx: { delivery: unknown }) => {
+      if (ctx.delivery !== d) return;
+      const rs = (ctx.delivery as { remote_state?: { error?: { condition?: string } } }).remote_state;
+      resolve({ state, condition: rs?.error?.condition });
+    };
+    sender.on('accepted', onOutcome('accepted'));
+    sender.on('rejected', onOutcome('rejected'));
+  });
+}
+
 /** Body of a received message as a string (rhea gives strings for AMQP strings). */
 export function bodyOf(m: Message): unknown {
   const b = m.body as unknown;

@@ -4,10 +4,10 @@
 // broker stays up, and a well-behaved client on its own connection keeps working.
 import { createConnection } from 'node:net';
 import { createRequire } from 'node:module';
-import rhea, { type Sender } from 'rhea';
+import rhea from 'rhea';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
-import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { ClientError, TestClient, bodyOf, sendRaw } from '../helpers/rhea-client.js';
 import { manage } from '../helpers/tandem-cli.js';
 import { prng as mulberry32 } from '../../src/util/prng.js';
 
@@ -280,20 +280,6 @@ describe('bad input', () => {
     expect(noSource?.description).toMatch(/no address/);
     await assertHealthy();
   });
-
-  /** Send `payload` as a transfer's bytes, as they are (rhea's raw send); its outcome. */
-  function sendRaw(sender: Sender, payload: Buffer): Promise<{ state: string; condition?: string }> {
-    return new Promise((resolve) => {
-      const d = (sender as unknown as { send(m: Buffer, tag?: unknown, format?: number): unknown }).send(payload, undefined, 0);
-      const onOutcome = (state: string) => (ctx: { delivery: unknown }) => {
-        if (ctx.delivery !== d) return;
-        const rs = (ctx.delivery as { remote_state?: { error?: { condition?: string } } }).remote_state;
-        resolve({ state, condition: rs?.error?.condition });
-      };
-      sender.on('accepted', onOutcome('accepted'));
-      sender.on('rejected', onOutcome('rejected'));
-    });
-  }
 
   it('bad input - a message that is not valid AMQP is rejected, the link and connection stay usable', async () => {
     const sender = await healthy.openSender('bad.msg.q');

@@ -5,7 +5,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { runPython } from '../helpers/python.js';
-import { TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { encode } from '../../src/amqp/engine/encoder.js';
+import { amqp } from '../../src/amqp/engine/types.js';
+import { TestClient, bodyOf, sendRaw } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
 
 const ids = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `m-${from + i}`);
@@ -120,6 +122,34 @@ describe('dedup - standalone broker', () => {
     await send(broker.port, ['k-1']);
     expect(await show(broker.port)).toMatchObject({ depth: 17, 'qpid.dedup-window': 0 });
     await broker.stop();
+  });
+
+  it('dedup - a message whose sections are described by symbols (spec 3.2) is read, keyed and delivered as the coded one', async () => {
+    // Refused as malformed before: the broker read only coded descriptors.
+    const broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'queue', 'orders', { durable: true, 'qpid.dedup-window': 1000 });
+    const section = (symbol: string, value: Parameters<typeof encode>[0]) => encode(amqp.described(amqp.symbol(symbol), value));
+    const symbolic = Buffer.concat([
+      section('amqp:header:list', amqp.list([amqp.boolean(true), amqp.ubyte(6)])),
+      section('amqp:properties:list', amqp.list([amqp.string('sym-1'), amqp.null(), amqp.null(), amqp.string('invoices')])),
+      section('amqp:data:binary', amqp.binary(Buffer.from('by symbols'))),
+    ]);
+    const c = await TestClient.connect({ port: broker.port });
+    const sender = await c.openSender('orders');
+    expect(await sendRaw(sender, symbolic)).toEqual({ state: 'accepted', condition: undefined });
+    // The same message-id again, this time from rhea (coded descriptors): a duplicate.
+    expect((await c.send(sender, [{ message_id: 'sym-1', body: 'again' }]))[0]!.state).toBe('accepted');
+    await c.close();
+    expect(await show(broker.port)).toMatchObject({ depth: 1, 'dedup-duplicates': 1 });
+    // Durable: it is still there after kill -9.
+    await broker.kill();
+    const again = await TestBroker.start({ dataDir: broker.dataDir });
+    const r = await TestClient.connect({ port: again.port });
+    const [m] = await r.receiveAndAccept('orders', 1, 20_000);
+    expect(m).toMatchObject({ message_id: 'sym-1', subject: 'invoices', durable: true, priority: 6 });
+    expect(String(bodyOf(m!))).toBe('by symbols');
+    await r.close();
+    await again.stop();
   });
 
   it('dedup - bad window arguments are refused at declare, saying what is accepted', async () => {

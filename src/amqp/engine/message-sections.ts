@@ -5,6 +5,7 @@
 // text, with console.warn).
 import { Decoder } from './decoder.js';
 import { decodeError } from './errors.js';
+import type { AmqpValue } from './types.js';
 
 export const MESSAGE_SECTIONS = [
   { name: 'header', code: 0x70, symbol: 'amqp:header:list' },
@@ -20,6 +21,26 @@ export const MESSAGE_SECTIONS = [
 
 const codes = new Set<bigint>(MESSAGE_SECTIONS.map((s) => BigInt(s.code)));
 const symbols = new Set<string>(MESSAGE_SECTIONS.map((s) => s.symbol));
+const codeBySymbol = new Map<string, number>(MESSAGE_SECTIONS.map((s) => [s.symbol, s.code]));
+
+/** The longest section symbol, in bytes: a longer descriptor names no section, and is not read. */
+export const LONGEST_SECTION_SYMBOL = Math.max(...MESSAGE_SECTIONS.map((s) => s.symbol.length));
+
+/** The code of the section a symbolic descriptor names ("amqp:properties:list": 0x73), or undefined. */
+export function sectionCodeOfSymbol(symbol: string): number | undefined {
+  return codeBySymbol.get(symbol);
+}
+
+/**
+ * The code a decoded section descriptor stands for (spec 3.2: a section is described
+ * by its code or by its symbol): a ulong as it is, a section's symbol as its code,
+ * another symbol as -1 (no section's). Undefined: a descriptor of neither type.
+ */
+export function sectionCodeOf(descriptor: AmqpValue): number | undefined {
+  if (descriptor.type === 'ulong') return Number(descriptor.value);
+  if (descriptor.type === 'symbol') return codeBySymbol.get(descriptor.value) ?? -1;
+  return undefined;
+}
 
 /**
  * Check that `bytes` is a sequence of well-formed message sections (the

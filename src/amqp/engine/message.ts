@@ -5,7 +5,7 @@
 import { Decoder } from './decoder.js';
 import { Encoder } from './encoder.js';
 import { decodeError } from './errors.js';
-import { MESSAGE_SECTIONS } from './message-sections.js';
+import { MESSAGE_SECTIONS, sectionCodeOf } from './message-sections.js';
 import type { AmqpValue } from './types.js';
 
 /** Plain JavaScript values that map onto AMQP values one to one. */
@@ -130,8 +130,9 @@ export function decodeMessage(bytes: Buffer): ReadMessage {
   const data: Buffer[] = [];
   while (d.remaining > 0) {
     const v = d.value();
-    if (v.type !== 'described' || v.descriptor.type !== 'ulong') throw decodeError('a message section that is not described by a code');
-    const c = Number(v.descriptor.value);
+    // A section is described by its code or by its symbol (spec 3.2): both are read.
+    const c = v.type === 'described' ? sectionCodeOf(v.descriptor) : undefined;
+    if (v.type !== 'described' || c === undefined) throw decodeError('a message section that is not described by a code or a symbol');
     const inner = v.value;
     if (c === code('header') && inner.type === 'list') inner.value.forEach((x, i) => x.type !== 'null' && i < HEADER_NAMES.length && (out.header[HEADER_NAMES[i]!] = fromAmqp(x)));
     else if (c === code('properties') && inner.type === 'list') inner.value.forEach((x, i) => x.type !== 'null' && i < PROPERTY_NAMES.length && (out.properties[PROPERTY_NAMES[i]!] = fromAmqp(x)));

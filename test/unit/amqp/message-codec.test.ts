@@ -2,7 +2,13 @@
 // only those two fields change; the rest is the sender's, as encoded.
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
-import { encodedValueSize, parseIncoming, rewriteHeader } from '../../../src/amqp/message-codec.js';
+import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
+import { encode } from '../../../src/amqp/engine/encoder.js';
+import { decodeMessage } from '../../../src/amqp/engine/message.js';
+import { MESSAGE_SECTIONS } from '../../../src/amqp/engine/message-sections.js';
+import { amqp, type AmqpValue } from '../../../src/amqp/engine/types.js';
+import { encodedValueSize, outgoingBytes, parseIncoming, rewriteHeader, sectionCode } from '../../../src/amqp/message-codec.js';
+import type { MessageRecord } from '../../../src/broker/changes.js';
 
 /** The encoded sections of a message, in order. */
 const sections = (buf: Buffer): Buffer[] => {
@@ -105,5 +111,62 @@ describe('encodedValueSize - nesting a sender chooses', () => {
     const cut = Buffer.concat([amqpValue, Buffer.alloc(depth, 0x00), Buffer.from([0x40])]);
     expect(() => parseIncoming(cut)).toThrow(/malformed message: truncated value/);
     expect(() => encodedValueSize(Buffer.alloc(depth, 0x00), 0)).toThrow(/truncated value/);
+  });
+});
+
+describe('parseIncoming - symbolic section descriptors (spec 3.2: a section is described by its code or its symbol)', () => {
+  const symbolOf = (name: string) => MESSAGE_SECTIONS.find((x) => x.name === name)!.symbol;
+  const codeOf = (name: string) => MESSAGE_SECTIONS.find((x) => x.name === name)!.code;
+  const fields: Array<[string, AmqpValue]> = [
+    ['header', amqp.list([amqp.boolean(true), amqp.ubyte(7)])],
+    ['properties', amqp.list([amqp.string('order-1'), amqp.null(), amqp.null(), amqp.string('invoices')])],
+    ['application-properties', amqp.map([[amqp.string('_AMQ_DUPL_ID'), amqp.ulong(42)]])],
+    ['data', amqp.binary(Buffer.from('payload'))],
+  ];
+  const message = (describe: (name: string) => AmqpValue) => Buffer.concat(fields.map(([name, value]) => encode(amqp.described(describe(name), value))));
+  const numeric = message((name) => amqp.ulong(codeOf(name)));
+  const symbolic = message((name) => amqp.symbol(symbolOf(name)));
+  /** A section whose descriptor is a sym32 (0xb3), which no encoder here writes for so short a symbol. */
+  const sym32Section = (symbol: string, value: AmqpValue) => {
+    const name = Buffer.from(symbol, 'latin1');
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(name.length);
+    return Buffer.concat([Buffer.from([0x00, 0xb3]), length, name, encode(value)]);
+  };
+
+  it('reads the head of a message described by symbols as it reads the same message described by codes', () => {
+    const a = parseIncoming(numeric);
+    const b = parseIncoming(symbolic);
+    expect(b).toMatchObject({ durable: true, priority: 7, subject: 'invoices' });
+    for (const k of ['durable', 'priority', 'subject', 'ttlMs', 'deliveryCount'] as const) expect(b[k]).toEqual(a[k]);
+    expect(sectionCode(symbolic, 0)).toBe(0x70);
+    expect(b.headerLength).toBe(encodedValueSize(symbolic, 0));
+    expect(sectionCode(symbolic, b.propertiesAt!)).toBe(0x73);
+    const sym32 = Buffer.concat([sym32Section(symbolOf('header'), amqp.list([amqp.boolean(true)])), sym32Section(symbolOf('properties'), amqp.list([amqp.string('order-1')]))]);
+    expect(parseIncoming(sym32)).toMatchObject({ durable: true, propertiesAt: encodedValueSize(sym32, 0) });
+  });
+
+  it('decodes, keys and re-heads such a message as the coded one', () => {
+    expect(decodeMessage(symbolic)).toEqual(decodeMessage(numeric));
+    expect(readDedupKey(symbolic, undefined, parseIncoming(symbolic).propertiesAt)).toEqual(readDedupKey(numeric, undefined, parseIncoming(numeric).propertiesAt));
+    expect(readDedupKey(symbolic, '_AMQ_DUPL_ID', undefined)).toEqual(readDedupKey(numeric, '_AMQ_DUPL_ID', undefined));
+    expect(readDedupKey(symbolic, undefined, undefined)).toMatchObject({ status: 'key' });
+    // A redelivery's new header (described by a code) keeps the sender's fields; the rest goes out as sent.
+    const parsed = parseIncoming(symbolic);
+    const record = { bytes: symbolic, headerLength: parsed.headerLength, deliveryCount: 0, expiresAt: 0 } as unknown as MessageRecord;
+    const out = outgoingBytes(record, 2, Date.now());
+    expect(decodeMessage(out).header).toMatchObject({ durable: true, priority: 7, 'delivery-count': 2 });
+    expect(out.subarray(out.length - (symbolic.length - parsed.headerLength)).equals(symbolic.subarray(parsed.headerLength))).toBe(true);
+  });
+
+  it('takes a symbol that names no section as a section it does not read, and does not make a string of a long one', () => {
+    const vendor = Buffer.concat([encode(amqp.described(amqp.symbol('com.example:header:list'), amqp.list([amqp.boolean(true)]))), numeric]);
+    expect(parseIncoming(vendor)).toMatchObject({ durable: false, headerLength: 0 });
+    const long = sym32Section('x'.repeat(1 << 20), amqp.list([amqp.boolean(true)]));
+    expect(sectionCode(long, 0)).toBe(Number.POSITIVE_INFINITY);
+    expect(parseIncoming(long).durable).toBe(false);
+    // A symbol longer than the bytes that remain is no descriptor at all.
+    expect(sectionCode(long.subarray(0, 100), 0)).toBeUndefined();
+    expect(() => parseIncoming(long.subarray(0, 100))).toThrow(/malformed message/);
   });
 });
