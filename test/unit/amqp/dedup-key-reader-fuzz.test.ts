@@ -1,7 +1,8 @@
 // A seeded fuzz of the dedup key reader (src/amqp/dedup-key-reader.ts), which reads
 // a publisher's bytes on every message to a queue with a window. Messages with
-// message-ids and application properties of every type, encoded compactly and in
-// the widest forms (list32 sections, ulong descriptors, as rhea writes them), are
+// message-ids and application properties of every type, encoded compactly, in
+// the widest forms (list32 sections, ulong descriptors, as rhea writes them) and
+// with sections described by their symbols, are
 // mutated: bytes flipped or set to type codes, sizes and counts changed, cut short,
 // spliced. For every one the reader must answer (never throw), and where the
 // broker takes the message (its head reads) and the codec's own decoder reads the
@@ -10,6 +11,7 @@
 import { describe, expect, it } from 'vitest';
 import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
 import { Decoder } from '../../../src/amqp/engine/decoder.js';
+import { MESSAGE_SECTIONS } from '../../../src/amqp/engine/message-sections.js';
 import { encode } from '../../../src/amqp/engine/encoder.js';
 import { type AmqpValue, amqp } from '../../../src/amqp/engine/types.js';
 import { parseIncoming } from '../../../src/amqp/message-codec.js';
@@ -23,9 +25,13 @@ const PROPERTY = 'k';
 const PROPERTIES = 0x73;
 const APPLICATION_PROPERTIES = 0x74;
 
-/** A section: its descriptor as a small ulong, or (`wide`) as a full 8-byte ulong. */
-const section = (code: number, value: AmqpValue, wide: boolean): AmqpValue =>
-  amqp.described(wide ? { type: 'ulong', value: BigInt(code), code: 0x80 } : amqp.ulong(code), value);
+/** How a section's descriptor is written: a small ulong, a full 8-byte ulong, or the section's symbol. */
+type Descriptor = 'small' | 'wide' | 'symbol';
+const DESCRIPTORS: Descriptor[] = ['small', 'wide', 'symbol'];
+const symbolOf = (code: number) => MESSAGE_SECTIONS.find((x) => x.code === code)!.symbol;
+const codeOfSymbol = (symbol: string) => MESSAGE_SECTIONS.find((x) => x.symbol === symbol)?.code ?? Number.POSITIVE_INFINITY;
+const section = (code: number, value: AmqpValue, how: Descriptor): AmqpValue =>
+  amqp.described(how === 'symbol' ? amqp.symbol(symbolOf(code)) : how === 'wide' ? { type: 'ulong', value: BigInt(code), code: 0x80 } : amqp.ulong(code), value);
 /** A list or map in its widest form (list32, map32), as rhea writes them. */
 const widest = (v: AmqpValue): AmqpValue => ({ ...v, code: v.type === 'list' ? 0xd0 : 0xd1 }) as AmqpValue;
 
@@ -54,14 +60,15 @@ const KEYS: AmqpValue[] = [
 ];
 
 /** A message whose properties carry `id` and whose application properties carry `value` under PROPERTY. */
-function message(id: AmqpValue, value: AmqpValue, wide: boolean): Buffer {
+function message(id: AmqpValue, value: AmqpValue, how: Descriptor): Buffer {
+  const wide = how !== 'small';
   const list = (v: AmqpValue[]) => (wide ? widest(amqp.list(v)) : amqp.list(v));
   const map = (v: [AmqpValue, AmqpValue][]) => (wide ? widest(amqp.map(v)) : amqp.map(v));
   return Buffer.concat([
-    encode(section(0x70, list([amqp.boolean(true)]), wide)),
-    encode(section(PROPERTIES, list([id, amqp.null(), amqp.string('q'), amqp.string('s')]), wide)),
-    encode(section(APPLICATION_PROPERTIES, map([[amqp.string('a'), amqp.uint(1)], [amqp.symbol(PROPERTY), value]]), wide)),
-    encode(section(0x77, amqp.string('body'), wide)),
+    encode(section(0x70, list([amqp.boolean(true)]), how)),
+    encode(section(PROPERTIES, list([id, amqp.null(), amqp.string('q'), amqp.string('s')]), how)),
+    encode(section(APPLICATION_PROPERTIES, map([[amqp.string('a'), amqp.uint(1)], [amqp.symbol(PROPERTY), value]]), how)),
+    encode(section(0x77, amqp.string('body'), how)),
   ]);
 }
 
@@ -98,20 +105,23 @@ function answerFor(v: AmqpValue): Answer {
  */
 function decodedAnswer(bytes: Buffer, property: string | undefined): Answer | undefined {
   const wanted = property === undefined ? PROPERTIES : APPLICATION_PROPERTIES;
-  const sections: Array<{ code: bigint; value: AmqpValue }> = [];
+  const sections: Array<{ code: number; value: AmqpValue }> = [];
   try {
     const d = new Decoder(bytes);
     while (d.remaining > 0) {
       const v = d.value();
-      if (v.type !== 'described' || v.descriptor.type !== 'ulong') return undefined;
-      sections.push({ code: v.descriptor.value, value: v.value });
+      if (v.type !== 'described') return undefined;
+      // A symbol names its section's code (spec 3.2); one naming none comes after them all.
+      if (v.descriptor.type === 'ulong') sections.push({ code: Number(v.descriptor.value), value: v.value });
+      else if (v.descriptor.type === 'symbol') sections.push({ code: codeOfSymbol(v.descriptor.value), value: v.value });
+      else return undefined;
     }
   } catch {
     return undefined;
   }
   for (const { code, value } of sections) {
-    if (code > BigInt(wanted)) break;
-    if (code !== BigInt(wanted)) continue;
+    if (code > wanted) break;
+    if (code !== wanted) continue;
     if (property === undefined) {
       if (value.type !== 'list') return 'invalid';
       return value.value.length === 0 ? 'missing' : answerFor(value.value[0]!);
@@ -166,7 +176,7 @@ describe('dedup key reader - seeded fuzz', () => {
     let compared = 0;
     let keys = 0;
     for (let i = 0; i < CASES; i++) {
-      let bytes = message(KEYS[pick(KEYS.length)]!, KEYS[pick(KEYS.length)]!, random() < 0.5);
+      let bytes = message(KEYS[pick(KEYS.length)]!, KEYS[pick(KEYS.length)]!, DESCRIPTORS[pick(DESCRIPTORS.length)]!);
       // Mostly one change (a message that is still nearly whole reaches the deep paths), sometimes more.
       for (let m = random() < 0.7 ? 1 : 2 + pick(3); m > 0 && bytes.length > 0; m--) bytes = mutate(bytes, random);
       // The broker reads a message's head first, and refuses what that cannot read; the
