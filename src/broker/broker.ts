@@ -679,7 +679,8 @@ export class Broker implements QueueHost {
   private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number): MessageRecord {
     let expiresAt = 0;
     if (msg.ttlMs !== undefined && msg.ttlMs > 0) expiresAt = now + msg.ttlMs;
-    else if (msg.absoluteExpiry) expiresAt = msg.absoluteExpiry;
+    // A time before 1970 (a timestamp is signed) has passed: the first moment there is, not a negative time no record can hold.
+    else if (msg.absoluteExpiry) expiresAt = Math.max(1, msg.absoluteExpiry);
     else if (queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
     return {
       id,

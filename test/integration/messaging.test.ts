@@ -255,6 +255,16 @@ describe('messaging', () => {
     expect(bodyOf(got[0])).toBe('keep');
   });
 
+  it('ttl - an absolute-expiry-time before 1970 is a message that has expired, not an internal error', async () => {
+    // A timestamp is signed: a negative one went into the record as it was, which cannot hold it.
+    await addQueue('abs-expiry-past.q', { durable: true });
+    const outcomes = await client.send('abs-expiry-past.q', [{ body: 'past', durable: true, absolute_expiry_time: -1000 }, { body: 'keep', durable: true }]);
+    expect(outcomes.map((o) => o.state)).toEqual(['accepted', 'accepted']);
+    await waitFor(async () => (await queueInfo('abs-expiry-past.q')).depth === 1, { name: 'the past one expired', timeout: 5000 });
+    const got = await client.receiveAndAccept('abs-expiry-past.q', 1);
+    expect(bodyOf(got[0])).toBe('keep');
+  });
+
   it('ttl - a queue default ttl expires messages, to the alternate exchange if set', async () => {
     await manage(broker.port, 'CREATE', 'exchange', 'expired.fanout', { 'exchange-type': 'fanout' });
     await addQueue('expired.dlq');
