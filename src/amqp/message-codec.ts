@@ -209,6 +209,7 @@ export function outgoingBytes(msg: MessageRecord, deliveryCount: number, now: nu
 }
 
 const NULL = Buffer.from([0x40]);
+const MAX_UINT = 0xffff_ffff;
 const HEADER_FIELDS = 5; // durable, priority, ttl, first-acquirer, delivery-count
 
 /**
@@ -219,7 +220,9 @@ const HEADER_FIELDS = 5; // durable, priority, ttl, first-acquirer, delivery-cou
 export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: number): Buffer {
   const fields = original.length > 0 ? headerFields(original) : [];
   while (fields.length < HEADER_FIELDS) fields.push(NULL);
-  fields[2] = ttlMs > 0 ? uint(ttlMs) : NULL;
+  // The header's ttl is a uint: a longer time left (an absolute expiry months away) is told
+  // as the longest it can say, not wrapped (100 days went out as 14 hours).
+  fields[2] = ttlMs > 0 ? uint(Math.min(ttlMs, MAX_UINT)) : NULL;
   fields[4] = uint(deliveryCount);
   const body = Buffer.concat(fields.slice(0, HEADER_FIELDS));
   const list =

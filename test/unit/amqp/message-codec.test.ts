@@ -43,6 +43,11 @@ describe('rewriteHeader', () => {
     expect(out.durable).toBeFalsy();
   });
 
+  it('tells a time left beyond a uint (an absolute expiry 100 days away) as the longest ttl, not wrapped', () => {
+    expect(decoded(rewriteHeader(header({ durable: true }), 100 * 86_400_000, 1))).toMatchObject({ durable: true, ttl: 0xffff_ffff, delivery_count: 1 });
+    expect(decoded(rewriteHeader(header({}), 0xffff_ffff, 0)).ttl).toBe(0xffff_ffff);
+  });
+
   it('switches to list32 when the fields the sender wrote do not fit a list8', () => {
     // A header whose first field is a long (wrongly typed) string: carried verbatim, and the
     // new ttl and delivery-count make the list too long for list8's one-byte size.
