@@ -8,6 +8,9 @@ export interface AutoDeleteLogger {
   warn(o: object, msg: string): void;
 }
 
+/** setTimeout's longest delay, 2^31 - 1 ms (about 24.8 days). */
+export const MAX_TIMER_MS = 0x7fffffff;
+
 export class AutoDeleteTimers {
   private readonly timers = new Map<Queue, NodeJS.Timeout>();
 
@@ -19,7 +22,18 @@ export class AutoDeleteTimers {
   /** `queue` has no consumer now: delete it after its delay (a later call starts the delay again). */
   schedule(queue: Queue): void {
     this.cancel(queue);
+    this.arm(queue, queue.settings.autoDeleteDelayMs);
+  }
+
+  /**
+   * Wait `remainingMs`, then delete. setTimeout takes at most MAX_TIMER_MS and fires
+   * at once for more (a 30-day delay deleted the queue within milliseconds): a longer
+   * delay is waited out in steps.
+   */
+  private arm(queue: Queue, remainingMs: number): void {
+    const stepMs = Math.min(remainingMs, MAX_TIMER_MS);
     const timer = setTimeout(() => {
+      if (remainingMs > stepMs) return this.arm(queue, remainingMs - stepMs);
       this.timers.delete(queue);
       // Deleted meanwhile (or replaced by a queue of the same name), or in use again.
       if (this.broker.queues.get(queue.name) !== queue || queue.consumerCount > 0) return;
@@ -29,7 +43,7 @@ export class AutoDeleteTimers {
       } catch (err) {
         this.log.warn({ queue: queue.name, err: (err as Error).message }, 'auto-delete failed');
       }
-    }, queue.settings.autoDeleteDelayMs);
+    }, stepMs);
     // A pending deletion never keeps the process alive.
     timer.unref();
     this.timers.set(queue, timer);

@@ -69,28 +69,42 @@ export function parseBoolean(key: string, value: unknown): boolean {
   throw invalidArgument(`${key} must be true or false, not ${JSON.stringify(value)}`);
 }
 
+/** Counts are exact integers: a larger one (1e20) is no count the journal can hold. */
 export function parseCount(key: string, value: unknown): number {
-  const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
-  if (typeof n === 'bigint') return parseCount(key, Number(n));
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
-    throw invalidArgument(`${key} must be a whole number >= 0, not ${JSON.stringify(String(value))}`);
+  const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : typeof value === 'bigint' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
+    throw invalidArgument(`${key} must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}, not ${JSON.stringify(String(value))}`);
   }
   return n;
 }
 
-/** Durations: "500ms", "2s", "1m", or a bare number of `bareUnitMs`. */
+/**
+ * The longest duration any setting takes: a ttl is added to the clock, and the
+ * sum must stay an exact integer in a record; no expiry or delay needs more.
+ */
+export const MAX_DURATION_MS = 100 * 365 * 24 * 3_600_000;
+
+/** Durations: "500ms", "2s", "1m", or a bare number of `bareUnitMs`; at most MAX_DURATION_MS. */
 export function parseDuration(key: string, value: unknown, bareUnitMs: number): number {
+  let ms = Number.NaN;
   if (typeof value === 'number' || typeof value === 'bigint') {
     const n = Number(value);
-    if (n >= 0 && Number.isFinite(n)) return Math.round(n * bareUnitMs);
+    if (n >= 0) ms = Math.round(n * bareUnitMs);
   } else if (typeof value === 'string') {
     const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(value);
     if (m) {
       const unit = m[2] === 'ms' ? 1 : m[2] === 's' ? 1000 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : bareUnitMs;
-      return Math.round(Number(m[1]) * unit);
+      ms = Math.round(Number(m[1]) * unit);
     }
   }
-  throw invalidArgument(`${key} must be a duration such as 500ms, 2s or 1m, not ${JSON.stringify(String(value))}`);
+  if (ms >= 0 && ms <= MAX_DURATION_MS) return ms;
+  const why = ms > MAX_DURATION_MS && Number.isFinite(ms) ? 'at most 100 years' : 'a duration such as 500ms, 2s or 1m';
+  throw invalidArgument(`${key} must be ${why}, not ${JSON.stringify(String(value))}`);
+}
+
+/** The setting a queue argument names (its own keys only: 'constructor' or '__proto__' name none). */
+function queueField(key: string): keyof QueueSettings | undefined {
+  return Object.hasOwn(queueKeys, key) ? queueKeys[key] : undefined;
 }
 
 /**
@@ -99,14 +113,14 @@ export function parseDuration(key: string, value: unknown, bareUnitMs: number): 
  */
 export function parseQueueSettings(args: Record<string, unknown>, defaults: QueueSettings = defaultQueueSettings): QueueSettings {
   const out: QueueSettings = { ...defaultQueueSettings };
-  if (!Object.entries(args).some(([k, v]) => v !== undefined && v !== null && queueKeys[k]?.startsWith('dedup'))) {
+  if (!Object.entries(args).some(([k, v]) => v !== undefined && v !== null && queueField(k)?.startsWith('dedup'))) {
     out.dedupWindow = defaults.dedupWindow;
     out.dedupTtlMs = defaults.dedupTtlMs;
     out.dedupKey = defaults.dedupKey;
   }
   for (const [key, value] of Object.entries(args)) {
     if (value === undefined || value === null) continue;
-    const field = queueKeys[key];
+    const field = queueField(key);
     if (!field) {
       throw invalidArgument(`unknown queue argument '${key}'; known: ${Object.keys(queueKeys).join(', ')}`);
     }
