@@ -12,7 +12,9 @@ redelivery. The history goes to LOG, one event a line, wall-clock seconds:
   D t inflight           connection lost, with how many had no outcome
   E next t               finished; SEQs 0..next-1 were sent
 and every 0.25 s a progress line {"t":..,"accepted":n,"open":bool} on stdout.
-Usage: chaos_send.py URLS QUEUE NAME STOP_FILE LOG GRACE MAX_INFLIGHT BODY_BYTES HEARTBEAT"""
+With IDS "ids", each message's message-id is "NAME:SEQ", the same on every attempt,
+as a publisher wanting exactly-once publishing sets it (the queue's dedup window).
+Usage: chaos_send.py URLS QUEUE NAME STOP_FILE LOG GRACE MAX_INFLIGHT BODY_BYTES HEARTBEAT [IDS]"""
 import json, os, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "interop", "py"))
 from proton import Message
@@ -21,6 +23,7 @@ from failover_client import ConnectTimeout, ResendingSender, Ticker, connect_all
 
 urls, queue, name, stop_file, log_path = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 grace_s, max_inflight, body_bytes, heartbeat = float(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), float(sys.argv[9])
+with_ids = len(sys.argv) > 10 and sys.argv[10] == "ids"
 CONNECT_TIMEOUT = 2.0
 
 class ChaosSender(ResendingSender):
@@ -59,7 +62,9 @@ class ChaosSender(ResendingSender):
             a = self.attempts.get(n, 0) + 1
             self.attempts[n] = a
             head = "%s:%d:%d:" % (name, n, a)
-            self.send_tracked(s, n, Message(body=head + "x" * max(0, body_bytes - len(head)), durable=True))
+            body = head + "x" * max(0, body_bytes - len(head))
+            msg = Message(id="%s:%d" % (name, n), body=body, durable=True) if with_ids else Message(body=body, durable=True)
+            self.send_tracked(s, n, msg)
     def message_accepted(self, n, event):
         self.accepted += 1
         self.log.write("A %d %d %.4f\n" % (n, self.attempts.pop(n, 0), time.time()))
