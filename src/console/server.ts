@@ -115,7 +115,7 @@ export class ConsoleServer {
     securityHeaders(res);
     try {
       if ((req.url ?? '').length > MAX_URL_LENGTH) throw new HttpError(414, 'TANDEM_ERR_INVALID_ARGUMENT', 'URL too long');
-      const path = new URL(req.url ?? '/', 'http://console').pathname;
+      const path = requestPath(req.url ?? '/');
       if (!path.startsWith('/api/')) return this.serveFile(req, res, path);
       await this.serveApi(req, res, path);
     } catch (err) {
@@ -377,4 +377,17 @@ function pick(body: Record<string, unknown>, keys: string[]): Attributes {
 function remoteOf(req: IncomingMessage): string {
   const a = req.socket.remoteAddress ?? 'unknown';
   return a.startsWith('::ffff:') ? a.slice(7) : a;
+}
+
+/**
+ * The path of a request's target. One that is no URL (`//[`, a port past 65535) is
+ * the client's error, a 400: not the 500 it was, with an error and its stack in the
+ * log for every such request, from anyone, before any login.
+ */
+function requestPath(target: string): string {
+  try {
+    return new URL(target, 'http://console').pathname;
+  } catch {
+    throw new HttpError(400, 'TANDEM_ERR_INVALID_ARGUMENT', 'the request target is not a URL path');
+  }
 }

@@ -4,6 +4,7 @@
 // management runs: what one side does the other sees at once.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -101,6 +102,22 @@ describe('console API', () => {
       expect(a.body.error.code).toBe('TANDEM_ERR_UNAUTHORIZED');
     }
     expect((await admin.request('GET', '/api/queues/by-bob')).status).toBe(404);
+  });
+
+  it('console - a request target that is no URL is a 400 for anyone, without an error in the log', async () => {
+    // Before: a 500, and an error with its stack in the log for each such request, before any login.
+    for (const target of ['//[', '//x:99999']) {
+      const head = await new Promise<string>((resolve, reject) => {
+        const s = connect(broker.consolePort!, '127.0.0.1', () => s.write(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`));
+        let data = '';
+        s.on('data', (d) => (data += d));
+        s.on('close', () => resolve(data));
+        s.on('error', reject);
+      });
+      expect(head.split('\r\n')[0], target).toBe('HTTP/1.1 400 Bad Request');
+      expect(head).toMatch(/the request target is not a URL path/);
+    }
+    expect(broker.stderr).not.toMatch(/console request failed/);
   });
 
   it('console - bad input gets a clear JSON error and the broker carries on', async () => {
