@@ -63,19 +63,25 @@ function applicationProperty(bytes: Buffer, at: number, name: string): DedupLook
   const count = compound(bytes, at, 'application-properties', MAP);
   if (count % 2 !== 0) return { status: 'invalid', reason: 'application-properties has an odd number of elements' };
   let offset = compoundFirst;
+  const end = compoundEnd;
   // Bounded by the map's count, each step consuming at least one byte (or throwing).
   for (let i = 0; i < count; i += 2) {
+    // A count beyond what the map's size holds would read the next section's bytes as entries.
+    if (offset >= end) return SHORT_MAP;
     const keySize = encodedValueSize(bytes, offset);
     const k = stringAt(bytes, offset);
     offset += keySize;
-    if (k === name) return keyOf(bytes, offset, `application property '${name}'`);
+    if (offset >= end) return SHORT_MAP;
+    if (k === name) return offset + encodedValueSize(bytes, offset) > end ? SHORT_MAP : keyOf(bytes, offset, `application property '${name}'`);
     offset += encodedValueSize(bytes, offset);
   }
   return MISSING;
 }
 
-/** Where the first element of the compound compound() last read starts (one place, not an object per call: this runs per message). */
+/** Where the first element of the compound compound() last read starts, and where it ends (one place, not an object per call: this runs per message). */
 let compoundFirst = 0;
+let compoundEnd = 0;
+const SHORT_MAP: DedupLookup = { status: 'invalid', reason: 'application-properties holds fewer entries than its count says' };
 
 /** The encodings of a list (list0, list8, list32) and of a map (map8, map32), by what a section must be. */
 const LIST = { name: 'list', empty: 0x45, small: 0xc0, large: 0xd0 };
@@ -88,7 +94,7 @@ const MAP = { name: 'map', empty: -1, small: 0xc1, large: 0xd1 };
  */
 function compound(bytes: Buffer, at: number, what: string, kind: typeof LIST): number {
   const code = bytes[at];
-  encodedValueSize(bytes, at); // checks that it fits
+  compoundEnd = at + encodedValueSize(bytes, at); // and checks that it fits
   if (code === kind.empty) {
     compoundFirst = at + 1;
     return 0;

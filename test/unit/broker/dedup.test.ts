@@ -320,6 +320,20 @@ describe('dedup keys - message-id types and application properties', () => {
     expect(read({ application_properties: { k: { a: 1 } } }, 'k').status).toBe('invalid');
   });
 
+  it('does not read entries past an application-properties map whose count says more than it holds', () => {
+    // A map8 of size 1 saying 2 entries, and after it bytes that read as k: "dup". The broker does
+    // not decode application properties at publish, so the reader must keep to the map itself.
+    const entry = Buffer.concat([Buffer.from([0xa1, 0x01]), Buffer.from('k'), Buffer.from([0xa1, 0x03]), Buffer.from('dup')]);
+    const short = Buffer.concat([Buffer.from([0x00, 0x53, 0x74, 0xc1, 0x01, 0x02]), entry]);
+    expect(readDedupKey(short, 'k')).toEqual({ status: 'invalid', reason: 'application-properties holds fewer entries than its count says' });
+    // Its key inside, its value outside.
+    const half = Buffer.concat([Buffer.from([0x00, 0x53, 0x74, 0xc1, 0x04, 0x02]), entry]);
+    expect(readDedupKey(half, 'k').status).toBe('invalid');
+    // The same entry inside the map is read.
+    const whole = Buffer.concat([Buffer.from([0x00, 0x53, 0x74, 0xc1, 1 + entry.length, 0x02]), entry]);
+    expect(readDedupKey(whole, 'k').status).toBe('key');
+  });
+
   it('reads the first properties section, as the broker reads the head; the offset the head reader found gives the same key', () => {
     // Hand-made sections: a properties section holding one string message-id, and a data body.
     const props = (id: string) => Buffer.concat([Buffer.from([0x00, 0x53, 0x73, 0xc0, id.length + 3, 1, 0xa1, id.length]), Buffer.from(id)]);
