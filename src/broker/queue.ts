@@ -175,6 +175,15 @@ export class Queue {
     return false;
   }
 
+  /** How many of its messages have ids in [lo, hi]: a walk of those rows alone, whatever the span. */
+  countIdsBetween(lo: number, hi: number): number {
+    let n = 0;
+    for (const t of [...this.levels, this.acquiredRows]) {
+      for (let pos = t.lowerBound(lo); pos >= 0 && t.id(pos) <= hi; pos = t.next(pos)) n++;
+    }
+    return n;
+  }
+
   /** The entry for a message id (a paged row becomes an object, kept from then on). */
   entry(id: number): QueueEntry | undefined {
     const a = this.acquiredRows.find(id);

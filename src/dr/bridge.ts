@@ -8,6 +8,7 @@
 import { drRoleChange, type Broker } from '../broker/broker.js';
 import type { Change, DrMode, QueueSettings } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
+import type { Queue } from '../broker/queue.js';
 import { parseBrokersUrl, type BrokerEndpoint } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
 import type { LinkTls } from '../admin/link-tls.js';
@@ -446,7 +447,7 @@ export class DrBridge {
       const held = m.held?.[q];
       const local = broker.queues.get(q);
       if (s.mode === 'enqueue-and-dequeue' && held && local) {
-        if (lacksAny(held, (id) => local.has(id))) {
+        if (lacksAny(held, local)) {
           lacking.push(q);
           continue;
         }
@@ -604,9 +605,17 @@ function keptCopy(op: TxOp): TxOp {
 }
 
 /** Whether some id of the ranges is not held. */
-function lacksAny(ranges: readonly number[], has: (id: number) => boolean): boolean {
+/**
+ * Whether some id of the ranges (sorted, not overlapping: decodeDrMessage checks) is
+ * not in `queue`: it holds fewer of them than the ranges name. Counted range by range,
+ * so the work is the queue's rows inside them, not the ranges' span: one range can
+ * name millions of ids (a source's long queue), and id by id that held the event loop.
+ */
+function lacksAny(ranges: readonly number[], queue: Queue): boolean {
   for (let i = 0; i < ranges.length; i += 2) {
-    for (let id = ranges[i]!; id <= ranges[i + 1]!; id++) if (!has(id)) return true;
+    const lo = ranges[i]!;
+    const hi = ranges[i + 1]!;
+    if (queue.countIdsBetween(lo, hi) < hi - lo + 1) return true;
   }
   return false;
 }

@@ -123,7 +123,7 @@ export function decodeDrMessage(message: { application_properties?: Record<strin
   if (typeof p.queues === 'string') out.queues = JSON.parse(p.queues) as string[];
   if (typeof p.reason === 'string') out.reason = p.reason;
   if (p.floor !== undefined) out.floor = Number(p.floor);
-  if (typeof p.held === 'string') out.held = JSON.parse(p.held) as Record<string, number[]>;
+  if (typeof p.held === 'string') out.held = heldRanges(JSON.parse(p.held));
   const bytes = bodyBytes(message);
   if (bytes && bytes.length > 0) out.entries = decodeRecordBatch(bytes, 'DR stream');
   return out;
@@ -140,6 +140,19 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
     }
   }
   return list;
+}
+
+/** A restart message's held ids: per queue, ranges as fillOk takes them (a secondary counts the ids in each). */
+function heldRanges(raw: unknown): Record<string, number[]> {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error('DR stream: held must be a JSON object of id ranges per queue');
+  const out: Record<string, number[]> = Object.create(null) as Record<string, number[]>;
+  for (const [queue, ranges] of Object.entries(raw)) {
+    if (!fillOk(ranges) || (ranges as number[]).some((v, i, all) => i % 2 === 1 && i + 1 < all.length && all[i + 1]! <= v)) {
+      throw new Error(`DR stream: held ids of ${JSON.stringify(queue)} are not sorted, separate ranges of at most ${MAX_FILL_RANGES}`);
+    }
+    out[queue] = ranges as number[];
+  }
+  return out;
 }
 
 /** Sorted, non-overlapping inclusive id ranges, bounded in number. */

@@ -242,6 +242,28 @@ describe('Queue delivery', () => {
     expect(b.bodies).toEqual(['low', 'high', 'mid']);
   });
 
+  it('countIdsBetween counts the ids a span holds, over every priority level and the acquired rows, as has() id by id would', () => {
+    const { broker, clock } = newBroker();
+    const q = broker.declareQueue('p', qs({ priorities: 10 })).queue;
+    const ids: number[] = [];
+    for (let i = 0; i < 3000; i++) ids.push(broker.publish('p', msg(`m${i}`, { priority: i % 7 })).id);
+    // Some taken out, some acquired by a consumer that has not settled them.
+    for (const id of ids.filter((_, i) => i % 5 === 0)) q.remove(q.entry(id)!, 'accepted');
+    q.addConsumer(new FakeConsumer('c', 200));
+    q.dispatch(clock.now());
+    expect(q.acquired).toBe(200);
+    const bruteForce = (lo: number, hi: number) => {
+      let n = 0;
+      for (let id = lo; id <= hi; id++) if (q.has(id)) n++;
+      return n;
+    };
+    const first = ids[0]!;
+    const last = ids[ids.length - 1]!;
+    for (const [lo, hi] of [[first, last], [first - 10, first + 10], [first + 100, first + 2500], [last, last + 1e12], [last + 1, last + 5], [0, 0]] as const) {
+      expect(q.countIdsBetween(lo, hi), `${lo}..${hi}`).toBe(bruteForce(lo, Math.min(hi, last + 10)));
+    }
+  });
+
   it('priorities: higher first, FIFO within a level', () => {
     const { broker, clock } = newBroker();
     const q = broker.declareQueue('p', qs({ priorities: 10 })).queue;

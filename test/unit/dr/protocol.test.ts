@@ -32,4 +32,18 @@ describe('DR stream protocol', () => {
     expect(begin).toEqual({ kind: 'snapshot-begin', lsn: 0, time: 5, head: 7, now: 8, queues: ['a', 'b'], reason: 'a: new' });
     expect(roundTrip({ kind: 'heartbeat', lsn: 3, time: 4, head: 3, now: 4 })).toEqual({ kind: 'heartbeat', lsn: 3, time: 4, head: 3, now: 4 });
   });
+
+  it('DR protocol - a restart message carries the ids held per queue as ranges, and refuses ranges that are not sorted, separate and bounded', () => {
+    const base = { kind: 'restart' as const, lsn: 5, time: 6, head: 7, now: 8, queues: ['q'], floor: 100 };
+    // One range may name millions of ids: the secondary counts its own rows inside it, not id by id.
+    expect(roundTrip({ ...base, held: { q: [1, 5, 9, 5_000_000] } }).held).toEqual({ q: [1, 5, 9, 5_000_000] });
+    const bad: unknown[] = [[5, 1], [1, 5, 5, 9], [1, 5, 3, 9], [1, 2, 3], [1.5, 2], ['1', '2'], Array.from({ length: 200_002 }, (_, i) => 2 * i), { length: 1e15 }];
+    for (const ranges of bad) {
+      const wire = rhea.message.decode(encodeDrMessage({ ...base, held: { q: ranges as number[] } })) as never;
+      expect(() => decodeDrMessage(wire), JSON.stringify(ranges).slice(0, 40)).toThrow(/held ids of "q" are not sorted, separate ranges/);
+    }
+    const notAnObject = rhea.message.decode(encodeDrMessage(base)) as { application_properties: Record<string, unknown> };
+    notAnObject.application_properties.held = '[1,2]';
+    expect(() => decodeDrMessage(notAnObject as never)).toThrow(/held must be a JSON object/);
+  });
 });
