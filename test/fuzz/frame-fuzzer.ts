@@ -167,12 +167,25 @@ export class FrameFuzzer {
   }
 
   private payload(): Buffer {
-    switch (this.int(6)) {
+    switch (this.int(7)) {
       case 0: return this.bytes(this.int(200));
       case 1: return Buffer.concat([v.described(CODE.properties, this.value()), v.described(CODE.amqpValue, this.value())]);
       case 2: return v.described(this.pick([CODE.header, CODE.applicationProperties, CODE.data, CODE.footer]), this.value());
+      case 3: return this.deeplyDescribed();
       default: return message(`fuzz-${this.int(1e6)}`, { durable: this.chance(0.2) });
     }
+  }
+
+  /**
+   * An amqp-value section whose value is described within described, thousands deep,
+   * whole or cut short: what random bytes never make, and what ran a recursive sizing
+   * of the broker's out of stack. Sized to fit a frame.
+   */
+  private deeplyDescribed(): Buffer {
+    const room = this.maxFrame - 512;
+    const whole = this.chance(0.5);
+    const depth = whole ? Math.floor((room - 1) / 2) : room;
+    return Buffer.concat([Buffer.from([0x00, 0x53, CODE.amqpValue]), Buffer.alloc(depth, 0x00), whole ? Buffer.alloc(depth + 1, 0x40) : Buffer.from([0x40])]);
   }
 
   // ---- mutations --------------------------------------------------------------------
