@@ -19,7 +19,7 @@ import type { SettlementGate } from '../broker/settlement.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
 import { errorCondition, type AmqpError } from './conditions.js';
-import { Coordinator } from './coordinator.js';
+import { Coordinator, type TransactionLimits } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { parseIncoming } from './message-codec.js';
@@ -31,6 +31,7 @@ export interface ConnectionPolicy {
   autoCreate: boolean;
   creditWindow: number;
   maxMessageSize: number;
+  transactionLimits: TransactionLimits;
 }
 
 /** A source or target as the client sent it (the engine's decoded fields, by the names the broker uses). */
@@ -252,7 +253,7 @@ export class ClientConnection {
     const targetComposite = receiver.target;
     try {
       if (targetComposite?.def.name === 'coordinator') {
-        this.coordinator ??= new Coordinator(this.broker, this.gate, this.log);
+        this.coordinator ??= new Coordinator(this.broker, this.gate, this.log, this.policy.transactionLimits);
         this.coordinator.attach(receiver, targetComposite.fields.capabilities);
         return;
       }
@@ -317,6 +318,7 @@ export class ClientConnection {
           }
           this.coordinator.send(delivery, txnId, a, msg);
         },
+        onTransactionalRefused: (txnId, why) => this.coordinator?.refused(txnId, why),
         refusing: () => this.host.readOnly?.(),
       },
       this.log,

@@ -2,24 +2,51 @@
 // transactions). A transaction collects sends and acceptances; discharge with
 // commit makes them one `transaction` change (one journal record, one unit for
 // HA and DR); rollback, or the connection dropping, leaves no trace.
+//
+// The messages sent under a transaction are held in memory until it is
+// discharged, so what one transaction, and one connection's transactions together,
+// may hold is bounded, and nothing more is taken while the memory alarm is on. A
+// send refused for any reason makes its transaction fail, as a commit that cannot
+// take every send already does: committing the rest would not be all of it, so its
+// discharge rolls it back and says why (amqp:transaction:rollback).
 import { randomBytes } from 'node:crypto';
 import type { Delivery } from './engine/delivery.js';
 import type { Link } from './engine/link.js';
 import type { Broker, IncomingMessage } from '../broker/broker.js';
-import { TandemError } from '../broker/errors.js';
+import { ErrorCatalogue, TandemError } from '../broker/errors.js';
 import type { Queue, QueueEntry } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
-import { errorCondition } from './conditions.js';
+import { errorCondition, type AmqpError } from './conditions.js';
 import { coordinatorTarget, declaredState, readControlBody, transactionalAccepted } from './transaction-types.js';
 
 /** Control messages a coordinator link may have outstanding: refilled one per message taken. */
 const CONTROL_CREDIT = 100;
 
+/** What one transaction may hold until it is discharged (max-transaction-size, max-transaction-messages). */
+export interface TransactionLimits {
+  maxBytes: number;
+  maxMessages: number;
+}
+
+/** Far above any batch we know of, far below what would exhaust the heap. */
+export const DEFAULT_TRANSACTION_LIMITS: TransactionLimits = { maxBytes: 256 * 1024 * 1024, maxMessages: 100_000 };
+
+/**
+ * A connection may have several transactions open at once (qpid-jms has one per
+ * transacted session); together they may hold this many transactions' limits.
+ * Without a bound, its 1,000 open transactions could hold 1,000 times the limit.
+ */
+export const CONNECTION_TRANSACTION_SHARE = 4;
+
 interface Transaction {
   id: Buffer;
   sends: Array<{ address: string; msg: IncomingMessage }>;
   accepts: Array<{ queue: Queue; entry: QueueEntry }>;
+  /** Bytes of the messages in `sends`. */
+  bytes: number;
+  /** Set once a send under it was refused: why. Its discharge then rolls back. */
+  failed: string | undefined;
 }
 
 /** A transaction's id as sent by the client; our ids are 8 random bytes. */
@@ -28,6 +55,9 @@ const keyOf = (id: Buffer): string => id.toString('hex');
 export class Coordinator {
   private readonly txns = new Map<string, Transaction>();
   private readonly links = new Set<Link>();
+  /** What the open transactions' sends hold, all together. */
+  private heldMessages = 0;
+  private heldBytes = 0;
   /** Bounded so a client cannot grow broker memory without limit. */
   static readonly maxOpenTransactions = 1000;
 
@@ -35,6 +65,7 @@ export class Coordinator {
     private readonly broker: Broker,
     private readonly gate: SettlementGate,
     private readonly log: Logger,
+    private readonly limits: TransactionLimits = DEFAULT_TRANSACTION_LIMITS,
   ) {}
 
   isCoordinatorLink(link: Link): boolean {
@@ -65,15 +96,31 @@ export class Coordinator {
     }
   }
 
-  /** A message sent under a transaction: held until commit. */
+  /** A message sent under a transaction: held until commit, or refused (and the transaction fails). */
   send(delivery: Delivery, txnId: Buffer, address: string, msg: IncomingMessage): void {
     const txn = this.txns.get(keyOf(txnId));
     if (!txn) {
       delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'unknown transaction id; declare a transaction first' });
       return;
     }
+    const size = msg.bytes.length;
+    const refusal = this.refusalOf(txn, size);
+    if (refusal) {
+      this.fail(txn, refusal.why);
+      delivery.reject(refusal.error);
+      return;
+    }
     txn.sends.push({ address, msg });
+    txn.bytes += size;
+    this.heldMessages++;
+    this.heldBytes += size;
     delivery.update(transactionalAccepted(txnId));
+  }
+
+  /** A send under `txnId` was refused before it reached us (its address, its size...): the transaction fails. */
+  refused(txnId: Buffer, why: string): void {
+    const txn = this.txns.get(keyOf(txnId));
+    if (txn) this.fail(txn, why);
   }
 
   /** A delivery accepted under a transaction: it stays acquired until commit. */
@@ -89,6 +136,52 @@ export class Coordinator {
   rollbackAll(): void {
     for (const txn of this.txns.values()) this.rollback(txn);
     this.txns.clear();
+    this.heldMessages = 0;
+    this.heldBytes = 0;
+  }
+
+  /** Why a send of `size` bytes under `txn` is refused, if it is: what the client is told, and why the transaction fails. */
+  private refusalOf(txn: Transaction, size: number): { error: AmqpError; why: string } | undefined {
+    if (txn.failed !== undefined) return { error: { condition: 'amqp:transaction:rollback', description: `the transaction can only roll back: ${txn.failed}` }, why: txn.failed };
+    // Refused as Broker.publish refuses a message then (a commit would be refused anyway).
+    const alarm = this.broker.memoryAlarm;
+    if (alarm) return { error: { condition: ErrorCatalogue.TANDEM_ERR_MEMORY_FULL.condition, description: alarm }, why: alarm };
+    const limit = this.limitPassed(txn, size);
+    if (limit) return { error: { condition: 'amqp:resource-limit-exceeded', description: `${limit}; the transaction will roll back` }, why: limit };
+    return undefined;
+  }
+
+  /** The limit that holding `size` more bytes under `txn` would pass, in words, if any. */
+  private limitPassed(txn: Transaction, size: number): string | undefined {
+    const { maxBytes, maxMessages } = this.limits;
+    const share = CONNECTION_TRANSACTION_SHARE;
+    if (txn.sends.length >= maxMessages) {
+      return `a transaction may hold at most ${maxMessages} messages until it is committed (max-transaction-messages): send fewer in each`;
+    }
+    if (txn.bytes + size > maxBytes) {
+      return `a message of ${size} bytes would take the transaction past ${maxBytes} bytes held until it is committed (max-transaction-size): send less in each`;
+    }
+    if (this.heldMessages >= share * maxMessages) {
+      return `this connection's open transactions hold ${this.heldMessages} messages, the most they may together (${share} x max-transaction-messages): discharge them sooner`;
+    }
+    if (this.heldBytes + size > share * maxBytes) {
+      return `a message of ${size} bytes would take this connection's open transactions past ${share * maxBytes} bytes held together (${share} x max-transaction-size): discharge them sooner`;
+    }
+    return undefined;
+  }
+
+  /** A send under `txn` was refused: it can only roll back, so what it holds goes now. */
+  private fail(txn: Transaction, why: string): void {
+    txn.failed ??= why;
+    this.unhold(txn);
+    txn.sends = [];
+    txn.bytes = 0;
+  }
+
+  /** `txn`'s sends no longer count against the connection's share (committed, dropped, or to be). */
+  private unhold(txn: Transaction): void {
+    this.heldMessages -= txn.sends.length;
+    this.heldBytes -= txn.bytes;
   }
 
   private declare(delivery: Delivery): void {
@@ -97,7 +190,7 @@ export class Coordinator {
       return;
     }
     const id = randomBytes(8);
-    this.txns.set(keyOf(id), { id, sends: [], accepts: [] });
+    this.txns.set(keyOf(id), { id, sends: [], accepts: [], bytes: 0, failed: undefined });
     delivery.update(declaredState(id));
   }
 
@@ -108,9 +201,15 @@ export class Coordinator {
       return;
     }
     this.txns.delete(keyOf(txnId));
+    this.unhold(txn);
     if (failed) {
       this.rollback(txn);
       delivery.accept();
+      return;
+    }
+    if (txn.failed !== undefined) {
+      this.rollback(txn);
+      delivery.reject({ condition: 'amqp:transaction:rollback', description: `transaction rolled back: ${txn.failed}` });
       return;
     }
     let result;

@@ -30,6 +30,8 @@ export interface IncomingOptions {
   ensureAddress(address: string): void;
   /** A transactional send: hand it to the transaction instead. */
   onTransactional?(delivery: Delivery, msg: ParsedMessage, address: string, txnId: Buffer): void;
+  /** A transactional send refused here (its address, its size...): its transaction fails. */
+  onTransactionalRefused?(txnId: Buffer, why: string): void;
   /**
    * Set while this broker takes no messages (a clean shutdown has begun): why. What
    * arrives then is released, not enqueued, and no more credit is given, so the sender
@@ -89,6 +91,7 @@ export class IncomingLink {
     this.outstanding++;
     const received = settledChannel.hasSubscribers ? performance.now() : 0;
     const presettled = delivery.remoteSettled;
+    const txn = this.options.onTransactional ? readTransactionalState(delivery.remoteState) : undefined;
     let msg: ParsedMessage;
     try {
       if (bytes.length > this.options.maxMessageSize) {
@@ -99,7 +102,6 @@ export class IncomingLink {
       if (address === undefined) {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'message has no "to" address and the link has no target address; set one of them');
       }
-      const txn = readTransactionalState(delivery.remoteState);
       if (txn && this.options.onTransactional) {
         if (this.options.address === undefined) this.options.ensureAddress(address);
         this.options.onTransactional(delivery, msg, address, txn.txnId);
@@ -126,6 +128,8 @@ export class IncomingLink {
       });
     } catch (err) {
       if (!presettled) this.refuse(delivery, err);
+      // Its transaction cannot commit without it: it fails (see coordinator.ts).
+      if (txn) this.options.onTransactionalRefused?.(txn.txnId, errorCondition(err).description);
       this.settled();
     }
   }

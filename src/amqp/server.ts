@@ -15,6 +15,7 @@ import type { Acl } from '../admin/acl.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle } from '../ops/log-throttle.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
+import { DEFAULT_TRANSACTION_LIMITS, type TransactionLimits } from './coordinator.js';
 import { Connection } from './engine/connection.js';
 import type { Delivery } from './engine/delivery.js';
 import type { EngineHandler, LogHook } from './engine/handler.js';
@@ -56,6 +57,8 @@ export interface ServerOptions {
   users: UserDirectory;
   maxFrameSize: number;
   maxMessageSize: number;
+  /** What one transaction may hold (default: DEFAULT_TRANSACTION_LIMITS). */
+  transactionLimits?: TransactionLimits;
   idleTimeoutMs: number;
   /** A client that has not sent its open this long after connecting is closed (handshake-timeout; 0 or unset: never). */
   handshakeTimeoutMs?: number;
@@ -358,7 +361,12 @@ export class AmqpServer {
     const user = engine.identity;
     const role = user && user !== 'anonymous' ? this.options.users.role(user) : undefined;
     const id = `c${++this.nextId}`;
-    const policy: ConnectionPolicy = { autoCreate: this.options.autoCreate, creditWindow: SENDER_CREDIT, maxMessageSize: this.options.maxMessageSize };
+    const policy: ConnectionPolicy = {
+      autoCreate: this.options.autoCreate,
+      creditWindow: SENDER_CREDIT,
+      maxMessageSize: this.options.maxMessageSize,
+      transactionLimits: this.options.transactionLimits ?? DEFAULT_TRANSACTION_LIMITS,
+    };
     const host: ConnectionHost = {
       schedule: (q) => this.schedule(q),
       dispatchNow: (q) => this.dispatchNow(q),

@@ -18,6 +18,7 @@ import { readSecretFile, secretFileProblems } from './secret-files.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
 import { crlWarnings, readCrlFile } from '../admin/crl.js';
 import { EXTERNAL_USER_MAPPINGS, type ExternalUserMapping } from '../amqp/sasl-external.js';
+import { CONNECTION_TRANSACTION_SHARE, DEFAULT_TRANSACTION_LIMITS, type TransactionLimits } from '../amqp/coordinator.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
 const DR_SECTION = '[dr]';
@@ -64,6 +65,8 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'acl-file', kind: 'path', description: 'permissions (configure, write, read on name patterns) per user or group; unset: every user may use every name that is not reserved' },
   { key: 'max-frame-size', kind: 'size', description: 'largest AMQP frame accepted, bytes', min: 512, max: 16 * 1024 * 1024, why: 'AMQP allows no less; a larger frame only costs memory per connection, as bigger messages span frames' },
   { key: 'max-message-size', kind: 'size', description: 'largest message accepted, bytes', min: 1024, max: 1024 ** 3, why: 'a message is held whole in memory while it arrives' },
+  { key: 'max-transaction-size', kind: 'size', description: `bytes of messages one transaction may hold until it is committed (a connection's open transactions together: ${CONNECTION_TRANSACTION_SHARE} times as much)`, min: 1024, max: 1024 ** 3, why: 'its messages wait in memory until it commits, then go to the journal as one record' },
+  { key: 'max-transaction-messages', kind: 'count', description: `messages one transaction may hold until it is committed (a connection's open transactions together: ${CONNECTION_TRANSACTION_SHARE} times as many)`, min: 1, max: 10_000_000, why: '0 would refuse every transactional send; each message held costs heap besides its bytes' },
   { key: 'max-memory', kind: 'size', description: 'message bodies kept in memory; durable ones beyond it wait in the journal', min: 1024 * 1024, why: 'message bodies kept in memory' },
   { key: 'memory-limit', kind: 'size', description: "live memory (heap, buffers, queue index) past which new messages are refused; default 40% of the machine's or cgroup's memory", min: 64 * 1024 * 1024, why: 'the broker itself needs tens of MiB' },
   { key: 'checkpoint-bytes', kind: 'size', description: 'write a journal checkpoint after this much journal data (restarts replay only what follows it); 0 = never' },
@@ -125,6 +128,8 @@ export interface Settings {
   aclFile: string | undefined;
   maxFrameSize: number;
   maxMessageSize: number;
+  /** What one transaction may hold until it is committed (see src/amqp/coordinator.ts). */
+  transactionLimits: TransactionLimits;
   idleTimeoutMs: number;
   /** A socket whose client has not sent open this long after it connected is closed (0: never). */
   handshakeTimeoutMs: number;
@@ -476,6 +481,10 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     aclFile: values['acl-file'] as string | undefined,
     maxFrameSize: (values['max-frame-size'] as number | undefined) ?? 65536,
     maxMessageSize: (values['max-message-size'] as number | undefined) ?? 100 * 1024 * 1024,
+    transactionLimits: {
+      maxBytes: (values['max-transaction-size'] as number | undefined) ?? DEFAULT_TRANSACTION_LIMITS.maxBytes,
+      maxMessages: (values['max-transaction-messages'] as number | undefined) ?? DEFAULT_TRANSACTION_LIMITS.maxMessages,
+    },
     idleTimeoutMs: (values['idle-timeout'] as number | undefined) ?? 0,
     handshakeTimeoutMs: (values['handshake-timeout'] as number | undefined) ?? 10_000,
     maxConnections: (values['max-connections'] as number | undefined) ?? 10000,

@@ -220,6 +220,7 @@ export class Daemon {
         users,
         maxFrameSize: s.maxFrameSize,
         maxMessageSize: s.maxMessageSize,
+        transactionLimits: s.transactionLimits,
         idleTimeoutMs: s.idleTimeoutMs,
         handshakeTimeoutMs: s.handshakeTimeoutMs,
         maxConnections: s.maxConnections,
