@@ -3,7 +3,7 @@
 // The peer may not send more transfer frames than our incoming window allows
 // (amqp:session:window-violation), nor use a handle that is not attached
 // (amqp:session:unattached-handle). A disposition only ever visits deliveries
-// that are outstanding, however wide the range it names. Our own transfers
+// that are outstanding in the range it names, however wide. Our own transfers
 // wait for the peer's incoming window, which every link of the session shares.
 import type { Composite } from './composite.js';
 import type { Connection } from './connection.js';
@@ -13,7 +13,7 @@ import { type CompositeDef, composite } from './definitions.js';
 import { FrameType } from './frames.js';
 import { type AttachOptions, Link, type LinkRole } from './link.js';
 import { type ErrorInfo, errorInfoOf } from './performative.js';
-import { inSerialRange, serialAdd, serialDiff } from './serial.js';
+import { serialAdd, serialDiff } from './serial.js';
 import type { AmqpValue } from './types.js';
 import { UnsettledDeliveries } from './unsettled.js';
 
@@ -254,33 +254,24 @@ export class Session {
   }
 
   /**
-   * A disposition names a range of delivery-ids; only the unsettled deliveries
-   * in it are visited: the range (if narrower) or the unsettled map (if that is
-   * smaller), never more than what is outstanding.
+   * A disposition names a range of delivery-ids, as wide as the peer likes. Only
+   * the unsettled deliveries in it are visited (UnsettledDeliveries.inRange): one
+   * naming none (ids never sent, or settled long ago) costs nothing, and any other
+   * a step per outstanding delivery it names, not per id or per other delivery.
    */
   private onDisposition(disposition: Composite): void {
     const f = disposition.fields;
     const first = f.first as number;
     const last = (f.last as number | undefined) ?? first;
     // role true: the peer is the receiver, so it speaks of deliveries we sent.
-    const map = f.role === true ? this.outgoingUnsettled : this.incomingUnsettled;
-    const span = (last - first + 0x1_0000_0000) % 0x1_0000_0000;
-    const hit: Delivery[] = [];
-    if (span < map.size) {
-      for (let i = 0; i <= span; i++) {
-        const d = map.get(serialAdd(first, i));
-        if (d) hit.push(d);
-      }
-    } else {
-      for (const d of map.values()) if (inSerialRange(d.id, first, last)) hit.push(d);
-    }
+    const book = f.role === true ? this.outgoingUnsettled : this.incomingUnsettled;
     const settled = f.settled === true;
     const state = f.state as Composite | undefined;
-    for (const d of hit) {
+    for (const d of book.inRange(first, last)) {
       if (state) d.remoteState = state;
       if (settled) {
         d.remoteSettled = true;
-        map.delete(d.id);
+        book.delete(d.id);
       }
       this.connection.notifyDisposition(d);
     }

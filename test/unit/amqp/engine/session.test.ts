@@ -1,6 +1,6 @@
 // The session state machine: windows, delivery-ids, handles, and dispositions
 // bounded by what is outstanding, driven by scripted frames.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Link } from '../../../../src/amqp/engine/link.js';
 import { AMQP_HEADER, CODE, composite, frame, message, perf, v } from '../../../helpers/amqp-frames.js';
 import { ScriptedPeer, type Written } from './scripted-peer.js';
@@ -136,6 +136,39 @@ describe('engine session - dispositions and shared window', () => {
     p.feed(perf.disposition({ role: 'receiver', first: 0xfffffff0, last: 0, settled: true }));
     expect(link.session.outgoingUnsettled.size).toBe(1);
     expect(link.session.outgoingUnsettled.ids()).toEqual([1]);
+  });
+
+  it('engine session - dispositions naming ids never sent change nothing and look up nothing, beside 5,000 unsettled deliveries', () => {
+    const { p, link } = sending(5000, 5000);
+    const book = link.session.outgoingUnsettled;
+    const get = vi.spyOn(book, 'get');
+    const values = vi.spyOn(book, 'values');
+    // Past the newest id (as the audit's frames were), and half the id space away.
+    for (let k = 0; k < 200; k++) p.feed(perf.disposition({ role: 'receiver', first: 5010, last: 10_008, settled: true }));
+    for (let k = 0; k < 200; k++) p.feed(perf.disposition({ role: 'receiver', first: 0x8000_0000, last: 0xffff_fff0, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition')).toHaveLength(0);
+    expect(book.size).toBe(5000);
+    expect(get).not.toHaveBeenCalled();
+    expect(values).not.toHaveBeenCalled();
+  });
+
+  it('engine session - dispositions over settled ids amid unsettled ones cost what they settle; a range of everything settles exactly the unsettled, oldest first', () => {
+    const { p, link } = sending(5000, 5000);
+    const book = link.session.outgoingUnsettled;
+    // Delivery 0 stays unsettled; 1..2499 are settled: a hole inside the unsettled ids.
+    p.feed(perf.disposition({ role: 'receiver', first: 1, last: 2499, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition')).toHaveLength(2499);
+    const get = vi.spyOn(book, 'get');
+    const values = vi.spyOn(book, 'values');
+    for (let k = 0; k < 200; k++) p.feed(perf.disposition({ role: 'receiver', first: 1, last: 2499, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition')).toHaveLength(2499);
+    // Each settled id is stepped over once (a lookup), then the range is a step or two a frame.
+    expect(get.mock.calls.length).toBeLessThanOrEqual(2499 + 2 * 200);
+    expect(values).not.toHaveBeenCalled();
+    p.feed(perf.disposition({ role: 'receiver', first: 0, last: 0xffffffff, settled: true }));
+    const last = p.events.filter((e) => e.event === 'disposition').slice(2499);
+    expect(last.map((e) => e.delivery!.id)).toEqual([0, ...Array.from({ length: 2500 }, (_, i) => 2500 + i)]);
+    expect(book.size).toBe(0);
   });
 
   it('engine session - issue-20 case 4: two links with more credit than the session window send no more than the window, then resume on flow', () => {
