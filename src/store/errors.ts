@@ -22,7 +22,10 @@ export function isStoreError(value: unknown): value is StoreError {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[kStoreError] === true;
 }
 
-/** A record that fails its CRC (or does not decode) with valid records after it. */
+/**
+ * A record that fails its CRC (or does not decode) and is not a crash-torn tail:
+ * valid records follow it, or may (`reason` says which).
+ */
 export class JournalCorruptError extends StoreError {
   readonly code = StoreErrorCode.journalCorrupt;
   override readonly name = 'JournalCorruptError';
@@ -33,7 +36,7 @@ export class JournalCorruptError extends StoreError {
     options?: ErrorOptions,
   ) {
     super(
-      `journal record at byte offset ${offset} of ${file} is corrupt (${reason}) and valid records follow it. ` +
+      `journal record at byte offset ${offset} of ${file} is corrupt (${reason}). ` +
         `This is damage, not a crash-torn write, so the broker will not start on its own. ` +
         `Restore the data directory from a backup or an HA peer, or run \`tandemd --repair\` to remove ` +
         `the unreadable records and keep every valid one (each changed segment is kept as it was as *.corrupt; what was removed is logged).`,

@@ -170,6 +170,10 @@ const BY_CODE = new Map(RECORD_KINDS.map((k) => [k.code, k]));
 const NESTED_KINDS = new Set(['enqueue', 'dequeue']);
 
 export const RECORD_HEADER_BYTES = 10; // code + lsn + flags
+/** The only flag bit defined (bit 0: durable); a record with any other set is not one this codec wrote. */
+const DEFINED_FLAGS = 0b1;
+/** Highest upper word of a u64 field: values are JS numbers, so at most 2^53 - 1. */
+const MAX_U64_HIGH_WORD = 0x1f_ffff;
 /** The LSN of the encoded record at `at` in `buf` (the u64 after its code byte). */
 export function recordLsn(buf: Buffer, at = 0): number {
   return buf.readUInt32LE(at + 1) + buf.readUInt32LE(at + 5) * 0x1_0000_0000;
@@ -424,7 +428,7 @@ class ByteReader {
     const lo = this.buf.readUInt32LE(this.pos);
     const hi = this.buf.readUInt32LE(this.pos + 4);
     this.pos += 8;
-    if (hi > 0x1f_ffff) throw new InvalidRecord(`u64 value above 2^53 at byte ${this.pos - 8}`);
+    if (hi > MAX_U64_HIGH_WORD) throw new InvalidRecord(`u64 value above 2^53 at byte ${this.pos - 8}`);
     return hi * 0x1_0000_0000 + lo;
   }
   raw(): Buffer {
@@ -472,9 +476,12 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
         const n = r.u32();
         const out: RecordBody[] = [];
         for (let i = 0; i < n; i++) {
-          const body = decodeBody(r);
-          if (!NESTED_KINDS.has(body.kind)) throw new InvalidRecord(`kind ${body.kind} inside a transaction`);
-          out.push(body);
+          // Checked before its fields are read: a transaction inside a transaction
+          // would otherwise be decoded first, and a few bytes per level nest it
+          // deep enough to overflow the stack.
+          const kind = kindOf(r.u8());
+          if (!NESTED_KINDS.has(kind.name)) throw new InvalidRecord(`a ${kind.name} record inside a transaction (only ${[...NESTED_KINDS].join(' and ')} may be)`);
+          out.push(decodeKind(r, kind));
         }
         return out;
       }
@@ -509,10 +516,6 @@ function kindOf(code: number): RecordKind {
   return kind;
 }
 
-function decodeBody(r: ByteReader): RecordBody {
-  return decodeKind(r, kindOf(r.u8()));
-}
-
 function decodeKind(r: ByteReader, kind: RecordKind): RecordBody {
   const body = decodeFields(r, kind.fields, { kind: kind.name });
   kind.upgrade?.(body);
@@ -535,7 +538,7 @@ export function decodeChange(buf: Buffer, offset = 0, options: DecodeOptions = {
     const kind = kindOf(r.u8());
     const lsn = r.u64();
     const flags = r.u8();
-    if (flags > 1) throw new InvalidRecord(`unknown flags ${flags}`);
+    if ((flags & ~DEFINED_FLAGS) !== 0) throw new InvalidRecord(`unknown flags ${flags}`);
     const change = decodeKind(r, kind);
     return { status: 'ok', entry: { lsn, change, durable: flags === 1 }, size: r.pos - offset };
   } catch (err) {
@@ -546,7 +549,74 @@ export function decodeChange(buf: Buffer, offset = 0, options: DecodeOptions = {
   }
 }
 
-/** The code of a record kind (for the frame checks in segment.ts). */
-export function isKnownRecordCode(code: number): boolean {
-  return BY_CODE.has(code);
+// ---- judging a record by its first bytes ------------------------------------
+
+/**
+ * Fewest and most bytes each kind's record can take, header included, indexed
+ * by code (Infinity/0 for codes that are no kind). Derived from the table, so a
+ * kind added there is covered.
+ */
+const KIND_MIN_BYTES = new Float64Array(256).fill(Infinity);
+const KIND_MAX_BYTES = new Float64Array(256);
+for (const kind of RECORD_KINDS) {
+  const [min, max] = fieldsBytes(kind.fields);
+  KIND_MIN_BYTES[kind.code] = RECORD_HEADER_BYTES + min;
+  KIND_MAX_BYTES[kind.code] = RECORD_HEADER_BYTES + max;
+}
+
+/** [fewest, most] bytes the decoder reads for these fields (most: Infinity when one has a length). */
+function fieldsBytes(fields: readonly Field[]): [number, number] {
+  let min = 0;
+  let max = 0;
+  for (const [, type] of fields) {
+    const [lo, hi] = fieldBytes(type);
+    min += lo;
+    max += hi;
+  }
+  return [min, max];
+}
+
+function fieldBytes(type: FieldType): [number, number] {
+  if (typeof type === 'string') {
+    switch (type) {
+      case 'u8':
+      case 'bool':
+        return [1, 1];
+      case 'u32':
+        return [4, 4];
+      case 'u64':
+        return [8, 8];
+      case 'digest':
+        return [4 + DEDUP_DIGEST_BYTES, 4 + DEDUP_DIGEST_BYTES];
+      case 'optString':
+        return [1, Infinity];
+      case 'string':
+      case 'bytes':
+      case 'strings':
+      case 'changes':
+        return [4, Infinity];
+    }
+  }
+  if ('enum' in type || 'optEnum' in type) return [1, 1];
+  if ('optStruct' in type) return [1, 1 + fieldsBytes(type.optStruct)[1]];
+  return fieldsBytes(type.struct);
+}
+
+/**
+ * Whether a record could start at `at`, judged by its header alone: a known
+ * code, defined flags, an LSN below 2^53 (what decodeChange checks first).
+ * With recordLengthFits, false only where decodeChange could not decode a
+ * record there, so a reader hunting for the next record (segment.ts) skips the
+ * checksum of whatever fails them.
+ */
+export function couldStartRecord(buf: Buffer, at: number): boolean {
+  if (at + RECORD_HEADER_BYTES > buf.length) return false;
+  // Cheapest and most selective first: this runs for every byte of a damaged segment.
+  if (KIND_MIN_BYTES[buf[at]!] === Infinity || (buf[at + 9]! & ~DEFINED_FLAGS) !== 0) return false;
+  return buf.readUInt32LE(at + 5) <= MAX_U64_HIGH_WORD;
+}
+
+/** Whether a record of this code can take exactly `length` bytes: the kind's fields allow that many. */
+export function recordLengthFits(code: number, length: number): boolean {
+  return length >= KIND_MIN_BYTES[code]! && length <= KIND_MAX_BYTES[code]!;
 }

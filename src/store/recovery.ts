@@ -11,13 +11,18 @@
 // is damage: open fails with JournalCorruptError, unless `repair` is set, in which
 // case every frame that fails its check is removed, reading resynchronising on the
 // next valid frame, so every valid record is kept; each segment changed is kept as
-// it was as *.corrupt for the operator, and each removal is logged.
+// it was as *.corrupt for the operator, and each removal is logged. The search for
+// valid frames has a budget (segment.ts): when it gives up, whether valid frames
+// follow is unknown, which is damage too, never a torn tail; --repair then removes
+// what it could not search (up to where the bad frame says it ends, if a valid
+// frame starts there, else the rest of the segment) and says that it may have
+// held valid records.
 
 import { copyFile, open, rename, stat, writeFile } from 'node:fs/promises';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
-import { listSegments, nextValidFrame, readFrame, scanSegment, segmentPath } from './segment.js';
+import { badRanges, listSegments, scanSegment, segmentPath, type SegmentScan } from './segment.js';
 import type { RecordBody } from './record-codec.js';
 
 export interface RecoveryLogger {
@@ -117,7 +122,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     let segEnd = scan.fileSize;
     if (scan.bad) {
       const laterData = sizes.slice(i + 1).some((s) => s > 0);
-      if (!scan.bad.validAfter && !laterData) {
+      if (scan.bad.after.status === 'none' && !laterData) {
         log?.warn(
           { file, offset: scan.bad.offset, reason: scan.bad.reason, cutBytes: scan.fileSize - scan.goodEnd },
           'journal ends in a torn record (crash during a write); cutting it off',
@@ -125,7 +130,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
         await truncateFile(file, scan.goodEnd);
         segEnd = scan.goodEnd;
       } else {
-        throw new JournalCorruptError(file, scan.bad.offset, scan.bad.reason);
+        throw new JournalCorruptError(file, scan.bad.offset, damageReason(scan.bad));
       }
     }
     segmentBytes.set(id, segEnd);
@@ -142,30 +147,40 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
   return { index, lastLsn, lastChangeLsn: index.newestLsn, epoch: index.epoch, lastSegment, replayed: { records, bytes }, end, lastFrame };
 }
 
+/** Why a bad frame is damage rather than a torn tail, for JournalCorruptError. */
+function damageReason(bad: NonNullable<SegmentScan['bad']>): string {
+  const { after } = bad;
+  switch (after.status) {
+    case 'found':
+      return `${bad.reason}; a valid record follows at byte offset ${after.offset}`;
+    case 'none': // reported as damage only when later segments hold data
+      return `${bad.reason}; later segments hold records`;
+    case 'gave-up':
+      return (
+        `${bad.reason}; the search for a valid record after it gave up at byte offset ${after.offset}, ` +
+        `after checksumming ${after.checked} bytes of data shaped like record headers, so valid records may follow ` +
+        `and this cannot be taken for a torn write (--repair removes what it cannot search and logs how much)`
+      );
+  }
+}
+
 /**
  * --repair: remove every frame of a segment that fails its check, resynchronising on
  * the next valid frame (so a bad record costs only itself, and the valid records
  * after it stay), and write the segment back. The segment as it was is kept as
- * *.corrupt; each removal is logged. Returns the segment's content as it now is.
+ * *.corrupt; each removal is logged. If the search for valid frames gives up
+ * (segment.ts), what it did not search is removed, and the log says it may have
+ * held valid records. Returns the segment's content as it now is.
  */
 async function dropBadFrames(dir: string, file: string, buf: Buffer, log: RecoveryLogger | undefined): Promise<Buffer> {
-  const kept: Buffer[] = [];
-  const removed: Array<{ offset: number; bytes: number; reason: string }> = [];
-  let keptFrom = 0;
-  let at = 0;
-  // Bounded: each pass moves `at` forward by a frame or to the next valid one.
-  while (at < buf.length) {
-    const f = readFrame(buf, at);
-    if (f.status === 'ok') {
-      at += f.size;
-      continue;
-    }
-    const next = nextValidFrame(buf, at + 1) ?? buf.length;
-    removed.push({ offset: at, bytes: next - at, reason: f.reason });
-    kept.push(buf.subarray(keptFrom, at));
-    keptFrom = at = next;
-  }
+  const removed = badRanges(buf);
   if (removed.length === 0) return buf;
+  const kept: Buffer[] = [];
+  let keptFrom = 0;
+  for (const r of removed) {
+    kept.push(buf.subarray(keptFrom, r.offset));
+    keptFrom = r.offset + r.bytes;
+  }
   kept.push(buf.subarray(keptFrom));
   const repaired = Buffer.concat(kept);
   await copyFile(file, `${file}.corrupt`);
@@ -179,12 +194,28 @@ async function dropBadFrames(dir: string, file: string, buf: Buffer, log: Recove
   }
   await rename(tmp, file);
   await syncDir(nodeIo, dir);
+  let unsearched = 0;
   for (const r of removed) {
-    log?.error({ file, offset: r.offset, bytes: r.bytes, reason: r.reason, keptAs: `${file}.corrupt` }, 'REPAIR: removed unreadable bytes from the journal; the valid records after them are kept');
+    if (r.unsearchedFrom === undefined) {
+      log?.error({ file, offset: r.offset, bytes: r.bytes, reason: r.reason, keptAs: `${file}.corrupt` }, 'REPAIR: removed unreadable bytes from the journal; the valid records after them are kept');
+      continue;
+    }
+    const bytes = r.offset + r.bytes - r.unsearchedFrom;
+    unsearched += bytes;
+    const end = r.offset + r.bytes;
+    log?.error(
+      { file, offset: r.offset, bytes: r.bytes, reason: r.reason, unsearchedFrom: r.unsearchedFrom, unsearchedBytes: bytes, keptAs: `${file}.corrupt` },
+      `REPAIR: removed ${r.bytes} bytes from byte offset ${r.offset}: the search for valid records after the bad one there gave up at byte offset ` +
+        `${r.unsearchedFrom} (too much of what follows is shaped like record headers to checksum it all), so the ${bytes} bytes from there ` +
+        (end < buf.length ? `to byte offset ${end}, where the bad record's length says it ends and a valid one starts, ` : 'to the end of the segment ') +
+        `were not searched and MAY HAVE HELD VALID RECORDS, lost unless recovered from ${file}.corrupt or an HA peer`,
+    );
   }
   log?.error(
-    { file, removedRanges: removed.length, removedBytes: buf.length - repaired.length, keptAs: `${file}.corrupt` },
-    `REPAIR: ${removed.length} unreadable range(s), ${buf.length - repaired.length} bytes, removed from ${file}; every valid record kept (the segment as it was is ${file}.corrupt)`,
+    { file, removedRanges: removed.length, removedBytes: buf.length - repaired.length, unsearchedBytes: unsearched, keptAs: `${file}.corrupt` },
+    unsearched === 0
+      ? `REPAIR: ${removed.length} unreadable range(s), ${buf.length - repaired.length} bytes, removed from ${file}; every valid record kept (the segment as it was is ${file}.corrupt)`
+      : `REPAIR: ${removed.length} range(s), ${buf.length - repaired.length} bytes, removed from ${file}, ${unsearched} of them unsearched (they may have held valid records; the segment as it was is ${file}.corrupt)`,
   );
   return repaired;
 }

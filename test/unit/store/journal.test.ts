@@ -212,6 +212,52 @@ describe('journal', () => {
     expect(again.recovered.changes.map((c) => c.lsn)).toEqual([1, 3]);
   });
 
+  it('journal - a damaged message whose body is shaped like record headers: the search gives up within its budget; the start is refused, not cut as a torn tail; --repair removes that record and says what it did not search', async () => {
+    const dataDir = await fresh();
+    const { journal } = await open(dataDir);
+    // A frame header every 18 bytes, each claiming 128 KiB and passing every check
+    // but the CRC (exchange-declare, LSN 0, flags 0): a body anyone could publish.
+    // Trying every offset after the damage would checksum ~1 GB before the next record.
+    const body = Buffer.alloc(256 * 1024);
+    for (let at = 0; at + 18 <= body.length; at += 18) {
+      body.writeUInt32LE(128 * 1024, at);
+      body[at + 8] = 3;
+    }
+    journal.append(declare(1));
+    journal.append({ lsn: 2, change: { kind: 'enqueue', queue: 'q', message: { ...message(1), bytes: body } }, durable: true });
+    journal.append(enqueue(3, 2));
+    await durable(journal, 3);
+    journal.destroy(); // a crash: no checkpoint covers the damaged record
+    await journal.close();
+    const file = segmentPath(path.join(dataDir, 'journal'), 1);
+    const damaged = await readFile(file);
+    const victim = scanSegment(damaged).records.find((r) => r.entry.lsn === 2)!;
+    damaged[victim.offset + victim.size - 100]! ^= 0x01; // in the body: the frame's length is intact
+    await writeFile(file, damaged);
+
+    const err = await Journal.open({ materialize: true, dataDir }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(JournalCorruptError);
+    const ce = err as JournalCorruptError;
+    expect(ce.offset).toBe(victim.offset);
+    expect(ce.reason).toMatch(/^CRC mismatch; the search for a valid record after it gave up at byte offset \d+/);
+    // Not read as a torn tail: nothing was cut.
+    expect((await readFile(file)).equals(damaged)).toBe(true);
+
+    const errors: Array<Record<string, unknown>> = [];
+    const logger = { info() {}, warn() {}, error: (o: Record<string, unknown>) => void errors.push(o) };
+    const { journal: repaired, recovered } = await open(dataDir, { repair: true, logger });
+    // The damaged record goes; the one after it stays (its frame starts where the bad one's length says).
+    expect(recovered.changes.map((c) => c.lsn)).toEqual([1, 3]);
+    const removal = errors.find((o) => o.unsearchedFrom !== undefined)!;
+    expect(removal).toMatchObject({ file, offset: victim.offset, bytes: victim.size, reason: 'CRC mismatch' });
+    expect(removal.unsearchedFrom as number).toBeGreaterThan(victim.offset);
+    expect(removal.unsearchedFrom as number).toBeLessThan(victim.offset + victim.size);
+    expect((await readFile(`${file}.corrupt`)).equals(damaged)).toBe(true);
+    await repaired.close({ checkpoint: false });
+    const again = await open(dataDir);
+    expect(again.recovered.changes.map((c) => c.lsn)).toEqual([1, 3]);
+  });
+
   it('journal - a second journal on the same directory fails with the holder PID; a stale lock is taken over', async () => {
     const dataDir = await fresh();
     const { journal } = await open(dataDir);
