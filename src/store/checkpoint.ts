@@ -29,7 +29,8 @@ import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
 import { crc32c } from './crc32c.js';
 import { syncDir, type JournalIo } from './io.js';
 import { MESSAGE_COLUMNS, type IndexSnapshot, type Location } from './live-index.js';
-import { decodeChange, encodeChange, type RecordBody } from './record-codec.js';
+import { decodeChange, encodeChange, RECORD_HEADER_BYTES, type RecordBody } from './record-codec.js';
+import { FRAME_HEADER_BYTES, MAX_RECORD_BYTES } from './segment.js';
 
 export const CHECKPOINT_FILE = 'checkpoint';
 export const CHECKPOINT_TMP = 'checkpoint.tmp';
@@ -192,7 +193,8 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
     if (version !== VERSION) throw new CheckpointError(`checkpoint version ${version} is not known to this tandemd (${VERSION})`);
     let header: HeaderJson | undefined;
     let records: LoadedCheckpoint['state']['records'] | undefined;
-    const tables: IdChunk<never>[][] = [];
+    /** Chunks by queue index, for the queues that have rows blocks (an empty queue has none). */
+    const tables = new Map<number, IdChunk<never>[]>();
     const chunkMaker = new IdTable<never>(MESSAGE_COLUMNS);
     const windows: CheckpointWindow[] = [];
     let blocks = 0;
@@ -206,15 +208,17 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
       }
       blocks++;
       if (type === HEADER) {
-        header = JSON.parse(payload.toString('utf8')) as HeaderJson;
-        for (let i = 0; i < header.queues.length; i++) tables.push([]);
+        if (header) throw new CheckpointError('a second header block');
+        header = parseHeader(payload);
       } else if (type === RECORDS) {
+        if (records) throw new CheckpointError('a second records block');
         records = decodeRecords(payload);
       } else if (type === ROWS) {
         if (!header) throw new CheckpointError('rows before the header');
         const qi = payload.readUInt32LE(0);
-        const list = tables[qi];
-        if (!list) throw new CheckpointError(`rows for queue ${qi}, which the header does not name`);
+        if (qi >= header.queues.length) throw new CheckpointError(`rows for queue ${qi}, which the header does not name`);
+        let list = tables.get(qi);
+        if (!list) tables.set(qi, (list = []));
         list.push(decodeChunk(payload, chunkMaker));
       } else if (type === DEDUP) {
         windows.push(decodeWindow(payload));
@@ -224,7 +228,7 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
     }
     if (!header || !records) throw new CheckpointError('header or records block missing');
     const queues = header.queues.map((q, i) => {
-      const chunks = tables[i]!;
+      const chunks = tables.get(i) ?? [];
       const rows = chunks.reduce((n, ch) => n + ch.count, 0);
       if (rows !== q.rows) throw new CheckpointError(`queue '${q.name}' has ${rows} rows, the header says ${q.rows}`);
       return { name: q.name, declaredAt: q.declaredAt, chunks };
@@ -244,13 +248,88 @@ export async function readCheckpoint(dir: string): Promise<LoadedCheckpoint | un
 }
 
 interface HeaderJson {
-  version: number;
   meta: CheckpointMeta;
   epoch: number;
   reservedUpTo: number;
   newest: IndexSnapshot['newest'];
   segments: IndexSnapshot['segments'];
   queues: Array<{ name: string; declaredAt: number; rows: number }>;
+}
+
+// ---- the header, checked ---------------------------------------------------
+
+/**
+ * The header block, checked field by field before anything is built from it,
+ * and rebuilt from the fields checked (nothing else in the JSON gets through).
+ * Its CRC only proves the bytes are as written, not that a tandemd wrote them:
+ * a `queues` that was `{"length": 5e7}` once drove a loop that ran the process
+ * out of memory, past any CheckpointError. Every list here is a real array, so
+ * its length is bounded by the JSON's size. Throws CheckpointError naming the
+ * first field that is wrong.
+ */
+function parseHeader(payload: Buffer): HeaderJson {
+  let json: unknown;
+  try {
+    json = JSON.parse(payload.toString('utf8'));
+  } catch {
+    throw new CheckpointError('the header block is not JSON');
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new CheckpointError('the header block is not a JSON object');
+  const h = json as Record<string, unknown>;
+  const meta = object(h.meta, 'meta');
+  const position = object(meta.position, 'meta.position');
+  return {
+    meta: {
+      position: { seg: count(position.seg, 'meta.position.seg'), offset: count(position.offset, 'meta.position.offset') },
+      lastFrame: meta.lastFrame === undefined ? undefined : { ...frameLocation(meta.lastFrame, 'meta.lastFrame'), lsn: count(object(meta.lastFrame, 'meta.lastFrame').lsn, 'meta.lastFrame.lsn') },
+      lastLsn: count(meta.lastLsn, 'meta.lastLsn'),
+      maxMessageId: count(meta.maxMessageId, 'meta.maxMessageId'),
+    },
+    epoch: count(h.epoch, 'epoch'),
+    reservedUpTo: count(h.reservedUpTo, 'reservedUpTo'),
+    newest: h.newest === undefined ? undefined : { lsn: count(object(h.newest, 'newest').lsn, 'newest.lsn'), home: frameLocation(object(h.newest, 'newest').home, 'newest.home') },
+    segments: list(h.segments, 'segments').map((v, i) => {
+      const seg = object(v, `segments[${i}]`);
+      return {
+        id: count(seg.id, `segments[${i}].id`),
+        tombTargets: counts(seg.tombTargets, `segments[${i}].tombTargets`),
+        copiedFrom: counts(seg.copiedFrom, `segments[${i}].copiedFrom`),
+      };
+    }),
+    queues: list(h.queues, 'queues').map((v, i) => {
+      const q = object(v, `queues[${i}]`);
+      if (typeof q.name !== 'string') throw new CheckpointError(`header field queues[${i}].name is not a string`);
+      return { name: q.name, declaredAt: count(q.declaredAt, `queues[${i}].declaredAt`), rows: count(q.rows, `queues[${i}].rows`) };
+    }),
+  };
+}
+
+function object(v: unknown, what: string): Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new CheckpointError(`header field ${what} is not an object`);
+  return v as Record<string, unknown>;
+}
+
+function list(v: unknown, what: string): unknown[] {
+  if (!Array.isArray(v)) throw new CheckpointError(`header field ${what} is not a list`);
+  return v;
+}
+
+/** A segment id, offset, LSN, message id or row count: a whole number JS holds exactly. */
+function count(v: unknown, what: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new CheckpointError(`header field ${what} is not a whole number (${typeof v === 'number' ? v : typeof v})`);
+  return v;
+}
+
+function counts(v: unknown, what: string): number[] {
+  return list(v, what).map((x, i) => count(x, `${what}[${i}]`));
+}
+
+/** Where a frame lies; its size within what a frame can be (the journal reads that many bytes to check it). */
+function frameLocation(v: unknown, what: string): Location {
+  const o = object(v, what);
+  const size = count(o.size, `${what}.size`);
+  if (size < FRAME_HEADER_BYTES + RECORD_HEADER_BYTES || size > FRAME_HEADER_BYTES + MAX_RECORD_BYTES) throw new CheckpointError(`header field ${what}.size is ${size}, which no frame is`);
+  return { seg: count(o.seg, `${what}.seg`), offset: count(o.offset, `${what}.offset`), size };
 }
 
 function u32(v: number): Buffer {

@@ -12,7 +12,8 @@ import { mkdir, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { CHECKPOINT_CORRUPT, CHECKPOINT_FILE } from '../../../src/store/checkpoint.js';
+import { CHECKPOINT_CORRUPT, CHECKPOINT_FILE, CheckpointError, readCheckpoint } from '../../../src/store/checkpoint.js';
+import { crc32c } from '../../../src/store/crc32c.js';
 import { JournalCorruptError, JournalReadError } from '../../../src/store/errors.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { Journal } from '../../../src/store/journal.js';
@@ -54,6 +55,24 @@ async function survivorsModel(journalDir: string, log: readonly LoggedChange[], 
   }
   const kept = log.filter((e) => e.lsn <= confirmed || present.has(e.lsn));
   return { model: modelState(journaled(kept)), maxLsn: Math.max(0, ...present) };
+}
+
+/** The payload of a checkpoint's first block, its header. */
+function headerBlock(file: Buffer): Buffer {
+  const at = 12; // magic and version
+  expect(file.readUInt32LE(at)).toBe(1);
+  return file.subarray(at + 12, at + 12 + file.readUInt32LE(at + 4));
+}
+
+/** The checkpoint with another header payload, under a good CRC: only what the header says is wrong. */
+function withHeader(file: Buffer, payload: Buffer): Buffer {
+  const at = 12;
+  const old = headerBlock(file);
+  const head = Buffer.alloc(12);
+  head.writeUInt32LE(1, 0);
+  head.writeUInt32LE(payload.length, 4);
+  head.writeUInt32LE(crc32c(payload, crc32c(head, 0, 0, 8)), 8);
+  return Buffer.concat([file.subarray(0, at), head, payload, file.subarray(at + 12 + old.length)]);
 }
 
 describe('journal checkpoint', () => {
@@ -214,6 +233,53 @@ describe('journal checkpoint', () => {
       expect(usedCheckpoint).toBeGreaterThan(0);
     }, 60_000);
   }
+
+  it('checkpoint - a header of the wrong shape (its CRC good) is refused at once, naming the field, and the journal replays everything instead', async () => {
+    const dataDir = await fresh();
+    const { journal } = await Journal.open({ dataDir, autoCompact: false });
+    let lsn = 0;
+    journal.append({ lsn: ++lsn, durable: true, change: { kind: 'queue-declare', name: 'q', settings: queueSettings() } });
+    // A queue with no messages has no rows block: the header names more queues than there are rows blocks.
+    journal.append({ lsn: ++lsn, durable: true, change: { kind: 'queue-declare', name: 'empty', settings: queueSettings() } });
+    for (let id = 1; id <= 3; id++) journal.append({ lsn: ++lsn, durable: true, change: { kind: 'enqueue', queue: 'q', message: message(id) } });
+    await durable(journal, lsn);
+    await journal.close(); // writes the checkpoint
+    const file = path.join(dataDir, 'journal', CHECKPOINT_FILE);
+    const pristine = await readFile(file);
+    const header = JSON.parse(headerBlock(pristine).toString('utf8')) as Record<string, unknown> & { meta: Record<string, unknown>; queues: unknown[] };
+    expect(header.queues).toHaveLength(2);
+    const expected = await (async () => {
+      const l = recordingLogger();
+      const r = await Journal.open({ materialize: true, dataDir, autoCompact: false, logger: l.logger });
+      await r.journal.close({ checkpoint: false });
+      expect(fromCheckpoint(l), 'the intact checkpoint is used').toBe(true);
+      return r.recovered.changes;
+    })();
+
+    const variants: Array<[string, Record<string, unknown>, RegExp]> = [
+      ['queues a length, not a list', { ...header, queues: { length: 1e6 } }, /^header field queues is not a list$/],
+      ['no meta', { ...header, meta: undefined }, /^header field meta is not an object$/],
+      ['a last frame too big to read', { ...header, meta: { ...header.meta, lastFrame: { seg: 1, offset: 0, size: 2 ** 40, lsn: 1 } } }, /^header field meta\.lastFrame\.size is 1099511627776, which no frame is$/],
+      ['a queue name that is a number', { ...header, queues: [{ name: 5, declaredAt: 1, rows: 0 }, header.queues[1]] }, /^header field queues\[0\]\.name is not a string$/],
+      ['segments a string', { ...header, segments: 'abc' }, /^header field segments is not a list$/],
+      ['a negative epoch', { ...header, epoch: -1 }, /^header field epoch is not a whole number \(-1\)$/],
+      ['a JSON list', [header] as unknown as Record<string, unknown>, /^the header block is not a JSON object$/],
+    ];
+    for (const [name, bad, reason] of variants) {
+      await rm(path.join(dataDir, 'journal', CHECKPOINT_CORRUPT), { force: true });
+      await writeFile(file, withHeader(pristine, Buffer.from(JSON.stringify(bad))));
+      const err = await readCheckpoint(path.join(dataDir, 'journal')).catch((e: unknown) => e);
+      expect(err, name).toBeInstanceOf(CheckpointError);
+      expect((err as Error).message, name).toMatch(reason);
+      const l = recordingLogger();
+      const r = await Journal.open({ materialize: true, dataDir, autoCompact: false, logger: l.logger });
+      await r.journal.close({ checkpoint: false });
+      expect(fromCheckpoint(l), name).toBe(false);
+      expect(l.warn, name).toContainEqual(expect.objectContaining({ reason: expect.stringMatching(reason) }));
+      expect(existsSync(path.join(dataDir, 'journal', CHECKPOINT_CORRUPT)), name).toBe(true);
+      expect(r.recovered.changes, name).toEqual(expected);
+    }
+  });
 
   it('checkpoint - the queues changing while a checkpoint is written (copy-on-write) do not change what it holds', async () => {
     const dataDir = await fresh();
