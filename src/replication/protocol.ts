@@ -130,10 +130,16 @@ export function decodeRecords(bytes: Buffer, what: string, copyBodies: boolean):
   const entries: LoggedChange[] = [];
   const records: Buffer[] = [];
   for (let offset = 0; offset < bytes.length; ) {
+    const left = bytes.length - offset - 4;
+    if (left < 0) throw new Error(`${what}: a batch of ${bytes.length} bytes ends ${bytes.length - offset} byte(s) after its last record, too few for a record's length (the batch was cut short)`);
     const len = bytes.readUInt32BE(offset);
+    if (len > left) throw new Error(`${what}: record ${entries.length + 1} of a batch is said to be ${len} bytes, but ${left} are left (the batch was cut short)`);
     const record = bytes.subarray(offset + 4, offset + 4 + len);
     const r = decodeChange(record, 0, { copyBodies });
     if (r.status !== 'ok') throw new Error(`${what}: undecodable record (${r.status === 'invalid' ? r.reason : 'truncated'})`);
+    // Its bytes go into the backup's journal as they are (rememberEncoding), where
+    // trailing bytes would make the frame fail its check at the next start.
+    if (r.size !== len) throw new Error(`${what}: record ${entries.length + 1} of a batch is said to be ${len} bytes, but its encoding ends after ${r.size}`);
     const e = r.entry as LoggedChange;
     entries.push({ lsn: e.lsn, change: e.change, durable: e.durable });
     records.push(record);

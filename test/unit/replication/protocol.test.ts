@@ -5,7 +5,7 @@
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { decodeRecordBatch, decodeStreamMessage, encodeRecordBatch, encodeStreamMessage } from '../../../src/replication/protocol.js';
+import { decodeRecordBatch, decodeRecords, decodeStreamMessage, encodeRecordBatch, encodeStreamMessage } from '../../../src/replication/protocol.js';
 import { encodeChange, encodeChangeBatch, rememberEncoding } from '../../../src/store/record-codec.js';
 import { message, queueSettings } from '../store/helpers.js';
 
@@ -64,6 +64,37 @@ describe('replication protocol', () => {
       offset += 4 + record.length;
     }
     expect(offset).toBe(batch.length);
+  });
+
+  it('replication protocol - a batch cut short or padded is refused with an error naming the problem, not a buffer bounds error', () => {
+    const batch = encodeRecordBatch(changes);
+    // One to three bytes after the last record: too few for the next record's length.
+    for (const extra of [1, 2, 3]) {
+      const bytes = Buffer.concat([batch, Buffer.alloc(extra)]);
+      const err = (() => {
+        try {
+          decodeRecords(bytes, 'replication', false);
+        } catch (e) {
+          return e as Error & { code?: string };
+        }
+        return undefined;
+      })();
+      expect(err, `${extra} byte(s)`).toBeInstanceOf(Error);
+      expect(err).not.toBeInstanceOf(RangeError);
+      expect(err!.code).toBeUndefined();
+      expect(err!.message).toBe(`replication: a batch of ${bytes.length} bytes ends ${extra} byte(s) after its last record, too few for a record's length (the batch was cut short)`);
+      expect(() => decodeRecordBatch(bytes, 'DR stream')).toThrow(/^DR stream: a batch of .* cut short/);
+    }
+    // A length running past the end of the batch.
+    const cut = batch.subarray(0, batch.length - 1);
+    expect(() => decodeRecords(cut, 'replication', false)).toThrow(/^replication: record 4 of a batch is said to be \d+ bytes, but \d+ are left \(the batch was cut short\)$/);
+    // A record with bytes after its encoding: passed on to the backup's journal as
+    // they are, they would fail the frame's check at its next start.
+    const record = encodeChange(changes[1]!);
+    const padded = Buffer.alloc(4 + record.length + 2);
+    padded.writeUInt32BE(record.length + 2, 0);
+    record.copy(padded, 4);
+    expect(() => decodeRecords(padded, 'replication', false)).toThrow(`replication: record 1 of a batch is said to be ${record.length + 2} bytes, but its encoding ends after ${record.length}`);
   });
 
   it('replication protocol - one change is encoded once per tick, never served stale bytes', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeChange, encodeChange, RECORD_KINDS, recordLsn } from '../../../src/store/record-codec.js';
+import { couldStartRecord, decodeChange, encodeChange, RECORD_HEADER_BYTES, RECORD_KINDS, recordLengthFits, recordLsn } from '../../../src/store/record-codec.js';
 import type { Change } from '../../../src/broker/changes.js';
 import { dedupDigestAt, dedupDigestBytes } from '../../../src/broker/dedup-key.js';
 import { prng, sampleChanges } from './helpers.js';
@@ -127,6 +127,60 @@ describe('record codec', () => {
     console.log(`record codec fuzz: ${JSON.stringify(counts)}`);
     // Enough of each answer for the check to mean something.
     expect(Math.min(counts.ok, counts.incomplete, counts.invalid)).toBeGreaterThan(500);
+  });
+
+  it('record codec - a record nested in a transaction is refused by its code, before its fields are read, however deep', () => {
+    // A transaction holding a transaction holding a transaction...: five bytes a level.
+    const depth = 200_000;
+    const deep = Buffer.alloc(RECORD_HEADER_BYTES + depth * 5 + 4);
+    deep[0] = 9; // transaction, LSN 1, durable
+    deep.writeUInt32LE(1, 1);
+    deep[9] = 1;
+    for (let i = 0, at = RECORD_HEADER_BYTES; i < depth; i++, at += 5) {
+      deep.writeUInt32LE(1, at); // one change...
+      deep[at + 4] = 9; // ...a transaction
+    }
+    expect(decodeChange(deep)).toEqual({ status: 'invalid', reason: 'a transaction record inside a transaction (only enqueue and dequeue may be)' });
+    // Refused at the code: a dr-transaction with none of its fields there yet is
+    // already invalid, not incomplete (no further bytes could make it right).
+    const head = encodeChange({ lsn: 1, change: { kind: 'transaction', changes: [] }, durable: true });
+    const drInside = Buffer.concat([head.subarray(0, RECORD_HEADER_BYTES), Buffer.from([1, 0, 0, 0, 11])]);
+    expect(decodeChange(drInside)).toEqual({ status: 'invalid', reason: 'a dr-transaction record inside a transaction (only enqueue and dequeue may be)' });
+    for (const code of [1, 7, 8, 13, 14]) {
+      // The kinds allowed inside get their fields read (here: none there yet).
+      const inside = Buffer.concat([head.subarray(0, RECORD_HEADER_BYTES), Buffer.from([1, 0, 0, 0, code])]);
+      expect(decodeChange(inside).status, `code ${code}`).toBe(code === 1 || code === 13 ? 'invalid' : 'incomplete');
+    }
+  });
+
+  it('record codec - the checks on a record\'s first bytes and length refuse only what cannot decode to exactly that length', () => {
+    // segment.ts skips the checksum of whatever fails them while hunting for the
+    // next valid frame: a false "no" there would read real records as damage.
+    const records = [...sampleChanges(), ...drSamples(), { kind: 'lsn-reservation', upTo: 2 ** 50 } as const].map((change, i) =>
+      encodeChange({ lsn: [0, 1, 2 ** 40, Number.MAX_SAFE_INTEGER][i % 4]!, change, durable: i % 2 === 0 }),
+    );
+    for (const b of records) {
+      expect(couldStartRecord(b, 0)).toBe(true);
+      expect(recordLengthFits(b[0]!, b.length)).toBe(true);
+    }
+    // Fixed-size kinds admit their one length only.
+    const epoch = encodeChange({ lsn: 5, change: { kind: 'epoch', epoch: 2 }, durable: true });
+    expect([epoch.length - 1, epoch.length, epoch.length + 1].map((n) => recordLengthFits(epoch[0]!, n))).toEqual([false, true, false]);
+    expect(couldStartRecord(Buffer.from([0, ...Buffer.alloc(9)]), 0)).toBe(false); // no kind has code 0
+    const rng = prng(0xc0de5);
+    let refused = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const b = Buffer.from(records[rng.int(records.length)]!);
+      for (let m = 1 + rng.int(3); m > 0; m--) b[rng.int(Math.min(b.length, 24))] = rng.pick([0, 1, 2, 3, 9, 11, 64, 0x1f, 0x20, 0xff, rng.int(256)]);
+      const length = rng.chance(0.5) ? b.length : rng.int(b.length + 1);
+      const view = Buffer.from(b.subarray(0, length));
+      const passes = couldStartRecord(view, 0) && recordLengthFits(view[0]!, length);
+      const d = decodeChange(view);
+      if (d.status === 'ok' && d.size === length) expect(passes, `0x${view.toString('hex')}`).toBe(true);
+      if (!passes) refused++;
+    }
+    // ...and they do refuse a good share of what does not decode, or they would be no use.
+    expect(refused).toBeGreaterThan(5000);
   });
 
   it('record codec - refuses to encode malformed values', () => {
