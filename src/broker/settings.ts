@@ -84,19 +84,25 @@ export function parseCount(key: string, value: unknown): number {
  */
 export const MAX_DURATION_MS = 100 * 365 * 24 * 3_600_000;
 
-/** Durations: "500ms", "2s", "1m", or a bare number of `bareUnitMs`; at most MAX_DURATION_MS. */
-export function parseDuration(key: string, value: unknown, bareUnitMs: number): number {
-  let ms = Number.NaN;
+/** Durations: "500ms", "2s", "1m", or a bare number of `bareUnitMs`, in ms, unbounded; NaN for anything else. */
+export function durationMs(value: unknown, bareUnitMs: number): number {
   if (typeof value === 'number' || typeof value === 'bigint') {
     const n = Number(value);
-    if (n >= 0) ms = Math.round(n * bareUnitMs);
-  } else if (typeof value === 'string') {
+    return n >= 0 ? Math.round(n * bareUnitMs) : Number.NaN;
+  }
+  if (typeof value === 'string') {
     const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(value);
     if (m) {
       const unit = m[2] === 'ms' ? 1 : m[2] === 's' ? 1000 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : bareUnitMs;
-      ms = Math.round(Number(m[1]) * unit);
+      return Math.round(Number(m[1]) * unit);
     }
   }
+  return Number.NaN;
+}
+
+/** A queue's duration argument (durationMs), at most MAX_DURATION_MS. */
+export function parseDuration(key: string, value: unknown, bareUnitMs: number): number {
+  const ms = durationMs(value, bareUnitMs);
   if (ms >= 0 && ms <= MAX_DURATION_MS) return ms;
   const why = ms > MAX_DURATION_MS && Number.isFinite(ms) ? 'at most 100 years' : 'a duration such as 500ms, 2s or 1m';
   throw invalidArgument(`${key} must be ${why}, not ${JSON.stringify(String(value))}`);

@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import ini from 'ini';
 import type { QueueSettings } from '../broker/changes.js';
-import { DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, parseDedupDefaults, parseDuration } from '../broker/settings.js';
+import { DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, durationMs, parseDedupDefaults } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
@@ -218,12 +218,9 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
       if (value === false || value === 'no' || value === 'false' || value === 'off' || value === '0') return false;
       return bad('yes or no');
     case 'duration': {
-      let ms: number;
-      try {
-        ms = parseDuration(spec.key, value, 1000);
-      } catch {
-        return bad('a duration such as 500ms, 2s or 1m (a bare number is seconds)');
-      }
+      // Read unbounded: the key's own bounds (bounded) say what it accepts, and why.
+      const ms = durationMs(value, 1000);
+      if (!Number.isFinite(ms)) return bad('a duration such as 500ms, 2s or 1m (a bare number is seconds)');
       return bounded(spec, ms, where);
     }
     case 'level':
