@@ -196,6 +196,8 @@ export class AmqpServer {
         // A socket that never finishes headers, SASL and open would hold a slot (of max-connections + 64) for ever.
         handshakeTimeoutMs: o.handshakeTimeoutMs || undefined,
         maxMessageSize: o.maxMessageSize,
+        // Past the memory alarm, a delivery spanning frames is not held further (its link is detached).
+        partialDeliveryRefusal: () => this.broker.memoryAlarm,
         // A client that skips SASL is anonymous: taken only with auth off.
         requireSasl: o.auth,
         sasl: {

@@ -101,8 +101,8 @@ async function assertHealthy(): Promise<void> {
 }
 
 /** Open a connection with header, open and begin, and wait for the broker's begin. */
-async function session(): Promise<RawPeer> {
-  const peer = await RawPeer.connect(broker.port);
+async function session(port = broker.port): Promise<RawPeer> {
+  const peer = await RawPeer.connect(port);
   peer.write(AMQP, open(), begin);
   await until('begin from the broker', () => named(peer, 'begin').length > 0);
   return peer;
@@ -218,6 +218,44 @@ describe('frame guard', () => {
     expect(errorOf(peer, 'close')).toBeUndefined();
     peer.destroy();
     await assertHealthy();
+  });
+
+  it('multi-frame deliveries left unfinished cannot fill memory: past the memory alarm each link still growing one is detached with amqp:resource-limit-exceeded', async () => {
+    // A message is refused by the alarm only once whole: before, six links each holding
+    // an unfinished delivery grew past memory-limit and on, as far as the client sent.
+    const small = await TestBroker.start({ args: ['--memory-limit', '64MiB'] });
+    const LINKS = 6;
+    const peer = await session(small.port);
+    for (let h = 0; h < LINKS; h++) peer.write(attach('guard.partial', false, h));
+    await until('credit on every link', () => named(peer, 'flow').length >= LINKS);
+    const chunk = Buffer.alloc(60_000, 0x41);
+    for (let h = 0; h < LINKS; h++) peer.write(transfer([uint(h), uint(h), binary(Buffer.from(`t${h}`)), uint(0), boolean(false), boolean(true)], chunk));
+    const detached = () => named(peer, 'detach').length;
+    // Up to 6 x 60 MiB, a round of frames at a time, until every link is detached.
+    for (let round = 0; round < 1000 && detached() < LINKS && !peer.closed; round++) {
+      for (let h = 0; h < LINKS; h++) peer.write(transfer([uint(h), nul, nul, nul, nul, boolean(true)], chunk));
+      if (round % 20 === 19) await new Promise((r) => setTimeout(r, 20));
+    }
+    await until('every link detached', () => detached() === LINKS, 30_000);
+    const errors = named(peer, 'detach').map((f) => f.body?.fields.error as Composite | undefined);
+    for (const e of errors) {
+      expect(e?.fields.condition).toBe('amqp:resource-limit-exceeded');
+      expect(e?.fields.description).toMatch(/is not taken further \(\d+ bytes so far\): .*memory-limit/);
+    }
+    expect(peer.closed).toBe(false);
+    peer.destroy();
+    // What they held is freed: the alarm clears and a whole message is taken again.
+    const client = await TestClient.connect({ port: small.port });
+    let state = '';
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && state !== 'accepted') {
+      state = (await client.send('guard.after', ['after'], { timeoutMs: 5000 }))[0]!.state;
+      if (state !== 'accepted') await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(state).toBe('accepted');
+    await client.close();
+    expect(small.alive).toBe(true);
+    await small.stop();
   });
 
   it("issue-20 case 6 - a peer's idle-time-out of 0xffffffff does not make the broker heartbeat every millisecond", async () => {

@@ -75,6 +75,13 @@ export interface ConnectionOptions {
   sasl?: SaslServerOptions;
   /** Server role: refuse a client that skips SASL. */
   requireSasl?: boolean;
+  /**
+   * Asked before a receiving link holds more of a delivery that spans frames: a
+   * reason stops it (the link is detached with amqp:resource-limit-exceeded, and
+   * what it held is freed). The broker's memory alarm: a message is refused only
+   * once whole, so without this, unfinished ones would grow past the alarm unchecked.
+   */
+  partialDeliveryRefusal?: () => string | undefined;
   /** Client role: log in through SASL (else straight to AMQP). */
   saslClient?: SaslClientOptions;
   session?: Partial<SessionOptions>;
@@ -116,6 +123,8 @@ export class Connection {
   readonly channelMax: number;
   readonly maxMessageSize: number;
   readonly requireInitialDeliveryCount: boolean;
+  /** See ConnectionOptions.partialDeliveryRefusal. */
+  readonly partialDeliveryRefusal: (() => string | undefined) | undefined;
   /** The peer's open, decoded (container-id, hostname, properties...). */
   remoteOpen: Composite | undefined;
   /** Who SASL said the peer is (server role); undefined without SASL. */
@@ -171,6 +180,7 @@ export class Connection {
     this.channelMax = this.o.channelMax;
     this.maxMessageSize = this.o.maxMessageSize;
     this.requireInitialDeliveryCount = options.requireInitialDeliveryCount ?? true;
+    this.partialDeliveryRefusal = options.partialDeliveryRefusal;
     this.handler = options.handler ?? {};
     this.now = options.now ?? Date.now;
     this.lastReceived = this.lastSent = this.startedAt = this.now();

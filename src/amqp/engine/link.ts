@@ -280,6 +280,14 @@ export class Link {
     if (this.maxMessageSize > 0 && current.bytes > this.maxMessageSize) {
       return this.violated({ condition: Condition.messageSizeExceeded, description: `delivery ${current.delivery.id} reached ${current.bytes} bytes, over max-message-size ${this.maxMessageSize}` });
     }
+    if (f.more === true) {
+      // Not held any longer while the host cannot take more (its memory alarm): the whole
+      // message would be refused anyway, and unfinished ones are memory no refusal frees.
+      const refusal = this.session.connection.partialDeliveryRefusal?.();
+      if (refusal !== undefined) {
+        return this.violated({ condition: Condition.resourceLimitExceeded, description: `delivery ${current.delivery.id} is not taken further (${current.bytes} bytes so far): ${refusal}` });
+      }
+    }
     if (payload.length > 0) current.chunks.push(payload);
     if (f.more === true) return undefined;
     this.incoming = undefined;
