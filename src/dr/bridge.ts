@@ -287,7 +287,13 @@ export class DrBridge {
     if (this.stopped) return;
     this.host.log.warn({ source: this.connectedTo, reason }, 'DR: lost the source; reconnecting');
     this.lastError = reason;
-    this.keepPositions();
+    // Called from socket and timer events, where a throw would end the process: a
+    // position that cannot be journaled is logged, and the copy resumes from the last one kept.
+    try {
+      this.keepPositions();
+    } catch (err) {
+      this.host.log.error({ source: this.connectedTo, err: (err as Error).message }, 'DR: could not keep the positions the copies reached; they resume from the last ones journaled');
+    }
     this.dropConnection();
     this.state = 'connecting';
     this.tryNext(100);

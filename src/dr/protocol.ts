@@ -12,6 +12,7 @@ import type { DrMode, LoggedChange } from '../broker/changes.js';
 import { decodeRecordBatch } from '../replication/protocol.js';
 import { encodeChange } from '../store/record-codec.js';
 import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
+import { peerWholeNumber } from '../peer-link/peer-values.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -49,6 +50,8 @@ export interface DrRequestQueue {
 
 /** Ranges a fill request may carry (a copy with more gaps than this starts over with a snapshot). */
 export const MAX_FILL_RANGES = 100_000;
+/** Queues one bridge's request may name (a secondary copies thousands at most). */
+export const MAX_REQUEST_QUEUES = 10_000;
 
 /**
  * declares: queue-declare records of the requested queues that exist (lsn 0).
@@ -119,10 +122,11 @@ export function decodeDrMessage(message: { application_properties?: Record<strin
   if (!STREAM_KINDS.includes(kind)) {
     throw new Error(`DR stream: unknown message kind ${String(kind)}`);
   }
-  const out: DrStreamMessage = { kind, lsn: Number(p.lsn ?? 0), time: Number(p.time ?? 0), head: Number(p.head ?? 0), now: Number(p.now ?? 0) };
+  const whole = (name: string) => peerWholeNumber(p[name], `DR stream: ${kind}.${name}`);
+  const out: DrStreamMessage = { kind, lsn: whole('lsn'), time: whole('time'), head: whole('head'), now: whole('now') };
   if (typeof p.queues === 'string') out.queues = JSON.parse(p.queues) as string[];
   if (typeof p.reason === 'string') out.reason = p.reason;
-  if (p.floor !== undefined) out.floor = Number(p.floor);
+  if (p.floor !== undefined) out.floor = whole('floor');
   if (typeof p.held === 'string') out.held = heldRanges(JSON.parse(p.held));
   const bytes = bodyBytes(message);
   if (bytes && bytes.length > 0) out.entries = decodeRecordBatch(bytes, 'DR stream');
@@ -133,7 +137,12 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
   if (typeof raw !== 'string') throw new Error(`link property ${DrProps.queues} is missing: is this a tandem DR bridge?`);
   const list = JSON.parse(raw) as DrRequestQueue[];
   if (!Array.isArray(list)) throw new Error(`link property ${DrProps.queues} must be a JSON list`);
+  if (list.length > MAX_REQUEST_QUEUES) throw new Error(`a DR request names ${list.length} queues; at most ${MAX_REQUEST_QUEUES} are taken on one link`);
+  // Named twice, a queue was copied twice, and declared twice (a redeclare drops and recreates it).
+  const named = new Set<string>();
   for (const q of list) {
+    if (typeof q?.queue === 'string' && named.has(q.queue)) throw new Error(`a DR request names queue ${JSON.stringify(q.queue)} twice`);
+    if (typeof q?.queue === 'string') named.add(q.queue);
     const epochOk = (q?.epoch === undefined || (Number.isSafeInteger(q.epoch) && q.epoch >= 1)) && (q?.exchanges === undefined || (typeof q.exchanges === 'string' && q.exchanges.length <= 4096));
     if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0 || !epochOk || !fillOk(q.fill) || (q.copy !== undefined && typeof q.copy !== 'boolean')) {
       throw new Error(`bad DR queue request ${JSON.stringify(q)}`);

@@ -51,3 +51,17 @@ export function peerMap(o: Record<string, unknown>, keys: 'string' | 'symbol'): 
     keys === 'symbol' ? { type: 'symbol', value: k, code: sized(Buffer.byteLength(k), 0xa3, 0xb3) } : peerValue(k);
   return { type: 'map', value: Object.entries(o).map(([k, v]) => [key(k), peerValue(v)]), code: 0xd1 };
 }
+
+/**
+ * A whole number a peer's message carries (an LSN, a time, an epoch), as the peer
+ * links decode it (a number, or a bigint for a ulong), or `absent` when it has none.
+ * Anything but a safe integer >= 0 throws, naming `what`: taken as it was, a NaN or
+ * 1.5 became a copy's position in memory and reached the journal later, whose
+ * record codec threw where nothing caught it (an exit of the broker).
+ */
+export function peerWholeNumber(value: unknown, what: string, absent = 0): number {
+  if (value === undefined || value === null) return absent;
+  const n = typeof value === 'bigint' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a whole number, not ${JSON.stringify(String(value)).slice(0, 40)}`);
+  return n;
+}

@@ -8,6 +8,7 @@
 // durable changes, in its journal): those acceptances are the acknowledgements
 // the primary waits for before settling publishers.
 import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
+import { peerWholeNumber } from '../peer-link/peer-values.js';
 import { decodeChange, encodeChangeBatch } from '../store/record-codec.js';
 import type { LoggedChange } from '../broker/changes.js';
 
@@ -152,13 +153,14 @@ export function decodeRecords(bytes: Buffer, what: string, copyBodies: boolean):
 export function decodeStreamMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): StreamMessage {
   const p = message.application_properties ?? {};
   const kind = p.k as StreamKind;
-  const out: StreamMessage = { kind, lsn: Number(p.lsn ?? 0) };
-  if (p.epoch !== undefined) out.epoch = Number(p.epoch);
+  const whole = (name: string) => peerWholeNumber(p[name], `replication: ${kind}.${name}`);
+  const out: StreamMessage = { kind, lsn: whole('lsn') };
+  if (p.epoch !== undefined) out.epoch = whole('epoch');
   if (typeof p.ready === 'string') out.ready = p.ready === '' ? [] : p.ready.split(',');
   if (typeof p.reason === 'string') out.reason = p.reason;
   if (p['diverged-after'] !== undefined && p['diverged-through'] !== undefined) {
-    out.divergedAfter = Number(p['diverged-after']);
-    out.divergedThrough = Number(p['diverged-through']);
+    out.divergedAfter = whole('diverged-after');
+    out.divergedThrough = whole('diverged-through');
   }
   if (kind === 'dr-credentials') out.credentials = credentialsOf(p.credentials);
   if (kind === 'changes') {

@@ -4,7 +4,7 @@
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { decodeDrMessage, encodeDrMessage, type DrStreamMessage } from '../../../src/dr/protocol.js';
+import { MAX_REQUEST_QUEUES, decodeDrMessage, encodeDrMessage, parseRequest, type DrStreamMessage } from '../../../src/dr/protocol.js';
 import { encodeChange } from '../../../src/store/record-codec.js';
 import { message } from '../store/helpers.js';
 
@@ -45,5 +45,23 @@ describe('DR stream protocol', () => {
     const notAnObject = rhea.message.decode(encodeDrMessage(base)) as { application_properties: Record<string, unknown> };
     notAnObject.application_properties.held = '[1,2]';
     expect(() => decodeDrMessage(notAnObject as never)).toThrow(/held must be a JSON object/);
+  });
+
+  it('DR protocol - positions, times and floors are whole numbers: anything else is refused at decode, naming the field', () => {
+    const base = { kind: 'heartbeat' as const, lsn: 3, time: 4, head: 5, now: 6 };
+    expect(roundTrip(base)).toEqual(base);
+    for (const [field, value] of [['lsn', 1.5], ['time', 'soon'], ['head', -1], ['now', Number.NaN], ['floor', 2 ** 60]] as const) {
+      const wire = rhea.message.decode(encodeDrMessage(base)) as { application_properties: Record<string, unknown> };
+      wire.application_properties[field] = value;
+      expect(() => decodeDrMessage(wire as never), field).toThrow(new RegExp(`heartbeat.${field} must be a whole number`));
+    }
+  });
+
+  it('DR protocol - a request names each queue once, and at most MAX_REQUEST_QUEUES of them', () => {
+    const q = (queue: string) => ({ queue, mode: 'enqueue-and-dequeue', from: 0 });
+    expect(parseRequest(JSON.stringify([q('a'), q('b')])).map((x) => x.queue)).toEqual(['a', 'b']);
+    expect(() => parseRequest(JSON.stringify([q('a'), q('b'), q('a')]))).toThrow(/names queue "a" twice/);
+    const many = Array.from({ length: MAX_REQUEST_QUEUES + 1 }, (_, i) => q(`q${i}`));
+    expect(() => parseRequest(JSON.stringify(many))).toThrow(/at most 10000 are taken/);
   });
 });

@@ -42,6 +42,19 @@ describe('replication protocol', () => {
     expect(bad('{"s":"secret-pw"')).toThrow(/^replication: dr-credentials message that is not JSON$/);
   });
 
+  it('replication protocol - LSNs, epochs and divergence bounds are whole numbers: anything else is refused naming the field; an unknown kind still passes', () => {
+    const props = { k: 'snapshot-end', lsn: 9, epoch: 2 };
+    expect(decodeStreamMessage({ application_properties: props })).toMatchObject({ kind: 'snapshot-end', lsn: 9, epoch: 2 });
+    // A ulong beyond 2^32 arrives as a bigint.
+    expect(decodeStreamMessage({ application_properties: { ...props, lsn: 2n ** 40n } }).lsn).toBe(2 ** 40);
+    for (const [field, value] of [['lsn', Number.NaN], ['lsn', 1.5], ['epoch', -5], ['epoch', 'x'], ['lsn', 2n ** 60n]] as const) {
+      expect(() => decodeStreamMessage({ application_properties: { ...props, [field]: value } }), `${field} ${String(value)}`).toThrow(new RegExp(`snapshot-end.${field} must be a whole number`));
+    }
+    expect(() => decodeStreamMessage({ application_properties: { ...props, 'diverged-after': 1, 'diverged-through': -1 } })).toThrow(/diverged-through must be a whole number/);
+    // A newer primary's message kind is left to the backup to ignore, as before.
+    expect(decodeStreamMessage({ application_properties: { k: 'from-a-later-version', lsn: 1 } }).kind).toBe('from-a-later-version');
+  });
+
   it('replication protocol - control messages keep their properties; an empty batch is an empty body', () => {
     const got = received(encodeStreamMessage({ kind: 'snapshot-begin', lsn: 5, epoch: 3, reason: 'the backup is empty' }));
     expect(got).toMatchObject({ kind: 'snapshot-begin', lsn: 5, epoch: 3, reason: 'the backup is empty' });
