@@ -83,7 +83,7 @@ export function describeExchange(broker: Broker, e: Exchange): Attributes {
     durable: e.settings.durable,
     'alternate-exchange': e.settings.alternateExchange,
     'qpid.replicate': broker.replicationOf(e.settings),
-    bindings: e.bindings.length,
+    bindings: e.bindingCount,
     'built-in': e.builtIn,
   };
 }

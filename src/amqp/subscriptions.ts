@@ -55,8 +55,8 @@ export function subscriptionOf(source: SubscriptionSource, linkName: string, con
 /** The `exchange/key` address a subscription queue was made for (its one binding). */
 export function subscriptionAddress(broker: Broker, queue: string): string | undefined {
   for (const exchange of broker.exchanges.values()) {
-    const b = exchange.bindings.find((x) => x.queue === queue);
-    if (b) return `${exchange.name}/${b.key}`;
+    const [key] = exchange.keysOf(queue);
+    if (key !== undefined) return `${exchange.name}/${key}`;
   }
   return undefined;
 }

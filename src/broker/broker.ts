@@ -18,7 +18,7 @@ import type {
 import { dedupDigestHex, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
 import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
-import { Exchange } from './exchange.js';
+import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { copyMessage } from './paged-message.js';
 import { defaultExchangeSettings, defaultQueueSettings } from './settings.js';
@@ -305,6 +305,7 @@ export class Broker implements QueueHost {
   bind(exchangeName: string, queueName: string, key: string): boolean {
     const exchange = this.exchange(exchangeName);
     const queue = this.queue(queueName);
+    checkBindingKey(exchange.type, key);
     if (exchange.hasBinding(queueName, key)) return false;
     this.log.record({ kind: 'bind', exchange: exchangeName, queue: queueName, key }, bindingDurable(exchange, queue));
     return exchange.bind(queueName, key);

@@ -119,6 +119,25 @@ describe('routing', () => {
     expect(del.stderr).toMatch(/built in/);
   });
 
+  it('exchanges - an over-long topic binding key is refused at attach and by management, leaving no queue', async () => {
+    const queueNames = async () => ((await manage(broker.port, 'QUERY', 'queue', undefined)) as { results: unknown[][] }).results.map((row) => String(row[0]));
+    const before = await queueNames();
+    const key = Array(16_000).fill('#').join('.') + '.b';
+    const err = await client.openReceiver(`amq.topic/${key}`).then(() => undefined, (e: ClientError) => e);
+    expect(err).toBeInstanceOf(ClientError);
+    expect(err?.condition).toBe('amqp:invalid-field');
+    expect(err?.description).toMatch(/at most 255 words and 1024 bytes; this one has 16001 words/);
+    const durable = await client.openReceiver({ address: `amq.topic/${key}`, durable: 2, expiry_policy: 'never' }, { name: 'long-key-sub' }).then(() => undefined, (e: ClientError) => e);
+    expect(durable?.condition).toBe('amqp:invalid-field');
+    await manage(broker.port, 'CREATE', 'queue', 'long.key.q');
+    await expect(manage(broker.port, 'CREATE', 'binding', undefined, { exchange: 'amq.topic', queue: 'long.key.q', key })).rejects.toMatchObject({ code: 'TANDEM_ERR_INVALID_ARGUMENT' });
+    expect((await queueNames()).filter((n) => !before.includes(n) && !n.startsWith('tmp.'))).toEqual(['long.key.q']);
+    expect((await queueNames()).filter((n) => n.startsWith('tmp.')).length).toBe(before.filter((n) => n.startsWith('tmp.')).length);
+    // The connection still works after the refusals.
+    const ok = await client.openReceiver('amq.topic/long.key.#');
+    await ok.close();
+  });
+
   it('exchanges - an unroutable message is accepted and dropped', async () => {
     await cli('exchange', 'add', 'direct', 'ex.empty');
     const outcomes = await client.send('ex.empty', [{ subject: 'x', body: 'nowhere' }]);

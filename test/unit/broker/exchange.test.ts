@@ -1,6 +1,23 @@
 import { describe, expect, it } from 'vitest';
-import { Exchange, topicMatches } from '../../../src/broker/exchange.js';
-import { bodies, msg, newBroker, qs, xs } from './helpers.js';
+import {
+  Exchange,
+  MAX_TOPIC_KEY_WORDS,
+  MAX_TOPIC_SUBJECT_BYTES,
+  MAX_TOPIC_SUBJECT_WORDS,
+  compileTopicPattern,
+  matchTopic,
+  topicMatches,
+  topicSubject,
+} from '../../../src/broker/exchange.js';
+import { bodies, msg, newBroker, prng, qs, xs } from './helpers.js';
+
+/** The plain definition, exponential in '#'s: only for small inputs. */
+function modelMatches(p: string[], k: string[]): boolean {
+  if (p.length === 0) return k.length === 0;
+  const [w, ...rest] = p;
+  if (w === '#') return Array.from({ length: k.length + 1 }, (_, i) => i).some((i) => modelMatches(rest, k.slice(i)));
+  return k.length > 0 && (w === '*' || w === k[0]) && modelMatches(rest, k.slice(1));
+}
 
 describe('topicMatches', () => {
   const cases: Array<[string, string, boolean]> = [
@@ -65,6 +82,71 @@ describe('topicMatches', () => {
   });
 });
 
+describe('topicMatches - bounded work (issue: a 16k-word #.#.# key against a 512 KB subject held the loop 11 s)', () => {
+  const hashes = (n: number) => Array(n).fill('#').join('.');
+  const words = (n: number, w = 'a') => Array(n).fill(w).join('.');
+
+  it('agrees with the plain definition on random small patterns and subjects, runs of # included', () => {
+    const rand = prng(7);
+    const pick = <T>(xs: T[]) => xs[Math.floor(rand() * xs.length)];
+    for (let n = 0; n < 3000; n++) {
+      const p = Array.from({ length: 1 + Math.floor(rand() * 6) }, () => pick(['#', '#', '*', 'a', 'b', '']));
+      const k = Array.from({ length: 1 + Math.floor(rand() * 6) }, () => pick(['a', 'b', '']));
+      expect(topicMatches(p.join('.'), k.join('.')), `'${p.join('.')}' vs '${k.join('.')}'`).toBe(modelMatches(p, k));
+    }
+  });
+
+  it('a run of # is parsed as one #', () => {
+    expect(compileTopicPattern('a.#.#.#.b.#.#').words).toEqual(['a', '#', 'b', '#']);
+    expect(compileTopicPattern(hashes(16_000) + '.b').words).toEqual(['#', 'b']);
+  });
+
+  it("the audit's 16k-word # key (as an old journal could hold) against a 512 KB subject costs a few steps", () => {
+    const meter = { steps: 0 };
+    expect(matchTopic(compileTopicPattern(hashes(16_000) + '.b'), topicSubject(words(256 * 1024)), meter)).toBe(false);
+    expect(meter.steps).toBeLessThanOrEqual(2);
+  });
+
+  it('two runs of # against a subject at the limit stay within 256 x 16,385 steps', () => {
+    const pattern = '#.' + words(MAX_TOPIC_KEY_WORDS - 3, '*') + '.b.#';
+    const meter = { steps: 0 };
+    expect(matchTopic(compileTopicPattern(pattern), topicSubject(words(MAX_TOPIC_SUBJECT_WORDS)), meter)).toBe(false);
+    expect(meter.steps).toBeGreaterThan(0);
+    expect(meter.steps).toBeLessThanOrEqual(256 * (MAX_TOPIC_SUBJECT_WORDS + 1));
+  });
+
+  it('a subject over the limit is matched by patterns decided at its ends, not by two runs of #', () => {
+    const long = words(MAX_TOPIC_SUBJECT_WORDS) + '.z';
+    expect(topicSubject(long).long).toBe(true);
+    expect(topicSubject('x'.repeat(MAX_TOPIC_SUBJECT_BYTES + 1)).long).toBe(true);
+    expect(topicSubject('é'.repeat(MAX_TOPIC_SUBJECT_BYTES / 2 + 1)).long).toBe(true);
+    expect(topicSubject(words(MAX_TOPIC_SUBJECT_WORDS)).long).toBe(false);
+    const meter = { steps: 0 };
+    for (const [pattern, expected] of [['#', true], ['a.#', true], ['#.z', true], ['a.*.#.a.z', true], ['#.b', false], ['a.#.a.#', false], ['#.z.#', false], ['a', false]] as const) {
+      expect(matchTopic(compileTopicPattern(pattern), topicSubject(long), meter), pattern).toBe(expected);
+    }
+    expect(meter.steps).toBeLessThanOrEqual(20);
+    // Within the limit, the same two-run patterns match as always.
+    expect(topicMatches('a.#.a.#', words(100))).toBe(true);
+    expect(topicMatches('#.z.#', words(100) + '.z')).toBe(true);
+  });
+
+  it('a topic exchange refuses a binding key over 255 words or 1024 bytes, with invalid-argument', () => {
+    const { broker } = newBroker();
+    broker.declareQueue('q', qs());
+    const invalid = expect.objectContaining({ code: 'TANDEM_ERR_INVALID_ARGUMENT', message: expect.stringMatching(/at most 255 words and 1024 bytes/) });
+    expect(() => broker.bind('amq.topic', 'q', hashes(16_000) + '.b')).toThrow(invalid);
+    expect(() => broker.bind('amq.topic', 'q', hashes(256))).toThrow(invalid);
+    expect(() => broker.bind('amq.topic', 'q', 'x'.repeat(1025))).toThrow(invalid);
+    expect(() => broker.bind('amq.topic', 'q', 'é'.repeat(513))).toThrow(invalid);
+    expect(broker.exchange('amq.topic').bindings).toEqual([]);
+    expect(broker.bind('amq.topic', 'q', hashes(255))).toBe(true);
+    expect(broker.bind('amq.topic', 'q', 'x'.repeat(1024))).toBe(true);
+    // Direct and fanout keys are only looked up: no limit there.
+    expect(broker.bind('amq.direct', 'q', 'x'.repeat(5000))).toBe(true);
+  });
+});
+
 describe('Exchange', () => {
   it('direct routes by exact key, each queue once', () => {
     const e = new Exchange('d', 'direct', xs());
@@ -120,6 +202,55 @@ describe('Exchange', () => {
       expect(e.route('b')).toEqual(type === 'fanout' ? ['q2'] : []);
       expect(e.unbindQueue('q1')).toEqual([]);
     }
+  });
+});
+
+describe('Exchange - bindings indexed (issue: 60k subscriptions took 101 s to make, 43 s to drop)', () => {
+  it('agrees with a list of bindings through random binds, unbinds and unbindQueues, in bind order', () => {
+    const rand = prng(11);
+    for (const type of ['direct', 'topic', 'fanout'] as const) {
+      const e = new Exchange('x', type, xs());
+      let model: Array<{ queue: string; key: string }> = [];
+      const queues = ['q0', 'q1', 'q2', 'q3', 'q4', 'q5'];
+      const keys = ['a', 'b', 'a.b', '#', '*.b', 'a.#', ''];
+      const pick = <T>(xs: T[]) => xs[Math.floor(rand() * xs.length)];
+      for (let n = 0; n < 4000; n++) {
+        const queue = pick(queues);
+        const key = pick(keys);
+        const r = rand();
+        if (r < 0.5) {
+          const fresh = !model.some((b) => b.queue === queue && b.key === key);
+          if (fresh) model.push({ queue, key });
+          expect(e.bind(queue, key)).toBe(fresh);
+        } else if (r < 0.85) {
+          const had = model.some((b) => b.queue === queue && b.key === key);
+          model = model.filter((b) => !(b.queue === queue && b.key === key));
+          expect(e.unbind(queue, key)).toBe(had);
+        } else {
+          const removed = model.filter((b) => b.queue === queue).map((b) => b.key);
+          model = model.filter((b) => b.queue !== queue);
+          expect(e.unbindQueue(queue)).toEqual(removed);
+        }
+        expect(e.bindings).toEqual(model);
+        expect(e.bindingCount).toBe(model.length);
+        expect(e.hasBinding(queue, key)).toBe(model.some((b) => b.queue === queue && b.key === key));
+        expect(e.keysOf(queue)).toEqual(model.filter((b) => b.queue === queue).map((b) => b.key));
+        const subject = pick(['a', 'b', 'a.b', 'c.b', '', 'a.b.c']);
+        const matches = (k: string) => (type === 'fanout' ? true : type === 'direct' ? k === subject : topicMatches(k, subject));
+        expect(e.route(subject).sort()).toEqual([...new Set(model.filter((b) => matches(b.key)).map((b) => b.queue))].sort());
+      }
+    }
+  });
+
+  it('50k subscriptions to one topic exchange are made, routed and dropped', () => {
+    // Each was an O(n) scan to make and to drop (O(n^2) in all); measured in the fix's report.
+    const e = new Exchange('t', 'topic', xs());
+    const n = 50_000;
+    for (let i = 0; i < n; i++) expect(e.bind(`q${i}`, `k${i % 100}.#`)).toBe(true);
+    expect(e.route('k7.x')).toHaveLength(n / 100);
+    for (let i = 0; i < n; i++) expect(e.unbindQueue(`q${i}`)).toEqual([`k${i % 100}.#`]);
+    expect(e.bindingCount).toBe(0);
+    expect(e.route('k7.x')).toEqual([]);
   });
 });
 
