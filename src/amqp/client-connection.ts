@@ -14,10 +14,12 @@ import type { AmqpValue } from './engine/types.js';
 import type { Acl } from '../admin/acl.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
+import { checkBindingKey } from '../broker/exchange.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
+import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { errorCondition, type AmqpError } from './conditions.js';
 import { Coordinator, type TransactionLimits } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
@@ -30,6 +32,8 @@ import { SUBSCRIPTION_PREFIX, type Subscription, subscriptionAddress, subscripti
 export interface ConnectionPolicy {
   autoCreate: boolean;
   creditWindow: number;
+  /** Links this connection may hold at once (max-links-per-connection). */
+  maxLinks: number;
   maxMessageSize: number;
   transactionLimits: TransactionLimits;
 }
@@ -106,6 +110,10 @@ export class ClientConnection {
   readonly specialSenders = new Set<Link>();
   /** Dynamic links served without a queue (on a read-only broker): address -> link. */
   readonly replyLinks = new Map<string, Link>();
+  /** Temporary queues of this connection that management replies were put on. */
+  private readonly replyQueues = new Set<string>();
+  /** Management credit held back while this connection's replies go unread: link -> requests not yet made good. */
+  private readonly heldManagementCredit = new Map<Link, number>();
   private nextLink = 0;
   private coordinator: Coordinator | undefined;
   closed = false;
@@ -145,6 +153,22 @@ export class ClientConnection {
     return this.outgoing.size + this.incoming.size + this.managementLinks.size;
   }
 
+  /**
+   * Whether the client may have one more link (the engine's count, which holds the
+   * link being attached, and refused ones until the client answers their detach).
+   * Past max-links-per-connection the attach is refused; the connection stays.
+   */
+  admitLink(link: Link): boolean {
+    let links = 0;
+    for (const session of this.engine.sessions) links += session.linkCount;
+    if (links <= this.policy.maxLinks) return true;
+    const limit = this.policy.maxLinks;
+    const held = refusalLog.admit('max-links-per-connection');
+    if (held !== undefined) this.log.warn({ remote: this.remoteAddress, limit, ...suppressedField(held) }, 'link refused: max-links-per-connection reached');
+    link.refuse({ condition: 'amqp:resource-limit-exceeded', description: `too many links on this connection: max-links-per-connection is ${limit}` });
+    return false;
+  }
+
   // ---- client wants to receive: we send ------------------------------------
 
   onSenderOpen(sender: Link): void {
@@ -165,7 +189,7 @@ export class ClientConnection {
         return;
       }
       if (source.dynamic) {
-        queue = this.createTemporaryQueue();
+        queue = this.createTemporaryQueue('dynamic');
         address = queue.name;
       } else {
         address = requireAddress(source.address);
@@ -219,6 +243,7 @@ export class ClientConnection {
   onSenderFlow(sender: Link): void {
     const link = this.outgoing.get(sender);
     if (!link) return;
+    this.releaseManagementCredit();
     // A drain is answered as soon as this returns (the engine gives back the credit left):
     // what the queue holds goes out first.
     if (sender.drain) this.host.dispatchNow(link.queue);
@@ -229,6 +254,12 @@ export class ClientConnection {
   onOutcome(delivery: Delivery): void {
     const link = this.outgoing.get(delivery.link);
     if (!link) return;
+    this.takeOutcome(link, delivery);
+    // A reply read may let a management link have its credit again.
+    this.releaseManagementCredit();
+  }
+
+  private takeOutcome(link: OutgoingLink, delivery: Delivery): void {
     const state = delivery.remoteState;
     switch (state?.def.name) {
       case 'accepted':
@@ -290,7 +321,7 @@ export class ClientConnection {
    * consumer goes, or the connection closes.
    */
   private openDynamicTarget(receiver: Link, target: Terminus): void {
-    const queue = this.createTemporaryQueue();
+    const queue = this.createTemporaryQueue('dynamic');
     this.claimExclusive(queue);
     this.dynamicTargets.set(receiver, queue.name);
     receiver.accept({ target: targetValue(target, { address: queue.name, dynamic: true }), rcvSettleMode: 0 });
@@ -340,7 +371,7 @@ export class ClientConnection {
     }
     if (this.managementLinks.has(receiver)) {
       delivery.accept();
-      receiver.flow(receiver.credit + 1);
+      this.grantManagementCredit(receiver, 1);
       void this.host.management.handle(bytes, {
         user: this.user,
         admin: this.admin,
@@ -392,6 +423,8 @@ export class ClientConnection {
       this.outgoing.delete(l);
       link?.close();
       if (link) this.unsubscribeIfClosed(l, link.queue);
+      // Its temporary queue (and the replies on it) may have gone with it.
+      this.releaseManagementCredit();
       return;
     }
     this.incoming.get(l)?.close();
@@ -399,6 +432,7 @@ export class ClientConnection {
     this.dropDynamicTarget(l);
     this.coordinator?.detach(l);
     this.managementLinks.delete(l);
+    this.heldManagementCredit.delete(l);
   }
 
   /**
@@ -495,6 +529,14 @@ export class ClientConnection {
     if (own && own.owner === this.id && this.ownedQueues.has(address) && address.startsWith(TEMPORARY_PREFIX)) {
       // The requester's own temporary queue: what the CLI waits on. Even under the memory
       // alarm the answer goes out, as it would down a reply link: operators need it most then.
+      // But only to a client that reads them: unread replies are memory no alarm refuses.
+      // Credit stops a client's requests once MAX_UNREAD_REPLIES wait, and it has at most
+      // MANAGEMENT_CREDIT more in flight then: only past both is a reply dropped.
+      const unread = this.unreadReplies();
+      if (unread >= MAX_UNREAD_REPLIES + MANAGEMENT_CREDIT) {
+        throw new TandemError('TANDEM_ERR_QUEUE_FULL', `the requester has ${unread} management replies unread (at most ${MAX_UNREAD_REPLIES + MANAGEMENT_CREDIT} are kept); read them`);
+      }
+      this.replyQueues.add(address);
       this.broker.publish(address, parseIncoming(bytes), { internal: true });
       return;
     }
@@ -541,8 +583,10 @@ export class ClientConnection {
     // Subscribing to an exchange: a private queue bound with the key asked for.
     const exchange = resolved.exchange;
     const key = resolved.key ?? subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
+    // Before any queue is made, so a refused key leaves none behind.
+    checkBindingKey(exchange.type, key);
     if (named) return this.subscriptionQueueFor(named, exchange.name, key);
-    const queue = this.createTemporaryQueue();
+    const queue = this.createTemporaryQueue('subscription');
     this.broker.bind(exchange.name, queue.name, key);
     return queue;
   }
@@ -567,6 +611,7 @@ export class ClientConnection {
       return queue;
     }
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+    this.refuseNewQueueUnderAlarm();
     // Durable: kept, journaled and replicated like any durable queue. Shared and not
     // durable: gone with its last consumer.
     ({ queue } = this.broker.declareQueue(sub.queue, { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : 'none' }));
@@ -575,12 +620,74 @@ export class ClientConnection {
     return queue;
   }
 
-  private createTemporaryQueue(): Queue {
+  private createTemporaryQueue(use: 'dynamic' | 'subscription'): Queue {
     const readOnly = this.host.readOnly?.();
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+    // A connection's first temporary queue is its reply queue (the CLI's, the console's,
+    // a JMS requester's): taken even under the alarm, so an admin can still purge and delete.
+    if (this.broker.memoryAlarm && (use === 'subscription' || this.ownsTemporaryQueue())) this.refuseNewQueueUnderAlarm();
     const name = `${TEMPORARY_PREFIX}${randomUUID()}`;
     const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
     return queue;
+  }
+
+  private ownsTemporaryQueue(): boolean {
+    for (const name of this.ownedQueues) if (name.startsWith(TEMPORARY_PREFIX)) return true;
+    return false;
+  }
+
+  /**
+   * Under the memory alarm no new temporary queue or subscription is made: each is
+   * memory, and a client could make them faster than anything drains (bar a
+   * connection's first temporary queue: see createTemporaryQueue). Attaching to a
+   * queue that exists is still taken (a consumer helps drain).
+   */
+  private refuseNewQueueUnderAlarm(): void {
+    const alarm = this.broker.memoryAlarm;
+    if (alarm) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no new temporary queue or subscription while memory is short: ${alarm}`);
+  }
+
+  // ---- management credit -------------------------------------------------------
+
+  /**
+   * Messages on the temporary queues this connection's management replies went to
+   * (waiting, or delivered and not yet settled). Queues that are gone are forgotten.
+   */
+  private unreadReplies(): number {
+    let n = 0;
+    for (const name of this.replyQueues) {
+      const queue = this.broker.queues.get(name);
+      if (!queue || queue.owner !== this.id) this.replyQueues.delete(name);
+      else n += queue.depth;
+    }
+    return n;
+  }
+
+  /**
+   * Whether a request taken may be made good with new credit. Each request's reply may
+   * land on this connection's own temporary queue, past the memory alarm: a client that
+   * never reads them gets no more credit once MAX_UNREAD_REPLIES wait, and none at all
+   * during the alarm while any wait. One that reads its replies never notices.
+   */
+  private repliesRead(): boolean {
+    if (this.replyQueues.size === 0) return true;
+    const unread = this.unreadReplies();
+    return unread < MAX_UNREAD_REPLIES && !(this.broker.memoryAlarm && unread > 0);
+  }
+
+  private grantManagementCredit(receiver: Link, n: number): void {
+    if (this.repliesRead()) {
+      receiver.flow(receiver.credit + n);
+      return;
+    }
+    this.heldManagementCredit.set(receiver, (this.heldManagementCredit.get(receiver) ?? 0) + n);
+  }
+
+  /** Replies were read (or their queue went): credit held back is given again. */
+  private releaseManagementCredit(): void {
+    if (this.heldManagementCredit.size === 0 || this.closed || !this.repliesRead()) return;
+    for (const [receiver, n] of this.heldManagementCredit) receiver.flow(receiver.credit + n);
+    this.heldManagementCredit.clear();
   }
 
   private claimExclusive(queue: Queue): void {
@@ -603,6 +710,17 @@ export class ClientConnection {
 
 /** Credit a management link keeps open: one more is given for each request taken. */
 const MANAGEMENT_CREDIT = 100;
+
+/**
+ * Management replies a connection may leave unread on its temporary queues: past it
+ * its management links get no more credit (and past it plus MANAGEMENT_CREDIT, which
+ * a client keeping to its credit never reaches, further replies are dropped, logged).
+ * The CLI and the console wait for each reply, so they hold one at a time.
+ */
+const MAX_UNREAD_REPLIES = 100;
+
+/** Links refused over max-links-per-connection, from every connection: one line per interval. */
+const refusalLog = new LogThrottle();
 
 /**
  * Our snd-settle-mode for a link we send on: settled when the client asked for

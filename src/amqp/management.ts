@@ -6,6 +6,7 @@ import { type ErrorCode, ErrorCatalogue, TandemError, invalidArgument } from '..
 import type { AdminContext, Attributes } from '../admin/operations.js';
 import { AdminOperations, type OperationHandler as AdminOperationHandler, type Requester as AdminRequester } from '../admin/dispatcher.js';
 import type { Logger } from '../ops/log.js';
+import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { redact, redactValue } from '../ops/secrets.js';
 import { type Plain, decodeMessage, encodeMessage } from './engine/message.js';
 import type { AmqpValue } from './engine/types.js';
@@ -41,6 +42,12 @@ interface Request {
 export class ManagementNode {
   /** The operations themselves, shared with the web console (src/console). */
   readonly operations: AdminOperations;
+  /**
+   * Any client can send unreadable requests, or requests whose replies cannot be
+   * delivered, thousands a second: the first of each kind is logged with its details,
+   * then one line per interval with the count of those it stands for.
+   */
+  private readonly throttle = new LogThrottle();
 
   constructor(
     ctx: AdminContext,
@@ -80,7 +87,8 @@ export class ManagementNode {
     try {
       request = parseRequest(bytes);
     } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'unreadable management request');
+      const held = this.throttle.admit('unreadable');
+      if (held !== undefined) this.log.warn({ err: (err as Error).message, conn: requester.connectionId, ...suppressedField(held) }, 'unreadable management request');
       return;
     }
     let status = 200;
@@ -122,7 +130,10 @@ export class ManagementNode {
     try {
       requester.publishReply(request.replyTo, bytes);
     } catch (err) {
-      this.log.info({ conn: requester.connectionId, user: requester.user, replyTo: request.replyTo, reason: (err as Error).message }, 'management reply not delivered');
+      const held = this.throttle.admit('reply not delivered');
+      if (held !== undefined) {
+        this.log.info({ conn: requester.connectionId, user: requester.user, replyTo: request.replyTo, reason: (err as Error).message, ...suppressedField(held) }, 'management reply not delivered');
+      }
     }
   }
 

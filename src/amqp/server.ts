@@ -13,7 +13,7 @@ import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
 import type { UserDirectory } from '../admin/users.js';
 import type { Acl } from '../admin/acl.js';
 import type { Logger } from '../ops/log.js';
-import { LogThrottle } from '../ops/log-throttle.js';
+import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
 import { DEFAULT_TRANSACTION_LIMITS, type TransactionLimits } from './coordinator.js';
 import { Connection } from './engine/connection.js';
@@ -47,6 +47,19 @@ const SENDER_CREDIT = 1000;
  */
 const OVER_LIMIT_SOCKETS = 64;
 
+/**
+ * Engine lines a client can cause at will, one per bad frame (thousands a second on
+ * one connection): logged once per interval per condition, the first with its details.
+ */
+const THROTTLED_ENGINE_LINES = new Set(['link detached for a violation', 'session ended for a violation', 'connection closed for a violation', 'protocol header refused']);
+
+/**
+ * How much of a delivery spanning frames a link may still hold while the memory alarm
+ * is on: enough for an ordinary message to arrive whole and be refused with the alarm's
+ * words; more is an unfinished message the alarm would otherwise never stop.
+ */
+const ALARM_PARTIAL_ALLOWANCE = 1024 * 1024;
+
 export interface ServerOptions {
   host: string;
   /** undefined: no plaintext listener (TLS only). */
@@ -63,6 +76,8 @@ export interface ServerOptions {
   /** A client that has not sent its open this long after connecting is closed (handshake-timeout; 0 or unset: never). */
   handshakeTimeoutMs?: number;
   maxConnections: number;
+  /** Links one connection may hold at once (max-links-per-connection; each costs a few KiB, a temporary queue more). */
+  maxLinksPerConnection: number;
   autoCreate: boolean;
   /** Permissions on names (acl-file; permissive without one). */
   acl: Acl;
@@ -101,6 +116,8 @@ export class AmqpServer {
   private readonly refuser = new ConnectionRefuser();
   /** A flood of connections over the limit logs one line per interval, not one each. */
   private readonly overLimitLog = new LogThrottle();
+  /** Violations by clients (see THROTTLED_ENGINE_LINES). */
+  private readonly violationLog = new LogThrottle();
   /** Failed logins slow the next ones; the web console shares it (a guess there counts here). */
   readonly loginThrottle = new LoginThrottle();
   admission: AdmissionCheck | undefined;
@@ -129,7 +146,11 @@ export class AmqpServer {
       status: statusOf,
     };
     this.management = new ManagementNode(admin, log);
-    this.engineLog = (level, message, fields) => this.log[level](fields, message);
+    this.engineLog = (level, message, fields) => {
+      if (!THROTTLED_ENGINE_LINES.has(message)) return this.log[level](fields, message);
+      const held = this.violationLog.admit(`${message}\0${String(fields.condition ?? '')}`);
+      if (held !== undefined) this.log[level]({ ...fields, ...suppressedField(held) }, message);
+    };
     this.handler = this.events();
   }
 
@@ -196,8 +217,9 @@ export class AmqpServer {
         // A socket that never finishes headers, SASL and open would hold a slot (of max-connections + 64) for ever.
         handshakeTimeoutMs: o.handshakeTimeoutMs || undefined,
         maxMessageSize: o.maxMessageSize,
-        // Past the memory alarm, a delivery spanning frames is not held further (its link is detached).
-        partialDeliveryRefusal: () => this.broker.memoryAlarm,
+        // Past the memory alarm, a delivery spanning frames is held up to an allowance (an
+        // ordinary message completes and is refused as any is), and no further: its link is detached.
+        partialDeliveryRefusal: (bytes) => (bytes > ALARM_PARTIAL_ALLOWANCE ? this.broker.memoryAlarm : undefined),
         // A client that skips SASL is anonymous: taken only with auth off.
         requireSasl: o.auth,
         sasl: {
@@ -249,6 +271,7 @@ export class AmqpServer {
       onLinkAttach: (link) => {
         const client = clientOf(link.session.connection);
         if (!client) return link.refuse({ condition: 'amqp:illegal-state', description: 'the connection is not open' });
+        if (!client.admitLink(link)) return;
         if (link.isSender) client.onSenderOpen(link);
         else client.onReceiverOpen(link);
       },
@@ -366,6 +389,7 @@ export class AmqpServer {
     const policy: ConnectionPolicy = {
       autoCreate: this.options.autoCreate,
       creditWindow: SENDER_CREDIT,
+      maxLinks: this.options.maxLinksPerConnection,
       maxMessageSize: this.options.maxMessageSize,
       transactionLimits: this.options.transactionLimits ?? DEFAULT_TRANSACTION_LIMITS,
     };

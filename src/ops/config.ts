@@ -73,6 +73,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'handshake-timeout', kind: 'duration', description: "close a connection whose client has not sent its open this long after connecting (0 = never)", max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'max-connections', kind: 'count', description: 'connections accepted at once', min: 1, max: 1_000_000, why: '0 would refuse every client' },
+  { key: 'max-links-per-connection', kind: 'count', description: 'links one connection may hold at once; an attach past it is refused with amqp:resource-limit-exceeded', min: 1, max: 1_000_000, why: '0 would refuse every link; each link costs a few KiB (a temporary queue more)' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
   { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },
   { key: 'metrics-host', kind: 'string', description: 'address of the metrics listener' },
@@ -134,6 +135,8 @@ export interface Settings {
   /** A socket whose client has not sent open this long after it connected is closed (0: never). */
   handshakeTimeoutMs: number;
   maxConnections: number;
+  /** Links one connection may hold at once (attaches past it are refused, the connection stays). */
+  maxLinksPerConnection: number;
   logLevel: LogLevel;
   metricsPort: number | undefined;
   metricsHost: string;
@@ -485,6 +488,7 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
     idleTimeoutMs: (values['idle-timeout'] as number | undefined) ?? 0,
     handshakeTimeoutMs: (values['handshake-timeout'] as number | undefined) ?? 10_000,
     maxConnections: (values['max-connections'] as number | undefined) ?? 10000,
+    maxLinksPerConnection: (values['max-links-per-connection'] as number | undefined) ?? 10000,
     logLevel: (values['log-level'] as LogLevel | undefined) ?? 'info',
     metricsPort: values['metrics-port'] as number | undefined,
     metricsHost: (values['metrics-host'] as string | undefined) ?? '127.0.0.1',

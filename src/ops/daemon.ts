@@ -224,6 +224,7 @@ export class Daemon {
         idleTimeoutMs: s.idleTimeoutMs,
         handshakeTimeoutMs: s.handshakeTimeoutMs,
         maxConnections: s.maxConnections,
+        maxLinksPerConnection: s.maxLinksPerConnection,
         autoCreate: s.autoCreate,
         acl: new Acl(s.aclFile, logger('admin')),
         openProperties: { 'tandem.instance': this.instanceId },

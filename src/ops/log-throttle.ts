@@ -28,3 +28,8 @@ export class LogThrottle {
     return entry?.held ?? 0;
   }
 }
+
+/** The events a throttled line also stands for, as a log field (none on the first line). */
+export function suppressedField(held: number): { suppressed?: number } {
+  return held > 0 ? { suppressed: held } : {};
+}

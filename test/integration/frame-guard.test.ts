@@ -220,7 +220,7 @@ describe('frame guard', () => {
     await assertHealthy();
   });
 
-  it('multi-frame deliveries left unfinished cannot fill memory: past the memory alarm each link still growing one is detached with amqp:resource-limit-exceeded', async () => {
+  it('multi-frame deliveries left unfinished cannot fill memory: past the memory alarm each link still growing one beyond an allowance (1 MiB) is detached with amqp:resource-limit-exceeded', async () => {
     // A message is refused by the alarm only once whole: before, six links each holding
     // an unfinished delivery grew past memory-limit and on, as far as the client sent.
     const small = await TestBroker.start({ args: ['--memory-limit', '64MiB'] });

@@ -76,12 +76,13 @@ export interface ConnectionOptions {
   /** Server role: refuse a client that skips SASL. */
   requireSasl?: boolean;
   /**
-   * Asked before a receiving link holds more of a delivery that spans frames: a
-   * reason stops it (the link is detached with amqp:resource-limit-exceeded, and
-   * what it held is freed). The broker's memory alarm: a message is refused only
-   * once whole, so without this, unfinished ones would grow past the alarm unchecked.
+   * Asked before a receiving link holds more of a delivery that spans frames, with
+   * the bytes it holds so far: a reason stops it (the link is detached with
+   * amqp:resource-limit-exceeded, and what it held is freed). The broker's memory
+   * alarm: a message is refused only once whole, so without this, unfinished ones
+   * would grow past the alarm unchecked.
    */
-  partialDeliveryRefusal?: () => string | undefined;
+  partialDeliveryRefusal?: (bytesSoFar: number) => string | undefined;
   /** Client role: log in through SASL (else straight to AMQP). */
   saslClient?: SaslClientOptions;
   session?: Partial<SessionOptions>;
@@ -124,7 +125,7 @@ export class Connection {
   readonly maxMessageSize: number;
   readonly requireInitialDeliveryCount: boolean;
   /** See ConnectionOptions.partialDeliveryRefusal. */
-  readonly partialDeliveryRefusal: (() => string | undefined) | undefined;
+  readonly partialDeliveryRefusal: ((bytesSoFar: number) => string | undefined) | undefined;
   /** The peer's open, decoded (container-id, hostname, properties...). */
   remoteOpen: Composite | undefined;
   /** Who SASL said the peer is (server role); undefined without SASL. */

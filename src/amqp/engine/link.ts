@@ -283,7 +283,7 @@ export class Link {
     if (f.more === true) {
       // Not held any longer while the host cannot take more (its memory alarm): the whole
       // message would be refused anyway, and unfinished ones are memory no refusal frees.
-      const refusal = this.session.connection.partialDeliveryRefusal?.();
+      const refusal = this.session.connection.partialDeliveryRefusal?.(current.bytes);
       if (refusal !== undefined) {
         return this.violated({ condition: Condition.resourceLimitExceeded, description: `delivery ${current.delivery.id} is not taken further (${current.bytes} bytes so far): ${refusal}` });
       }

@@ -86,6 +86,11 @@ export class Session {
     return [...this.byLocalHandle.values()];
   }
 
+  /** Links holding a handle here (attached, or detached by one side only). */
+  get linkCount(): number {
+    return this.byLocalHandle.size;
+  }
+
   /** Transfer frames we may still send before the peer widens its window. */
   get remoteWindow(): number {
     return this.remoteIncomingWindow;
