@@ -49,6 +49,11 @@ export class TestBroker {
   stdout = '';
   stderr = '';
   exitCode: number | null | undefined;
+
+  /** Lines the broker logged at error or fatal (pino levels 50, 60), on either stream. */
+  get errorLogLines(): string[] {
+    return `${this.stdout}\n${this.stderr}`.split('\n').filter((l) => /"level":(50|60)/.test(l));
+  }
   exitSignal: NodeJS.Signals | null | undefined;
   private exited: Promise<void>;
 
