@@ -20,7 +20,6 @@ export const MESSAGE_SECTIONS = [
 ] as const;
 
 const codes = new Set<bigint>(MESSAGE_SECTIONS.map((s) => BigInt(s.code)));
-const symbols = new Set<string>(MESSAGE_SECTIONS.map((s) => s.symbol));
 const codeBySymbol = new Map<string, number>(MESSAGE_SECTIONS.map((s) => [s.symbol, s.code]));
 
 /** The longest section symbol, in bytes: a longer descriptor names no section, and is not read. */
@@ -54,7 +53,7 @@ export function checkMessage(bytes: Buffer): void {
     const v = d.value();
     if (v.type !== 'described') throw decodeError(`a message section at offset ${at} is a ${v.type}, not a described section`);
     const desc = v.descriptor;
-    const known = (desc.type === 'ulong' && codes.has(desc.value)) || (desc.type === 'symbol' && symbols.has(desc.value));
+    const known = (desc.type === 'ulong' && codes.has(desc.value)) || (desc.type === 'symbol' && codeBySymbol.has(desc.value));
     if (!known) throw decodeError(`the message section at offset ${at} has a descriptor that is not one of the spec's sections`);
   }
 }
