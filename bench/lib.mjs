@@ -3,7 +3,6 @@
 // Everything started here is registered and killed by PID on exit, even on failure.
 import { execFile, spawn } from 'node:child_process';
 import { closeSync, existsSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -110,16 +109,9 @@ export async function tryRun(cmd, args, opts = {}) {
   }
 }
 
-export function freePort() {
-  return new Promise((resolvePort, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolvePort(port));
-    });
-  });
-}
+import { freePort } from '../test/helpers/ports.mjs';
+
+export { freePort };
 
 export function tempDir(base, prefix) {
   mkdirSync(base, { recursive: true });

@@ -3,7 +3,6 @@
 // left alone when a package owns it), and whether this build has HA at all.
 import { spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { execa } from 'execa';
@@ -30,16 +29,9 @@ export async function run(cmd: string, args: string[], opts: { env?: NodeJS.Proc
 export const hasCommand = (name: string): boolean => ['/usr/bin', '/usr/sbin', '/bin', '/sbin'].some((d) => existsSync(join(d, name)));
 export const isRoot = process.getuid?.() === 0;
 
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, host, () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
+import { freePort } from '../helpers/ports.mjs';
+
+export { freePort };
 
 export async function waitFor<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, opts: { timeoutMs: number; name: string; everyMs?: number }): Promise<T> {
   const deadline = Date.now() + opts.timeoutMs;

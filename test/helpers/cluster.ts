@@ -2,20 +2,11 @@
 // front (ha-brokers-url must list them all), brokers started as backups, one
 // promoted with the same command a cluster manager uses.
 import { execFile } from 'node:child_process';
-import { createServer } from 'node:net';
 import { TestBroker, killAllBrokers, tandemBin, waitFor } from './broker.js';
 
-export async function freePorts(n: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: n }, () => new Promise<import('node:net').Server>((resolve) => {
-      const s = createServer();
-      s.listen(0, '127.0.0.1', () => resolve(s));
-    })),
-  );
-  const ports = servers.map((s) => (s.address() as import('node:net').AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
-  return ports;
-}
+import { freePorts } from './ports.mjs';
+
+export { freePorts };
 
 export function tandem(args: string[], timeoutMs = 20_000): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {

@@ -3,7 +3,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { get } from 'node:http';
-import { connect as netConnect, createServer as createNetServer, type AddressInfo } from 'node:net';
+import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +11,7 @@ import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { tandem } from '../helpers/tandem-cli.js';
 import { runPython } from '../helpers/python.js';
+import { freePort } from '../helpers/ports.mjs';
 
 const dir = mkdtempSync(join(tmpdir(), 'tandem-server-test-'));
 const usersFile = join(dir, 'users');
@@ -209,18 +210,6 @@ describe('tls cli', () => {
     broker.cleanup();
   });
 });
-
-/** A port that was free a moment ago (bound and released). */
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const s = createNetServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolvePort(port));
-    });
-  });
-}
 
 function tcpRefused(port: number): Promise<boolean> {
   return new Promise((resolveRefused) => {

@@ -2,7 +2,6 @@
 // inputs, and serialize the tests that install the DEB on this host.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 export const TOP = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
@@ -97,16 +96,7 @@ export function installedVersion(pkg: string): string | undefined {
   return m?.[1];
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../helpers/ports.mjs';
 
 /** Fail (in CI) or skip (elsewhere) a suite that needs something missing. */
 export function requirement(reason: string | undefined): { skip: boolean } {
