@@ -17,7 +17,7 @@ import { syncDir, type JournalIo } from './io.js';
 import type { Change } from '../broker/changes.js';
 import type { LiveFrame, LiveIndex, Location } from './live-index.js';
 import { encodeChange } from './record-codec.js';
-import { encodeFrame, readFrame, segmentPath } from './segment.js';
+import { FRAME_HEADER_BYTES, readFrame, readSegmentHeader, SEGMENT_HEADER_BYTES, segmentPath } from './segment.js';
 import type { RecoveryLogger } from './recovery.js';
 
 export interface CompactorHost {
@@ -29,8 +29,8 @@ export interface CompactorHost {
    * the durable checkpoint's position (a restart from that checkpoint replays them).
    */
   oldestOpenSegment(): number;
-  /** Queue a copied frame; the promise settles after its sync. */
-  writeCopy(frame: Buffer): { loc: Location; synced: Promise<void> };
+  /** Queue a copy of a record (framed anew: the segment it lands in has its own salt); the promise settles after its sync. */
+  writeCopy(record: Buffer): { loc: Location; synced: Promise<void> };
   /** A test for changes that queued, unsynced records will kill. */
   pendingKills(): (c: Change) => boolean;
   readonly logger?: RecoveryLogger | undefined;
@@ -120,6 +120,9 @@ export class Compactor {
     const { index } = this.host;
     const file = segmentPath(this.host.dir, id);
     const buf = await readFile(file);
+    const header = readSegmentHeader(buf.subarray(0, SEGMENT_HEADER_BYTES));
+    if (header.status !== 'ok') throw new JournalIoError(`compaction cannot read ${file}: ${header.reason}`);
+    const { salt } = header.layout;
     // From here to the last writeCopy nothing awaits: no kill can slip in between
     // the liveness check and the relocation.
     const undos: Array<() => void> = [];
@@ -127,11 +130,11 @@ export class Compactor {
     const copied: Array<{ frame: LiveFrame; loc: Location }> = [];
     const killedSoon = this.host.pendingKills();
     for (const live of index.liveIn(id)) {
-      const f = readFrame(buf, live.home.offset);
+      const f = readFrame(buf, live.home.offset, salt);
       if (f.status !== 'ok' || f.entry.lsn !== live.lsn || f.size !== live.home.size) {
         throw new JournalIoError(`compaction found ${file} at offset ${live.home.offset} not holding LSN ${live.lsn} as indexed`);
       }
-      let frame: Buffer;
+      let record: Buffer;
       let parts = 1;
       const body = f.entry.change;
       // About to die: leave it; the segment goes in a later pass once the kill is synced.
@@ -141,12 +144,12 @@ export class Compactor {
         // Any part about to die: leave the whole record where it is. Copying a part
         // could lose it if that kill then fails (disk full) and the broker rolls it back.
         if (kept.changes.some((n) => killedSoon(n))) continue;
-        frame = encodeFrame(encodeChange({ lsn: live.lsn, change: kept, durable: true }));
+        record = encodeChange({ lsn: live.lsn, change: kept, durable: true });
         parts = kept.changes.length;
       } else {
-        frame = Buffer.from(buf.subarray(live.home.offset, live.home.offset + live.home.size));
+        record = buf.subarray(live.home.offset + FRAME_HEADER_BYTES, live.home.offset + live.home.size);
       }
-      const copy = this.host.writeCopy(frame);
+      const copy = this.host.writeCopy(record);
       undos.push(index.relocate(live, copy.loc, parts));
       synced.push(copy.synced);
       copied.push({ frame: live, loc: copy.loc });

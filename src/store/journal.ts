@@ -27,7 +27,7 @@ import { LiveIndex, type Location } from './live-index.js';
 import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
 import { recoverJournal, type RecoveryResult } from './recovery.js';
-import { listSegments, readFrame, segmentPath } from './segment.js';
+import { listSegments, readFrame, readSegmentHeader, SEGMENT_HEADER_BYTES, segmentPath } from './segment.js';
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
@@ -200,7 +200,7 @@ export class Journal implements ChangeSink {
         io,
         logger: log as CompactorLogger,
         oldestOpenSegment: () => Math.min(this.writer.oldestOpenSegment, this.protectedFrom, this.keyedSince),
-        writeCopy: (frame) => this.writeCopy(frame),
+        writeCopy: (record) => this.writeCopy(record),
         pendingKills: () => this.pendingKills(),
         segmentDeleted: (id) => this.reader.forget(id),
         isKept: (id) => this.kept.has(id),
@@ -620,10 +620,10 @@ export class Journal implements ChangeSink {
     });
   }
 
-  private writeCopy(frame: Buffer): { loc: Location; synced: Promise<void> } {
+  private writeCopy(record: Buffer): { loc: Location; synced: Promise<void> } {
     let loc!: Location;
     const synced = new Promise<void>((resolve, reject) => {
-      loc = this.writer.enqueue(frame, { type: 'copy', done: (err) => (err ? reject(err) : resolve()) });
+      loc = this.writer.enqueueRecord(record, { type: 'copy', done: (err) => (err ? reject(err) : resolve()) });
     });
     return { loc, synced };
   }
@@ -796,9 +796,11 @@ async function checkAgainstJournal(dir: string, loaded: LoadedCheckpoint): Promi
   if (lastFrame && ids.includes(lastFrame.seg)) {
     const fh = await open(segmentPath(dir, lastFrame.seg), 'r');
     try {
+      const head = Buffer.alloc(SEGMENT_HEADER_BYTES);
+      const header = readSegmentHeader(head.subarray(0, (await fh.read(head, 0, head.length, 0)).bytesRead));
       const buf = Buffer.alloc(lastFrame.size);
       const { bytesRead } = await fh.read(buf, 0, lastFrame.size, lastFrame.offset);
-      const f = bytesRead === lastFrame.size ? readFrame(buf, 0) : undefined;
+      const f = bytesRead === lastFrame.size && header.status === 'ok' ? readFrame(buf, 0, header.layout.salt) : undefined;
       if (!f || f.status !== 'ok' || f.entry.lsn !== lastFrame.lsn) {
         throw new CheckpointError(`the record before its position (segment ${lastFrame.seg} offset ${lastFrame.offset}) is not LSN ${lastFrame.lsn}: it belongs to another journal`);
       }

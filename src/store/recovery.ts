@@ -22,7 +22,7 @@ import { copyFile, open, rename, stat, writeFile } from 'node:fs/promises';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
-import { badRanges, listSegments, scanSegment, segmentPath, type SegmentScan } from './segment.js';
+import { badRanges, listSegments, readSegmentHeader, scanSegment, SEGMENT_HEADER_BYTES, segmentPath, type SegmentScan } from './segment.js';
 import type { RecordBody } from './record-codec.js';
 
 export interface RecoveryLogger {
@@ -121,7 +121,7 @@ export async function recoverJournal(dir: string, opts: RecoveryOptions): Promis
     });
     let segEnd = scan.fileSize;
     if (scan.bad) {
-      const laterData = sizes.slice(i + 1).some((s) => s > 0);
+      const laterData = await anyHoldsFrames(ids.slice(i + 1).map((later) => segmentPath(dir, later)));
       if (scan.bad.after.status === 'none' && !laterData) {
         log?.warn(
           { file, offset: scan.bad.offset, reason: scan.bad.reason, cutBytes: scan.fileSize - scan.goodEnd },
@@ -155,6 +155,8 @@ function damageReason(bad: NonNullable<SegmentScan['bad']>): string {
       return `${bad.reason}; a valid record follows at byte offset ${after.offset}`;
     case 'none': // reported as damage only when later segments hold data
       return `${bad.reason}; later segments hold records`;
+    case 'unsalted':
+      return `${bad.reason} (--repair sets the whole segment aside, logging its size)`;
     case 'gave-up':
       return (
         `${bad.reason}; the search for a valid record after it gave up at byte offset ${after.offset}, ` +
@@ -196,6 +198,14 @@ async function dropBadFrames(dir: string, file: string, buf: Buffer, log: Recove
   await syncDir(nodeIo, dir);
   let unsearched = 0;
   for (const r of removed) {
+    if (r.unsalted) {
+      unsearched += r.bytes;
+      log?.error(
+        { file, offset: r.offset, bytes: r.bytes, reason: r.reason, keptAs: `${file}.corrupt` },
+        `REPAIR: removed all ${r.bytes} bytes of ${file}: ${r.reason}, so they MAY HAVE HELD VALID RECORDS, lost unless recovered from ${file}.corrupt or an HA peer`,
+      );
+      continue;
+    }
     if (r.unsearchedFrom === undefined) {
       log?.error({ file, offset: r.offset, bytes: r.bytes, reason: r.reason, keptAs: `${file}.corrupt` }, 'REPAIR: removed unreadable bytes from the journal; the valid records after them are kept');
       continue;
@@ -249,6 +259,22 @@ class SegmentBuffers {
       await fh.close();
     }
   }
+}
+
+/** Whether any of these segment files holds more than a header (a damaged header counts: it may). */
+async function anyHoldsFrames(files: string[]): Promise<boolean> {
+  for (const file of files) {
+    const fh = await open(file, 'r');
+    try {
+      const size = (await fh.stat()).size;
+      const head = Buffer.alloc(SEGMENT_HEADER_BYTES);
+      const header = readSegmentHeader(head.subarray(0, (await fh.read(head, 0, head.length, 0)).bytesRead));
+      if (header.status === 'damaged' || (header.status === 'ok' && size > header.layout.dataStart)) return true;
+    } finally {
+      await fh.close();
+    }
+  }
+  return false;
 }
 
 async function truncateFile(file: string, length: number): Promise<void> {

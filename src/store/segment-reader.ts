@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import { JournalReadError, JournalRecordDamagedError } from './errors.js';
 import type { Location } from './live-index.js';
 import type { CodecEntry } from './record-codec.js';
-import { readFrame, segmentPath } from './segment.js';
+import { readFrame, readSegmentHeader, SEGMENT_HEADER_BYTES, segmentPath, type SegmentHeaderRead } from './segment.js';
 
 /** Read neighbouring records with one pread when the gap between them is at most this. */
 const MAX_GAP = 64 * 1024;
@@ -24,8 +24,8 @@ const MAX_RUN = 4 * 1024 * 1024;
 export class SegmentReader {
   /** Preads done and records decoded (tests check that a transaction is decoded once per read). */
   readonly stats = { preads: 0, decodes: 0 };
-  /** Open descriptors by segment, oldest first (Map keeps insertion order). */
-  private readonly fds = new Map<number, number>();
+  /** Open descriptors by segment, with the salt its frames' CRCs start from, oldest first (Map keeps insertion order). */
+  private readonly fds = new Map<number, { fd: number; salt: number }>();
 
   constructor(
     private readonly dir: string,
@@ -46,14 +46,15 @@ export class SegmentReader {
         if (next.seg !== first.seg || next.offset - end > MAX_GAP || next.offset + next.size - first.offset > MAX_RUN) break;
         end = Math.max(end, next.offset + next.size);
       }
-      const buf = this.pread(first.seg, first.offset, end - first.offset);
+      const { fd, salt } = this.open(first.seg);
+      const buf = this.pread(fd, first.seg, first.offset, end - first.offset);
       // Messages of one transaction share a record: decode it once, not once per message.
       const decoded = new Map<number, CodecEntry>();
       for (let k = i; k < j; k++) {
         const loc = locs[order[k]!]!;
         let entry = decoded.get(loc.offset);
         if (!entry) {
-          const f = readFrame(buf.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.size), 0);
+          const f = readFrame(buf.subarray(loc.offset - first.offset, loc.offset - first.offset + loc.size), 0, salt);
           if (f.status !== 'ok') {
             throw new JournalRecordDamagedError(`journal record at ${segmentPath(this.dir, loc.seg)} offset ${loc.offset} cannot be read back (${f.reason})`);
           }
@@ -70,19 +71,18 @@ export class SegmentReader {
 
   /** The segment is gone (compaction): drop its descriptor. */
   forget(seg: number): void {
-    const fd = this.fds.get(seg);
-    if (fd === undefined) return;
+    const open = this.fds.get(seg);
+    if (open === undefined) return;
     this.fds.delete(seg);
-    fs.closeSync(fd);
+    fs.closeSync(open.fd);
   }
 
   close(): void {
     for (const seg of [...this.fds.keys()]) this.forget(seg);
   }
 
-  private pread(seg: number, position: number, length: number): Buffer {
+  private pread(fd: number, seg: number, position: number, length: number): Buffer {
     const buf = Buffer.allocUnsafe(length);
-    const fd = this.fdFor(seg);
     this.stats.preads++;
     let done = 0;
     // Bounded: each pass reads at least one byte or throws.
@@ -94,7 +94,8 @@ export class SegmentReader {
     return buf;
   }
 
-  private fdFor(seg: number): number {
+  /** The segment's descriptor and salt, opened (and its header read) if need be. */
+  private open(seg: number): { fd: number; salt: number } {
     const open = this.fds.get(seg);
     if (open !== undefined) return open;
     if (this.fds.size >= this.maxOpen) this.forget(this.fds.keys().next().value as number);
@@ -104,7 +105,20 @@ export class SegmentReader {
     } catch (err) {
       throw new JournalReadError(`cannot open journal segment ${segmentPath(this.dir, seg)} to read a message back (${(err as Error).message})`, { cause: err });
     }
-    this.fds.set(seg, fd);
-    return fd;
+    let header: SegmentHeaderRead;
+    try {
+      const head = Buffer.alloc(SEGMENT_HEADER_BYTES);
+      header = readSegmentHeader(head.subarray(0, fs.readSync(fd, head, 0, head.length, 0)));
+    } catch (err) {
+      fs.closeSync(fd);
+      throw new JournalReadError(`cannot read the header of journal segment ${segmentPath(this.dir, seg)} (${(err as Error).message})`, { cause: err });
+    }
+    if (header.status !== 'ok') {
+      fs.closeSync(fd);
+      throw new JournalRecordDamagedError(`journal segment ${segmentPath(this.dir, seg)} cannot be read back (${header.reason})`);
+    }
+    const opened = { fd, salt: header.layout.salt };
+    this.fds.set(seg, opened);
+    return opened;
   }
 }

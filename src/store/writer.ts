@@ -25,7 +25,7 @@ import { DiskFullError, JournalIoError } from './errors.js';
 import { isDiskFull, syncDir, type JournalIo } from './io.js';
 import type { Location } from './live-index.js';
 import { recordLsn } from './record-codec.js';
-import { FRAME_HEADER_BYTES, segmentPath, writeFrame } from './segment.js';
+import { encodeSegmentHeader, FRAME_HEADER_BYTES, newSalt, SEGMENT_HEADER_BYTES, segmentPath, writeFrame } from './segment.js';
 
 /** Each write+sync of a flush, `{ seconds }`; timed only while someone listens (metrics). */
 export const JOURNAL_SYNC_CHANNEL = 'tandem:journal:synced';
@@ -68,8 +68,12 @@ export class SegmentWriter<T> {
   /** 0 idle, 1 flush scheduled, 2 flushing */
   private state: 0 | 1 | 2 = 0;
   private activeSeg: number;
-  /** Size of the active segment counting queued frames. */
-  private logicalSize = 0;
+  /** The salt of the active segment's frames (segment.ts); a new one per segment. */
+  private activeSalt = newSalt();
+  /** The salt of each segment with frames queued or in flight, for its header. */
+  private readonly salts = new Map<number, number>();
+  /** Size of the active segment counting its header and queued frames. */
+  private logicalSize = SEGMENT_HEADER_BYTES;
   private fd: number | undefined;
   private fdSeg = -1;
   private fatal: Error | undefined;
@@ -86,6 +90,7 @@ export class SegmentWriter<T> {
     private readonly hooks: WriterHooks<T>,
   ) {
     this.activeSeg = firstSeg;
+    this.salts.set(firstSeg, this.activeSalt);
   }
 
   get currentSegment(): number {
@@ -101,17 +106,21 @@ export class SegmentWriter<T> {
     return this.fatal;
   }
 
-  /** Queue a record, framed here (length, CRC-32C, payload; see segment.ts). */
+  /** Queue a record, framed here (length, CRC-32C from its segment's salt, payload; see segment.ts). */
   enqueueRecord(payload: Buffer, tag: T): Location {
-    const at = this.room(FRAME_HEADER_BYTES + payload.length);
-    return this.place(at, writeFrame(this.staging, at, payload), tag);
-  }
-
-  /** Queue a frame as it is (a compaction copy). */
-  enqueue(frame: Buffer, tag: T): Location {
-    const at = this.room(frame.length);
-    frame.copy(this.staging, at);
-    return this.place(at, frame.length, tag);
+    const size = FRAME_HEADER_BYTES + payload.length;
+    const loc = this.locate(size);
+    const at = this.room(size);
+    writeFrame(this.staging, at, payload, this.activeSalt);
+    this.pending.push({ start: at, loc, lsn: recordLsn(this.staging, at + FRAME_HEADER_BYTES), tag });
+    if (loc.seg < this.lowestUnsynced) this.lowestUnsynced = loc.seg;
+    if (this.state === 0) {
+      this.state = 1;
+      // setImmediate, not nextTick: everything appended by the I/O callbacks of this
+      // loop turn joins the same flush.
+      setImmediate(() => void this.flush());
+    }
+    return loc;
   }
 
   /** Offset of `size` bytes free at the end of the staged frames (growing the buffer if need be). */
@@ -126,22 +135,17 @@ export class SegmentWriter<T> {
     return at;
   }
 
-  private place(start: number, size: number, tag: T): Location {
-    if (this.logicalSize > 0 && this.logicalSize + size > this.segmentBytes) {
+  /** Where a frame of `size` bytes goes: the end of the active segment, or a new one if it would not fit. */
+  private locate(size: number): Location {
+    if (this.logicalSize > SEGMENT_HEADER_BYTES && this.logicalSize + size > this.segmentBytes) {
       this.activeSeg++;
-      this.logicalSize = 0;
+      this.activeSalt = newSalt();
+      this.salts.set(this.activeSeg, this.activeSalt);
+      this.logicalSize = SEGMENT_HEADER_BYTES;
       this.hooks.onRoll?.(this.activeSeg);
     }
     const loc: Location = { seg: this.activeSeg, offset: this.logicalSize, size };
     this.logicalSize += size;
-    this.pending.push({ start, loc, lsn: recordLsn(this.staging, start + FRAME_HEADER_BYTES), tag });
-    if (loc.seg < this.lowestUnsynced) this.lowestUnsynced = loc.seg;
-    if (this.state === 0) {
-      this.state = 1;
-      // setImmediate, not nextTick: everything appended by the I/O callbacks of this
-      // loop turn joins the same flush.
-      setImmediate(() => void this.flush());
-    }
     return loc;
   }
 
@@ -189,6 +193,8 @@ export class SegmentWriter<T> {
           this.hooks.onFailed(failed, err);
           break;
         }
+        // A segment the writer has moved past needs its salt no more (a disk-full cut only goes back to a failed one).
+        if (seg < this.activeSeg) this.salts.delete(seg);
         if (j === batch.length && this.pending.length === 0) this.lowestUnsynced = Infinity;
         else this.lowestUnsynced = (batch[j] ?? this.pending[0])!.loc.seg;
         this.hooks.onSynced(group);
@@ -232,6 +238,7 @@ export class SegmentWriter<T> {
             await this.io.fdatasync(fd);
           }
           this.activeSeg = seg;
+          this.activeSalt = this.salts.get(seg)!;
           this.logicalSize = start;
           return new DiskFullError(this.dir, { cause: err });
         } catch (truncErr) {
@@ -256,6 +263,18 @@ export class SegmentWriter<T> {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       fd = await this.io.open(segmentPath(this.dir, seg), this.io.syncedWrites ? O_REOPEN_SYNCED : 'r+');
+    }
+    // The header, synced before any frame: its salt is what every frame's CRC
+    // starts from. Written again on a reopen (the same bytes, or a header a full
+    // disk cut short).
+    try {
+      const header = encodeSegmentHeader(this.salts.get(seg)!);
+      let done = 0;
+      while (done < header.length) done += await this.io.write(fd, header, done, header.length - done, done);
+      if (!this.io.syncedWrites) await this.io.fdatasync(fd);
+    } catch (err) {
+      await this.io.close(fd).catch(() => undefined);
+      throw err;
     }
     this.fd = fd;
     this.fdSeg = seg;

@@ -5,13 +5,17 @@
 // A flipped byte in one record in the middle: --repair removes that record only.
 // The same byte behind a checkpoint (the broker starts: the record is read only when a
 // consumer reaches it): that one message is set aside, every other one is delivered.
-import { readFileSync, readdirSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+// A message body holding a journal frame a client forged (CRC-32C is public): a write
+// of it torn by a crash is a torn tail, and the forged record is never applied, because
+// frames are checked from their segment's secret salt.
+import { cpSync, readFileSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { manage } from '../helpers/tandem-cli.js';
-import { scanSegment } from '../../src/store/segment.js';
+import { encodeChange } from '../../src/store/record-codec.js';
+import { encodeFrame, scanSegment } from '../../src/store/segment.js';
 
 const COUNT = 1000;
 const body = (i: number): string => `m${i}:`.padEnd(200, 'x');
@@ -149,5 +153,43 @@ describe('journal damage behind a checkpoint', () => {
     await c.close();
     await broker.stop();
     broker.cleanup();
+  });
+
+  it('journal damage - a message body holding a forged journal frame, its write torn by a crash: the tail is cut and the broker starts; the forged queue-delete is never applied, --repair or not', async () => {
+    const first = await TestBroker.start({ args: ['--checkpoint-bytes', '0'] });
+    const client = await TestClient.connect({ port: first.port });
+    const kept = await client.send('victim.q', Array.from({ length: 20 }, (_, i) => ({ body: body(i), durable: true })), { timeoutMs: 60_000 });
+    expect(kept.every((o) => o.state === 'accepted')).toBe(true);
+    // What any client can compute: a whole journal frame of a record it chose, its
+    // CRC from 0 as frames had before salts, with an LSN far ahead so it would win.
+    const forged = encodeFrame(encodeChange({ lsn: 2 ** 40, change: { kind: 'queue-delete', name: 'victim.q' }, durable: true }), 0);
+    const evil = Buffer.concat([forged, Buffer.alloc(512, 0x20)]);
+    const sent = await client.send('evil.q', [{ body: evil, durable: true }], { timeoutMs: 60_000 });
+    expect(sent[0]!.state).toBe('accepted');
+    await client.close();
+    await first.kill();
+
+    // A crash tore the write of the evil message's record behind the forged frame it holds.
+    const journalDir = path.join(first.dataDir, 'journal');
+    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
+    const file = path.join(journalDir, segment);
+    const buf = readFileSync(file);
+    const at = buf.indexOf(forged);
+    expect(at).toBeGreaterThan(0);
+    truncateSync(file, at + forged.length + 100);
+    const repairDir = `${first.dataDir}-repair`;
+    cpSync(first.dataDir, repairDir, { recursive: true });
+
+    const repaired = await TestBroker.start({ dataDir: repairDir, args: ['--repair'] });
+    expect(await drain(repaired.port, 'victim.q')).toEqual(Array.from({ length: 20 }, (_, i) => body(i)));
+    await repaired.stop();
+    repaired.cleanup();
+    rmSync(repairDir, { recursive: true, force: true });
+
+    const restarted = await TestBroker.start({ dataDir: first.dataDir });
+    expect(restarted.stdout + restarted.stderr).toMatch(/journal ends in a torn record/);
+    expect(await drain(restarted.port, 'victim.q')).toEqual(Array.from({ length: 20 }, (_, i) => body(i)));
+    await restarted.stop();
+    restarted.cleanup();
   });
 });
