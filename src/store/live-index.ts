@@ -128,6 +128,8 @@ export class LiveIndex {
   private readonly queues = new Map<string, QueueState>();
   private readonly exchanges = new Map<string, DiskRecord[]>();
   private readonly bindings = new Map<string, { exchange: string; queue: string; rec: DiskRecord }>();
+  /** Binding keys by queue: a queue's delete or redeclare visits only its own (durable topic subscriptions are thousands of queues). */
+  private readonly bindingsByQueue = new Map<string, Set<string>>();
   /** Non-message records by LSN, to recognise a compaction copy during recovery. */
   private readonly records = new Map<number, DiskRecord>();
   private epochRec: DiskRecord | undefined;
@@ -178,7 +180,7 @@ export class LiveIndex {
           this.dropQueueState(q, home.seg, lsn);
           if (q.messages.length === 0 && q.declares.length === 0) this.queues.delete(body.name);
         }
-        for (const [k, b] of this.bindings) if (b.queue === body.name && b.rec.lsn < lsn) this.unbind(k, home.seg);
+        this.unbindQueue(body.name, lsn, home.seg);
         this.killQueueDedup(body.name, lsn, home.seg);
         break;
       }
@@ -215,6 +217,9 @@ export class LiveIndex {
         if (!this.bindings.has(k)) {
           const rec = this.record(lsn, body, home);
           this.bindings.set(k, { exchange: body.exchange, queue: body.queue, rec });
+          let keys = this.bindingsByQueue.get(body.queue);
+          if (!keys) this.bindingsByQueue.set(body.queue, (keys = new Set()));
+          keys.add(k);
           this.ref(rec);
         }
         break;
@@ -745,7 +750,15 @@ export class LiveIndex {
   private replaceQueue(q: QueueState | undefined, rec: DiskRecord, name: string): void {
     if (q) this.dropQueueState(q, rec.home.seg, rec.lsn);
     this.killQueueDedup(name, rec.lsn, rec.home.seg);
-    for (const [k, b] of this.bindings) if (b.queue === name && b.rec.lsn < rec.lsn) this.unbind(k, rec.home.seg);
+    this.unbindQueue(name, rec.lsn, rec.home.seg);
+  }
+
+  /** The queue's bindings older than `lsn` die (in bind order, as a scan of all bindings met them). */
+  private unbindQueue(name: string, lsn: number, killerSeg: number): void {
+    const keys = this.bindingsByQueue.get(name);
+    if (!keys) return;
+    // unbind() deletes from this set; a Set iterator is safe against deleting the entry it is on.
+    for (const k of keys) if (this.bindings.get(k)!.rec.lsn < lsn) this.unbind(k, killerSeg);
   }
 
   /** A queue's dedup settings change dies with the queue (a delete, or a declare that replaces it). */
@@ -768,6 +781,9 @@ export class LiveIndex {
     const b = this.bindings.get(key);
     if (!b) return;
     this.bindings.delete(key);
+    const keys = this.bindingsByQueue.get(b.queue);
+    keys?.delete(key);
+    if (keys?.size === 0) this.bindingsByQueue.delete(b.queue);
     this.kill(b.rec, killerSeg);
   }
 
