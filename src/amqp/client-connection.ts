@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import type { Composite } from './engine/composite.js';
 import type { Connection } from './engine/connection.js';
 import type { Delivery } from './engine/delivery.js';
+import { AmqpError as EngineError } from './engine/errors.js';
 import type { Link } from './engine/link.js';
 import { fromAmqp } from './engine/message.js';
 import { describedList } from './engine/performative.js';
@@ -381,7 +382,19 @@ export class ClientConnection {
           if (!link || !link.sendable) return false;
           // Settled either way: presettled if the client asked for that, else settled at once (no outcome awaited).
           const settled = settleModeFor(link) === 1;
-          const d = link.send(reply, { settled });
+          let d: Delivery;
+          try {
+            d = link.send(reply, { settled });
+          } catch (err) {
+            // Over the client's own max-message-size: it cannot take this reply, so its reply
+            // link stops, as a consumer's does when a primary delivers it (outgoing-link.ts).
+            // Answered all the same: there is no queue here to fall back on.
+            const condition = err instanceof EngineError ? err.condition : 'amqp:internal-error';
+            const description = err instanceof EngineError ? err.description : (err as Error).message;
+            this.log.info({ conn: this.id, replyTo: address, reason: description }, 'a management reply the client cannot take; closing its reply link');
+            link.detach({ condition, description });
+            return true;
+          }
           if (!settled) d.settle();
           return true;
         },

@@ -70,6 +70,33 @@ async function browse(c: TestCluster, i: number, queue: string, n: number): Prom
 const url = (c: TestCluster, i: number) => `amqp://${c.address(i)}`;
 
 /**
+ * A management QUERY of the queues from an admin connection, answered on a dynamic
+ * receiver that says it takes at most `maxMessageSize` bytes (0: no limit): the reply's
+ * status, or the error the broker detached that receiver with.
+ */
+async function queryOverReplyLink(port: number, maxMessageSize: number): Promise<{ status?: number; detached?: { condition?: string; description?: string } }> {
+  const client = await TestClient.connect({ port, properties: { 'qpid.ha-admin': true } });
+  try {
+    const conn = client.connection;
+    const receiver = conn.open_receiver({ source: { dynamic: true }, ...(maxMessageSize > 0 ? { max_message_size: maxMessageSize } : {}) } as never);
+    const replyTo = await new Promise<string>((resolve) =>
+      receiver.once('receiver_open', (ctx: EventContext) => resolve((ctx.receiver as unknown as { source: { address: string } }).source.address)),
+    );
+    const answer = new Promise<{ status?: number; detached?: { condition?: string; description?: string } }>((resolve) => {
+      receiver.on('message', (ctx: EventContext) => resolve({ status: Number((ctx.message?.application_properties as Record<string, unknown> | undefined)?.statusCode) }));
+      receiver.on('receiver_close', (ctx: EventContext) => resolve({ detached: (ctx.receiver as unknown as { error?: { condition?: string; description?: string } }).error ?? {} }));
+    });
+    const sender = conn.open_sender({ target: { address: '$management' } });
+    await new Promise((r) => sender.once('sendable', r));
+    sender.send({ reply_to: replyTo, application_properties: { operation: 'QUERY', type: 'queue' }, body: {} } as never);
+    const late = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('no management reply and no detach within 10 s')), 10_000).unref());
+    return await Promise.race([answer, late]);
+  } finally {
+    await client.close();
+  }
+}
+
+/**
  * For the tests that run a primary with no ready backup on purpose: the explicit
  * choice to settle alone (by default a primary needs a majority: ha-partition.test.ts).
  */
@@ -230,6 +257,22 @@ describe('ha', () => {
     const add = await tandem(['queue', 'add', 'local', '-b', c.address(1)]);
     expect(add.code).toBe(8);
     expect(add.stderr).toMatch(/backup.*primary/);
+  });
+
+  it('ha - a management reply over the client\'s max-message-size: a backup detaches the reply link as the primary does, logs no error, and still answers', async () => {
+    cluster = await readyCluster(2);
+    const c = cluster;
+    // Enough queues that the QUERY's reply (over 1 KiB) is twice what the small receiver takes.
+    for (let i = 0; i < 8; i++) expect((await tandem(['queue', 'add', `oversized-reply-${i}`, '-b', c.address(0)])).code).toBe(0);
+    await settled(c, 0);
+    for (const i of [0, 1]) {
+      const small = await queryOverReplyLink(c.ports[i]!, 512);
+      expect(small.detached?.condition, `broker ${i}`).toBe('amqp:link:message-size-exceeded');
+      expect(small.detached?.description, `broker ${i}`).toMatch(/over the peer's max-message-size 512/);
+      expect((await queryOverReplyLink(c.ports[i]!, 0)).status, `broker ${i}`).toBe(200);
+    }
+    expect(c.brokers[1]!.errorLogLines).toEqual([]);
+    expect(c.brokers[1]!.stdout + c.brokers[1]!.stderr).toMatch(/a management reply the client cannot take/);
   });
 
   it('ha - kill -9 of the primary: a python client fails over by itself, nothing accepted is lost, the other backup follows', async () => {
