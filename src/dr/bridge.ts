@@ -15,7 +15,7 @@ import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
 import { EngineDialer } from '../peer-link/engine-dialer.js';
 import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
-import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 
@@ -410,6 +410,9 @@ export class DrBridge {
         for (const q of m.queues ?? []) {
           const s = this.stream.get(q);
           if (!s || !this.live(q)) continue;
+          // A copy announced by snapshot-begin replaces the contents, so its position may be
+          // lower (a source behind the copy); without one, nothing undoes what was applied.
+          if (!s.awaitingCopy) notBack('snapshot-end', q, s, m.lsn);
           queues.push(q);
           // A mirror holds exactly the source's contents: what the copy lacks was dequeued there.
           const local = broker.queues.get(q);
@@ -450,6 +453,8 @@ export class DrBridge {
     for (const q of m.queues ?? []) {
       const s = this.stream.get(q);
       if (!s || !this.live(q) || s.awaitingCopy) continue;
+      // The log goes on above the reservation, past every position a copy can hold.
+      notBack('restart', q, s, m.lsn);
       const held = m.held?.[q];
       const local = broker.queues.get(q);
       if (s.mode === 'enqueue-and-dequeue' && held && local) {
@@ -597,6 +602,18 @@ export class DrBridge {
     broker.declareQueue(name, { ...settings, ...dedup, durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
     this.host.log.info({ queue: name, source: this.source }, "DR: created the queue with the source's settings");
   }
+}
+
+/**
+ * Refuse a source position below what the copy has applied, as decodeDrMessage refuses
+ * numbers no position can be. Taken, it was journaled as the copy's position: the next
+ * link asked from there (from 0 as a new copy, which skips the epoch check), and an
+ * activation took it as the divergence point. Within one link the source and epoch are
+ * those it accepted the request for, so a position only moves on, except by a copy of the
+ * contents (snapshot-begin ... snapshot-end), which replaces what was applied.
+ */
+function notBack(kind: DrStreamKind, queue: string, s: StreamQueue, lsn: number): void {
+  if (lsn < s.pos) throw new Error(`DR stream: ${kind} would move queue ${JSON.stringify(queue)} back to source position ${lsn}; it has applied up to ${s.pos}`);
 }
 
 /**

@@ -263,7 +263,8 @@ export class DrStream {
     const broker = source.opts.broker;
     const head = source.headLsn;
     const window = source.window;
-    const snapQueues: string[] = [];
+    // Looked up for every queue of the request (up to MAX_REQUEST_QUEUES): a Set, in request order.
+    const snapQueues = new Set<string>();
     const reasons: string[] = [];
     const gap = source.gap;
     const restartQueues: string[] = [];
@@ -274,13 +275,13 @@ export class DrStream {
       const acrossGap = crossesGaps && r.fill === undefined && crossesGap(gap, window, from);
       const ranges = acrossGap && r.mode === 'enqueue-and-dequeue' ? heldBefore(broker, r.queue, gap!.floor) : [];
       if (from === 0) {
-        snapQueues.push(r.queue);
+        snapQueues.add(r.queue);
         reasons.push(`${r.queue}: new on the secondary, copying its current contents`);
       } else if (r.copy === true) {
-        snapQueues.push(r.queue);
+        snapQueues.add(r.queue);
         reasons.push(`${r.queue}: the secondary asks for a copy (it lacks messages this source held when it restarted)`);
       } else if (from > head) {
-        snapQueues.push(r.queue);
+        snapQueues.add(r.queue);
         reasons.push(`${r.queue}: the secondary is at ${from}, ahead of this source (${head}); its extra changes were never confirmed here`);
       } else if (acrossGap && ranges) {
         // Nothing it lacks was journaled before the restart: on from the log's restart point.
@@ -288,13 +289,13 @@ export class DrStream {
         if (r.mode === 'enqueue-and-dequeue') held[r.queue] = ranges;
         from = gap!.lsn;
       } else if (acrossGap) {
-        snapQueues.push(r.queue);
+        snapQueues.add(r.queue);
         reasons.push(`${r.queue}: resuming across this source's restart, but what it holds from before is in too many id ranges to send`);
       } else if (from < window.coversFromLsn) {
-        snapQueues.push(r.queue);
+        snapQueues.add(r.queue);
         reasons.push(`${r.queue}: the secondary is at ${from}, older than the retained log (from ${window.coversFromLsn})`);
       }
-      if (snapQueues.includes(r.queue)) from = head;
+      if (snapQueues.has(r.queue)) from = head;
       this.queues.set(r.queue, { mode: r.mode, from, exchanges: exchangeMatcher(r.exchanges ?? '') });
     }
     // Exchanges before the queues (a queue's alternate exchange must exist when it is created), bindings after.
@@ -305,18 +306,19 @@ export class DrStream {
       if (q) this.declares.push({ lsn: 0, durable: true, change: { kind: 'queue-declare', name: q.name, settings: q.settings } });
     }
     this.declares.push(...topology.bindings);
-    if (snapQueues.length > 0) {
+    if (snapQueues.size > 0) {
+      const copied = [...snapQueues];
       // An enqueue-only secondary sees every enqueue: its copy keeps what consumers take before the reading gets there.
-      const keepDequeued = new Set(snapQueues.filter((q) => this.queues.get(q)?.mode === 'enqueue-only'));
-      const reader = new DrSnapshotReader(broker, snapQueues, head, { keepDequeued, journal: source.opts.journal?.() });
+      const keepDequeued = new Set(copied.filter((q) => this.queues.get(q)?.mode === 'enqueue-only'));
+      const reader = new DrSnapshotReader(broker, copied, head, { keepDequeued, journal: source.opts.journal?.() });
       this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [], waitingSince: undefined, waitLogged: false };
-      source.opts.log.info({ bridge: remote, queues: snapQueues, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
+      source.opts.log.info({ bridge: remote, queues: copied, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
     }
     if (gap && restartQueues.length > 0) {
       this.restart = { gap, queues: restartQueues, held, readAt: head };
       source.opts.log.info({ bridge: remote, queues: restartQueues, after: gap.after, lsn: gap.lsn }, "DR: a copy resumes across this source's restart (nothing it lacks was journaled before it): from the log, no snapshot");
     }
-    const fills = request.filter((r) => r.fill !== undefined && !snapQueues.includes(r.queue));
+    const fills = request.filter((r) => r.fill !== undefined && !snapQueues.has(r.queue));
     if (fills.length > 0) {
       this.fill = fills.map((r) => ({ queue: r.queue, ids: missingFrom(broker, r.queue, r.fill!), next: 0, sent: 0 }));
       source.opts.log.info({ bridge: remote, lacking: this.fill.map((f) => `${f.queue}: ${f.ids.length}`) }, 'DR: a reattached copy gets what this site held before its activation and it lacks');
