@@ -111,6 +111,10 @@ function requireName(name: unknown, type: string): string {
 
 export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs: Attributes): Attributes {
   const { broker } = ctx;
+  // Queues and exchanges are memory too: under the alarm none is made, as none is for a client's attach.
+  if (broker.memoryAlarm && (type === 'queue' || type === 'exchange')) {
+    throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no new ${type} while memory is short: ${broker.memoryAlarm}`);
+  }
   switch (type) {
     case 'queue': {
       const settings = parseQueueSettings(withoutKeys(attrs, ['name', 'type']), broker.queueDefaults);

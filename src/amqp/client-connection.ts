@@ -580,6 +580,7 @@ export class ClientConnection {
       throw notFound('queue or exchange', address, "create it with 'tandem queue add', or start the broker with --auto-create yes");
     }
     this.host.acl.check(this, 'configure', address);
+    this.refuseNewQueueUnderAlarm();
     // Auto-created queues are durable, so durable messages sent to them survive a crash.
     this.broker.declareQueue(address, { ...this.broker.queueDefaults, durable: true });
     this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
@@ -650,14 +651,17 @@ export class ClientConnection {
   }
 
   /**
-   * Under the memory alarm no new temporary queue or subscription is made: each is
-   * memory, and a client could make them faster than anything drains (bar a
-   * connection's first temporary queue: see createTemporaryQueue). Attaching to a
-   * queue that exists is still taken (a consumer helps drain).
+   * Under the memory alarm no new queue is made for a client (temporary, for a
+   * subscription, or auto-created for an unknown address): each is memory (about
+   * 1 KiB of heap, more with its journal records), and a client attaching to ever
+   * new addresses makes them faster than anything drains, up to the heap's end,
+   * where the process dies (bar a connection's first temporary queue: see
+   * createTemporaryQueue). Attaching to a queue that exists is still taken (a
+   * consumer helps drain).
    */
   private refuseNewQueueUnderAlarm(): void {
     const alarm = this.broker.memoryAlarm;
-    if (alarm) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no new temporary queue or subscription while memory is short: ${alarm}`);
+    if (alarm) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no new queue (temporary, subscription or auto-created) while memory is short: ${alarm}`);
   }
 
   // ---- management credit -------------------------------------------------------

@@ -79,7 +79,7 @@ describe('client bounds - what one connection can make the broker hold or log', 
     await broker.stop();
   });
 
-  it('memory alarm - dynamic receivers and new subscriptions are refused, consumers of existing queues taken, unread management replies bounded; all accepted again once drained', async () => {
+  it('memory alarm - dynamic receivers, new subscriptions and new queues (auto-created or by management) are refused, consumers of existing queues taken, unread management replies bounded; all accepted again once drained', async () => {
     const broker = await TestBroker.start({ args: ['--dr-retain-changes', '0', '--memory-limit', '64MiB', '--max-memory', '8MiB'] });
     const spammer = await connect(broker.port);
     const spamSession = await spammer.openSession();
@@ -98,6 +98,10 @@ describe('client bounds - what one connection can make the broker hold or log', 
     expect(dynamic.description).toMatch(/memory-limit/);
     const session = await filler.openSession();
     expect(await refusalOf(filler.openReceiver(session, 'amq.topic/news')).then((r) => r.condition)).toBe('amqp:resource-limit-exceeded');
+    // Nor a queue auto-created for an unknown address, or created by management: each is memory as well.
+    const unknown = await refusalOf(filler.openSender(await filler.openSession(), 'made.under.alarm'));
+    expect(unknown).toMatchObject({ condition: 'amqp:resource-limit-exceeded', description: expect.stringMatching(/no new queue .*memory-limit/) });
+    await expect(manage(broker.port, 'CREATE', 'queue', 'admin.under.alarm')).rejects.toThrow(/no new queue while memory is short/);
 
     // Requests answered onto the queue nobody reads: the broker stops taking them, not queueing replies.
     const request = encodeMessage({ replyTo, applicationProperties: { operation: 'NOPE' }, body: null });
@@ -125,6 +129,8 @@ describe('client bounds - what one connection can make the broker hold or log', 
     await waitFor(async () => !(await memoryAlarm(broker.port)), { name: 'alarm cleared', timeout: 60_000 });
     const later = await spammer.openReceiver(await spammer.openSession(), undefined, { dynamic: true });
     expect(later.source!.fields.address).toMatch(/^tmp\./);
+    await spammer.openSender(await spammer.openSession(), 'made.under.alarm');
+    await manage(broker.port, 'CREATE', 'queue', 'admin.under.alarm');
     await filler.close();
     await spammer.close();
     await broker.stop();

@@ -224,6 +224,10 @@ describe('frame guard', () => {
     // A message is refused by the alarm only once whole: before, six links each holding
     // an unfinished delivery grew past memory-limit and on, as far as the client sent.
     const small = await TestBroker.start({ args: ['--memory-limit', '64MiB'] });
+    // Made now: during the alarm no queue is auto-created.
+    const early = await TestClient.connect({ port: small.port });
+    expect((await early.send('guard.after', ['before'], { timeoutMs: 5000 }))[0]!.state).toBe('accepted');
+    await early.close();
     const LINKS = 6;
     const peer = await session(small.port);
     for (let h = 0; h < LINKS; h++) peer.write(attach('guard.partial', false, h));
