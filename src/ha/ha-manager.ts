@@ -17,7 +17,7 @@ import type { Settings } from '../ops/config.js';
 import type { Logger } from '../ops/log.js';
 import { Follower } from '../replication/follower.js';
 import { rememberEncoding } from '../store/record-codec.js';
-import { FATAL, Props, REPLICATION_ADDRESS, type StreamMessage } from '../replication/protocol.js';
+import { FATAL, Props, REPLICATION_ADDRESS, decodeBackupHello, type BackupHelloFields, type StreamMessage } from '../replication/protocol.js';
 import type { PeerSender } from '../peer-link/transport.js';
 import { ReplicationSource, type BackupStream } from '../replication/source.js';
 import { parseBrokersUrl, type BrokersUrl } from './brokers-url.js';
@@ -28,6 +28,7 @@ import { judgePromotion, readEpochHistory, type GuardRule } from './promotion-gu
 import { minReadyBackupsRisk, requiredReadyBackups } from './settle-quorum.js';
 import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './states.js';
 import { probeTcp } from '../util/tcp-reach.js';
+import { peerWholeNumber } from '../peer-link/peer-values.js';
 import type { DrCredentials } from '../dr/credentials.js';
 
 /**
@@ -114,6 +115,8 @@ interface PeerStatus {
 interface PeerAnswer {
   address: string;
   answer?: PeerStatus;
+  /** An answer left out as malformed (malformedStatus): the state it claimed, if any. */
+  malformedState?: unknown;
 }
 
 export interface SettlementReport {
@@ -124,14 +127,6 @@ export interface SettlementReport {
   'settle-alone': boolean;
   /** Settlements waiting now. */
   waiting: number;
-}
-
-interface ReplicationHello {
-  brokerId: string;
-  lsn: number;
-  journalLsn: number | undefined;
-  epoch: number;
-  replicate: string;
 }
 
 export class HaManager {
@@ -277,19 +272,18 @@ export class HaManager {
 
   /** A broker opened the replication link to us. */
   openReplication(sender: PeerSender, remoteAddress: string): BackupStream | undefined {
-    const props = sender.hello;
-    const hello: ReplicationHello = {
-      brokerId: String(props[Props.brokerId] ?? 'unknown'),
-      lsn: Number(props[Props.lsn] ?? 0),
-      journalLsn: props[Props.journalLsn] === undefined ? undefined : Number(props[Props.journalLsn]),
-      epoch: Number(props[Props.epoch] ?? 0),
-      replicate: String(props[Props.replicate] ?? ''),
-    };
     const refuse = (condition: string, description: string) => {
       sender.refuse({ condition, description });
       return undefined;
     };
     if (!this.isPrimary || !this.source) return refuse('tandem:ha:not-primary', `this broker is ${this.sm.state}, not the primary`);
+    let hello: BackupHelloFields;
+    try {
+      hello = decodeBackupHello(sender.hello);
+    } catch (err) {
+      this.log.warn({ address: remoteAddress, err: (err as Error).message }, 'replication link refused: malformed hello');
+      return refuse('amqp:invalid-field', (err as Error).message);
+    }
     if (hello.epoch > this.host.broker.epoch) {
       // Someone was promoted after us: we are a stale primary and must stop serving.
       this.host.fatal(`a backup of epoch ${hello.epoch} contacted this primary of epoch ${this.host.broker.epoch}: this primary is stale`);
@@ -326,6 +320,9 @@ export class HaManager {
       const others = answers.filter((a): a is PeerAnswer & { answer: PeerStatus } => a.answer !== undefined && a.answer.instance !== this.instanceId);
       const primary = others.find((o) => o.answer.state === 'active' || o.answer.state === 'recovering');
       if (primary) throw new TandemError('TANDEM_ERR_PRECONDITION', `${primary.address} is already the primary (${primary.answer.state}); refusing to make two`);
+      // One that says so in a malformed answer is a primary all the same.
+      const claimed = answers.find((a) => a.malformedState === 'active' || a.malformedState === 'recovering');
+      if (claimed) throw new TandemError('TANDEM_ERR_PRECONDITION', `${claimed.address} says it is the primary (${String(claimed.malformedState)}), in an answer that is malformed; refusing to make two`);
       const own = this.status();
       const verdict = judgePromotion(
         { state, epoch: own.epoch, lsn: own.lsn, history: own['epoch-history'] },
@@ -342,6 +339,7 @@ export class HaManager {
       await this.follower?.stop();
       this.follower = undefined;
       const epoch = maxEpoch + 1;
+      if (!Number.isSafeInteger(epoch)) throw new TandemError('TANDEM_ERR_PRECONDITION', `promotion refused: the next epoch would be ${epoch}, past the largest the journal holds`);
       // A primary's journal is never resumed from as a replica's is.
       clearInterval(this.completeTimer);
       this.forgetJournalComplete();
@@ -598,6 +596,9 @@ export class HaManager {
         return lastDurable > 0 ? { safe: durable(this.host, lastDurable) } : done;
       }
       case 'snapshot-end': {
+        // Without a snapshot-begin our state was never reset: taking it as a snapshot
+        // point would put the primary's position on a state that is not its snapshot.
+        if (!this.inSnapshot) throw new Error('the primary sent snapshot-end without a snapshot being loaded');
         const epoch = m.epoch ?? 0;
         broker.apply({ lsn: m.lsn, change: { kind: 'epoch', epoch }, durable: true });
         this.history.replace(epoch > 0 ? [{ epoch, startLsn: 0 }] : []);
@@ -616,6 +617,9 @@ export class HaManager {
         return done;
       }
       case 'ready':
+        // Not while a snapshot loads: the store holds part of one, and ready would make
+        // this broker promotable and its next hello ask for a diff from that part.
+        if (this.inSnapshot) throw new Error('the primary sent ready while a snapshot was being loaded');
         this.positionValid = true;
         if (this.sm.state === 'catchup') this.transition('ready', 'caught up with the primary');
         return done;
@@ -728,7 +732,16 @@ export class HaManager {
             timeoutMs: answerMs,
             properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId },
           });
-          return { address, answer: (await client.request('HA-STATUS', 'broker', 'broker')) as PeerStatus };
+          const answer = (await client.request('HA-STATUS', 'broker', 'broker')) as PeerStatus;
+          const malformed = malformedStatus(answer);
+          if (malformed) {
+            // Taken as it was, an epoch of "abc" or 1e300 became this broker's epoch at a
+            // promotion (NaN, or one the journal cannot write): its position is not known, as
+            // for a broker that does not answer.
+            this.log.warn({ address, problem: malformed }, `${address} answered HA-STATUS with ${malformed}: counted as not answering`);
+            return { address, malformedState: (answer as PeerStatus | null)?.state };
+          }
+          return { address, answer };
         } catch {
           return { address };
         } finally {
@@ -745,6 +758,20 @@ export class HaManager {
       this.host.fatal((err as Error).message);
     }
   }
+}
+
+/** What is wrong with another broker's HA-STATUS answer, or undefined when its position reads as whole numbers. */
+function malformedStatus(answer: unknown): string | undefined {
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) return 'an answer that is not a map';
+  const a = answer as PeerStatus;
+  if (typeof a.state !== 'string') return 'no state';
+  try {
+    peerWholeNumber(a.epoch, 'epoch');
+    peerWholeNumber(a.lsn, 'lsn');
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return undefined;
 }
 
 function durable(host: HaHost, lsn: number): Promise<void> {

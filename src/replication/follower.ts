@@ -49,9 +49,25 @@ export interface FollowerHost {
  */
 const HANDSHAKE_DEADLINE_MS = 500;
 
+/**
+ * Transfers of one primary received and not yet acknowledged (applied, and journaled
+ * if durable) that a backup holds. A primary keeps at most 16 batches in flight
+ * (source.ts, MAX_UNACKED), and heartbeats only when nothing is; its control messages
+ * (membership, dr-credentials) go out beside them unbounded, but one per event: a
+ * backup flapping for minutes while this one journals a long snapshot makes
+ * hundreds, so the bound is far above that (a drop then would restart the
+ * snapshot). The link's credit is topped up as transfers arrive, so it bounds
+ * nothing here. A primary past this is not waiting for our acknowledgements: it is
+ * dropped, or every transfer it sent would wait in memory (200,000 heartbeats held
+ * 107 MB; 4,096 of them hold about 2 MB).
+ */
+export const MAX_UNACKNOWLEDGED = 4096;
+
 export class Follower {
   private readonly search: PeerSearch;
   private chain: Promise<void> = Promise.resolve();
+  /** Transfers received and not yet answered, of the primary followed in `generation`. */
+  private unanswered = { generation: -1, count: 0 };
   private stopped = false;
   lastError: string | undefined;
 
@@ -157,7 +173,18 @@ export class Follower {
     // primary is told our position in the hello instead.
     const followed = this.search.generation;
     const current = () => this.search.isFollowing && this.search.generation === followed;
+    if (this.unanswered.generation !== followed) this.unanswered = { generation: followed, count: 0 };
+    const unanswered = this.unanswered;
+    if (++unanswered.count > MAX_UNACKNOWLEDGED) {
+      const reason = `the primary sent more than ${MAX_UNACKNOWLEDGED} transfers that were not yet acknowledged`;
+      this.host.log.error({ kind: m.kind }, `${reason}; reconnecting`);
+      delivery.reject({ condition: 'amqp:resource-limit-exceeded', description: reason });
+      this.drop(reason);
+      return;
+    }
+    const answered = () => void unanswered.count--;
     const failed = (err: Error) => {
+      answered();
       this.host.log.error({ err: err.message, kind: m.kind }, 'could not apply a replicated change; reconnecting');
       if (current()) {
         delivery.reject({ condition: 'amqp:internal-error', description: err.message });
@@ -168,6 +195,7 @@ export class Follower {
       () =>
         this.host.handle(m).then(({ safe }) => {
           safe.then(() => {
+            answered();
             if (current()) delivery.accept();
           }, failed);
         }, failed),

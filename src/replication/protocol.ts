@@ -149,6 +149,47 @@ export function decodeRecords(bytes: Buffer, what: string, copyBodies: boolean):
   return { entries, records };
 }
 
+/** What a backup says of itself when it attaches (the link properties of its attach). */
+export interface BackupHelloFields {
+  brokerId: string;
+  lsn: number;
+  /** Undefined: a backup of a version that does not send it. */
+  journalLsn: number | undefined;
+  epoch: number;
+  replicate: string;
+}
+
+/**
+ * Longest broker id a backup may give (a uuid is 36 characters): it is logged, shown
+ * in status and sent to every backup in the comma-joined membership list.
+ */
+const MAX_BROKER_ID = 256;
+
+/**
+ * Read a backup's hello; throws, saying what is wrong, when a field is malformed.
+ * Positions and the epoch must be whole numbers (peerWholeNumber): taken with
+ * Number(), an LSN of "abc" made the backup's acknowledged position NaN, which no
+ * comparison holds back, so the backup was ready at once and every settlement
+ * waiting for the backups was released without any acknowledgement.
+ */
+export function decodeBackupHello(props: Record<string, unknown>): BackupHelloFields {
+  const whole = (name: string) => peerWholeNumber(props[name], `replication hello: ${name}`);
+  const id = props[Props.brokerId] ?? 'unknown';
+  // No commas: membership messages carry the ids joined by them.
+  if (typeof id !== 'string' || id === '' || id.length > MAX_BROKER_ID || id.includes(',')) {
+    throw new Error(`replication hello: ${Props.brokerId} must be a string of 1 to ${MAX_BROKER_ID} characters without commas`);
+  }
+  const replicate = props[Props.replicate];
+  return {
+    brokerId: id,
+    lsn: whole(Props.lsn),
+    journalLsn: props[Props.journalLsn] === undefined ? undefined : whole(Props.journalLsn),
+    epoch: whole(Props.epoch),
+    // Anything but a string is a mismatch, said as such.
+    replicate: typeof replicate === 'string' ? replicate : '',
+  };
+}
+
 /** Decode a stream message as the peer link hands it over (its application properties and binary body). */
 export function decodeStreamMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): StreamMessage {
   const p = message.application_properties ?? {};
@@ -173,6 +214,15 @@ export function decodeStreamMessage(message: { application_properties?: Record<s
   return out;
 }
 
+/**
+ * Most DR sources a dr-credentials message may name (a source is a cluster this site
+ * copies from). A backup keeps each one by rewriting and syncing its credentials file
+ * (src/dr/credentials.ts), so a primary's map of 3,000 held the backup's event loop
+ * for 12 s; at this bound, about 2.5 s on first receipt (a source already known with
+ * the same password costs nothing).
+ */
+export const MAX_DR_CREDENTIALS = 1000;
+
 /** A dr-credentials message's map: source -> password, strings only (anything else is refused). */
 function credentialsOf(value: unknown): Record<string, string> {
   let parsed: unknown;
@@ -183,8 +233,10 @@ function credentialsOf(value: unknown): Record<string, string> {
     throw new Error('replication: dr-credentials message that is not JSON');
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Error('replication: dr-credentials message without a map of credentials');
+  const entries = Object.entries(parsed as Record<string, unknown>);
+  if (entries.length > MAX_DR_CREDENTIALS) throw new Error(`replication: dr-credentials message naming ${entries.length} sources, more than ${MAX_DR_CREDENTIALS}`);
   const out: Record<string, string> = {};
-  for (const [source, password] of Object.entries(parsed as Record<string, unknown>)) {
+  for (const [source, password] of entries) {
     if (typeof password !== 'string') throw new Error('replication: dr-credentials message with a password that is not a string');
     out[source] = password;
   }

@@ -5,7 +5,7 @@
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { decodeRecordBatch, decodeRecords, decodeStreamMessage, encodeRecordBatch, encodeStreamMessage } from '../../../src/replication/protocol.js';
+import { MAX_DR_CREDENTIALS, Props, decodeBackupHello, decodeRecordBatch, decodeRecords, decodeStreamMessage, encodeRecordBatch, encodeStreamMessage } from '../../../src/replication/protocol.js';
 import { encodeChange, encodeChangeBatch, rememberEncoding } from '../../../src/store/record-codec.js';
 import { message, queueSettings } from '../store/helpers.js';
 
@@ -40,6 +40,27 @@ describe('replication protocol', () => {
     for (const value of [undefined, '[1]', '{"s":1}', 'null', 42]) expect(bad(value), String(value)).toThrow(/dr-credentials/);
     // The error never quotes the text (it holds passwords).
     expect(bad('{"s":"secret-pw"')).toThrow(/^replication: dr-credentials message that is not JSON$/);
+  });
+
+  it('replication protocol - a dr-credentials message names at most MAX_DR_CREDENTIALS sources (each costs the backup a synced file write)', () => {
+    const map = (n: number) => JSON.stringify(Object.fromEntries(Array.from({ length: n }, (_, i) => [`dr@site-${i}:5672`, `pw-${i}`])));
+    const decode = (n: number) => decodeStreamMessage({ application_properties: { k: 'dr-credentials', lsn: 0, credentials: map(n) } });
+    expect(Object.keys(decode(MAX_DR_CREDENTIALS).credentials!)).toHaveLength(MAX_DR_CREDENTIALS);
+    expect(() => decode(MAX_DR_CREDENTIALS + 1)).toThrow(`replication: dr-credentials message naming ${MAX_DR_CREDENTIALS + 1} sources, more than ${MAX_DR_CREDENTIALS}`);
+  });
+
+  it("replication protocol - a backup's hello: positions and epoch are whole numbers, the broker id a string without commas", () => {
+    const hello = { [Props.brokerId]: 'b-1', [Props.lsn]: 12, [Props.journalLsn]: 2n ** 40n, [Props.epoch]: 3, [Props.replicate]: 'all' };
+    expect(decodeBackupHello(hello)).toEqual({ brokerId: 'b-1', lsn: 12, journalLsn: 2 ** 40, epoch: 3, replicate: 'all' });
+    // An older backup's hello, without a journal LSN (and what absent fields always meant).
+    expect(decodeBackupHello({})).toEqual({ brokerId: 'unknown', lsn: 0, journalLsn: undefined, epoch: 0, replicate: '' });
+    for (const [field, value] of [[Props.lsn, 'abc'], [Props.lsn, Number.NaN], [Props.lsn, 1.5], [Props.journalLsn, -1], [Props.epoch, 1e300], [Props.epoch, 2n ** 60n]] as const) {
+      expect(() => decodeBackupHello({ ...hello, [field]: value }), `${field} ${String(value)}`).toThrow(new RegExp(`replication hello: ${field} must be a whole number`));
+    }
+    for (const id of [{ toString: 'x' }, 7, '', 'a,b', 'x'.repeat(257)]) {
+      expect(() => decodeBackupHello({ ...hello, [Props.brokerId]: id }), JSON.stringify(id).slice(0, 20)).toThrow(/tandem.broker-id must be a string of 1 to 256 characters without commas/);
+    }
+    expect(decodeBackupHello({ ...hello, [Props.replicate]: { toString: 'x' } }).replicate).toBe('');
   });
 
   it('replication protocol - LSNs, epochs and divergence bounds are whole numbers: anything else is refused naming the field; an unknown kind still passes', () => {
