@@ -8,6 +8,8 @@
 // Every state-changing request needs the session's CSRF token in X-CSRF-Token (a
 // cookie alone proves nothing: browsers send it with another site's forms too).
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -16,7 +18,7 @@ import type { Attributes } from '../admin/operations.js';
 import type { Role, UserDirectory } from '../admin/users.js';
 import type { LoginThrottle } from '../amqp/login-throttle.js';
 import type { Logger } from '../ops/log.js';
-import { connectSources, isClusterOrigin, roleAnswer } from './follow.js';
+import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
 import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson } from './http-io.js';
 import type { ClusterView } from './cluster-view.js';
 import { LiveOverview } from './live.js';
@@ -115,6 +117,7 @@ export class ConsoleServer {
     securityHeaders(res);
     try {
       if ((req.url ?? '').length > MAX_URL_LENGTH) throw new HttpError(414, 'TANDEM_ERR_INVALID_ARGUMENT', 'URL too long');
+      this.checkHost(req);
       const path = requestPath(req.url ?? '/');
       if (!path.startsWith('/api/')) return this.serveFile(req, res, path);
       await this.serveApi(req, res, path);
@@ -190,6 +193,33 @@ export class ConsoleServer {
   }
 
   /**
+   * Without a login (auth=no) whoever reaches the port is an admin, and a web page can
+   * reach it by a name of its own rebound to 127.0.0.1 (DNS rebinding): to the browser
+   * that is the page's own origin, so Origin, SameSite and CSRF tokens all let it in,
+   * and any site the operator visits could delete queues. Such a request carries the
+   * page's name in Host; one this machine answers to on loopback carries an address,
+   * localhost, console-host or a host of ha-brokers-url. (With auth=yes a rebound page
+   * has no session: the cookie belongs to the real name.)
+   */
+  private checkHost(req: IncomingMessage): void {
+    if (this.options.auth) return;
+    const host = req.headers.host;
+    if (host === undefined) return; // no browser leaves it out
+    let name: string;
+    try {
+      // host[:port] and nothing else: 'name@127.0.0.1' is no host of this machine.
+      name = /[@/\\?#]/.test(host) ? '' : new URL(`http://${host}`).hostname.toLowerCase();
+    } catch {
+      name = '';
+    }
+    const bare = name.startsWith('[') ? name.slice(1, -1) : name;
+    if (isIP(bare) !== 0 || name === 'localhost' || name === this.options.host.toLowerCase()) return;
+    // The names of ha-brokers-url are the operator's: pages following the primary use them.
+    if (clusterHosts(this.options.cluster()).includes(name)) return;
+    throw new HttpError(421, 'TANDEM_ERR_MISDIRECTED', `the console has no login (auth=no) and answers only to an address, localhost or ${this.options.host}, not to the name in Host: ${JSON.stringify(host.slice(0, 256))}`);
+  }
+
+  /**
    * A browser names the page that sent a request in Origin: from anywhere but this
    * console, a change is refused even before its CSRF token is looked at.
    */
@@ -248,13 +278,26 @@ export class ConsoleServer {
     }
     const { throttle, users, log } = this.options;
     const remote = remoteOf(req);
+    // A client that leaves before its answer abandons the attempt, as over AMQP
+    // (sasl-plain.ts): the wait and the hash are dropped. Hashed anyway, logins sent
+    // and dropped at once queued hashes on the one hashing thread faster than it does
+    // them, and every login (console and AMQP) waited behind them.
+    const gone = new AbortController();
+    const onClose = () => gone.abort();
+    res.once('close', onClose);
     const delayMs = throttle.begin(remote, user);
-    if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
     let role: Role | undefined;
     try {
-      role = await users.authenticate(user, password);
+      if (delayMs > 0) await sleep(delayMs, undefined, { signal: gone.signal });
+      role = await users.authenticate(user, password, gone.signal);
     } catch (err) {
+      if (gone.signal.aborted) {
+        throttle.abandoned(remote, user);
+        return;
+      }
       log.error({ remote, user, err: (err as Error).message }, 'console: authentication could not be checked');
+    } finally {
+      res.off('close', onClose);
     }
     if (!role) {
       throttle.failed(remote, user);

@@ -10,6 +10,12 @@ export const IDLE_TIMEOUT_MS = 30 * 60_000;
 export const MAX_AGE_MS = 12 * 3600_000;
 /** Sessions kept at most (the least recently used go first), so logins cannot grow memory. */
 const MAX_SESSIONS = 1000;
+/**
+ * Sessions of one user kept at most (that user's least recently used go first): else
+ * one user logging in again and again pushed everyone else's out of MAX_SESSIONS, a
+ * reader logging the admins out. A browser holds one (the cookie is per console).
+ */
+export const MAX_SESSIONS_PER_USER = 32;
 
 export interface Session {
   id: string;
@@ -27,7 +33,9 @@ export class SessionStore {
   create(user: string): Session {
     const t = this.now();
     const session: Session = { id: token(), user, csrf: token(), createdAt: t, lastSeen: t };
-    if (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
+    const own = [...this.sessions.values()].filter((s) => s.user === user);
+    if (own.length >= MAX_SESSIONS_PER_USER) this.sessions.delete(own[0]!.id);
+    else if (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
     this.sessions.set(session.id, session);
     return session;
   }

@@ -212,6 +212,37 @@ describe('console configuration', () => {
     expect(plain.consolePort).toBeUndefined();
   });
 
+  it('console - without a login (the embedded default), a page that reached it by a name of its own rebound to 127.0.0.1 can do nothing', async () => {
+    const broker = await TestBroker.start({ args: ['--console-port', '0'] });
+    // What a browser sends for a page of http://evil.example:PORT once that name points here.
+    const asPage = async (host: string, method: string, path: string, headers: Record<string, string> = {}, body?: string) => {
+      const head = [`${method} ${path} HTTP/1.1`, `Host: ${host}`, `Origin: http://${host}`, 'Connection: close', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), ...(body ? ['Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`] : [])];
+      const answer = await new Promise<string>((resolve, reject) => {
+        let text = '';
+        const s = connect(broker.consolePort!, '127.0.0.1', () => s.write(`${head.join('\r\n')}\r\n\r\n${body ?? ''}`));
+        s.on('data', (d) => (text += d));
+        s.on('end', () => resolve(text));
+        s.on('error', reject);
+      });
+      const [top, rest] = answer.split('\r\n\r\n', 2) as [string, string];
+      return { status: Number(top.split(' ')[1]), cookie: /^set-cookie: ([^;]*)/im.exec(top)?.[1], body: rest };
+    };
+    const evil = `evil.example:${broker.consolePort}`;
+    const session = await asPage(evil, 'GET', '/api/session');
+    expect(session.status).toBe(421);
+    expect(session.cookie).toBeUndefined();
+    expect(session.body).not.toMatch(/csrf/);
+    // Even with the session and token of a real page, nothing is made.
+    const real = await asPage(`127.0.0.1:${broker.consolePort}`, 'GET', '/api/session');
+    expect(real.status).toBe(200);
+    const csrf = JSON.parse(real.body).csrf as string;
+    const made = await asPage(evil, 'POST', '/api/queues', { cookie: real.cookie!, 'x-csrf-token': csrf }, JSON.stringify({ name: 'made-by-evil' }));
+    expect(made.status).toBe(421);
+    await expect(manage(broker.port, 'READ', 'queue', 'made-by-evil')).rejects.toThrow(/does not exist/);
+    // Pages of this machine's own names work.
+    expect((await asPage(`localhost:${broker.consolePort}`, 'GET', '/api/session')).status).toBe(200);
+  });
+
   it('console - with tls-cert and tls-key it is HTTPS and its cookie is Secure', async () => {
     const tlsDir = mkdtempSync(join(dir, 'tls-'));
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { cwd: tlsDir, stdio: 'pipe' });
