@@ -63,6 +63,9 @@ function labelledGauge<T>(
   });
 }
 
+/** Sockets the metrics listener holds at once; more are closed as they come. */
+export const MAX_CONNECTIONS = 16;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly settlementLatency: Histogram;
@@ -208,7 +211,12 @@ export class Metrics {
   }
 
   async listen(host: string, port: number): Promise<number> {
-    this.server = createServer((req, res) => {
+    // Limits as the console's (src/console/server.ts): with Node's defaults every socket
+    // was accepted and one that never finished its headers was held 60-90 s, so
+    // whoever reached the port could hold the broker's file descriptors, which AMQP
+    // clients and the journal need (a client connecting then got a bare close). A
+    // scraper needs one connection; headers are checked every second.
+    this.server = createServer({ connectionsCheckingInterval: 1_000, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 }, (req, res) => {
       if (req.url !== '/metrics') {
         res.writeHead(404).end('metrics are at /metrics\n');
         return;
@@ -218,6 +226,9 @@ export class Metrics {
         (err: Error) => res.writeHead(500).end(`${err.message}\n`),
       );
     });
+    this.server.maxConnections = MAX_CONNECTIONS;
+    this.server.maxHeadersCount = 64;
+    this.server.on('clientError', (_err, socket) => socket.destroy());
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(port, host, () => resolve());
