@@ -36,3 +36,20 @@ export function brokerAddressOf(text: string, tls: TlsFileOptions = {}): BrokerA
   // A certificate and no user: the certificate is the identity (SASL EXTERNAL).
   return { ...address, ...files, ...(files.cert !== undefined && !address.user ? { external: true } : {}) };
 }
+
+/** Timers in Node take at most 2^31-1 ms; a longer one fires at once. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/**
+ * --timeout SECONDS as milliseconds. Anything but a positive number a timer can wait
+ * is a usage error naming the option: taken as it was, 'abc' (NaN) or '1e10' gave up
+ * at once and was reported as a broker that did not answer (exit 69; 7 for tandem ha).
+ */
+export function timeoutMsOf(value: string | undefined, defaultSeconds: number): number {
+  if (value === undefined) return defaultSeconds * 1000;
+  const ms = Number(value) * 1000;
+  if (value.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) {
+    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--timeout must be a number of seconds above 0 and at most ${Math.floor(MAX_TIMEOUT_MS / 1000)}, not '${value}'`);
+  }
+  return Math.ceil(ms);
+}

@@ -3,7 +3,7 @@
 import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient } from '../admin/client.js';
-import { addTlsOptions, brokerAddressHelp, brokerAddressOf, type TlsFileOptions } from './broker-address.js';
+import { addTlsOptions, brokerAddressHelp, brokerAddressOf, timeoutMsOf, type TlsFileOptions } from './broker-address.js';
 import { ErrorCatalogue, TandemError } from '../broker/errors.js';
 import { exitWhenFlushed } from '../util/exit.js';
 
@@ -36,8 +36,9 @@ export function addBrokerOption(cmd: Command): Command {
 /** Open a management connection, run fn, close; errors become messages and exit codes. */
 export async function withBroker<T>(opts: BrokerOption, fn: (client: ManagementClient) => Promise<T>): Promise<T> {
   const address = brokerAddressOf(opts.broker, opts);
+  const timeoutMs = timeoutMsOf(opts.timeout, 10);
   // Ask for admin access: HA backups admit admin connections only when they ask.
-  const client = await ManagementClient.connect(address, { timeoutMs: Number(opts.timeout ?? 10) * 1000, properties: { 'qpid.ha-admin': true } });
+  const client = await ManagementClient.connect(address, { timeoutMs, properties: { 'qpid.ha-admin': true } });
   try {
     return await fn(client);
   } finally {

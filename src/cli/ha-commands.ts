@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient, type BrokerAddress } from '../admin/client.js';
-import { addTlsOptions, brokerAddressHelp, brokerAddressOf, type TlsFileOptions } from './broker-address.js';
+import { addTlsOptions, brokerAddressHelp, brokerAddressOf, timeoutMsOf, type TlsFileOptions } from './broker-address.js';
 import type { LinkTls } from '../admin/link-tls.js';
 import { endpointAddress, haLinkTls, localAdminAddress } from '../admin/peer-addresses.js';
 import { TandemError } from '../broker/errors.js';
@@ -77,7 +77,7 @@ function requireClusterManager(o: { clusterManager?: boolean }, why: string): vo
   if (!o.clusterManager) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', why);
 }
 
-const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
+const ms = (o: HaOptions) => timeoutMsOf(o.timeout, 5);
 
 export async function haCommands(program: Command): Promise<void> {
   const ha = program.command('ha').description('high availability: status, promotion (exit codes: 0 ok, 1 no/refused, 2 usage, 7 not running)');

@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Command } from 'commander';
 import { parseBrokerAddress, type BrokerAddress } from '../admin/client.js';
-import { brokerAddressOf } from './broker-address.js';
+import { brokerAddressOf, timeoutMsOf } from './broker-address.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { republish } from '../admin/republish.js';
 import { TandemError } from '../broker/errors.js';
@@ -119,7 +119,7 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
     });
 }
 
-const ms = (o: HaOptions) => Number(o.timeout ?? 5) * 1000;
+const ms = (o: HaOptions) => timeoutMsOf(o.timeout, 5);
 
 /** Remove a set for good, once its messages were re-published or judged not needed. */
 function dropSet(set: DivergedSet): void {

@@ -404,15 +404,19 @@ export function readConfigFile(path: string): Record<string, unknown> {
 function refuseRepeatedKeys(path: string, text: string): void {
   const seen = new Map<string, number>();
   let section = '';
-  text.split(/\r?\n/).forEach((raw, i) => {
+  // Keys and sections as the parser reads them: it unquotes them ('"port"' is port) and
+  // ends a line at a lone \r too, so either spelling slipped a second value past this.
+  const lines = text.split(/\r?\n/).flatMap((raw, i) => raw.split('\r').map((part) => [part, i] as const));
+  lines.forEach(([raw, i]) => {
     const line = raw.trim();
     if (line === '' || line.startsWith(';') || line.startsWith('#')) return;
     const header = /^\[(.*)\]$/.exec(line);
     if (header) {
-      section = header[1].trim() === 'tandemd' ? '' : header[1].trim();
+      const name = ini.unsafe(header[1]);
+      section = name === 'tandemd' ? '' : name;
       return;
     }
-    const key = (line.includes('=') ? line.slice(0, line.indexOf('=')) : line).trim();
+    const key = ini.unsafe(line.includes('=') ? line.slice(0, line.indexOf('=')) : line);
     const id = `${section}\u0000${key}`;
     const first = seen.get(id);
     if (first !== undefined) {
