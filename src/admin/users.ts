@@ -22,6 +22,8 @@ export interface UserRecord {
 }
 
 const scryptParams = { N: 16384, r: 8, p: 1 };
+/** The most memory a users-file line's scrypt parameters may ask for (128 * N * r bytes). */
+const MAX_SCRYPT_BYTES = 256 * 1024 * 1024;
 
 /** The hash of a user who has no password: no password matches it. */
 export const NO_PASSWORD = '!';
@@ -42,8 +44,10 @@ export async function verifyPassword(password: string, hash: string, scrypt: Scr
   const parts = hash.split('$');
   if (parts.length !== 6 || parts[0] !== 'scrypt') return false;
   const [N, r, p] = parts.slice(1, 4).map(Number);
-  // Parameters come from the file: bounded, so a hand-edited line cannot ask for gigabytes.
-  if (![N, r, p].every(Number.isInteger) || N < 2 || N > 2 ** 20 || r < 1 || r > 32 || p < 1 || p > 16) return false;
+  // Parameters come from the file: bounded, so a hand-edited line cannot ask for
+  // gigabytes (scrypt takes 128 * N * r bytes: N = 2^20 and r = 32, each in range
+  // alone, were 4 GiB per login). 'tandem user add' writes N = 16384, r = 8: 16 MiB.
+  if (![N, r, p].every(Number.isInteger) || N < 2 || N > 2 ** 20 || r < 1 || r > 32 || p < 1 || p > 16 || 128 * N * r > MAX_SCRYPT_BYTES) return false;
   const salt = Buffer.from(parts[4], 'base64');
   const expected = Buffer.from(parts[5], 'base64');
   if (expected.length < 16 || expected.length > 128) return false;

@@ -1,5 +1,6 @@
 // Talking to tandem brokers as an HA admin (backups admit only those): the local
 // broker's HA-STATUS and HA-PROMOTE, and the status of every broker of ha-brokers-url.
+import { peerWholeNumber } from '../peer-link/peer-values.js';
 import {
   ConnectError,
   endpointAddress,
@@ -37,16 +38,21 @@ async function request(address: BrokerAddress, operation: string, body: Record<s
   }
 }
 
-function snapshot(body: unknown): HaSnapshot {
+/**
+ * A broker's HA-STATUS answer. Its epoch and LSN must be whole numbers (absent: 0):
+ * taken with Number(), a malformed answer's NaN went into the promotion score, where
+ * no comparison ranks it. Such an answer throws, and statusOf says it is an error.
+ */
+export function readHaStatus(body: unknown): HaSnapshot {
   const b = (body ?? {}) as Record<string, unknown>;
   const state = String(b.state ?? b['ha-state'] ?? 'unknown');
-  return { ...b, state, epoch: Number(b.epoch ?? 0), lsn: Number(b.lsn ?? 0) };
+  return { ...b, state, epoch: peerWholeNumber(b.epoch, 'HA-STATUS epoch'), lsn: peerWholeNumber(b.lsn, 'HA-STATUS lsn') };
 }
 
 /** Ask one broker for its HA status; never throws. */
 export async function statusOf(address: BrokerAddress, timeoutMs: number): Promise<LocalStatus> {
   try {
-    return { kind: 'up', status: snapshot(await request(address, 'HA-STATUS', {}, timeoutMs)) };
+    return { kind: 'up', status: readHaStatus(await request(address, 'HA-STATUS', {}, timeoutMs)) };
   } catch (err) {
     const why = (err as Error).message;
     if (err instanceof ConnectError) return { kind: 'down', why };
@@ -57,7 +63,7 @@ export async function statusOf(address: BrokerAddress, timeoutMs: number): Promi
 
 /** HA-PROMOTE with the cluster-manager flag; rejects with the broker's reason. */
 export async function promote(address: BrokerAddress, timeoutMs: number): Promise<HaSnapshot> {
-  return snapshot(await request(address, 'HA-PROMOTE', { 'cluster-manager': true }, timeoutMs));
+  return readHaStatus(await request(address, 'HA-PROMOTE', { 'cluster-manager': true }, timeoutMs));
 }
 
 /**
