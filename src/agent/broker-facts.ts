@@ -41,3 +41,7 @@ export { TandemError } from '../broker/errors.js';
 
 // Exit once stdout has drained into the shell agent's pipe.
 export { exitWhenFlushed } from '../util/exit.js';
+
+// What a number from another broker must be (a whole number), as the brokers read
+// each other's positions: the agent ranks brokers by the ones HA-STATUS reports.
+export { peerWholeNumber } from '../peer-link/peer-values.js';

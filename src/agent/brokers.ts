@@ -1,12 +1,12 @@
 // Talking to tandem brokers as an HA admin (backups admit only those): the local
 // broker's HA-STATUS and HA-PROMOTE, and the status of every broker of ha-brokers-url.
-import { peerWholeNumber } from '../peer-link/peer-values.js';
 import {
   ConnectError,
   endpointAddress,
   endpointKey,
   ManagementClient,
   parseBrokersUrl,
+  peerWholeNumber,
   readEpochHistory,
   TandemError,
   type BrokerAddress,
