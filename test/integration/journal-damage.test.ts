@@ -20,6 +20,12 @@ import { encodeFrame, scanSegment } from '../../src/store/segment.js';
 const COUNT = 1000;
 const body = (i: number): string => `m${i}:`.padEnd(200, 'x');
 
+/** The newest segment file of a data dir's journal that holds anything. */
+function lastSegmentOf(dataDir: string): string {
+  const journalDir = path.join(dataDir, 'journal');
+  return path.join(journalDir, readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!);
+}
+
 /** Receive until nothing more comes; bodies in arrival order. */
 async function drain(port: number, queue: string): Promise<string[]> {
   const client = await TestClient.connect({ port });
@@ -48,10 +54,8 @@ describe('journal damage behind a checkpoint', () => {
     expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
     await client.close();
     expect(await first.stop()).toBe(0); // a clean stop writes a checkpoint covering every record
-    const journalDir = path.join(first.dataDir, 'journal');
-    expect(readdirSync(journalDir)).toContain('checkpoint');
-    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
-    const file = path.join(journalDir, segment);
+    expect(readdirSync(path.join(first.dataDir, 'journal'))).toContain('checkpoint');
+    const file = lastSegmentOf(first.dataDir);
     const size = statSync(file).size;
     truncateSync(file, Math.floor(size / 2));
 
@@ -82,9 +86,7 @@ describe('journal damage behind a checkpoint', () => {
     expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
     await client.close();
     await first.kill();
-    const journalDir = path.join(first.dataDir, 'journal');
-    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
-    const file = path.join(journalDir, segment);
+    const file = lastSegmentOf(first.dataDir);
     const buf = readFileSync(file);
     const records = scanSegment(buf).records.filter((r) => r.entry.change.kind === 'enqueue');
     expect(records).toHaveLength(500); // one record per message
@@ -116,9 +118,7 @@ describe('journal damage behind a checkpoint', () => {
     expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
     await client.close();
     expect(await first.stop()).toBe(0); // the checkpoint covers every record: recovery reads none of them
-    const journalDir = path.join(first.dataDir, 'journal');
-    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
-    const file = path.join(journalDir, segment);
+    const file = lastSegmentOf(first.dataDir);
     const buf = readFileSync(file);
     const records = scanSegment(buf).records.filter((r) => r.entry.change.kind === 'enqueue');
     expect(records).toHaveLength(500);
@@ -170,9 +170,7 @@ describe('journal damage behind a checkpoint', () => {
     await first.kill();
 
     // A crash tore the write of the evil message's record behind the forged frame it holds.
-    const journalDir = path.join(first.dataDir, 'journal');
-    const segment = readdirSync(journalDir).filter((f) => f.endsWith('.seg') && statSync(path.join(journalDir, f)).size > 0).sort().at(-1)!;
-    const file = path.join(journalDir, segment);
+    const file = lastSegmentOf(first.dataDir);
     const buf = readFileSync(file);
     const at = buf.indexOf(forged);
     expect(at).toBeGreaterThan(0);

@@ -7,7 +7,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { decodeMessage } from '../../../src/amqp/engine/message.js';
 import type { InboundDelivery, PeerDialer, ReceiverEvents } from '../../../src/peer-link/transport.js';
-import { MAX_UNACKNOWLEDGED, Follower } from '../../../src/replication/follower.js';
+import { MAX_UNACKNOWLEDGED, Follower, type FollowerHost } from '../../../src/replication/follower.js';
 import { encodeStreamMessage } from '../../../src/replication/protocol.js';
 
 /** What the primary at the one address of the test does: serves the link at once; the test sends on it. */
@@ -31,6 +31,26 @@ function fakePrimary() {
   return { dialer, state };
 }
 
+/** A follower of the fake primary, a backup at position 0; `host` gives what a test watches. */
+function followerOf(dialer: ReturnType<typeof fakePrimary>['dialer'], host: Pick<FollowerHost, 'log' | 'handle' | 'onLost'>): Follower {
+  return new Follower({
+    endpoints: [{ host: 'primary', port: 5672 }],
+    user: undefined,
+    password: undefined,
+    mechanism: 'ANONYMOUS',
+    tls: undefined,
+    brokerId: 'backup',
+    instanceId: 'backup-instance',
+    replicate: 'all',
+    heartbeatMs: 60_000,
+    position: () => ({ lsn: 0, epoch: 0, journalLsn: 0 }),
+    onFollowing: () => undefined,
+    onFatal: () => undefined,
+    dialer,
+    ...host,
+  });
+}
+
 describe('replication follower', () => {
   it('replication follower - a primary that sends on past the unacknowledged bound is refused and let go, not buffered for', async () => {
     const { dialer, state } = fakePrimary();
@@ -41,27 +61,14 @@ describe('replication follower', () => {
     const applying = new Promise<void>((resolve) => (release = resolve));
     let handled = 0;
     const log = pino({ level: 'error' }, { write: (line: string) => void errors.push(JSON.parse(line).msg) });
-    const follower = new Follower({
-      endpoints: [{ host: 'primary', port: 5672 }],
-      user: undefined,
-      password: undefined,
-      mechanism: 'ANONYMOUS',
-      tls: undefined,
-      brokerId: 'backup',
-      instanceId: 'backup-instance',
-      replicate: 'all',
-      heartbeatMs: 60_000,
+    const follower = followerOf(dialer, {
       log,
-      position: () => ({ lsn: 0, epoch: 0, journalLsn: 0 }),
       handle: async () => {
         handled++;
         await applying;
         return { safe: Promise.resolve() };
       },
-      onFollowing: () => undefined,
       onLost: (reason) => lost.push(reason),
-      onFatal: () => undefined,
-      dialer,
     });
     follower.start();
     while (!state.link) await new Promise((r) => setImmediate(r));
@@ -84,24 +91,7 @@ describe('replication follower', () => {
   it('replication follower - acknowledged transfers leave the bound: a primary that waits for them is followed on', async () => {
     const { dialer, state } = fakePrimary();
     const lost: string[] = [];
-    const follower = new Follower({
-      endpoints: [{ host: 'primary', port: 5672 }],
-      user: undefined,
-      password: undefined,
-      mechanism: 'ANONYMOUS',
-      tls: undefined,
-      brokerId: 'backup',
-      instanceId: 'backup-instance',
-      replicate: 'all',
-      heartbeatMs: 60_000,
-      log: pino({ level: 'silent' }),
-      position: () => ({ lsn: 0, epoch: 0, journalLsn: 0 }),
-      handle: async () => ({ safe: Promise.resolve() }),
-      onFollowing: () => undefined,
-      onLost: (reason) => lost.push(reason),
-      onFatal: () => undefined,
-      dialer,
-    });
+    const follower = followerOf(dialer, { log: pino({ level: 'silent' }), handle: async () => ({ safe: Promise.resolve() }), onLost: (reason) => lost.push(reason) });
     follower.start();
     while (!state.link) await new Promise((r) => setImmediate(r));
     const heartbeat = decodeMessage(encodeStreamMessage({ kind: 'heartbeat', lsn: 0 }));
