@@ -630,7 +630,7 @@ export class HaManager {
         return done;
       case 'dr-credentials':
         // Kept as this broker's own (0600, synced), for when it is promoted.
-        for (const [source, password] of Object.entries(m.credentials ?? {})) this.host.drCredentials.set(source, password);
+        this.host.drCredentials.setAll(m.credentials ?? {});
         return done;
     }
     return done;

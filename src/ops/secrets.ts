@@ -17,11 +17,24 @@ let pattern: RegExp | undefined;
 
 /** Remember a password the broker holds, so redact() removes it from any text. */
 export function registerSecret(secret: string | undefined): void {
-  if (secret === undefined || secret.length < MIN_SEARCHED || known.has(secret)) return;
-  known.add(secret);
-  // As a JSON log line spells it, if that differs (quotes, backslashes, control characters).
-  const escaped = JSON.stringify(secret).slice(1, -1);
-  if (escaped !== secret) known.add(escaped);
+  registerSecrets([secret]);
+}
+
+/**
+ * Remember several passwords at once: the pattern is built once for all of them
+ * (built per password, a thousand DR sources cost a million sorted alternatives).
+ */
+export function registerSecrets(secrets: Iterable<string | undefined>): void {
+  let added = false;
+  for (const secret of secrets) {
+    if (secret === undefined || secret.length < MIN_SEARCHED || known.has(secret)) continue;
+    known.add(secret);
+    // As a JSON log line spells it, if that differs (quotes, backslashes, control characters).
+    const escaped = JSON.stringify(secret).slice(1, -1);
+    if (escaped !== secret) known.add(escaped);
+    added = true;
+  }
+  if (!added) return;
   // Longest first, so a password that contains another is removed whole.
   const alternatives = [...known].sort((a, b) => b.length - a.length).map(escapeRegExp);
   pattern = new RegExp(alternatives.join('|'), 'g');

@@ -216,10 +216,10 @@ export function decodeStreamMessage(message: { application_properties?: Record<s
 
 /**
  * Most DR sources a dr-credentials message may name (a source is a cluster this site
- * copies from). A backup keeps each one by rewriting and syncing its credentials file
- * (src/dr/credentials.ts), so a primary's map of 3,000 held the backup's event loop
- * for 12 s; at this bound, about 2.5 s on first receipt (a source already known with
- * the same password costs nothing).
+ * copies from: a handful in practice). A backup keeps the map with one write of its
+ * credentials file (src/dr/credentials.ts); kept a source at a time, a primary's map
+ * of 3,000 held the backup's event loop for 12 s. The bound keeps what one message
+ * may make a backup write and redact small whatever the primary sends.
  */
 export const MAX_DR_CREDENTIALS = 1000;
 
