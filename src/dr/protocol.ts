@@ -12,7 +12,7 @@ import type { DrMode, LoggedChange } from '../broker/changes.js';
 import { decodeRecordBatch } from '../replication/protocol.js';
 import { encodeChange } from '../store/record-codec.js';
 import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
-import { peerWholeNumber } from '../peer-link/peer-values.js';
+import { peerText, peerWholeNumber } from '../peer-link/peer-values.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -120,14 +120,14 @@ export function decodeDrMessage(message: { application_properties?: Record<strin
   const p = message.application_properties ?? {};
   const kind = p.k as DrStreamKind;
   if (!STREAM_KINDS.includes(kind)) {
-    throw new Error(`DR stream: unknown message kind ${String(kind)}`);
+    throw new Error(`DR stream: unknown message kind ${peerText(kind)}`);
   }
   const whole = (name: string) => peerWholeNumber(p[name], `DR stream: ${kind}.${name}`);
   const out: DrStreamMessage = { kind, lsn: whole('lsn'), time: whole('time'), head: whole('head'), now: whole('now') };
-  if (typeof p.queues === 'string') out.queues = JSON.parse(p.queues) as string[];
+  if (typeof p.queues === 'string') out.queues = queueNames(parsed(p.queues, 'queues'));
   if (typeof p.reason === 'string') out.reason = p.reason;
   if (p.floor !== undefined) out.floor = whole('floor');
-  if (typeof p.held === 'string') out.held = heldRanges(JSON.parse(p.held));
+  if (typeof p.held === 'string') out.held = heldRanges(parsed(p.held, 'held'));
   const bytes = bodyBytes(message);
   if (bytes && bytes.length > 0) out.entries = decodeRecordBatch(bytes, 'DR stream');
   return out;
@@ -149,6 +149,28 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
     }
   }
   return list;
+}
+
+/** A property that holds JSON, parsed; refused naming the property. */
+function parsed(text: string, name: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`DR stream: ${name} is not JSON`);
+  }
+}
+
+/**
+ * A message's queue names: a list of strings, no more than a request may name (the
+ * source only names queues the bridge asked for). Taken as whatever the JSON was, a
+ * string was walked a character at a time as queue names, and a map or a number
+ * failed far from here, in the bridge, with "m.queues is not iterable".
+ */
+function queueNames(raw: unknown): string[] {
+  if (!Array.isArray(raw) || raw.length > MAX_REQUEST_QUEUES || !raw.every((q) => typeof q === 'string')) {
+    throw new Error(`DR stream: queues must be a JSON list of at most ${MAX_REQUEST_QUEUES} queue names`);
+  }
+  return raw as string[];
 }
 
 /** A restart message's held ids: per queue, ranges as fillOk takes them (a secondary counts the ids in each). */

@@ -62,6 +62,20 @@ export function peerMap(o: Record<string, unknown>, keys: 'string' | 'symbol'): 
 export function peerWholeNumber(value: unknown, what: string, absent = 0): number {
   if (value === undefined || value === null) return absent;
   const n = typeof value === 'bigint' ? Number(value) : value;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a whole number, not ${JSON.stringify(String(value)).slice(0, 40)}`);
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a whole number, not ${JSON.stringify(peerText(value)).slice(0, 40)}`);
   return n;
+}
+
+/**
+ * A peer's value as text, for an error message. String() alone throws a TypeError
+ * for a map whose `toString` is not a function (a key the peer chose, decoded as an
+ * own property): the decoder then failed with "Cannot convert object to primitive
+ * value" instead of saying which field was wrong.
+ */
+export function peerText(value: unknown): string {
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
 }
