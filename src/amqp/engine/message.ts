@@ -70,13 +70,32 @@ export function fromAmqp(v: AmqpValue): unknown {
       return v.value.map(fromAmqp);
     case 'map': {
       const out: Record<string, unknown> = {};
-      for (const [k, x] of v.value) out[String(fromAmqp(k))] = fromAmqp(x);
+      for (const [k, x] of v.value) {
+        const key = keyText(fromAmqp(k));
+        // Assigned, a peer's "__proto__" key set the object's prototype (every key of
+        // its map then read as this one's); an own property like any other instead.
+        if (key === '__proto__') Object.defineProperty(out, key, { value: fromAmqp(x), enumerable: true, writable: true, configurable: true });
+        else out[key] = fromAmqp(x);
+      }
       return out;
     }
     case 'described':
       return { descriptor: fromAmqp(v.descriptor), value: fromAmqp(v.value) };
     default:
       return v.value;
+  }
+}
+
+/**
+ * A map key as the text of a property name. A key that is itself a map, with a key
+ * "toString" of its own, made String() throw a TypeError from inside the decoder
+ * (an internal error for what is only a malformed message).
+ */
+function keyText(key: unknown): string {
+  try {
+    return String(key);
+  } catch {
+    return Object.prototype.toString.call(key);
   }
 }
 
