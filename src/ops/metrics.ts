@@ -117,8 +117,31 @@ export class Metrics {
         this.set(sources.broker.log.lsn);
       },
     });
+    // A connection's own queues (temporary reply queues: every tandem command, console
+    // page and JMS requester makes one, named by a new uuid) are summed, not labelled:
+    // a series each would grow the scraper's series without bound.
+    const named = function* () {
+      for (const q of sources.broker.queues.values()) if (q.owner === undefined) yield q;
+    };
+    const temporary = function* () {
+      for (const q of sources.broker.queues.values()) if (q.owner !== undefined) yield q;
+    };
     const perQueue = (name: string, help: string, read: (q: import('../broker/queue.js').Queue) => number) =>
-      labelledGauge(r, { name, help, label: 'queue' }, () => sources.broker.queues.values(), (q) => q.name, read);
+      labelledGauge(r, { name, help, label: 'queue' }, named, (q) => q.name, read);
+    const summed = (name: string, help: string, read: (q: import('../broker/queue.js').Queue) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [r],
+        collect() {
+          let total = 0;
+          for (const q of temporary()) total += read(q);
+          this.set(total);
+        },
+      });
+    summed('tandem_temporary_queues', "Queues a connection owns (temporary reply queues), which have no series of their own", () => 1);
+    summed('tandem_temporary_queue_depth', 'Messages on all temporary queues together', (q) => q.depth);
+    summed('tandem_temporary_queue_bytes', 'Bytes of message data on all temporary queues together', (q) => q.byteDepth);
     perQueue('tandem_queue_depth', 'Messages on the queue (available and acquired)', (q) => q.depth);
     perQueue('tandem_queue_bytes', 'Bytes of message data on the queue', (q) => q.byteDepth);
     perQueue('tandem_queue_unreadable_messages', 'Messages set aside because their body cannot be read back from the journal (a damaged record): queued, not delivered', (q) => q.unreadableDepth);

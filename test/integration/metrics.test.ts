@@ -32,6 +32,14 @@ describe('metrics', () => {
     for (const st of ['joining', 'catchup', 'ready', 'recovering', 'active']) expect(s.samples.get(`tandem_ha_state{state="${st}"}`)).toBe(0);
     expect(s.samples.get('tandem_ha_backups_ready')).toBe(0);
     expect(s.samples.get('tandem_queue_depth{queue="metrics.q"}')).toBe(3);
+    // A temporary queue with 2 messages: summed, with no series of its own.
+    const reply = await c.openReceiver({ dynamic: true });
+    await c.send((reply.receiver as unknown as { source: { address: string } }).source.address, ['r1', 'r2']);
+    const t = await scrape(broker.metricsPort!);
+    expect(t.text).not.toMatch(/queue="tmp\./);
+    expect(t.samples.get('tandem_temporary_queues')).toBe(1);
+    expect(t.samples.get('tandem_temporary_queue_depth')).toBe(2);
+    expect(t.samples.get('tandem_temporary_queue_bytes')).toBeGreaterThan(0);
     expect(s.samples.get('tandem_journal_bytes')).toBeGreaterThan(0);
     expect(s.samples.get('tandem_journal_sync_seconds_count')).toBeGreaterThan(0);
     expect(s.samples.get('tandem_journal_sync_seconds_bucket{le="+Inf"}')).toBe(s.samples.get('tandem_journal_sync_seconds_count'));
