@@ -47,3 +47,34 @@ export function crc32c(data: Uint8Array, previous = 0, start = 0, end = data.len
   while (i < end) crc = T0[(crc ^ data[i++]!) & 0xff]! ^ (crc >>> 8);
   return ~crc >>> 0;
 }
+
+/** For each top byte of a T0 entry, its index: T0's top bytes are all different, so one step of the register runs backwards. */
+const T0_BY_TOP_BYTE: Uint8Array = (() => {
+  const t = new Uint8Array(256);
+  for (let i = 0; i < 256; i++) t[T0[i]! >>> 24] = i;
+  return t;
+})();
+
+/**
+ * The `previous` that makes crc32c(parts..., previous) equal `crc`: the register is
+ * linear in its starting value, so the start is solved from the end by running
+ * the register backwards over as many zero bytes as the data holds. The journal
+ * uses it to recover a segment's salt from one of its frames when both copies of
+ * the segment's header are damaged.
+ */
+export function crc32cPrevious(crc: number, parts: ReadonlyArray<{ data: Uint8Array; start: number; end: number }>): number {
+  // The register after the data from 0, and the number of bytes it ran over.
+  let fromZero = 0xffffffff;
+  let bytes = 0;
+  for (const p of parts) {
+    fromZero = crc32c(p.data, fromZero, p.start, p.end);
+    bytes += p.end - p.start;
+  }
+  // ~crc = zeros^bytes(~previous) ^ ~fromZero, where zeros is one step over a zero byte.
+  let x = (~crc ^ ~fromZero) >>> 0;
+  for (let i = 0; i < bytes; i++) {
+    const index = T0_BY_TOP_BYTE[x >>> 24]!;
+    x = ((((x ^ T0[index]!) >>> 0) << 8) | index) >>> 0;
+  }
+  return ~x >>> 0;
+}

@@ -156,7 +156,7 @@ function damageReason(bad: NonNullable<SegmentScan['bad']>): string {
     case 'none': // reported as damage only when later segments hold data
       return `${bad.reason}; later segments hold records`;
     case 'unsalted':
-      return `${bad.reason} (--repair sets the whole segment aside, logging its size)`;
+      return `${bad.reason} (--repair rebuilds the header if the salt can be solved from its frames, else removes the segment, logging its size)`;
     case 'gave-up':
       return (
         `${bad.reason}; the search for a valid record after it gave up at byte offset ${after.offset}, ` +
@@ -181,6 +181,7 @@ async function dropBadFrames(dir: string, file: string, buf: Buffer, log: Recove
   let keptFrom = 0;
   for (const r of removed) {
     kept.push(buf.subarray(keptFrom, r.offset));
+    if (r.rewrite) kept.push(r.rewrite);
     keptFrom = r.offset + r.bytes;
   }
   kept.push(buf.subarray(keptFrom));
@@ -198,6 +199,10 @@ async function dropBadFrames(dir: string, file: string, buf: Buffer, log: Recove
   await syncDir(nodeIo, dir);
   let unsearched = 0;
   for (const r of removed) {
+    if (r.rewrite) {
+      log?.error({ file, offset: r.offset, bytes: r.bytes, reason: r.reason, keptAs: `${file}.corrupt` }, `REPAIR: rebuilt the damaged header of ${file} (${r.reason}); its records are kept`);
+      continue;
+    }
     if (r.unsalted) {
       unsearched += r.bytes;
       log?.error(
@@ -221,11 +226,14 @@ async function dropBadFrames(dir: string, file: string, buf: Buffer, log: Recove
         `were not searched and MAY HAVE HELD VALID RECORDS, lost unless recovered from ${file}.corrupt or an HA peer`,
     );
   }
+  // A rebuilt header removes nothing: said above, not counted here.
+  const removals = removed.filter((r) => !r.rewrite).length;
+  if (removals === 0) return repaired;
   log?.error(
-    { file, removedRanges: removed.length, removedBytes: buf.length - repaired.length, unsearchedBytes: unsearched, keptAs: `${file}.corrupt` },
+    { file, removedRanges: removals, removedBytes: buf.length - repaired.length, unsearchedBytes: unsearched, keptAs: `${file}.corrupt` },
     unsearched === 0
-      ? `REPAIR: ${removed.length} unreadable range(s), ${buf.length - repaired.length} bytes, removed from ${file}; every valid record kept (the segment as it was is ${file}.corrupt)`
-      : `REPAIR: ${removed.length} range(s), ${buf.length - repaired.length} bytes, removed from ${file}, ${unsearched} of them unsearched (they may have held valid records; the segment as it was is ${file}.corrupt)`,
+      ? `REPAIR: ${removals} unreadable range(s), ${buf.length - repaired.length} bytes, removed from ${file}; every valid record kept (the segment as it was is ${file}.corrupt)`
+      : `REPAIR: ${removals} range(s), ${buf.length - repaired.length} bytes, removed from ${file}, ${unsearched} of them unsearched (they may have held valid records; the segment as it was is ${file}.corrupt)`,
   );
   return repaired;
 }

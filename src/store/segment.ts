@@ -25,7 +25,7 @@
 import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { crc32c } from './crc32c.js';
+import { crc32c, crc32cPrevious } from './crc32c.js';
 import { couldStartRecord, decodeChange, RECORD_HEADER_BYTES, recordLengthFits, type CodecEntry, type DecodeOptions } from './record-codec.js';
 
 export const FRAME_HEADER_BYTES = 8;
@@ -91,8 +91,12 @@ export type SegmentHeaderRead =
   | { status: 'ok'; layout: SegmentLayout }
   /** Shorter than a header that was begun: a crash while the segment was made (nothing was ever written after it). */
   | { status: 'torn'; reason: string }
-  /** Both copies fail their check: no frame in the segment can be checked. */
-  | { status: 'damaged'; reason: string };
+  /**
+   * Both copies fail their check (no frame in the segment can be checked: `--repair`
+   * solves the salt from its frames), or a format this version does not know
+   * (`unknownFormat`: nothing here may rewrite it).
+   */
+  | { status: 'damaged'; reason: string; unknownFormat?: true };
 
 /** The layout of a segment whose first bytes are `head` (the first SEGMENT_HEADER_BYTES of the file, or all of a shorter one). */
 export function readSegmentHeader(head: Buffer): SegmentHeaderRead {
@@ -111,7 +115,7 @@ export function readSegmentHeader(head: Buffer): SegmentHeaderRead {
   for (let at = 0; at < SEGMENT_HEADER_BYTES; at += HEADER_COPY_BYTES) {
     if (!magicAt(at) || head.readUInt32LE(at + 12) !== crc32c(head, 0, at, at + 12)) continue;
     const format = head.readUInt32LE(at + 4);
-    if (format !== SEGMENT_FORMAT) return { status: 'damaged', reason: `segment format ${format}, which this version does not know` };
+    if (format !== SEGMENT_FORMAT) return { status: 'damaged', reason: `segment format ${format}, which this version does not know`, unknownFormat: true };
     return { status: 'ok', layout: { salt: head.readUInt32LE(at + 8), dataStart: SEGMENT_HEADER_BYTES } };
   }
   return { status: 'damaged', reason: 'both copies of the segment header fail their check, so no record in it can be checked' };
@@ -303,6 +307,8 @@ export interface BadRange {
   unsearchedFrom?: number;
   /** The segment's header is damaged: the range is the whole segment, whose records could not be checked. */
   unsalted?: boolean;
+  /** Not removed but replaced by these bytes: a damaged header rebuilt with the salt its frames were solved for. */
+  rewrite?: Buffer;
 }
 
 /**
@@ -316,10 +322,18 @@ export function badRanges(buf: Buffer, budget = ResyncBudget.forSegment(buf.leng
   const header = readSegmentHeader(buf.subarray(0, SEGMENT_HEADER_BYTES));
   // A header cut short: removing it leaves an empty segment, which is valid.
   if (header.status === 'torn') return [{ offset: 0, bytes: buf.length, reason: header.reason }];
-  if (header.status === 'damaged') return [{ offset: 0, bytes: buf.length, reason: header.reason, unsalted: true }];
-  const { salt, dataStart } = header.layout;
+  let salt: number;
+  let at: number;
   const ranges: BadRange[] = [];
-  let at = dataStart;
+  if (header.status === 'damaged') {
+    const solved = header.unknownFormat ? undefined : recoveredSalt(buf);
+    if (solved === undefined) return [{ offset: 0, bytes: buf.length, reason: header.reason, unsalted: true }];
+    ranges.push({ offset: 0, bytes: SEGMENT_HEADER_BYTES, reason: `${header.reason}; rebuilt with the salt solved from its first two frames`, rewrite: encodeSegmentHeader(solved) });
+    salt = solved;
+    at = SEGMENT_HEADER_BYTES;
+  } else {
+    ({ salt, dataStart: at } = header.layout);
+  }
   // Bounded: each pass moves `at` forward by a frame, past the bad one, or to the end.
   while (at < buf.length) {
     const f = readFrame(buf, at, salt);
@@ -349,6 +363,26 @@ export function badRanges(buf: Buffer, budget = ResyncBudget.forSegment(buf.leng
     at = end;
   }
   return ranges;
+}
+
+/**
+ * The salt of a segment whose header copies are both damaged, solved from the CRC of
+ * its first frame (crc32cPrevious). Any CRC solves for some salt, so the salt counts
+ * only if that frame then decodes and the next one checks with it too (odds of 2^-32
+ * for bytes that are not frames of this segment); a segment of one frame is not
+ * rebuilt.
+ */
+function recoveredSalt(buf: Buffer): number | undefined {
+  const at = SEGMENT_HEADER_BYTES;
+  const len = claimedLength(buf, at);
+  if (len === undefined) return undefined;
+  const size = FRAME_HEADER_BYTES + len;
+  const salt = crc32cPrevious(buf.readUInt32LE(at + LENGTH_FIELD_BYTES), [
+    { data: buf, start: at, end: at + LENGTH_FIELD_BYTES },
+    { data: buf, start: at + FRAME_HEADER_BYTES, end: at + size },
+  ]);
+  if (readFrame(buf, at, salt).status !== 'ok' || at + size >= buf.length) return undefined;
+  return readFrame(buf, at + size, salt).status === 'ok' ? salt : undefined;
 }
 
 /** Whether a valid frame starts at `at`, its checksum counted against the budget. */

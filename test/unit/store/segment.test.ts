@@ -8,7 +8,7 @@
 // counted by the budget (work done, not time), and a search that reaches the
 // bound says so: it never answers that nothing valid follows.
 import { describe, expect, it } from 'vitest';
-import { crc32c } from '../../../src/store/crc32c.js';
+import { crc32c, crc32cPrevious } from '../../../src/store/crc32c.js';
 import { encodeChange, RECORD_HEADER_BYTES } from '../../../src/store/record-codec.js';
 import {
   badRanges,
@@ -286,7 +286,17 @@ describe('segment header and salt', () => {
     both[9]! ^= 1;
     both[25]! ^= 1;
     expect(scanSegment(both).bad).toMatchObject({ offset: 0, after: { status: 'unsalted' } });
-    expect(badRanges(both)).toEqual([{ offset: 0, bytes: both.length, reason: expect.stringContaining('both copies of the segment header'), unsalted: true }]);
+    // --repair solves the salt from the first frame, checks it on the second, and rebuilds the header.
+    expect(badRanges(both)).toEqual([{ offset: 0, bytes: SEGMENT_HEADER_BYTES, reason: expect.stringContaining('both copies of the segment header'), rewrite: HEADER }]);
+    // With the first frame damaged too, nothing confirms a salt: the segment goes whole.
+    const worse = Buffer.from(both);
+    worse[SEGMENT_HEADER_BYTES + 12]! ^= 1;
+    expect(badRanges(worse)).toEqual([{ offset: 0, bytes: worse.length, reason: expect.stringContaining('both copies of the segment header'), unsalted: true }]);
+    // A segment of one frame is not rebuilt either: one frame solves for some salt whatever its bytes.
+    const single = segmentOf(frames[0]!);
+    single[9]! ^= 1;
+    single[25]! ^= 1;
+    expect(badRanges(single)).toMatchObject([{ offset: 0, bytes: single.length, unsalted: true }]);
 
     const future = Buffer.from(whole);
     for (const at of [0, 16]) {
@@ -294,6 +304,19 @@ describe('segment header and salt', () => {
       future.writeUInt32LE(crc32c(future, 0, at, at + 12), at + 12);
     }
     expect(scanSegment(future).bad).toMatchObject({ offset: 0, reason: 'segment format 2, which this version does not know', after: { status: 'unsalted' } });
+    // A newer version's segment is never rebuilt as this one's.
+    expect(badRanges(future)).toMatchObject([{ offset: 0, bytes: future.length, unsalted: true }]);
+  });
+
+  it('segment - the salt solved from a CRC is the one it was computed from (crc32cPrevious), over any data', () => {
+    const rnd = prng(0xc3c);
+    for (let round = 0; round < 500; round++) {
+      const a = Buffer.from(Array.from({ length: 4 }, () => rnd.int(256)));
+      const b = Buffer.from(Array.from({ length: rnd.int(2000) }, () => rnd.int(256)));
+      const salt = (rnd.int(2 ** 16) * 2 ** 16 + rnd.int(2 ** 16)) >>> 0;
+      const crc = crc32c(b, crc32c(a, salt));
+      expect(crc32cPrevious(crc, [{ data: a, start: 0, end: 4 }, { data: b, start: 0, end: b.length }]), `round ${round}`).toBe(salt);
+    }
   });
 
   it('segment - every new salt is a u32 other than 0, and they differ', () => {
