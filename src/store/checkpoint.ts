@@ -281,13 +281,13 @@ function parseHeader(payload: Buffer): HeaderJson {
   return {
     meta: {
       position: { seg: count(position.seg, 'meta.position.seg'), offset: count(position.offset, 'meta.position.offset') },
-      lastFrame: meta.lastFrame === undefined ? undefined : { ...frameLocation(meta.lastFrame, 'meta.lastFrame'), lsn: count(object(meta.lastFrame, 'meta.lastFrame').lsn, 'meta.lastFrame.lsn') },
-      lastLsn: count(meta.lastLsn, 'meta.lastLsn'),
-      maxMessageId: count(meta.maxMessageId, 'meta.maxMessageId'),
+      lastFrame: meta.lastFrame === undefined ? undefined : { ...frameLocation(meta.lastFrame, 'meta.lastFrame'), lsn: logNumber(object(meta.lastFrame, 'meta.lastFrame').lsn, 'meta.lastFrame.lsn') },
+      lastLsn: logNumber(meta.lastLsn, 'meta.lastLsn'),
+      maxMessageId: logNumber(meta.maxMessageId, 'meta.maxMessageId'),
     },
     epoch: count(h.epoch, 'epoch'),
-    reservedUpTo: count(h.reservedUpTo, 'reservedUpTo'),
-    newest: h.newest === undefined ? undefined : { lsn: count(object(h.newest, 'newest').lsn, 'newest.lsn'), home: frameLocation(object(h.newest, 'newest').home, 'newest.home') },
+    reservedUpTo: logNumber(h.reservedUpTo, 'reservedUpTo'),
+    newest: h.newest === undefined ? undefined : { lsn: logNumber(object(h.newest, 'newest').lsn, 'newest.lsn'), home: frameLocation(object(h.newest, 'newest').home, 'newest.home') },
     segments: list(h.segments, 'segments').map((v, i) => {
       const seg = object(v, `segments[${i}]`);
       return {
@@ -318,6 +318,20 @@ function list(v: unknown, what: string): unknown[] {
 function count(v: unknown, what: string): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new CheckpointError(`header field ${what} is not a whole number (${typeof v === 'number' ? v : typeof v})`);
   return v;
+}
+
+/**
+ * Highest LSN or message id a checkpoint may name: the journal reserves a block above
+ * the highest it knows before it hands one out, and that reservation must still be a
+ * number a record holds (a header naming 2^53 - 1 made the first one throw at open).
+ */
+const MAX_LOG_NUMBER = Number.MAX_SAFE_INTEGER - 2 ** 40;
+
+/** An LSN or message id of the header: a whole number with room for the reservations above it. */
+function logNumber(v: unknown, what: string): number {
+  const n = count(v, what);
+  if (n > MAX_LOG_NUMBER) throw new CheckpointError(`header field ${what} is ${n}, past any log's numbers`);
+  return n;
 }
 
 function counts(v: unknown, what: string): number[] {

@@ -610,7 +610,9 @@ export class Journal implements ChangeSink {
 
   /** Reserve LSNs and message ids up to a block above `covering`, in a record at LSN `atLsn`. */
   private reserve(atLsn: number, covering: number, done?: (err?: Error) => void): void {
-    const upTo = covering + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK);
+    // Never past what a record holds: a covering LSN near 2^53 (only a damaged or
+    // hostile source makes one) threw a TypeError from the codec here, at open.
+    const upTo = Math.min(covering + (this.opts.reserveLsnBlock ?? DEFAULT_RESERVE_BLOCK), Number.MAX_SAFE_INTEGER);
     this.reservedRequested = upTo;
     this.writer.enqueueRecord(encodeChange({ lsn: atLsn, change: { kind: 'lsn-reservation', upTo }, durable: true }), {
       type: 'reservation',

@@ -14,7 +14,8 @@ import fs from 'node:fs';
 import { JournalReadError, JournalRecordDamagedError } from './errors.js';
 import type { Location } from './live-index.js';
 import type { CodecEntry } from './record-codec.js';
-import { readFrame, readSegmentHeader, SEGMENT_HEADER_BYTES, segmentPath, type SegmentHeaderRead } from './segment.js';
+import { RECORD_HEADER_BYTES } from './record-codec.js';
+import { FRAME_HEADER_BYTES, MAX_RECORD_BYTES, readFrame, readSegmentHeader, SEGMENT_HEADER_BYTES, segmentPath, type SegmentHeaderRead } from './segment.js';
 
 /** Read neighbouring records with one pread when the gap between them is at most this. */
 const MAX_GAP = 64 * 1024;
@@ -24,8 +25,8 @@ const MAX_RUN = 4 * 1024 * 1024;
 export class SegmentReader {
   /** Preads done and records decoded (tests check that a transaction is decoded once per read). */
   readonly stats = { preads: 0, decodes: 0 };
-  /** Open descriptors by segment, with the salt its frames' CRCs start from, oldest first (Map keeps insertion order). */
-  private readonly fds = new Map<number, { fd: number; salt: number }>();
+  /** Open descriptors by segment, with the salt its frames' CRCs start from and its size when last looked at, oldest first (Map keeps insertion order). */
+  private readonly fds = new Map<number, OpenSegment>();
 
   constructor(
     private readonly dir: string,
@@ -46,7 +47,13 @@ export class SegmentReader {
         if (next.seg !== first.seg || next.offset - end > MAX_GAP || next.offset + next.size - first.offset > MAX_RUN) break;
         end = Math.max(end, next.offset + next.size);
       }
-      const { fd, salt } = this.open(first.seg);
+      const opened = this.open(first.seg);
+      const { fd, salt } = opened;
+      // Checked before a buffer is made for it: a damaged checkpoint's row said a
+      // record of 2.7 GB lay there, and a buffer of that size was allocated.
+      for (let k = i; k < j; k++) checkLocation(locs[order[k]!]!, this.dir);
+      if (end > opened.size) opened.size = fs.fstatSync(fd).size; // the active segment grows
+      if (end > opened.size) throw new JournalRecordDamagedError(`journal record at ${segmentPath(this.dir, first.seg)} offset ${first.offset} lies past the segment's end (${opened.size} bytes)`);
       const buf = this.pread(fd, first.seg, first.offset, end - first.offset);
       // Messages of one transaction share a record: decode it once, not once per message.
       const decoded = new Map<number, CodecEntry>();
@@ -95,7 +102,7 @@ export class SegmentReader {
   }
 
   /** The segment's descriptor and salt, opened (and its header read) if need be. */
-  private open(seg: number): { fd: number; salt: number } {
+  private open(seg: number): OpenSegment {
     const open = this.fds.get(seg);
     if (open !== undefined) return open;
     if (this.fds.size >= this.maxOpen) this.forget(this.fds.keys().next().value as number);
@@ -117,8 +124,21 @@ export class SegmentReader {
       fs.closeSync(fd);
       throw new JournalRecordDamagedError(`journal segment ${segmentPath(this.dir, seg)} cannot be read back (${header.reason})`);
     }
-    const opened = { fd, salt: header.layout.salt };
+    const opened: OpenSegment = { fd, salt: header.layout.salt, size: fs.fstatSync(fd).size };
     this.fds.set(seg, opened);
     return opened;
+  }
+}
+
+interface OpenSegment {
+  fd: number;
+  salt: number;
+  size: number;
+}
+
+/** A location no frame can have (the index's rows come from a checkpoint, whose CRC proves only that they were written so). */
+function checkLocation(loc: Location, dir: string): void {
+  if (!Number.isSafeInteger(loc.offset) || loc.offset < 0 || !Number.isSafeInteger(loc.size) || loc.size < FRAME_HEADER_BYTES + RECORD_HEADER_BYTES || loc.size > FRAME_HEADER_BYTES + MAX_RECORD_BYTES) {
+    throw new JournalRecordDamagedError(`the journal's index puts a record at ${segmentPath(dir, loc.seg)} offset ${loc.offset}, ${loc.size} bytes, which no record can be`);
   }
 }

@@ -100,10 +100,11 @@ function mutateHeader(payload: Buffer, r: Random): Buffer {
     else if (way === 2) set(r.pick([[], [0], [{}], [{ id: 1, tombTargets: [], copiedFrom: [] }], [{ name: 'big', declaredAt: 1, rows: 1024 }, { name: 'big', declaredAt: 1, rows: 1024 }]]));
     else set(undefined);
   }
-  let text = JSON.stringify(root.h, (_, v: unknown) => (typeof v === 'bigint' ? Number(v) : v));
+  // undefined when the header itself was set to undefined: written as null.
+  let text = JSON.stringify(root.h, (_, v: unknown) => (typeof v === 'bigint' ? Number(v) : v)) ?? 'null';
   // Keys JSON.stringify writes as own properties are fine; a literal __proto__ key needs text.
   if (r.chance(0.1)) text = text.replace(/^\{/, '{"__proto__": {"queues": [{"name": "x", "declaredAt": 1, "rows": 5}]}, ');
-  return Buffer.from(text ?? 'null');
+  return Buffer.from(text);
 }
 
 /** A rows block's ids and columns damaged in the ways a row reader must not trust. */

@@ -264,6 +264,9 @@ describe('journal checkpoint', () => {
       ['segments a string', { ...header, segments: 'abc' }, /^header field segments is not a list$/],
       ['a negative epoch', { ...header, epoch: -1 }, /^header field epoch is not a whole number \(-1\)$/],
       ['a JSON list', [header] as unknown as Record<string, unknown>, /^the header block is not a JSON object$/],
+      // The reservation above it would not fit a record: a TypeError at open, before.
+      ['a last LSN of 2^53 - 1', { ...header, meta: { ...header.meta, lastLsn: Number.MAX_SAFE_INTEGER } }, /^header field meta\.lastLsn is 9007199254740991, past any log's numbers$/],
+      ['a message id of 2^53 - 1', { ...header, meta: { ...header.meta, maxMessageId: Number.MAX_SAFE_INTEGER } }, /^header field meta\.maxMessageId is 9007199254740991, past any log's numbers$/],
     ];
     for (const [name, bad, reason] of variants) {
       await rm(path.join(dataDir, 'journal', CHECKPOINT_CORRUPT), { force: true });
