@@ -15,10 +15,9 @@
 // TANDEM_FUZZ_SEED changes the run; TANDEM_FUZZ_CASES the number of cases.
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { decodeMessage } from '../../../src/amqp/engine/message.js';
 import { decodeDrMessage, encodeDrMessage, type DrStreamKind, type DrStreamMessage } from '../../../src/dr/protocol.js';
-import { applicationPropertiesSection, DATA_SECTION_HEADER, writeDataSectionHeader } from '../../../src/peer-link/sections.js';
 import { decodeChange, encodeChange } from '../../../src/store/record-codec.js';
+import { attempt as attemptWithin, framed, onWire, u32be, wireOf, type Outcome as Decoded } from '../../helpers/peer-stream-fuzz.js';
 import { mutate, mutateSome, wrongValue, type Random } from '../../helpers/mutate.js';
 import { prng, sampleChanges } from '../store/helpers.js';
 
@@ -57,50 +56,6 @@ function sample(kind: DrStreamKind, r: Random): DrStreamMessage {
   }
 }
 
-/** What the bridge's decoder hands decodeDrMessage for these bytes (engine-dialer.ts onTransfer). */
-function onWire(bytes: Buffer): { application_properties: Record<string, unknown>; body: Buffer | undefined } {
-  const m = decodeMessage(bytes);
-  return { application_properties: m.applicationProperties, body: Buffer.isBuffer(m.body) ? m.body : undefined };
-}
-
-/** DR message bytes with these properties and this body, framed as a source frames them. */
-function framed(props: Record<string, unknown>, body: Buffer): Buffer {
-  const head = applicationPropertiesSection(props);
-  const out = Buffer.alloc(head.length + DATA_SECTION_HEADER + body.length);
-  head.copy(out, 0);
-  writeDataSectionHeader(out, head.length, body.length);
-  body.copy(out, head.length + DATA_SECTION_HEADER);
-  return out;
-}
-
-const u32be = (n: number): Buffer => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0, 0);
-  return b;
-};
-
-type Outcome = { ok: DrStreamMessage } | { error: unknown };
-
-/** Decode, timed; an exception that is not a plain Error with a message fails the case. */
-function attempt(run: () => DrStreamMessage, where: () => string): Outcome {
-  const t0 = performance.now();
-  let out: Outcome;
-  try {
-    out = { ok: run() };
-  } catch (error) {
-    out = { error };
-  }
-  const ms = performance.now() - t0;
-  expect(ms, `took ${ms} ms: ${where()}`).toBeLessThan(CASE_MS);
-  if ('error' in out) {
-    const e = out.error as Error;
-    expect(e, where()).toBeInstanceOf(Error);
-    expect([TypeError, RangeError, ReferenceError].some((c) => e instanceof c), `${e.constructor?.name}: ${e.message} at ${where()}`).toBe(false);
-    expect(e.message.length, where()).toBeGreaterThan(0);
-  }
-  return out;
-}
-
 /** What a decoded message must be, whatever bytes it came from: what the bridge's apply() takes it for. */
 function checkDecoded(m: DrStreamMessage, where: () => string): void {
   expect(KINDS, `kind ${String(m.kind)}: ${where()}`).toContain(m.kind);
@@ -123,6 +78,9 @@ function checkDecoded(m: DrStreamMessage, where: () => string): void {
     expect(again.status === 'ok' && again.entry, where()).toEqual(e);
   }
 }
+
+type Outcome = Decoded<DrStreamMessage>;
+const attempt = (run: () => DrStreamMessage, where: () => string): Outcome => attemptWithin(run, where, CASE_MS);
 
 describe('DR protocol - seeded fuzz', () => {
   it('DR protocol - a property or kind that is a map with its own toString is refused naming the field, not with a TypeError (found by the fuzz)', () => {
@@ -206,12 +164,7 @@ describe('DR protocol - seeded fuzz', () => {
       const where = () => `seed ${SEED + 2} case ${i}: ${JSON.stringify(props, (_, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)).slice(0, 400)}`;
       const plain = attempt(() => decodeDrMessage({ application_properties: props, body: r.chance(0.1) ? (wrongValue(r) as never) : body }), where);
       if ('ok' in plain) checkDecoded(plain.ok, where);
-      let wire: ReturnType<typeof onWire> | undefined;
-      try {
-        wire = onWire(framed(props, body));
-      } catch (error) {
-        expect(error, where()).toBeInstanceOf(Error);
-      }
+      const wire = wireOf(props, body, where);
       if (!wire) continue;
       const wired = attempt(() => decodeDrMessage(wire), where);
       if ('ok' in wired) {

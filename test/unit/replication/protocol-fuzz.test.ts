@@ -16,10 +16,9 @@
 // TANDEM_FUZZ_SEED changes the run; TANDEM_FUZZ_CASES the number of cases.
 import { describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { decodeMessage } from '../../../src/amqp/engine/message.js';
-import { applicationPropertiesSection, DATA_SECTION_HEADER, writeDataSectionHeader } from '../../../src/peer-link/sections.js';
 import { decodeRecords, decodeStreamMessage, encodeStreamMessage, type StreamKind, type StreamMessage } from '../../../src/replication/protocol.js';
 import { decodeChange, encodeChange } from '../../../src/store/record-codec.js';
+import { attempt as attemptWithin, framed, onWire, u32be, wireOf, type Outcome as Decoded } from '../../helpers/peer-stream-fuzz.js';
 import { mutate, mutateSome, wrongValue, type Random } from '../../helpers/mutate.js';
 import { prng, sampleChanges } from '../store/helpers.js';
 
@@ -52,22 +51,6 @@ function sample(kind: StreamKind, r: Random): StreamMessage {
   }
 }
 
-/** What a backup's decoder hands decodeStreamMessage for these bytes (engine-dialer.ts onTransfer). */
-function onWire(bytes: Buffer): { application_properties: Record<string, unknown>; body: Buffer | undefined } {
-  const m = decodeMessage(bytes);
-  return { application_properties: m.applicationProperties, body: Buffer.isBuffer(m.body) ? m.body : undefined };
-}
-
-/** Stream message bytes with these properties and this body, framed as the primary frames them. */
-function framed(props: Record<string, unknown>, body: Buffer): Buffer {
-  const head = applicationPropertiesSection(props);
-  const out = Buffer.alloc(head.length + DATA_SECTION_HEADER + body.length);
-  head.copy(out, 0);
-  writeDataSectionHeader(out, head.length, body.length);
-  body.copy(out, head.length + DATA_SECTION_HEADER);
-  return out;
-}
-
 /** The properties a primary writes for `m` (encodeStreamMessage), as a plain object. */
 function propsOf(m: StreamMessage): Record<string, unknown> {
   return onWire(encodeStreamMessage(m)).application_properties;
@@ -77,34 +60,6 @@ function propsOf(m: StreamMessage): Record<string, unknown> {
 function batch(records: Buffer[]): Buffer {
   return Buffer.concat(records.flatMap((rec) => [u32be(rec.length), rec]));
 }
-const u32be = (n: number): Buffer => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0, 0);
-  return b;
-};
-
-type Outcome = { ok: StreamMessage } | { error: unknown };
-
-/** Decode, timed; an exception that is not a plain Error with a message fails the case. */
-function attempt(run: () => StreamMessage, where: () => string): Outcome {
-  const t0 = performance.now();
-  let out: Outcome;
-  try {
-    out = { ok: run() };
-  } catch (error) {
-    out = { error };
-  }
-  const ms = performance.now() - t0;
-  expect(ms, `took ${ms} ms: ${where()}`).toBeLessThan(CASE_MS);
-  if ('error' in out) {
-    const e = out.error as Error;
-    expect(e, where()).toBeInstanceOf(Error);
-    expect([TypeError, RangeError, ReferenceError].some((c) => e instanceof c), `${e.constructor?.name}: ${e.message} at ${where()}`).toBe(false);
-    expect(e.message.length, where()).toBeGreaterThan(0);
-  }
-  return out;
-}
-
 /** What a decoded message must be, whatever bytes it came from. */
 function checkDecoded(m: StreamMessage, where: () => string): void {
   // A kind the backup does not know passes, for it to ignore (a newer primary's: see
@@ -131,6 +86,9 @@ function checkDecoded(m: StreamMessage, where: () => string): void {
     });
   }
 }
+
+type Outcome = Decoded<StreamMessage>;
+const attempt = (run: () => StreamMessage, where: () => string): Outcome => attemptWithin(run, where, CASE_MS);
 
 describe('replication protocol - seeded fuzz', () => {
   it('replication protocol - a property or kind that is a map with its own toString is refused naming the field, not with a TypeError (found by the fuzz)', () => {
@@ -215,12 +173,7 @@ describe('replication protocol - seeded fuzz', () => {
       // As a plain object (a decoder of another shape), and through the wire (AMQP types, `__proto__` keys as map keys).
       const plain = attempt(() => decodeStreamMessage({ application_properties: props, body: r.chance(0.1) ? (wrongValue(r) as never) : bodyOf() }), where);
       if ('ok' in plain) checkDecoded(plain.ok, where);
-      let wire: ReturnType<typeof onWire> | undefined;
-      try {
-        wire = onWire(framed(props, bodyOf()));
-      } catch (error) {
-        expect(error, where()).toBeInstanceOf(Error);
-      }
+      const wire = wireOf(props, bodyOf(), where);
       if (!wire) continue;
       const wired = attempt(() => decodeStreamMessage(wire), where);
       if ('ok' in wired) {

@@ -20,7 +20,7 @@ import { crc32c } from '../../../src/store/crc32c.js';
 import { isStoreError } from '../../../src/store/errors.js';
 import { Journal } from '../../../src/store/journal.js';
 import { mutate, mutateSome, wrongValue, type Random } from '../../helpers/mutate.js';
-import { durable, message, prng, queueSettings, removeDir, sampleChanges, tempDir, Workload } from './helpers.js';
+import { durable, message, prng, queueSettings, removeDir, sampleChanges, tempDir, Workload, withTimeout } from './helpers.js';
 
 const SEED = Number(process.env.TANDEM_FUZZ_SEED ?? 0xc4f022);
 const CASES = Math.ceil(Number(process.env.TANDEM_FUZZ_CASES ?? 6000) / 15);
@@ -182,16 +182,6 @@ function recordsDamaged(payload: Buffer, r: Random): Buffer {
   if (r.chance(0.5)) out.writeUInt32LE(r.pick([0, 1, 5, 0x7fffffff, 0xffffffff, 1 << 30]) >>> 0, 4 * r.int(4));
   else return mutateSome(out, r);
   return out;
-}
-
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`hang: ${what} took over ${ms} ms`)), ms)));
-  try {
-    return await Promise.race([p, t]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 describe('checkpoint - seeded fuzz', () => {

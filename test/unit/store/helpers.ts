@@ -292,3 +292,14 @@ export function holdableSyncIo() {
     },
   };
 }
+
+/** `p`, or a rejection naming `what` as a hang once `ms` pass (the fuzzes' guard against a stall). */
+export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`hang: ${what} took over ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([p, t]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -19,7 +19,7 @@ import { isStoreError } from '../../../src/store/errors.js';
 import { Journal } from '../../../src/store/journal.js';
 import { badRanges, encodeFrame, encodeSegmentHeader, listSegments, readSegmentHeader, scanSegment, SEGMENT_HEADER_BYTES, segmentPath } from '../../../src/store/segment.js';
 import { mutate, mutateSome, type Random } from '../../helpers/mutate.js';
-import { durable, prng, removeDir, sampleChanges, tempDir, Workload } from './helpers.js';
+import { durable, prng, removeDir, sampleChanges, tempDir, Workload, withTimeout } from './helpers.js';
 
 const SEED = Number(process.env.TANDEM_FUZZ_SEED ?? 0x5e6022);
 const CASES = Number(process.env.TANDEM_FUZZ_CASES ?? 6000);
@@ -89,16 +89,6 @@ function damaged(buf: Buffer, r: Random, donor: Buffer): { bytes: Buffer; how: s
   const forged = encodeFrame(donor.subarray(d.offset + 8, d.offset + d.size), salt);
   const at = r.pick(frames).offset;
   return { bytes: Buffer.concat([buf.subarray(0, at), forged, buf.subarray(at + (r.chance(0.5) ? 0 : r.int(64)))]), how: `forged frame spliced at ${at}` };
-}
-
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`hang: ${what} took over ${ms} ms`)), ms)));
-  try {
-    return await Promise.race([p, t]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 describe('journal segment - seeded fuzz', () => {

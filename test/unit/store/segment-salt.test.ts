@@ -40,15 +40,21 @@ async function segmentHeaders(dataDir: string): Promise<Array<{ name: string; sa
   return out;
 }
 
+/** A queue and 60 messages in segments of 2 KiB (several of them), the journal closed; the log written. */
+async function writeSixtyMessages(dataDir: string, checkpoint: boolean): Promise<LoggedChange[]> {
+  const { journal } = await Journal.open({ materialize: true, dataDir, autoCompact: false, segmentBytes: 2048 });
+  const log: LoggedChange[] = [declare(1)];
+  for (let id = 1; id <= 60; id++) log.push(enqueue(1 + id, id));
+  for (const e of log) journal.append(e);
+  await durable(journal, 61);
+  await journal.close({ checkpoint });
+  return log;
+}
+
 describe('salted segments in a journal', () => {
   it('salted segments - each segment the journal writes has a header and a salt of its own; a restart reads them all', async () => {
     const dataDir = await fresh();
-    const { journal } = await Journal.open({ materialize: true, dataDir, autoCompact: false, segmentBytes: 2048 });
-    const log: LoggedChange[] = [declare(1)];
-    for (let id = 1; id <= 60; id++) log.push(enqueue(1 + id, id));
-    for (const e of log) journal.append(e);
-    await durable(journal, 61);
-    await journal.close();
+    const log = await writeSixtyMessages(dataDir, true);
     const headers = await segmentHeaders(dataDir);
     expect(headers.length).toBeGreaterThan(3);
     for (const h of headers) {
@@ -136,13 +142,8 @@ describe('salted segments in a journal', () => {
 
   it('salted segments - both copies of a segment\'s header damaged: the start is refused; --repair solves the salt from its frames, rebuilds the header and keeps every record', async () => {
     const dataDir = await fresh();
-    const { journal } = await Journal.open({ materialize: true, dataDir, autoCompact: false, segmentBytes: 2048 });
-    const log: LoggedChange[] = [declare(1)];
-    for (let id = 1; id <= 60; id++) log.push(enqueue(1 + id, id));
-    for (const e of log) journal.append(e);
-    await durable(journal, 61);
     // No checkpoint: the start reads every segment (behind a checkpoint a damaged header is met when a body is read back).
-    await journal.close({ checkpoint: false });
+    const log = await writeSixtyMessages(dataDir, false);
     const headers = await segmentHeaders(dataDir);
     const victim = headers[1]!;
     const file = path.join(dataDir, 'journal', victim.name);
