@@ -575,23 +575,9 @@ export class HaManager {
         return done;
       }
       case 'changes': {
-        let lastDurable = 0;
         const entries = m.entries ?? [];
-        for (let i = 0; i < entries.length; i++) {
-          const e = entries[i]!;
-          // A backup journals what the primary journals: non-durable messages, queues and
-          // exchanges stay in memory, as on the primary (journaling them cost a backup a
-          // third of its CPU). Epochs and DR state are recorded durable at the primary.
-          const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: e.durable };
-          if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
-          if (!entry.durable && !this.inSnapshot) this.forgetJournalComplete();
-          // Journal, HA window and DR window take the primary's bytes instead of encoding the change again.
-          const record = m.records?.[i];
-          if (record) rememberEncoding(entry, record);
-          broker.apply(entry);
-          if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
-          if (e.durable || this.inSnapshot) lastDurable = e.lsn;
-        }
+        // The epoch records of a batch reach the history file in one write.
+        const lastDurable = this.history.batch(() => this.applyBatch(m, entries));
         // Journal syncs overlap with the next applies; the acknowledgement waits for its own.
         return lastDurable > 0 ? { safe: durable(this.host, lastDurable) } : done;
       }
@@ -634,6 +620,28 @@ export class HaManager {
         return done;
     }
     return done;
+  }
+
+  /** Apply a batch of the primary's changes; the LSN of the last that must be durable before it is acknowledged (0: none). */
+  private applyBatch(m: StreamMessage, entries: NonNullable<StreamMessage['entries']>): number {
+    const broker = this.host.broker;
+    let lastDurable = 0;
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      // A backup journals what the primary journals: non-durable messages, queues and
+      // exchanges stay in memory, as on the primary (journaling them cost a backup a
+      // third of its CPU). Epochs and DR state are recorded durable at the primary.
+      const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: e.durable };
+      if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
+      if (!entry.durable && !this.inSnapshot) this.forgetJournalComplete();
+      // Journal, HA window and DR window take the primary's bytes instead of encoding the change again.
+      const record = m.records?.[i];
+      if (record) rememberEncoding(entry, record);
+      broker.apply(entry);
+      if (e.change.kind === 'epoch') this.history.record(e.change.epoch, e.lsn);
+      if (e.durable || this.inSnapshot) lastDurable = e.lsn;
+    }
+    return lastDurable;
   }
 
   // ---- becoming primary --------------------------------------------------------
