@@ -311,8 +311,12 @@ static bool on_event(run_t *r, pn_event_t *e) {
   return true;
 }
 
-static void *serve(void *arg) {
-  run_t *r = arg;
+/* Serves the proactor until told to stop. The thread that started the run (`last`)
+ * stops only once it is the last one serving: when it left first, a thread still in
+ * pn_proactor_wait sometimes never woke again (seen in gdb: waiting on the
+ * proactor's condition variable, every later interrupt unseen) and the run hung
+ * with every count in. It passes the stop on and serves until the others are gone. */
+static void serve_until_stopped(run_t *r, bool last) {
   for (bool more = true; more;) {
     pn_event_batch_t *batch = pn_proactor_wait(r->proactor);
     pn_event_t *e;
@@ -320,9 +324,17 @@ static void *serve(void *arg) {
       if (!on_event(r, e)) more = false;
     }
     pn_proactor_done(r->proactor, batch);
+    if (!more && last && atomic_load(&r->serving) > 1) {
+      pn_proactor_interrupt(r->proactor); /* for a thread still serving */
+      more = true;
+    }
   }
   /* Interrupts issued together may be delivered as one: pass it on to the next thread. */
   if (atomic_fetch_sub(&r->serving, 1) > 1) pn_proactor_interrupt(r->proactor);
+}
+
+static void *serve(void *arg) {
+  serve_until_stopped(arg, false);
   return NULL;
 }
 
@@ -373,7 +385,7 @@ void run_serve(run_t *r) {
     }
     started++;
   }
-  serve(r);
+  serve_until_stopped(r, true);
   for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
 }
 
