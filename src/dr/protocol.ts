@@ -12,7 +12,8 @@ import type { DrMode, LoggedChange } from '../broker/changes.js';
 import { decodeRecordBatch } from '../replication/protocol.js';
 import { encodeChange } from '../store/record-codec.js';
 import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
-import { peerText, peerWholeNumber } from '../peer-link/peer-values.js';
+import { peerWholeNumber } from '../peer-link/peer-values.js';
+import { safeString } from '../util/safe-string.js';
 
 export const DR_ADDRESS = '$dr.replication';
 
@@ -120,7 +121,7 @@ export function decodeDrMessage(message: { application_properties?: Record<strin
   const p = message.application_properties ?? {};
   const kind = p.k as DrStreamKind;
   if (!STREAM_KINDS.includes(kind)) {
-    throw new Error(`DR stream: unknown message kind ${peerText(kind)}`);
+    throw new Error(`DR stream: unknown message kind ${safeString(kind)}`);
   }
   const whole = (name: string) => peerWholeNumber(p[name], `DR stream: ${kind}.${name}`);
   const out: DrStreamMessage = { kind, lsn: whole('lsn'), time: whole('time'), head: whole('head'), now: whole('now') };

@@ -6,6 +6,7 @@
 // for -2^31 < n <= 0 (smallint from -128), long below; any other number a
 // double, NaN a null. Strings and symbols: the 8-bit-size encoding up to 255
 // bytes. Maps are always map32, lists list32 (list0 when empty).
+import { safeString } from '../util/safe-string.js';
 import type { AmqpValue } from '../amqp/engine/types.js';
 
 const UINT_END = 2 ** 32;
@@ -62,20 +63,6 @@ export function peerMap(o: Record<string, unknown>, keys: 'string' | 'symbol'): 
 export function peerWholeNumber(value: unknown, what: string, absent = 0): number {
   if (value === undefined || value === null) return absent;
   const n = typeof value === 'bigint' ? Number(value) : value;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a whole number, not ${JSON.stringify(peerText(value)).slice(0, 40)}`);
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw new Error(`${what} must be a whole number, not ${JSON.stringify(safeString(value)).slice(0, 40)}`);
   return n;
-}
-
-/**
- * A peer's value as text, for an error message. String() alone throws a TypeError
- * for a map whose `toString` is not a function (a key the peer chose, decoded as an
- * own property): the decoder then failed with "Cannot convert object to primitive
- * value" instead of saying which field was wrong.
- */
-export function peerText(value: unknown): string {
-  try {
-    return String(value);
-  } catch {
-    return Object.prototype.toString.call(value);
-  }
 }

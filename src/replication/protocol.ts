@@ -8,7 +8,8 @@
 // durable changes, in its journal): those acceptances are the acknowledgements
 // the primary waits for before settling publishers.
 import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
-import { peerText, peerWholeNumber } from '../peer-link/peer-values.js';
+import { peerWholeNumber } from '../peer-link/peer-values.js';
+import { safeString } from '../util/safe-string.js';
 import { decodeChange, encodeChangeBatch } from '../store/record-codec.js';
 import type { LoggedChange } from '../broker/changes.js';
 
@@ -194,8 +195,8 @@ export function decodeBackupHello(props: Record<string, unknown>): BackupHelloFi
 export function decodeStreamMessage(message: { application_properties?: Record<string, unknown>; body?: unknown }): StreamMessage {
   const p = message.application_properties ?? {};
   const kind = p.k as StreamKind;
-  // peerText: a kind that is a map with a `toString` of its own made this label throw a TypeError.
-  const whole = (name: string) => peerWholeNumber(p[name], `replication: ${peerText(kind)}.${name}`);
+  // safeString: a kind that is a map with a `toString` of its own made this label throw a TypeError.
+  const whole = (name: string) => peerWholeNumber(p[name], `replication: ${safeString(kind)}.${name}`);
   const out: StreamMessage = { kind, lsn: whole('lsn') };
   if (p.epoch !== undefined) out.epoch = whole('epoch');
   if (typeof p.ready === 'string') out.ready = p.ready === '' ? [] : p.ready.split(',');

@@ -2,6 +2,7 @@
 // message from plain values into its sections, and read the sections of an
 // encoded one back (the broker itself reads only what it needs, through
 // lazy-message and message-sections; this is for tandem's own clients).
+import { safeString } from '../../util/safe-string.js';
 import { Decoder } from './decoder.js';
 import { Encoder } from './encoder.js';
 import { decodeError } from './errors.js';
@@ -71,7 +72,7 @@ export function fromAmqp(v: AmqpValue): unknown {
     case 'map': {
       const out: Record<string, unknown> = {};
       for (const [k, x] of v.value) {
-        const key = keyText(fromAmqp(k));
+        const key = safeString(fromAmqp(k));
         // Assigned, a peer's "__proto__" key set the object's prototype (every key of
         // its map then read as this one's); an own property like any other instead.
         if (key === '__proto__') Object.defineProperty(out, key, { value: fromAmqp(x), enumerable: true, writable: true, configurable: true });
@@ -83,19 +84,6 @@ export function fromAmqp(v: AmqpValue): unknown {
       return { descriptor: fromAmqp(v.descriptor), value: fromAmqp(v.value) };
     default:
       return v.value;
-  }
-}
-
-/**
- * A map key as the text of a property name. A key that is itself a map, with a key
- * "toString" of its own, made String() throw a TypeError from inside the decoder
- * (an internal error for what is only a malformed message).
- */
-function keyText(key: unknown): string {
-  try {
-    return String(key);
-  } catch {
-    return Object.prototype.toString.call(key);
   }
 }
 
