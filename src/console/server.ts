@@ -18,6 +18,7 @@ import type { Attributes } from '../admin/operations.js';
 import type { Role, UserDirectory } from '../admin/users.js';
 import type { LoginThrottle } from '../amqp/login-throttle.js';
 import type { Logger } from '../ops/log.js';
+import { boundHttpServer } from '../util/http-bounds.js';
 import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
 import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson } from './http-io.js';
 import type { ClusterView } from './cluster-view.js';
@@ -85,13 +86,7 @@ export class ConsoleServer {
     const { tls } = this.options;
     const handler = (req: IncomingMessage, res: ServerResponse) => void this.serve(req, res);
     const server = tls ? createHttpsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, handler) : createHttpServer(handler);
-    // A slow or silent client must not hold a connection for ever.
-    server.headersTimeout = 10_000;
-    server.requestTimeout = 30_000;
-    server.keepAliveTimeout = 5_000;
-    server.maxHeadersCount = 64;
-    server.maxConnections = 256;
-    server.on('clientError', (_err, socket) => socket.destroy());
+    boundHttpServer(server, 256);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.options.port, this.options.host, () => resolve());

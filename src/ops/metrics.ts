@@ -1,6 +1,7 @@
 // Prometheus metrics over HTTP (prom-client). Gauges are read from the broker
 // when scraped; settlement latency arrives on a diagnostics channel, so the hot
 // path pays for it only while metrics are on.
+import { boundHttpServer } from '../util/http-bounds.js';
 import diagnostics_channel from 'node:diagnostics_channel';
 import { redact } from './secrets.js';
 import { createServer, type Server } from 'node:http';
@@ -234,12 +235,10 @@ export class Metrics {
   }
 
   async listen(host: string, port: number): Promise<number> {
-    // Limits as the console's (src/console/server.ts): with Node's defaults every socket
-    // was accepted and one that never finished its headers was held 60-90 s, so
-    // whoever reached the port could hold the broker's file descriptors, which AMQP
-    // clients and the journal need (a client connecting then got a bare close). A
-    // scraper needs one connection; headers are checked every second.
-    this.server = createServer({ connectionsCheckingInterval: 1_000, headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000 }, (req, res) => {
+    // With Node's defaults every socket was accepted and one that never finished its
+    // headers was held 60-90 s (a client connecting then got a bare close). A scraper
+    // needs one connection; headers are checked every second.
+    this.server = createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => {
       if (req.url !== '/metrics') {
         res.writeHead(404).end('metrics are at /metrics\n');
         return;
@@ -249,9 +248,7 @@ export class Metrics {
         (err: Error) => res.writeHead(500).end(`${err.message}\n`),
       );
     });
-    this.server.maxConnections = MAX_CONNECTIONS;
-    this.server.maxHeadersCount = 64;
-    this.server.on('clientError', (_err, socket) => socket.destroy());
+    boundHttpServer(this.server, MAX_CONNECTIONS);
     await new Promise<void>((resolve, reject) => {
       this.server!.once('error', reject);
       this.server!.listen(port, host, () => resolve());
