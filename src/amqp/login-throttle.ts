@@ -5,6 +5,9 @@
 // thread, no other client waits for it, and a right password after it is accepted.
 // A key is forgotten FORGET_AFTER_MS after its last failure; a success forgets the user's.
 
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Role, UserDirectory } from '../admin/users.js';
+
 export const FREE_FAILURES = 3;
 export const FIRST_DELAY_MS = 200;
 export const MAX_DELAY_MS = 5_000;
@@ -85,4 +88,41 @@ export function delayFor(failures: number): number {
 
 function keysOf(source: string, user: string): [string, string] {
   return [`source ${source}`, `user ${user}`];
+}
+
+/** How a login behind the throttle ended: left by its client, or checked (the role, if its password matched). */
+export type ThrottledLogin = { status: 'abandoned' } | { status: 'checked'; role: Role | undefined; delayMs: number };
+
+/**
+ * One login behind the throttle, for SASL PLAIN and the console alike: its wait, then
+ * the password's check, each recorded. A client that leaves meanwhile (`signal`)
+ * abandons it: the wait and a queued hash are dropped, and it counts as no attempt,
+ * since its verdict could reach nobody. A check that fails to run counts as a wrong
+ * password, after `onCheckError` has said why.
+ */
+export async function throttledLogin(
+  throttle: LoginThrottle,
+  users: Pick<UserDirectory, 'authenticate'>,
+  source: string,
+  user: string,
+  password: string,
+  signal: AbortSignal | undefined,
+  onCheckError: (err: Error) => void,
+): Promise<ThrottledLogin> {
+  const delayMs = throttle.begin(source, user);
+  let role: Role | undefined;
+  try {
+    // Rejects (AbortError) and clears its timer when the client leaves meanwhile.
+    if (delayMs > 0) await sleep(delayMs, undefined, { signal });
+    role = await users.authenticate(user, password, signal);
+  } catch (err) {
+    if (signal?.aborted) {
+      throttle.abandoned(source, user);
+      return { status: 'abandoned' };
+    }
+    onCheckError(err as Error);
+  }
+  if (role) throttle.succeeded(source, user);
+  else throttle.failed(source, user);
+  return { status: 'checked', role, delayMs };
 }

@@ -5,10 +5,9 @@
 // that leaves before its check is done abandons it (the engine aborts `signal`): the
 // throttle's wait and a queued hash are dropped, and it counts as no attempt at all,
 // since its verdict could reach nobody.
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
-import type { LoginThrottle } from './login-throttle.js';
+import { throttledLogin, type LoginThrottle } from './login-throttle.js';
 
 export interface PlainServerOptions {
   users: UserDirectory;
@@ -21,25 +20,10 @@ export function plainVerifier(options: PlainServerOptions, remoteAddress: string
   const remote = remoteHostOf(remoteAddress);
   return async (user, password, _authzid, signal) => {
     const { throttle, users, log } = options;
-    const delayMs = throttle.begin(remote, user);
-    let ok = false;
-    try {
-      // Rejects (AbortError) and clears its timer when the client leaves meanwhile.
-      if (delayMs > 0) await sleep(delayMs, undefined, { signal });
-      ok = (await users.authenticate(user, password, signal)) !== undefined;
-    } catch (err) {
-      if (signal?.aborted) {
-        throttle.abandoned(remote, user);
-        return undefined;
-      }
-      log.error({ remote, user, err: (err as Error).message }, 'authentication could not be checked');
-    }
-    if (ok) {
-      throttle.succeeded(remote, user);
-      return user;
-    }
-    throttle.failed(remote, user);
-    log.warn({ remote, user, delayMs }, 'authentication failed');
+    const login = await throttledLogin(throttle, users, remote, user, password, signal, (err) => log.error({ remote, user, err: err.message }, 'authentication could not be checked'));
+    if (login.status === 'abandoned') return undefined;
+    if (login.role) return user;
+    log.warn({ remote, user, delayMs: login.delayMs }, 'authentication failed');
     return undefined;
   };
 }

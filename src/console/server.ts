@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import type { AdminOperations, Requester } from '../admin/dispatcher.js';
 import type { Attributes } from '../admin/operations.js';
 import type { Role, UserDirectory } from '../admin/users.js';
-import type { LoginThrottle } from '../amqp/login-throttle.js';
+import { throttledLogin, type LoginThrottle, type ThrottledLogin } from '../amqp/login-throttle.js';
 import type { Logger } from '../ops/log.js';
 import { boundHttpServer } from '../util/http-bounds.js';
 import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
@@ -280,26 +280,18 @@ export class ConsoleServer {
     const gone = new AbortController();
     const onClose = () => gone.abort();
     res.once('close', onClose);
-    const delayMs = throttle.begin(remote, user);
-    let role: Role | undefined;
+    let login: ThrottledLogin;
     try {
-      if (delayMs > 0) await sleep(delayMs, undefined, { signal: gone.signal });
-      role = await users.authenticate(user, password, gone.signal);
-    } catch (err) {
-      if (gone.signal.aborted) {
-        throttle.abandoned(remote, user);
-        return;
-      }
-      log.error({ remote, user, err: (err as Error).message }, 'console: authentication could not be checked');
+      login = await throttledLogin(throttle, users, remote, user, password, gone.signal, (err) => log.error({ remote, user, err: err.message }, 'console: authentication could not be checked'));
     } finally {
       res.off('close', onClose);
     }
+    if (login.status === 'abandoned') return;
+    const { role, delayMs } = login;
     if (!role) {
-      throttle.failed(remote, user);
       log.warn({ remote, user, delayMs, via: 'console' }, `console: authentication failed for user '${user}' from ${remote}`);
       throw new HttpError(401, 'TANDEM_ERR_UNAUTHENTICATED', 'wrong user name or password');
     }
-    throttle.succeeded(remote, user);
     const old = this.sessionOf(req);
     if (old) this.sessions.delete(old.id);
     const session = this.sessions.create(user);
