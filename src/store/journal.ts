@@ -27,7 +27,7 @@ import { LiveIndex, type Location } from './live-index.js';
 import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
 import { recoverJournal, type RecoveryResult } from './recovery.js';
-import { listSegments, readFrame, readSegmentHeader, SEGMENT_HEADER_BYTES, segmentPath } from './segment.js';
+import { listSegments, readFrame, segmentHeaderOf, segmentPath } from './segment.js';
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
@@ -798,8 +798,7 @@ async function checkAgainstJournal(dir: string, loaded: LoadedCheckpoint): Promi
   if (lastFrame && ids.includes(lastFrame.seg)) {
     const fh = await open(segmentPath(dir, lastFrame.seg), 'r');
     try {
-      const head = Buffer.alloc(SEGMENT_HEADER_BYTES);
-      const header = readSegmentHeader(head.subarray(0, (await fh.read(head, 0, head.length, 0)).bytesRead));
+      const header = await segmentHeaderOf(fh);
       const buf = Buffer.alloc(lastFrame.size);
       const { bytesRead } = await fh.read(buf, 0, lastFrame.size, lastFrame.offset);
       const f = bytesRead === lastFrame.size && header.status === 'ok' ? readFrame(buf, 0, header.layout.salt) : undefined;

@@ -22,7 +22,7 @@ import { copyFile, open, rename, stat, writeFile } from 'node:fs/promises';
 import { JournalCorruptError } from './errors.js';
 import { syncDir, nodeIo } from './io.js';
 import { LiveIndex, type Location } from './live-index.js';
-import { badRanges, listSegments, readSegmentHeader, scanSegment, SEGMENT_HEADER_BYTES, segmentPath, type SegmentScan } from './segment.js';
+import { badRanges, listSegments, scanSegment, segmentHeaderOf, segmentPath, type SegmentScan } from './segment.js';
 import type { RecordBody } from './record-codec.js';
 
 export interface RecoveryLogger {
@@ -275,8 +275,7 @@ async function anyHoldsFrames(files: string[]): Promise<boolean> {
     const fh = await open(file, 'r');
     try {
       const size = (await fh.stat()).size;
-      const head = Buffer.alloc(SEGMENT_HEADER_BYTES);
-      const header = readSegmentHeader(head.subarray(0, (await fh.read(head, 0, head.length, 0)).bytesRead));
+      const header = await segmentHeaderOf(fh);
       if (header.status === 'damaged' || (header.status === 'ok' && size > header.layout.dataStart)) return true;
     } finally {
       await fh.close();

@@ -23,14 +23,15 @@
 // written before salts: its frames start at 0 and their CRCs from 0. So is an
 // empty file.
 import { randomBytes } from 'node:crypto';
-import { readdir } from 'node:fs/promises';
+import { readdir, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { crc32c, crc32cPrevious } from './crc32c.js';
 import { couldStartRecord, decodeChange, RECORD_HEADER_BYTES, recordLengthFits, type CodecEntry, type DecodeOptions } from './record-codec.js';
 
 export const FRAME_HEADER_BYTES = 8;
+const MAGIC_BYTES = Buffer.from('TNDJ', 'latin1');
 /** 'TNDJ' as a little-endian u32: above any frame length a segment without a header can start with. */
-const SEGMENT_MAGIC = 0x4a444e54;
+const SEGMENT_MAGIC = MAGIC_BYTES.readUInt32LE(0);
 const SEGMENT_FORMAT = 1;
 const HEADER_COPY_BYTES = 16;
 export const SEGMENT_HEADER_BYTES = 2 * HEADER_COPY_BYTES;
@@ -105,7 +106,7 @@ export function readSegmentHeader(head: Buffer): SegmentHeaderRead {
   if (!magicAt(0) && !magicAt(HEADER_COPY_BYTES)) {
     // No header: a segment from before salts. Unless it is too short to hold a
     // frame's length and starts like the magic: a header cut short.
-    if (head.length < 4 && head.equals(Buffer.from([0x54, 0x4e, 0x44, 0x4a]).subarray(0, head.length))) {
+    if (head.length < 4 && head.equals(MAGIC_BYTES.subarray(0, head.length))) {
       return { status: 'torn', reason: `segment header cut short (${head.length} bytes)` };
     }
     return { status: 'ok', layout: { salt: 0, dataStart: 0 } };
@@ -119,6 +120,12 @@ export function readSegmentHeader(head: Buffer): SegmentHeaderRead {
     return { status: 'ok', layout: { salt: head.readUInt32LE(at + 8), dataStart: SEGMENT_HEADER_BYTES } };
   }
   return { status: 'damaged', reason: 'both copies of the segment header fail their check, so no record in it can be checked' };
+}
+
+/** The header of the open segment file `fh` (what its first bytes say, however few). */
+export async function segmentHeaderOf(fh: FileHandle): Promise<SegmentHeaderRead> {
+  const head = Buffer.alloc(SEGMENT_HEADER_BYTES);
+  return readSegmentHeader(head.subarray(0, (await fh.read(head, 0, head.length, 0)).bytesRead));
 }
 
 // ---- frames ---------------------------------------------------------------------
