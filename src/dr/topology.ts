@@ -9,6 +9,7 @@
 import type { Broker } from '../broker/broker.js';
 import type { LoggedChange } from '../broker/changes.js';
 import { invalidArgument } from '../broker/errors.js';
+import { globPattern } from '../util/name-pattern.js';
 
 /** Check a filter and return it in canonical spelling. */
 export function normaliseExchangeFilter(value: unknown): string {
@@ -23,12 +24,8 @@ export function normaliseExchangeFilter(value: unknown): string {
 export function exchangeMatcher(filter: string): (name: string) => boolean {
   if (filter === '*') return () => true;
   if (filter === '') return () => false;
-  const res = filter.split(',').map((p) => new RegExp(`^${p.split('*').map(escapeRegExp).join('.*')}$`));
+  const res = filter.split(',').map(globPattern);
   return (name) => res.some((re) => re.test(name));
-}
-
-function escapeRegExp(s: string): string {
-  return s.replace(/[.+?^${}()|[\]\\]/g, '\\$&');
 }
 
 /**

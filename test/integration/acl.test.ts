@@ -61,7 +61,7 @@ beforeAll(async () => {
   writeFileSync(usersFile, `${lines.join('\n')}\n`, { mode: 0o600 });
   writeFileSync(
     aclFile,
-    ['# bob owns bob.*; the ops group shares shared.* (no creating); everyone may write public.*', 'group ops carol', 'allow bob all bob\\..*', 'allow @ops read,write shared\\..*', 'allow * write public\\..*', ''].join('\n'),
+    ['# bob owns bob.*; the ops group shares shared.* (no creating); everyone may write public.*', 'group ops carol', 'allow bob all bob\\..*', 'allow @ops read,write shared\\..*', 'allow * write public\\..*', '# the classic catastrophic backtracking shape', 'allow * write (a+)+x', ''].join('\n'),
   );
 });
 
@@ -112,6 +112,24 @@ describe('acl-file', () => {
     expect(refused.state).toBe('rejected');
     expect(refused.error?.condition).toBe('amqp:unauthorized-access');
     expect(await depthOf(broker.port, 'other.q')).toBe(0);
+  });
+
+  it('acl - a pattern that backtracks catastrophically answers at once and the broker keeps serving', async () => {
+    // On V8's backtracking engine alone, (a+)+x against 40 a's takes ~2^40 steps
+    // (hours), all on the broker's event loop: the attach below would never be answered.
+    const dave = await as(broker.port, 'dave');
+    const err = await attachError(dave.openSender('a'.repeat(40)));
+    expect(err?.condition).toBe('amqp:unauthorized-access');
+    const sender = await dave.openSender(undefined);
+    const [refused, ok] = await dave.send(sender, [{ body: 'c', to: `${'a'.repeat(200)}!` }, { body: 'd', to: 'public.news' }]);
+    expect(refused.error?.condition).toBe('amqp:unauthorized-access');
+    expect(ok.state).toBe('accepted');
+  });
+
+  it('acl - a pattern the linear-time engine cannot run is refused at start, with the reason', async () => {
+    const bad = join(dir, 'acl-lookahead');
+    writeFileSync(bad, 'allow * write (?!secret).*\n');
+    await expect(TestBroker.start({ args: ['--auth', 'yes', '--users-file', usersFile, '--acl-file', bad] })).rejects.toThrow(/exited \(\d+\)[\s\S]*acl-lookahead:1: pattern \(\?!secret\)\.\*: cannot be matched in linear time/);
   });
 
   it('acl - admins are not bound by the file', async () => {
