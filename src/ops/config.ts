@@ -103,7 +103,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'dr-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows to amqps: DR sources' },
   { key: 'dr-tls-key', kind: 'path', description: 'PEM private key of dr-tls-cert' },
   { key: 'dr-tls-crl', kind: 'path', description: "CRLs the DR source brokers' certificate chains are checked against (default: tls-crl when dr-tls-ca is tls-ca); re-read on SIGHUP" },
-  { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)', max: DEDUP_MAX_WINDOW, why: 'about 41-49 bytes of memory per key' },
+  { key: 'dedup-window', kind: 'count', description: 'default duplicate-detection window of new queues: keys of the last N messages (0 = off)', max: DEDUP_MAX_WINDOW, why: 'about 53-69 bytes of memory per key, off the V8 heap' },
   { key: 'dedup-ttl', kind: 'duration', description: 'default age limit of those keys (0 = none)', max: DEDUP_MAX_TTL_MS, why: 'a week; the window\'s count bounds its memory anyway' },
   { key: 'dedup-key', kind: 'string', description: "default key: an application property name (unset = the AMQP message-id)" },
 ];
