@@ -213,8 +213,10 @@ export class Link {
     const credit = f['link-credit'] as number | undefined;
     if (this.isSender) {
       // 2.6.7: credit = the receiver's delivery-count + link-credit - ours.
-      // The counts are close (serial arithmetic); the credit may be up to 2^32-1, so it is added as is.
-      if (credit !== undefined) this.credit = Math.max(0, credit + serialDiff(this.deliveryCount, count ?? this.initialCount()));
+      // The counts are close (serial arithmetic); the credit may be up to 2^32-1, so it is added as is,
+      // and the sum kept to a uint: a peer naming a count far ahead of ours would otherwise give
+      // credit that our own flow (an echo) cannot encode.
+      if (credit !== undefined) this.credit = Math.min(0xffffffff, Math.max(0, credit + serialDiff(this.deliveryCount, count ?? this.initialCount())));
       this.drain = f.drain as boolean;
     } else {
       // The sender advanced its delivery-count (a drain, or deliveries we have not seen yet).

@@ -145,6 +145,15 @@ describe('engine link - sending', () => {
     expect(flow!.fields).toMatchObject({ handle: 0, 'link-credit': 3 });
   });
 
+  it('engine link - credit from a receiver whose delivery-count is far ahead of ours stays a uint, so an echo can say it', () => {
+    const { p, link } = sender();
+    p.feed(frame(composite(CODE.flow, [v.uint(0), v.uint(2048), v.uint(0), v.uint(2048), v.uint(0), v.uint(0x7fffffff), v.uint(0xffffffff), undefined, v.bool(false), v.bool(true)])));
+    expect(link().credit).toBe(0xffffffff);
+    const [flow] = frames(p, 'flow');
+    expect(flow!.fields).toMatchObject({ handle: 0, 'link-credit': 0xffffffff });
+    expect(frames(p, 'close')).toEqual([]);
+  });
+
   it("engine link - the peer's outcome reaches onDisposition; settling an unsettled outcome sends our settlement", () => {
     const { p, link } = sender();
     p.feed(perf.flow({ handle: 0, credit: 2 }));
