@@ -18,6 +18,7 @@ import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
+import { TandemError } from '../broker/errors.js';
 import { Compactor, type CompactionHooks, type CompactionReport } from './compactor.js';
 import { JournalIoError, JournalTruncatedError } from './errors.js';
 import { isDiskFull, nodeIo, syncDir, type JournalIo } from './io.js';
@@ -27,7 +28,7 @@ import { LiveIndex, type Location } from './live-index.js';
 import { DataDirLock } from './lock.js';
 import { encodeChange } from './record-codec.js';
 import { recoverJournal, type RecoveryResult } from './recovery.js';
-import { listSegments, readFrame, segmentHeaderOf, segmentPath } from './segment.js';
+import { listSegments, MAX_RECORD_BYTES, readFrame, segmentHeaderOf, segmentPath } from './segment.js';
 import { SegmentReader } from './segment-reader.js';
 import { SegmentWriter, type WriterItem } from './writer.js';
 import type { MessageRecord } from '../broker/changes.js';
@@ -359,6 +360,15 @@ export class Journal implements ChangeSink {
     const kept = entry.change.kind === 'transaction' ? durablePartOf(entry) : entry;
     if (this.keyedSince === Infinity && this.checkpointsEnabled && carriesDedupKey(kept.change)) this.keyedSince = this.writer.oldestOpenSegment;
     const record = encodeChange({ lsn, change: kept.change, durable: true });
+    // Recovery reads no frame longer than this as a record: written, it would keep the
+    // broker from starting after a crash. Refused here, before anything is queued, so
+    // the change fails whole (a publish is rejected with the reason).
+    if (record.length > MAX_RECORD_BYTES) {
+      throw new TandemError(
+        'TANDEM_ERR_INVALID_ARGUMENT',
+        `a ${entry.change.kind} of ${record.length} bytes is more than one journal record may be (${MAX_RECORD_BYTES} bytes); nothing of it was kept`,
+      );
+    }
     this.unsynced.push(kept);
     this.writer.enqueueRecord(record, { type: 'change', entry: kept });
   }

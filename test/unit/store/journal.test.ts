@@ -3,11 +3,12 @@ import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LoggedChange } from '../../../src/broker/changes.js';
+import { TandemError } from '../../../src/broker/errors.js';
 import { DataDirLockedError, isStoreError, JournalCorruptError } from '../../../src/store/errors.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
 import { Journal } from '../../../src/store/journal.js';
 import { LOCK_FILE_NAME } from '../../../src/store/lock.js';
-import { scanSegment, segmentPath } from '../../../src/store/segment.js';
+import { MAX_RECORD_BYTES, scanSegment, segmentPath } from '../../../src/store/segment.js';
 import { durable, holdableSyncIo, message, modelState, queueSettings, removeDir, tempDir } from './helpers.js';
 
 const dirs: string[] = [];
@@ -57,6 +58,29 @@ describe('journal', () => {
     expect(b.recovered.epoch).toBe(5);
     // Reservations ran ahead of LSN 399 although nothing past LSN 4 was written.
     expect(b.recovered.lastLsn).toBeGreaterThanOrEqual(399);
+  });
+
+  it('journal - a change whose record would be over the most recovery reads is refused whole, and the journal restarts on the rest', async () => {
+    const dataDir = await fresh();
+    const a = await open(dataDir);
+    a.journal.append(declare(1));
+    // The message's bytes alone are just under MAX_RECORD_BYTES; its record's other fields pass it.
+    const huge: LoggedChange = { lsn: 2, change: { kind: 'enqueue', queue: 'q', message: { ...message(1), bytes: Buffer.alloc(MAX_RECORD_BYTES - 8) } }, durable: true };
+    let refused: unknown;
+    try {
+      a.journal.append(huge);
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(TandemError);
+    expect((refused as TandemError).code).toBe('TANDEM_ERR_INVALID_ARGUMENT');
+    expect((refused as Error).message).toMatch(/enqueue of \d+ bytes is more than one journal record may be/);
+    a.journal.append(enqueue(3, 2));
+    await durable(a.journal, 3);
+    a.journal.destroy(); // like kill -9: recovery replays the segment, checkpoint or not
+    await a.journal.close();
+    const b = await open(dataDir);
+    expect(b.recovered.changes.map((c) => c.lsn)).toEqual([1, 3]);
   });
 
   it('journal - by default segments are opened O_DSYNC and a group commit needs no fdatasync', async () => {
