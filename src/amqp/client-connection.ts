@@ -178,7 +178,7 @@ export class ClientConnection {
       if (!source.address && !source.dynamic) return this.openSubscriptionByName(sender);
       const named = subscriptionOf(source, sender.name, this.containerId);
       // A named subscription's queue is the subscriber's own copy: consumed, not browsed.
-      const browse = source.distribution_mode === 'copy' && !named;
+      let browse = source.distribution_mode === 'copy' && !named;
       let queue: Queue;
       let address: string;
       const readOnly = this.host.readOnly?.();
@@ -198,7 +198,11 @@ export class ClientConnection {
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
         refuseSelector(source);
-        queue = this.queueForSubscription(address, source, named);
+        let own: boolean;
+        ({ queue, own } = this.queueForSubscription(address, source, named));
+        // So is the private queue of a subscription to an exchange: browsed, it would keep
+        // every message the topic carries for as long as the link lives.
+        if (own) browse = false;
       }
       this.attachConsumer(sender, source, queue, address, browse);
     } catch (err) {
@@ -220,8 +224,17 @@ export class ClientConnection {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `the link source has no address and no subscription is named '${sender.name}'; name a queue or exchange`);
       }
       this.host.acl.check(this, 'read', this.broker.addressBase(address));
+      // Held to what an attach naming the address is: a consumer, so not on a broker
+      // that takes no local changes (an HA backup: its accepts would drop the backup's
+      // copy alone), nor of a DR queue that does not serve here.
+      const readOnly = this.host.readOnly?.();
+      if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+      this.host.checkLink?.(this, name, 'out', false);
+      const queue = this.broker.queue(name);
+      // A subscription that is not shared takes one consumer at a time (subscriptionQueueFor).
+      if (name === candidates[0] && queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${name}' already has a consumer`);
       const source: Terminus = { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'], fields: {} };
-      this.attachConsumer(sender, source, this.broker.queue(name), address, false);
+      this.attachConsumer(sender, source, queue, address, false);
     } catch (err) {
       this.refuseLink(sender, err);
     }
@@ -231,10 +244,11 @@ export class ClientConnection {
     this.claimExclusive(queue);
     const presettled = sender.remoteAttach?.fields['snd-settle-mode'] === 1;
     sender.accept({
-      source: sourceValue(source, { address, dynamic: source.dynamic ?? false, distribution_mode: browse ? 'copy' : source.distribution_mode }),
+      // What the link does: a copy asked for and not given (a subscription) is said to be a move.
+      source: sourceValue(source, { address, dynamic: source.dynamic ?? false, distribution_mode: browse ? 'copy' : source.distribution_mode === 'copy' ? 'move' : source.distribution_mode }),
       sndSettleMode: settleModeFor(sender),
     });
-    const link = new OutgoingLink(`${this.id}/${++this.nextLink}`, this.id, sender, queue, this.broker, browse, presettled, (q) => this.host.schedule(q));
+    const link = new OutgoingLink(`${this.id}/${++this.nextLink}`, this.id, sender, queue, this.broker, browse, presettled, (q) => this.host.schedule(q), (l) => this.outgoing.delete(l));
     this.outgoing.set(sender, link);
     queue.addConsumer(link);
     link.refreshCredit();
@@ -586,23 +600,24 @@ export class ClientConnection {
     this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
   }
 
-  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined): Queue {
+  /** The queue a consumer of `address` takes from; `own` when it is the consumer's own (a subscription to an exchange). */
+  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined): { queue: Queue; own: boolean } {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
     const base = this.broker.addressBase(address);
     this.host.acl.check(this, 'read', base);
     if (base === address) this.ensureAddress(address);
     const resolved = this.broker.resolve(address);
     if (!resolved) throw notFound('queue or exchange', base);
-    if ('queue' in resolved) return resolved.queue;
+    if ('queue' in resolved) return { queue: resolved.queue, own: false };
     // Subscribing to an exchange: a private queue bound with the key asked for.
     const exchange = resolved.exchange;
     const key = resolved.key ?? subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
     // Before any queue is made, so a refused key leaves none behind.
     checkBindingKey(exchange.type, key);
-    if (named) return this.subscriptionQueueFor(named, exchange.name, key);
+    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key), own: true };
     const queue = this.createTemporaryQueue('subscription');
     this.broker.bind(exchange.name, queue.name, key);
-    return queue;
+    return { queue, own: true };
   }
 
   /**

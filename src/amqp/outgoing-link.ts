@@ -5,6 +5,7 @@
 import type { Delivery } from './engine/delivery.js';
 import { AmqpError } from './engine/errors.js';
 import type { Link } from './engine/link.js';
+import type { ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import { outgoingBytes } from './message-codec.js';
@@ -32,6 +33,8 @@ export class OutgoingLink implements Consumer {
     /** Client asked for pre-settled (at-most-once) delivery. */
     private readonly presettled: boolean,
     private readonly schedule: (queue: Queue) => void,
+    /** The broker detached this link itself (not the client): its connection forgets it. */
+    private readonly ended: (link: Link) => void = () => undefined,
   ) {}
 
   /**
@@ -109,10 +112,25 @@ export class OutgoingLink implements Consumer {
     else log.error({ err, queue: queue.name, id: entry.msg.id, link: this.id }, 'cannot read a message body back from the journal; closing the consumer');
     // Not from inside the queue's dispatch loop, which is iterating its consumers.
     const condition = err instanceof AmqpError ? err.condition : 'amqp:internal-error';
-    setImmediate(() => {
-      this.close();
-      this.link.detach({ condition, description: err.message });
-    });
+    setImmediate(() => this.end({ condition, description: err.message }));
+  }
+
+  /** The queue was deleted under this link: nothing will come from it again, so the client is told. */
+  queueDeleted(queue: Queue): void {
+    if (this.closed) return;
+    log.debug({ queue: queue.name, link: this.id }, 'queue deleted under a consumer; detaching it');
+    this.end({ condition: 'amqp:resource-deleted', description: `queue '${queue.name}' was deleted` });
+  }
+
+  /**
+   * The broker ends this link: what it holds goes back, the client gets a detach with
+   * the reason, and the connection forgets it (the client's answering detach is not
+   * reported: the engine only reports detaches the client starts).
+   */
+  private end(error: ErrorInfo): void {
+    this.close();
+    this.link.detach(error);
+    this.ended(this.link);
   }
 
   onAccepted(delivery: Delivery): void {
@@ -155,13 +173,18 @@ export class OutgoingLink implements Consumer {
     return entry;
   }
 
+  /** What this link holds unsettled (the queue gives it back when the link goes). */
+  held(): Iterable<QueueEntry> {
+    return this.unsettled.values();
+  }
+
   /** The link or its connection went: unsettled messages go back with delivery-count raised. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
     // The engine hands over every disposition as it is read, so what is still here was not settled.
-    this.unsettled.clear();
     this.queue.removeConsumer(this);
+    this.unsettled.clear();
     this.schedule(this.queue);
   }
 }

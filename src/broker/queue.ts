@@ -46,6 +46,17 @@ export interface Consumer {
    * for it now. A link whose receiver asked to drain answers it here.
    */
   idle?(): void;
+  /**
+   * The queue was deleted under this consumer (it is no longer one of the queue's): it
+   * gets nothing from it again, so it ends, telling its client why, not left waiting.
+   */
+  queueDeleted?(queue: Queue): void;
+  /**
+   * The entries it holds unsettled, which its detach gives back. A consumer that keeps
+   * them (an AMQP link does) saves its detach a walk of every message out with any
+   * consumer: a client attaching and detaching in a loop would pay that each time.
+   */
+  held?(): Iterable<QueueEntry>;
 }
 
 export type RemovalReason = 'accepted' | 'rejected' | 'expired' | 'ring' | 'purged' | 'deleted';
@@ -76,12 +87,27 @@ export class Queue {
   private readonly levels: Level[];
   /** Entries out with a consumer (or held by a transaction), by id. */
   private readonly acquiredRows = new IdTable<QueueEntry>([]);
-  /** Entries some consumer refused (undeliverable-here), so a detach can forget that consumer. */
-  private readonly refused = new Set<QueueEntry>();
+  /**
+   * Per consumer, the entries it refused (undeliverable-here), so its detach visits
+   * those alone, not every entry any consumer refused.
+   */
+  private readonly refused = new Map<Consumer, Set<QueueEntry>>();
+  /**
+   * Per consumer, per level: every available row of that level with an id up to this
+   * one is a row the consumer may not take (it refused it, or it is unreadable), so its
+   * next look starts after it. A consumer that refused every message (undeliverable-here)
+   * would otherwise walk all of them at each dispatch, which each of its flows can ask
+   * for. A row put back at or below a mark lowers it; a detach forgets the consumer's.
+   */
+  private readonly skipTo = new Map<Consumer, number[]>();
+  /** Bumped whenever a mark is lowered: a look that saw it change sets no mark. */
+  private marksLowered = 0;
   /** Reads paged bodies back (set when the first paged row arrives). */
   private loader: BodyLoader | undefined;
   readonly consumers: Consumer[] = [];
   private nextConsumer = 0;
+  /** Bumped when a consumer comes or goes: a dispatch's positions in the list hold while it is unchanged. */
+  private membership = 0;
   private bytes = 0;
   /** Messages (and their body bytes) whose bodies are paged out to the journal. */
   private pagedCount = 0;
@@ -259,6 +285,7 @@ export class Queue {
   enqueuePaged(fields: PagedFields, loader: BodyLoader): void {
     this.loader = loader;
     const level = this.levelOf(fields.priority);
+    this.noteInsert(level, fields.id);
     const pos = level.insert(fields.id);
     this.writePaged(level, pos, fields);
     this.bytes += fields.size;
@@ -278,6 +305,7 @@ export class Queue {
     const n = run.count;
     const lastId = level.length > 0 ? level.id(level.last()) : -Infinity;
     if (this.levels.length === 1 && n > 0 && run.ids[0]! > lastId && this.acquiredRows.length === 0) {
+      this.noteInsert(level, run.ids[0]!);
       level.appendRows(run.ids.subarray(0, n), [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n)));
       let bytes = 0;
       let ttl = 0;
@@ -372,10 +400,12 @@ export class Queue {
   /** Put an acquired entry back where its id belongs, so order is kept. */
   release(entry: QueueEntry, options: { deliveryFailed: boolean; undeliverableHere: boolean }): void {
     const a = this.acquiredRows.find(entry.msg.id);
-    if (a < 0 || !entry.acquiredBy) return;
-    if (options.undeliverableHere) {
-      (entry.refusedBy ??= new Set()).add(entry.acquiredBy);
-      this.refused.add(entry);
+    const by = entry.acquiredBy;
+    if (a < 0 || !by) return;
+    // Only a consumer still attached: a detach is what forgets its refusals.
+    if (options.undeliverableHere && this.consumers.includes(by)) {
+      (entry.refusedBy ??= new Set()).add(by);
+      addTo(this.refused, by, entry);
     }
     if (options.deliveryFailed) entry.deliveryCount++;
     entry.acquiredBy = undefined;
@@ -384,8 +414,19 @@ export class Queue {
     this.putEntry(entry);
   }
 
+  /** What `consumer` holds unsettled, found by a walk of every acquired entry (for a consumer that does not keep its own). */
+  private heldBy(consumer: Consumer): QueueEntry[] {
+    const held: QueueEntry[] = [];
+    for (const pos of this.acquiredRows.positions()) {
+      const entry = this.acquiredRows.obj(pos)!;
+      if (entry.acquiredBy === consumer && !entry.txAccepted) held.push(entry);
+    }
+    return held;
+  }
+
   addConsumer(consumer: Consumer): void {
     this.consumers.push(consumer);
+    this.membership++;
     this.hadConsumer = true;
   }
 
@@ -399,20 +440,17 @@ export class Queue {
     const i = this.consumers.indexOf(consumer);
     if (i < 0) return;
     this.consumers.splice(i, 1);
+    this.membership++;
     if (this.nextConsumer > i) this.nextConsumer--;
-    const held: QueueEntry[] = [];
-    for (const pos of this.acquiredRows.positions()) {
-      const entry = this.acquiredRows.obj(pos)!;
-      if (entry.acquiredBy === consumer && !entry.txAccepted) held.push(entry);
-    }
+    // Each goes back to its own place (by id), whatever the order they are visited in.
+    const held = consumer.held ? [...consumer.held()].filter((e) => e.acquiredBy === consumer && !e.txAccepted) : this.heldBy(consumer);
     for (const entry of held) this.release(entry, { deliveryFailed: true, undeliverableHere: false });
-    for (const entry of [...this.refused]) {
-      entry.refusedBy!.delete(consumer);
-      if (entry.refusedBy!.size === 0) {
-        entry.refusedBy = undefined;
-        this.refused.delete(entry);
-      }
+    for (const entry of this.refused.get(consumer) ?? []) {
+      entry.refusedBy?.delete(consumer);
+      if (entry.refusedBy?.size === 0) entry.refusedBy = undefined;
     }
+    this.refused.delete(consumer);
+    this.skipTo.delete(consumer);
     if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete) this.host.unused(this);
   }
 
@@ -473,14 +511,21 @@ export class Queue {
    * queue that is gone, or for a new queue of the same name.
    */
   discard(): void {
+    const consumers = this.consumers.splice(0);
+    this.membership++;
+    this.nextConsumer = 0;
     for (const level of this.levels) level.clear();
     this.acquiredRows.clear();
     this.refused.clear();
+    this.skipTo.clear();
     this.bytes = 0;
     this.pagedBytes = 0;
     this.pagedCount = 0;
     this.withTtl = 0;
     this.nonDurable = 0;
+    // Its consumers go with it, each told: one left on a queue that is gone would wait
+    // for ever (a queue made again under the name is another object).
+    for (const c of consumers) c.queueDeleted?.(this);
   }
 
   /** Every entry, available or acquired, in id order. Paged rows become objects: for small queues and tests. */
@@ -570,6 +615,7 @@ export class Queue {
 
   private putEntry(entry: QueueEntry): void {
     const level = this.levelOf(entry.msg.priority);
+    this.noteInsert(level, entry.msg.id);
     const pos = level.insert(entry.msg.id);
     level.setObj(pos, entry);
     level.set(pos, SIZE, bodySize(entry.msg));
@@ -630,7 +676,7 @@ export class Queue {
     if (paged) this.notePaged(size, -1);
     if (expiresAt) this.withTtl--;
     if (!durable) this.nonDurable--;
-    if (entry?.refusedBy) this.refused.delete(entry);
+    if (entry?.refusedBy) for (const c of entry.refusedBy) deleteFrom(this.refused, c, entry);
     if (entry?.unreadable) this.unreadable.delete(entry);
     this.dequeued++;
   }
@@ -638,6 +684,18 @@ export class Queue {
   private notePaged(size: number, sign: 1 | -1): void {
     this.pagedCount += sign;
     this.pagedBytes += sign * size;
+  }
+
+  /** A row is going into `level` at `id`: the consumers' marks at or past it come down below it. */
+  private noteInsert(level: Level, id: number): void {
+    if (this.skipTo.size === 0) return;
+    const p = this.levels.indexOf(level);
+    for (const marks of this.skipTo.values()) {
+      if (marks[p]! >= id) {
+        marks[p] = id - 1;
+        this.marksLowered++;
+      }
+    }
   }
 
   private levelOf(priority: number): Level {
@@ -661,9 +719,11 @@ export class Queue {
 
   /** Next available entry for a consumer, highest priority first, now acquired by it; skips ones it refused. */
   private takeFor(consumer: Consumer, now: number): QueueEntry | undefined {
+    let marks = this.skipTo.size === 0 ? undefined : this.skipTo.get(consumer);
+    const lowered = this.marksLowered;
     for (let p = this.levels.length - 1; p >= 0; p--) {
       const level = this.levels[p]!;
-      let pos = level.first();
+      let pos = marks ? level.lowerBound(marks[p]! + 1) : level.first();
       // Bounded: each pass moves past or removes one row.
       while (pos >= 0) {
         const at = level.get(pos, EXPIRES);
@@ -676,6 +736,11 @@ export class Queue {
         }
         const obj = level.obj(pos);
         if (obj?.unreadable !== undefined || obj?.refusedBy?.has(consumer)) {
+          // Every row before this one was skipped or removed: the next look may start after it.
+          if (lowered === this.marksLowered) {
+            if (!marks) this.skipTo.set(consumer, (marks = this.levels.map(() => -Infinity)));
+            marks[p] = level.id(pos);
+          }
           pos = level.next(pos);
           continue;
         }
@@ -690,22 +755,61 @@ export class Queue {
   }
 
   private feedConsumers(now: number): number {
+    const n = this.consumers.length;
+    if (n === 0 || this.available === 0) return 0;
+    if (n === 1) return this.feedOnly(this.consumers[0]!, now);
+    const list = this.consumers.slice();
+    // One look at each consumer per dispatch: those with credit, in turn from where the
+    // last dispatch stopped. The passes then go over those alone, so consumers holding no
+    // credit (a client may attach thousands) cost nothing per message the others get.
+    const start = this.nextConsumer < n ? this.nextConsumer : 0;
+    let ready: number[] = [];
+    for (let k = 0; k < n; k++) {
+      const i = (start + k) % n;
+      const c = list[i]!;
+      if (!c.browse && c.credit > 0) ready.push(i);
+    }
+    const membership = this.membership;
     let delivered = 0;
-    // Each pass over the consumers delivers at least one message or stops.
-    while (this.available > 0) {
-      let progressed = false;
-      for (let tries = 0; tries < this.consumers.length && this.available > 0; tries++) {
-        if (this.nextConsumer >= this.consumers.length) this.nextConsumer = 0;
-        const c = this.consumers[this.nextConsumer++]!;
-        if (c.browse || c.credit <= 0) continue;
+    // Each pass delivers at least one message or stops: a consumer stays in the turn only
+    // while it has credit and took one.
+    while (ready.length > 0 && this.available > 0) {
+      const still: number[] = [];
+      for (const i of ready) {
+        if (this.available === 0) break;
+        const c = list[i]!;
+        if (c.credit <= 0) continue;
+        // Consumers came or went inside a deliver (rare): one that left takes nothing more.
+        const moved = membership !== this.membership;
+        const at = moved ? this.consumers.indexOf(c) : i;
+        if (at < 0) continue;
         const entry = this.takeFor(c, now);
         if (!entry) continue;
         c.credit--;
         delivered++;
-        progressed = true;
+        this.nextConsumer = at + 1;
         c.deliver(entry, this);
+        if (c.credit > 0) still.push(i);
       }
-      if (!progressed) break;
+      ready = still;
+    }
+    return delivered;
+  }
+
+  /**
+   * feedConsumers for a queue with one consumer (the usual case), with nothing made per
+   * dispatch: one that comes or goes inside a delivery ends this run (either schedules
+   * the queue again).
+   */
+  private feedOnly(c: Consumer, now: number): number {
+    let delivered = 0;
+    while (!c.browse && c.credit > 0 && this.available > 0 && this.consumers.length === 1 && this.consumers[0] === c) {
+      const entry = this.takeFor(c, now);
+      if (!entry) break;
+      c.credit--;
+      delivered++;
+      this.nextConsumer = 1;
+      c.deliver(entry, this);
     }
     return delivered;
   }
@@ -732,4 +836,18 @@ export class Queue {
     }
     return delivered;
   }
+}
+
+function addTo(index: Map<Consumer, Set<QueueEntry>>, c: Consumer, entry: QueueEntry): void {
+  let set = index.get(c);
+  if (!set) index.set(c, (set = new Set()));
+  set.add(entry);
+}
+
+/** Out of a consumer's set; the set goes when it is empty. */
+function deleteFrom(index: Map<Consumer, Set<QueueEntry>>, c: Consumer, entry: QueueEntry): void {
+  const set = index.get(c);
+  if (!set) return;
+  set.delete(entry);
+  if (set.size === 0) index.delete(c);
 }
