@@ -426,16 +426,16 @@ export class ClientConnection {
     const state = readTransactionalState(delivery.remoteState);
     const entry = link.entryOf(delivery);
     if (!state || !entry) return;
-    if (state.outcome === undefined || state.outcome === 'accepted') {
+    if (state.outcome === undefined || state.outcome === 'accepted' || state.outcome === 'rejected') {
       link.take(delivery);
-      if (!this.coordinator?.accept(state.txnId, link.queue, entry)) {
-        // Unknown transaction: the acceptance cannot be held, so the message goes back.
+      const held = state.outcome === 'rejected' ? this.coordinator?.reject(state.txnId, link.queue, entry) : this.coordinator?.accept(state.txnId, link.queue, entry);
+      if (!held) {
+        // Unknown transaction: the outcome cannot be held, so the message goes back.
         link.queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
         this.host.schedule(link.queue);
       }
-    } else if (state.outcome === 'rejected') {
-      link.onRejected(delivery);
     } else {
+      // Released or modified: the message goes back now, as a rollback would send it back too.
       link.onReleased(delivery);
     }
   }

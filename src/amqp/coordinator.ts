@@ -41,16 +41,27 @@ export const CONNECTION_TRANSACTION_SHARE = 4;
 
 interface Transaction {
   id: Buffer;
+  /** The coordinator link it was declared on: its detach rolls it back (as the link's end does in qpid broker-j). */
+  link: Link;
   sends: Array<{ address: string; msg: IncomingMessage }>;
   accepts: Array<{ queue: Queue; entry: QueueEntry }>;
+  /** Deliveries rejected under it: held like acceptances, rejected at commit, released at rollback. */
+  rejects: Array<{ queue: Queue; entry: QueueEntry }>;
   /** Bytes of the messages in `sends`. */
   bytes: number;
   /** Set once a send under it was refused: why. Its discharge then rolls back. */
   failed: string | undefined;
 }
 
-/** A transaction's id as sent by the client; our ids are 8 random bytes. */
-const keyOf = (id: Buffer): string => id.toString('hex');
+/** Our transaction ids are this many random bytes. */
+const TXN_ID_BYTES = 8;
+
+/**
+ * A transaction's id as sent by the client, as a map key; undefined for one of a
+ * length we never give out (a client may send megabytes of it in a discharge: no
+ * string of twice that is made for a lookup that cannot succeed).
+ */
+const keyOf = (id: Buffer): string | undefined => (id.length === TXN_ID_BYTES ? id.toString('hex') : undefined);
 
 export class Coordinator {
   private readonly txns = new Map<string, Transaction>();
@@ -78,8 +89,20 @@ export class Coordinator {
     link.flow(CONTROL_CREDIT);
   }
 
+  /**
+   * A coordinator link detached (or went with its session): the transactions declared
+   * on it can never be discharged by it, so they roll back now, not when the connection
+   * goes. What they accepted is another consumer's again, what they held is let go, and
+   * a later send or acceptance under their ids meets amqp:transaction:unknown-id.
+   */
   detach(link: Link): void {
-    this.links.delete(link);
+    if (!this.links.delete(link)) return;
+    for (const [key, txn] of this.txns) {
+      if (txn.link !== link) continue;
+      this.txns.delete(key);
+      this.unhold(txn);
+      this.rollback(txn);
+    }
   }
 
   /** A declare or discharge request on a coordinator link. */
@@ -87,18 +110,19 @@ export class Coordinator {
     link.flow(link.credit + 1);
     try {
       const body = readControlBody(bytes);
-      if (body.kind === 'declare') return this.declare(delivery);
+      if (body.kind === 'declare') return this.declare(link, delivery);
       // Frames are handled in the order they came: an acceptance sent before this discharge is in already.
       if (body.kind === 'discharge') return this.discharge(delivery, body.txnId, body.fail);
-      throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', body.why);
+      throw new TandemError(body.kind === 'unsupported' ? 'TANDEM_ERR_NOT_IMPLEMENTED' : 'TANDEM_ERR_INVALID_ARGUMENT', body.why);
     } catch (err) {
+      if (!(err instanceof TandemError)) this.log.error({ err }, 'a coordinator message could not be handled');
       delivery.reject(errorCondition(err));
     }
   }
 
   /** A message sent under a transaction: held until commit, or refused (and the transaction fails). */
   send(delivery: Delivery, txnId: Buffer, address: string, msg: IncomingMessage): void {
-    const txn = this.txns.get(keyOf(txnId));
+    const txn = this.find(txnId);
     if (!txn) {
       delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'unknown transaction id; declare a transaction first' });
       return;
@@ -119,16 +143,29 @@ export class Coordinator {
 
   /** A send under `txnId` was refused before it reached us (its address, its size...): the transaction fails. */
   refused(txnId: Buffer, why: string): void {
-    const txn = this.txns.get(keyOf(txnId));
+    const txn = this.find(txnId);
     if (txn) this.fail(txn, why);
   }
 
   /** A delivery accepted under a transaction: it stays acquired until commit. */
   accept(txnId: Buffer, queue: Queue, entry: QueueEntry): boolean {
-    const txn = this.txns.get(keyOf(txnId));
+    const txn = this.find(txnId);
     if (!txn) return false;
     entry.txAccepted = true;
     txn.accepts.push({ queue, entry });
+    return true;
+  }
+
+  /**
+   * A delivery rejected under a transaction (spec 4.4.4: its outcome takes effect at
+   * discharge): it stays acquired, rejected if the transaction commits and back on its
+   * queue if it rolls back. Applied at once, a rollback could not give the message back.
+   */
+  reject(txnId: Buffer, queue: Queue, entry: QueueEntry): boolean {
+    const txn = this.find(txnId);
+    if (!txn) return false;
+    entry.txAccepted = true;
+    txn.rejects.push({ queue, entry });
     return true;
   }
 
@@ -138,6 +175,12 @@ export class Coordinator {
     this.txns.clear();
     this.heldMessages = 0;
     this.heldBytes = 0;
+  }
+
+  /** The open transaction `id` names, if any. */
+  private find(id: Buffer): Transaction | undefined {
+    const key = keyOf(id);
+    return key === undefined ? undefined : this.txns.get(key);
   }
 
   /** Why a send of `size` bytes under `txn` is refused, if it is: what the client is told, and why the transaction fails. */
@@ -184,23 +227,23 @@ export class Coordinator {
     this.heldBytes -= txn.bytes;
   }
 
-  private declare(delivery: Delivery): void {
+  private declare(link: Link, delivery: Delivery): void {
     if (this.txns.size >= Coordinator.maxOpenTransactions) {
       delivery.reject({ condition: 'amqp:resource-limit-exceeded', description: `at most ${Coordinator.maxOpenTransactions} open transactions per connection` });
       return;
     }
-    const id = randomBytes(8);
-    this.txns.set(keyOf(id), { id, sends: [], accepts: [], bytes: 0, failed: undefined });
+    const id = randomBytes(TXN_ID_BYTES);
+    this.txns.set(id.toString('hex'), { id, link, sends: [], accepts: [], rejects: [], bytes: 0, failed: undefined });
     delivery.update(declaredState(id));
   }
 
   private discharge(delivery: Delivery, txnId: Buffer, failed: boolean): void {
-    const txn = this.txns.get(keyOf(txnId));
+    const txn = this.find(txnId);
     if (!txn) {
       delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'unknown transaction id' });
       return;
     }
-    this.txns.delete(keyOf(txnId));
+    this.txns.delete(txn.id.toString('hex'));
     this.unhold(txn);
     if (failed) {
       this.rollback(txn);
@@ -220,9 +263,17 @@ export class Coordinator {
       );
     } catch (err) {
       this.rollback(txn);
+      if (!(err instanceof TandemError)) this.log.error({ err }, 'a transaction commit failed; it was rolled back');
       const { description } = errorCondition(err);
       delivery.reject({ condition: 'amqp:transaction:rollback', description: `transaction rolled back: ${description}` });
       return;
+    }
+    // The rejections follow the commit's record, each its own change (a rejected message
+    // leaves for the alternate exchange as any rejected message does): a crash between the
+    // two leaves a rejected message on its queue, delivered again, never lost.
+    for (const { queue, entry } of txn.rejects) {
+      entry.txAccepted = false;
+      if (entry.acquiredBy && this.broker.queues.get(queue.name) === queue && queue.has(entry.msg.id)) this.broker.reject(queue, entry);
     }
     if (result.lsn === 0) {
       delivery.accept();
@@ -241,7 +292,7 @@ export class Coordinator {
   }
 
   private rollback(txn: Transaction): void {
-    for (const { queue, entry } of txn.accepts) {
+    for (const { queue, entry } of [...txn.accepts, ...txn.rejects]) {
       // A rolled-back acceptance was a delivery that failed: the next copy carries a
       // raised delivery-count, which JMS shows as JMSRedelivered (as qpidd and Artemis do).
       if (entry.acquiredBy && queue.has(entry.msg.id)) queue.release(entry, { deliveryFailed: true, undeliverableHere: false });

@@ -14,7 +14,23 @@ import type { AmqpValue } from './engine/types.js';
 /** The amqp-value section's descriptor code (spec 3.2.8). */
 const AMQP_VALUE = 0x77n;
 
-export type ControlBody = { kind: 'declare' } | { kind: 'discharge'; txnId: Buffer; fail: boolean } | { kind: 'other'; why: string };
+/**
+ * What a coordinator message asks for. `other`: not a declare or discharge, or one that
+ * does not decode; `unsupported`: a declare of a distributed transaction (a global-id),
+ * which a coordinator without the distributed-transactions capability must not take.
+ */
+export type ControlBody =
+  | { kind: 'declare' }
+  | { kind: 'discharge'; txnId: Buffer; fail: boolean }
+  | { kind: 'other'; why: string }
+  | { kind: 'unsupported'; why: string };
+
+/**
+ * The transaction capabilities (spec 4.5.4) the coordinator has: local transactions, several
+ * on a session, and work of one in any session of its connection (transactions are the
+ * connection's). Not distributed or promotable ones.
+ */
+const SUPPORTED_CAPABILITIES: ReadonlySet<string> = new Set(['amqp:local-transactions', 'amqp:multi-txns-per-ssn', 'amqp:multi-ssns-per-txn']);
 
 /** What a message on a coordinator link asks for: its amqp-value section, decoded against the tables. */
 export function readControlBody(bytes: Buffer): ControlBody {
@@ -25,7 +41,13 @@ export function readControlBody(bytes: Buffer): ControlBody {
       const section = d.value();
       if (section.type !== 'described' || section.descriptor.type !== 'ulong' || section.descriptor.value !== AMQP_VALUE) continue;
       const def = describedDef(section.value);
-      if (def?.name === 'declare') return { kind: 'declare' };
+      if (def?.name === 'declare') {
+        const c = decodeComposite(section.value, { name: 'declare' }, 'declare');
+        if (c.fields['global-id'] !== undefined) {
+          return { kind: 'unsupported', why: 'this coordinator has no distributed transactions (amqp:distributed-transactions): declare without a global-id' };
+        }
+        return { kind: 'declare' };
+      }
       if (def?.name === 'discharge') {
         const c = decodeComposite(section.value, { name: 'discharge' }, 'discharge');
         return { kind: 'discharge', txnId: c.fields['txn-id'] as Buffer, fail: c.fields.fail === true };
@@ -54,7 +76,8 @@ export function transactionalAccepted(txnId: Buffer): AmqpValue {
   return describedList('transactional-state', { 'txn-id': txnId, outcome: Outcome.accepted() });
 }
 
-/** The coordinator target we attach with, echoing the client's capabilities. */
+/** The coordinator target we attach with: the client's capabilities that we have, none that we lack. */
 export function coordinatorTarget(capabilities: unknown): AmqpValue {
-  return describedList('coordinator', { capabilities: Array.isArray(capabilities) ? capabilities : undefined });
+  const ours = Array.isArray(capabilities) ? capabilities.filter((c) => SUPPORTED_CAPABILITIES.has(c as string)) : [];
+  return describedList('coordinator', { capabilities: ours.length > 0 ? ours : undefined });
 }

@@ -410,6 +410,19 @@ export class Broker implements QueueHost {
     for (const { queues, msg } of routed) this.checkLimits(queues, msg.bytes.length, pending);
     // A DR queue that hands over (or is a copy) takes no sends and no acceptances: they would never reach the other site.
     this.checkDrServing([...routed.flatMap((r) => r.queues.map((q) => q.name)), ...accepts.map((a) => a.queue.name)]);
+    // One record however many queues its messages fan out to: one the journal could not read back
+    // would keep the broker from starting after a crash (a restart from the checkpoint is spared).
+    // Counted as if every copy were taken (duplicates only make it smaller).
+    const recordBytes = transactionRecordBound([
+      ...routed.flatMap(({ queues, msg }) => queues.map((q) => ({ queue: q.name, message: msg }))),
+      ...accepts.map(({ queue }) => ({ queue: queue.name })),
+    ]);
+    if (recordBytes > MAX_TRANSACTION_RECORD_BYTES) {
+      throw new TandemError(
+        'TANDEM_ERR_TRANSACTION',
+        `the transaction's sends and acceptances (each message once for each queue it routes to) would make a journal record of about ${recordBytes} bytes, more than the ${MAX_TRANSACTION_RECORD_BYTES / 1024 ** 3} GiB one record may be: send fewer or smaller messages in each transaction, or route them to fewer queues`,
+      );
+    }
     const ops: TxOp[] = [];
     let durable = false;
     // Keys enter windows at commit; a key sent twice in one transaction is taken once.
@@ -940,6 +953,27 @@ export class Broker implements QueueHost {
     // Ring overflows caused by a commit are logged right after it.
     for (const { op, durable } of collected) this.log.record(op, durable);
   }
+}
+
+/**
+ * The most bytes one transaction's record may take: what the journal reads back
+ * (MAX_RECORD_BYTES in src/store/segment.ts; test/unit/amqp/coordinator-hostile.test.ts
+ * holds the two equal). The broker does not import the store.
+ */
+export const MAX_TRANSACTION_RECORD_BYTES = 1 << 30;
+
+/**
+ * At least the bytes a transaction of `ops` (enqueues with their message, dequeues
+ * without) takes as one record (src/store/record-codec.ts): each op's fixed fields (under
+ * 128 bytes with a dedup stamp), its queue's name, and an enqueue's message and subject.
+ */
+export function transactionRecordBound(ops: ReadonlyArray<{ queue: string; message?: { bytes: Buffer; subject: string | undefined } }>): number {
+  let n = 64;
+  for (const op of ops) {
+    n += 128 + Buffer.byteLength(op.queue);
+    if (op.message) n += op.message.bytes.length + (op.message.subject === undefined ? 0 : Buffer.byteLength(op.message.subject));
+  }
+  return n;
 }
 
 /** Whether a message's enqueue and dequeue are journaled: a durable message on a durable queue. */
