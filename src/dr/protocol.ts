@@ -142,14 +142,37 @@ export function parseRequest(raw: unknown): DrRequestQueue[] {
   // Named twice, a queue was copied twice, and declared twice (a redeclare drops and recreates it).
   const named = new Set<string>();
   for (const q of list) {
-    if (typeof q?.queue === 'string' && named.has(q.queue)) throw new Error(`a DR request names queue ${JSON.stringify(q.queue)} twice`);
+    if (typeof q?.queue === 'string' && named.has(q.queue)) throw new Error(`a DR request names queue ${quotePeerValue(q.queue)} twice`);
     if (typeof q?.queue === 'string') named.add(q.queue);
     const epochOk = (q?.epoch === undefined || (Number.isSafeInteger(q.epoch) && q.epoch >= 1)) && (q?.exchanges === undefined || (typeof q.exchanges === 'string' && q.exchanges.length <= 4096));
     if (typeof q?.queue !== 'string' || (q.mode !== 'enqueue-and-dequeue' && q.mode !== 'enqueue-only') || !Number.isSafeInteger(q.from) || q.from < 0 || !epochOk || !fillOk(q.fill) || (q.copy !== undefined && typeof q.copy !== 'boolean')) {
-      throw new Error(`bad DR queue request ${JSON.stringify(q)}`);
+      throw new Error(`bad DR queue request ${quotePeerValue(q)}`);
     }
   }
   return list;
+}
+
+/** Characters of a peer's value an error quotes (the error goes back in one frame, and a peer may take 512 bytes). */
+const QUOTE_CHARS = 200;
+
+/**
+ * A value a peer sent, as JSON, cut to QUOTE_CHARS. Quoted whole, a bad request of
+ * 14 KB came back whole in the detach, to a peer that had allowed frames of 512 bytes.
+ */
+export function quotePeerValue(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? safeString(value);
+  } catch {
+    // Nested past the stack's depth: what it is, not what it holds.
+    text = Object.prototype.toString.call(value);
+  }
+  return clipPeerText(text);
+}
+
+/** Text a peer chose (a queue name), cut to QUOTE_CHARS for an error it is sent back in. */
+export function clipPeerText(text: string): string {
+  return text.length <= QUOTE_CHARS ? text : `${text.slice(0, QUOTE_CHARS)}... (${text.length} characters)`;
 }
 
 /** A property that holds JSON, parsed; refused naming the property. */

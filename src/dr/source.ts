@@ -11,13 +11,14 @@ import type { PeerSender } from '../peer-link/transport.js';
 import { BATCH_BYTES, BATCH_RECORDS, Outbound, batchHasRoom } from '../peer-link/outbound.js';
 import { Heartbeats } from '../peer-link/heartbeats.js';
 import type { Broker } from '../broker/broker.js';
+import type { Queue } from '../broker/queue.js';
 import { copyMessage } from '../broker/paged-message.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { ChangeWindow, type Stamped } from '../replication/change-window.js';
 import { encodeChange } from '../store/record-codec.js';
-import { DR_ADDRESS, DrProps, encodeDrMessage, inRanges, parseRequest, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DrProps, encodeDrMessage, inRanges, parseRequest, clipPeerText, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
 import { displaySource } from './config.js';
 import { peekQueueChange } from './record-peek.js';
 import { epochOf, roleOf } from './roles.js';
@@ -27,6 +28,25 @@ import { crossesGap, heldBefore, type LogGap } from './restart-gap.js';
 
 /** A copy held this long by the safety rule is logged (HA backups or the journal lag). */
 const COPY_WAIT_LOG_MS = 1000;
+/**
+ * Batches a copy reads ahead of what it may send (each waits until the LSN it was read
+ * at is safe): as many as a tandem bridge's credit window (bridge.ts), so at most 8 MiB
+ * per stream. Bounded by the bridge's credit alone, a peer granting 10,000 while the
+ * source was busy had the whole queue read into memory, paged-out bodies included.
+ */
+const MAX_READ_AHEAD = 32;
+/**
+ * Bytes read ahead by all the copies of this source together. Per stream alone it was
+ * not bounded: 100 links granting a bridge's 32 credits each while the source was busy,
+ * and reading nothing after, held 880 MB of batches at the source.
+ */
+export const READ_AHEAD_BUDGET = 64 * 1024 * 1024;
+/**
+ * A copy whose read batches could go but that the secondary has taken none of for this
+ * long is closed: what it holds of the budget goes to the other copies (a bridge takes
+ * a batch as soon as it can; one that resumes after a stop starts the copy again).
+ */
+export const STUCK_COPY_MS = 30_000;
 
 export interface DrSourceOptions {
   broker: Broker;
@@ -50,6 +70,10 @@ export class DrSource implements ChangeSink {
   headTime = Date.now();
   private asking = false;
   private askScheduled = false;
+  /** Bytes of read batches the copies hold (READ_AHEAD_BUDGET), and the copies waiting for some. */
+  private readAheadBytes = 0;
+  private readonly readAheadWaiting = new Set<DrStream>();
+  private readAheadWake = false;
   private readonly heartbeats: Heartbeats;
   /**
    * The window is kept only once a DR copy follows this cluster (the 'dr-followed'
@@ -162,14 +186,14 @@ export class DrSource implements ChangeSink {
       if (c && c.state !== 'active' && c.state !== 'fenced') {
         return {
           condition: 'tandem:dr:not-source',
-          description: `queue '${r.queue}' is not served by this site: it is ${roleOf(c, false)} here (of ${displaySource(c.source) || 'the other site'}, epoch ${c.epoch}); point the DR source at the site that serves it`,
+          description: `queue '${clipPeerText(r.queue)}' is not served by this site: it is ${roleOf(c, false)} here (of ${displaySource(c.source) || 'the other site'}, epoch ${c.epoch}); point the DR source at the site that serves it`,
         };
       }
       const epoch = epochOf(c);
       if (r.from > 0 && (r.epoch ?? 1) !== epoch) {
         return {
           condition: 'tandem:dr:stale-epoch',
-          description: `queue '${r.queue}' is at DR epoch ${epoch} on this source and ${r.epoch ?? 1} on the secondary: ${(r.epoch ?? 1) < epoch ? 'the secondary is stale (the pair moved on without it)' : 'this source is stale (the pair moved on without it: tandem dr reattach it)'}; nothing was sent`,
+          description: `queue '${clipPeerText(r.queue)}' is at DR epoch ${epoch} on this source and ${r.epoch ?? 1} on the secondary: ${(r.epoch ?? 1) < epoch ? 'the secondary is stale (the pair moved on without it)' : 'this source is stale (the pair moved on without it: tandem dr reattach it)'}; nothing was sent`,
         };
       }
     }
@@ -210,6 +234,31 @@ export class DrSource implements ChangeSink {
     this.streams.clear();
   }
 
+  /** Bytes read ahead by every copy now. */
+  get readAhead(): number {
+    return this.readAheadBytes;
+  }
+
+  /** Whether a copy may read another batch now; if not, it is pumped once some is given back. */
+  admitReadAhead(stream: DrStream): boolean {
+    if (this.readAheadBytes < READ_AHEAD_BUDGET) return true;
+    this.readAheadWaiting.add(stream);
+    return false;
+  }
+
+  /** A copy read (bytes > 0) or sent or dropped (bytes < 0) batches. */
+  noteReadAhead(bytes: number): void {
+    this.readAheadBytes += bytes;
+    if (bytes >= 0 || this.readAheadWaiting.size === 0 || this.readAheadWake) return;
+    this.readAheadWake = true;
+    setImmediate(() => {
+      this.readAheadWake = false;
+      const waiting = [...this.readAheadWaiting];
+      this.readAheadWaiting.clear();
+      for (const s of waiting) if (this.streams.has(s)) s.pump();
+    });
+  }
+
   /** One question to the gate at a time, for the newest LSN: cheap under load. */
   askSafe(): void {
     if (this.asking || this.safeLsn >= this.headLsn) return;
@@ -236,7 +285,9 @@ export class DrStream {
   private readonly queues = new Map<string, { mode: DrRequestQueue['mode']; from: number; exchanges: (name: string) => boolean }>();
   private declares: LoggedChange[] | undefined;
   /** A reattached copy's missing messages, sent before the log (see DrRequestQueue.fill). */
-  private fill: Array<{ queue: string; ids: number[]; next: number; sent: number }> | undefined;
+  private fill: PendingFill[] | undefined;
+  /** A fill's walk used its turn without finding a message to send: one pump is scheduled. */
+  private fillWalkScheduled = false;
   private snapshot: PendingSnapshot | undefined;
   /** Queues resuming across this source's restart: the `restart` message, sent once `readAt` is safe. */
   private restart: { gap: LogGap; queues: string[]; held: Record<string, number[]>; readAt: number } | undefined;
@@ -320,8 +371,11 @@ export class DrStream {
     }
     const fills = request.filter((r) => r.fill !== undefined && !snapQueues.has(r.queue));
     if (fills.length > 0) {
-      this.fill = fills.map((r) => ({ queue: r.queue, ids: missingFrom(broker, r.queue, r.fill!), next: 0, sent: 0 }));
-      source.opts.log.info({ bridge: remote, lacking: this.fill.map((f) => `${f.queue}: ${f.ids.length}`) }, 'DR: a reattached copy gets what this site held before its activation and it lacks');
+      // Walked as credit allows, not listed here: listing a queue of a million ids took 130 ms and
+      // 8 MiB for each attach, held until the bridge gave credit (and a peer may never give any).
+      const newIds = broker.peekNextMessageId();
+      this.fill = fills.map((r) => pendingFill(broker, r.queue, r.fill!, newIds));
+      source.opts.log.info({ bridge: remote, queues: fills.map((r) => r.queue) }, 'DR: a reattached copy gets what this site held before its activation and it lacks');
     }
     const froms = [...this.queues.values()].map((q) => q.from);
     const start = Math.min(head, ...froms);
@@ -351,6 +405,15 @@ export class DrStream {
   /** The source logged a change (after the snapshot point of a copy in progress). */
   noteChange(change: Change): void {
     this.snapshot?.reader.noteChange(change);
+    if (this.fill) {
+      const ops = change.kind === 'enqueue' ? [change] : change.kind === 'transaction' ? change.changes : [];
+      for (const op of ops) {
+        if (op.kind !== 'enqueue') continue;
+        // An older id enqueued again after the request: it comes with the log, not in the fill.
+        const f = this.fill.find((x) => x.name === op.queue);
+        if (f && op.message.id < f.below) f.enqueuedAfter.add(op.message.id);
+      }
+    }
   }
 
   /** Send what credit allows. */
@@ -370,7 +433,13 @@ export class DrStream {
   /** The stream is over: a copy in progress stops watching the queues and lets go of what it kept. */
   end(): void {
     this.closed = true;
-    this.snapshot?.reader.close();
+    const snap = this.snapshot;
+    if (!snap) return;
+    snap.reader.close();
+    // What it read and never sent goes back to the other copies.
+    const held = snap.ready.reduce((n, b) => n + b.bytes, 0);
+    snap.ready.length = 0;
+    if (held > 0) this.source.noteReadAhead(-held);
   }
 
   private pumpOrThrow(): void {
@@ -393,8 +462,16 @@ export class DrStream {
         continue;
       }
       if (this.fill) {
-        this.pumpFill(this.fill);
-        continue;
+        if (this.pumpFill(this.fill)) continue;
+        // A long run of ids the copy holds: the rest of the walk on a later turn, the event loop free meanwhile.
+        if (!this.fillWalkScheduled) {
+          this.fillWalkScheduled = true;
+          setImmediate(() => {
+            this.fillWalkScheduled = false;
+            this.pump();
+          });
+        }
+        break;
       }
       const snap = this.snapshot;
       if (snap) {
@@ -428,35 +505,46 @@ export class DrStream {
   }
 
   /**
-   * One batch of a fill, or its end. The messages are from before this site's
-   * activation, long safe; one consumed here since the request was read is skipped
-   * (the log brings its dequeue anyway).
+   * One batch of a fill, or its end; false when the walk used its turn finding
+   * nothing to send. The messages are from before this site's activation, long
+   * safe; one consumed here before the walk reaches it is skipped (the log brings
+   * its dequeue anyway), as is one enqueued after the request (the log brings it).
    */
-  private pumpFill(fill: NonNullable<DrStream['fill']>): void {
+  private pumpFill(fill: PendingFill[]): boolean {
     const broker = this.source.opts.broker;
     const records: Buffer[] = [];
     let bytes = 0;
-    while (fill.length > 0 && batchHasRoom(records.length, bytes)) {
+    // Bounded: every step takes one id of the walk or finishes a queue, at most FILL_WALK_STEPS of them.
+    for (let steps = 0; fill.length > 0 && batchHasRoom(records.length, bytes); steps++) {
+      if (steps >= FILL_WALK_STEPS) {
+        if (records.length > 0) break;
+        return false;
+      }
       const f = fill[0]!;
-      if (f.next >= f.ids.length) {
+      // A queue missing, or deleted (or made again) since the request: the log says what became of it.
+      const q = f.queue && broker.queues.get(f.name) === f.queue ? f.queue : undefined;
+      const step = q ? f.ids.next() : undefined;
+      if (!q || !step || step.done || step.value >= f.below) {
         fill.shift();
-        this.source.opts.log.info({ bridge: this.remote, queue: f.queue, messages: f.sent }, 'DR: sent a reattached copy what it lacked');
+        this.source.opts.log.info({ bridge: this.remote, queue: f.name, messages: f.sent }, 'DR: sent a reattached copy what it lacked');
         continue;
       }
-      const id = f.ids[f.next++]!;
-      const entry = broker.queues.get(f.queue)?.entry(id);
+      const id = step.value;
+      if (inRanges(f.held, id) || f.enqueuedAfter.has(id)) continue;
+      const entry = q.entry(id);
       if (!entry) continue;
-      const record = encodeChange({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: f.queue, message: copyMessage(entry.msg, entry.deliveryCount) } });
+      const record = encodeChange({ lsn: 0, durable: true, change: { kind: 'enqueue', queue: f.name, message: copyMessage(entry.msg, entry.deliveryCount) } });
       records.push(record);
       bytes += record.length;
       f.sent++;
     }
     if (records.length > 0) {
       this.send({ kind: 'snapshot', lsn: 0, records });
-      return;
+      return true;
     }
     this.fill = undefined;
     this.send({ kind: 'fill-end', lsn: 0, queues: [...this.queues.keys()] });
+    return true;
   }
 
   /**
@@ -478,11 +566,20 @@ export class DrStream {
     if (first && first.readAt <= src.safeLsn) {
       snap.ready.shift();
       this.send({ kind: 'snapshot', lsn: 0, records: first.records });
+      snap.unsentSince = undefined;
+      src.noteReadAhead(-first.bytes);
       return this.progressed(snap);
     }
-    if (!snap.reader.done && snap.ready.length < this.credit()) {
+    if (!snap.reader.done && snap.ready.length < Math.min(this.credit(), MAX_READ_AHEAD)) {
+      // The budget shared by every copy: wait for another to send (or end) what it read.
+      if (!src.admitReadAhead(this)) return false;
       const batch = snap.reader.next(BATCH_RECORDS, BATCH_BYTES);
-      if (batch.length > 0) snap.ready.push({ records: batch.map((e) => encodeChange(e)), readAt: src.headLsn });
+      if (batch.length > 0) {
+        const records = batch.map((e) => encodeChange(e));
+        const bytes = records.reduce((n, r) => n + r.length, 0);
+        snap.ready.push({ records, readAt: src.headLsn, bytes });
+        src.noteReadAhead(bytes);
+      }
       return true;
     }
     // The end, too, waits until what the reading saw is safe: the messages it skipped
@@ -520,6 +617,19 @@ export class DrStream {
 
   heartbeat(): void {
     const snap = this.snapshot;
+    const first = snap?.ready[0];
+    // A batch that could go (safe) and does not: the secondary gives no credit, or reads nothing.
+    if (snap) snap.unsentSince = first && first.readAt <= this.source.safeLsn ? (snap.unsentSince ?? Date.now()) : undefined;
+    if (!this.closed && snap?.unsentSince !== undefined && Date.now() - snap.unsentSince >= STUCK_COPY_MS) {
+      const held = snap.ready.reduce((n, b) => n + b.bytes, 0);
+      this.source.opts.log.warn({ bridge: this.remote, queues: snap.reader.queues, heldBytes: held }, 'DR: a copy the secondary takes nothing of; closing its link');
+      this.end();
+      this.link.close({
+        condition: 'amqp:resource-limit-exceeded',
+        description: `the secondary took nothing of its copy for ${STUCK_COPY_MS / 1000} s while this source held ${held} bytes of it read; reconnect to start the copy again`,
+      });
+      return;
+    }
     if (!this.closed && snap?.waitingSince !== undefined && !snap.waitLogged && Date.now() - snap.waitingSince >= COPY_WAIT_LOG_MS) {
       // Operators see why a copy stalls: a ready HA backup that lags or hangs holds it until it catches up or is dropped.
       snap.waitLogged = true;
@@ -606,8 +716,10 @@ interface PendingSnapshot {
   reader: DrSnapshotReader;
   reason: string;
   begun: boolean;
-  /** Batches read, encoded, waiting for credit or for the LSN they were read at to be safe. */
-  ready: Array<{ records: Buffer[]; readAt: number }>;
+  /** Batches read, encoded, waiting for credit or for the LSN they were read at to be safe (READ_AHEAD_BUDGET). */
+  ready: Array<{ records: Buffer[]; readAt: number; bytes: number }>;
+  /** Since when (ms) a batch could go and none went (STUCK_COPY_MS); undefined: none waits so. */
+  unsentSince?: number;
   /** Source LSN when the reading was seen to be over. */
   doneAt?: number;
   /** Since when (ms) the copy has been held by the safety rule, and for which LSN. */
@@ -616,15 +728,28 @@ interface PendingSnapshot {
   waitLogged: boolean;
 }
 
-/** The ids `queue` holds from before this site's activation that a reattached copy lacks (`held`: its ranges). */
-function missingFrom(broker: Broker, queue: string, held: readonly number[]): number[] {
+/** Ids a fill's walk looks at in one turn (a copy holding a long run of them is skipped over a few turns). */
+const FILL_WALK_STEPS = 65_536;
+
+/** One queue of a reattached copy's fill: the queue's ids walked in order, those the copy holds skipped. */
+interface PendingFill {
+  name: string;
+  /** The queue as it was at the request (undefined: there was none). */
+  queue: Queue | undefined;
+  /** The queue's ids from the walk's position on (live: each step looks up the next). */
+  ids: Iterator<number>;
+  /** The copy's ranges (DrRequestQueue.fill). */
+  held: readonly number[];
+  /** Ids from here on were given after this site's activation, or after the request: not part of it. */
+  below: number;
+  /** Older ids enqueued again after the request (the log brings them). */
+  enqueuedAfter: Set<number>;
+  sent: number;
+}
+
+/** The fill of `queue` for a copy holding `held`: its messages from before this site's activation, and before `newIds`. */
+function pendingFill(broker: Broker, queue: string, held: readonly number[], newIds: number): PendingFill {
   const q = broker.queues.get(queue);
-  if (!q) return [];
   const floor = broker.drQueues.get(queue)?.idFloor || Infinity;
-  const out: number[] = [];
-  for (const id of q.ids()) {
-    if (id >= floor) break;
-    if (!inRanges(held, id)) out.push(id);
-  }
-  return out;
+  return { name: queue, queue: q, ids: q ? q.ids() : [].values(), held, below: Math.min(floor, newIds), enqueuedAfter: new Set(), sent: 0 };
 }
