@@ -102,6 +102,8 @@ export class Queue {
   private readonly skipTo = new Map<Consumer, number[]>();
   /** Bumped whenever a mark is lowered: a look that saw it change sets no mark. */
   private marksLowered = 0;
+  /** The highest message id ever put in a level (noteInsert). */
+  private highestId = 0;
   /** Reads paged bodies back (set when the first paged row arrives). */
   private loader: BodyLoader | undefined;
   readonly consumers: Consumer[] = [];
@@ -306,6 +308,7 @@ export class Queue {
     const lastId = level.length > 0 ? level.id(level.last()) : -Infinity;
     if (this.levels.length === 1 && n > 0 && run.ids[0]! > lastId && this.acquiredRows.length === 0) {
       this.noteInsert(level, run.ids[0]!);
+      this.highestId = Math.max(this.highestId, run.ids[n - 1]!);
       level.appendRows(run.ids.subarray(0, n), [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n)));
       let bytes = 0;
       let ttl = 0;
@@ -688,6 +691,13 @@ export class Queue {
 
   /** A row is going into `level` at `id`: the consumers' marks at or past it come down below it. */
   private noteInsert(level: Level, id: number): void {
+    // A new message's id is above every id the queue has held, so above every mark: only
+    // a row put back (a release, a rollback) can be at or below one. Without this, a client
+    // holding refusals on many links would make every publish to the queue visit them all.
+    if (id > this.highestId) {
+      this.highestId = id;
+      return;
+    }
     if (this.skipTo.size === 0) return;
     const p = this.levels.indexOf(level);
     for (const marks of this.skipTo.values()) {
