@@ -134,22 +134,40 @@ function rssKb(pid: number): number {
   return Number(m?.[1] ?? 0);
 }
 
+/**
+ * A broker holding 60,000 messages of 4 KiB in 'big', paged out (max-memory 4 MiB), with
+ * a publisher that keeps durable changes coming (what a copy reads is never safe at once)
+ * and its RSS sampled every 10 ms from when the publisher runs: `finish` stops both and
+ * gives the growth at the peak, in kB.
+ */
+async function busyBrokerWithBigQueue(): Promise<{ big: TestBroker; finish: () => Promise<number> }> {
+  const big = await TestBroker.start({ args: ['--max-memory', '4MiB'] });
+  const body = 'b'.repeat(4096);
+  for (let i = 0; i < 60_000; i += 5_000) await send(big.port, 'big', Array.from({ length: 5_000 }, () => body), { window: 500 });
+  let publishing = true;
+  const publisher = (async () => {
+    while (publishing) await send(big.port, 'busy', Array.from({ length: 200 }, (_, i) => `p${i}`), { window: 50 });
+  })();
+  await new Promise((r) => setTimeout(r, 300));
+  const before = rssKb(big.pid);
+  let peak = before;
+  const sampler = setInterval(() => (peak = Math.max(peak, rssKb(big.pid))), 10);
+  return {
+    big,
+    finish: async () => {
+      clearInterval(sampler);
+      publishing = false;
+      await publisher;
+      console.log(`rss before ${before} kB, peak ${peak} kB (+${peak - before} kB)`);
+      return peak - before;
+    },
+  };
+}
+
 describe('DR source - a peer granting much more credit than a bridge does', () => {
   it('DR source - a copy of a paged-out queue while publishers keep the source busy reads ahead a bounded amount, not the queue', async () => {
-    const big = await TestBroker.start({ args: ['--max-memory', '4MiB'] });
-    const body = 'b'.repeat(4096);
-    const N = 60_000;
-    for (let i = 0; i < N; i += 5_000) await send(big.port, 'big', Array.from({ length: 5_000 }, () => body), { window: 500 });
-    expect(await depthOf(big.port, 'big')).toBe(N);
-    // A publisher that keeps durable changes coming: what the copy reads is never safe at once.
-    let publishing = true;
-    const publisher = (async () => {
-      while (publishing) await send(big.port, 'busy', Array.from({ length: 200 }, (_, i) => `p${i}`), { window: 50 });
-    })();
-    await new Promise((r) => setTimeout(r, 300));
-    const before = rssKb(big.pid);
-    let peak = before;
-    const sampler = setInterval(() => (peak = Math.max(peak, rssKb(big.pid))), 10);
+    const { big, finish } = await busyBrokerWithBigQueue();
+    expect(await depthOf(big.port, 'big')).toBe(60_000);
     const conn = rhea.create_container().connect({ host: '127.0.0.1', port: big.port, reconnect: false } as never);
     conn.on('error', () => undefined);
     let copied = 0;
@@ -162,14 +180,12 @@ describe('DR source - a peer granting much more credit than a bridge does', () =
       if (k === 'snapshot-end') ended = true;
     });
     for (let i = 0; i < 600 && !ended; i++) await new Promise((r) => setTimeout(r, 50));
-    clearInterval(sampler);
-    publishing = false;
-    await publisher;
+    const grown = await finish();
     conn.close();
-    console.log(`copy ${ended ? 'ended' : 'not ended'} after ${copied} batches; rss before ${before} kB, peak ${peak} kB (+${peak - before} kB)`);
+    console.log(`copy ${ended ? 'ended' : 'not ended'} after ${copied} batches`);
     expect(ended).toBe(true);
     // The queue is 240 MiB (read ahead whole before: +290 MiB here); a tandem bridge's window of batches is 8 MiB.
-    expect(peak - before).toBeLessThan(120 * 1024);
+    expect(grown).toBeLessThan(120 * 1024);
   }, 120_000);
 });
 
@@ -215,17 +231,7 @@ describe('DR source - reattach requests (fill) from a peer that never grants cre
 
 describe('DR source - many links asking for a copy at once', () => {
   it("DR source - 100 links granting a bridge's 32 credits and then reading nothing, while publishers keep the source busy: the source holds its read-ahead budget, not 100 of them", async () => {
-    const big = await TestBroker.start({ args: ['--max-memory', '4MiB'] });
-    const body = 'b'.repeat(4096);
-    for (let i = 0; i < 60_000; i += 5_000) await send(big.port, 'big', Array.from({ length: 5_000 }, () => body), { window: 500 });
-    let publishing = true;
-    const publisher = (async () => {
-      while (publishing) await send(big.port, 'busy', Array.from({ length: 200 }, (_, i) => `p${i}`), { window: 50 });
-    })();
-    await new Promise((r) => setTimeout(r, 300));
-    const before = rssKb(big.pid);
-    let peak = before;
-    const sampler = setInterval(() => (peak = Math.max(peak, rssKb(big.pid))), 10);
+    const { big, finish } = await busyBrokerWithBigQueue();
     const conn = rhea.create_container().connect({ host: '127.0.0.1', port: big.port, reconnect: false } as never);
     conn.on('error', () => undefined);
     await new Promise((r) => conn.once('connection_open', r));
@@ -238,13 +244,11 @@ describe('DR source - many links asking for a copy at once', () => {
       r.on('message', () => transfers++);
     }
     await new Promise((r) => setTimeout(r, 6_000));
-    clearInterval(sampler);
-    publishing = false;
-    await publisher;
-    console.log(`100 copy links: ${transfers} transfers; rss before ${before} kB, peak ${peak} kB (+${peak - before} kB)`);
+    const grown = await finish();
+    console.log(`100 copy links: ${transfers} transfers`);
     expect(transfers).toBeGreaterThan(100);
     // Before: each link's 32 batches, 8 MiB, read and kept (+880 MB here); the budget is 64 MiB for all.
-    expect(peak - before).toBeLessThan(250 * 1024);
+    expect(grown).toBeLessThan(250 * 1024);
     conn.close();
     expect(big.alive).toBe(true);
   }, 120_000);

@@ -94,4 +94,33 @@ describe('transaction limits - what a transaction may hold', () => {
     expect(broker.stderr).toMatch(/MEMORY ALARM.*memory-limit/);
     await broker.stop();
   }, 240_000);
+
+  it('transaction limits - a commit whose record would pass the journal\'s 1 GiB (120 MiB fanned out to 10 durable queues) is rolled back with the reason, and the broker restarts after a crash with what it committed', async () => {
+    const QUEUES = Array.from({ length: 10 }, (_, i) => `fan-${i}`);
+    let broker = await TestBroker.start();
+    for (const q of QUEUES) {
+      await manage(broker.port, 'CREATE', 'queue', q, { durable: true });
+      await manage(broker.port, 'CREATE', 'binding', undefined, { exchange: 'amq.fanout', queue: q, key: '' });
+    }
+    // A transaction is one journal record (coordinator.ts), and the journal reads back no
+    // record over 1 GiB (MAX_RECORD_BYTES, src/store/segment.ts): written, it kept the broker
+    // from starting after a crash ("impossible record length").
+    // Two durable messages of 60 MiB under one transaction (within max-transaction-size, 256 MiB), to amq.fanout; then `after` in a second one.
+    const r = await txLimits(broker, 'amq.fanout', 2, 60 * 1024 * 1024);
+    expect(r.accepted).toBe(2);
+    expect(r.commit).toBe('failed');
+    expect(r.commitError?.[0]).toBe('amqp:transaction:rollback');
+    expect(r.commitError?.[1]).toMatch(/journal record .* 1 GiB/);
+    expect(r.again).toBe('committed');
+    expect(broker.alive).toBe(true);
+    // Killed (a clean stop's checkpoint would spare the replay) and restarted on its journal:
+    // it has the second transaction and nothing of the first.
+    const dataDir = broker.dataDir;
+    await broker.kill();
+    broker = await TestBroker.start({ dataDir });
+    const depths = await Promise.all(QUEUES.map(async (q) => ((await manage(broker.port, 'READ', 'queue', q)) as { depth: number }).depth));
+    expect(depths).toEqual(QUEUES.map(() => 1));
+    expect(await runPython<string[]>('drain.py', [broker.url, 'fan-0'])).toEqual(['after']);
+    await broker.stop();
+  }, 300_000);
 });

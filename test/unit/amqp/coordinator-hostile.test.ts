@@ -21,30 +21,8 @@ import { MAX_RECORD_BYTES } from '../../../src/store/segment.js';
 import { prng } from '../../../src/util/prng.js';
 import { composite, v } from '../../helpers/amqp-frames.js';
 import { FakeConsumer, msg, newBroker, qs } from '../broker/helpers.js';
+import { Told } from './told.js';
 
-/** What the coordinator told one delivery. */
-class Told {
-  outcome: 'accepted' | 'rejected' | 'declared' | 'transactional' | undefined;
-  error: { condition: string; description?: string } | undefined;
-  txnId: Buffer | undefined;
-
-  get delivery(): Delivery {
-    return this as unknown as Delivery;
-  }
-  update(state: AmqpValue): void {
-    if (state.type !== 'described' || state.value.type !== 'list') throw new Error('not a described list');
-    const code = (state.descriptor as { value: unknown }).value;
-    this.outcome = code === 0x33n ? 'declared' : code === 0x34n ? 'transactional' : undefined;
-    if (this.outcome === 'declared') this.txnId = (state.value.value[0] as { value: Buffer }).value;
-  }
-  accept(): void {
-    this.outcome = 'accepted';
-  }
-  reject(error: { condition: string; description?: string }): void {
-    this.outcome = 'rejected';
-    this.error = error;
-  }
-}
 
 /** An amqp-value section holding `body` (encoded bytes). */
 const amqpValue = (body: Buffer): Buffer => v.described(0x77, body);

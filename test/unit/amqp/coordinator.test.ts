@@ -13,31 +13,8 @@ import type { AmqpValue } from '../../../src/amqp/engine/types.js';
 import type { SettlementGate } from '../../../src/broker/settlement.js';
 import type { Logger } from '../../../src/ops/log.js';
 import { msg, newBroker, qs } from '../broker/helpers.js';
+import { Told } from './told.js';
 
-/** What the coordinator told one delivery. */
-class Told {
-  outcome: 'accepted' | 'rejected' | 'declared' | 'transactional' | undefined;
-  error: { condition: string; description?: string } | undefined;
-  txnId: Buffer | undefined;
-
-  get delivery(): Delivery {
-    return this as unknown as Delivery;
-  }
-  update(state: AmqpValue): void {
-    // declared (0x33) carries the new txn-id; transactional-state (0x34) answers a send.
-    if (state.type !== 'described' || state.value.type !== 'list') throw new Error('not a described list');
-    const code = state.descriptor.value;
-    this.outcome = code === 0x33n ? 'declared' : code === 0x34n ? 'transactional' : undefined;
-    if (this.outcome === 'declared') this.txnId = state.value.value[0]!.value as Buffer;
-  }
-  accept(): void {
-    this.outcome = 'accepted';
-  }
-  reject(error: { condition: string; description?: string }): void {
-    this.outcome = 'rejected';
-    this.error = error;
-  }
-}
 
 /** A coordinator message: its body as an amqp-value section. */
 const control = (body: AmqpValue): Buffer => encode({ type: 'described', descriptor: { type: 'ulong', value: 0x77n }, value: body });
