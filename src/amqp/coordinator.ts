@@ -149,11 +149,7 @@ export class Coordinator {
 
   /** A delivery accepted under a transaction: it stays acquired until commit. */
   accept(txnId: Buffer, queue: Queue, entry: QueueEntry): boolean {
-    const txn = this.find(txnId);
-    if (!txn) return false;
-    entry.txAccepted = true;
-    txn.accepts.push({ queue, entry });
-    return true;
+    return this.hold(txnId, 'accepts', queue, entry);
   }
 
   /**
@@ -162,10 +158,15 @@ export class Coordinator {
    * queue if it rolls back. Applied at once, a rollback could not give the message back.
    */
   reject(txnId: Buffer, queue: Queue, entry: QueueEntry): boolean {
+    return this.hold(txnId, 'rejects', queue, entry);
+  }
+
+  /** An outcome held by the transaction `txnId` names (false: none is open): the entry stays acquired until its discharge. */
+  private hold(txnId: Buffer, outcomes: 'accepts' | 'rejects', queue: Queue, entry: QueueEntry): boolean {
     const txn = this.find(txnId);
     if (!txn) return false;
     entry.txAccepted = true;
-    txn.rejects.push({ queue, entry });
+    txn[outcomes].push({ queue, entry });
     return true;
   }
 

@@ -1,10 +1,13 @@
 """Transactional acceptance with qpid-proton: receive N messages accepting them
-under a transaction, then commit or roll back (or drop the connection)."""
+under a transaction, then commit or roll back (or drop the connection). With
+OUTCOME (a descriptor code in hex: 0x25 rejected, 0x26 released), each is given that
+outcome under the transaction instead of accepted."""
 import json, os, sys
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
 url, queue, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+outcome = int(sys.argv[5], 16) if len(sys.argv) > 5 else None
 
 class TxReceiver(MessagingHandler, TransactionHandler):
     def __init__(self):
@@ -19,7 +22,11 @@ class TxReceiver(MessagingHandler, TransactionHandler):
         self.receiver.flow(count)
     def on_message(self, event):
         self.got.append(event.message.body)
-        self.txn.accept(event.delivery)
+        if outcome is None:
+            self.txn.accept(event.delivery)
+        else:
+            # Left unsettled: the transaction decides it.
+            self.txn.update(event.delivery, outcome)
         if len(self.got) == count:
             if mode == "commit":
                 self.txn.commit()
