@@ -84,8 +84,13 @@ export class IncomingLink {
   }
 
   onMessage(delivery: Delivery, bytes: Buffer): void {
-    if (this.options.refusing?.() !== undefined) {
+    const refusing = this.options.refusing?.();
+    if (refusing !== undefined) {
       delivery.release();
+      // A transactional send let go of fails its transaction, as any refused one does: a
+      // commit that arrives while the broker drains must not go through without it.
+      const txn = this.options.onTransactional ? readTransactionalState(delivery.remoteState) : undefined;
+      if (txn) this.options.onTransactionalRefused?.(txn.txnId, refusing);
       return;
     }
     this.outstanding++;
