@@ -282,8 +282,9 @@ export class Coordinator {
     }
     this.gate.whenSafe(result.lsn, result.durable, (err) => {
       if (err) {
-        // Refused: a resend of its messages must not meet their keys.
-        this.broker.forgetKeys(result);
+        // Refused: its messages go (a consumer must not get what was rolled back), and a
+        // resend of them must not meet their keys.
+        this.broker.withdraw(result);
         this.log.warn({ err: err.message }, 'transaction commit could not be made durable');
         delivery.reject({ condition: 'amqp:transaction:rollback', description: `commit failed: ${err.message}` });
       } else {

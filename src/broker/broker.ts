@@ -55,6 +55,8 @@ export interface PublishResult {
   duplicate?: boolean;
   /** Keys the publish put into windows (taken back if its journal write fails). */
   dedupKeys?: Array<{ queue: Queue; key: DedupDigest }>;
+  /** A commit's messages (its `id` is 0), each where it went: taken back if its journal write fails. */
+  enqueued?: Array<{ queue: string; id: number }>;
 }
 
 export interface BrokerEvents {
@@ -456,6 +458,7 @@ export class Broker implements QueueHost {
     }
     const logged = this.log.record({ kind: 'transaction', changes: ops }, durable);
     const touched = new Set<Queue>();
+    const enqueued: Array<{ queue: string; id: number }> = [];
     this.collectRemovals(() => {
       for (const { queue, entry } of accepts) if (queue.has(entry.msg.id)) queue.drop(entry.msg.id);
       for (const op of ops) {
@@ -465,10 +468,11 @@ export class Broker implements QueueHost {
         queue.enqueue(op.message);
         if (op.dedup) queue.dedup?.add(op.dedup.key, op.dedup.at, logged.lsn, logged.durable);
         touched.add(queue);
+        enqueued.push({ queue: queue.name, id: op.message.id });
       }
     });
     for (const queue of touched) this.events.queueReady?.(queue);
-    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys };
+    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys, enqueued };
   }
 
   /** Drop expired messages from every queue. */
@@ -900,20 +904,23 @@ export class Broker implements QueueHost {
   }
 
   /** Take back the keys a publish or commit put into windows (its journal write failed). */
-  forgetKeys(result: PublishResult): void {
+  private forgetKeys(result: PublishResult): void {
     for (const { queue, key } of result.dedupKeys ?? []) if (this.queues.get(queue.name) === queue) queue.dedup?.remove(key);
   }
 
   /**
-   * Take back a published message whose journal write failed (disk full): its
-   * sender is told it was refused, so it must not stay. Copies already handed
-   * to a consumer are left to it.
+   * Take back a published message, or a commit's messages, whose journal write
+   * failed (disk full): the sender is told it was refused (rolled back), so they
+   * must not stay. Copies already handed to a consumer are left to it. A commit's
+   * acceptances stay applied until a restart (left alone: the journal does not
+   * hold them, so they come back then).
    */
   withdraw(result: PublishResult): void {
     this.forgetKeys(result);
-    for (const name of result.queues) {
+    const copies = result.enqueued ?? result.queues.map((queue) => ({ queue, id: result.id }));
+    for (const { queue: name, id } of copies) {
       const queue = this.queues.get(name);
-      const entry = queue?.entry(result.id);
+      const entry = queue?.entry(id);
       if (queue && entry && !entry.acquiredBy) queue.remove(entry, 'purged');
     }
   }

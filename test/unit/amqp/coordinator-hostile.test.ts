@@ -220,6 +220,27 @@ describe('transaction coordinator - outcomes other than accepted', () => {
   });
 });
 
+describe('transaction coordinator - a commit that cannot be made durable', () => {
+  it('transactions - a commit whose journal write fails (disk full) is answered rollback and its messages are taken back: no consumer gets what was rolled back', () => {
+    const { broker } = newBroker();
+    const q = broker.declareQueue('q', qs()).queue;
+    const gate: SettlementGate = { whenSafe: (_lsn, _durable, cb) => cb(new Error('disk full')) };
+    const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as Logger;
+    const coordinator = new Coordinator(broker, gate, log);
+    const link = { flow() {}, accept() {}, credit: 0 } as unknown as Link;
+    coordinator.attach(link, undefined);
+    const declared = new Told();
+    coordinator.onControl(link, declared.delivery, amqpValue(composite(0x31, [])));
+    const txnId = declared.txnId!;
+    for (const body of ['a', 'b']) coordinator.send(new Told().delivery, txnId, 'q', msg(body));
+    const discharged = new Told();
+    coordinator.onControl(link, discharged.delivery, amqpValue(composite(0x32, [v.binary(txnId), v.bool(false)])));
+    expect(discharged.error?.condition).toBe('amqp:transaction:rollback');
+    expect(discharged.error?.description).toMatch(/commit failed: disk full/);
+    expect(q.depth).toBe(0);
+  });
+});
+
 describe('transaction coordinator - what one commit record may be', () => {
   it("transactions - the broker's bound on a transaction record is the journal's, and never under what the record encodes to", () => {
     expect(MAX_TRANSACTION_RECORD_BYTES).toBe(MAX_RECORD_BYTES);

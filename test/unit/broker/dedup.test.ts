@@ -459,9 +459,11 @@ describe('dedup - publish and transactions', () => {
     expect(again).toMatchObject({ duplicate: true, queues: [] });
     expect(q.depth).toBe(2);
     expect(broker.publish('orders', withId('t2')).duplicate).toBe(true);
-    // A commit whose durability failed gives its keys back.
-    const failed = broker.commit([{ address: 'orders', msg: withId('t3') }], []);
-    broker.forgetKeys(failed);
+    // A commit whose durability failed is withdrawn: its messages go, its keys are given back.
+    const failed = broker.commit([{ address: 'orders', msg: withId('t3') }, { address: 'orders', msg: withId('t4') }], []);
+    expect(q.depth).toBe(4);
+    broker.withdraw(failed);
+    expect(q.depth).toBe(2);
     expect(broker.commit([{ address: 'orders', msg: withId('t3') }], []).duplicate).toBeUndefined();
   });
 
