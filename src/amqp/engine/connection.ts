@@ -578,6 +578,16 @@ export class Connection {
     try {
       out.beginFrame(FrameType.amqp, channel);
       out.performative(def, fields);
+      // An error's description may quote names a client chose: over the peer's
+      // max-frame-size the frame breaks the spec (2.7.1) and the peer would close on it,
+      // never reading the error. The description is cut to fit instead.
+      const over = out.headLength - this.remoteMaxFrameSize;
+      const shorter = over > 0 ? withShorterError(fields, over) : undefined;
+      if (shorter) {
+        out.discardFrame();
+        out.beginFrame(FrameType.amqp, channel);
+        out.performative(def, shorter);
+      }
       out.endFrame();
     } finally {
       this.closeOutput();
@@ -749,4 +759,23 @@ interface PendingDisposition {
   last: number;
   settled: boolean;
   state: AmqpValue | undefined;
+}
+
+/** Said after a description cut to fit a frame. */
+const CUT_MARK = '... (cut to fit the peer\'s max-frame-size)';
+
+/**
+ * `fields` with their error's description shortened by at least `over` bytes, or
+ * undefined when there is no description long enough to shorten (the frame goes as it is).
+ */
+function withShorterError(fields: Record<string, unknown>, over: number): Record<string, unknown> | undefined {
+  const error = fields.error as { description?: unknown } | undefined;
+  const description = error?.description;
+  if (typeof description !== 'string') return undefined;
+  const target = Buffer.byteLength(description) - over - Buffer.byteLength(CUT_MARK);
+  if (target < 0) return undefined;
+  let cut = description.slice(0, target);
+  // Bounded: each pass drops a tenth of what is left (a character is 1 to 4 bytes).
+  while (Buffer.byteLength(cut) > target) cut = cut.slice(0, Math.floor(cut.length * 0.9));
+  return { ...fields, error: { ...error, description: cut + CUT_MARK } };
 }

@@ -34,6 +34,16 @@ describe('engine link - attach and detach', () => {
     expect(p.errorOf('detach', w)).toEqual({ condition: 'amqp:not-found', description: 'no such queue' });
   });
 
+  it("engine link - an error whose description would pass the peer's max-frame-size (512 here) is cut to fit, not sent in a frame the peer must refuse", () => {
+    const long = `no queue '${'é'.repeat(400)}x'`;
+    const p = withLink('sender', {}, { onLinkAttach: (l: Link) => l.refuse({ condition: 'amqp:not-found', description: long }) });
+    const detach = p.written().find((x): x is FrameOut => x.kind === 'frame' && x.name === 'detach')!;
+    expect(detach.size).toBeLessThanOrEqual(512);
+    const error = p.errorOf('detach', [detach])!;
+    expect(error.condition).toBe('amqp:not-found');
+    expect(error.description).toMatch(/^no queue 'éé+\.\.\. \(cut to fit the peer's max-frame-size\)$/);
+  });
+
   it("engine link - the peer's detach with an error is reported and answered; the handle is free again", () => {
     const p = withLink('sender');
     p.written();

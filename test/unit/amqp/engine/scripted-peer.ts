@@ -12,7 +12,7 @@ import type { ErrorInfo } from '../../../../src/amqp/engine/performative.js';
 
 export type Written =
   | { kind: 'header'; id: number }
-  | { kind: 'frame'; type: number; channel: number; name: string | undefined; fields: Record<string, unknown>; payload: Buffer };
+  | { kind: 'frame'; type: number; channel: number; name: string | undefined; fields: Record<string, unknown>; payload: Buffer; size: number };
 
 export interface Recorded {
   event: string;
@@ -79,6 +79,7 @@ export class ScriptedPeer {
         name: frame.body?.def.name,
         fields: frame.body?.fields ?? {},
         payload: Buffer.from(this.pending.subarray(frame.payloadStart, frame.end)),
+        size: header.size,
       });
       at += header.size;
     }
