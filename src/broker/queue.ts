@@ -52,11 +52,12 @@ export interface Consumer {
    */
   queueDeleted?(queue: Queue): void;
   /**
-   * The entries it holds unsettled, which its detach gives back. A consumer that keeps
-   * them (an AMQP link does) saves its detach a walk of every message out with any
-   * consumer: a client attaching and detaching in a loop would pay that each time.
+   * The entries it holds unsettled (entries it no longer holds may be among them), which
+   * its detach gives back: kept by the consumer (an AMQP link does), so a detach visits
+   * those alone, not every message out with any consumer (a client attaching and
+   * detaching in a loop would pay that walk each time).
    */
-  held?(): Iterable<QueueEntry>;
+  held(): Iterable<QueueEntry>;
 }
 
 export type RemovalReason = 'accepted' | 'rejected' | 'expired' | 'ring' | 'purged' | 'deleted';
@@ -417,16 +418,6 @@ export class Queue {
     this.putEntry(entry);
   }
 
-  /** What `consumer` holds unsettled, found by a walk of every acquired entry (for a consumer that does not keep its own). */
-  private heldBy(consumer: Consumer): QueueEntry[] {
-    const held: QueueEntry[] = [];
-    for (const pos of this.acquiredRows.positions()) {
-      const entry = this.acquiredRows.obj(pos)!;
-      if (entry.acquiredBy === consumer && !entry.txAccepted) held.push(entry);
-    }
-    return held;
-  }
-
   addConsumer(consumer: Consumer): void {
     this.consumers.push(consumer);
     this.membership++;
@@ -446,7 +437,7 @@ export class Queue {
     this.membership++;
     if (this.nextConsumer > i) this.nextConsumer--;
     // Each goes back to its own place (by id), whatever the order they are visited in.
-    const held = consumer.held ? [...consumer.held()].filter((e) => e.acquiredBy === consumer && !e.txAccepted) : this.heldBy(consumer);
+    const held = [...consumer.held()].filter((e) => e.acquiredBy === consumer && !e.txAccepted);
     for (const entry of held) this.release(entry, { deliveryFailed: true, undeliverableHere: false });
     for (const entry of this.refused.get(consumer) ?? []) {
       entry.refusedBy?.delete(consumer);

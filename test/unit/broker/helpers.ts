@@ -29,6 +29,10 @@ export class FakeConsumer implements Consumer {
   deliver(entry: QueueEntry, _queue: Queue): void {
     this.deliveries.push(entry);
   }
+  /** Everything delivered: the queue gives back those this consumer still holds. */
+  held(): Iterable<QueueEntry> {
+    return this.deliveries;
+  }
   /** Ids of the messages delivered so far. */
   get ids(): number[] {
     return this.deliveries.map((e) => e.msg.id);
