@@ -56,12 +56,8 @@ interface Transaction {
 /** Our transaction ids are this many random bytes. */
 const TXN_ID_BYTES = 8;
 
-/**
- * A transaction's id as sent by the client, as a map key; undefined for one of a
- * length we never give out (a client may send megabytes of it in a discharge: no
- * string of twice that is made for a lookup that cannot succeed).
- */
-const keyOf = (id: Buffer): string | undefined => (id.length === TXN_ID_BYTES ? id.toString('hex') : undefined);
+/** A transaction's id as a map key. */
+const keyOf = (id: Buffer): string => id.toString('hex');
 
 export class Coordinator {
   private readonly txns = new Map<string, Transaction>();
@@ -178,10 +174,18 @@ export class Coordinator {
     this.heldBytes = 0;
   }
 
-  /** The open transaction `id` names, if any. */
+  /**
+   * The open transaction `id` names, if any. An id of a length we never give out names
+   * none, looked up or not (a client may send megabytes of it in a discharge: no string
+   * of twice that is made for a lookup that cannot succeed).
+   */
   private find(id: Buffer): Transaction | undefined {
-    const key = keyOf(id);
-    return key === undefined ? undefined : this.txns.get(key);
+    return id.length === TXN_ID_BYTES ? this.txns.get(keyOf(id)) : undefined;
+  }
+
+  /** Whether a held outcome's message is still on its queue (not deleted, not gone with its queue). */
+  private stillQueued(queue: Queue, entry: QueueEntry): boolean {
+    return this.broker.queues.get(queue.name) === queue && queue.has(entry.msg.id);
   }
 
   /** Why a send of `size` bytes under `txn` is refused, if it is: what the client is told, and why the transaction fails. */
@@ -234,7 +238,7 @@ export class Coordinator {
       return;
     }
     const id = randomBytes(TXN_ID_BYTES);
-    this.txns.set(id.toString('hex'), { id, link, sends: [], accepts: [], rejects: [], bytes: 0, failed: undefined });
+    this.txns.set(keyOf(id), { id, link, sends: [], accepts: [], rejects: [], bytes: 0, failed: undefined });
     delivery.update(declaredState(id));
   }
 
@@ -244,7 +248,7 @@ export class Coordinator {
       delivery.reject({ condition: 'amqp:transaction:unknown-id', description: 'unknown transaction id' });
       return;
     }
-    this.txns.delete(txn.id.toString('hex'));
+    this.txns.delete(keyOf(txn.id));
     this.unhold(txn);
     if (failed) {
       this.rollback(txn);
@@ -260,7 +264,7 @@ export class Coordinator {
     try {
       result = this.broker.commit(
         txn.sends,
-        txn.accepts.filter(({ queue, entry }) => this.broker.queues.get(queue.name) === queue && queue.has(entry.msg.id)),
+        txn.accepts.filter(({ queue, entry }) => this.stillQueued(queue, entry)),
       );
     } catch (err) {
       this.rollback(txn);
@@ -274,7 +278,7 @@ export class Coordinator {
     // two leaves a rejected message on its queue, delivered again, never lost.
     for (const { queue, entry } of txn.rejects) {
       entry.txAccepted = false;
-      if (entry.acquiredBy && this.broker.queues.get(queue.name) === queue && queue.has(entry.msg.id)) this.broker.reject(queue, entry);
+      if (entry.acquiredBy && this.stillQueued(queue, entry)) this.broker.reject(queue, entry);
     }
     if (result.lsn === 0) {
       delivery.accept();
