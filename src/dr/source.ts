@@ -437,7 +437,7 @@ export class DrStream {
     if (!snap) return;
     snap.reader.close();
     // What it read and never sent goes back to the other copies.
-    const held = snap.ready.reduce((n, b) => n + b.bytes, 0);
+    const held = readAheadOf(snap);
     snap.ready.length = 0;
     if (held > 0) this.source.noteReadAhead(-held);
   }
@@ -621,7 +621,7 @@ export class DrStream {
     // A batch that could go (safe) and does not: the secondary gives no credit, or reads nothing.
     if (snap) snap.unsentSince = first && first.readAt <= this.source.safeLsn ? (snap.unsentSince ?? Date.now()) : undefined;
     if (!this.closed && snap?.unsentSince !== undefined && Date.now() - snap.unsentSince >= STUCK_COPY_MS) {
-      const held = snap.ready.reduce((n, b) => n + b.bytes, 0);
+      const held = readAheadOf(snap);
       this.source.opts.log.warn({ bridge: this.remote, queues: snap.reader.queues, heldBytes: held }, 'DR: a copy the secondary takes nothing of; closing its link');
       this.end();
       this.link.close({
@@ -726,6 +726,11 @@ interface PendingSnapshot {
   waitingSince: number | undefined;
   waitingFor?: number;
   waitLogged: boolean;
+}
+
+/** Bytes of the batches a copy read and has not sent (its share of READ_AHEAD_BUDGET). */
+function readAheadOf(snap: PendingSnapshot): number {
+  return snap.ready.reduce((n, b) => n + b.bytes, 0);
 }
 
 /** Ids a fill's walk looks at in one turn (a copy holding a long run of them is skipped over a few turns). */
