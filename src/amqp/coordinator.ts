@@ -273,32 +273,49 @@ export class Coordinator {
       delivery.reject({ condition: 'amqp:transaction:rollback', description: `transaction rolled back: ${description}` });
       return;
     }
-    // The rejections follow the commit's record, each its own change (a rejected message
-    // leaves for the alternate exchange as any rejected message does): a crash between the
-    // two leaves a rejected message on its queue, delivered again, never lost.
-    for (const { queue, entry } of txn.rejects) {
-      entry.txAccepted = false;
-      if (entry.acquiredBy && this.stillQueued(queue, entry)) this.broker.reject(queue, entry);
-    }
     if (result.lsn === 0) {
+      this.applyRejections(txn);
       delivery.accept();
       return;
     }
+    // Until the commit is safe its rejections stay held (a detach does not let them go):
+    // a commit that fails must give them back too, and once applied they could not be.
     this.gate.whenSafe(result.lsn, result.durable, (err) => {
       if (err) {
-        // Refused: its messages go (a consumer must not get what was rolled back), and a
-        // resend of them must not meet their keys.
-        this.broker.withdraw(result);
-        this.log.warn({ err: err.message }, 'transaction commit could not be made durable');
+        // Refused: its messages go (a consumer must not get what was rolled back), its
+        // acceptances and rejections are undone, and a resend of its messages must not
+        // meet their keys.
+        const notGivenBack = this.broker.withdraw(result);
+        this.releaseAll(txn.rejects);
+        this.log.warn({ err: err.message, notGivenBack }, 'transaction commit could not be made durable; rolled back');
         delivery.reject({ condition: 'amqp:transaction:rollback', description: `commit failed: ${err.message}` });
       } else {
+        this.applyRejections(txn);
         delivery.accept();
       }
     });
   }
 
+  /**
+   * A committed transaction's rejections, each its own change after the commit's
+   * record (a rejected message leaves for the alternate exchange as any rejected
+   * message does): a crash between the two leaves a rejected message on its queue,
+   * delivered again, never lost.
+   */
+  private applyRejections(txn: Transaction): void {
+    for (const { queue, entry } of txn.rejects) {
+      entry.txAccepted = false;
+      if (entry.acquiredBy && this.stillQueued(queue, entry)) this.broker.reject(queue, entry);
+    }
+  }
+
   private rollback(txn: Transaction): void {
-    for (const { queue, entry } of [...txn.accepts, ...txn.rejects]) {
+    this.releaseAll([...txn.accepts, ...txn.rejects]);
+  }
+
+  /** Held outcomes undone: each message another consumer's again. */
+  private releaseAll(held: Array<{ queue: Queue; entry: QueueEntry }>): void {
+    for (const { queue, entry } of held) {
       // A rolled-back acceptance was a delivery that failed: the next copy carries a
       // raised delivery-count, which JMS shows as JMSRedelivered (as qpidd and Artemis do).
       if (entry.acquiredBy && queue.has(entry.msg.id)) queue.release(entry, { deliveryFailed: true, undeliverableHere: false });

@@ -57,6 +57,8 @@ export interface PublishResult {
   dedupKeys?: Array<{ queue: Queue; key: DedupDigest }>;
   /** A commit's messages (its `id` is 0), each where it went: taken back if its journal write fails. */
   enqueued?: Array<{ queue: string; id: number }>;
+  /** A commit's acceptances, each message as it was taken: given back if its journal write fails. */
+  accepted?: Array<{ queue: Queue; entry: QueueEntry }>;
 }
 
 export interface BrokerEvents {
@@ -459,8 +461,9 @@ export class Broker implements QueueHost {
     const logged = this.log.record({ kind: 'transaction', changes: ops }, durable);
     const touched = new Set<Queue>();
     const enqueued: Array<{ queue: string; id: number }> = [];
+    const accepted: Array<{ queue: Queue; entry: QueueEntry }> = [];
     this.collectRemovals(() => {
-      for (const { queue, entry } of accepts) if (queue.has(entry.msg.id)) queue.drop(entry.msg.id);
+      for (const a of accepts) if (a.queue.drop(a.entry.msg.id)) accepted.push(a);
       for (const op of ops) {
         if (op.kind !== 'enqueue') continue;
         const queue = this.queue(op.queue);
@@ -472,7 +475,7 @@ export class Broker implements QueueHost {
       }
     });
     for (const queue of touched) this.events.queueReady?.(queue);
-    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys, enqueued };
+    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys, enqueued, accepted };
   }
 
   /** Drop expired messages from every queue. */
@@ -909,13 +912,13 @@ export class Broker implements QueueHost {
   }
 
   /**
-   * Take back a published message, or a commit's messages, whose journal write
-   * failed (disk full): the sender is told it was refused (rolled back), so they
-   * must not stay. Copies already handed to a consumer are left to it. A commit's
-   * acceptances stay applied until a restart (left alone: the journal does not
-   * hold them, so they come back then).
+   * Take back a published message, or a commit, whose journal write failed (disk
+   * full): the sender is told it was refused (rolled back), so its messages must not
+   * stay and its acceptances must not hold. Copies already handed to a consumer are
+   * left to it. Returns the acceptances that could not be given back (their bodies
+   * unreadable): the journal still holds those, so a restart brings them back.
    */
-  withdraw(result: PublishResult): void {
+  withdraw(result: PublishResult): number {
     this.forgetKeys(result);
     const copies = result.enqueued ?? result.queues.map((queue) => ({ queue, id: result.id }));
     for (const { queue: name, id } of copies) {
@@ -923,6 +926,31 @@ export class Broker implements QueueHost {
       const entry = queue?.entry(id);
       if (queue && entry && !entry.acquiredBy) queue.remove(entry, 'purged');
     }
+    let notGivenBack = 0;
+    for (const { queue, entry } of result.accepted ?? []) if (!this.giveBack(queue, entry)) notGivenBack++;
+    return notGivenBack;
+  }
+
+  /**
+   * A message a failed commit accepted goes back on its queue under its own id, so
+   * where it was, as a rollback leaves it (its delivery-count raised: a delivery
+   * that failed). The commit's record may have reached every reader but the
+   * journal that failed (HA backups, a DR copy), so this is a change of its own:
+   * those take the message back, and the journal, which never got the commit,
+   * takes this newer record of the id in place of the old one.
+   */
+  private giveBack(queue: Queue, entry: QueueEntry): boolean {
+    if (this.queues.get(queue.name) !== queue || queue.has(entry.msg.id)) return true;
+    let message: MessageRecord;
+    try {
+      message = copyMessage(entry.msg, entry.deliveryCount + 1);
+    } catch {
+      return false;
+    }
+    this.log.record({ kind: 'enqueue', queue: queue.name, message }, messageDurable(message, queue));
+    queue.enqueue(message);
+    this.events.queueReady?.(queue);
+    return true;
   }
 
   /** Send a removed message on to an alternate exchange as a new message. */

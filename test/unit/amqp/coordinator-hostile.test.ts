@@ -12,7 +12,7 @@ import type { Link } from '../../../src/amqp/engine/link.js';
 import { describedList } from '../../../src/amqp/engine/performative.js';
 import type { AmqpValue } from '../../../src/amqp/engine/types.js';
 import { coordinatorTarget, readControlBody } from '../../../src/amqp/transaction-types.js';
-import { MAX_TRANSACTION_RECORD_BYTES, transactionRecordBound } from '../../../src/broker/broker.js';
+import { Broker, MAX_TRANSACTION_RECORD_BYTES, transactionRecordBound } from '../../../src/broker/broker.js';
 import type { Change } from '../../../src/broker/changes.js';
 import type { SettlementGate } from '../../../src/broker/settlement.js';
 import type { Logger } from '../../../src/ops/log.js';
@@ -20,7 +20,7 @@ import { encodeChange } from '../../../src/store/record-codec.js';
 import { MAX_RECORD_BYTES } from '../../../src/store/segment.js';
 import { prng } from '../../../src/util/prng.js';
 import { composite, v } from '../../helpers/amqp-frames.js';
-import { FakeConsumer, msg, newBroker, qs } from '../broker/helpers.js';
+import { FakeConsumer, bodies, brokerState, msg, newBroker, qs } from '../broker/helpers.js';
 import { Told } from './told.js';
 
 
@@ -221,9 +221,14 @@ describe('transaction coordinator - outcomes other than accepted', () => {
 });
 
 describe('transaction coordinator - a commit that cannot be made durable', () => {
-  it('transactions - a commit whose journal write fails (disk full) is answered rollback and its messages are taken back: no consumer gets what was rolled back', () => {
-    const { broker } = newBroker();
+  it('transactions - a commit whose journal write fails (disk full) is answered rollback and undone whole: its sends go, its acceptances and rejections are back where they were, and a replica of the log agrees', () => {
+    const { broker, clock, logged } = newBroker();
     const q = broker.declareQueue('q', qs()).queue;
+    for (const body of ['m1', 'm2', 'm3']) broker.publish('q', msg(body));
+    const consumer = new FakeConsumer('c');
+    q.addConsumer(consumer);
+    q.dispatch(clock.now());
+    const [e1, e2] = consumer.deliveries;
     const gate: SettlementGate = { whenSafe: (_lsn, _durable, cb) => cb(new Error('disk full')) };
     const log = { warn() {}, info() {}, debug() {}, error() {} } as unknown as Logger;
     const coordinator = new Coordinator(broker, gate, log);
@@ -233,11 +238,23 @@ describe('transaction coordinator - a commit that cannot be made durable', () =>
     coordinator.onControl(link, declared.delivery, amqpValue(composite(0x31, [])));
     const txnId = declared.txnId!;
     for (const body of ['a', 'b']) coordinator.send(new Told().delivery, txnId, 'q', msg(body));
+    expect(coordinator.accept(txnId, q, e1!)).toBe(true);
+    expect(coordinator.reject(txnId, q, e2!)).toBe(true);
+    q.removeConsumer(consumer); // m3 goes back; m1 and m2 stay held by the transaction
     const discharged = new Told();
     coordinator.onControl(link, discharged.delivery, amqpValue(composite(0x32, [v.binary(txnId), v.bool(false)])));
     expect(discharged.error?.condition).toBe('amqp:transaction:rollback');
     expect(discharged.error?.description).toMatch(/commit failed: disk full/);
-    expect(q.depth).toBe(0);
+    // As a rollback leaves them: the three in their order, none acquired, the two the
+    // transaction held with their delivery-count raised; none of its sends.
+    expect(bodies(q)).toEqual(['m1', 'm2', 'm3']);
+    expect(q.acquired).toBe(0);
+    expect(q.entries().map((e) => e.deliveryCount)).toEqual([1, 1, 1]);
+    // The commit's record went to the log (and so to backups and DR) before the journal
+    // failed: the log says what undid it, so a broker applying it ends the same.
+    const replica = new Broker({ now: clock.now });
+    for (const e of logged) replica.apply(e);
+    expect(brokerState(replica)).toEqual(brokerState(broker));
   });
 });
 
