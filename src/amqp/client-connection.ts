@@ -28,7 +28,7 @@ import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { parseIncoming } from './message-codec.js';
 import { OutgoingLink } from './outgoing-link.js';
 import { readTransactionalState } from './transaction-types.js';
-import { SUBSCRIPTION_PREFIX, type Subscription, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
+import { SUBSCRIPTION_PREFIX, type Subscription, kindConflict, kindOf, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
 
 export interface ConnectionPolicy {
   autoCreate: boolean;
@@ -623,11 +623,15 @@ export class ClientConnection {
   /**
    * The queue of a durable or shared subscription, made on first use. Reattaching to the
    * same name with another topic replaces the subscription, as JMS says, unless it has
-   * consumers; a subscription that is not shared takes one consumer at a time.
+   * consumers; a subscription that is not shared takes one consumer at a time. A name
+   * taken by the other kind (shared or not) is refused (kindConflict).
    */
   private subscriptionQueueFor(sub: Subscription, exchange: string, key: string): Queue {
     const readOnly = this.host.readOnly?.();
     let queue = this.broker.queues.get(sub.queue);
+    // First: a subscription of the other kind is refused, not replaced (as a topic change would).
+    const conflict = queue && kindConflict(sub, queue.settings.subscription);
+    if (conflict) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', conflict);
     if (queue && subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}`) {
       if (queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' is in use for another topic`);
       if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
@@ -642,8 +646,10 @@ export class ClientConnection {
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
     this.refuseNewQueueUnderAlarm();
     // Durable: kept, journaled and replicated like any durable queue. Shared and not
-    // durable: gone with its last consumer.
-    ({ queue } = this.broker.declareQueue(sub.queue, { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : 'none' }));
+    // durable: gone with its last consumer. Its kind is one of its settings, which its
+    // queue-declare carries wherever the queue goes (journal, HA backups, DR).
+    const settings = { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : ('none' as const), subscription: kindOf(sub) };
+    ({ queue } = this.broker.declareQueue(sub.queue, settings));
     this.broker.bind(exchange, sub.queue, key);
     this.log.info({ queue: sub.queue, durable: sub.durable, shared: sub.shared, conn: this.id }, 'subscription created');
     return queue;

@@ -5,7 +5,13 @@
 // and not durable: while any of its consumers is attached), found again by the link
 // name and the client's container-id (its JMS clientID), or by the link name alone
 // for a "global" one (a shared subscription made without a clientID).
+//
+// A durable subscription that is not shared and a shared one of the same name and
+// clientID name the same queue, yet JMS 2.0 says they may not both exist:
+// the queue records the kind it was made as (QueueSettings.subscription), and an
+// attach asking for the other kind is refused (kindConflict).
 import type { Broker } from '../broker/broker.js';
+import type { SubscriptionKind } from '../broker/changes.js';
 
 export interface SubscriptionSource {
   durable?: number;
@@ -50,6 +56,43 @@ export function subscriptionOf(source: SubscriptionSource, linkName: string, con
   const shared = caps.includes('shared');
   if (!durable && !shared) return undefined;
   return { queue: subscriptionQueue(linkName, containerId, shared, caps.includes('global'), durable), durable, shared };
+}
+
+/** The kind a subscription queue is made as, to record in its settings. */
+export function kindOf(sub: Subscription): SubscriptionKind {
+  return sub.shared ? 'shared' : 'unshared';
+}
+
+/**
+ * Why an attach for `sub` may not use its queue, made as `recorded`, or undefined
+ * when it may. A queue made before kinds were recorded has none (undefined): either
+ * kind is taken, as before, since nothing tells which one made it, and a guess would
+ * lock out the consumers of every such subscription made as the other kind.
+ */
+export function kindConflict(sub: Subscription, recorded: SubscriptionKind | undefined): string | undefined {
+  const wanted = kindOf(sub);
+  if (recorded === undefined || recorded === wanted) return undefined;
+  const [name, scope] = subscriptionName(sub.queue);
+  const exists = recorded === 'shared' ? 'a shared durable subscription' : 'a durable subscription that is not shared';
+  const asked = wanted === 'shared' ? 'a shared one' : 'one that is not shared';
+  return `${exists} named '${name}' already exists for ${scope}, so ${asked} cannot have that name; unsubscribe it first, or pick another name`;
+}
+
+/** The subscription name and its scope ("clientID 'x'", or "no clientID (global)") of a queue subscriptionQueue named, decoded. */
+export function subscriptionName(queue: string): [name: string, scope: string] {
+  const rest = queue.slice(SUBSCRIPTION_PREFIX.length);
+  const at = rest.indexOf(':');
+  const scope = decoded(rest.slice(0, at));
+  return [decoded(rest.slice(at + 1)), scope === '' ? 'no clientID (global)' : `clientID '${scope}'`];
+}
+
+/** A part subscriptionQueue encoded, decoded; as it is if it is not such a part (a queue an operator named). */
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
 }
 
 /** The `exchange/key` address a subscription queue was made for (its one binding). */

@@ -50,7 +50,16 @@ export interface QueueSettings {
   dedupTtlMs: number;
   /** Application property holding the key; '' means the AMQP message-id. */
   dedupKey: string;
+  /**
+   * A named subscription's queue (src/amqp/subscriptions.ts): the kind it was made
+   * as, so the other kind of the same name is refused. Absent on every other queue,
+   * and on a subscription queue made before kinds were recorded.
+   */
+  subscription?: SubscriptionKind;
 }
+
+/** A JMS durable subscription is shared or not; both kinds of one name share a queue name. */
+export type SubscriptionKind = 'shared' | 'unshared';
 
 export type ExchangeType = 'direct' | 'topic' | 'fanout';
 

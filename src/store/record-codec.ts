@@ -17,10 +17,13 @@
 //
 // A kind that gains fields gets a new code; its old code stays in the table as
 // `legacy` (decoded, with `upgrade` filling what it lacks, never encoded), so a
-// journal written before the change still reads.
+// journal written before the change still reads. A new optional field may instead
+// keep its old code as `olderForm`, written whenever the field is absent: a broker
+// of the version before (an HA backup or DR peer not yet upgraded, a downgrade)
+// then reads everything that does not use the new field.
 
 import { DEDUP_DIGEST_BYTES, type DedupDigest } from '../broker/dedup-key.js';
-import { DR_MODES, DR_STATES, type Change, type DedupStamp, type LoggedChange, type MessageRecord, type QueueSettings, type ExchangeSettings } from '../broker/changes.js';
+import { DR_MODES, DR_STATES, type Change, type DedupStamp, type LoggedChange, type MessageRecord, type QueueSettings, type ExchangeSettings, type SubscriptionKind } from '../broker/changes.js';
 
 /** A journal-only record: LSNs up to `upTo` may have been handed out (see journal.ts). */
 export interface LsnReservation {
@@ -55,6 +58,7 @@ type FieldType =
 type Field = readonly [name: string, type: FieldType];
 
 const REPLICATION_LEVELS = ['none', 'configuration', 'all'] as const;
+const SUBSCRIPTION_KINDS = ['shared', 'unshared'] as const satisfies readonly SubscriptionKind[];
 
 const QUEUE_SETTINGS_BEFORE_DEDUP = [
   ['durable', 'bool'],
@@ -69,11 +73,15 @@ const QUEUE_SETTINGS_BEFORE_DEDUP = [
   ['priorities', 'u8'],
   ['replicate', { optEnum: REPLICATION_LEVELS }],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
-const QUEUE_SETTINGS: readonly Field[] = [
+const QUEUE_SETTINGS_BEFORE_SUBSCRIPTION = [
   ...QUEUE_SETTINGS_BEFORE_DEDUP,
   ['dedupWindow', 'u64'],
   ['dedupTtlMs', 'u64'],
   ['dedupKey', 'string'],
+] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+const QUEUE_SETTINGS: readonly Field[] = [
+  ...QUEUE_SETTINGS_BEFORE_SUBSCRIPTION,
+  ['subscription', { optEnum: SUBSCRIPTION_KINDS }],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
 
 const EXCHANGE_SETTINGS: readonly Field[] = [
@@ -106,11 +114,17 @@ interface RecordKind {
   legacy?: true;
   /** Fills in what a legacy record lacks. */
   upgrade?: (body: Record<string, unknown>) => void;
+  /** Encoded in place of the name's current kind when `fits` says the record needs nothing newer. */
+  olderForm?: { fits: (body: Record<string, unknown>) => boolean };
 }
 
 /** A queue declared before duplicate detection existed has none. */
 function withoutDedup(body: Record<string, unknown>): void {
   Object.assign(body['settings'] as object, { dedupWindow: 0, dedupTtlMs: 0, dedupKey: '' });
+}
+
+function withoutSubscriptionKind(body: Record<string, unknown>): boolean {
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.subscription === undefined;
 }
 
 /** The record table. Codes are on disk forever: never reuse or renumber one. */
@@ -139,7 +153,9 @@ export const RECORD_KINDS: readonly RecordKind[] = [
     code: 12,
     fields: [['queue', 'string'], ['source', 'string'], ['mode', { enum: DR_MODES }], ['state', { enum: ['passive', 'active', 'removed'] }]],
   },
-  { name: 'queue-declare', code: 13, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  // A queue that is no subscription's, or a subscription's made before kinds were
+  // recorded (subscriptions.ts: either kind is taken), has none.
+  { name: 'queue-declare', code: 13, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_SUBSCRIPTION }]], olderForm: { fits: withoutSubscriptionKind } },
   { name: 'enqueue', code: 14, fields: [['queue', 'string'], ['message', { struct: MESSAGE }], ['dedup', { optStruct: DEDUP_STAMP }]] },
   { name: 'dedup-keys', code: 15, fields: [['queue', 'string'], ['rows', 'bytes']] },
   {
@@ -161,10 +177,20 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   },
   { name: 'dr-followed', code: 18, fields: [['since', 'u64']] },
   { name: 'queue-dedup', code: 17, fields: [['name', 'string'], ['dedupWindow', 'u64'], ['dedupTtlMs', 'u64'], ['dedupKey', 'string']] },
+  { name: 'queue-declare', code: 19, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 
-const BY_NAME = new Map(RECORD_KINDS.filter((k) => !k.legacy).map((k) => [k.name, k]));
+const BY_NAME = new Map(
+  RECORD_KINDS.filter((k) => !k.legacy && !k.olderForm).map((k) => [k.name, { kind: k, older: RECORD_KINDS.find((o) => o.name === k.name && o.olderForm) }]),
+);
+
+/** The kind a record is written as: its name's current one, or that name's older form when the record fits it (one lookup: every enqueue comes here). */
+function kindToWrite(body: Record<string, unknown> & { kind: string }, path: string): RecordKind {
+  const named = BY_NAME.get(body.kind as RecordBody['kind']);
+  if (!named) fail(path, `unknown record kind ${String(body.kind)}`);
+  return named.older?.olderForm!.fits(body) ? named.older : named.kind;
+}
 const BY_CODE = new Map(RECORD_KINDS.map((k) => [k.code, k]));
 /** Kinds allowed inside a transaction (atomic unit on replay). */
 const NESTED_KINDS = new Set(['enqueue', 'dequeue']);
@@ -308,8 +334,7 @@ function encodeFields(w: ByteWriter, fields: readonly Field[], obj: Record<strin
 }
 
 function encodeBody(w: ByteWriter, body: RecordBody, path: string): void {
-  const kind = BY_NAME.get(body.kind);
-  if (!kind) fail(path, `unknown record kind ${String(body.kind)}`);
+  const kind = kindToWrite(body as unknown as Record<string, unknown> & { kind: string }, path);
   w.u8(kind.code);
   encodeFields(w, kind.fields, body as unknown as Record<string, unknown>, `${path}<${body.kind}>`);
 }
@@ -383,8 +408,7 @@ export function encodeChangeBatch(entries: readonly (LoggedChange | CodecEntry)[
 }
 
 function encodeInto(w: ByteWriter, entry: LoggedChange | CodecEntry): void {
-  const kind = BY_NAME.get(entry.change.kind);
-  if (!kind) fail('record', `unknown record kind ${String(entry.change.kind)}`);
+  const kind = kindToWrite(entry.change as unknown as Record<string, unknown> & { kind: string }, 'record');
   w.u8(kind.code);
   w.u64(checkInt(entry.lsn, Number.MAX_SAFE_INTEGER, 'record.lsn'));
   w.u8(entry.durable ? 1 : 0);

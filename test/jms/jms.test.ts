@@ -54,6 +54,7 @@ const checks = [
   'browser',
   'topic',
   'durableSubscription',
+  'subscriptionKinds',
 ];
 
 describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
@@ -161,6 +162,22 @@ describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
     expect(results.durableSubscription).toEqual({
       ok: true,
       result: { afterReattach: ['while away 1', 'while away 2'], secondConsumer: 'refused', afterUnsubscribe: null, unknownUnsubscribe: 'refused' },
+    });
+  });
+
+  it('durable subscriptions: a shared and an unshared one may not share a name and clientID, in either order; an unsubscribe frees the name', () => {
+    expect(results.subscriptionKinds).toEqual({
+      ok: true,
+      result: {
+        unshared: 'made',
+        sharedAfterUnshared: expect.stringMatching(/^refused: a durable subscription that is not shared named 'k1' already exists for clientID 'kinds-check', so a shared one cannot have that name.*amqp:resource-locked/),
+        shared: 'made',
+        unsharedAfterShared: expect.stringMatching(/^refused: a shared durable subscription named 'k2' already exists for clientID 'kinds-check', so one that is not shared cannot have that name.*amqp:resource-locked/),
+        unsharedKept: 'to k1',
+        sharedKept: 'to k2',
+        sharedAfterUnsubscribe: 'to k1',
+        unsharedAfterUnsubscribe: 'to k2',
+      },
     });
   });
 

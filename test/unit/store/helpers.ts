@@ -64,6 +64,8 @@ export function sampleChanges(): Change[] {
       settings: queueSettings({ limitPolicy: 'ring', maxCount: 10, maxSize: 2 ** 40, replicate: 'configuration', priorities: 10, alternateExchange: 'alt', autoDeleteDelayMs: 5000, exclusive: true, autoDelete: true, defaultTtlMs: 60_000 }),
     },
     { kind: 'queue-declare', name: 'deduped', settings: queueSettings({ dedupWindow: 1_000_000, dedupTtlMs: 600_000, dedupKey: '_AMQ_DUPL_ID' }) },
+    { kind: 'queue-declare', name: 'sub:app:s1', settings: queueSettings({ subscription: 'unshared' }) },
+    { kind: 'queue-declare', name: 'sub:app:s2', settings: queueSettings({ subscription: 'shared' }) },
     { kind: 'enqueue', queue: 'deduped', message: message(3), dedup: { key: dedupDigestAt(Buffer.alloc(16, 0xab)), at: 1_700_000_000_123 } },
     { kind: 'dedup-keys', queue: 'deduped', rows: Buffer.alloc(64, 7) },
     { kind: 'queue-dedup', name: 'deduped', dedupWindow: 10, dedupTtlMs: 0, dedupKey: '' },

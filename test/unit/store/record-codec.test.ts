@@ -37,6 +37,21 @@ describe('record codec', () => {
     expect(encodeChange({ lsn: 5, change: (out as { entry: { change: Change } }).entry.change, durable: true })[0]).toBe(14);
   });
 
+  it('record codec - a queue declare without a subscription kind is written as before (code 13), so a broker of the version before reads it; one with a kind is code 19', () => {
+    const settings = { durable: true, autoDelete: false, autoDeleteDelayMs: 0, exclusive: false, maxCount: 0, maxSize: 0, limitPolicy: 'reject', defaultTtlMs: 0, alternateExchange: '', priorities: 1, replicate: undefined, dedupWindow: 0, dedupTtlMs: 0, dedupKey: '' } as const;
+    const plain = encodeChange({ lsn: 5, change: { kind: 'queue-declare', name: 'orders', settings }, durable: true });
+    expect(plain[0]).toBe(13);
+    const decoded = decodeChange(plain);
+    expect(decoded).toMatchObject({ status: 'ok', entry: { lsn: 5, change: { kind: 'queue-declare', name: 'orders', settings } } });
+    expect(decoded.status === 'ok' && decoded.entry.change.kind === 'queue-declare' && 'subscription' in decoded.entry.change.settings).toBe(false);
+    const withKind = encodeChange({ lsn: 6, change: { kind: 'queue-declare', name: 'sub:app:s1', settings: { ...settings, subscription: 'unshared' } }, durable: true });
+    expect(withKind[0]).toBe(19);
+    // Code 19 is code 13's fields and then the kind, one byte (0 none, else its index + 1).
+    expect(withKind.length).toBe(plain.length + Buffer.byteLength('sub:app:s1') - Buffer.byteLength('orders') + 1);
+    expect(withKind.at(-1)).toBe(2);
+    expect(decodeChange(withKind)).toMatchObject({ status: 'ok', entry: { change: { settings: { subscription: 'unshared' } } } });
+  });
+
   it('record codec - a dedup key is 16 bytes after their length, as when it was a Buffer field; another length is refused', () => {
     const digest = Buffer.from('00112233445566778899aabbccddeeff', 'hex');
     const message = { id: 1, bytes: Buffer.from('b'), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined };

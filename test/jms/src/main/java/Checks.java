@@ -3,6 +3,7 @@
 // the whole run prints one JSON object. Usage: Checks <amqp-url> <check>...
 import jakarta.jms.*;
 import org.apache.qpid.jms.JmsConnectionFactory;
+import org.apache.qpid.jms.JmsTopic;
 import java.util.*;
 import jakarta.jms.Queue;
 
@@ -22,6 +23,9 @@ public class Checks {
     CHECKS.put("topic", Checks::topic);
     CHECKS.put("sharedSubscription", Checks::sharedSubscription);
     CHECKS.put("durableSubscription", Checks::durableSubscription);
+    CHECKS.put("subscriptionKinds", Checks::subscriptionKinds);
+    CHECKS.put("kindsBeforeRestart", Checks::kindsBeforeRestart);
+    CHECKS.put("kindsAfterRestart", Checks::kindsAfterRestart);
   }
 
   public static void main(String[] args) {
@@ -343,6 +347,84 @@ public class Checks {
         r.put("unknownUnsubscribe", "refused");
       }
     }
+    return r;
+  }
+
+  interface SessionAction { Object run(Session s) throws JMSException; }
+
+  /** One connection with `clientID`, started: what `action` returns, or "refused: <message>" for a JMSException. */
+  static Object withClient(ConnectionFactory cf, String clientID, SessionAction action) throws JMSException {
+    try (Connection c = cf.createConnection()) {
+      c.setClientID(clientID);
+      c.start();
+      try {
+        return action.run(c.createSession(false, Session.AUTO_ACKNOWLEDGE));
+      } catch (JMSException e) {
+        return "refused: " + e.getMessage();
+      }
+    }
+  }
+
+  /** A durable subscription made, then its consumer closed (the subscription stays). */
+  static Object subscribe(ConnectionFactory cf, String clientID, Topic t, String name, boolean shared) throws JMSException {
+    return withClient(cf, clientID, (s) -> {
+      (shared ? s.createSharedDurableConsumer(t, name) : s.createDurableConsumer(t, name)).close();
+      return "made";
+    });
+  }
+
+  /** A message sent to `t` reaches the durable subscription `name`, then it is unsubscribed. */
+  static Object receiveAndUnsubscribe(ConnectionFactory cf, String clientID, Topic t, String name, boolean shared) throws JMSException {
+    return withClient(cf, clientID, (s) -> {
+      MessageConsumer m = shared ? s.createSharedDurableConsumer(t, name) : s.createDurableConsumer(t, name);
+      s.createProducer(t).send(s.createTextMessage("to " + name));
+      String got = text(m.receive(5000));
+      m.close();
+      s.unsubscribe(name);
+      return got;
+    });
+  }
+
+  /**
+   * JMS 2.0: a shared and an unshared durable subscription may not have the same name and
+   * clientID. Each second attempt, in either order, must fail; after an unsubscribe, the
+   * other kind may take the name.
+   */
+  static Object subscriptionKinds(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    String id = "kinds-check";
+    // A topic per name: what one receives is no other's copy.
+    Topic t1 = new JmsTopic("amq.topic/kinds.1");
+    Topic t2 = new JmsTopic("amq.topic/kinds.2");
+    r.put("unshared", subscribe(cf, id, t1, "k1", false));
+    r.put("sharedAfterUnshared", subscribe(cf, id, t1, "k1", true));
+    r.put("shared", subscribe(cf, id, t2, "k2", true));
+    r.put("unsharedAfterShared", subscribe(cf, id, t2, "k2", false));
+    // Each still works as the kind it was made as, and unsubscribing frees the name.
+    r.put("unsharedKept", receiveAndUnsubscribe(cf, id, t1, "k1", false));
+    r.put("sharedKept", receiveAndUnsubscribe(cf, id, t2, "k2", true));
+    r.put("sharedAfterUnsubscribe", receiveAndUnsubscribe(cf, id, t1, "k1", true));
+    r.put("unsharedAfterUnsubscribe", receiveAndUnsubscribe(cf, id, t2, "k2", false));
+    return r;
+  }
+
+  /** Run before a restart (test/jms/subscription-kinds.test.ts): one subscription of each kind. */
+  static Object kindsBeforeRestart(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    r.put("unshared", subscribe(cf, "restart-kinds", new JmsTopic("amq.topic/restart.1"), "r1", false));
+    r.put("shared", subscribe(cf, "restart-kinds", new JmsTopic("amq.topic/restart.2"), "r2", true));
+    return r;
+  }
+
+  /** ...and after it: the other kind of each is still refused; each is still its own kind. */
+  static Object kindsAfterRestart(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    Topic t1 = new JmsTopic("amq.topic/restart.1");
+    Topic t2 = new JmsTopic("amq.topic/restart.2");
+    r.put("sharedAfterUnshared", subscribe(cf, "restart-kinds", t1, "r1", true));
+    r.put("unsharedAfterShared", subscribe(cf, "restart-kinds", t2, "r2", false));
+    r.put("unsharedKept", receiveAndUnsubscribe(cf, "restart-kinds", t1, "r1", false));
+    r.put("sharedKept", receiveAndUnsubscribe(cf, "restart-kinds", t2, "r2", true));
     return r;
   }
 
