@@ -26,7 +26,7 @@ import {
 import type { Delivery } from './delivery.js';
 import type { EngineHandler, LogHook, LogLevel } from './handler.js';
 import type { Link } from './link.js';
-import { type ErrorInfo, errorInfoOf } from './performative.js';
+import { type ErrorInfo, describedList, errorInfoOf } from './performative.js';
 import { SaslClient, type SaslClientOptions, SaslCode, SaslServer, type SaslServerOptions, type SaslStep, saslOutcome } from './sasl.js';
 import { DEFAULT_SESSION_OPTIONS, Session, type SessionOptions } from './session.js';
 import { serialAdd } from './serial.js';
@@ -571,24 +571,42 @@ export class Connection {
     this.closeOutput();
   }
 
-  /** A frame of ours: the performative `def` with these fields (by spec name), on `channel`. */
-  writeFrame(channel: number, def: CompositeDef, fields: Record<string, unknown>): void {
+  /**
+   * A frame of ours: the performative `def` with these fields (by spec name), on
+   * `channel`. Returns 0 once written. With `whole`, a frame over the peer's
+   * max-frame-size is not written and its size is returned instead (an attach, whose
+   * termini cannot be cut: Link.sendAttach refuses the link then).
+   */
+  writeFrame(channel: number, def: CompositeDef, fields: Record<string, unknown>, whole = false): number {
     const out = this.openOutput();
-    if (!out) return;
+    if (!out) return 0;
     try {
       out.beginFrame(FrameType.amqp, channel);
       out.performative(def, fields);
-      // An error's description may quote names a client chose: over the peer's
-      // max-frame-size the frame breaks the spec (2.7.1) and the peer would close on it,
-      // never reading the error. The description is cut to fit instead.
+      // Over the peer's max-frame-size a frame breaks the spec (2.7.1), and the peer
+      // would close on it without reading it. What the peer chose gets here only in an
+      // attach (its termini, repeated) or an error (quoting its names); flow, begin and
+      // a transfer's head are bounded, and our open's properties are the operator's.
       const over = out.headLength - this.remoteMaxFrameSize;
-      const shorter = over > 0 ? withShorterError(fields, over) : undefined;
-      if (shorter) {
-        out.discardFrame();
-        out.beginFrame(FrameType.amqp, channel);
-        out.performative(def, shorter);
+      if (over > 0) {
+        const size = out.headLength;
+        if (whole) {
+          out.discardFrame();
+          return size;
+        }
+        // An error's description (of a detach, end or close, or of a disposition's
+        // rejected outcome) is cut to fit instead.
+        const shorter = withShorterError(fields, over);
+        if (shorter) {
+          out.discardFrame();
+          out.beginFrame(FrameType.amqp, channel);
+          out.performative(def, shorter);
+        } else {
+          this.log('warn', "a frame over the peer's max-frame-size is sent", { performative: def.name, size, maxFrameSize: this.remoteMaxFrameSize });
+        }
       }
       out.endFrame();
+      return 0;
     } finally {
       this.closeOutput();
     }
@@ -767,15 +785,40 @@ const CUT_MARK = '... (cut to fit the peer\'s max-frame-size)';
 /**
  * `fields` with their error's description shortened by at least `over` bytes, or
  * undefined when there is no description long enough to shorten (the frame goes as it is).
+ * The error is a detach's, end's or close's (an ErrorInfo), or that of the rejected
+ * outcome (3.4.2) a disposition carries (an encoded value: see Outcome.rejected).
  */
 function withShorterError(fields: Record<string, unknown>, over: number): Record<string, unknown> | undefined {
   const error = fields.error as { description?: unknown } | undefined;
-  const description = error?.description;
+  if (error !== undefined) {
+    const cut = cutToFit(error.description, over);
+    return cut === undefined ? undefined : { ...fields, error: { ...error, description: cut } };
+  }
+  const items = rejectedErrorFields(fields.state);
+  if (!items) return undefined;
+  const [condition, description, info] = items;
+  const cut = cutToFit(description?.type === 'string' ? description.value : undefined, over);
+  if (cut === undefined || condition?.type !== 'symbol') return undefined;
+  return { ...fields, state: describedList('rejected', { error: { condition: condition.value, description: cut, info: info?.type === 'null' ? undefined : info } }) };
+}
+
+/** `description` shortened by at least `over` bytes and marked so, or undefined when it is not long enough. */
+function cutToFit(description: unknown, over: number): string | undefined {
   if (typeof description !== 'string') return undefined;
   const target = Buffer.byteLength(description) - over - Buffer.byteLength(CUT_MARK);
   if (target < 0) return undefined;
   let cut = description.slice(0, target);
   // Bounded: each pass drops a tenth of what is left (a character is 1 to 4 bytes).
   while (Buffer.byteLength(cut) > target) cut = cut.slice(0, Math.floor(cut.length * 0.9));
-  return { ...fields, error: { ...error, description: cut + CUT_MARK } };
+  return cut + CUT_MARK;
+}
+
+const REJECTED_CODE = BigInt(composite('rejected').code);
+const ERROR_CODE = BigInt(composite('error').code);
+
+/** The fields of a disposition state's error (condition, description, info), when the state is a rejected outcome as describedList() makes it. */
+function rejectedErrorFields(state: unknown): AmqpValue[] | undefined {
+  const fieldsOf = (v: AmqpValue | undefined, code: bigint): AmqpValue[] | undefined =>
+    v?.type === 'described' && v.descriptor.type === 'ulong' && v.descriptor.value === code && v.value.type === 'list' ? v.value.value : undefined;
+  return fieldsOf(fieldsOf(state as AmqpValue | undefined, REJECTED_CODE)?.[0], ERROR_CODE);
 }

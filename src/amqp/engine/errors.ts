@@ -13,6 +13,8 @@ export const Condition = {
   invalidField: 'amqp:invalid-field',
   notImplemented: 'amqp:not-implemented',
   illegalState: 'amqp:illegal-state',
+  /** 2.8.15: the smallest encoding of a performative we must send is over the peer's max-frame-size. */
+  frameSizeTooSmall: 'amqp:frame-size-too-small',
   framingError: 'amqp:connection:framing-error',
   windowViolation: 'amqp:session:window-violation',
   unattachedHandle: 'amqp:session:unattached-handle',

@@ -25,7 +25,12 @@ export interface EngineHandler {
   onLinkAttach?(link: Link): void;
   /** A link we attached was answered by the peer's attach. */
   onLinkOpen?(link: Link): void;
-  /** A link was detached: by the peer (its error), or by the engine for a violation (ours). */
+  /**
+   * A link was detached: by the peer (its error), or by the engine for a violation
+   * (ours). A link the engine refused because the attach accepting or starting it would
+   * be over the peer's max-frame-size (amqp:frame-size-too-small) is reported once the
+   * peer answers that detach, never during the host's own accept() or attach().
+   */
   onLinkDetach?(link: Link, error: ErrorInfo | undefined, byPeer: boolean): void;
   /** A whole delivery arrived on a receiving link (its payload: the message as encoded). */
   onTransfer?(link: Link, delivery: Delivery): void;

@@ -3,7 +3,8 @@
 // A receiving link assembles multi-frame deliveries, bounded by the
 // max-message-size it advertised as each frame arrives, and takes no more
 // deliveries than the credit it gave. A sending link sends only against the
-// peer's credit and the session's remote incoming window.
+// peer's credit and the session's remote incoming window. An attach of ours
+// that would be over the peer's max-frame-size refuses the link instead.
 import type { Composite } from './composite.js';
 import { Delivery } from './delivery.js';
 import { AmqpError, Condition, invalidField } from './errors.js';
@@ -73,6 +74,11 @@ export class Link {
   context: unknown;
   /** The peer's detach said closed=true (the link ends for good, not just detaches). */
   remoteClosed = false;
+  /**
+   * Why we refused this link ourselves: our attach would have been over the peer's
+   * max-frame-size (sendAttach). Told to the host when the peer answers our detach.
+   */
+  oversize: ErrorInfo | undefined;
   private nextTag = 0;
   private incoming: Incoming | undefined;
 
@@ -172,24 +178,64 @@ export class Link {
 
   // ---- from the session
 
+  /**
+   * Our attach: the peer's answer (accept, refuse) or the first of a link we start.
+   * One over the peer's max-frame-size (2.7.1: long addresses, filters or capabilities,
+   * which an answer repeats) would make the peer close the connection without reading
+   * it: the link is refused instead, with the attach a refusal sends (no termini) and a
+   * detach saying why (see refuseOversize).
+   */
   sendAttach(options: AttachOptions, refusing = false): void {
     this.attachSent = true;
     const receiver = !this.isSender;
     if (receiver && options.maxMessageSize !== undefined) this.maxMessageSize = options.maxMessageSize;
-    this.session.sendLinkFrame(ATTACH, {
-        name: this.name,
-        handle: this.localHandle,
-        role: receiver,
-        'snd-settle-mode': options.sndSettleMode === undefined ? this.remoteAttach?.fields['snd-settle-mode'] : options.sndSettleMode,
-        'rcv-settle-mode': options.rcvSettleMode === undefined ? this.remoteAttach?.fields['rcv-settle-mode'] : options.rcvSettleMode,
-        source: options.source,
-        target: options.target,
-        'initial-delivery-count': this.isSender ? this.deliveryCount : undefined,
-        'max-message-size': receiver && this.maxMessageSize > 0 && !refusing ? BigInt(this.maxMessageSize) : undefined,
-        'offered-capabilities': options.offeredCapabilities,
-        'desired-capabilities': options.desiredCapabilities,
-        properties: options.properties,
-    });
+    // What even a refusal's attach carries (2.6.3): the name, the role, the settle modes and the count.
+    const bare = {
+      name: this.name,
+      handle: this.localHandle,
+      role: receiver,
+      'snd-settle-mode': options.sndSettleMode === undefined ? this.remoteAttach?.fields['snd-settle-mode'] : options.sndSettleMode,
+      'rcv-settle-mode': options.rcvSettleMode === undefined ? this.remoteAttach?.fields['rcv-settle-mode'] : options.rcvSettleMode,
+      'initial-delivery-count': this.isSender ? this.deliveryCount : undefined,
+    };
+    const attach = refusing
+      ? bare
+      : {
+          ...bare,
+          source: options.source,
+          target: options.target,
+          'max-message-size': receiver && this.maxMessageSize > 0 ? BigInt(this.maxMessageSize) : undefined,
+          'offered-capabilities': options.offeredCapabilities,
+          'desired-capabilities': options.desiredCapabilities,
+          properties: options.properties,
+        };
+    // Measured as it is written (an attach is rare): nothing is added for frames that fit.
+    const size = this.session.sendLinkFrame(ATTACH, attach, true);
+    if (size > 0) this.refuseOversize(size, refusing ? undefined : bare);
+  }
+
+  /**
+   * Our attach would have been `size` bytes, over the peer's max-frame-size. Refused as
+   * refuse() refuses, with amqp:frame-size-too-small (2.8.15): the `bare` attach, then
+   * our detach. The host, which accepted or attached the link and is still in that call,
+   * is told once the peer answers the detach (Session.onDetach). When not even the bare
+   * attach fits (a name too long), no attach of ours can name the link, so no detach can
+   * refuse it: the session ends with the error.
+   */
+  private refuseOversize(size: number, bare: Record<string, unknown> | undefined): void {
+    const connection = this.session.connection;
+    const limit = connection.remoteMaxFrameSize;
+    const what = this.attachReceived ? "the attach's echo" : 'the attach';
+    const bareSize = bare ? this.session.sendLinkFrame(ATTACH, bare, true) : size;
+    if (bareSize > 0) {
+      connection.log('warn', "session ended: a link's name is too long for any attach within the peer's max-frame-size", { link: this.name, size: bareSize, maxFrameSize: limit });
+      this.session.fail(Condition.frameSizeTooSmall, `${what} would be ${bareSize} bytes even without its source and target, over the peer's max-frame-size ${limit}: the link's name (${Buffer.byteLength(this.name)} bytes) is too long`);
+      return;
+    }
+    const why = this.attachReceived ? ": the link's source or target (address, filter, capabilities) is too long to repeat" : '';
+    this.oversize = { condition: Condition.frameSizeTooSmall, description: `${what} would be ${size} bytes, over the peer's max-frame-size ${limit}${why}` };
+    connection.log('info', "link refused: its attach would be over the peer's max-frame-size", { link: this.name, size, maxFrameSize: limit });
+    this.detach(this.oversize);
   }
 
   /** The peer's attach for this link (ours was first, or it starts the link). */

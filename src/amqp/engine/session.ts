@@ -185,7 +185,8 @@ export class Session {
       mine.remoteHandle = handle;
       this.byRemoteHandle.set(handle, mine);
       mine.onAttach(attach);
-      this.connection.notify((h) => h.onLinkOpen?.(mine));
+      // Ours was refused for its size (Link.sendAttach): the host hears that when our detach is answered, not of an open.
+      if (!mine.oversize) this.connection.notify((h) => h.onLinkOpen?.(mine));
       return;
     }
     if (this.byLocalHandle.size > this.options.handleMax) return this.fail(Condition.resourceLimitExceeded, 'no free handle');
@@ -215,6 +216,11 @@ export class Session {
       link.detach();
     } else {
       this.linkDetached(link);
+      // A link whose attach was over the peer's max-frame-size, refused by us as the host
+      // accepted or attached it (Link.sendAttach): the host is told now, its own call long
+      // returned, so that it drops whatever it set up for the link.
+      const oversize = link.oversize;
+      if (oversize) this.connection.notify((h) => h.onLinkDetach?.(link, oversize, false));
     }
   }
 
@@ -418,8 +424,9 @@ export class Session {
     });
   }
 
-  sendLinkFrame(def: CompositeDef, fields: Record<string, unknown>): void {
-    if (!this.endSent) this.emit(def, fields);
+  /** A link's attach or detach; with `whole`, see Connection.writeFrame (0: written, else the size it would have been). */
+  sendLinkFrame(def: CompositeDef, fields: Record<string, unknown>, whole = false): number {
+    return this.endSent ? 0 : this.connection.writeFrame(this.channel, def, fields, whole);
   }
 
   /** Both detaches are done (or ours, after the peer's): the handles are free again. */
