@@ -73,6 +73,8 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
           'dedup-memory-bytes': q.dedup.memoryBytes,
         }
       : {}),
+    // A JMS durable subscription's queue: the kind that made it (the other kind of its name is refused).
+    ...(s.subscription ? { subscription: s.subscription } : {}),
   };
 }
 

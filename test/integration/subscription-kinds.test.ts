@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster, tandem } from '../helpers/cluster.js';
 import { ClientError, TestClient, bodyOf } from '../helpers/rhea-client.js';
+import { manage } from '../helpers/tandem-cli.js';
 
 const unshared = (address: string) => ({ address, durable: 2, expiry_policy: 'never' });
 const shared = (address: string) => ({ ...unshared(address), capabilities: ['shared'] });
@@ -50,6 +51,9 @@ describe('subscription kinds on one broker', () => {
     expect(await attach(broker.port, 'kinds-app', 'two', unshared('amq.topic/kinds.two'))).toEqual(refusedAsShared('two', 'kinds-app'));
     // Another topic is no way round it: the subscription is not replaced by the other kind.
     expect(await attach(broker.port, 'kinds-app', 'two', unshared('amq.topic/kinds.elsewhere'))).toEqual(refusedAsShared('two', 'kinds-app'));
+    // Management shows the kind of each.
+    expect(await manage(broker.port, 'READ', 'queue', 'sub:kinds-app:one')).toMatchObject({ subscription: 'unshared' });
+    expect(await manage(broker.port, 'READ', 'queue', 'sub:kinds-app:two')).toMatchObject({ subscription: 'shared' });
     const sender = await TestClient.connect({ port: broker.port });
     await sender.send('amq.topic/kinds.one', ['to one']);
     await sender.send('amq.topic/kinds.two', ['to two']);
