@@ -2,6 +2,15 @@
 // the bytes it is given, keeps (or, paused, refuses to read) what comes back, and
 // tells whether and when the broker closed the connection.
 import { createConnection, type Socket } from 'node:net';
+import type { Composite } from '../../src/amqp/engine/composite.js';
+import { readFrame, startsProtocolHeader } from '../../src/amqp/engine/frames.js';
+
+/** A frame the broker sent: its size from its header, its channel and its performative (read with the engine's frame reader). */
+export interface ReceivedFrame {
+  size: number;
+  channel: number;
+  body: Composite | undefined;
+}
 
 export class RawPeer {
   private readonly received: Buffer[] = [];
@@ -47,6 +56,24 @@ export class RawPeer {
   /** Everything received so far. */
   get data(): Buffer {
     return Buffer.concat(this.received);
+  }
+
+  /** Every whole frame received so far (protocol headers skipped). */
+  frames(): ReceivedFrame[] {
+    const data = this.data;
+    const out: ReceivedFrame[] = [];
+    for (let at = 0; data.length - at >= 8; ) {
+      if (startsProtocolHeader(data, at)) {
+        at += 8;
+        continue;
+      }
+      const size = data.readUInt32BE(at);
+      if (data.length - at < size) break;
+      const header = { size, doff: data[at + 4]!, type: data[at + 5]!, channel: data.readUInt16BE(at + 6) };
+      out.push({ size, channel: header.channel, body: readFrame(data, at, header).body });
+      at += size;
+    }
+    return out;
   }
 
   /** Resolves true once the broker has closed the connection, false after `ms`. */

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Composite } from '../../src/amqp/engine/composite.js';
 import { encode } from '../../src/amqp/engine/encoder.js';
-import { FrameType, encodeFrame, protocolHeader, readFrame, startsProtocolHeader } from '../../src/amqp/engine/frames.js';
+import { FrameType, encodeFrame, protocolHeader } from '../../src/amqp/engine/frames.js';
 import { type AmqpValue, amqp } from '../../src/amqp/engine/types.js';
 import { rowsOf } from '../../src/admin/client.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
@@ -42,37 +42,14 @@ const transfer = (handle: number, id: number, body: string): Buffer =>
   frame(performative(0x14, [uint(handle), uint(id), amqp.binary(Buffer.from(`t${id}`)), uint(0), boolean(false)]), encode(described(ulong(0x77), string(body))));
 const close = frame(performative(0x18, []));
 
-interface Received {
-  size: number;
-  body: Composite | undefined;
-}
-
-/** Every frame the broker sent so far (protocol headers skipped), with its size from its header. */
-function framesOf(peer: RawPeer): Received[] {
-  const data = peer.data;
-  const out: Received[] = [];
-  for (let at = 0; data.length - at >= 8; ) {
-    if (startsProtocolHeader(data, at)) {
-      at += 8;
-      continue;
-    }
-    const size = data.readUInt32BE(at);
-    if (data.length - at < size) break;
-    const header = { size, doff: data[at + 4]!, type: data[at + 5]!, channel: data.readUInt16BE(at + 6) };
-    out.push({ size, body: readFrame(data, at, header).body });
-    at += size;
-  }
-  return out;
-}
-
 const named = (peer: RawPeer, name: string): Composite[] =>
-  framesOf(peer)
+  peer.frames()
     .map((f) => f.body)
     .filter((b): b is Composite => b?.def.name === name);
 const until = (what: string, pred: () => boolean): Promise<boolean> => waitFor(pred, { timeout: 10_000, name: what });
 
 function expectAllWithinPeerLimit(peer: RawPeer): void {
-  const over = framesOf(peer).filter((f) => f.size > PEER_MAX_FRAME);
+  const over = peer.frames().filter((f) => f.size > PEER_MAX_FRAME);
   expect(over.map((f) => `${f.body?.def.name ?? 'empty'} of ${f.size} bytes`)).toEqual([]);
 }
 

@@ -7,10 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Composite } from '../../src/amqp/engine/composite.js';
 import { encode } from '../../src/amqp/engine/encoder.js';
-import { FrameType, encodeFrame, protocolHeader, readFrame, startsProtocolHeader } from '../../src/amqp/engine/frames.js';
+import { FrameType, encodeFrame, protocolHeader } from '../../src/amqp/engine/frames.js';
 import { type AmqpValue, amqp } from '../../src/amqp/engine/types.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
-import { RawPeer } from '../helpers/raw-amqp.js';
+import { RawPeer, type ReceivedFrame } from '../helpers/raw-amqp.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 
 const MAX_FRAME = 4096;
@@ -52,30 +52,7 @@ const withHostileArray = (code: number, leading: Buffer[]): Buffer => {
   return f;
 };
 
-interface Received {
-  channel: number;
-  body: Composite | undefined;
-}
-
-/** The frames the broker sent, read with the engine's frame reader (protocol headers skipped). */
-function framesOf(peer: RawPeer): Received[] {
-  const data = peer.data;
-  const out: Received[] = [];
-  for (let at = 0; data.length - at >= 8; ) {
-    if (startsProtocolHeader(data, at)) {
-      at += 8;
-      continue;
-    }
-    const size = data.readUInt32BE(at);
-    if (data.length - at < size) break;
-    const header = { size, doff: data[at + 4]!, type: data[at + 5]!, channel: data.readUInt16BE(at + 6) };
-    out.push({ channel: header.channel, body: readFrame(data, at, header).body });
-    at += size;
-  }
-  return out;
-}
-
-const named = (peer: RawPeer, name: string): Received[] => framesOf(peer).filter((f) => f.body?.def.name === name);
+const named = (peer: RawPeer, name: string): ReceivedFrame[] => peer.frames().filter((f) => f.body?.def.name === name);
 
 /** The condition and description of the broker's close (or detach), if one came. */
 function errorOf(peer: RawPeer, name: 'close' | 'detach'): { condition: string; description: string } | undefined {
@@ -145,7 +122,7 @@ describe('frame guard', () => {
     // After SASL ANONYMOUS, as an authenticated client would.
     const init = encodeFrame(FrameType.sasl, 0, performative(0x41, [symbol('ANONYMOUS')]));
     afterOpen.write(SASL, init);
-    await until('sasl outcome', () => framesOf(afterOpen).some((f) => f.body?.def.name === 'sasl-outcome'));
+    await until('sasl outcome', () => afterOpen.frames().some((f) => f.body?.def.name === 'sasl-outcome'));
     afterOpen.write(AMQP, open(), withHostileArray(0x11, [encode(nul), encode(uint(0)), encode(uint(2048)), encode(uint(2048)), encode(nul)]));
     await expectClosedWith(afterOpen, /^amqp:decode-error$/, /begin|array32/);
     await assertHealthy();
@@ -267,8 +244,8 @@ describe('frame guard', () => {
     peer.write(AMQP, open([nul, uint(U32)]), begin);
     await until('begin from the broker', () => named(peer, 'begin').length > 0);
     // Wait for 50 heartbeats, or 2 s: before the guard they came every millisecond.
-    await waitFor(() => framesOf(peer).filter((f) => f.body === undefined).length >= 50, { timeout: 2000 }).catch(() => undefined);
-    expect(framesOf(peer).filter((f) => f.body === undefined).length).toBeLessThan(5);
+    await waitFor(() => peer.frames().filter((f) => f.body === undefined).length >= 50, { timeout: 2000 }).catch(() => undefined);
+    expect(peer.frames().filter((f) => f.body === undefined).length).toBeLessThan(5);
     peer.write(close);
     peer.destroy();
     // One the broker cannot honour is refused with a reason.
