@@ -16,6 +16,7 @@ import { copyMessage } from '../broker/paged-message.js';
 import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
+import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { ChangeWindow, type Stamped } from '../replication/change-window.js';
 import { encodeChange } from '../store/record-codec.js';
 import { DR_ADDRESS, DrProps, encodeDrMessage, inRanges, parseRequest, clipPeerText, type DrRequestQueue, type DrStreamMessage } from './protocol.js';
@@ -47,6 +48,18 @@ export const READ_AHEAD_BUDGET = 64 * 1024 * 1024;
  * a batch as soon as it can; one that resumes after a stop starts the copy again).
  */
 export const STUCK_COPY_MS = 30_000;
+/**
+ * DR links one source serves at once. A tandem bridge opens one per source it follows
+ * (bridge.ts: one receiver, on the one connection to the primary it found, carrying
+ * every queue it copies from there; the next only once that one is gone), so a source
+ * serves one for each secondary broker that follows it (and each spelling of its URL
+ * there), plus, for a while, one whose secondary vanished without closing it. Each
+ * holds its request (up to MAX_REQUEST_QUEUES queues), its declares and a copy's
+ * state besides its share of READ_AHEAD_BUDGET: a peer attaching again and again
+ * without closing had the source hold as many as max-links-per-connection allows,
+ * on each connection.
+ */
+export const MAX_DR_STREAMS = 256;
 
 export interface DrSourceOptions {
   broker: Broker;
@@ -75,6 +88,8 @@ export class DrSource implements ChangeSink {
   private readonly readAheadWaiting = new Set<DrStream>();
   private readAheadWake = false;
   private readonly heartbeats: Heartbeats;
+  /** Attaches refused past MAX_DR_STREAMS: logged once a minute, with how many more there were. */
+  private readonly refusals = new LogThrottle(60_000);
   /**
    * The window is kept only once a DR copy follows this cluster (the 'dr-followed'
    * change, journaled and replicated, so restarts and promoted backups keep it too),
@@ -150,6 +165,16 @@ export class DrSource implements ChangeSink {
 
   /** A bridge attached to DR_ADDRESS; the caller checked that this broker serves clients. */
   attach(sender: PeerSender, remote: string): DrStream | undefined {
+    // Before anything of the request is read: a refused link costs nothing more.
+    if (this.streams.size >= MAX_DR_STREAMS) {
+      const held = this.refusals.admit('max-streams');
+      if (held !== undefined) this.opts.log.warn({ bridge: remote, streams: this.streams.size, ...suppressedField(held) }, `DR: refused a DR link: this source serves ${MAX_DR_STREAMS} already, the most it takes`);
+      sender.refuse({
+        condition: 'amqp:resource-limit-exceeded',
+        description: `this DR source serves ${this.streams.size} DR links already, the most it takes (${MAX_DR_STREAMS}); a tandem bridge opens one per source it follows: close the links that are not bridges (tandem connection list shows who holds them)`,
+      });
+      return undefined;
+    }
     const props = sender.hello;
     let request: DrRequestQueue[];
     try {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import rhea, { type Connection, type EventContext, type Receiver } from 'rhea';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPassword } from '../../src/admin/users.js';
+import { MAX_DR_STREAMS } from '../../src/dr/source.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { depthOf, loginAs, mgmt, receive, send } from './helpers.js';
 
@@ -126,6 +127,44 @@ describe('DR source - what a peer attaching to the DR address gets', () => {
     expect(ahead.kinds.slice(0, 2)).toEqual(['declares', 'snapshot-begin']);
     conn.close();
   });
+});
+
+describe('DR source - more links than bridges open', () => {
+  it('DR source - a peer holding MAX_DR_STREAMS links has the next refused with amqp:resource-limit-exceeded; once one goes, another is served', async () => {
+    const conn = await connect(ADMIN);
+    const session = conn.create_session();
+    session.begin();
+    const props = request([{ queue: 'no-such-queue', mode: 'enqueue-only', from: 0 }]);
+    let served = 0;
+    let refused = 0;
+    const links: Receiver[] = [];
+    for (let i = 0; i < MAX_DR_STREAMS; i++) {
+      const r = session.open_receiver({ source: { address: '$dr.replication' }, properties: props, credit_window: 0, autoaccept: false } as never);
+      r.on('receiver_open', () => served++);
+      r.on('receiver_close', () => refused++);
+      links.push(r);
+    }
+    await waitFor(() => served + refused === MAX_DR_STREAMS, { timeout: 30_000, name: `answers to ${MAX_DR_STREAMS} attaches (${served} served, ${refused} refused)` });
+    expect(refused).toBe(0);
+    const more = await attach(conn, props, 10);
+    expect(more.served).toBe(false);
+    expect(more.error?.condition).toBe('amqp:resource-limit-exceeded');
+    expect(more.error?.description).toContain(`(${MAX_DR_STREAMS})`);
+    await waitFor(() => broker.stderr.includes('DR: refused a DR link'), { timeout: 5_000, name: 'the refusal logged' });
+    // One link goes (its detach answered): the next attach is served.
+    const gone = links.pop()!;
+    await new Promise((r) => {
+      gone.once('receiver_close', r);
+      gone.close();
+    });
+    const next = await attach(conn, props, 10);
+    expect(next.served).toBe(true);
+    expect(next.error).toBeUndefined();
+    conn.close();
+    await send(broker.port, 'q', ['still-serving']);
+    expect(await receive(broker.port, 'q', 1)).toEqual(['still-serving']);
+    expect(broker.errorLogLines).toEqual([]);
+  }, 60_000);
 });
 
 /** The broker's resident memory now (kB). */

@@ -9,7 +9,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { drRoleChange } from '../../../src/broker/broker.js';
 import type { SettlementGate } from '../../../src/broker/settlement.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, type DrRequestQueue, type DrStreamMessage } from '../../../src/dr/protocol.js';
-import { DrSource, READ_AHEAD_BUDGET, STUCK_COPY_MS, type DrStream } from '../../../src/dr/source.js';
+import { DrSource, MAX_DR_STREAMS, READ_AHEAD_BUDGET, STUCK_COPY_MS, type DrStream } from '../../../src/dr/source.js';
 import type { DeliveryRef, PeerError, PeerSender } from '../../../src/peer-link/transport.js';
 import { FakeConsumer, msg, newBroker, qs } from '../broker/helpers.js';
 
@@ -247,6 +247,41 @@ describe('DR source - a peer attaching again and again', () => {
     expect(kept).toBe(1_000);
     expect(released).toBe(kept);
     expect(broker.removalWatchers.size).toBe(0);
+    expect(source.streams.size).toBe(0);
+    source.close();
+  });
+});
+
+describe('DR source - more links than bridges open', () => {
+  it('DR source - an attach past MAX_DR_STREAMS is refused with amqp:resource-limit-exceeded before its request is read; one goes, another is served', () => {
+    const { broker } = newBroker();
+    broker.declareQueue('q', qs({ durable: true }));
+    const source = new DrSource({ broker, gate: heldGate().gate, log, retainCount: 1000, retainBytes: 1 << 20, heartbeatMs: 500 });
+    broker.log.attach(source);
+    const streams: DrStream[] = [];
+    for (let i = 0; i < MAX_DR_STREAMS; i++) {
+      const { p, sender } = peer([{ queue: 'q', mode: 'enqueue-only', from: 0 }], 0);
+      streams.push(source.attach(sender, `peer-${i}`)!);
+      expect(p.accepted).toBe(true);
+    }
+    // Past the bound: refused whatever it asks, a request that does not parse included (not read at all).
+    for (const hello of [{ [DrProps.queues]: JSON.stringify([{ queue: 'q', mode: 'enqueue-only', from: 0 }]) }, { [DrProps.queues]: 'not json' }]) {
+      const { p, sender } = peer([], 10);
+      Object.assign(sender.hello, hello);
+      expect(source.attach(sender, 'one-more')).toBeUndefined();
+      expect(p.accepted).toBe(false);
+      expect(p.refused?.condition).toBe('amqp:resource-limit-exceeded');
+      expect(p.refused?.description).toContain(String(MAX_DR_STREAMS));
+      expect(Buffer.byteLength(p.refused?.description ?? '')).toBeLessThanOrEqual(512);
+    }
+    expect(source.streams.size).toBe(MAX_DR_STREAMS);
+    // A link that goes makes room for the next.
+    source.detach(streams.pop()!);
+    const { p, sender } = peer([{ queue: 'q', mode: 'enqueue-only', from: 0 }], 0);
+    streams.push(source.attach(sender, 'next')!);
+    expect(p.accepted).toBe(true);
+    expect(p.refused).toBeUndefined();
+    for (const s of streams) source.detach(s);
     expect(source.streams.size).toBe(0);
     source.close();
   });
