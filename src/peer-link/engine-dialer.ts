@@ -19,7 +19,9 @@ import type { Session } from '../amqp/engine/session.js';
 import { Transport } from '../amqp/engine/transport.js';
 import type { AmqpValue } from '../amqp/engine/types.js';
 import { type LinkTls, tlsConnectOptions } from '../admin/link-tls.js';
+import { MAX_RECORD_BYTES } from '../store/segment.js';
 import { connectWithin } from '../util/tcp-reach.js';
+import { BATCH_BYTES } from './outbound.js';
 import { peerMap } from './peer-values.js';
 import type { ConnectionEvents, DialOptions, InboundDelivery, PeerConnection, PeerCredentials, PeerDialer, PeerError, PeerMessage, PeerReceiver, ReceiverEvents, ReceiverOptions } from './transport.js';
 
@@ -28,6 +30,26 @@ import type { ConnectionEvents, DialOptions, InboundDelivery, PeerConnection, Pe
  * one frame, as it did to rhea, which took any; bounded all the same.
  */
 const MAX_FRAME_SIZE = 1024 * 1024;
+
+/**
+ * The largest stream message a primary or a DR source of ours can send, and so the
+ * max-message-size of our receiving links: a delivery that grows past it is detached
+ * by the engine (amqp:link:message-size-exceeded) instead of being assembled, however
+ * many frames a broken or hostile peer sends. A stream message (HA replication/source.ts
+ * and snapshot.ts, DR dr/source.ts) is one batch: records while they fill less than
+ * BATCH_BYTES (outbound.ts), the last of which may be of any size a record can be:
+ * - one the journal holds is at most MAX_RECORD_BYTES (store/segment.ts, 1 GiB); a
+ *   transaction is held to that even when none of it is durable (broker.ts,
+ *   MAX_TRANSACTION_RECORD_BYTES);
+ * - a non-durable message's enqueue is never journaled, and carries the message (at most
+ *   max-message-size, which config.ts allows up to 1 GiB, MAX_RECORD_BYTES) and beside it
+ *   its subject, which is part of the message: up to twice that.
+ * The rest of the message fits in the headroom: the batch's other records (under
+ * BATCH_BYTES), each record's length and fixed fields, a bind's exchange-declare sent
+ * with it (DR), the application properties. (A DR restart's held ids can take hundreds
+ * of MiB of properties, in a message that carries no records.)
+ */
+export const MAX_STREAM_MESSAGE_SIZE = 2 * MAX_RECORD_BYTES + 64 * BATCH_BYTES;
 
 /**
  * The SASL a dial uses, as rhea's client chose it: PLAIN only with a user and a
@@ -58,11 +80,17 @@ function plainMap(v: unknown): Record<string, unknown> {
 const peerError = (e: ErrorInfo | undefined): PeerError | undefined => (e ? { condition: e.condition, description: e.description } : undefined);
 
 export class EngineDialer implements PeerDialer {
-  /** `containerId`: the container id our opens carry (the peer logs it). */
-  constructor(private readonly containerId: string) {}
+  /**
+   * `containerId`: the container id our opens carry (the peer logs it). `maxMessageSize`:
+   * the largest delivery our links take (tests: a small one, to be exceeded cheaply).
+   */
+  constructor(
+    private readonly containerId: string,
+    private readonly maxMessageSize = MAX_STREAM_MESSAGE_SIZE,
+  ) {}
 
   dial(o: DialOptions, events: ConnectionEvents): PeerConnection {
-    return new EnginePeerConnection(this.containerId, o, events);
+    return new EnginePeerConnection(this.containerId, o, events, this.maxMessageSize);
   }
 }
 
@@ -89,6 +117,7 @@ class EnginePeerConnection implements PeerConnection {
     containerId: string,
     o: DialOptions,
     private readonly events: ConnectionEvents,
+    private readonly maxMessageSize: number,
   ) {
     const tls = o.tls ? (tlsConnectOptions(o.host, o.tls) as TlsOptions) : undefined;
     this.socket = connectWithin(o.handshakeDeadlineMs, tls)(o.port, o.host, undefined, () => undefined);
@@ -110,9 +139,9 @@ class EnginePeerConnection implements PeerConnection {
       // that says why the peer let us go.
       idleLimitMs: 0,
       maxFrameSize: MAX_FRAME_SIZE,
-      // No max-message-size, as before: a stream message holds whole broker messages, and a
-      // transaction's record holds all of its messages; the peer is a broker we logged in to.
-      maxMessageSize: 0,
+      // Bounded (MAX_STREAM_MESSAGE_SIZE), though the peer is a broker we logged in to: a broken
+      // or hostile one had us assemble a delivery of any size, until memory or Buffer's limit.
+      maxMessageSize,
       properties: peerMap(o.properties, 'symbol'),
       saslClient: saslFor(o.credentials, o.tls),
       handler: this.handler(),
@@ -155,7 +184,7 @@ class EnginePeerConnection implements PeerConnection {
     const link = session.attach(randomUUID(), 'receiver', {
       source: terminus('source', { address: o.address }),
       target: terminus('target', {}),
-      maxMessageSize: 0,
+      maxMessageSize: this.maxMessageSize,
       properties: peerMap(o.properties, 'symbol'),
     });
     const r: ReceiverState = { events, creditWindow: Math.max(0, Math.min(o.creditWindow, 0xffffffff)), detached: false };
