@@ -5,6 +5,7 @@
 // acknowledging each once the host says it is safe. When the primary goes we
 // keep our data and keep looking.
 import type { Logger } from '../ops/log.js';
+import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import type { BrokerEndpoint } from '../ha/brokers-url.js';
 import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch } from '../peer-link/search.js';
@@ -69,6 +70,8 @@ export class Follower {
   /** Transfers received and not yet answered, of the primary followed in `generation`. */
   private unanswered = { generation: -1, count: 0 };
   private stopped = false;
+  /** Losses of the primary's link: logged once a minute, with how many more there were. */
+  private readonly lossLog = new LogThrottle(60_000);
   lastError: string | undefined;
 
   constructor(private readonly host: FollowerHost) {
@@ -127,7 +130,13 @@ export class Follower {
           host.onFollowing(link.address);
         },
         message: (m, delivery) => this.onMessage(m, delivery),
-        lost: (reason, error) => this.lost(reason, error?.condition === DROPPED),
+        lost: (reason, error) => {
+          // Said once a minute at most (a primary that comes and goes would fill the log):
+          // a ready backup stays ready, so without this line the loss shows only in status.
+          const held = this.lossLog.admit('lost');
+          if (held !== undefined && !this.stopped) host.log.warn({ reason, ...suppressedField(held) }, 'lost the link to the primary; looking for it again');
+          this.lost(reason, error?.condition === DROPPED);
+        },
         fatal: (reason) => host.onFatal(reason),
       },
     });

@@ -281,6 +281,8 @@ describe('ha', () => {
     const sending = runPython<{ accepted: number[]; resent: number }>('failover_send.py', [c.url, 'fq', '20000', '90'], 120_000);
     await waitFor(async () => ((await queues(c, 1))['fq']?.depth ?? 0) > 500, { timeout: 60_000, interval: 200, name: 'traffic flowing' });
     await c.kill(0);
+    // A ready backup stays ready when its primary goes, and says so in its log.
+    await waitFor(() => /lost the link to the primary; looking for it again/.test(c.brokers[2]!.stderr), { timeout: 30_000, name: 'the loss logged' });
     const promoted = await c.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);
     const result = await sending;
