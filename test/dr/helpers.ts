@@ -175,3 +175,24 @@ export async function depthOf(port: number, queue: string): Promise<number> {
 }
 
 export const range = (prefix: string, from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
+
+/**
+ * Send durable messages without waiting for settlement (a source cannot settle while its
+ * HA backup is stopped); resolves once all are written, with what closes the connection.
+ */
+export async function sendUnsettled(port: number, address: string, bodies: string[]): Promise<() => void> {
+  const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false } as never);
+  conn.on('error', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    const sender = conn.open_sender({ target: { address }, autosettle: false } as never);
+    let next = 0;
+    const pump = () => {
+      while (next < bodies.length && sender.sendable()) sender.send({ body: bodies[next++], durable: true });
+      if (next === bodies.length) resolve();
+    };
+    sender.on('sendable', pump);
+    conn.on('disconnected', () => reject(new Error('disconnected while sending')));
+    sender.on('sender_close', (ctx: EventContext) => reject(new Error(`sender closed: ${ctx.sender?.error?.description}`)));
+  });
+  return () => conn.close();
+}

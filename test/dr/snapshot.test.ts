@@ -8,11 +8,10 @@
 // messages) before the rest of the queue. What the source does meanwhile is
 // then ahead of the copy for certain.
 import { afterAll, describe, expect, it } from 'vitest';
-import rhea, { type EventContext } from 'rhea';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, depthOf, drFlush, drStatus, mgmt, receive, send } from './helpers.js';
+import { contents, depthOf, drFlush, drStatus, mgmt, receive, send, sendUnsettled } from './helpers.js';
 
 /** The DR credit (src/dr/bridge.ts) times the source's batch (src/dr/source.ts): the most a held copy can have read. */
 const MOST_READ_WHILE_HELD = 32 * 256;
@@ -48,24 +47,6 @@ function logged(b: TestBroker | undefined, msg: string): Array<Record<string, un
     .split('\n')
     .filter((l) => l.includes(msg))
     .map((l) => JSON.parse(l) as Record<string, unknown>);
-}
-
-/** Send without waiting for settlement (the source cannot settle while its backup is stopped); resolves once all are written. */
-async function sendUnsettled(port: number, address: string, bodies: string[]): Promise<() => void> {
-  const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false } as never);
-  conn.on('error', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    const sender = conn.open_sender({ target: { address }, autosettle: false } as never);
-    let next = 0;
-    const pump = () => {
-      while (next < bodies.length && sender.sendable()) sender.send({ body: bodies[next++], durable: true });
-      if (next === bodies.length) resolve();
-    };
-    sender.on('sendable', pump);
-    conn.on('disconnected', () => reject(new Error('disconnected while sending')));
-    sender.on('sender_close', (ctx: EventContext) => reject(new Error(`sender closed: ${ctx.sender?.error?.description}`)));
-  });
-  return () => conn.close();
 }
 
 const pad = (s: string) => s.padEnd(200, '.');

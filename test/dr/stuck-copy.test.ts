@@ -13,13 +13,12 @@
 // SIGSTOPped and the backup resumed. The batches may go, the secondary's TCP buffers
 // fill, and the rest stays: 2 MiB messages, one per batch, so the 32 batches are 64 MiB,
 // more than a stopped reader's kernel buffers take (tcp_rmem max plus tcp_wmem max).
-import rhea, { type EventContext } from 'rhea';
 import { afterAll, describe, expect, it } from 'vitest';
 import { STUCK_COPY_MS } from '../../src/dr/source.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, drFlush, drRowOf, send } from './helpers.js';
+import { contents, drFlush, drRowOf, send, sendUnsettled } from './helpers.js';
 
 const MESSAGES = 64;
 const BODY_BYTES = 2 * 1024 * 1024;
@@ -55,24 +54,6 @@ function lineOf(b: TestBroker, msg: string, after = -1): number {
   const lines = b.stderr.split('\n');
   for (let i = after + 1; i < lines.length; i++) if (lines[i]!.includes(`"msg":${JSON.stringify(msg)}`)) return i;
   return -1;
-}
-
-/** Send without waiting for settlement (the source cannot settle while its backup is stopped); resolves once all are written. */
-async function sendUnsettled(port: number, address: string, bodies: string[]): Promise<() => void> {
-  const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false } as never);
-  conn.on('error', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    const sender = conn.open_sender({ target: { address }, autosettle: false } as never);
-    let next = 0;
-    const pump = () => {
-      while (next < bodies.length && sender.sendable()) sender.send({ body: bodies[next++], durable: true });
-      if (next === bodies.length) resolve();
-    };
-    sender.on('sendable', pump);
-    conn.on('disconnected', () => reject(new Error('disconnected while sending')));
-    sender.on('sender_close', (ctx: EventContext) => reject(new Error(`sender closed: ${ctx.sender?.error?.description}`)));
-  });
-  return () => conn.close();
 }
 
 const body = (i: number) => `m${i}:`.padEnd(BODY_BYTES, 'x');
