@@ -638,7 +638,9 @@ export class Broker implements QueueHost {
     if (this.txCollector) this.txCollector.push({ op, durable });
     else this.log.record(op, durable);
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
-      this.reroute(queue.settings.alternateExchange, entry);
+      // An expired message routed back into its own queue would reach its consumers after
+      // all, and expire (and be dead-lettered) again with each default-ttl, for ever.
+      this.reroute(queue.settings.alternateExchange, entry, reason === 'expired' ? queue : undefined);
     }
   }
 
@@ -680,7 +682,18 @@ export class Broker implements QueueHost {
 
   private checkLimits(queues: Queue[], size: number, pending?: Map<Queue, { count: number; bytes: number }>): void {
     for (const queue of queues) {
-      if (queue.settings.limitPolicy !== 'reject') continue;
+      const { limitPolicy, maxSize } = queue.settings;
+      if (limitPolicy !== 'reject') {
+        // A ring makes room by dropping its oldest; for a message larger than the whole
+        // queue that would empty it and still go over max-size. qpidd refuses it too.
+        if (maxSize > 0 && size > maxSize) {
+          throw new TandemError(
+            'TANDEM_ERR_QUEUE_FULL',
+            `a message of ${size} bytes is larger than queue '${queue.name}' may hold (max-size ${maxSize} bytes); send smaller messages, or raise its limit`,
+          );
+        }
+        continue;
+      }
       let promised = pending?.get(queue);
       if (pending && !promised) pending.set(queue, (promised = { count: 0, bytes: 0 }));
       const limit = queue.limitExceeded(size, promised);
@@ -747,10 +760,15 @@ export class Broker implements QueueHost {
     let lsn = 0;
     let durable = false;
     let keys: PublishResult['dedupKeys'];
+    let dropped: Queue[] | undefined;
     for (let i = 0; i < count; i++) {
       const queue = queues[i]!;
       const stamp = stamps?.[i];
-      if (queue.settings.limitPolicy === 'ring') queue.makeRoom(msg.bytes.length);
+      // A priority ring full of messages above this one's priority loses this one instead (see makeRoom).
+      if (queue.settings.limitPolicy === 'ring' && !queue.makeRoom(msg.bytes.length, msg.priority)) {
+        (dropped ??= []).push(queue);
+        continue;
+      }
       const record = this.messageFor(queue, msg, id, now);
       const journaled = messageDurable(record, queue);
       const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
@@ -767,7 +785,8 @@ export class Broker implements QueueHost {
     for (let i = 0; i < count; i++) this.events.queueReady?.(queues[i]!);
     // A queue that had the key waits for its first copy too: the sender is settled once both are safe.
     if (hit && hit.lsn > lsn) lsn = hit.lsn;
-    return { queues: queues.map((q) => q.name), id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
+    const taken = dropped ? queues.filter((q) => !dropped.includes(q)) : queues;
+    return { queues: taken.map((q) => q.name), id, lsn, durable: durable || (hit?.durable ?? false), dedupKeys: keys };
   }
 
   // ---- duplicate detection ---------------------------------------------------
@@ -911,6 +930,7 @@ export class Broker implements QueueHost {
     for (const { queue, key } of result.dedupKeys ?? []) if (this.queues.get(queue.name) === queue) queue.dedup?.remove(key);
   }
 
+
   /**
    * Take back a published message, or a commit, whose journal write failed (disk
    * full): the sender is told it was refused (rolled back), so its messages must not
@@ -953,11 +973,13 @@ export class Broker implements QueueHost {
     return true;
   }
 
-  /** Send a removed message on to an alternate exchange as a new message. */
-  private reroute(exchangeName: string, entry: QueueEntry): void {
+  /** Send a removed message on to an alternate exchange as a new message (not to `except`). */
+  private reroute(exchangeName: string, entry: QueueEntry, except?: Queue): void {
     const exchange = this.exchanges.get(exchangeName);
     if (!exchange) return;
     const queues = this.routeVia(exchange, entry.msg.subject);
+    const self = except ? queues.indexOf(except) : -1;
+    if (self >= 0) queues.splice(self, 1);
     if (queues.length === 0) return;
     try {
       this.enqueueAll(queues, {

@@ -248,17 +248,52 @@ export class Queue {
     return undefined;
   }
 
-  /** Make room under the ring policy by dropping the oldest available messages. */
-  makeRoom(size: number): void {
+  /**
+   * Make room under the ring policy for a message of this size and priority by dropping
+   * the oldest available messages, lowest priority first. On a priority queue only
+   * messages of the new one's level or below make way for it (as qpidd does): false,
+   * and nothing dropped, if those are not enough while higher ones would have to go,
+   * so the new message is the one the ring loses. With nothing available to drop
+   * (every message out with a consumer) it goes over the limit. No priority (a commit,
+   * whose enqueue is logged already): any level makes way, and it is always true.
+   */
+  makeRoom(size: number, priority = 9): boolean {
     const { maxCount, maxSize } = this.settings;
+    const own = this.levelIndex(priority);
+    if (this.levels.length > 1 && !this.roomBelow(own, size)) return false;
     // Bounded by the queue depth: each pass removes one message.
     for (let guard = this.depth; guard > 0; guard--) {
       const full = (maxCount > 0 && this.depth + 1 > maxCount) || (maxSize > 0 && this.bytes + size > maxSize);
-      if (!full) return;
+      if (!full) return true;
       const level = this.levels.find((l) => l.length > 0);
-      if (!level) return;
+      if (!level) return true;
       this.removeRow(level, level.first(), 'ring');
     }
+    return true;
+  }
+
+  /**
+   * Would dropping available messages of levels 0..`top`, oldest first, make room for
+   * `size` bytes? Also true when no level holds any (only acquired ones are left: the
+   * message goes over the limit, as on a queue without priorities). Walks only the
+   * rows a drop would take.
+   */
+  private roomBelow(top: number, size: number): boolean {
+    const { maxCount, maxSize } = this.settings;
+    // What stays over each limit: the count and bytes the drops must free.
+    let count = maxCount > 0 ? this.depth + 1 - maxCount : 0;
+    let bytes = maxSize > 0 ? this.bytes + size - maxSize : 0;
+    if (count <= 0 && bytes <= 0) return true;
+    for (let p = 0; p <= top; p++) {
+      const level = this.levels[p]!;
+      for (let pos = level.first(); pos >= 0; pos = level.next(pos)) {
+        count--;
+        bytes -= level.get(pos, SIZE);
+        if (count <= 0 && bytes <= 0) return true;
+      }
+    }
+    for (let p = top + 1; p < this.levels.length; p++) if (this.levels[p]!.length > 0) return false;
+    return true;
   }
 
   /** New duplicate-detection settings: the keys held stay, within the new bounds. */
@@ -700,11 +735,15 @@ export class Queue {
   }
 
   private levelOf(priority: number): Level {
+    return this.levels[this.levelIndex(priority)]!;
+  }
+
+  private levelIndex(priority: number): number {
     const n = this.levels.length;
-    if (n === 1) return this.levels[0]!;
+    if (n === 1) return 0;
     // AMQP priorities 0-9 map onto the queue's levels evenly (as qpidd does).
     const p = Math.max(0, Math.min(9, priority));
-    return this.levels[Math.min(n - 1, Math.floor((p * n) / 10))]!;
+    return Math.min(n - 1, Math.floor((p * n) / 10));
   }
 
   private expireHeads(now: number): void {

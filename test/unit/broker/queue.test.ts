@@ -408,6 +408,57 @@ describe('Queue limits', () => {
     send('c');
     expect(bodies(queue)).toEqual(['a', 'c']);
   });
+
+  it('ring policy refuses a message larger than max-size, keeping what the queue holds', () => {
+    const { broker, queue, send, logged } = setup(qs({ maxSize: 6, limitPolicy: 'ring' }));
+    send('aa', 'bb');
+    logged.length = 0;
+    expect(() => broker.publish('q', msg('x'.repeat(7)))).toThrow(expect.objectContaining({ code: 'TANDEM_ERR_QUEUE_FULL' }));
+    expect(bodies(queue)).toEqual(['aa', 'bb']);
+    expect(queue.byteDepth).toBe(4);
+    expect(logged).toEqual([]);
+    // One that fits exactly still makes room.
+    send('cccccc');
+    expect(bodies(queue)).toEqual(['cccccc']);
+  });
+
+  it('a priority ring drops the lowest priority first, never a higher one for a lower newcomer', () => {
+    const env = newBroker();
+    const queue = env.broker.declareQueue('q', qs({ maxCount: 3, limitPolicy: 'ring', priorities: 10 })).queue;
+    const send = (body: string, priority: number) => env.broker.publish('q', msg(body, { priority })).queues;
+    send('hi1', 9);
+    send('lo1', 0);
+    send('hi2', 9);
+    // A newcomer of a level with messages of its own (or below) evicts the lowest, oldest first.
+    expect(send('mid', 5)).toEqual(['q']);
+    expect(bodies(queue)).toEqual(['hi1', 'hi2', 'mid']);
+    // One below everything held is the one the ring loses: no change logged, not counted.
+    env.logged.length = 0;
+    expect(send('lo2', 0)).toEqual([]);
+    expect(bodies(queue)).toEqual(['hi1', 'hi2', 'mid']);
+    expect(env.logged).toEqual([]);
+    expect(queue.depth).toBe(3);
+    // An equal priority takes the oldest of its level.
+    send('hi3', 9);
+    expect(bodies(queue)).toEqual(['hi1', 'hi2', 'hi3']);
+    send('hi4', 9);
+    expect(bodies(queue)).toEqual(['hi2', 'hi3', 'hi4']);
+  });
+
+  it('a priority ring by size drops nothing when the lower levels cannot make room', () => {
+    const env = newBroker();
+    const queue = env.broker.declareQueue('q', qs({ maxSize: 8, limitPolicy: 'ring', priorities: 10 })).queue;
+    const send = (body: string, priority: number) => env.broker.publish('q', msg(body, { priority })).queues;
+    send('aa', 0);
+    send('hhhhhh', 9);
+    // Dropping 'aa' would free 2 bytes of the 4 needed: it stays, and the newcomer is lost.
+    expect(send('bbbb', 0)).toEqual([]);
+    expect(bodies(queue)).toEqual(['aa', 'hhhhhh']);
+    expect(queue.byteDepth).toBe(8);
+    // A higher newcomer makes room from below and from its own level.
+    send('cccc', 9);
+    expect(bodies(queue)).toEqual(['cccc']);
+  });
 });
 
 describe('Queue TTL', () => {
@@ -489,6 +540,56 @@ describe('Queue TTL', () => {
     q.addConsumer(new FakeConsumer('c'));
     q.dispatch(clock.now());
     expect(bodies(broker.queue('dlq'))).toEqual(['x', 'y']);
+  });
+
+  it('an expired message is not dead-lettered back into the queue it expired from', () => {
+    for (const settings of [qs({ alternateExchange: 'amq.fanout' }), qs({ alternateExchange: 'amq.fanout', defaultTtlMs: 1000 })]) {
+      const { broker, clock } = newBroker();
+      broker.declareQueue('dlq', qs());
+      const q = broker.declareQueue('q', settings).queue;
+      // The alternate exchange routes to the dead-letter queue and back to the queue itself.
+      broker.bind('amq.fanout', 'dlq', '');
+      broker.bind('amq.fanout', 'q', '');
+      broker.publish('q', msg('x', { ttlMs: 5 }));
+      clock.advance(5);
+      expect(broker.expire()).toBe(1);
+      // Found expired at dispatch, the same.
+      broker.publish('q', msg('y', { ttlMs: 5 }));
+      clock.advance(5);
+      const c = new FakeConsumer('c');
+      q.addConsumer(c);
+      q.dispatch(clock.now());
+      // Nothing expired reaches the queue's consumers, and the dead-letter queue gets each once.
+      clock.advance(10_000);
+      broker.expire();
+      q.dispatch(clock.now());
+      expect(c.bodies).toEqual([]);
+      expect(q.depth).toBe(0);
+      expect(bodies(broker.queue('dlq'))).toEqual(['x', 'y']);
+    }
+  });
+
+  it('a message that expired while acquired is dropped (dead-lettered) when released, not delivered', () => {
+    const { broker, clock } = newBroker();
+    broker.declareQueue('dlq', qs());
+    broker.bind('amq.fanout', 'dlq', '');
+    const q = broker.declareQueue('q', qs({ alternateExchange: 'amq.fanout', priorities: 10 })).queue;
+    broker.publish('q', msg('hi', { ttlMs: 10, priority: 9 }));
+    broker.publish('q', msg('lo', { priority: 0 }));
+    const c1 = new FakeConsumer('c1', 1);
+    q.addConsumer(c1);
+    q.dispatch(clock.now());
+    expect(c1.bodies).toEqual(['hi']);
+    clock.advance(10);
+    // Out with a consumer, it is not expired under it.
+    expect(broker.expire()).toBe(0);
+    q.release(c1.deliveries[0], { deliveryFailed: true, undeliverableHere: false });
+    const c2 = new FakeConsumer('c2');
+    q.addConsumer(c2);
+    q.dispatch(clock.now());
+    expect(c2.bodies).toEqual(['lo']);
+    expect(bodies(broker.queue('dlq'))).toEqual(['hi']);
+    expect(broker.queue('dlq').entries()[0].deliveryCount).toBe(1);
   });
 
   it('browsers skip expired messages', () => {
