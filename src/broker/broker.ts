@@ -15,7 +15,7 @@ import type {
   QueueSettings,
   ReplicationLevel,
 } from './changes.js';
-import { dedupDigestHex, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
+import { DEDUP_DIGEST_BYTES, dedupDigestAt, dedupDigestHex, writeDedupDigest, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
 import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
@@ -599,6 +599,13 @@ export class Broker implements QueueHost {
       case 'dedup-keys':
         this.queues.get(change.queue)?.dedup?.addRows(change.rows, this.now());
         break;
+      case 'dedup-forget': {
+        // A backup's window is indexed here if it was not (a rare change: the cost of
+        // indexing once beats a walk of the ring for each key).
+        const window = this.queues.get(change.queue)?.dedup;
+        if (window) for (let at = 0; at + DEDUP_DIGEST_BYTES <= change.keys.length; at += DEDUP_DIGEST_BYTES) window.remove(dedupDigestAt(change.keys, at));
+        break;
+      }
       case 'queue-dedup':
         this.queues.get(change.name)?.changeDedup(change, this.now());
         break;
@@ -925,11 +932,35 @@ export class Broker implements QueueHost {
     return keys;
   }
 
-  /** Take back the keys a publish or commit put into windows (its journal write failed). */
+  /**
+   * Take back the keys a publish or commit put into windows (its journal write
+   * failed), as a logged change: its records reached the HA backups (and their
+   * journals), which took the keys in too, and a backup promoted later must not
+   * answer a resend as a duplicate of a message that was never kept.
+   */
   private forgetKeys(result: PublishResult): void {
-    for (const { queue, key } of result.dedupKeys ?? []) if (this.queues.get(queue.name) === queue) queue.dedup?.remove(key);
+    const byQueue = new Map<Queue, DedupDigest[]>();
+    for (const { queue, key } of result.dedupKeys ?? []) {
+      if (this.queues.get(queue.name) !== queue || !queue.dedup?.remove(key)) continue;
+      const keys = byQueue.get(queue) ?? [];
+      keys.push(key);
+      byQueue.set(queue, keys);
+    }
+    for (const [queue, keys] of byQueue) {
+      const bytes = Buffer.allocUnsafe(keys.length * DEDUP_DIGEST_BYTES);
+      keys.forEach((key, i) => writeDedupDigest(key, bytes, i * DEDUP_DIGEST_BYTES));
+      this.log.record({ kind: 'dedup-forget', queue: queue.name, keys: bytes }, queue.settings.durable);
+    }
   }
 
+  /** Take keys (16-byte digests) out of a queue's window as a logged change: a DR copy applying its source's take-back. */
+  forgetDedupKeys(queue: string, keys: Buffer): void {
+    const q = this.queues.get(queue);
+    if (!q?.dedup) return;
+    const change: Change = { kind: 'dedup-forget', queue, keys };
+    const logged = this.log.record(change, q.settings.durable);
+    this.applyChange(change, logged.lsn, logged.durable);
+  }
 
   /**
    * Take back a published message, or a commit, whose journal write failed (disk

@@ -105,6 +105,13 @@ export type Change =
    * snapshot carries it, so a new backup refuses what the primary refused.
    */
   | { kind: 'dedup-keys'; queue: string; rows: Buffer }
+  /**
+   * Keys taken back out of a queue's window (digests, 16 bytes each): the publish or
+   * commit that brought them in was refused after its record went out (its journal
+   * write failed), so a resend must get in wherever the key went, a backup promoted
+   * later included, and must not meet it after a restart.
+   */
+  | { kind: 'dedup-forget'; queue: string; keys: Buffer }
   /** A new cluster epoch (raised at each HA promotion). */
   | { kind: 'epoch'; epoch: number }
   /**

@@ -534,6 +534,13 @@ export class DrBridge {
         case 'transaction':
           for (const o of c.changes) op(o, e.lsn);
           break;
+        case 'dedup-forget':
+          // After the purge of the refused messages it names (a dequeue before it in the log).
+          if (wants(c.queue, e.lsn, true)) {
+            if (ops.length > 0) flush(prev, m.time);
+            broker.forgetDedupKeys(c.queue, c.keys);
+          }
+          break;
         default:
           break;
       }

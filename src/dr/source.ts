@@ -128,7 +128,7 @@ export class DrSource implements ChangeSink {
     if (k === 'dr-followed' || k === 'dr-role' || k === 'dr-queue') this.arm();
     // Nothing to keep yet: arm() starts the window at the head then.
     if (!this.armed) return;
-    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete' || k === 'bind' || k === 'unbind' || k === 'exchange-delete') {
+    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete' || k === 'bind' || k === 'unbind' || k === 'exchange-delete' || k === 'dedup-forget') {
       this.window.push(entry, this.headTime);
       if (k === 'enqueue' || k === 'transaction') for (const s of this.streams) s.noteChange(entry.change);
     }
@@ -711,6 +711,11 @@ export class DrStream {
       case 'enqueue':
         return this.wants(c.queue, entry.lsn, false) ? entry : undefined;
       case 'dequeue':
+        return this.wants(c.queue, entry.lsn, true) ? entry : undefined;
+      // Keys of messages refused after their enqueue went out (their purge follows as a
+      // dequeue): to a copy that copies dequeues too. An enqueue-only copy keeps the
+      // refused message, and so its key: a resend there is a duplicate of a copy it holds.
+      case 'dedup-forget':
         return this.wants(c.queue, entry.lsn, true) ? entry : undefined;
       case 'transaction': {
         const changes = c.changes.filter((op) => this.wants(op.queue, entry.lsn, op.kind === 'dequeue'));

@@ -60,6 +60,7 @@ export class ReplicationFilter {
       case 'enqueue':
       case 'dequeue':
       case 'dedup-keys':
+      case 'dedup-forget':
         return this.queueLevel(change.queue) === 'all' ? change : undefined;
       case 'transaction': {
         const changes = change.changes.filter((c) => this.queueLevel(c.queue) === 'all');

@@ -10,7 +10,8 @@
 // LSN order before they are handed over, and a copy older than what the
 // checkpoint holds is left out (it is in the checkpoint, or was evicted before it).
 // A queue declared or deleted (not a copy) forgets the keys before it, as the
-// broker's queue does.
+// broker's queue does. A 'dedup-forget' takes its keys out of what came before it
+// (the checkpoint's rows included), not out of a later copy of the key.
 //
 // Compaction may delete a segment only once a checkpoint covers it, while it
 // holds keys (journal.ts, keyedSince): a consumed message's key outlives its enqueue.
@@ -36,6 +37,8 @@ class Collected {
   count = 0;
   /** Whether the LSNs came ascending (no compaction copy among them): then no sort is needed. */
   ascending = true;
+  /** Keys taken back out ('dedup-forget'), by digest (hex): the newest LSN each was taken out at. */
+  forgotten: Map<string, number> | undefined;
 
   constructor(
     readonly checkpointRows: Buffer,
@@ -56,6 +59,21 @@ class Collected {
     if (this.count > 0 && lsn < this.lsns[this.count - 1]!) this.ascending = false;
     this.lsns[this.count] = lsn;
     return this.count++ * DEDUP_ROW_BYTES;
+  }
+
+  /** `rows` without those a later 'dedup-forget' took out (a key taken in again after it stays). */
+  remembered(rows: Buffer): Buffer {
+    const forgotten = this.forgotten;
+    if (!forgotten) return rows;
+    const out = Buffer.allocUnsafe(rows.length);
+    let n = 0;
+    for (let at = 0; at + DEDUP_ROW_BYTES <= rows.length; at += DEDUP_ROW_BYTES) {
+      const outAt = forgotten.get(rows.toString('hex', at, at + DEDUP_DIGEST_BYTES));
+      if (outAt !== undefined && rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8) < outAt) continue;
+      rows.copy(out, n, at, at + DEDUP_ROW_BYTES);
+      n += DEDUP_ROW_BYTES;
+    }
+    return out.subarray(0, n);
   }
 
   /** The rows after the checkpoint's, ascending LSN (equal LSNs in file order). */
@@ -117,6 +135,16 @@ export class DedupRecovery {
         }
         break;
       }
+      case 'dedup-forget': {
+        this.sawKeys = true;
+        const q = this.collected(body.queue);
+        q.forgotten ??= new Map();
+        for (let at = 0; at + DEDUP_DIGEST_BYTES <= body.keys.length; at += DEDUP_DIGEST_BYTES) {
+          const hex = body.keys.toString('hex', at, at + DEDUP_DIGEST_BYTES);
+          q.forgotten.set(hex, Math.max(lsn, q.forgotten.get(hex) ?? 0));
+        }
+        break;
+      }
       default:
         break;
     }
@@ -125,7 +153,7 @@ export class DedupRecovery {
   /** The windows, by queue name. */
   result(): Map<string, RecoveredWindow> {
     const out = new Map<string, RecoveredWindow>();
-    for (const [name, q] of this.queues) out.set(name, { checkpointRows: q.checkpointRows, rows: q.sorted() });
+    for (const [name, q] of this.queues) out.set(name, { checkpointRows: q.remembered(q.checkpointRows), rows: q.remembered(q.sorted()) });
     return out;
   }
 

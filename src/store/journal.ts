@@ -763,7 +763,8 @@ export class Journal implements ChangeSink {
 
 function carriesDedupKey(c: Change): boolean {
   if (c.kind === 'enqueue') return c.dedup !== undefined;
-  if (c.kind === 'dedup-keys') return true;
+  // A forget is kept as keys are: until a checkpoint covers it (one before it still holds the key).
+  if (c.kind === 'dedup-keys' || c.kind === 'dedup-forget') return true;
   if (c.kind !== 'transaction' && c.kind !== 'dr-transaction') return false;
   return c.changes.some((op) => op.kind === 'enqueue' && op.dedup !== undefined);
 }

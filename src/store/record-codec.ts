@@ -178,6 +178,7 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'dr-followed', code: 18, fields: [['since', 'u64']] },
   { name: 'queue-dedup', code: 17, fields: [['name', 'string'], ['dedupWindow', 'u64'], ['dedupTtlMs', 'u64'], ['dedupKey', 'string']] },
   { name: 'queue-declare', code: 19, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'dedup-forget', code: 20, fields: [['queue', 'string'], ['keys', 'bytes']] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 

@@ -4,7 +4,13 @@
 // message-id once. After `tandem dr activate` the publisher resends to the
 // secondary what it had sent the lost site, consumed there or not: the
 // secondary's window, built from what it applied, refuses all of it, and only
-// new ids get in. Then the same across a kill -9 of the secondary.
+// new ids get in. Then the same across a kill -9 of the secondary. And a message the
+// source refused after its enqueue went out (its disk full) leaves no key at the
+// secondary: resent there after activation, it is kept.
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmdirSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient } from '../helpers/rhea-client.js';
@@ -60,4 +66,53 @@ describe('DR - duplicate detection on the secondary', () => {
     expect(await depth(secondary.port)).toBe(0);
     await secondary.stop();
   });
+
+  it('DR dedup - a message the source refused (its disk full) after its enqueue went out leaves no key at the secondary: resent after activation, it is kept', async (ctx) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tandem-drfull-'));
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', dir], { stdio: 'pipe' });
+    } catch (err) {
+      rmdirSync(dir);
+      console.warn(`DR dedup disk full - SKIPPED: cannot mount a tmpfs (${(err as Error).message.split('\n')[0]}); run as root`);
+      ctx.skip();
+    }
+    try {
+      const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
+      const secondary = await TestBroker.start();
+      expect((await tandem(['queue', 'add', 'orders', '--durable', '--dedup-window', '1000', '-b', source.url])).code).toBe(0);
+      await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
+      await publish(source.port, ['kept']);
+      await drFlush(source.port, secondary.port);
+      fillDisk(join(dir, 'ballast'));
+      const c = await TestClient.connect({ port: source.port });
+      const [refused] = await c.send('orders', [{ message_id: 'refused', body: 'x'.repeat(64 * 1024), durable: true }], { timeoutMs: 30_000 });
+      await c.close();
+      expect(refused!.state).toBe('rejected');
+      expect(refused!.error?.description).toMatch(/no space left for the journal/);
+      await drFlush(source.port, secondary.port);
+      await source.kill();
+      const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
+      expect(r.code, r.stderr).toBe(0);
+      await publish(secondary.port, ['kept', 'refused']);
+      expect(await receive(secondary.port, 'orders', 2)).toEqual(['kept', 'refused']);
+      expect(await depth(secondary.port)).toBe(0);
+    } finally {
+      await killAllBrokers();
+      execFileSync('umount', [dir]);
+      rmdirSync(dir);
+    }
+  });
 });
+
+/** Fill the filesystem holding `file` with it, until a write finds no space. */
+function fillDisk(file: string): void {
+  const fd = openSync(file, 'w');
+  const chunk = Buffer.alloc(64 * 1024);
+  try {
+    for (let i = 0; i < 100_000; i++) writeSync(fd, chunk);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    closeSync(fd);
+  }
+}

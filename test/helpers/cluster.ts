@@ -56,9 +56,10 @@ export class TestCluster {
     return (this.tls ? 'amqps:' : '') + this.ports.map((p) => `127.0.0.1:${p}`).join(',');
   }
 
-  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls, options: { cliUser?: string } = {}): Promise<TestCluster> {
+  /** `dataDirs`: where some brokers keep their data (by index; the rest get fresh temporary directories). */
+  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls, options: { cliUser?: string; dataDirs?: string[] } = {}): Promise<TestCluster> {
     const ports = await freePorts(n);
-    const cluster = new TestCluster(ports, [], extraArgs, tls, options.cliUser);
+    const cluster = new TestCluster(ports, [...(options.dataDirs ?? [])], extraArgs, tls, options.cliUser);
     for (let i = 0; i < n; i++) await cluster.startBroker(i);
     return cluster;
   }

@@ -1,7 +1,9 @@
 // Filesystem trouble under a real tandemd. A full disk: every durable message past the
 // point of no space is refused with a clear AMQP error, nothing accepted is lost, and the
 // log gets one line per interval, not one per refused message; a transaction whose commit
-// cannot reach the disk is rolled back whole, its acceptances too. A read-only data
+// cannot reach the disk is rolled back whole, its acceptances too; on an HA primary, a
+// message refused so leaves no duplicate-detection key on the backups, so a resend after
+// failover is kept, not answered as a duplicate of nothing. A read-only data
 // directory: the start fails saying so. Needs root for the tmpfs mounts; skipped (saying
 // so) elsewhere.
 import { execFileSync } from 'node:child_process';
@@ -9,7 +11,8 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, rmdirSync, writeSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestCluster, tandem } from '../helpers/cluster.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { runPython } from '../helpers/python.js';
 import { manage, queueDepth } from '../helpers/tandem-cli.js';
@@ -148,6 +151,52 @@ describe('disk full under a transaction', () => {
       broker = await TestBroker.start({ dataDir, args: ['--checkpoint-bytes', '0'] });
       expect(await runPython<string[]>('drain.py', [url(), 'tx.full'])).toEqual(['m-0', 'm-1', 'm-2']);
       await broker.kill();
+    } finally {
+      await killAllBrokers();
+      execFileSync('umount', [dir]);
+      rmdirSync(dir);
+    }
+  });
+});
+
+describe('disk full on an HA primary', () => {
+  it('disk full - a message with a dedup key refused by a primary whose disk is full leaves no key on its backup: after failover the resend is kept, not taken for a duplicate', async (ctx) => {
+    if (skipReason) {
+      console.warn(`disk full - SKIPPED: ${skipReason}`);
+      ctx.skip();
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'tandem-hafull-'));
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', dir]);
+    try {
+      // The primary's journal on the small filesystem, the backup's on the ordinary one. With
+      // two brokers the promoted one has no backup left: it settles alone (min-ready-backups 0).
+      const c = await TestCluster.start(2, ['--checkpoint-bytes', '0', '--ha-min-ready-backups', '0'], undefined, { dataDirs: [join(dir, 'data')] });
+      expect((await c.promote(0)).code).toBe(0);
+      await c.waitState(1, 'ready');
+      const add = await tandem(['queue', 'add', 'orders', '--durable', '--replicate', 'all', '--dedup-window', '1000', ...c.cliTarget(0)]);
+      expect(add.code, add.stderr).toBe(0);
+      const client = await TestClient.connect({ port: c.ports[0]! });
+      expect((await client.send('orders', [{ body: 'kept', durable: true, message_id: 'kept' }]))[0]!.state).toBe('accepted');
+      fillWith(join(dir, 'ballast'));
+      // Too big for what is left of the journal's last page: refused, after its record went to the backup.
+      const [refused] = await client.send('orders', [{ body: 'x'.repeat(64 * 1024), durable: true, message_id: 'refused' }], { timeoutMs: 30_000 });
+      expect(refused!.state).toBe('rejected');
+      expect(refused!.error?.description).toMatch(/no space left for the journal/);
+      await client.close();
+      // The backup has all the primary logged (the refusal's take-back too); then the primary dies.
+      await waitFor(async () => {
+        const s = await c.status(0);
+        return s !== undefined && s.backups.length > 0 && s.backups.every((b) => b.state === 'ready' && b.lag === 0);
+      }, { timeout: 30_000, interval: 200, name: 'the backup caught up' });
+      await c.kill(0);
+      expect((await c.promote(1)).code).toBe(0);
+      const resender = await TestClient.connect({ port: c.ports[1]! });
+      const [resent] = await resender.send('orders', [{ body: 'refused, sent again', durable: true, message_id: 'refused' }], { timeoutMs: 30_000 });
+      expect(resent!.state).toBe('accepted');
+      const got = await resender.receiveAndAccept('orders', 2, 30_000);
+      expect(got.map((m) => m.message_id)).toEqual(['kept', 'refused']);
+      expect(bodyOf(got[1])).toBe('refused, sent again');
+      await resender.close();
     } finally {
       await killAllBrokers();
       execFileSync('umount', [dir]);

@@ -483,6 +483,25 @@ describe('dedup - publish and transactions', () => {
     expect(backup.publish('orders', withId('e')).duplicate).toBeUndefined();
   });
 
+  it('a key taken back (its journal write failed) leaves the backups too: promoted, one lets the resend in instead of answering it as a duplicate of a message never kept', () => {
+    const { broker, logged } = dedupBroker();
+    broker.declareQueue('orders', settings);
+    broker.publish('orders', withId('kept'));
+    // The publish and the commit went out to the backups before the journal failed.
+    broker.withdraw(broker.publish('orders', withId('refused')));
+    broker.withdraw(broker.commit([{ address: 'orders', msg: withId('t-refused') }], []));
+    const backup = new Broker({ now: broker.now, dedupKeys: readDedupKey });
+    for (const e of logged) backup.apply(e);
+    const q = backup.queue('orders');
+    expect(q.depth).toBe(1);
+    backup.indexDedupWindows(); // promoted
+    expect(backup.publish('orders', withId('kept')).duplicate).toBe(true);
+    expect(backup.publish('orders', withId('refused')).duplicate).toBeUndefined();
+    expect(backup.publish('orders', withId('t-refused')).duplicate).toBeUndefined();
+    expect(q.depth).toBe(3);
+    expect(logged.filter((e) => e.change.kind === 'dedup-forget')).toHaveLength(2);
+  });
+
   it('a DR copy of a source without a window is deduplicated by the secondary', () => {
     const { broker } = dedupBroker();
     broker.declareQueue('orders', settings);

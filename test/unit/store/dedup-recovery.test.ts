@@ -51,4 +51,21 @@ describe('dedup recovery', () => {
     expect(rows.subarray(0, 16)).toEqual(dedupDigestBytes(key(4)));
     expect(rows.readDoubleLE((2999 - 4) * DEDUP_ROW_BYTES + 16)).toBe(1000 + (2999 % 250));
   });
+
+  it('dedup recovery - a dedup-forget takes its keys out of the checkpoint and of what came before it, not out of a key taken in again after it', () => {
+    const seed = new DedupWindow(10, 0);
+    for (const n of [1, 2]) seed.add(key(n), 1000 + n, n, true);
+    const r = new DedupRecovery();
+    r.seed('q', seed.rows());
+    r.onRecord(3, enqueue('q', 3));
+    r.onRecord(4, enqueue('q', 4));
+    r.onRecord(5, { kind: 'dedup-forget', queue: 'q', keys: Buffer.concat([dedupDigestBytes(key(1)), dedupDigestBytes(key(3)), dedupDigestBytes(key(4))]) });
+    // Key 4 sent again and kept, after its first copy was refused.
+    r.onRecord(6, { ...enqueue('q', 4), message: { ...(enqueue('q', 4) as Extract<RecordBody, { kind: 'enqueue' }>).message, id: 6 } } as RecordBody);
+    const out = r.result().get('q')!;
+    expect(lsnsOf(out.checkpointRows)).toEqual([2]);
+    expect(lsnsOf(out.rows)).toEqual([6]);
+    expect(out.rows.subarray(0, 16)).toEqual(dedupDigestBytes(key(4)));
+    expect(r.sawKeys).toBe(true);
+  });
 });

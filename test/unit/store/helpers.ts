@@ -68,6 +68,7 @@ export function sampleChanges(): Change[] {
     { kind: 'queue-declare', name: 'sub:app:s2', settings: queueSettings({ subscription: 'shared' }) },
     { kind: 'enqueue', queue: 'deduped', message: message(3), dedup: { key: dedupDigestAt(Buffer.alloc(16, 0xab)), at: 1_700_000_000_123 } },
     { kind: 'dedup-keys', queue: 'deduped', rows: Buffer.alloc(64, 7) },
+    { kind: 'dedup-forget', queue: 'deduped', keys: Buffer.alloc(32, 9) },
     { kind: 'queue-dedup', name: 'deduped', dedupWindow: 10, dedupTtlMs: 0, dedupKey: '' },
     { kind: 'queue-delete', name: 'orders' },
     { kind: 'exchange-declare', name: 'amq.topic', type: 'topic', settings: exchangeSettings() },
