@@ -218,7 +218,24 @@ export class HaManager {
     });
     this.host.broker.log.attach(this.source);
     if (this.host.resumeLsn !== undefined) this.source.resetWindow(this.host.resumeLsn);
+    this.primaryOnlyAutoDelete();
     this.follow();
+  }
+
+  /**
+   * Only the primary deletes an auto-delete queue. A backup's queues change by the
+   * primary's log alone, but an admin browsing a replicated auto-delete queue on a
+   * backup makes it unused there when the browser leaves: deleted by the backup's own
+   * timer, it was gone from the backup (messages and all, so from the broker promoted
+   * next) while the primary kept it, and the delete took an LSN of the backup's own.
+   */
+  private primaryOnlyAutoDelete(): void {
+    const events = this.host.broker.events;
+    const unused = events.queueUnused;
+    if (!unused) return;
+    events.queueUnused = (queue) => {
+      if (this.isPrimary) unused(queue);
+    };
   }
 
   /**
@@ -633,7 +650,7 @@ export class HaManager {
       // third of its CPU). Epochs and DR state are recorded durable at the primary.
       const entry: LoggedChange = { lsn: e.lsn, change: e.change, durable: e.durable };
       if (e.lsn <= broker.log.lsn) continue; // already applied (a resent batch)
-      if (!entry.durable && !this.inSnapshot) this.forgetJournalComplete();
+      if (journalSkipsPart(entry) && !this.inSnapshot) this.forgetJournalComplete();
       // Journal, HA window and DR window take the primary's bytes instead of encoding the change again.
       const record = m.records?.[i];
       if (record) rememberEncoding(entry, record);
@@ -780,6 +797,18 @@ function malformedStatus(answer: unknown): string | undefined {
     return (err as Error).message;
   }
   return undefined;
+}
+
+/**
+ * Whether the journal keeps less of a change than this backup applies: a change that
+ * is not durable, or a durable transaction with non-durable messages in it (the
+ * journal keeps only its durable part, src/store/journal.ts). Such a message is held
+ * in memory only, so a restart may not resume from the journal: the marker must go.
+ */
+function journalSkipsPart(entry: LoggedChange): boolean {
+  if (!entry.durable) return true;
+  const c = entry.change;
+  return c.kind === 'transaction' && c.changes.some((op) => op.kind === 'enqueue' && !op.message.durable);
 }
 
 function durable(host: HaHost, lsn: number): Promise<void> {
