@@ -107,6 +107,12 @@ export class ClientConnection {
   readonly ownedQueues = new Set<string>();
   /** Sender links of the client that asked for a dynamic target: link -> its temporary queue. */
   private readonly dynamicTargets = new Map<Link, string>();
+  /**
+   * Links attached as a named subscription (by its topic and name, or by its name alone):
+   * only their detach with closed=true unsubscribes. A link that reads a subscription's
+   * queue by its address (an operator browsing or draining it) leaves it.
+   */
+  private readonly subscriptionLinks = new Set<Link>();
   /** Sender links handled by the server's special handlers (HA replication). */
   readonly specialSenders = new Set<Link>();
   /** Dynamic links served without a queue (on a read-only broker): address -> link. */
@@ -205,6 +211,7 @@ export class ClientConnection {
         if (own) browse = false;
       }
       this.attachConsumer(sender, source, queue, address, browse);
+      if (named) this.subscriptionLinks.add(sender);
     } catch (err) {
       this.refuseLink(sender, err);
     }
@@ -235,6 +242,7 @@ export class ClientConnection {
       if (name === candidates[0] && queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${name}' already has a consumer`);
       const source: Terminus = { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'], fields: {} };
       this.attachConsumer(sender, source, queue, address, false);
+      this.subscriptionLinks.add(sender);
     } catch (err) {
       this.refuseLink(sender, err);
     }
@@ -450,6 +458,7 @@ export class ClientConnection {
       this.outgoing.delete(l);
       link?.close();
       if (link) this.unsubscribeIfClosed(l, link.queue);
+      this.subscriptionLinks.delete(l);
       // Its temporary queue (and the replies on it) may have gone with it.
       this.releaseManagementCredit();
       return;
@@ -515,10 +524,12 @@ export class ClientConnection {
 
   /**
    * A subscription's consumer detached with closed=true (JMS unsubscribe, or a link that
-   * ends for good): the subscription goes, once no other consumer holds it. A detach
-   * with closed=false (consumer.close(), a dropped connection) keeps it.
+   * ends for good): the subscription goes, once no other consumer holds it. Only a link
+   * attached as the subscription (subscriptionLinks), not one reading its queue by
+   * address. A detach with closed=false (consumer.close(), a dropped connection) keeps it.
    */
   private unsubscribeIfClosed(sender: Link, queue: Queue): void {
+    if (!this.subscriptionLinks.delete(sender)) return;
     if (!queue.name.startsWith(SUBSCRIPTION_PREFIX) || queue.consumerCount > 0) return;
     const closed = sender.detachReceived && sender.remoteClosed;
     if (!closed || this.broker.queues.get(queue.name) !== queue) return;

@@ -78,6 +78,30 @@ describe('subscription kinds on one broker', () => {
   });
 });
 
+describe('a subscription read by its queue address', () => {
+  it('subscriptions - browsing or draining a durable subscription by its queue address and closing the link leaves the subscription; an unsubscribe by name still ends it', async () => {
+    const broker = await TestBroker.start();
+    expect(await attach(broker.port, 'read-app', 's1', unshared('amq.topic/read.t'))).toBe('opened');
+    const sender = await TestClient.connect({ port: broker.port });
+    await sender.send('amq.topic/read.t', ['m1', 'm2']);
+    const reader = await TestClient.connect({ port: broker.port });
+    // An operator's browse, then a consumer of one message, each closing its link (detach closed=true).
+    expect((await reader.browse('sub:read-app:s1', 2)).map(bodyOf)).toEqual(['m1', 'm2']);
+    expect((await reader.receiveAndAccept('sub:read-app:s1', 1)).map(bodyOf)).toEqual(['m1']);
+    await reader.close();
+    // Still subscribed: what the topic carries next reaches it.
+    await sender.send('amq.topic/read.t', ['m3']);
+    expect(await manage(broker.port, 'READ', 'queue', 'sub:read-app:s1')).toMatchObject({ depth: 2 });
+    // JMS's unsubscribe: an attach naming the subscription alone, detached with closed=true.
+    const jms = await TestClient.connect({ port: broker.port, container_id: 'read-app' });
+    const byName = await jms.openReceiver({}, { name: 's1' });
+    await byName.close();
+    await waitFor(async () => !(await tandem(['queue', 'list', '--json', '-b', broker.url])).stdout.includes('sub:read-app:s1'), { name: 'the subscription gone', timeout: 10_000 });
+    await jms.close();
+    await sender.close();
+  });
+});
+
 describe('subscription kinds across an HA failover', () => {
   let cluster: TestCluster | undefined;
 
