@@ -597,7 +597,8 @@ export class Broker implements QueueHost {
         this.queues.get(change.queue)?.drop(change.id);
         break;
       case 'dedup-keys':
-        this.queues.get(change.queue)?.dedup?.addRows(change.rows, this.now());
+        // Not durable: keys of non-durable messages (an HA snapshot's), which a restart forgets.
+        this.queues.get(change.queue)?.dedup?.addRows(change.rows, this.now(), 0, durable);
         break;
       case 'dedup-forget': {
         // A backup's window is indexed here if it was not (a rare change: the cost of

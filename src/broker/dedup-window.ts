@@ -242,8 +242,34 @@ export class DedupWindow {
     return out.subarray(0, n * DEDUP_ROW_BYTES);
   }
 
-  /** Take in rows made by rows() (oldest first), as durable keys (as appended() does); rows with LSN below `fromLsn` are skipped. Returns keys added. */
-  addRows(rows: Buffer, now: number, fromLsn = 0): number {
+  /**
+   * All the window's keys as rows (rows()), oldest first, cut into runs of keys that are
+   * all durable or all not, of at most `maxRows` rows each: an HA snapshot, whose
+   * backup must keep a key only as long as its message may outlive a restart.
+   */
+  runs(maxRows: number): Array<{ rows: Buffer; durable: boolean }> {
+    const all = this.rows();
+    const out: Array<{ rows: Buffer; durable: boolean }> = [];
+    let start = 0;
+    let n = 0;
+    let durable = false;
+    for (let i = 0; i < this.count; i++) {
+      const f = this.flags[(this.head + i) % this.cap]!;
+      if (f & F_REMOVED) continue;
+      const d = (f & F_DURABLE) !== 0;
+      if (n > start && (d !== durable || n - start === maxRows)) {
+        out.push({ rows: all.subarray(start * DEDUP_ROW_BYTES, n * DEDUP_ROW_BYTES), durable });
+        start = n;
+      }
+      durable = d;
+      n++;
+    }
+    if (n > start) out.push({ rows: all.subarray(start * DEDUP_ROW_BYTES, n * DEDUP_ROW_BYTES), durable });
+    return out;
+  }
+
+  /** Take in rows made by rows() (oldest first), as durable keys or not (as appended() does); rows with LSN below `fromLsn` are skipped. Returns keys added. */
+  addRows(rows: Buffer, now: number, fromLsn = 0, durable = true): number {
     if (rows.length % DEDUP_ROW_BYTES !== 0) throw new RangeError(`dedup window rows of ${rows.length} bytes are not whole rows of ${DEDUP_ROW_BYTES}`);
     let added = 0;
     // Sized once for what comes, not doubled (and rehashed) on the way.
@@ -252,7 +278,7 @@ export class DedupWindow {
     for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
       const lsn = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8);
       if (lsn < fromLsn) continue;
-      if (this.take(wordAt(rows, at), wordAt(rows, at + 4), wordAt(rows, at + 8), wordAt(rows, at + 12), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, true, now)) added++;
+      if (this.take(wordAt(rows, at), wordAt(rows, at + 4), wordAt(rows, at + 8), wordAt(rows, at + 12), rows.readDoubleLE(at + DEDUP_DIGEST_BYTES), lsn, durable, now)) added++;
     }
     return added;
   }

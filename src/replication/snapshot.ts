@@ -13,7 +13,6 @@
 import { bindingDurable, drRoleChange, messageDurable, type Broker } from '../broker/broker.js';
 import type { Change } from '../broker/changes.js';
 import { copyMessage } from '../broker/paged-message.js';
-import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
 
 /** Keys per dedup-keys record of a snapshot. */
 const DEDUP_SNAPSHOT_ROWS = 65_536;
@@ -62,11 +61,12 @@ export function snapshotOf(broker: Broker): SnapshotSource {
   // Windows copied now, not lazily: a key must be in the backup's window exactly
   // when its enqueue is at or before the snapshot point (the live stream brings the rest).
   // In pieces, so no stream message grows with the window (2 MiB each).
+  // Keys of non-durable messages go in records that are not durable, so the backup
+  // neither journals nor checkpoints them: they must not outlive a restart of the whole
+  // cluster (their messages do not), or a resend of one would be taken for a duplicate.
   for (const q of full) {
     if (!q.dedup) continue;
-    const rows = q.dedup.rows();
-    const piece = DEDUP_SNAPSHOT_ROWS * DEDUP_ROW_BYTES;
-    for (let at = 0; at < rows.length; at += piece) config.push({ change: { kind: 'dedup-keys', queue: q.name, rows: rows.subarray(at, at + piece) }, durable: q.settings.durable });
+    for (const run of q.dedup.runs(DEDUP_SNAPSHOT_ROWS)) config.push({ change: { kind: 'dedup-keys', queue: q.name, rows: run.rows }, durable: run.durable && q.settings.durable });
   }
   const messages = full.reduce((n, q) => n + q.depth, 0);
   function* records(): Generator<SnapshotRecord> {

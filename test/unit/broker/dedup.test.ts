@@ -11,6 +11,7 @@ import type { LoggedChange } from '../../../src/broker/changes.js';
 import { dedupDigest, dedupDigestAt, dedupDigestHex, dedupDigestStreamed, DedupKeyType, DEDUP_SHORT_VALUE_BYTES, writeDedupDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
 import { DedupWindow, DEDUP_ROW_BYTES } from '../../../src/broker/dedup-window.js';
 import { parseQueueSettings } from '../../../src/broker/settings.js';
+import { snapshotOf } from '../../../src/replication/snapshot.js';
 import { FakeClock, FakeConsumer, integerKey, msg, qs } from './helpers.js';
 
 const key = (n: number): DedupDigest => integerKey(BigInt(n));
@@ -500,6 +501,27 @@ describe('dedup - publish and transactions', () => {
     expect(backup.publish('orders', withId('t-refused')).duplicate).toBeUndefined();
     expect(q.depth).toBe(3);
     expect(logged.filter((e) => e.change.kind === 'dedup-forget')).toHaveLength(2);
+  });
+
+  it("an HA snapshot gives a backup the keys of non-durable messages as not durable, in the window's order: the backup neither journals nor checkpoints them, so they go with a restart of the whole cluster as their messages do", () => {
+    const { broker } = dedupBroker();
+    broker.declareQueue('orders', settings);
+    const sent: Array<[string, boolean]> = [['d1', true], ['n1', false], ['n2', false], ['d2', true], ['n3', false]];
+    for (const [id, durable] of sent) broker.publish('orders', withId(id, durable));
+    const records = [...snapshotOf(broker).records].filter((r) => r.change.kind === 'dedup-keys');
+    expect(records.map((r) => r.durable)).toEqual([true, false, true, false]);
+    const backup = new Broker({ now: broker.now, dedupKeys: readDedupKey });
+    let lsn = 0;
+    for (const r of snapshotOf(broker).records) backup.apply({ lsn: ++lsn, change: r.change, durable: r.durable });
+    const window = backup.queue('orders').dedup!;
+    expect(window.size).toBe(5);
+    // What a checkpoint keeps (durable keys only) and what the journal got (durable records) hold d1 and d2 alone.
+    const held = (rows: Buffer) => Array.from({ length: rows.length / DEDUP_ROW_BYTES }, (_, i) => dedupDigestHex(dedupDigestAt(rows, i * DEDUP_ROW_BYTES)));
+    const digestOf = (id: string) => dedupDigestHex(dedupDigest(DedupKeyType.string, Buffer.from(id)));
+    expect(held(window.rows({ upToLsn: Infinity }))).toEqual(['d1', 'd2'].map(digestOf));
+    expect(held(Buffer.concat(records.filter((r) => r.durable).map((r) => (r.change as { rows: Buffer }).rows)))).toEqual(['d1', 'd2'].map(digestOf));
+    // In the primary's order, so both evict the same key next.
+    expect(held(window.rows())).toEqual(sent.map(([id]) => digestOf(id)));
   });
 
   it('a DR copy of a source without a window is deduplicated by the secondary', () => {
