@@ -7,14 +7,12 @@
 // new ids get in. Then the same across a kill -9 of the secondary. And a message the
 // source refused after its enqueue went out (its disk full) leaves no key at the
 // secondary: resent there after activation, it is kept.
-import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmdirSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
+import { fillFilesystem, mountTmpfs } from '../helpers/tmpfs.js';
 import { drFlush, mgmt, receive } from './helpers.js';
 
 const ids = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `m-${from + i}`);
@@ -68,14 +66,12 @@ describe('DR - duplicate detection on the secondary', () => {
   });
 
   it('DR dedup - a message the source refused (its disk full) after its enqueue went out leaves no key at the secondary: resent after activation, it is kept', async (ctx) => {
-    const dir = mkdtempSync(join(tmpdir(), 'tandem-drfull-'));
-    try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', dir], { stdio: 'pipe' });
-    } catch (err) {
-      rmdirSync(dir);
-      console.warn(`DR dedup disk full - SKIPPED: cannot mount a tmpfs (${(err as Error).message.split('\n')[0]}); run as root`);
-      ctx.skip();
+    const fs = mountTmpfs('tandem-drfull-', '6m');
+    if ('refused' in fs) {
+      console.warn(`DR dedup disk full - SKIPPED: ${fs.refused}`);
+      return ctx.skip();
     }
+    const { dir } = fs;
     try {
       const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
       const secondary = await TestBroker.start();
@@ -83,7 +79,7 @@ describe('DR - duplicate detection on the secondary', () => {
       await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
       await publish(source.port, ['kept']);
       await drFlush(source.port, secondary.port);
-      fillDisk(join(dir, 'ballast'));
+      fillFilesystem(join(dir, 'ballast'));
       const c = await TestClient.connect({ port: source.port });
       const [refused] = await c.send('orders', [{ message_id: 'refused', body: 'x'.repeat(64 * 1024), durable: true }], { timeoutMs: 30_000 });
       await c.close();
@@ -98,21 +94,7 @@ describe('DR - duplicate detection on the secondary', () => {
       expect(await depth(secondary.port)).toBe(0);
     } finally {
       await killAllBrokers();
-      execFileSync('umount', [dir]);
-      rmdirSync(dir);
+      fs.unmount();
     }
   });
 });
-
-/** Fill the filesystem holding `file` with it, until a write finds no space. */
-function fillDisk(file: string): void {
-  const fd = openSync(file, 'w');
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (let i = 0; i < 100_000; i++) writeSync(fd, chunk);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-}

@@ -109,6 +109,26 @@ export class TestCluster {
     return tandem(['ha', 'promote', ...this.cliTarget(i), '--cluster-manager']);
   }
 
+  /** Start n brokers (as start() does), promote broker 0 and wait until the others are ready backups. */
+  static async ready(n: number, extraArgs: string[] = [], options: { dataDirs?: string[] } = {}): Promise<TestCluster> {
+    const c = await TestCluster.start(n, extraArgs, undefined, options);
+    const promoted = await c.promote(0);
+    if (promoted.code !== 0) throw new Error(`promoting broker 0 failed (${promoted.code}): ${promoted.stderr}`);
+    for (let i = 1; i < n; i++) await c.waitState(i, 'ready');
+    return c;
+  }
+
+  /** Wait until every ready backup of `primary` has acknowledged everything it has (there is at least one). */
+  async backupsCaughtUp(primary: number, timeout = 45_000): Promise<void> {
+    await waitFor(
+      async () => {
+        const s = await this.status(primary);
+        return s !== undefined && s.backups.length > 0 && s.backups.every((b) => b.state === 'ready' && b.lag === 0);
+      },
+      { timeout, interval: 200, name: 'backups caught up' },
+    );
+  }
+
   async waitState(i: number, state: string, timeout = 20_000): Promise<void> {
     await waitFor(async () => (await this.status(i))?.state === state, { timeout, interval: 100, name: `broker ${i} ${state}` });
   }

@@ -7,15 +7,16 @@
 // directory: the start fails saying so. Needs root for the tmpfs mounts; skipped (saying
 // so) elsewhere.
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, rmdirSync, writeSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, rmdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestCluster, tandem } from '../helpers/cluster.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { runPython } from '../helpers/python.js';
 import { manage, queueDepth } from '../helpers/tandem-cli.js';
+import { fillFilesystem, mountTmpfs } from '../helpers/tmpfs.js';
 
 let mountDir = '';
 let skipReason = '';
@@ -107,19 +108,6 @@ describe('disk full', () => {
   });
 });
 
-/** Fill the filesystem holding `file` with it, until a write finds no space. */
-function fillWith(file: string): void {
-  const fd = openSync(file, 'w');
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (let i = 0; i < 100_000; i++) writeSync(fd, chunk);
-    throw new Error(`${file}: 6 GiB written and still room: not the small tmpfs this test needs`);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe('disk full under a transaction', () => {
   it('disk full - a commit of acceptances and a send that cannot reach the disk is rolled back whole: the accepted messages are back at once, in order; the send is not; after kill -9 each is there once', async (ctx) => {
@@ -128,8 +116,9 @@ describe('disk full under a transaction', () => {
       ctx.skip();
     }
     // A filesystem of its own: the test above leaves its mount full.
-    const dir = mkdtempSync(join(tmpdir(), 'tandem-txfull-'));
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', dir]);
+    const fs = mountTmpfs('tandem-txfull-', '6m');
+    if ('refused' in fs) throw new Error(fs.refused);
+    const { dir } = fs;
     try {
       const dataDir = join(dir, 'data');
       let broker = await TestBroker.start({ dataDir, args: ['--checkpoint-bytes', '0'] });
@@ -137,7 +126,7 @@ describe('disk full under a transaction', () => {
       await manage(broker.port, 'CREATE', 'queue', 'tx.full', { durable: true });
       await runPython('send.py', [url(), 'tx.full', 'm', '3']);
       const ballast = join(dir, 'ballast');
-      fillWith(ballast);
+      fillFilesystem(ballast);
       // The commit's record holds a 256 KiB message: it cannot fit in what is left.
       const r = await runPython<{ got: string[]; commit_failed?: boolean }>('tx_receive.py', [url(), 'tx.full', '3', `commit+send=${256 * 1024}`]);
       expect(r).toEqual({ got: ['m-0', 'm-1', 'm-2'], commit_failed: true });
@@ -153,8 +142,7 @@ describe('disk full under a transaction', () => {
       await broker.kill();
     } finally {
       await killAllBrokers();
-      execFileSync('umount', [dir]);
-      rmdirSync(dir);
+      fs.unmount();
     }
   });
 });
@@ -165,29 +153,25 @@ describe('disk full on an HA primary', () => {
       console.warn(`disk full - SKIPPED: ${skipReason}`);
       ctx.skip();
     }
-    const dir = mkdtempSync(join(tmpdir(), 'tandem-hafull-'));
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', dir]);
+    const fs = mountTmpfs('tandem-hafull-', '6m');
+    if ('refused' in fs) throw new Error(fs.refused);
+    const { dir } = fs;
     try {
       // The primary's journal on the small filesystem, the backup's on the ordinary one. With
       // two brokers the promoted one has no backup left: it settles alone (min-ready-backups 0).
-      const c = await TestCluster.start(2, ['--checkpoint-bytes', '0', '--ha-min-ready-backups', '0'], undefined, { dataDirs: [join(dir, 'data')] });
-      expect((await c.promote(0)).code).toBe(0);
-      await c.waitState(1, 'ready');
+      const c = await TestCluster.ready(2, ['--checkpoint-bytes', '0', '--ha-min-ready-backups', '0'], { dataDirs: [join(dir, 'data')] });
       const add = await tandem(['queue', 'add', 'orders', '--durable', '--replicate', 'all', '--dedup-window', '1000', ...c.cliTarget(0)]);
       expect(add.code, add.stderr).toBe(0);
       const client = await TestClient.connect({ port: c.ports[0]! });
       expect((await client.send('orders', [{ body: 'kept', durable: true, message_id: 'kept' }]))[0]!.state).toBe('accepted');
-      fillWith(join(dir, 'ballast'));
+      fillFilesystem(join(dir, 'ballast'));
       // Too big for what is left of the journal's last page: refused, after its record went to the backup.
       const [refused] = await client.send('orders', [{ body: 'x'.repeat(64 * 1024), durable: true, message_id: 'refused' }], { timeoutMs: 30_000 });
       expect(refused!.state).toBe('rejected');
       expect(refused!.error?.description).toMatch(/no space left for the journal/);
       await client.close();
       // The backup has all the primary logged (the refusal's take-back too); then the primary dies.
-      await waitFor(async () => {
-        const s = await c.status(0);
-        return s !== undefined && s.backups.length > 0 && s.backups.every((b) => b.state === 'ready' && b.lag === 0);
-      }, { timeout: 30_000, interval: 200, name: 'the backup caught up' });
+      await c.backupsCaughtUp(0);
       await c.kill(0);
       expect((await c.promote(1)).code).toBe(0);
       const resender = await TestClient.connect({ port: c.ports[1]! });
@@ -199,8 +183,7 @@ describe('disk full on an HA primary', () => {
       await resender.close();
     } finally {
       await killAllBrokers();
-      execFileSync('umount', [dir]);
-      rmdirSync(dir);
+      fs.unmount();
     }
   });
 });

@@ -15,25 +15,6 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-async function readyCluster(n: number): Promise<TestCluster> {
-  const c = await TestCluster.start(n);
-  const promoted = await c.promote(0);
-  expect(promoted.code, promoted.stderr).toBe(0);
-  for (let i = 1; i < n; i++) await c.waitState(i, 'ready');
-  return c;
-}
-
-/** Wait until every ready backup has acknowledged everything the primary has. */
-async function settled(c: TestCluster, primary: number): Promise<void> {
-  await waitFor(
-    async () => {
-      const s = await c.status(primary);
-      return s && s.backups.length > 0 && s.backups.every((b) => b.state === 'ready' && b.lag === 0);
-    },
-    { timeout: 45_000, interval: 200, name: 'backups caught up' },
-  );
-}
-
 /** Browse a queue on any broker (backups admit admin connections that ask): what it holds, up to n and a few more. */
 async function browse(c: TestCluster, i: number, queue: string, n: number): Promise<unknown[]> {
   const client = await TestClient.connect({ port: c.ports[i], properties: { 'qpid.ha-admin': true } });
@@ -53,24 +34,24 @@ const committed = ['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4'];
 
 describe('ha levels', () => {
   it('ha levels - a backup restarted after a committed transaction of durable and non-durable messages is not resumed from its journal alone; a failover to it loses none of them', async () => {
-    cluster = await readyCluster(2);
+    cluster = await TestCluster.ready(2);
     const c = cluster;
     const marker = join(c.dataDirs[1]!, 'ha-journal-complete');
     expect((await tandem(['queue', 'add', 'txmix', '--durable', '--replicate', 'all', '-b', c.address(0)])).code).toBe(0);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     // The backup holds nothing non-durable: its journal is marked complete.
     await waitFor(() => existsSync(marker), { timeout: 20_000, interval: 100, name: 'journal marked complete' });
     // One durable transaction: commit-1 and commit-3 are not durable, so the backup's
     // journal keeps only the other three of it, and the backup holds those two in memory.
     const tx = await runPython<{ committed?: boolean }>('tx_send.py', [`amqp://${c.address(0)}`, 'txmix', 'commit', 'mixed']);
     expect(tx.committed).toBe(true);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect(await browse(c, 1, 'txmix', 5)).toEqual(committed);
     // kill -9 and restart: the journal alone is not what it held, so it must be sent a snapshot.
     await c.kill(1);
     await c.startBroker(1);
     await c.waitState(1, 'ready', 30_000);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect(await browse(c, 1, 'txmix', 5)).toEqual(committed);
     // The failover hands out the whole transaction, one message at a time.
     await c.kill(0);
@@ -89,7 +70,7 @@ describe('ha levels', () => {
   });
 
   it('ha levels - an admin browsing a replicated auto-delete queue on a backup does not make the backup delete it; a failover to it keeps its messages', async () => {
-    cluster = await readyCluster(2);
+    cluster = await TestCluster.ready(2);
     const c = cluster;
     const P = c.address(0);
     // Auto-delete after 0 ms without consumers; nobody consumes it on the primary.
@@ -100,7 +81,7 @@ describe('ha levels', () => {
     } finally {
       client.connection.close();
     }
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     // The browser is the queue's first and last consumer on the backup: it leaves it unused there.
     expect(await browse(c, 1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
     // A change after the browse, acknowledged by the backup: its timer (0 ms) has had its turn.
@@ -110,7 +91,7 @@ describe('ha levels', () => {
     } finally {
       more.connection.close();
     }
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect(await browse(c, 1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
     expect(await browse(c, 0, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
     await c.kill(0);

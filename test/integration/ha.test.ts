@@ -20,26 +20,6 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-/** Start n brokers, promote broker 0, wait until the others are ready. */
-async function readyCluster(n: number, args: string[] = []): Promise<TestCluster> {
-  const c = await TestCluster.start(n, args);
-  const promoted = await c.promote(0);
-  expect(promoted.code, promoted.stderr).toBe(0);
-  for (let i = 1; i < n; i++) await c.waitState(i, 'ready');
-  return c;
-}
-
-/** Wait until every ready backup has acknowledged everything the primary has. */
-async function settled(c: TestCluster, primary: number): Promise<void> {
-  await waitFor(
-    async () => {
-      const s = await c.status(primary);
-      return s && s.backups.length > 0 && s.backups.every((b) => b.state === 'ready' && b.lag === 0);
-    },
-    { timeout: 45_000, interval: 200, name: 'backups caught up' },
-  );
-}
-
 async function queues(c: TestCluster, i: number): Promise<Record<string, { depth: number; [k: string]: unknown }>> {
   const r = await tandem(['queue', 'list', '--json', '-b', c.address(i)]);
   expect(r.code, r.stderr).toBe(0);
@@ -161,7 +141,7 @@ function rheaThroughBackups(ports: number[], queue: string, timeoutMs: number): 
 
 describe('ha', () => {
   it('ha - replication levels, bindings and deletes reach a ready backup; objects re-created while it was away are replaced', async () => {
-    cluster = await readyCluster(2, SETTLE_ALONE);
+    cluster = await TestCluster.ready(2, SETTLE_ALONE);
     const c = cluster;
     const P = c.address(0);
     for (const [name, level] of [['q-all', 'all'], ['q-conf', 'configuration'], ['q-none', 'none']]) {
@@ -172,7 +152,7 @@ describe('ha', () => {
     expect((await tandem(['bind', 'ex', 'q-conf', 'b', '-b', P])).code).toBe(0);
     expect((await tandem(['bind', 'ex', 'q-none', 'c', '-b', P])).code).toBe(0);
     for (const q of ['q-all', 'q-conf', 'q-none']) await runPython('send.py', [url(c, 0), q, q, '5']);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
 
     const backup = await queues(c, 1);
     expect(backup['q-all']?.depth).toBe(5);
@@ -185,7 +165,7 @@ describe('ha', () => {
     // Steady state: unbind and delete follow.
     expect((await tandem(['unbind', 'ex', 'q-all', 'a.#', '-b', P])).code).toBe(0);
     expect((await tandem(['queue', 'del', 'q-conf', '-b', P])).code).toBe(0);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect(await bindings(c, 1)).toEqual([]);
     expect((await queues(c, 1))['q-conf']).toBeUndefined();
 
@@ -196,7 +176,7 @@ describe('ha', () => {
     await runPython('send.py', [url(c, 0), 'q-all', 'new', '2']);
     await c.startBroker(1);
     await c.waitState(1, 'ready');
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     const after = await queues(c, 1);
     expect(after['q-all']?.depth).toBe(2);
     expect(after['q-all']?.['max-count']).toBe(7);
@@ -204,13 +184,13 @@ describe('ha', () => {
   });
 
   it('ha - send 1000, receive 990: every backup holds exactly the last 10', async () => {
-    cluster = await readyCluster(3);
+    cluster = await TestCluster.ready(3);
     const c = cluster;
     await runPython('send.py', [url(c, 0), 'q1000', 'm', '1000'], 60_000);
     const got = await runPython<string[]>('receive.py', [url(c, 0), 'q1000', '990'], 60_000);
     expect(got[0]).toBe('m-0');
     expect(got[989]).toBe('m-989');
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     const last10 = Array.from({ length: 10 }, (_, i) => `m-${990 + i}`);
     for (const i of [1, 2]) {
       expect((await queues(c, i))['q1000']?.depth).toBe(10);
@@ -219,7 +199,7 @@ describe('ha', () => {
   });
 
   it('ha - backups refuse clients with the reason and the primary, admit admin connections, and clients listing backups first still reach the primary', async () => {
-    cluster = await readyCluster(3);
+    cluster = await TestCluster.ready(3);
     const c = cluster;
     const reason = new RegExp(`HA backup \\(ready\\).*the primary is 127\\.0\\.0\\.1:${c.ports[0]}`);
     // A plain rhea client is told why, with the primary's address.
@@ -260,11 +240,11 @@ describe('ha', () => {
   });
 
   it('ha - a management reply over the client\'s max-message-size: a backup detaches the reply link as the primary does, logs no error, and still answers', async () => {
-    cluster = await readyCluster(2);
+    cluster = await TestCluster.ready(2);
     const c = cluster;
     // Enough queues that the QUERY's reply (over 1 KiB) is twice what the small receiver takes.
     for (let i = 0; i < 8; i++) expect((await tandem(['queue', 'add', `oversized-reply-${i}`, '-b', c.address(0)])).code).toBe(0);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     for (const i of [0, 1]) {
       const small = await queryOverReplyLink(c.ports[i]!, 512);
       expect(small.detached?.condition, `broker ${i}`).toBe('amqp:link:message-size-exceeded');
@@ -276,7 +256,7 @@ describe('ha', () => {
   });
 
   it('ha - kill -9 of the primary: a python client fails over by itself, nothing accepted is lost, the other backup follows', async () => {
-    cluster = await readyCluster(3);
+    cluster = await TestCluster.ready(3);
     const c = cluster;
     const sending = runPython<{ accepted: number[]; resent: number }>('failover_send.py', [c.url, 'fq', '20000', '90'], 120_000);
     await waitFor(async () => ((await queues(c, 1))['fq']?.depth ?? 0) > 500, { timeout: 60_000, interval: 200, name: 'traffic flowing' });
@@ -288,7 +268,7 @@ describe('ha', () => {
     const result = await sending;
     expect(result.accepted.length).toBe(20000);
     await c.waitState(2, 'ready');
-    await settled(c, 1);
+    await c.backupsCaughtUp(1);
     const drained = await runPython<string[]>('drain.py', [url(c, 1), 'fq'], 120_000);
     const seen = new Set(drained);
     const lost = result.accepted.filter((n) => !seen.has(`seq-${n}`));
@@ -301,12 +281,12 @@ describe('ha', () => {
   });
 
   it('ha - a clean stop of the primary: a python receiver fails over by itself to the promoted backup', async () => {
-    cluster = await readyCluster(2, SETTLE_ALONE);
+    cluster = await TestCluster.ready(2, SETTLE_ALONE);
     const c = cluster;
     await runPython('send.py', [url(c, 0), 'cq', 'a', '5']);
     const receiving = runPython<{ bodies: string[]; opens: number; done: boolean }>('failover_receive.py', [c.url, 'cq', '10', '60'], 90_000);
     await waitFor(async () => (await queues(c, 0))['cq']?.depth === 0, { timeout: 30_000, interval: 200, name: 'first five consumed' });
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     // SIGTERM, as systemd or a cluster manager stopping the primary does.
     expect(await c.brokers[0]!.stop()).toBe(0);
     expect((await c.promote(1)).code).toBe(0);
@@ -318,7 +298,7 @@ describe('ha', () => {
   });
 
   it('ha - a backup restarted after kill -9 gets a snapshot while it held non-durable messages, then only the changes it lacks; a failover to it loses nothing', async () => {
-    cluster = await readyCluster(3);
+    cluster = await TestCluster.ready(3);
     const c = cluster;
     const marker = join(c.dataDirs[2]!, 'ha-journal-complete');
     const client = await TestClient.connect({ port: c.ports[0] });
@@ -326,7 +306,7 @@ describe('ha', () => {
       // Non-durable first: backups keep them in memory only, as the primary does.
       await client.send('rq', Array.from({ length: 100 }, (_, i) => ({ body: `n-${i}` })));
       await client.send('rq', Array.from({ length: 2000 }, (_, i) => ({ body: `d-${i}`, durable: true })), { timeoutMs: 60_000 });
-      await settled(c, 0);
+      await c.backupsCaughtUp(0);
       expect(existsSync(marker)).toBe(false);
       await c.kill(2);
       // While it is down: more messages, and the oldest 50 consumed (half the non-durable ones).
@@ -339,7 +319,7 @@ describe('ha', () => {
     // It held non-durable messages when it died: its journal alone is not what it had.
     await c.startBroker(2);
     await c.waitState(2, 'ready', 30_000);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect(c.brokers[0]!.stderr.match(/backup joined: sending a snapshot/g)?.length).toBe(3);
     expect((await browse(c, 2, 'rq', 51)).slice(0, 51)).toEqual([...Array.from({ length: 50 }, (_, i) => `n-${50 + i}`), 'd-0']);
     expect((await queues(c, 2)).rq?.depth).toBe(3050);
@@ -362,7 +342,7 @@ describe('ha', () => {
     }
     await c.startBroker(2);
     await c.waitState(2, 'ready', 30_000);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     const primaryLog = c.brokers[0]!.stderr;
     expect(primaryLog.match(/backup joined: sending a snapshot/g)?.length).toBe(3);
     expect(primaryLog.match(/backup joined: sending the changes it lacks/g)?.length).toBe(1);
@@ -388,7 +368,7 @@ describe('ha', () => {
   });
 
   it('ha - backups killed and restarted under mixed durable and non-durable traffic end identical to the primary, and a failover loses nothing', async () => {
-    cluster = await readyCluster(3);
+    cluster = await TestCluster.ready(3);
     const c = cluster;
     const rnd = prng(7);
     const client = await TestClient.connect({ port: c.ports[0] });
@@ -404,7 +384,7 @@ describe('ha', () => {
         if (round < 2) {
           // Quiet: nothing non-durable held, so the backup's journal is marked complete and it restarts with a diff.
           await client.receiveAndAccept('mix', await depth(), 30_000);
-          await settled(c, 0);
+          await c.backupsCaughtUp(0);
           await waitFor(() => existsSync(join(c.dataDirs[b]!, 'ha-journal-complete')), { timeout: 20_000, interval: 100, name: `broker ${b} journal marked complete` });
           const before = diffs();
           await c.kill(b);
@@ -427,7 +407,7 @@ describe('ha', () => {
     } finally {
       client.connection.close();
     }
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     const n = await depth();
     expect(n).toBeGreaterThan(100);
     const onPrimary = await browse(c, 0, 'mix', n);
@@ -448,7 +428,7 @@ describe('ha', () => {
   });
 
   it('ha - a restarted (joining) broker refuses promotion while a ready one exists', async () => {
-    cluster = await readyCluster(3);
+    cluster = await TestCluster.ready(3);
     const c = cluster;
     await c.kill(0);
     // The backups lose the primary but stay ready (promotable); the old primary restarts joining.
@@ -468,7 +448,7 @@ describe('ha', () => {
     // Left with no backup at all: settling then is the explicit choice. An 8 s
     // ha-backup-timeout: on a loaded machine the CLI runs between the promotion and the
     // send took most of 3 s, and the send came after the hold had ended.
-    cluster = await readyCluster(3, [...SETTLE_ALONE, '--ha-backup-timeout', '8s']);
+    cluster = await TestCluster.ready(3, [...SETTLE_ALONE, '--ha-backup-timeout', '8s']);
     const c = cluster;
     await c.kill(0);
     await c.kill(2);
@@ -486,7 +466,7 @@ describe('ha', () => {
   });
 
   it('ha - a SIGSTOPped backup is dropped and stops holding the primary up', async () => {
-    cluster = await readyCluster(2, SETTLE_ALONE);
+    cluster = await TestCluster.ready(2, SETTLE_ALONE);
     const c = cluster;
     c.brokers[1]!.signal('SIGSTOP');
     try {
@@ -504,7 +484,7 @@ describe('ha', () => {
 
   it('ha - a backup whose snapshot copy fell behind the window of recent changes is dropped, rejoins and ends complete, in order', async () => {
     // A small window, and heartbeats slow enough that the stopped backup is not dropped for silence.
-    cluster = await readyCluster(2, [...SETTLE_ALONE, '--ha-retain-changes', '10000', '--ha-retain-size', '16MiB', '--ha-heartbeat-interval', '30s']);
+    cluster = await TestCluster.ready(2, [...SETTLE_ALONE, '--ha-retain-changes', '10000', '--ha-retain-size', '16MiB', '--ha-heartbeat-interval', '30s']);
     const c = cluster;
     await c.kill(1);
     const client = await TestClient.connect({ port: c.ports[0] });
@@ -526,7 +506,7 @@ describe('ha', () => {
     }
     await waitFor(() => /fell behind the primary's window of recent changes/.test(c.brokers[0]!.stderr), { timeout: 30_000, interval: 100, name: 'backup dropped for falling behind' });
     await c.waitState(1, 'ready', 60_000);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     const onBackup = await queues(c, 1);
     expect(onBackup.deep?.depth).toBe(80_000);
     expect(onBackup.more?.depth).toBe(12_000);
@@ -546,14 +526,14 @@ describe('ha', () => {
   });
 
   it('ha - acquired but unacknowledged messages are replicated and delivered again after failover', async () => {
-    cluster = await readyCluster(2);
+    cluster = await TestCluster.ready(2);
     const c = cluster;
     await runPython('send.py', [url(c, 0), 'acq', 'a', '5']);
     const consumer = await TestClient.connect({ port: c.ports[0] });
     const r = await consumer.openReceiver('acq');
     r.receiver.add_credit(5);
     expect((await r.next(5)).map((x) => bodyOf(x.message))).toEqual(['a-0', 'a-1', 'a-2', 'a-3', 'a-4']);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect((await queues(c, 1))['acq']?.depth).toBe(5);
     await c.kill(0);
     consumer.connection.close();
@@ -562,12 +542,12 @@ describe('ha', () => {
   });
 
   it('ha - transactions replicate whole; a rolled-back or dropped one leaves nothing on the backup', async () => {
-    cluster = await readyCluster(2);
+    cluster = await TestCluster.ready(2);
     const c = cluster;
     await runPython('tx_send.py', [url(c, 0), 'txq', 'commit']);
     await runPython('tx_send.py', [url(c, 0), 'txq', 'rollback']);
     await runPython('tx_send.py', [url(c, 0), 'txq', 'drop']);
-    await settled(c, 0);
+    await c.backupsCaughtUp(0);
     expect(await browse(c, 1, 'txq', 5)).toEqual(['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4']);
     // A failover right after: the new primary has exactly the committed transaction.
     await c.kill(0);
@@ -576,7 +556,7 @@ describe('ha', () => {
   });
 
   it('ha - a stale primary that comes back after a promotion stops instead of serving', async () => {
-    cluster = await readyCluster(2);
+    cluster = await TestCluster.ready(2);
     const c = cluster;
     const old = c.brokers[0]!;
     old.signal('SIGSTOP');
