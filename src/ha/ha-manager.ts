@@ -218,24 +218,7 @@ export class HaManager {
     });
     this.host.broker.log.attach(this.source);
     if (this.host.resumeLsn !== undefined) this.source.resetWindow(this.host.resumeLsn);
-    this.primaryOnlyAutoDelete();
     this.follow();
-  }
-
-  /**
-   * Only the primary deletes an auto-delete queue. A backup's queues change by the
-   * primary's log alone, but an admin browsing a replicated auto-delete queue on a
-   * backup makes it unused there when the browser leaves: deleted by the backup's own
-   * timer, it was gone from the backup (messages and all, so from the broker promoted
-   * next) while the primary kept it, and the delete took an LSN of the backup's own.
-   */
-  private primaryOnlyAutoDelete(): void {
-    const events = this.host.broker.events;
-    const unused = events.queueUnused;
-    if (!unused) return;
-    events.queueUnused = (queue) => {
-      if (this.isPrimary) unused(queue);
-    };
   }
 
   /**

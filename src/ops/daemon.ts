@@ -95,7 +95,12 @@ export class Daemon {
       queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
       events: {
         queueReady: (q) => this.server?.schedule(q),
-        queueUnused: (q) => this.autoDelete.schedule(q),
+        // Not on a broker that takes no local changes (an HA backup): its queues change by
+        // its primary's log alone. A browse of a replicated auto-delete queue there had the
+        // backup delete it, messages and all, under an LSN of its own.
+        queueUnused: (q) => {
+          if (!this.server?.readOnly?.()) this.autoDelete.schedule(q);
+        },
         queueDeleted: (q) => this.autoDelete.cancel(q),
         dedupKeyInvalid: (q, reason, count) => {
           // Counted always; logged for the first and then every thousandth, so a bad sender cannot flood the log.
