@@ -457,8 +457,7 @@ export class ClientConnection {
       const link = this.outgoing.get(l);
       this.outgoing.delete(l);
       link?.close();
-      if (link) this.unsubscribeIfClosed(l, link.queue);
-      this.subscriptionLinks.delete(l);
+      if (this.subscriptionLinks.delete(l) && link) this.unsubscribeIfClosed(l, link.queue);
       // Its temporary queue (and the replies on it) may have gone with it.
       this.releaseManagementCredit();
       return;
@@ -529,7 +528,6 @@ export class ClientConnection {
    * address. A detach with closed=false (consumer.close(), a dropped connection) keeps it.
    */
   private unsubscribeIfClosed(sender: Link, queue: Queue): void {
-    if (!this.subscriptionLinks.delete(sender)) return;
     if (!queue.name.startsWith(SUBSCRIPTION_PREFIX) || queue.consumerCount > 0) return;
     const closed = sender.detachReceived && sender.remoteClosed;
     if (!closed || this.broker.queues.get(queue.name) !== queue) return;

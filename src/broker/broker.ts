@@ -942,7 +942,7 @@ export class Broker implements QueueHost {
   private forgetKeys(result: PublishResult): void {
     const byQueue = new Map<Queue, DedupDigest[]>();
     for (const { queue, key } of result.dedupKeys ?? []) {
-      if (this.queues.get(queue.name) !== queue || !queue.dedup?.remove(key)) continue;
+      if (this.queues.get(queue.name) !== queue) continue;
       const keys = byQueue.get(queue) ?? [];
       keys.push(key);
       byQueue.set(queue, keys);
@@ -950,11 +950,11 @@ export class Broker implements QueueHost {
     for (const [queue, keys] of byQueue) {
       const bytes = Buffer.allocUnsafe(keys.length * DEDUP_DIGEST_BYTES);
       keys.forEach((key, i) => writeDedupDigest(key, bytes, i * DEDUP_DIGEST_BYTES));
-      this.log.record({ kind: 'dedup-forget', queue: queue.name, keys: bytes }, queue.settings.durable);
+      this.forgetDedupKeys(queue.name, bytes);
     }
   }
 
-  /** Take keys (16-byte digests) out of a queue's window as a logged change: a DR copy applying its source's take-back. */
+  /** Take keys (16-byte digests) out of a queue's window as a logged change: a refused publish's (forgetKeys), or a DR copy applying its source's take-back. */
   forgetDedupKeys(queue: string, keys: Buffer): void {
     const q = this.queues.get(queue);
     if (!q?.dedup) return;

@@ -710,11 +710,10 @@ export class DrStream {
         return this.queues.has(c.name) ? entry : undefined;
       case 'enqueue':
         return this.wants(c.queue, entry.lsn, false) ? entry : undefined;
+      // Keys of messages refused after their enqueue went out (their purge is a dequeue
+      // before it) go where dequeues go. An enqueue-only copy keeps the refused message,
+      // and so its key: a resend there is a duplicate of a copy it holds.
       case 'dequeue':
-        return this.wants(c.queue, entry.lsn, true) ? entry : undefined;
-      // Keys of messages refused after their enqueue went out (their purge follows as a
-      // dequeue): to a copy that copies dequeues too. An enqueue-only copy keeps the
-      // refused message, and so its key: a resend there is a duplicate of a copy it holds.
       case 'dedup-forget':
         return this.wants(c.queue, entry.lsn, true) ? entry : undefined;
       case 'transaction': {
