@@ -3,6 +3,7 @@
 // promoted with the same command a cluster manager uses.
 import { execFile } from 'node:child_process';
 import { TestBroker, killAllBrokers, tandemBin, waitFor } from './broker.js';
+import { TestClient, bodyOf } from './rhea-client.js';
 
 import { freePorts } from './ports.mjs';
 
@@ -127,6 +128,20 @@ export class TestCluster {
       },
       { timeout, interval: 200, name: 'backups caught up' },
     );
+  }
+
+  /** Browse a queue on broker i (a backup admits an admin connection that asks): the bodies of the first n and of any that follow within 300 ms. */
+  async browse(i: number, queue: string, n: number): Promise<unknown[]> {
+    const client = await TestClient.connect({ port: this.ports[i], properties: { 'qpid.ha-admin': true } });
+    try {
+      const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
+      r.receiver.add_credit(n + 10);
+      const got = await r.next(n);
+      const extra = await r.drainFor(300);
+      return [...got, ...extra].map((x) => bodyOf(x.message));
+    } finally {
+      client.connection.close();
+    }
   }
 
   async waitState(i: number, state: string, timeout = 20_000): Promise<void> {

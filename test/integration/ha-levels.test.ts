@@ -15,21 +15,6 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-/** Browse a queue on any broker (backups admit admin connections that ask): what it holds, up to n and a few more. */
-async function browse(c: TestCluster, i: number, queue: string, n: number): Promise<unknown[]> {
-  const client = await TestClient.connect({ port: c.ports[i], properties: { 'qpid.ha-admin': true } });
-  try {
-    const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
-    r.receiver.add_credit(n + 10);
-    // Fewer than n is what the test asserts against, so it shows what arrived.
-    const got = await r.next(n).catch(() => []);
-    const extra = await r.drainFor(300);
-    return [...got, ...extra].map((x) => bodyOf(x.message));
-  } finally {
-    client.connection.close();
-  }
-}
-
 const committed = ['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4'];
 
 describe('ha levels', () => {
@@ -46,13 +31,13 @@ describe('ha levels', () => {
     const tx = await runPython<{ committed?: boolean }>('tx_send.py', [`amqp://${c.address(0)}`, 'txmix', 'commit', 'mixed']);
     expect(tx.committed).toBe(true);
     await c.backupsCaughtUp(0);
-    expect(await browse(c, 1, 'txmix', 5)).toEqual(committed);
+    expect(await c.browse(1, 'txmix', 5)).toEqual(committed);
     // kill -9 and restart: the journal alone is not what it held, so it must be sent a snapshot.
     await c.kill(1);
     await c.startBroker(1);
     await c.waitState(1, 'ready', 30_000);
     await c.backupsCaughtUp(0);
-    expect(await browse(c, 1, 'txmix', 5)).toEqual(committed);
+    expect(await c.browse(1, 'txmix', 5)).toEqual(committed);
     // The failover hands out the whole transaction, one message at a time.
     await c.kill(0);
     const promoted = await c.promote(1);
@@ -83,7 +68,7 @@ describe('ha levels', () => {
     }
     await c.backupsCaughtUp(0);
     // The browser is the queue's first and last consumer on the backup: it leaves it unused there.
-    expect(await browse(c, 1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
+    expect(await c.browse(1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
     // A change after the browse, acknowledged by the backup: its timer (0 ms) has had its turn.
     const more = await TestClient.connect({ port: c.ports[0] });
     try {
@@ -92,8 +77,8 @@ describe('ha levels', () => {
       more.connection.close();
     }
     await c.backupsCaughtUp(0);
-    expect(await browse(c, 1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
-    expect(await browse(c, 0, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
+    expect(await c.browse(1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
+    expect(await c.browse(0, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
     await c.kill(0);
     const promoted = await c.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);

@@ -33,20 +33,6 @@ async function bindings(c: TestCluster, i: number): Promise<string[]> {
   return (JSON.parse(r.stdout) as Array<{ exchange: string; queue: string; key: string }>).map((b) => `${b.exchange}/${b.queue}/${b.key}`).sort();
 }
 
-/** Browse a queue on any broker (backups admit admin connections that ask). */
-async function browse(c: TestCluster, i: number, queue: string, n: number): Promise<unknown[]> {
-  const client = await TestClient.connect({ port: c.ports[i], properties: { 'qpid.ha-admin': true } });
-  try {
-    const r = await client.openReceiver({ address: queue, distribution_mode: 'copy' });
-    r.receiver.add_credit(n + 10);
-    const got = await r.next(n);
-    const extra = await r.drainFor(300);
-    return [...got, ...extra].map((x) => bodyOf(x.message));
-  } finally {
-    client.connection.close();
-  }
-}
-
 const url = (c: TestCluster, i: number) => `amqp://${c.address(i)}`;
 
 /**
@@ -160,7 +146,7 @@ describe('ha', () => {
     expect(backup['q-conf']?.depth).toBe(0);
     expect(backup['q-none']).toBeUndefined();
     expect(await bindings(c, 1)).toEqual(['ex/q-all/a.#', 'ex/q-conf/b']);
-    expect(await browse(c, 1, 'q-all', 5)).toEqual(['q-all-0', 'q-all-1', 'q-all-2', 'q-all-3', 'q-all-4']);
+    expect(await c.browse(1, 'q-all', 5)).toEqual(['q-all-0', 'q-all-1', 'q-all-2', 'q-all-3', 'q-all-4']);
 
     // Steady state: unbind and delete follow.
     expect((await tandem(['unbind', 'ex', 'q-all', 'a.#', '-b', P])).code).toBe(0);
@@ -180,7 +166,7 @@ describe('ha', () => {
     const after = await queues(c, 1);
     expect(after['q-all']?.depth).toBe(2);
     expect(after['q-all']?.['max-count']).toBe(7);
-    expect(await browse(c, 1, 'q-all', 2)).toEqual(['new-0', 'new-1']);
+    expect(await c.browse(1, 'q-all', 2)).toEqual(['new-0', 'new-1']);
   });
 
   it('ha - send 1000, receive 990: every backup holds exactly the last 10', async () => {
@@ -194,7 +180,7 @@ describe('ha', () => {
     const last10 = Array.from({ length: 10 }, (_, i) => `m-${990 + i}`);
     for (const i of [1, 2]) {
       expect((await queues(c, i))['q1000']?.depth).toBe(10);
-      expect(await browse(c, i, 'q1000', 10)).toEqual(last10);
+      expect(await c.browse(i, 'q1000', 10)).toEqual(last10);
     }
   });
 
@@ -321,7 +307,7 @@ describe('ha', () => {
     await c.waitState(2, 'ready', 30_000);
     await c.backupsCaughtUp(0);
     expect(c.brokers[0]!.stderr.match(/backup joined: sending a snapshot/g)?.length).toBe(3);
-    expect((await browse(c, 2, 'rq', 51)).slice(0, 51)).toEqual([...Array.from({ length: 50 }, (_, i) => `n-${50 + i}`), 'd-0']);
+    expect((await c.browse(2, 'rq', 51)).slice(0, 51)).toEqual([...Array.from({ length: 50 }, (_, i) => `n-${50 + i}`), 'd-0']);
     expect((await queues(c, 2)).rq?.depth).toBe(3050);
     const rest = await TestClient.connect({ port: c.ports[0] });
     try {
@@ -410,11 +396,11 @@ describe('ha', () => {
     await c.backupsCaughtUp(0);
     const n = await depth();
     expect(n).toBeGreaterThan(100);
-    const onPrimary = await browse(c, 0, 'mix', n);
+    const onPrimary = await c.browse(0, 'mix', n);
     expect(onPrimary).toHaveLength(n);
     for (const b of [1, 2]) {
       expect((await queues(c, b)).mix?.depth, `backup ${b} depth`).toBe(n);
-      expect(await browse(c, b, 'mix', n), `backup ${b}`).toEqual(onPrimary);
+      expect(await c.browse(b, 'mix', n), `backup ${b}`).toEqual(onPrimary);
     }
     // And a failover to one of them hands out exactly that.
     await c.kill(0);
@@ -548,7 +534,7 @@ describe('ha', () => {
     await runPython('tx_send.py', [url(c, 0), 'txq', 'rollback']);
     await runPython('tx_send.py', [url(c, 0), 'txq', 'drop']);
     await c.backupsCaughtUp(0);
-    expect(await browse(c, 1, 'txq', 5)).toEqual(['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4']);
+    expect(await c.browse(1, 'txq', 5)).toEqual(['commit-0', 'commit-1', 'commit-2', 'commit-3', 'commit-4']);
     // A failover right after: the new primary has exactly the committed transaction.
     await c.kill(0);
     expect((await c.promote(1)).code).toBe(0);
