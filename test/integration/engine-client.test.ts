@@ -104,4 +104,20 @@ describe('engine client - against tandemd', () => {
     const replies = await c.openReceiver(session, undefined, { dynamic: true });
     expect(replies.source?.fields.address).toBeTruthy();
   });
+
+  it("engine client - a link name too long for any attach the broker's max-frame-size takes rejects the open with that reason (the session ends), and the connection goes on", async () => {
+    const small = await TestBroker.start({ args: ['--max-frame-size', '512'] });
+    const c = await AmqpClient.connect({ host: '127.0.0.1', port: small.port, sasl: false, timeoutMs: 10_000 });
+    clients.push(c);
+    const session = await c.openSession();
+    const refused = await c.openSender(session, 'q', { name: 'n'.repeat(600) }).then(
+      () => undefined,
+      (err: AmqpClientError) => err,
+    );
+    expect(refused).toBeInstanceOf(AmqpClientError);
+    expect(refused!.condition).toBe('amqp:frame-size-too-small');
+    const other = await c.openSession();
+    const sender = await c.openSender(other, 'q');
+    expect((await c.send(sender, encodeMessage({ body: 'after' })))?.def.name).toBe('accepted');
+  });
 });

@@ -82,6 +82,8 @@ export class AmqpClient {
   private closedError: Error | undefined;
   private readonly closeWaiters: ((err: Error | undefined) => void)[] = [];
   private readonly sessionWaiters = new Map<Session, { resolve(s: Session): void; reject(err: Error): void }>();
+  /** Why each ended session ended: an attach can end its session before its caller's promise exists. */
+  private readonly sessionErrors = new WeakMap<Session, Error>();
   /** Called once when the connection is gone (by us, the peer or the socket). */
   onClosed: ((err: Error | undefined) => void) | undefined;
 
@@ -106,6 +108,7 @@ export class AmqpClient {
       },
       onSessionEnd: (s, error) => {
         const err = new AmqpClientError(`session ended: ${describe(error, 'no reason given')}`, error?.condition);
+        this.sessionErrors.set(s, err);
         this.sessionWaiters.get(s)?.reject(err);
         this.sessionWaiters.delete(s);
         for (const l of s.links) this.linkGone(l, err);
@@ -211,6 +214,10 @@ export class AmqpClient {
     const link = session.attach(name, role, options);
     return new Promise((resolve, reject) => {
       link.context = { opened: { resolve, reject }, waiting: [], outcomes: new Map() } satisfies LinkWaiters;
+      // A name too long for any attach the peer takes ends the session inside attach(),
+      // before this promise was there to be told (Link.refuseOversize).
+      const ended = this.sessionErrors.get(session);
+      if (ended) this.linkGone(link, ended);
     });
   }
 
