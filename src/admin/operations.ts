@@ -61,6 +61,8 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     consumers: q.consumerCount,
     enqueued: q.enqueued,
     dequeued: q.dequeued,
+    // New messages a full ring lost because the rest were out with consumers.
+    ...(s.limitPolicy === 'ring' ? { 'ring-overflow': q.ringOverflow } : {}),
     'qpid.dedup-window': s.dedupWindow,
     'qpid.dedup-ttl': s.dedupTtlMs,
     'qpid.dedup-key': s.dedupKey === '' ? 'message-id' : s.dedupKey,

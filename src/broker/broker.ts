@@ -69,6 +69,12 @@ export interface BrokerEvents {
   queueDeleted?(queue: Queue): void;
   /** A message's dedup key could not be compared (it passed, counted): worth a log line. */
   dedupKeyInvalid?(queue: Queue, reason: string, count: number): void;
+  /**
+   * A message leaving `queue` (rejected, expired, or left on it when it was deleted)
+   * could not go on to its alternate exchange and was dropped: worth a warning.
+   * `total`: Broker.deadLettersLost, this one counted.
+   */
+  deadLetterLost?(queue: Queue, id: number, reason: string, total: number): void;
 }
 
 export const builtInExchanges: Array<[string, ExchangeType]> = [
@@ -166,6 +172,8 @@ export class Broker implements QueueHost {
   memoryAlarm: string | undefined;
   /** Set by src/dr: the refusal a client gets from a DR queue that does not serve here. */
   drRefusal: DrRefusal | undefined;
+  /** Messages that could not go on to an alternate exchange, and were dropped (events.deadLetterLost). */
+  deadLettersLost = 0;
   private nextMessageId = 1;
   /** When set, removals are collected into a transaction instead of logged one by one. */
   private txCollector: Array<{ op: TxOp; durable: boolean }> | undefined;
@@ -263,7 +271,15 @@ export class Broker implements QueueHost {
     this.queues.delete(name);
     queue.discard();
     this.log.record({ kind: 'queue-delete', name }, queue.settings.durable);
-    if (alternate) for (const entry of remaining) this.reroute(alternate, entry);
+    // The queue is gone already: each message goes on by itself, and one that cannot
+    // (reroute counts and reports it) never leaves the delete half done.
+    for (const entry of remaining) {
+      try {
+        this.reroute(queue, entry);
+      } catch (err) {
+        this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
+      }
+    }
     this.events.queueDeleted?.(queue);
     return count;
   }
@@ -467,8 +483,11 @@ export class Broker implements QueueHost {
       for (const op of ops) {
         if (op.kind !== 'enqueue') continue;
         const queue = this.queue(op.queue);
-        if (queue.settings.limitPolicy === 'ring') queue.makeRoom(op.message.bytes.length);
+        // A full ring whose available messages cannot make way loses the new one, as on a
+        // publish (see makeRoom); its enqueue is in the record, so it leaves as a ring drop.
+        const room = queue.settings.limitPolicy !== 'ring' || queue.makeRoom(op.message.bytes.length);
         queue.enqueue(op.message);
+        if (!room) queue.remove(queue.entry(op.message.id)!, 'ring');
         if (op.dedup) queue.dedup?.add(op.dedup.key, op.dedup.at, logged.lsn, logged.durable);
         touched.add(queue);
         enqueued.push({ queue: queue.name, id: op.message.id });
@@ -648,7 +667,7 @@ export class Broker implements QueueHost {
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
       // An expired message routed back into its own queue would reach its consumers after
       // all, and expire (and be dead-lettered) again with each default-ttl, for ever.
-      this.reroute(queue.settings.alternateExchange, entry, reason === 'expired' ? queue : undefined);
+      this.reroute(queue, entry, reason === 'expired');
     }
   }
 
@@ -719,11 +738,17 @@ export class Broker implements QueueHost {
   }
 
   private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number): MessageRecord {
+    // The header's ttl (from arrival here) and properties.absolute-expiry-time each say
+    // when the message has expired (AMQP 1.0 3.2.1, 3.2.4): with both, the earlier one.
+    // The queue's default ttl is for messages that set neither.
     let expiresAt = 0;
     if (msg.ttlMs !== undefined && msg.ttlMs > 0) expiresAt = now + msg.ttlMs;
-    // A time before 1970 (a timestamp is signed) has passed: the first moment there is, not a negative time no record can hold.
-    else if (msg.absoluteExpiry) expiresAt = Math.max(1, msg.absoluteExpiry);
-    else if (queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
+    if (msg.absoluteExpiry) {
+      // A time before 1970 (a timestamp is signed) has passed: the first moment there is, not a negative time no record can hold.
+      const at = Math.max(1, msg.absoluteExpiry);
+      if (expiresAt === 0 || at < expiresAt) expiresAt = at;
+    }
+    if (expiresAt === 0 && queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
     return {
       id,
       bytes: msg.bytes,
@@ -1005,29 +1030,53 @@ export class Broker implements QueueHost {
     return true;
   }
 
-  /** Send a removed message on to an alternate exchange as a new message (not to `except`). */
-  private reroute(exchangeName: string, entry: QueueEntry, except?: Queue): void {
-    const exchange = this.exchanges.get(exchangeName);
-    if (!exchange) return;
-    const queues = this.routeVia(exchange, entry.msg.subject);
-    const self = except ? queues.indexOf(except) : -1;
+  /**
+   * Send a message leaving `from` on to its alternate exchange as a new message (not
+   * back into `from` if `notBack`). One that cannot go on (its body or subject cannot be
+   * read back from the journal, or the queues it routes to refuse it, full) is dropped,
+   * counted (deadLettersLost) and reported (events.deadLetterLost), not thrown: the
+   * removal, or queue delete, that sent it completes. False then. Anything else that
+   * fails (a bug, a closed journal) still throws.
+   */
+  private reroute(from: Queue, entry: QueueEntry, notBack = false): boolean {
+    const exchange = this.exchanges.get(from.settings.alternateExchange);
+    if (!exchange) return true;
+    let bytes: Buffer;
+    let subject: string | undefined;
+    try {
+      // A paged message reads both back (a damaged record throws).
+      subject = entry.msg.subject;
+      bytes = entry.msg.bytes;
+    } catch (err) {
+      return this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
+    }
+    const queues = this.routeVia(exchange, subject);
+    const self = notBack ? queues.indexOf(from) : -1;
     if (self >= 0) queues.splice(self, 1);
-    if (queues.length === 0) return;
+    if (queues.length === 0) return true;
     try {
       this.enqueueAll(queues, {
-        bytes: entry.msg.bytes,
+        bytes,
         headerLength: entry.msg.headerLength,
         durable: entry.msg.durable,
         priority: entry.msg.priority,
         ttlMs: undefined,
         absoluteExpiry: undefined,
         deliveryCount: entry.deliveryCount,
-        subject: entry.msg.subject,
+        subject,
       });
     } catch (err) {
-      // A full alternate queue drops the dead letter rather than failing the removal.
       if (!(err instanceof TandemError)) throw err;
+      return this.deadLetterLost(from, entry, err.message);
     }
+    return true;
+  }
+
+  /** Count and report a message reroute had to drop (always false, for its caller to return). */
+  private deadLetterLost(from: Queue, entry: QueueEntry, reason: string): false {
+    this.deadLettersLost++;
+    this.events.deadLetterLost?.(from, entry.msg.id, reason, this.deadLettersLost);
+    return false;
   }
 
   private collectRemovals(fn: () => void): void {

@@ -112,6 +112,8 @@ export class Queue {
   /** Bumped when a consumer comes or goes: a dispatch's positions in the list hold while it is unchanged. */
   private membership = 0;
   private bytes = 0;
+  /** Body bytes of the acquired messages (the rest of `bytes` is available, and can make way in a ring). */
+  private acquiredBytes = 0;
   /** Messages (and their body bytes) whose bodies are paged out to the journal. */
   private pagedCount = 0;
   private pagedBytes = 0;
@@ -125,6 +127,8 @@ export class Queue {
   /** Counters for status and metrics. */
   enqueued = 0;
   dequeued = 0;
+  /** New messages a full ring lost because the available ones could not make way (makeRoom). */
+  ringOverflow = 0;
   /** Duplicate detection (settings.dedupWindow > 0): the keys, and what became of messages. */
   dedup: DedupWindow | undefined;
   readonly dedupCounts = { duplicates: 0, withoutKey: 0, invalidKey: 0 };
@@ -250,40 +254,42 @@ export class Queue {
 
   /**
    * Make room under the ring policy for a message of this size and priority by dropping
-   * the oldest available messages, lowest priority first. On a priority queue only
-   * messages of the new one's level or below make way for it (as qpidd does): false,
-   * and nothing dropped, if those are not enough while higher ones would have to go,
-   * so the new message is the one the ring loses. With nothing available to drop
-   * (every message out with a consumer) it goes over the limit. No priority (a commit,
-   * whose enqueue is logged already): any level makes way, and it is always true.
+   * the oldest available messages, lowest priority first. Only available messages make
+   * way: one out with a consumer is the consumer's until it settles it. When those
+   * cannot free enough (every message is acquired, say), nothing is dropped and the
+   * answer is false: the new message is the one the ring loses (counted in
+   * ringOverflow), as qpidd's ring does, so the limit holds. On a priority queue only
+   * messages of the new one's level or below make way for it (as qpidd does): false
+   * too if those are not enough while higher ones would have to go. No priority (a
+   * commit): any level makes way.
    */
   makeRoom(size: number, priority = 9): boolean {
     const { maxCount, maxSize } = this.settings;
-    const own = this.levelIndex(priority);
-    if (this.levels.length > 1 && !this.roomBelow(own, size)) return false;
+    // What stays over each limit: the count and bytes the drops must free.
+    const count = maxCount > 0 ? this.depth + 1 - maxCount : 0;
+    const bytes = maxSize > 0 ? this.bytes + size - maxSize : 0;
+    if (count <= 0 && bytes <= 0) return true;
+    const fits = count <= this.available && bytes <= this.bytes - this.acquiredBytes && (this.levels.length === 1 || this.roomBelow(this.levelIndex(priority), count, bytes));
+    if (!fits) {
+      this.ringOverflow++;
+      return false;
+    }
     // Bounded by the queue depth: each pass removes one message.
     for (let guard = this.depth; guard > 0; guard--) {
       const full = (maxCount > 0 && this.depth + 1 > maxCount) || (maxSize > 0 && this.bytes + size > maxSize);
       if (!full) return true;
       const level = this.levels.find((l) => l.length > 0);
-      if (!level) return true;
+      if (!level) return true; // not reached: the available ones free enough (checked above)
       this.removeRow(level, level.first(), 'ring');
     }
     return true;
   }
 
   /**
-   * Would dropping available messages of levels 0..`top`, oldest first, make room for
-   * `size` bytes? Also true when no level holds any (only acquired ones are left: the
-   * message goes over the limit, as on a queue without priorities). Walks only the
-   * rows a drop would take.
+   * Would dropping available messages of levels 0..`top`, oldest first, free `count`
+   * messages and `bytes` bytes? Walks only the rows a drop would take.
    */
-  private roomBelow(top: number, size: number): boolean {
-    const { maxCount, maxSize } = this.settings;
-    // What stays over each limit: the count and bytes the drops must free.
-    let count = maxCount > 0 ? this.depth + 1 - maxCount : 0;
-    let bytes = maxSize > 0 ? this.bytes + size - maxSize : 0;
-    if (count <= 0 && bytes <= 0) return true;
+  private roomBelow(top: number, count: number, bytes: number): boolean {
     for (let p = 0; p <= top; p++) {
       const level = this.levels[p]!;
       for (let pos = level.first(); pos >= 0; pos = level.next(pos)) {
@@ -292,8 +298,7 @@ export class Queue {
         if (count <= 0 && bytes <= 0) return true;
       }
     }
-    for (let p = top + 1; p < this.levels.length; p++) if (this.levels[p]!.length > 0) return false;
-    return true;
+    return false;
   }
 
   /** New duplicate-detection settings: the keys held stay, within the new bounds. */
@@ -450,6 +455,7 @@ export class Queue {
     entry.acquiredBy = undefined;
     entry.txAccepted = false;
     this.acquiredRows.removeAt(a);
+    this.acquiredBytes -= bodySize(entry.msg);
     this.putEntry(entry);
   }
 
@@ -545,6 +551,7 @@ export class Queue {
     this.nextConsumer = 0;
     for (const level of this.levels) level.clear();
     this.acquiredRows.clear();
+    this.acquiredBytes = 0;
     this.refused.clear();
     this.skipTo.clear();
     this.bytes = 0;
@@ -674,6 +681,7 @@ export class Queue {
     if (a >= 0) {
       const entry = this.acquiredRows.obj(a)!;
       this.acquiredRows.removeAt(a);
+      this.acquiredBytes -= bodySize(entry.msg);
       this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry.msg.durable, entry);
       return entry;
     }
@@ -785,6 +793,7 @@ export class Queue {
           continue;
         }
         const entry = obj ?? this.entryAt(level, pos, false);
+        this.acquiredBytes += level.get(pos, SIZE);
         level.removeAt(pos);
         entry.acquiredBy = consumer;
         this.acquiredRows.setObj(this.acquiredRows.insert(entry.msg.id), entry);

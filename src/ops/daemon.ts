@@ -37,6 +37,7 @@ import { readDedupKey } from '../amqp/dedup-key-reader.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Settings } from './config.js';
 import { logger, type Logger } from './log.js';
+import { LogThrottle, suppressedField } from './log-throttle.js';
 import { MemoryAlarm } from './memory-alarm.js';
 import { Metrics } from './metrics.js';
 import { ConsoleServer } from '../console/server.js';
@@ -78,6 +79,7 @@ export class Daemon {
   /** Set once a clean stop began: no local change is taken any more (see doStop). */
   private stoppingReason: string | undefined;
   private readonly log: Logger;
+  private readonly deadLetterLog = new LogThrottle();
   private readonly startedAt = Date.now();
   /** Identifies this process to other brokers (a broker skips itself in ha-brokers-url). */
   readonly instanceId = randomUUID();
@@ -105,6 +107,11 @@ export class Daemon {
         dedupKeyInvalid: (q, reason, count) => {
           // Counted always; logged for the first and then every thousandth, so a bad sender cannot flood the log.
           if (count === 1 || count % 1000 === 0) this.log.warn({ queue: q.name, reason, count }, 'message passed without duplicate detection: its key cannot be compared');
+        },
+        deadLetterLost: (q, id, reason, total) => {
+          // One line per queue every 10 s at most (a damaged segment can hold thousands), with the count it stands for.
+          const held = this.deadLetterLog.admit(q.name);
+          if (held !== undefined) this.log.warn({ queue: q.name, id, reason, total, ...suppressedField(held) }, 'a message could not go on to the alternate exchange and was dropped');
         },
       },
     });

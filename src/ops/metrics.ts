@@ -153,6 +153,15 @@ export class Metrics {
     perQueue('tandem_queue_dedup_without_key_total', 'Messages passed without duplicate detection: no key', (q) => q.dedupCounts.withoutKey);
     perQueue('tandem_queue_dedup_invalid_key_total', 'Messages passed without duplicate detection: a key of a type that is not compared', (q) => q.dedupCounts.invalidKey);
     perQueue('tandem_queue_dedup_keys', 'Keys in the duplicate-detection window', (q) => q.dedup?.size ?? 0);
+    perQueue('tandem_queue_ring_overflow_total', 'New messages a full ring queue lost because its available messages could not make way (the rest were out with consumers)', (q) => q.ringOverflow);
+    new Gauge({
+      name: 'tandem_dead_letters_lost_total',
+      help: 'Messages that left a queue for its alternate exchange and could not go on (their body unreadable, or the queues it routes to full): dropped, each logged',
+      registers: [r],
+      collect() {
+        this.set(sources.broker.deadLettersLost);
+      },
+    });
     if (sources.extra) {
       const extra = sources.extra;
       new Gauge({

@@ -155,6 +155,39 @@ describe('journal damage behind a checkpoint', () => {
     broker.cleanup();
   });
 
+  it('journal damage - deleting a queue with an alternate exchange skips the one message whose body is damaged (logged, counted); the 199 others go on and the delete completes', async () => {
+    const first = await TestBroker.start();
+    await manage(first.port, 'CREATE', 'exchange', 'dead.fanout', { 'exchange-type': 'fanout', durable: true });
+    await manage(first.port, 'CREATE', 'queue', 'dead.q', { durable: true });
+    await manage(first.port, 'CREATE', 'binding', undefined, { exchange: 'dead.fanout', queue: 'dead.q' });
+    await manage(first.port, 'CREATE', 'queue', 'doomed.q', { durable: true, 'alternate-exchange': 'dead.fanout' });
+    const client = await TestClient.connect({ port: first.port });
+    const outcomes = await client.send('doomed.q', Array.from({ length: 200 }, (_, i) => ({ body: body(i), durable: true })), { timeoutMs: 60_000 });
+    expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
+    await client.close();
+    expect(await first.stop()).toBe(0); // the checkpoint covers every record: the restart leaves the bodies on disk
+    const file = lastSegmentOf(first.dataDir);
+    const buf = readFileSync(file);
+    const records = scanSegment(buf).records.filter((r) => r.entry.change.kind === 'enqueue');
+    expect(records).toHaveLength(200);
+    const victim = records[100]!;
+    buf[victim.offset + victim.size - 2]! ^= 0x40;
+    writeFileSync(file, buf);
+
+    const broker = await TestBroker.start({ dataDir: first.dataDir });
+    await manage(broker.port, 'DELETE', 'queue', 'doomed.q');
+    await expect(manage(broker.port, 'READ', 'queue', 'doomed.q')).rejects.toThrow(/does not exist/);
+    expect(await drain(broker.port, 'dead.q')).toEqual(Array.from({ length: 200 }, (_, i) => body(i)).filter((_, i) => i !== 100));
+    const log = broker.stdout + broker.stderr;
+    expect(log).toMatch(/a message could not go on to the alternate exchange and was dropped/);
+    expect(log).toMatch(/"queue":"doomed.q".*"reason":"its body cannot be read back/);
+    expect(log).toMatch(/"total":1\b/);
+    // The broker goes on: the queue can be made again under its name.
+    await manage(broker.port, 'CREATE', 'queue', 'doomed.q', { durable: true });
+    await broker.stop();
+    broker.cleanup();
+  });
+
   it('journal damage - a message body holding a forged journal frame, its write torn by a crash: the tail is cut and the broker starts; the forged queue-delete is never applied, --repair or not', async () => {
     const first = await TestBroker.start({ args: ['--checkpoint-bytes', '0'] });
     const client = await TestClient.connect({ port: first.port });

@@ -265,6 +265,18 @@ describe('messaging', () => {
     expect(bodyOf(got[0])).toBe('keep');
   });
 
+  it('ttl - with both a header ttl and an absolute-expiry-time the earlier one holds', async () => {
+    // The absolute time is the earlier: the message expires by it, long before its ttl.
+    await client.send('both-expiry.q', [{ body: 'abs-soon', ttl: 600_000, absolute_expiry_time: new Date(Date.now() + 300) }, { body: 'keep' }]);
+    await waitFor(async () => (await queueInfo('both-expiry.q')).depth === 1, { name: 'expired by its absolute-expiry-time', timeout: 5000 });
+    expect(bodyOf((await client.receiveAndAccept('both-expiry.q', 1))[0])).toBe('keep');
+    // And the ttl a consumer is handed is what is left until then, not the header's own.
+    await client.send('both-expiry-left.q', [{ body: 'x', ttl: 600_000, absolute_expiry_time: new Date(Date.now() + 60_000) }]);
+    const [m] = await client.receiveAndAccept('both-expiry-left.q', 1);
+    expect(m.ttl).toBeGreaterThan(0);
+    expect(m.ttl).toBeLessThanOrEqual(60_000);
+  });
+
   it('ttl - a queue default ttl expires messages, to the alternate exchange if set', async () => {
     await manage(broker.port, 'CREATE', 'exchange', 'expired.fanout', { 'exchange-type': 'fanout' });
     await addQueue('expired.dlq');
@@ -313,6 +325,23 @@ describe('messaging', () => {
     expect(outcomes.map((o) => o.state)).toEqual(Array(4).fill('accepted'));
     const got = await client.receiveAndAccept('ring.q', 2);
     expect(got.map(bodyOf)).toEqual(['m2', 'm3']);
+  });
+
+  it('limits - policy ring holds its limit while every message is out with a consumer: the new one is the one it loses', async () => {
+    await addQueue('ring-acquired.q', { 'max-count': 2, policy: 'ring' });
+    const r = await client.openReceiver('ring-acquired.q');
+    r.receiver.add_credit(10);
+    await client.send('ring-acquired.q', ['a', 'b']);
+    const held = await r.next(2);
+    expect(held.map((g) => bodyOf(g.message))).toEqual(['a', 'b']);
+    // Nothing available can make way: the sender is settled as on any ring, the queue stays at its limit.
+    expect((await client.send('ring-acquired.q', ['lost'])).map((o) => o.state)).toEqual(['accepted']);
+    expect(await queueInfo('ring-acquired.q')).toMatchObject({ depth: 2, acquired: 2, 'ring-overflow': 1 });
+    for (const g of held) g.delivery.accept();
+    await waitFor(async () => (await queueInfo('ring-acquired.q')).depth === 0, { name: 'settled' });
+    await r.close();
+    await client.send('ring-acquired.q', ['after']);
+    expect((await client.receiveAndAccept('ring-acquired.q', 1)).map(bodyOf)).toEqual(['after']);
   });
 
   it('anonymous relay - a sender with no target address routes by each message\'s to', async () => {

@@ -7,7 +7,7 @@ import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster, type HaStatusJson } from '../helpers/cluster.js';
 import { TestClient } from '../helpers/rhea-client.js';
 import { scrape } from '../helpers/scrape.js';
-import { tandem } from '../helpers/tandem-cli.js';
+import { manage, tandem } from '../helpers/tandem-cli.js';
 import { drFlush, send } from '../dr/helpers.js';
 
 const opened: TestClient[] = [];
@@ -48,6 +48,34 @@ describe('metrics', () => {
     // Nothing about DR copies or backups where there is none; the DR source's window is kept by nobody yet.
     expect(s.text).not.toMatch(/^tandem_dr_(?!window_)|^tandem_ha_backup_lag/m);
     expect(s.samples.get('tandem_dr_window_kept')).toBe(0);
+  });
+
+  it('metrics standalone - a full ring that loses a newcomer and a dead letter its alternate queue refuses are each counted', async () => {
+    const broker = await TestBroker.start({ args: ['--metrics-port', '0'] });
+    const c = await TestClient.connect({ port: broker.port });
+    opened.push(c);
+    await manage(broker.port, 'CREATE', 'queue', 'ring.q', { 'max-count': 1, policy: 'ring' });
+    await manage(broker.port, 'CREATE', 'exchange', 'dl.x', { 'exchange-type': 'fanout' });
+    await manage(broker.port, 'CREATE', 'queue', 'dl.full', { 'max-count': 1 });
+    expect((await tandem(['bind', 'dl.x', 'dl.full', '-b', `127.0.0.1:${broker.port}`])).code).toBe(0);
+    await manage(broker.port, 'CREATE', 'queue', 'dl.src', { 'alternate-exchange': 'dl.x' });
+    // The ring's one message is out with a consumer: the newcomer cannot make way.
+    const ring = await c.openReceiver('ring.q');
+    ring.receiver.add_credit(5);
+    await c.send('ring.q', ['held']);
+    await ring.next(1);
+    await c.send('ring.q', ['lost']);
+    // dl.full is full: the message dl.src's consumer rejects cannot go on.
+    await c.send('dl.x', ['filler']);
+    await c.send('dl.src', ['rejected']);
+    const src = await c.openReceiver('dl.src');
+    src.receiver.add_credit(1);
+    const [got] = await src.next(1);
+    got!.delivery.reject();
+    await waitFor(async () => (await scrape(broker.metricsPort!)).samples.get('tandem_dead_letters_lost_total') === 1, { timeout: 10_000, name: 'the dropped dead letter counted' });
+    const s = await scrape(broker.metricsPort!);
+    expect(s.samples.get('tandem_queue_ring_overflow_total{queue="ring.q"}')).toBe(1);
+    expect(s.samples.get('tandem_queue_ring_overflow_total{queue="dl.src"}')).toBe(0);
   });
 
   it('metrics ha - the primary shows its state, ready backups and each backup lag; a SIGSTOPped backup lags, then is no longer ready', async () => {

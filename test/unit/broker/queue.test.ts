@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Queue } from '../../../src/broker/queue.js';
-import { FakeConsumer, bodies, kinds, msg, newBroker, qs } from './helpers.js';
+import type { BodyLoader } from '../../../src/broker/paged-message.js';
+import { FakeConsumer, bodies, kinds, msg, newBroker, prng, qs } from './helpers.js';
 
 function setup(settings = qs()) {
   const env = newBroker();
@@ -432,12 +433,13 @@ describe('Queue limits', () => {
     // A newcomer of a level with messages of its own (or below) evicts the lowest, oldest first.
     expect(send('mid', 5)).toEqual(['q']);
     expect(bodies(queue)).toEqual(['hi1', 'hi2', 'mid']);
-    // One below everything held is the one the ring loses: no change logged, not counted.
+    // One below everything held is the one the ring loses: no change logged, counted as the ring's overflow.
     env.logged.length = 0;
     expect(send('lo2', 0)).toEqual([]);
     expect(bodies(queue)).toEqual(['hi1', 'hi2', 'mid']);
     expect(env.logged).toEqual([]);
     expect(queue.depth).toBe(3);
+    expect(queue.ringOverflow).toBe(1);
     // An equal priority takes the oldest of its level.
     send('hi3', 9);
     expect(bodies(queue)).toEqual(['hi1', 'hi2', 'hi3']);
@@ -458,6 +460,126 @@ describe('Queue limits', () => {
     // A higher newcomer makes room from below and from its own level.
     send('cccc', 9);
     expect(bodies(queue)).toEqual(['cccc']);
+  });
+
+  it('a ring whose every message is acquired loses the new one: the limit holds (max-count)', () => {
+    const { broker, queue, send, dispatch, logged } = setup(qs({ maxCount: 2, limitPolicy: 'ring' }));
+    send('a', 'b');
+    const c = new FakeConsumer('c', 10);
+    queue.addConsumer(c);
+    dispatch();
+    expect(queue.acquired).toBe(2);
+    logged.length = 0;
+    // Nothing available can make way: not enqueued, nothing logged, counted.
+    expect(broker.publish('q', msg('c')).queues).toEqual([]);
+    expect(queue.depth).toBe(2);
+    expect(queue.ringOverflow).toBe(1);
+    expect(logged).toEqual([]);
+    dispatch();
+    expect(c.bodies).toEqual(['a', 'b']);
+    // Once one is settled there is room again.
+    broker.accept(queue, c.deliveries[0]!);
+    expect(broker.publish('q', msg('d')).queues).toEqual(['q']);
+    expect(bodies(queue)).toEqual(['b', 'd']);
+    expect(queue.ringOverflow).toBe(1);
+  });
+
+  it('a ring by size drops nothing when its available messages cannot free enough, and loses the new one', () => {
+    const { broker, queue, send, dispatch } = setup(qs({ maxSize: 6, limitPolicy: 'ring' }));
+    send('aaaa');
+    const c = new FakeConsumer('c', 1);
+    queue.addConsumer(c);
+    dispatch();
+    send('b');
+    // 4 acquired + 1 available + 3 new is 2 over; dropping 'b' frees only 1.
+    expect(broker.publish('q', msg('ccc')).queues).toEqual([]);
+    expect(bodies(queue)).toEqual(['aaaa', 'b']);
+    expect(queue.byteDepth).toBe(5);
+    expect(queue.ringOverflow).toBe(1);
+    // One that fits after dropping 'b' takes its place.
+    expect(broker.publish('q', msg('dd')).queues).toEqual(['q']);
+    expect(bodies(queue)).toEqual(['aaaa', 'dd']);
+    expect(queue.byteDepth).toBe(6);
+    // Given back, the acquired bytes can make way again.
+    queue.removeConsumer(c);
+    expect(broker.publish('q', msg('eeee')).queues).toEqual(['q']);
+    expect(bodies(queue)).toEqual(['dd', 'eeee']);
+  });
+
+  it('a priority ring whose every message is acquired loses the new one, whatever its priority', () => {
+    const env = newBroker();
+    const queue = env.broker.declareQueue('q', qs({ maxCount: 2, limitPolicy: 'ring', priorities: 10 })).queue;
+    env.broker.publish('q', msg('lo', { priority: 0 }));
+    env.broker.publish('q', msg('hi', { priority: 9 }));
+    queue.addConsumer(new FakeConsumer('c', 10));
+    queue.dispatch(env.clock.now());
+    expect(env.broker.publish('q', msg('top', { priority: 9 })).queues).toEqual([]);
+    expect(queue.depth).toBe(2);
+  });
+
+  it('a ring never goes over its limits, and loses a new message only when its available ones could not make way (seeded)', () => {
+    for (const [seed, priorities] of [
+      [1, 1],
+      [2, 1],
+      [3, 3],
+      [4, 10],
+    ] as const) {
+      const rand = prng(seed);
+      const env = newBroker();
+      const queue = env.broker.declareQueue('q', qs({ maxCount: 8, maxSize: 60, limitPolicy: 'ring', priorities })).queue;
+      const consumers = [new FakeConsumer('a', 0), new FakeConsumer('b', 0)];
+      for (const c of consumers) queue.addConsumer(c);
+      const held = (c: FakeConsumer) => c.deliveries.filter((e) => e.acquiredBy === c);
+      for (let step = 0; step < 2000; step++) {
+        const c = consumers[Math.floor(rand() * 2)]!;
+        const r = rand();
+        if (r < 0.45) {
+          const size = 1 + Math.floor(rand() * 12);
+          const priority = Math.floor(rand() * 10);
+          const available = [...queue.availableEntries()];
+          // On a priority queue only those of the new one's level or below (levels as levelIndex in queue.ts).
+          const level = (p: number) => Math.floor((p * priorities) / 10);
+          const freeable = available.filter((e) => priorities === 1 || level(e.msg.priority) <= level(priority));
+          const freeCount = freeable.length;
+          const freeBytes = freeable.reduce((n, e) => n + e.msg.bytes.length, 0);
+          const needCount = queue.depth + 1 - 8;
+          const needBytes = queue.byteDepth + size - 60;
+          const taken = env.broker.publish('q', msg('x'.repeat(size), { priority })).queues;
+          // Lost exactly when the ones that may make way could not free enough.
+          expect(taken.length === 0, `step ${step}`).toBe(needCount > freeCount || needBytes > freeBytes);
+        } else if (r < 0.6) c.credit += 1 + Math.floor(rand() * 3);
+        else if (r < 0.9) {
+          const e = held(c)[0];
+          if (e && r < 0.75) env.broker.accept(queue, e);
+          else if (e && r < 0.85) queue.release(e, { deliveryFailed: true, undeliverableHere: false });
+          else if (e) env.broker.reject(queue, e);
+        } else if (r < 0.95) {
+          queue.removeConsumer(c);
+          c.deliveries.length = 0;
+          queue.addConsumer(c);
+        } else queue.purge(1);
+        queue.dispatch(env.clock.now());
+        expect(queue.depth, `step ${step}`).toBeLessThanOrEqual(8);
+        expect(queue.byteDepth, `step ${step}`).toBeLessThanOrEqual(60);
+      }
+      expect(queue.ringOverflow).toBeGreaterThan(0);
+    }
+  });
+
+  it('a ring fed by a commit while every message is acquired: the new one is logged in and dropped again, the limit holds', () => {
+    const { broker, queue, send, dispatch, logged } = setup(qs({ maxCount: 2, limitPolicy: 'ring' }));
+    send('a', 'b');
+    queue.addConsumer(new FakeConsumer('c', 10));
+    dispatch();
+    logged.length = 0;
+    broker.commit([{ address: 'q', msg: msg('t') }], []);
+    expect(queue.depth).toBe(2);
+    expect(queue.acquired).toBe(2);
+    expect(queue.ringOverflow).toBe(1);
+    // A backup applying the log ends where this broker is.
+    expect(kinds(logged)).toEqual(['transaction', 'dequeue']);
+    const tx = logged[0]!.change as Extract<(typeof logged)[number]['change'], { kind: 'transaction' }>;
+    expect(logged[1]!.change).toMatchObject({ kind: 'dequeue', queue: 'q', id: tx.changes[0]!.kind === 'enqueue' ? tx.changes[0]!.message.id : -1 });
   });
 });
 
@@ -505,6 +627,27 @@ describe('Queue TTL', () => {
     clock.advance(2000);
     expect(broker.expire()).toBe(1);
     expect(bodies(queue)).toEqual(['own']);
+  });
+
+  it('with both a header ttl and an absolute-expiry-time the earlier one holds; the default ttl only for messages that set neither', () => {
+    const { broker, queue, clock } = setup(qs({ defaultTtlMs: 500 }));
+    const now = clock.now();
+    broker.publish('q', msg('abs-first', { ttlMs: 10_000, absoluteExpiry: now + 1000 }));
+    broker.publish('q', msg('ttl-first', { ttlMs: 2000, absoluteExpiry: now + 10_000 }));
+    broker.publish('q', msg('past', { ttlMs: 10_000, absoluteExpiry: -5 }));
+    broker.publish('q', msg('long-abs', { absoluteExpiry: now + 3000 }));
+    broker.publish('q', msg('default'));
+    expect(queue.entries().map((e) => [e.msg.bytes.toString(), e.msg.expiresAt])).toEqual([
+      ['abs-first', now + 1000],
+      ['ttl-first', now + 2000],
+      ['past', 1],
+      ['long-abs', now + 3000],
+      ['default', now + 500],
+    ]);
+    expect(broker.expire()).toBe(1);
+    clock.advance(1000);
+    expect(broker.expire()).toBe(2);
+    expect(bodies(queue)).toEqual(['ttl-first', 'long-abs']);
   });
 
   it('expire() removes expired messages, leaves acquired ones, and logs dequeues', () => {
@@ -640,6 +783,57 @@ describe('Queue purge, delete, auto-delete', () => {
     expect(broker.queues.has('q')).toBe(false);
     expect(bodies(broker.queue('dlq'))).toEqual(['a', 'b']);
     expect(kinds(logged)).toEqual(['queue-delete', 'enqueue', 'enqueue']);
+  });
+
+  it('deleteQueue: a paged message whose body cannot be read back is dropped, counted and reported; the others go on and the delete completes', () => {
+    const lost: Array<[string, number, string, number]> = [];
+    const deleted: string[] = [];
+    const { broker, logged } = newBroker({
+      events: { deadLetterLost: (q, id, reason, total) => lost.push([q.name, id, reason, total]), queueDeleted: (q) => deleted.push(q.name) },
+    });
+    broker.declareQueue('dlq', qs());
+    broker.bind('amq.fanout', 'dlq', '');
+    const queue = broker.declareQueue('q', qs({ alternateExchange: 'amq.fanout' })).queue;
+    const ids = ['a', 'b', 'c', 'd'].map((b) => broker.publish('q', msg(b, { subject: b === 'd' ? 'sub' : undefined })).id);
+    // Bodies paged out to a "journal" whose records of b (body) and d (subject) are damaged.
+    const kept = new Map(queue.entries().map((e) => [e.msg.id, e.msg] as const));
+    const loader: BodyLoader = {
+      load: (m) => {
+        if (m.id === ids[1]) throw new Error('journal record of message 2 is damaged');
+        return kept.get(m.id)!.bytes;
+      },
+      loadSubject: (m) => {
+        if (m.id === ids[3]) throw new Error('journal record of message 4 is damaged');
+        return kept.get(m.id)!.subject;
+      },
+    };
+    for (const id of ids) queue.pageOut(id, loader);
+    expect(queue.pagedDepth).toBe(4);
+    logged.length = 0;
+    expect(broker.deleteQueue('q')).toBe(4);
+    expect(broker.queues.has('q')).toBe(false);
+    expect(deleted).toEqual(['q']);
+    expect(bodies(broker.queue('dlq'))).toEqual(['a', 'c']);
+    expect(kinds(logged)).toEqual(['queue-delete', 'enqueue', 'enqueue']);
+    expect(lost.map(([q, id, , total]) => [q, id, total])).toEqual([
+      ['q', ids[1], 1],
+      ['q', ids[3], 2],
+    ]);
+    expect(lost[0]![2]).toContain('journal record of message 2 is damaged');
+    expect(broker.deadLettersLost).toBe(2);
+  });
+
+  it('a dead letter a full alternate queue refuses is dropped, counted and reported, not silently', () => {
+    const lost: number[] = [];
+    const { broker } = newBroker({ events: { deadLetterLost: (_q, id) => lost.push(id) } });
+    broker.declareQueue('dlq', qs({ maxCount: 1 }));
+    broker.bind('amq.fanout', 'dlq', '');
+    broker.declareQueue('q', qs({ alternateExchange: 'amq.fanout' }));
+    const ids = ['a', 'b'].map((b) => broker.publish('q', msg(b)).id);
+    expect(broker.deleteQueue('q')).toBe(2);
+    expect(bodies(broker.queue('dlq'))).toEqual(['a']);
+    expect(lost).toEqual([ids[1]]);
+    expect(broker.deadLettersLost).toBe(1);
   });
 
   it('settling a delivery of a deleted queue changes nothing', () => {

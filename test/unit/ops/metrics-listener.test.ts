@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Broker } from '../../../src/broker/broker.js';
 import { MAX_CONNECTIONS, Metrics } from '../../../src/ops/metrics.js';
 
-const broker = { log: { lsn: 7 }, queues: new Map() } as unknown as Broker;
+const broker = { log: { lsn: 7 }, queues: new Map(), deadLettersLost: 0 } as unknown as Broker;
 let metrics: Metrics | undefined;
 const sockets: Socket[] = [];
 
