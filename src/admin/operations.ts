@@ -122,6 +122,7 @@ export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs
   switch (type) {
     case 'queue': {
       const settings = parseQueueSettings(withoutKeys(attrs, ['name', 'type']), broker.queueDefaults);
+      if (!broker.queues.has(requireName(name, type))) broker.checkAlternateReplicated('queue', requireName(name, type), settings);
       const { queue, created } = broker.declareQueue(requireName(name, type), settings);
       if (!created) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `queue '${queue.name}' already exists`);
       return describeQueue(broker, queue);
@@ -129,6 +130,7 @@ export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs
     case 'exchange': {
       const exType = parseExchangeType(attrs['exchange-type'] ?? attrs.type ?? 'direct');
       const settings = parseExchangeSettings(withoutKeys(attrs, ['name', 'type', 'exchange-type']));
+      if (!broker.exchanges.has(requireName(name, type))) broker.checkAlternateReplicated('exchange', requireName(name, type), settings);
       const { exchange, created } = broker.declareExchange(requireName(name, type), exType, settings);
       if (!created) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', `exchange '${exchange.name}' already exists`);
       return describeExchange(broker, exchange);

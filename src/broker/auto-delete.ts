@@ -49,6 +49,24 @@ export class AutoDeleteTimers {
     this.timers.set(queue, timer);
   }
 
+  /**
+   * This broker was just promoted: every auto-delete queue without a consumer is
+   * deleted after its delay, as if its last consumer had just left. A backup never
+   * schedules (its primary's log deletes its queues), and whether a queue ever had a
+   * consumer is not in that log: one that never had any goes too, unless a consumer
+   * comes within its delay. Left alone, the queues whose consumers were on the old
+   * primary would stay for ever. Returns how many were scheduled.
+   */
+  schedulePromoted(queues: Iterable<Queue>): number {
+    let n = 0;
+    for (const queue of queues) {
+      if (!queue.settings.autoDelete || queue.consumerCount > 0) continue;
+      this.schedule(queue);
+      n++;
+    }
+    return n;
+  }
+
   cancel(queue: Queue): void {
     const t = this.timers.get(queue);
     if (t) clearTimeout(t);

@@ -21,7 +21,7 @@ import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { copyMessage } from './paged-message.js';
-import { defaultExchangeSettings, defaultQueueSettings } from './settings.js';
+import { defaultExchangeSettings, defaultQueueSettings, refuseUnreplicatedAlternate } from './settings.js';
 
 /** A message as received, before the broker gives it an id and an expiry. */
 export interface IncomingMessage {
@@ -209,6 +209,18 @@ export class Broker implements QueueHost {
     for (const q of this.queues.values()) if (!q.settings.durable || q.nonDurableDepth > 0) return true;
     for (const x of this.exchanges.values()) if (!x.builtIn && !x.settings.durable) return true;
     return false;
+  }
+
+  /**
+   * Refuse what an operator or client declares (management, the CLI, the console) when it
+   * is replicated but names an alternate exchange that is not (refuseUnreplicatedAlternate).
+   * Not part of declareQueue: a DR copy keeps the alternate its source gave it, and the
+   * journal and HA backups never declare.
+   */
+  checkAlternateReplicated(what: 'queue' | 'exchange', name: string, settings: QueueSettings | ExchangeSettings): void {
+    const alternate = settings.alternateExchange ? this.exchanges.get(settings.alternateExchange) : undefined;
+    if (!alternate) return;
+    refuseUnreplicatedAlternate(what, name, this.replicationOf(settings), { name: alternate.name, level: this.replicationOf(alternate.settings), builtIn: alternate.builtIn });
   }
 
   replicationOf(settings: { replicate: ReplicationLevel | undefined }): ReplicationLevel {

@@ -1,7 +1,7 @@
 // Queue and exchange settings from user input (management requests, CLI, link
 // properties). Names follow qpid-config where users know them; every bad value
 // is refused with a message naming the key and what it accepts.
-import { isReplicationLevel, type ExchangeSettings, type ExchangeType, type QueueSettings } from './changes.js';
+import { isReplicationLevel, type ExchangeSettings, type ExchangeType, type QueueSettings, type ReplicationLevel } from './changes.js';
 import { invalidArgument } from './errors.js';
 
 export const defaultQueueSettings: QueueSettings = {
@@ -229,4 +229,24 @@ export function parseExchangeSettings(args: Record<string, unknown>): ExchangeSe
     } else throw invalidArgument(`unknown exchange argument '${key}'; known: durable, alternate-exchange, replicate`);
   }
   return out;
+}
+
+/**
+ * A replicated queue or exchange (level configuration or all) may not name an
+ * alternate exchange of level none: a failover loses that exchange, and the new
+ * primary then drops the dead letters, or the messages nothing else routes. The
+ * built-in amq.* exchanges are on every broker.
+ */
+export function refuseUnreplicatedAlternate(
+  what: 'queue' | 'exchange',
+  name: string,
+  level: ReplicationLevel,
+  alternate: { name: string; level: ReplicationLevel; builtIn: boolean },
+): void {
+  if (level === 'none' || alternate.level !== 'none' || alternate.builtIn) return;
+  const lost = what === 'queue' ? 'its dead letters (rejected, expired, or left at its delete)' : 'the messages it cannot route';
+  throw invalidArgument(
+    `${what} '${name}' is replicated (replicate ${level}) but its alternate exchange '${alternate.name}' is not (replicate none): ` +
+      `a failover would lose '${alternate.name}' and drop ${lost}; declare '${alternate.name}' with replicate configuration or all, or '${name}' with replicate none`,
+  );
 }

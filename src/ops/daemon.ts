@@ -186,7 +186,11 @@ export class Daemon {
         recoveredLsn,
         resumeLsn,
         instanceId: this.instanceId,
-        onPrimary: () => this.startPrimaryTimers(),
+        onPrimary: () => {
+          this.startPrimaryTimers();
+          const scheduled = this.autoDelete.schedulePromoted(this.broker.queues.values());
+          if (scheduled > 0) this.log.info({ queues: scheduled }, 'auto-delete queues without a consumer are deleted after their auto-delete-delay unless one attaches');
+        },
         fatal: (reason) => this.fatal(reason),
       });
     }

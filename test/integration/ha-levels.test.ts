@@ -3,6 +3,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ManagementClient } from '../../src/admin/client.js';
+import { TandemError } from '../../src/broker/errors.js';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster, tandem } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
@@ -54,7 +56,7 @@ describe('ha levels', () => {
     }
   });
 
-  it('ha levels - an admin browsing a replicated auto-delete queue on a backup does not make the backup delete it; a failover to it keeps its messages', async () => {
+  it('ha levels - an admin browsing a replicated auto-delete queue on a backup does not make the backup delete it; a failover to it hands it to the new primary, which deletes it as its delay (0) says', async () => {
     cluster = await TestCluster.ready(2);
     const c = cluster;
     const P = c.address(0);
@@ -78,17 +80,135 @@ describe('ha levels', () => {
     }
     await c.backupsCaughtUp(0);
     expect(await c.browse(1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
-    expect(await c.browse(0, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
     await c.kill(0);
     const promoted = await c.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);
+    // The backup kept it whole (above); promoted, it is the primary that deletes it: it has
+    // no consumer and its delay is 0 (whether it ever had one is not replicated: README).
+    await waitFor(async () => (await tandem(['queue', 'show', 'ad', '-b', c.address(1)])).code === 4, { timeout: 30_000, interval: 200, name: 'ad deleted by the new primary' });
+  });
+
+  it('ha levels - a new primary deletes each auto-delete queue that has no consumer once its delay has passed (its consumers were on the old primary); one a consumer attaches to within its delay stays until that consumer leaves', async () => {
+    cluster = await TestCluster.ready(3);
+    const c = cluster;
+    const P = c.address(0);
+    // Declared in this order, and a backup holds its queues in the order it was sent them: at
+    // promotion ad-kept is scheduled first and with the shorter delay, so once ad-gone is
+    // deleted, ad-kept's delay has passed too.
+    const queues: Array<[string, string]> = [
+      // Long enough for the consumer below to attach on a loaded machine.
+      ['ad-kept', '12s'],
+      ['ad-gone', '13s'],
+      ['ad-unused', '13s'],
+    ];
+    for (const [name, delay] of queues) {
+      const added = await tandem(['queue', 'add', name, '--durable', '--auto-delete', '--auto-delete-delay', delay, '--replicate', 'all', '-b', P]);
+      expect(added.code, added.stderr).toBe(0);
+    }
+    const old = await TestClient.connect({ port: c.ports[0] });
+    for (const [name] of queues) await old.send(name, [{ body: `${name}-0`, durable: true }, { body: `${name}-1`, durable: true }]);
+    // Consumers of ad-kept and ad-gone on the primary (no credit: the messages stay); ad-unused never has one.
+    await old.openReceiver('ad-kept');
+    await old.openReceiver('ad-gone');
+    await c.backupsCaughtUp(0);
+    await c.kill(0);
+    old.connection.close();
+    const promoted = await c.promote(1);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    const P1 = c.address(1);
+    const exists = async (queue: string, broker: string) => {
+      const r = await tandem(['queue', 'show', queue, '-b', broker]);
+      if (r.code !== 0 && r.code !== 4) throw new Error(`queue show ${queue} on ${broker}: ${r.code} ${r.stderr}`);
+      return r.code === 0;
+    };
     const after = await TestClient.connect({ port: c.ports[1] });
     try {
-      const r = await after.openReceiver('ad');
+      // In time: a consumer of ad-kept on the new primary gets what the old one held.
+      const r = await after.openReceiver('ad-kept');
       r.receiver.add_credit(10);
-      const got = await r.next(2).catch(() => []);
-      const extra = await r.drainFor(300);
-      expect([...got, ...extra].map((m) => bodyOf(m.message))).toEqual(['ad-0', 'ad-1']);
+      expect((await r.next(2)).map((m) => bodyOf(m.message))).toEqual(['ad-kept-0', 'ad-kept-1']);
+      await waitFor(async () => !(await exists('ad-gone', P1)), { timeout: 60_000, interval: 200, name: 'ad-gone deleted by the new primary' });
+      await waitFor(async () => !(await exists('ad-unused', P1)), { timeout: 60_000, interval: 200, name: 'ad-unused deleted by the new primary' });
+      expect(await exists('ad-kept', P1)).toBe(true);
+      // The deletes are the primary's changes: the backup that follows it has them too.
+      await c.backupsCaughtUp(1);
+      expect(await exists('ad-gone', c.address(2))).toBe(false);
+      expect(await exists('ad-unused', c.address(2))).toBe(false);
+      expect(await exists('ad-kept', c.address(2))).toBe(true);
+    } finally {
+      after.connection.close();
+    }
+    // Its consumer gone, ad-kept goes too, after its delay.
+    await waitFor(async () => !(await exists('ad-kept', P1)), { timeout: 60_000, interval: 200, name: 'ad-kept deleted once its consumer left' });
+  });
+
+  it('ha levels - a replicated queue or exchange that names an alternate exchange of level none is refused at declare (amqp:invalid-field); the others are taken, and a failover keeps their dead letters', async () => {
+    cluster = await TestCluster.ready(2);
+    const c = cluster;
+    const P = c.address(0);
+    const ok = async (args: string[]) => {
+      const r = await tandem([...args, '-b', P]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+    };
+    await ok(['exchange', 'add', 'fanout', 'dlx-none', '--replicate', 'none']);
+    await ok(['exchange', 'add', 'fanout', 'dlx-conf', '--replicate', 'configuration']);
+    // Refused, whatever the level that makes the queue replicated (the default is ha-replicate=all).
+    for (const level of [['--replicate', 'all'], ['--replicate', 'configuration'], []]) {
+      const r = await tandem(['queue', 'add', 'q-refused', '--alternate-exchange', 'dlx-none', ...level, '-b', P]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/queue 'q-refused' is replicated .* its alternate exchange 'dlx-none' is not \(replicate none\)/);
+    }
+    const refusedExchange = await tandem(['exchange', 'add', 'fanout', 'x-refused', '--alternate-exchange', 'dlx-none', '--replicate', 'configuration', '-b', P]);
+    expect(refusedExchange.code, refusedExchange.stderr).toBe(2);
+    expect(refusedExchange.stderr).toMatch(/exchange 'x-refused' is replicated .* its alternate exchange 'dlx-none' is not/);
+    // An AMQP management client is told the error and its condition.
+    const admin = await ManagementClient.connect({ host: '127.0.0.1', port: c.ports[0] }, { timeoutMs: 10_000 });
+    try {
+      for (const [type, attrs] of [
+        ['queue', { 'alternate-exchange': 'dlx-none', 'qpid.replicate': 'all' }],
+        ['exchange', { 'exchange-type': 'topic', 'alternate-exchange': 'dlx-none' }],
+      ] as const) {
+        const err: unknown = await admin.request('CREATE', type, `${type}-mgmt-refused`, attrs).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(TandemError);
+        expect((err as TandemError).code).toBe('TANDEM_ERR_INVALID_ARGUMENT');
+        expect((err as TandemError).condition).toBe('amqp:invalid-field');
+      }
+    } finally {
+      admin.close();
+    }
+    // Taken: a queue or exchange that is not replicated, or whose alternate is (or is built in).
+    await ok(['queue', 'add', 'q-none', '--alternate-exchange', 'dlx-none', '--replicate', 'none']);
+    await ok(['exchange', 'add', 'fanout', 'x-none', '--alternate-exchange', 'dlx-none', '--replicate', 'none']);
+    await ok(['exchange', 'add', 'fanout', 'x-conf', '--alternate-exchange', 'dlx-conf', '--replicate', 'all']);
+    await ok(['queue', 'add', 'q-builtin', '--alternate-exchange', 'amq.fanout', '--replicate', 'all']);
+    await ok(['queue', 'add', 'dead', '--durable', '--replicate', 'all']);
+    await ok(['bind', 'dlx-conf', 'dead']);
+    await ok(['queue', 'add', 'q-all', '--durable', '--alternate-exchange', 'dlx-conf', '--replicate', 'all']);
+    for (const name of ['q-refused', 'queue-mgmt-refused']) expect((await tandem(['queue', 'show', name, '-b', P])).code).toBe(4);
+    const exchanges = await tandem(['exchange', 'list', '--json', '-b', P]);
+    const names = (JSON.parse(exchanges.stdout) as Array<{ name: string }>).map((x) => x.name);
+    expect(names).not.toContain('x-refused');
+    expect(names).not.toContain('exchange-mgmt-refused');
+    const client = await TestClient.connect({ port: c.ports[0] });
+    try {
+      await client.send('q-all', [{ body: 'dl-0', durable: true }, { body: 'dl-1', durable: true }]);
+    } finally {
+      client.connection.close();
+    }
+    await c.backupsCaughtUp(0);
+    await c.kill(0);
+    const promoted = await c.promote(1);
+    expect(promoted.code, promoted.stderr).toBe(0);
+    // On the new primary, what q-all holds at its delete goes through its alternate exchange.
+    const deleted = await tandem(['queue', 'del', 'q-all', '-b', c.address(1)]);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    const after = await TestClient.connect({ port: c.ports[1] });
+    try {
+      const got = await after.receiveAndAccept('dead', 2, 30_000);
+      expect(got.map(bodyOf)).toEqual(['dl-0', 'dl-1']);
     } finally {
       after.connection.close();
     }
