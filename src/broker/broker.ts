@@ -121,6 +121,20 @@ function anyWindow(queues: Queue[]): boolean {
   for (const q of queues) if (q.dedup) return true;
   return false;
 }
+
+/** An enqueue without the `restored` mark (a DR copy's record: see withoutDrDuplicates). */
+function unmarked(op: Extract<Change, { kind: 'enqueue' }>): Extract<Change, { kind: 'enqueue' }> {
+  if (op.restored === undefined) return op;
+  const { restored: _restored, ...plain } = op;
+  return plain;
+}
+
+/** Digests packed one after another, 16 bytes each (a dedup-forget's `keys`). */
+function packDigests(keys: readonly DedupDigest[]): Buffer {
+  const bytes = Buffer.allocUnsafe(keys.length * DEDUP_DIGEST_BYTES);
+  keys.forEach((key, i) => writeDedupDigest(key, bytes, i * DEDUP_DIGEST_BYTES));
+  return bytes;
+}
 export type DrChange = Extract<Change, { kind: 'dr-transaction' | 'dr-queue' | 'dr-role' }>;
 
 /**
@@ -632,8 +646,9 @@ export class Broker implements QueueHost {
         this.queues.get(change.queue)?.dedup?.addRows(change.rows, this.now(), 0, durable);
         break;
       case 'dedup-forget': {
-        // A backup's window is indexed here if it was not (a rare change: the cost of
-        // indexing once beats a walk of the ring for each key).
+        // Its `ids` name messages of a queue without a window here (forgetDedupKeys):
+        // nothing to take out. A backup's window is indexed here if it was not (a rare
+        // change: the cost of indexing once beats a walk of the ring for each key).
         const window = this.queues.get(change.queue)?.dedup;
         if (window) for (let at = 0; at + DEDUP_DIGEST_BYTES <= change.keys.length; at += DEDUP_DIGEST_BYTES) window.remove(dedupDigestAt(change.keys, at));
         break;
@@ -919,17 +934,21 @@ export class Broker implements QueueHost {
    * without a window of its own, or a client sent it here after an activation)
    * is left out, counted. A source without a window sent no key, so it is read
    * from the message. What remains carries its stamp, so this cluster's backups
-   * and its journal take the same keys.
+   * and its journal take the same keys. A message given back at the source
+   * (`restored`: a failed commit had accepted it) is no new publish: it is taken
+   * whatever the window holds, its key kept as the window has it (from its first
+   * copy) or, if the window lost it, taken in with it. The copy's own record does
+   * not carry the mark: only its source's duplicate check needed it.
    */
   private withoutDrDuplicates(ops: TxOp[]): TxOp[] {
-    if (!ops.some((op) => op.kind === 'enqueue' && this.queues.get(op.queue)?.dedup)) return ops;
+    if (!ops.some((op) => op.kind === 'enqueue' && (op.restored !== undefined || this.queues.get(op.queue)?.dedup))) return ops;
     const now = this.now();
     const seen = new Map<Queue, Set<string>>();
     const out: TxOp[] = [];
     for (const op of ops) {
       const queue = op.kind === 'enqueue' ? this.queues.get(op.queue) : undefined;
       if (op.kind !== 'enqueue' || !queue?.dedup) {
-        out.push(op);
+        out.push(op.kind === 'enqueue' ? unmarked(op) : op);
         continue;
       }
       let stamp = op.dedup;
@@ -938,17 +957,23 @@ export class Broker implements QueueHost {
         if (lookup.status === 'key') stamp = { key: lookup.digest, at: now };
       }
       if (!stamp) {
-        out.push(op);
+        out.push(unmarked(op));
         continue;
       }
       const hex = dedupDigestHex(stamp.key);
       const batch = seen.get(queue) ?? new Set<string>();
       seen.set(queue, batch);
-      if (batch.has(hex) || queue.dedup.find(stamp.key, now)) {
+      const held = batch.has(hex) || queue.dedup.find(stamp.key, now) !== undefined;
+      batch.add(hex);
+      if (op.restored) {
+        const { dedup: _dedup, ...plain } = unmarked(op);
+        out.push(held ? plain : { ...plain, dedup: stamp });
+        continue;
+      }
+      if (held) {
         queue.dedupCounts.duplicates++;
         continue;
       }
-      batch.add(hex);
       out.push({ ...op, dedup: stamp });
     }
     return out;
@@ -976,28 +1001,71 @@ export class Broker implements QueueHost {
    * journals), which took the keys in too, and a backup promoted later must not
    * answer a resend as a duplicate of a message that was never kept.
    */
-  private forgetKeys(result: PublishResult): void {
-    const byQueue = new Map<Queue, DedupDigest[]>();
-    for (const { queue, key } of result.dedupKeys ?? []) {
-      if (this.queues.get(queue.name) !== queue) continue;
-      const keys = byQueue.get(queue) ?? [];
-      keys.push(key);
-      byQueue.set(queue, keys);
+  private forgetKeys(result: PublishResult, copies: ReadonlyArray<{ queue: string; id: number }>): void {
+    const byQueue = new Map<Queue, { keys: DedupDigest[]; ids: number[] }>();
+    const of = (queue: Queue) => {
+      let taken = byQueue.get(queue);
+      if (!taken) byQueue.set(queue, (taken = { keys: [], ids: [] }));
+      return taken;
+    };
+    for (const { queue, key } of result.dedupKeys ?? []) if (this.queues.get(queue.name) === queue) of(queue).keys.push(key);
+    // A queue without a window took no key from them, but a DR copy of it that keeps
+    // one read a key from each (withoutDrDuplicates): the change names them for it.
+    if (this.drFollowedSince > 0) {
+      for (const { queue: name, id } of copies) {
+        const queue = this.queues.get(name);
+        if (queue && !queue.dedup) of(queue).ids.push(id);
+      }
     }
-    for (const [queue, keys] of byQueue) {
-      const bytes = Buffer.allocUnsafe(keys.length * DEDUP_DIGEST_BYTES);
-      keys.forEach((key, i) => writeDedupDigest(key, bytes, i * DEDUP_DIGEST_BYTES));
-      this.forgetDedupKeys(queue.name, bytes);
-    }
+    for (const [queue, { keys, ids }] of byQueue) this.forgetDedupKeys(queue.name, packDigests(keys), ids);
   }
 
-  /** Take keys (16-byte digests) out of a queue's window as a logged change: a refused publish's (forgetKeys), or a DR copy applying its source's take-back. */
-  forgetDedupKeys(queue: string, keys: Buffer): void {
+  /**
+   * Take keys (16-byte digests) out of a queue's window as a logged change: a refused
+   * publish's (forgetKeys), or a DR copy applying its source's take-back. `ids`:
+   * refused messages no window of the source took a key from. A window here reads
+   * each one's key from the message, as it did when it took the message in (a DR
+   * copy; the change it logs names keys alone, which its journal and backups apply
+   * as any). A queue without a window names them in its change, for the DR copies
+   * that keep one, on a cluster a DR copy follows (and not on a copy fed by one).
+   * The change is logged before the messages are purged: a copy reads their keys
+   * from them.
+   */
+  forgetDedupKeys(queue: string, keys: Buffer, ids: readonly number[] = []): void {
     const q = this.queues.get(queue);
-    if (!q?.dedup) return;
-    const change: Change = { kind: 'dedup-forget', queue, keys };
+    if (!q) return;
+    let change: Change;
+    if (q.dedup) {
+      const all = ids.length > 0 ? Buffer.concat([keys, this.keysReadFrom(q, ids)]) : keys;
+      if (all.length === 0) return;
+      change = { kind: 'dedup-forget', queue, keys: all };
+    } else {
+      if (ids.length === 0 || this.drFollowedSince === 0 || this.drQueues.get(queue)?.state === 'passive') return;
+      change = { kind: 'dedup-forget', queue, keys: Buffer.alloc(0), ids: [...ids] };
+    }
     const logged = this.log.record(change, q.settings.durable);
     this.applyChange(change, logged.lsn, logged.durable);
+  }
+
+  /**
+   * The keys `queue`'s window reads from those of `ids` it holds, packed (16 bytes
+   * each). A body that cannot be read back (paged out, its segment unreadable) is
+   * passed over: its key stays.
+   */
+  private keysReadFrom(queue: Queue, ids: readonly number[]): Buffer {
+    const keys: DedupDigest[] = [];
+    for (const id of ids) {
+      const entry = queue.entry(id);
+      if (!entry) continue;
+      let lookup: DedupLookup;
+      try {
+        lookup = this.readKey(entry.msg.bytes, queue.settings.dedupKey);
+      } catch {
+        continue;
+      }
+      if (lookup.status === 'key') keys.push(lookup.digest);
+    }
+    return packDigests(keys);
   }
 
   /**
@@ -1008,8 +1076,9 @@ export class Broker implements QueueHost {
    * unreadable): the journal still holds those, so a restart brings them back.
    */
   withdraw(result: PublishResult): number {
-    this.forgetKeys(result);
     const copies = result.enqueued ?? result.queues.map((queue) => ({ queue, id: result.id }));
+    // Before the purge: a DR copy reads the keys of the messages it names from them (forgetDedupKeys).
+    this.forgetKeys(result, copies);
     for (const { queue: name, id } of copies) {
       const queue = this.queues.get(name);
       const entry = queue?.entry(id);
@@ -1026,7 +1095,9 @@ export class Broker implements QueueHost {
    * that failed). The commit's record may have reached every reader but the
    * journal that failed (HA backups, a DR copy), so this is a change of its own:
    * those take the message back, and the journal, which never got the commit,
-   * takes this newer record of the id in place of the old one.
+   * takes this newer record of the id in place of the old one. It is marked
+   * `restored`: a DR copy whose window holds the message's key (from its first
+   * copy) must take it back, not drop it as a duplicate (withoutDrDuplicates).
    */
   private giveBack(queue: Queue, entry: QueueEntry): boolean {
     if (this.queues.get(queue.name) !== queue || queue.has(entry.msg.id)) return true;
@@ -1036,7 +1107,7 @@ export class Broker implements QueueHost {
     } catch {
       return false;
     }
-    this.log.record({ kind: 'enqueue', queue: queue.name, message }, messageDurable(message, queue));
+    this.log.record({ kind: 'enqueue', queue: queue.name, message, restored: true }, messageDurable(message, queue));
     queue.enqueue(message);
     this.events.queueReady?.(queue);
     return true;

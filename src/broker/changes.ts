@@ -93,8 +93,14 @@ export type Change =
   | { kind: 'exchange-delete'; name: string }
   | { kind: 'bind'; exchange: string; queue: string; key: string }
   | { kind: 'unbind'; exchange: string; queue: string; key: string }
-  /** `dedup`: the message's key entered the queue's duplicate-detection window with it. */
-  | { kind: 'enqueue'; queue: string; message: MessageRecord; dedup?: DedupStamp }
+  /**
+   * `dedup`: the message's key entered the queue's duplicate-detection window with it.
+   * `restored`: a message a failed commit had accepted, given back to its queue under
+   * its own id (Broker.withdraw): not a new publish, so a DR copy whose window holds
+   * its key (from its first copy) takes it back rather than drop it as a duplicate.
+   * Set only to true (record code 21; without it an enqueue is written as code 14).
+   */
+  | { kind: 'enqueue'; queue: string; message: MessageRecord; dedup?: DedupStamp; restored?: boolean }
   | { kind: 'dequeue'; queue: string; id: number }
   /** A committed transaction: its enqueues and dequeues, applied as one unit. */
   | { kind: 'transaction'; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
@@ -110,8 +116,13 @@ export type Change =
    * commit that brought them in was refused after its record went out (its journal
    * write failed), so a resend must get in wherever the key went, a backup promoted
    * later included, and must not meet it after a restart.
+   * `ids`: the refused messages of a queue that keeps no window here (so took no
+   * key from them), named because a DR copy of it keeps one and read each one's key
+   * from the message: the copy takes those keys out too, and its resend gets in
+   * there after an activation. Set only on a cluster a DR copy follows (record code
+   * 22; without it the change is written as code 20).
    */
-  | { kind: 'dedup-forget'; queue: string; keys: Buffer }
+  | { kind: 'dedup-forget'; queue: string; keys: Buffer; ids?: number[] }
   /** A new cluster epoch (raised at each HA promotion). */
   | { kind: 'epoch'; epoch: number }
   /**

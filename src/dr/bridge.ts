@@ -500,7 +500,9 @@ export class DrBridge {
       const q = broker.queues.get(o.queue);
       if (!q) return;
       // A dequeue may follow its enqueue in this same batch, so only enqueues are checked.
-      if (o.kind === 'dequeue' || !q.has(o.message.id)) ops.push(o);
+      // A message given back (a failed commit at the source had accepted it) may follow
+      // that commit's dequeue of it in this batch: held here still, it is coming back.
+      if (o.kind === 'dequeue' || !q.has(o.message.id) || (o.restored === true && leavesIn(ops, o.queue, o.message.id))) ops.push(o);
     };
     for (const e of m.entries ?? []) {
       const c = e.change;
@@ -535,10 +537,12 @@ export class DrBridge {
           for (const o of c.changes) op(o, e.lsn);
           break;
         case 'dedup-forget':
-          // After the purge of the refused messages it names (a dequeue before it in the log).
+          // Logged before the purge of the refused messages (dequeues after it): those
+          // enqueued here are, once what came before is applied, so the keys this
+          // queue's window read from the messages it names (`ids`) go too.
           if (wants(c.queue, e.lsn, true)) {
             if (ops.length > 0) flush(prev, m.time);
-            broker.forgetDedupKeys(c.queue, c.keys);
+            broker.forgetDedupKeys(c.queue, c.keys, c.ids);
           }
           break;
         default:
@@ -634,7 +638,11 @@ function keptCopy(op: TxOp): TxOp {
   return op.kind === 'enqueue' && !op.message.durable ? { ...op, message: { ...op.message, durable: true } } : op;
 }
 
-/** Whether some id of the ranges is not held. */
+/** Whether `ops` (a batch not applied yet) dequeues message `id` of `queue`. Asked only of a given-back message: rare. */
+function leavesIn(ops: readonly TxOp[], queue: string, id: number): boolean {
+  return ops.some((op) => op.kind === 'dequeue' && op.queue === queue && op.id === id);
+}
+
 /**
  * Whether some id of the ranges (sorted, not overlapping: decodeDrMessage checks) is
  * not in `queue`: it holds fewer of them than the ranges name. Counted range by range,

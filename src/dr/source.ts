@@ -711,8 +711,9 @@ export class DrStream {
       case 'enqueue':
         return this.wants(c.queue, entry.lsn, false) ? entry : undefined;
       // Keys of messages refused after their enqueue went out (their purge is a dequeue
-      // before it) go where dequeues go. An enqueue-only copy keeps the refused message,
-      // and so its key: a resend there is a duplicate of a copy it holds.
+      // after it), and the ids of those a copy keyed on its own, go where dequeues go. An
+      // enqueue-only copy keeps the refused message, and so its key: a resend there is a
+      // duplicate of a copy it holds.
       case 'dequeue':
       case 'dedup-forget':
         return this.wants(c.queue, entry.lsn, true) ? entry : undefined;

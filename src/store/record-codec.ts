@@ -12,8 +12,8 @@
 // bool one byte; string/bytes u32 length + data; optional values a presence byte
 // first; enum one byte index into its value list; struct its fields in order;
 // `changes` (transaction body) u32 count then, per nested record, u8 code + fields;
-// `strings` u32 count then each string; `optStruct` a presence byte, then the
-// struct.
+// `strings` u32 count then each string; `u64s` u32 count then each u64;
+// `optStruct` a presence byte, then the struct.
 //
 // A kind that gains fields gets a new code; its old code stays in the table as
 // `legacy` (decoded, with `upgrade` filling what it lacks, never encoded), so a
@@ -50,6 +50,7 @@ type FieldType =
   /** A dedup key's digest: as 'bytes' of 16 on disk, four words in memory (DedupDigest). */
   | 'digest'
   | 'strings'
+  | 'u64s'
   | 'changes'
   | { enum: readonly string[] }
   | { optEnum: readonly string[] }
@@ -127,6 +128,19 @@ function withoutSubscriptionKind(body: Record<string, unknown>): boolean {
   return (body['settings'] as Partial<QueueSettings> | undefined)?.subscription === undefined;
 }
 
+/** Every enqueue but a message given back (broker.ts giveBack) is a plain one. */
+function notRestored(body: Record<string, unknown>): boolean {
+  return body['restored'] === undefined;
+}
+
+/** A take-back names messages only where a DR copy may have read keys the source took none of (broker.ts forgetKeys). */
+function withoutIds(body: Record<string, unknown>): boolean {
+  return body['ids'] === undefined;
+}
+
+const ENQUEUE_FIELDS: readonly Field[] = [['queue', 'string'], ['message', { struct: MESSAGE }], ['dedup', { optStruct: DEDUP_STAMP }]];
+const DEDUP_FORGET_FIELDS: readonly Field[] = [['queue', 'string'], ['keys', 'bytes']];
+
 /** The record table. Codes are on disk forever: never reuse or renumber one. */
 export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'queue-declare', code: 1, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_DEDUP }]], legacy: true, upgrade: withoutDedup },
@@ -156,7 +170,7 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   // A queue that is no subscription's, or a subscription's made before kinds were
   // recorded (subscriptions.ts: either kind is taken), has none.
   { name: 'queue-declare', code: 13, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_SUBSCRIPTION }]], olderForm: { fits: withoutSubscriptionKind } },
-  { name: 'enqueue', code: 14, fields: [['queue', 'string'], ['message', { struct: MESSAGE }], ['dedup', { optStruct: DEDUP_STAMP }]] },
+  { name: 'enqueue', code: 14, fields: ENQUEUE_FIELDS, olderForm: { fits: notRestored } },
   { name: 'dedup-keys', code: 15, fields: [['queue', 'string'], ['rows', 'bytes']] },
   {
     name: 'dr-role',
@@ -178,7 +192,11 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'dr-followed', code: 18, fields: [['since', 'u64']] },
   { name: 'queue-dedup', code: 17, fields: [['name', 'string'], ['dedupWindow', 'u64'], ['dedupTtlMs', 'u64'], ['dedupKey', 'string']] },
   { name: 'queue-declare', code: 19, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
-  { name: 'dedup-forget', code: 20, fields: [['queue', 'string'], ['keys', 'bytes']] },
+  { name: 'dedup-forget', code: 20, fields: DEDUP_FORGET_FIELDS, olderForm: { fits: withoutIds } },
+  // A message given back to its queue after a failed commit (a DR copy must not take it for a duplicate).
+  { name: 'enqueue', code: 21, fields: [...ENQUEUE_FIELDS, ['restored', 'bool']] },
+  // A take-back that also names the refused messages (ids), for DR copies that keyed them.
+  { name: 'dedup-forget', code: 22, fields: [...DEDUP_FORGET_FIELDS, ['ids', 'u64s']] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 
@@ -297,6 +315,11 @@ function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): 
         if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) fail(path, 'expected an array of strings');
         w.u32(v.length);
         for (const x of v as string[]) w.str(x);
+        return;
+      case 'u64s':
+        if (!Array.isArray(v)) fail(path, 'expected an array of integers');
+        w.u32(v.length);
+        v.forEach((x, i) => w.u64(checkInt(x, Number.MAX_SAFE_INTEGER, `${path}[${i}]`)));
         return;
       case 'changes': {
         if (!Array.isArray(v)) fail(path, 'expected an array of changes');
@@ -497,6 +520,14 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
         for (let i = 0; i < n; i++) out.push(r.raw().toString('utf8'));
         return out;
       }
+      case 'u64s': {
+        const n = r.u32();
+        // All of them there before any is read: a count from damaged bytes must not size an array.
+        r.need(n * 8);
+        const out: number[] = [];
+        for (let i = 0; i < n; i++) out.push(r.u64());
+        return out;
+      }
       case 'changes': {
         const n = r.u32();
         const out: RecordBody[] = [];
@@ -618,6 +649,7 @@ function fieldBytes(type: FieldType): [number, number] {
       case 'string':
       case 'bytes':
       case 'strings':
+      case 'u64s':
       case 'changes':
         return [4, Infinity];
     }

@@ -6,14 +6,18 @@
 // secondary's window, built from what it applied, refuses all of it, and only
 // new ids get in. Then the same across a kill -9 of the secondary. And a message the
 // source refused after its enqueue went out (its disk full) leaves no key at the
-// secondary: resent there after activation, it is kept.
+// secondary, whether the source's queue keeps a window or not: resent there after
+// activation, it is kept. Messages a commit the source could not journal had
+// accepted are given back on the secondary too, not dropped as duplicates of
+// themselves.
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
+import { runPython } from '../helpers/python.js';
 import { fillFilesystem, mountTmpfs } from '../helpers/tmpfs.js';
-import { drFlush, mgmt, receive } from './helpers.js';
+import { contents, drFlush, mgmt, receive } from './helpers.js';
 
 const ids = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `m-${from + i}`);
 
@@ -91,6 +95,81 @@ describe('DR - duplicate detection on the secondary', () => {
       expect(r.code, r.stderr).toBe(0);
       await publish(secondary.port, ['kept', 'refused']);
       expect(await receive(secondary.port, 'orders', 2)).toEqual(['kept', 'refused']);
+      expect(await depth(secondary.port)).toBe(0);
+    } finally {
+      await killAllBrokers();
+      fs.unmount();
+    }
+  });
+
+  it("DR dedup - a message the source refused (its disk full) on a queue without a window leaves no key at the secondary, whose window read one from it: resent after activation, it is kept", async (ctx) => {
+    const fs = mountTmpfs('tandem-drfull-nowin-', '6m');
+    if ('refused' in fs) {
+      console.warn(`DR dedup disk full - SKIPPED: ${fs.refused}`);
+      return ctx.skip();
+    }
+    const { dir } = fs;
+    try {
+      const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
+      // The copy takes the secondary's default window: the source's queue has none.
+      const secondary = await TestBroker.start({ args: ['--dedup-window', '1000'] });
+      expect((await tandem(['queue', 'add', 'orders', '--durable', '-b', source.url])).code).toBe(0);
+      await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
+      await publish(source.port, ['kept']);
+      await drFlush(source.port, secondary.port);
+      fillFilesystem(join(dir, 'ballast'));
+      const c = await TestClient.connect({ port: source.port });
+      const [refused] = await c.send('orders', [{ message_id: 'refused', body: 'x'.repeat(64 * 1024), durable: true }], { timeoutMs: 30_000 });
+      await c.close();
+      expect(refused!.state).toBe('rejected');
+      expect(refused!.error?.description).toMatch(/no space left for the journal/);
+      await drFlush(source.port, secondary.port);
+      expect(await depth(secondary.port)).toBe(1);
+      await source.kill();
+      const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
+      expect(r.code, r.stderr).toBe(0);
+      await publish(secondary.port, ['kept', 'refused']);
+      // 'kept' is a duplicate of the copy it holds; 'refused' was never kept, so it is new.
+      expect(await depth(secondary.port)).toBe(2);
+      expect((await show(secondary.port))['dedup-duplicates']).toBe(1);
+      expect(await receive(secondary.port, 'orders', 2)).toEqual(['kept', 'refused']);
+      expect(await depth(secondary.port)).toBe(0);
+    } finally {
+      await killAllBrokers();
+      fs.unmount();
+    }
+  });
+
+  it('DR dedup - messages a commit the source could not journal (its disk full) had accepted are given back on the secondary too: after activation each is there once, in order', async (ctx) => {
+    const fs = mountTmpfs('tandem-drtx-', '6m');
+    if ('refused' in fs) {
+      console.warn(`DR dedup disk full - SKIPPED: ${fs.refused}`);
+      return ctx.skip();
+    }
+    const { dir } = fs;
+    try {
+      const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
+      const secondary = await TestBroker.start();
+      // The copy takes the source queue's window, which holds each message's key from its first copy.
+      expect((await tandem(['queue', 'add', 'orders', '--durable', '--dedup-window', '1000', '-b', source.url])).code).toBe(0);
+      await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
+      const sent = ids(0, 3);
+      await publish(source.port, sent);
+      await drFlush(source.port, secondary.port);
+      fillFilesystem(join(dir, 'ballast'));
+      // The commit's record holds a 256 KiB send beside the acceptances: it cannot reach the disk.
+      const tx = await runPython<{ got: string[]; commit_failed?: boolean }>('tx_receive.py', [`amqp://${source.url}`, 'orders', '3', `commit+send=${256 * 1024}`]);
+      expect(tx).toEqual({ got: sent, commit_failed: true });
+      expect(await depth(source.port)).toBe(3);
+      await drFlush(source.port, secondary.port);
+      expect(await contents(secondary.port, 'orders')).toEqual(sent);
+      await source.kill();
+      const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
+      expect(r.code, r.stderr).toBe(0);
+      // The publisher's resend of each finds its key: held once, not twice.
+      await publish(secondary.port, sent);
+      expect(await depth(secondary.port)).toBe(3);
+      expect(await receive(secondary.port, 'orders', 3)).toEqual(sent);
       expect(await depth(secondary.port)).toBe(0);
     } finally {
       await killAllBrokers();
