@@ -13,7 +13,8 @@
 // the whole name, one V8's linear-time engine can run (src/util/name-pattern.ts): a
 // client chooses the names it is tested on. Without an acl-file every user may use every name; with one, only
 // what a rule allows. Admins may do everything, and only admins may create reserved
-// names: empty, `$...`, `amq.*`, and names with `/` or `..`.
+// names: empty, `$...`, `amq.*`, and names with `/` or `..`; no one creates a queue or
+// exchange named after one of the broker's own nodes (`$management`, BROKER_NODES).
 import { TandemError, invalidArgument } from '../broker/errors.js';
 import type { Logger } from '../ops/log.js';
 import { WatchedFile } from '../ops/watched-file.js';
@@ -31,6 +32,25 @@ interface Rule {
 export interface AclRules {
   groups: Map<string, Set<string>>;
   rules: Rule[];
+}
+
+/**
+ * The addresses of the broker's own nodes (management, HA replication, DR replication),
+ * by what each is. A link attached to one of them is served by the broker; a queue or
+ * exchange of the same name would catch what is sent to the name any other way (a
+ * message through the anonymous relay, `to: $management`, with its passwords) and hand
+ * it to whoever may read that name. So no one creates one, admins included.
+ */
+const BROKER_NODES: ReadonlyMap<string, string> = new Map([
+  ['$management', "the broker's management node (send requests on a link attached to it)"],
+  ['$ha.replication', "the broker's HA replication address"],
+  ['$dr.replication', "the broker's DR replication address"],
+]);
+
+/** Throws unless a queue or exchange may be created under `name` by anyone (see BROKER_NODES). */
+export function refuseBrokerNode(name: string): void {
+  const node = BROKER_NODES.get(name);
+  if (node !== undefined) throw new TandemError('TANDEM_ERR_UNAUTHORIZED', `no one may create a queue or exchange '${name}': it is ${node}`);
 }
 
 /** Names nobody but an admin may create: they collide with tandem's own, or with address syntax. */
@@ -98,6 +118,7 @@ export class Acl {
 
   /** Throws amqp:unauthorized-access unless `who` may `permission` on `name`. */
   check(who: Identity, permission: Permission, name: string): void {
+    if (permission === 'configure') refuseBrokerNode(name);
     if (who.admin) return;
     if (permission === 'configure') {
       const reserved = reservedNameReason(name);

@@ -4,7 +4,7 @@
 // refuses, and an audit line for the operations that destroy or hand over state.
 import { TandemError } from '../broker/errors.js';
 import type { Logger } from '../ops/log.js';
-import { create, entityType, purge, query, read, remove, update, type AdminContext, type Attributes } from './operations.js';
+import { create, entityType, purge, query, read, remove, update, withoutTemporaryQueues, type AdminContext, type Attributes } from './operations.js';
 
 /** Who asks. `via` and `remote` are for the audit line. */
 export interface Requester {
@@ -97,8 +97,12 @@ export class AdminOperations<R extends Requester = Requester> {
         return update(this.ctx, entityType(type), name, body);
       case 'DELETE':
         return remove(this.ctx, entityType(type), name, body);
-      case 'QUERY':
-        return query(this.ctx, entityType(type));
+      case 'QUERY': {
+        const kind = entityType(type);
+        const rows = query(this.ctx, kind);
+        // A reader sees every queue but the temporary ones: their names let anyone write to them.
+        return kind === 'queue' && !requester.admin ? withoutTemporaryQueues(rows) : rows;
+      }
       case 'PURGE':
         return purge(this.ctx, name, body);
       default:

@@ -6,6 +6,7 @@ import { TandemError, invalidArgument } from '../broker/errors.js';
 import type { Exchange } from '../broker/exchange.js';
 import type { Queue } from '../broker/queue.js';
 import { parseBoolean, parseCount, parseExchangeSettings, parseExchangeType, parseQueueSettings } from '../broker/settings.js';
+import { refuseBrokerNode } from './acl.js';
 
 export type Attributes = Record<string, unknown>;
 
@@ -80,6 +81,27 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
   };
 }
 
+/**
+ * Names of the temporary queues a connection makes (a dynamic link's, an exchange
+ * subscriber's private one). Such a queue may be written by anyone who knows its
+ * name (client-connection.ts, checkWrite): its name is a capability, a random uuid
+ * only its connection is told. Kept in step with TEMPORARY_PREFIX there.
+ */
+export const TEMPORARY_QUEUE_PREFIX = 'tmp.';
+
+/**
+ * Whether a queue's attributes (describeQueue) are a temporary queue's, whose name is
+ * shown to admins only: the metrics sum them without names for the same reason.
+ */
+export function isTemporaryQueue(q: Attributes): boolean {
+  return typeof q.name === 'string' && q.name.startsWith(TEMPORARY_QUEUE_PREFIX) && q.exclusive === true && q['auto-delete'] === true;
+}
+
+/** A queue list as a user who is not an admin may see it: without temporary queues (their names are capabilities). */
+export function withoutTemporaryQueues(queues: Attributes[]): Attributes[] {
+  return queues.filter((q) => !isTemporaryQueue(q));
+}
+
 export function describeExchange(broker: Broker, e: Exchange): Attributes {
   return {
     name: e.name,
@@ -119,6 +141,8 @@ export function create(ctx: AdminContext, type: EntityType, name: unknown, attrs
   if (broker.memoryAlarm && (type === 'queue' || type === 'exchange')) {
     throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no new ${type} while memory is short: ${broker.memoryAlarm}`);
   }
+  // Not even an admin names a queue or exchange after the broker's own nodes (acl.ts).
+  if (type === 'queue' || type === 'exchange') refuseBrokerNode(requireName(name, type));
   switch (type) {
     case 'queue': {
       const settings = parseQueueSettings(withoutKeys(attrs, ['name', 'type']), broker.queueDefaults);

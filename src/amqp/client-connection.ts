@@ -130,7 +130,8 @@ export class ClientConnection {
     readonly engine: Connection,
     readonly socket: Socket,
     readonly user: string | undefined,
-    readonly admin: boolean,
+    /** Asked at each use, not fixed at login: a user made no longer admin (users file) loses it on open connections too. */
+    private readonly isAdmin: () => boolean,
     private readonly broker: Broker,
     private readonly gate: SettlementGate,
     private readonly host: ConnectionHost,
@@ -147,6 +148,11 @@ export class ClientConnection {
   }
 
   /** The client's connection properties (open frame), as plain values. */
+  /** May this connection manage the broker (and pass every ACL)? */
+  get admin(): boolean {
+    return this.isAdmin();
+  }
+
   get properties(): Record<string, unknown> {
     const p = this.engine.remoteOpen?.fields.properties as AmqpValue | undefined;
     return p ? (fromAmqp(p) as Record<string, unknown>) : {};
@@ -211,7 +217,8 @@ export class ClientConnection {
         if (own) browse = false;
       }
       this.attachConsumer(sender, source, queue, address, browse);
-      if (named) this.subscriptionLinks.add(sender);
+      // Attached as the subscription, not reading some queue by its address with a durable source.
+      if (named && queue.name === named.queue) this.subscriptionLinks.add(sender);
     } catch (err) {
       this.refuseLink(sender, err);
     }
@@ -231,6 +238,9 @@ export class ClientConnection {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `the link source has no address and no subscription is named '${sender.name}'; name a queue or exchange`);
       }
       this.host.acl.check(this, 'read', this.broker.addressBase(address));
+      // This attach is how a client unsubscribes (its detach deletes the queue): read and configure on it.
+      this.host.acl.check(this, 'read', name);
+      this.host.acl.check(this, 'configure', name);
       // Held to what an attach naming the address is: a consumer, so not on a broker
       // that takes no local changes (an HA backup: its accepts would drop the backup's
       // copy alone), nor of a DR queue that does not serve here.
@@ -532,6 +542,8 @@ export class ClientConnection {
     const closed = sender.detachReceived && sender.remoteClosed;
     if (!closed || this.broker.queues.get(queue.name) !== queue) return;
     try {
+      // A consumer allowed to read it but not to configure it leaves it in place (an ACL's say).
+      this.host.acl.check(this, 'configure', queue.name);
       this.broker.deleteQueue(queue.name);
       this.log.info({ queue: queue.name, conn: this.id }, 'subscription deleted by its consumer (unsubscribe)');
     } catch (err) {
@@ -586,11 +598,14 @@ export class ClientConnection {
 
   /**
    * May this connection send to `address`? A temporary queue (a dynamic receiver's) may
-   * always be written: its name cannot be guessed, and replies are addressed to it.
+   * always be written: its name cannot be guessed, and replies are addressed to it. Not a
+   * subscription's private queue: sending to it by name would pass by the ACL's write on
+   * its exchange.
    */
   private checkWrite(address: string): void {
     const queue = this.broker.queues.get(address);
-    if (queue && address.startsWith(TEMPORARY_PREFIX) && queue.settings.exclusive && queue.settings.autoDelete) return;
+    const replies = address.startsWith(TEMPORARY_PREFIX) && !address.startsWith(PRIVATE_SUBSCRIPTION_PREFIX);
+    if (queue && replies && queue.settings.exclusive && queue.settings.autoDelete) return;
     this.host.acl.check(this, 'write', this.broker.addressBase(address));
   }
 
@@ -638,12 +653,17 @@ export class ClientConnection {
   private subscriptionQueueFor(sub: Subscription, exchange: string, key: string): Queue {
     const readOnly = this.host.readOnly?.();
     let queue = this.broker.queues.get(sub.queue);
+    // The name is the client's container-id and link name, which any client may give: under
+    // an ACL, taking from a subscription needs read on its queue, and making, replacing or
+    // unsubscribing it needs configure, as for any queue (docs/security.md).
+    this.host.acl.check(this, queue ? 'read' : 'configure', sub.queue);
     // First: a subscription of the other kind is refused, not replaced (as a topic change would).
     const conflict = queue && kindConflict(sub, queue.settings.subscription);
     if (conflict) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', conflict);
     if (queue && subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}`) {
       if (queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' is in use for another topic`);
       if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+      this.host.acl.check(this, 'configure', sub.queue);
       this.broker.deleteQueue(sub.queue);
       this.log.info({ queue: sub.queue, conn: this.id }, 'subscription replaced: its topic changed');
       queue = undefined;
@@ -670,7 +690,7 @@ export class ClientConnection {
     // A connection's first temporary queue is its reply queue (the CLI's, the console's,
     // a JMS requester's): taken even under the alarm, so an admin can still purge and delete.
     if (this.broker.memoryAlarm && (use === 'subscription' || this.ownsTemporaryQueue())) this.refuseNewQueueUnderAlarm();
-    const name = `${TEMPORARY_PREFIX}${randomUUID()}`;
+    const name = `${use === 'subscription' ? PRIVATE_SUBSCRIPTION_PREFIX : TEMPORARY_PREFIX}${randomUUID()}`;
     const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
     return queue;
   }
@@ -780,6 +800,8 @@ function settleModeFor(sender: Link): 0 | 1 | 2 {
 
 /** Names of the queues behind dynamic receivers (and exchange subscriptions). */
 const TEMPORARY_PREFIX = 'tmp.';
+/** A subscription's private queue: temporary too, but fed by its exchange alone (checkWrite). */
+const PRIVATE_SUBSCRIPTION_PREFIX = `${TEMPORARY_PREFIX}sub.`;
 
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');

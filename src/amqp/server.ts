@@ -411,7 +411,9 @@ export class AmqpServer {
       acl: this.options.acl,
     };
     // With auth off there are no identities to check: every connection may manage (dev and trusted setups only).
-    const admin = !this.options.auth || role === 'admin';
+    // Otherwise the users file is asked at each use, so a change to it holds on open connections at once.
+    const users = this.options.users;
+    const admin = !this.options.auth ? () => true : role !== undefined && user !== undefined ? () => users.role(user) === 'admin' : () => false;
     const conn = new ClientConnection(id, engine, socket, role ? user : undefined, admin, this.broker, this.gate, host, policy, this.log.child({ conn: id }));
     const refusal = this.admission?.(conn);
     if (refusal) {

@@ -4,7 +4,7 @@
 // Every figure comes from the same management operations the CLI uses.
 import type { ServerResponse } from 'node:http';
 import type { AdminOperations, Requester } from '../admin/dispatcher.js';
-import type { Attributes } from '../admin/operations.js';
+import { isTemporaryQueue, type Attributes } from '../admin/operations.js';
 import type { Logger } from '../ops/log.js';
 import { redactValue } from '../ops/secrets.js';
 import type { ClusterView } from './cluster-view.js';
@@ -38,8 +38,19 @@ export interface Overview {
   cluster: ClusterView;
   queues: Attributes[];
   'queues-total': number;
+  /** Of queues-total, the temporary queues (a connection's own, named by a uuid). */
+  'temporary-queues': number;
   connections: Attributes[];
   dr: Attributes[];
+}
+
+/**
+ * The overview as a user who is not an admin sees it: no temporary queue. Its name is
+ * the capability to write to it (operations.ts, isTemporaryQueue), so only admins are
+ * shown it, as QUERY queue shows it only to them (dispatcher.ts).
+ */
+export function readerOverview(o: Overview): Overview {
+  return { ...o, queues: o.queues.filter((q) => !isTemporaryQueue(q)), 'queues-total': o['queues-total'] - o['temporary-queues'], 'temporary-queues': 0 };
 }
 
 /** Appends to a bounded list, the oldest dropped. */
@@ -55,6 +66,8 @@ interface Watcher {
   res: ServerResponse;
   /** Still allowed to watch (the session is live); checked at each tick. */
   allowed(): boolean;
+  /** Whether it is an admin's page (else it is sent readerOverview); checked at each tick. */
+  admin(): boolean;
 }
 
 const SAMPLER: Requester = { user: 'console', admin: true, connectionId: 'console-sampler', via: 'console' };
@@ -67,6 +80,8 @@ export class LiveOverview {
   private readonly drHistory = new Map<string, Ring<DrSample>>();
   private readonly watchers = new Set<Watcher>();
   private ticking = false;
+  /** readerOverview of `last`, made once per tick for every reader's page. */
+  private readerView: { of: Overview; view: Overview } | undefined;
 
   constructor(
     private readonly ops: AdminOperations,
@@ -86,9 +101,15 @@ export class LiveOverview {
     this.watchers.clear();
   }
 
-  /** The latest overview (built now if none yet). */
-  async current(): Promise<Overview> {
-    return this.last ?? (await this.sample());
+  /** The latest overview (built now if none yet), as an admin (else a reader) sees it. */
+  async current(admin: boolean): Promise<Overview> {
+    return this.shown(this.last ?? (await this.sample()), admin);
+  }
+
+  private shown(overview: Overview, admin: boolean): Overview {
+    if (admin) return overview;
+    if (this.readerView?.of !== overview) this.readerView = { of: overview, view: readerOverview(overview) };
+    return this.readerView.view;
   }
 
   queueSamples(name: string): QueueSample[] {
@@ -100,12 +121,12 @@ export class LiveOverview {
   }
 
   /** Start streaming overviews to this response (an EventSource); false when too many watch. */
-  watch(res: ServerResponse, allowed: () => boolean): boolean {
+  watch(res: ServerResponse, allowed: () => boolean, admin: () => boolean): boolean {
     if (this.watchers.size >= MAX_WATCHERS) return false;
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
     // The browser reconnects by itself a second after a drop (a broker restart, say).
     res.write('retry: 1000\n\n');
-    const watcher: Watcher = { res, allowed };
+    const watcher: Watcher = { res, allowed, admin };
     this.watchers.add(watcher);
     res.on('close', () => this.watchers.delete(watcher));
     if (this.last) this.send(watcher, this.last);
@@ -139,7 +160,7 @@ export class LiveOverview {
       w.res.destroy();
       return;
     }
-    w.res.write(`event: overview\ndata: ${JSON.stringify(redactValue(overview))}\n\n`);
+    w.res.write(`event: overview\ndata: ${JSON.stringify(redactValue(this.shown(overview, w.admin())))}\n\n`);
   }
 
   private async sample(): Promise<Overview> {
@@ -164,7 +185,7 @@ export class LiveOverview {
       ring.push({ t: now, 'lag-changes': Number(d['lag-changes'] ?? 0), 'lag-seconds': d['lag-seconds'] === null ? null : Number(d['lag-seconds']) });
     }
     this.forgetGone(this.drHistory, new Set(dr.map((d) => String(d.queue))));
-    return { at: now, broker, cluster: this.cluster(), queues: listed, 'queues-total': queues.length, connections, dr };
+    return { at: now, broker, cluster: this.cluster(), queues: listed, 'queues-total': queues.length, 'temporary-queues': queues.filter(isTemporaryQueue).length, connections, dr };
   }
 
   /** The queue's attributes plus in/out rates (messages a second since the last sample). */

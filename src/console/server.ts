@@ -313,13 +313,14 @@ export class ConsoleServer {
     const NAME = '([^/]+)';
     return [
       { method: 'POST', path: /^\/api\/logout$/, handle: (c) => this.logout(c) },
-      { method: 'GET', path: /^\/api\/overview$/, handle: () => this.live.current() },
+      { method: 'GET', path: /^\/api\/overview$/, handle: (c) => this.live.current(c.role === 'admin') },
       {
         method: 'GET',
         path: /^\/api\/events$/,
         handle: (c) => {
           const id = c.session.id;
-          if (!this.live.watch(c.res, () => this.sessions.get(id) !== undefined && this.roleOf(c.session) !== undefined)) {
+          const live = () => this.sessions.get(id) !== undefined && this.roleOf(c.session) !== undefined;
+          if (!this.live.watch(c.res, live, () => this.roleOf(c.session) === 'admin')) {
             throw new HttpError(503, 'TANDEM_ERR_BUSY', 'too many pages are watching this console; close some');
           }
           return undefined;
