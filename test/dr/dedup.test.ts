@@ -34,6 +34,33 @@ async function publish(port: number, list: string[]): Promise<void> {
 const show = async (port: number) => (await manage(port, 'READ', 'queue', 'orders')) as Record<string, number>;
 const depth = async (port: number): Promise<number> => (await show(port)).depth;
 
+/**
+ * A DR source whose data is on a full tmpfs (`dir`), and a secondary copying its `orders`
+ * (queue arguments `queueArgs`, secondary options `secondaryArgs`): 'kept' went through,
+ * then the 64 KiB 'refused' was refused for the full disk after its enqueue went out,
+ * and the copy has applied all of it. The source is then killed and the copy activated.
+ */
+async function refusedAtFullSource(dir: string, queueArgs: string[], secondaryArgs: string[]): Promise<TestBroker> {
+  const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
+  const secondary = await TestBroker.start({ args: secondaryArgs });
+  expect((await tandem(['queue', 'add', 'orders', '--durable', ...queueArgs, '-b', source.url])).code).toBe(0);
+  await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
+  await publish(source.port, ['kept']);
+  await drFlush(source.port, secondary.port);
+  fillFilesystem(join(dir, 'ballast'));
+  const c = await TestClient.connect({ port: source.port });
+  const [refused] = await c.send('orders', [{ message_id: 'refused', body: 'x'.repeat(64 * 1024), durable: true }], { timeoutMs: 30_000 });
+  await c.close();
+  expect(refused!.state).toBe('rejected');
+  expect(refused!.error?.description).toMatch(/no space left for the journal/);
+  await drFlush(source.port, secondary.port);
+  expect(await depth(secondary.port)).toBe(1);
+  await source.kill();
+  const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
+  expect(r.code, r.stderr).toBe(0);
+  return secondary;
+}
+
 describe('DR - duplicate detection on the secondary', () => {
   afterAll(async () => {
     await killAllBrokers();
@@ -77,22 +104,7 @@ describe('DR - duplicate detection on the secondary', () => {
     }
     const { dir } = fs;
     try {
-      const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
-      const secondary = await TestBroker.start();
-      expect((await tandem(['queue', 'add', 'orders', '--durable', '--dedup-window', '1000', '-b', source.url])).code).toBe(0);
-      await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
-      await publish(source.port, ['kept']);
-      await drFlush(source.port, secondary.port);
-      fillFilesystem(join(dir, 'ballast'));
-      const c = await TestClient.connect({ port: source.port });
-      const [refused] = await c.send('orders', [{ message_id: 'refused', body: 'x'.repeat(64 * 1024), durable: true }], { timeoutMs: 30_000 });
-      await c.close();
-      expect(refused!.state).toBe('rejected');
-      expect(refused!.error?.description).toMatch(/no space left for the journal/);
-      await drFlush(source.port, secondary.port);
-      await source.kill();
-      const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
-      expect(r.code, r.stderr).toBe(0);
+      const secondary = await refusedAtFullSource(dir, ['--dedup-window', '1000'], []);
       await publish(secondary.port, ['kept', 'refused']);
       expect(await receive(secondary.port, 'orders', 2)).toEqual(['kept', 'refused']);
       expect(await depth(secondary.port)).toBe(0);
@@ -110,24 +122,8 @@ describe('DR - duplicate detection on the secondary', () => {
     }
     const { dir } = fs;
     try {
-      const source = await TestBroker.start({ dataDir: join(dir, 'data'), args: ['--checkpoint-bytes', '0'] });
       // The copy takes the secondary's default window: the source's queue has none.
-      const secondary = await TestBroker.start({ args: ['--dedup-window', '1000'] });
-      expect((await tandem(['queue', 'add', 'orders', '--durable', '-b', source.url])).code).toBe(0);
-      await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
-      await publish(source.port, ['kept']);
-      await drFlush(source.port, secondary.port);
-      fillFilesystem(join(dir, 'ballast'));
-      const c = await TestClient.connect({ port: source.port });
-      const [refused] = await c.send('orders', [{ message_id: 'refused', body: 'x'.repeat(64 * 1024), durable: true }], { timeoutMs: 30_000 });
-      await c.close();
-      expect(refused!.state).toBe('rejected');
-      expect(refused!.error?.description).toMatch(/no space left for the journal/);
-      await drFlush(source.port, secondary.port);
-      expect(await depth(secondary.port)).toBe(1);
-      await source.kill();
-      const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
-      expect(r.code, r.stderr).toBe(0);
+      const secondary = await refusedAtFullSource(dir, [], ['--dedup-window', '1000']);
       await publish(secondary.port, ['kept', 'refused']);
       // 'kept' is a duplicate of the copy it holds; 'refused' was never kept, so it is new.
       expect(await depth(secondary.port)).toBe(2);

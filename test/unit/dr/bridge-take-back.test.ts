@@ -15,19 +15,11 @@ import type { PeerDialer } from '../../../src/peer-link/transport.js';
 import { encodeRecordBatch } from '../../../src/replication/protocol.js';
 import { waitFor } from '../../helpers/broker.js';
 import { FakeClock, qs } from '../broker/helpers.js';
+import { message } from '../store/helpers.js';
 
 const SOURCE = 'source:5672';
 
-const keyed = (id: number, key: string): MessageRecord => ({
-  id,
-  bytes: rhea.message.encode({ message_id: key, body: key, durable: true }) as Buffer,
-  headerLength: 0,
-  durable: true,
-  priority: 4,
-  expiresAt: 0,
-  deliveryCount: 0,
-  subject: undefined,
-});
+const keyed = (id: number, key: string): MessageRecord => message(id, key, { bytes: rhea.message.encode({ message_id: key, body: key, durable: true }) as Buffer });
 
 /** A copy of `orders` (window 1000) at source position 10, and a bridge following a scripted source that the test sends batches of changes. */
 async function copyFollowing() {
