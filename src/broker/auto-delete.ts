@@ -50,14 +50,14 @@ export class AutoDeleteTimers {
   }
 
   /**
-   * This broker was just promoted: every auto-delete queue without a consumer is
-   * deleted after its delay, as if its last consumer had just left. A backup never
-   * schedules (its primary's log deletes its queues), and whether a queue ever had a
-   * consumer is not in that log: one that never had any goes too, unless a consumer
-   * comes within its delay. Left alone, the queues whose consumers were on the old
-   * primary would stay for ever. Returns how many were scheduled.
+   * This broker starts serving (a standalone start, an HA promotion): every auto-delete
+   * queue without a consumer is deleted after its delay, as if its last consumer had just
+   * left. Its consumers went with the restart, or were on the old primary, and a backup
+   * never schedules (its primary's log deletes its queues), so none of them had a timer.
+   * Whether a queue ever had a consumer is not in the log: one that never had any goes
+   * too, unless a consumer comes within its delay. Returns how many were scheduled.
    */
-  schedulePromoted(queues: Iterable<Queue>): number {
+  scheduleUnused(queues: Iterable<Queue>): number {
     let n = 0;
     for (const queue of queues) {
       if (!queue.settings.autoDelete || queue.consumerCount > 0) continue;

@@ -186,11 +186,7 @@ export class Daemon {
         recoveredLsn,
         resumeLsn,
         instanceId: this.instanceId,
-        onPrimary: () => {
-          this.startPrimaryTimers();
-          const scheduled = this.autoDelete.schedulePromoted(this.broker.queues.values());
-          if (scheduled > 0) this.log.info({ queues: scheduled }, 'auto-delete queues without a consumer are deleted after their auto-delete-delay unless one attaches');
-        },
+        onPrimary: () => this.startPrimaryTimers(),
         fatal: (reason) => this.fatal(reason),
       });
     }
@@ -347,6 +343,9 @@ export class Daemon {
     const keys = this.broker.indexDedupWindows();
     if (keys > 0) this.log.info({ keys, ms: Math.round(performance.now() - started) }, 'duplicate-detection windows indexed');
     this.drWindowFeed?.resumeIfPaused();
+    // Their consumers were on the old primary, or went with the restart: none of them left here.
+    const scheduled = this.autoDelete.scheduleUnused(this.broker.queues.values());
+    if (scheduled > 0) this.log.info({ queues: scheduled }, 'auto-delete queues without a consumer are deleted after their auto-delete-delay unless one attaches');
     const expiry = setInterval(() => this.broker.expire(), 1000);
     expiry.unref();
     this.timers.push(expiry);

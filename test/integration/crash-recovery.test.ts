@@ -7,6 +7,8 @@
 import rhea, { type Connection, type EventContext } from 'rhea';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestClient } from '../helpers/rhea-client.js';
+import { tandem } from '../helpers/tandem-cli.js';
 import { prng } from '../../src/util/prng.js';
 
 const QUEUE = 'crash-q';
@@ -118,5 +120,25 @@ describe('durability - kill -9 under load', () => {
     const dupInOneRun = [...receivedBodies].filter(([, rounds]) => new Set(rounds).size !== rounds.length);
     expect(dupInOneRun).toEqual([]);
     expect(state.accepted.size).toBeGreaterThan(ROUNDS * 200);
+  });
+
+  it('crash recovery - a durable auto-delete queue whose consumer went with a kill -9 is deleted after its delay once the broker is back; a plain durable queue stays', async () => {
+    let broker = await TestBroker.start();
+    for (const [name, args] of [
+      ['ad.durable', ['--auto-delete', '--auto-delete-delay', '1s']],
+      ['plain.durable', []],
+    ] as const) {
+      const r = await tandem(['queue', 'add', name, '--durable', ...args, '-b', broker.url]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const c = await TestClient.connect({ port: broker.port });
+    await c.send('ad.durable', [{ body: 'x', durable: true }]);
+    await c.openReceiver('ad.durable');
+    await broker.kill();
+    broker = await TestBroker.start({ dataDir: broker.dataDir });
+    const exists = async (queue: string) => (await tandem(['queue', 'show', queue, '-b', broker.url])).code === 0;
+    await waitFor(async () => !(await exists('ad.durable')), { timeout: 30_000, interval: 200, name: 'ad.durable deleted after the restart' });
+    expect(await exists('plain.durable')).toBe(true);
+    await broker.stop();
   });
 });

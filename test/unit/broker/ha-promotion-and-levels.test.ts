@@ -1,6 +1,6 @@
-// Two HA rules of the broker model, driven without sockets: a promoted broker
+// Two HA rules of the broker model, driven without sockets: a broker that starts serving (promoted, or started)
 // schedules the deletion of its auto-delete queues that have no consumer
-// (AutoDeleteTimers.schedulePromoted, fake timers), and a declare an operator or
+// (AutoDeleteTimers.scheduleUnused, fake timers), and a declare an operator or
 // client asks for (Broker.checkAlternateReplicated, as management's create calls it)
 // may not make a replicated queue or exchange depend on an alternate exchange of
 // level none (the integration side: test/integration/ha-levels.test.ts).
@@ -30,7 +30,7 @@ describe('auto-delete at promotion', () => {
     broker.publish('short', msg('a'));
     const c = new FakeConsumer('c');
     used.addConsumer(c);
-    expect(timers.schedulePromoted(broker.queues.values())).toBe(2);
+    expect(timers.scheduleUnused(broker.queues.values())).toBe(2);
     vi.advanceTimersByTime(1000);
     expect([...broker.queues.keys()].sort()).toEqual(['long', 'plain', 'used']);
     vi.advanceTimersByTime(4000);
