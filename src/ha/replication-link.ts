@@ -1,5 +1,6 @@
-// A backup's replication link arriving at this broker (REPLICATION_ADDRESS): only the
-// ha-username admin identity may open one, and the HA manager streams the log down it.
+// A backup's replication link arriving at this broker (REPLICATION_ADDRESS): only an
+// admin identity may open one (the backups log in as ha-username, which must be an
+// admin; docs/security.md), and the HA manager streams the log down it.
 import type { ClientConnection } from '../amqp/client-connection.js';
 import type { Link } from '../amqp/engine/link.js';
 import type { SpecialSender } from '../amqp/server.js';
@@ -10,7 +11,7 @@ import { EnginePeerSender } from '../peer-link/engine-sender.js';
 export function openReplicationLink(ha: HaManager, conn: ClientConnection, sender: Link): SpecialSender | false {
   const link = new EnginePeerSender(sender);
   if (!conn.admin) {
-    link.refuse({ condition: 'amqp:unauthorized-access', description: 'replication needs the ha-username admin identity' });
+    link.refuse({ condition: 'amqp:unauthorized-access', description: 'replication needs an admin identity (the backups log in as ha-username)' });
     return false;
   }
   const stream = ha.openReplication(link, conn.remoteAddress);
