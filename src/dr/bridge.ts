@@ -390,7 +390,14 @@ export class DrBridge {
         for (const e of m.entries ?? []) {
           if (e.change.kind !== 'enqueue' || !this.live(e.change.queue)) continue;
           this.snapshotStale?.get(e.change.queue)?.delete(e.change.message.id);
-          if (!broker.queues.get(e.change.queue)?.has(e.change.message.id)) ops.push(e.change);
+          if (broker.queues.get(e.change.queue)?.has(e.change.message.id)) continue;
+          // A reattached copy's fill (or its copy of the contents, when the other site's log
+          // no longer reaches back to its activation): among them, messages this site took
+          // before the divergence point and consumed after it, which the other site still
+          // holds. Their keys are in our window (from their first copy): taken whatever it
+          // holds, as given-back messages are, or the copy lacks what the other site serves.
+          const reattached = broker.drQueues.get(e.change.queue)?.fill === true;
+          ops.push(reattached ? { ...e.change, restored: true } : e.change);
         }
         this.appliedCopies += ops.length;
         return this.record([], 0, 0, ops);

@@ -17,15 +17,21 @@
 //      log after S: only what changed since the divergence.
 // Each step can be redone: a reattach killed half way is run again.
 import type { DrMode } from '../broker/changes.js';
+import { DEDUP_DIGEST_BYTES } from '../broker/dedup-key.js';
+import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
 import { displaySource, listOf, normaliseSource, parseDrMode, parseSource } from './config.js';
 import { rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
 import { FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
+import { inRanges } from './protocol.js';
+import { isRanges } from './switchover.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const QUARANTINE_BATCH = 1000;
+/** Duplicate-detection keys forgotten per logged change at reattach. */
+const FORGET_BATCH = 10_000;
 
 export class DrFailback {
   private telling = false;
@@ -85,7 +91,7 @@ export class DrFailback {
       const c = broker.drQueues.get(q);
       if (c?.state === 'fenced') throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is fenced by a switchover in progress here: it resolves by itself (tandem dr status ${q})`);
     }
-    const rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(',') }, PEER_TIMEOUT_MS, password)).queues as Attributes[];
+    const rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(','), held: true }, PEER_TIMEOUT_MS, password)).queues as Attributes[];
     // Kept only now that the other site took it: a mistyped password must not replace a good one.
     if (password !== undefined) rememberPassword(source, password);
     const plans = names.map((q) => {
@@ -100,7 +106,10 @@ export class DrFailback {
       if (theirs <= epochOf(c) && c?.state !== 'diverged') {
         throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is at DR epoch ${epochOf(c)} here and ${theirs} at ${displaySource(source)}: that site is not newer; nothing was changed`);
       }
-      return { queue: q, already: false as const, epoch: theirs, divergence: Number(row.divergence), since: Number(row.since), mode: parseDrMode(row.mode) };
+      // What the other site holds from before its activation crossed, whatever its enqueue's LSN here
+      // (an activation in the middle of a copy of the contents holds messages from after its divergence point).
+      const crossed = isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : undefined;
+      return { queue: q, already: false as const, epoch: theirs, divergence: Number(row.divergence), since: Number(row.since), mode: parseDrMode(row.mode), crossed };
     });
     // What the journal holds, synced, is what step 2 reads.
     await this.dr.whenSafe(broker.log.lsn);
@@ -108,7 +117,8 @@ export class DrFailback {
     for (const p of plans) {
       if (p.already) continue;
       this.demote([{ queue: p.queue, epoch: p.epoch }], source, p.mode);
-      quarantined[p.queue] = this.quarantine(p.queue, p.divergence);
+      quarantined[p.queue] = this.quarantine(p.queue, p.divergence, p.crossed);
+      this.forgetKeysAfter(p.queue, p.divergence);
       // The position first: a crash before the role leaves a diverged queue, reattached again.
       broker.recordDr({ kind: 'dr-transaction', queues: [p.queue], lsn: p.since, time: Date.now(), changes: [] });
       this.dr.setRole(p.queue, { ...FRESH_ROLE, source, mode: p.mode, state: 'passive', epoch: p.epoch, divergence: p.divergence, fill: true });
@@ -124,14 +134,19 @@ export class DrFailback {
     };
   }
 
-  /** Move what `queue` holds from after `divergence` (this site's LSN) to its quarantine; returns how many. */
-  private quarantine(queue: string, divergence: number): number {
+  /**
+   * Move what `queue` holds from after `divergence` (this site's LSN) to its quarantine, but
+   * for what the other site holds from before its activation (`crossed`: those messages did
+   * cross, and stay here as its copy); returns how many.
+   */
+  private quarantine(queue: string, divergence: number, crossed?: { floor: number; held: number[] }): number {
     const broker = this.dr.host.broker;
     const enqueued = this.dr.host.enqueueLsns(queue);
     const local = broker.queues.get(queue)!;
     const after: number[] = [];
     for (const id of local.ids()) {
       const lsn = enqueued.get(id);
+      if (crossed && id < crossed.floor && inRanges(crossed.held, id)) continue;
       if (lsn === undefined || lsn > divergence) after.push(id);
     }
     if (after.length === 0) return 0;
@@ -140,6 +155,31 @@ export class DrFailback {
     let moved = 0;
     for (let i = 0; i < after.length; i += QUARANTINE_BATCH) moved += broker.moveMessages(queue, target, after.slice(i, i + QUARANTINE_BATCH));
     return moved;
+  }
+
+  /**
+   * Take out of `queue`'s duplicate-detection window every key this site took after
+   * `divergence`: those messages never crossed (they are quarantined, or were consumed
+   * here), so the other site's window lacks their keys, and a publisher that resent one
+   * there after the activation had it taken. As this site's copy of the other, it must
+   * take it too; a key kept here dropped it as a duplicate, and the copy lacked what the
+   * other site serves (the switch back lost it). Keys from before `divergence` crossed
+   * with their messages: both windows hold them.
+   */
+  private forgetKeysAfter(queue: string, divergence: number): void {
+    const broker = this.dr.host.broker;
+    const rows = broker.queues.get(queue)?.dedup?.rows();
+    if (!rows) return;
+    let keys: Buffer[] = [];
+    for (let at = 0; at + DEDUP_ROW_BYTES <= rows.length; at += DEDUP_ROW_BYTES) {
+      if (rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8) <= divergence) continue;
+      keys.push(Buffer.from(rows.subarray(at, at + DEDUP_DIGEST_BYTES)));
+      if (keys.length >= FORGET_BATCH) {
+        broker.forgetDedupKeys(queue, Buffer.concat(keys));
+        keys = [];
+      }
+    }
+    if (keys.length > 0) broker.forgetDedupKeys(queue, Buffer.concat(keys));
   }
 
   /** On an activated site: tell each old source that was lost at activation that it serves these queues no more. */

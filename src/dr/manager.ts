@@ -131,6 +131,7 @@ export class DrManager {
   del(queue: string): { queue: string; removed: true } {
     const c = this.host.broker.drQueues.get(queue);
     if (!c) throw notFound('DR queue', queue, 'tandem dr list shows the DR queues');
+    this.notMoving(queue);
     this.host.broker.recordDr(drRoleChange(queue, { ...c, state: 'removed' }));
     this.host.log.info({ queue }, 'DR: queue removed from DR (it stays as a normal queue)');
     this.syncBridges();
@@ -151,6 +152,7 @@ export class DrManager {
         continue;
       }
       if (c.state !== 'passive') throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is ${roleOf(c, false)} here, not a passive copy: nothing to activate (tandem dr status ${q})`);
+      this.notMoving(q);
     }
     for (const q of names) {
       const c = broker.drQueues.get(q)!;
@@ -162,6 +164,20 @@ export class DrManager {
     if (activated.length > 0) this.host.log.warn({ queues: activated }, 'DR: queues activated; they serve clients and no longer follow the source');
     this.syncBridges();
     return { activated, already };
+  }
+
+  /**
+   * A queue a switchover run here is moving changes only through it: activated or
+   * removed behind its back, the switchover abandoned at its timeout unfenced the
+   * source, and both sites served the queue.
+   */
+  private notMoving(queue: string): void {
+    if (this.switchovers.isMoving(queue)) {
+      throw new TandemError(
+        'TANDEM_ERR_PRECONDITION',
+        `DR queue '${queue}' is being switched over here: the switchover activates it, or leaves both sites as they were within its --timeout; nothing was changed (tandem dr status ${queue})`,
+      );
+    }
   }
 
   /**
@@ -332,6 +348,7 @@ export class DrManager {
     // Before the journal names the source, so a crash between leaves no source without its password.
     if (password !== undefined) this.host.credentials.set(source, password);
     const existing = broker.drQueues.get(queue);
+    if (existing && origin === 'runtime') this.notMoving(queue);
     if (existing && existing.state !== 'passive' && existing.state !== 'active') {
       throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${queue}' is ${roleOf(existing, false)} here (tandem dr status ${queue}): finish the switchover or reattach it first`);
     }

@@ -22,11 +22,16 @@ import { displaySource, listOf, normaliseSource, parseDrMode, parseSource, sourc
 import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
+import { inRanges } from './protocol.js';
 import { FRESH_ROLE, drRefusal, epochOf, roleOf } from './roles.js';
+import { normaliseExchangeFilter } from './topology.js';
+import type { Broker } from '../broker/broker.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const MIN_TIMEOUT_MS = 1000;
 const MAX_TIMEOUT_MS = 3_600_000;
+/** Id ranges of a queue the new source names to the old one at most (more: not named, see follow()). */
+const MAX_HELD_RANGES = 10_000;
 
 interface FenceRequest {
   queue: string;
@@ -42,6 +47,12 @@ interface FollowRequest {
   epoch: number;
   /** The new source's position at activation: follow from there. */
   from: number;
+  /** The new source's first own message id (its activation's idFloor). */
+  floor?: number;
+  /** The ids below `floor` the new source holds (ranges), when it named them. */
+  held?: number[];
+  /** The exchanges copied with the queue (the pair's --exchanges); absent: those this site had. */
+  exchanges?: string;
 }
 
 export class DrSwitchover {
@@ -60,7 +71,7 @@ export class DrSwitchover {
     m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer));
     m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch)) }));
     m.register('DR-FOLLOW', (_t, _n, body) => ({ following: this.follow(parseList<FollowRequest>(body.queues, isFollowRequest), body.source) }));
-    m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(listOf(body.queues)) }));
+    m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(listOf(body.queues), body.held === true || body.held === 'true') }));
   }
 
   /**
@@ -90,6 +101,11 @@ export class DrSwitchover {
     return source;
   }
 
+  /** Whether this broker is switching `queue` over now, as the coordinating secondary. */
+  isMoving(queue: string): boolean {
+    return this.moving.has(queue);
+  }
+
   errorOf(queue: string): string | undefined {
     return this.waiting.get(queue);
   }
@@ -105,13 +121,23 @@ export class DrSwitchover {
     }
     if (typeof reverseText !== 'string' || reverseText === '') throw invalidArgument('reverse-source: the brokers of this site, as the old source will reach them, is required');
     const reverse = await this.reverseSource(reverseText, reversePassword);
-    const queues = names.length > 0 ? names : [...broker.drQueues].filter(([, c]) => c.state === 'passive').map(([q]) => q);
+    // --all moves the mirrors: an enqueue-only copy is not one (see below).
+    const passive = [...broker.drQueues].filter(([, c]) => c.state === 'passive');
+    const skipped = names.length > 0 ? [] : passive.filter(([, c]) => c.mode === 'enqueue-only').map(([q]) => q);
+    const queues = names.length > 0 ? names : passive.filter(([, c]) => c.mode !== 'enqueue-only').map(([q]) => q);
     if (queues.length === 0) throw new TandemError('TANDEM_ERR_PRECONDITION', 'no passive DR copy here to switch over (tandem dr status): run the switchover against the secondary site');
     for (const q of queues) {
       const c = broker.drQueues.get(q);
       if (!c) throw notFound('DR queue', q, 'the switchover runs against the secondary site; tandem dr list shows its DR queues');
       if (c.state !== 'passive') {
         throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is ${roleOf(c, false)} here, not a passive copy: run the switchover against the site that holds the passive copy`);
+      }
+      if (c.mode === 'enqueue-only') {
+        // It holds every message ever sent, consumed at the source or not: served here, those would be delivered again.
+        throw new TandemError(
+          'TANDEM_ERR_PRECONDITION',
+          `DR queue '${q}' is an enqueue-only copy: it holds every message the source took, consumed there or not, so serving it after a switchover would deliver those again; a switchover moves enqueue-and-dequeue copies only ('tandem dr activate ${q}' serves the copy as it is); nothing was changed`,
+        );
       }
       if (this.moving.has(q)) throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is already being switched over`);
     }
@@ -145,7 +171,7 @@ export class DrSwitchover {
       log.warn({ queues, fenceLsn }, 'DR: switchover: the copies are activated; this site serves them');
       const follow = queues.map((q) => {
         const c = broker.drQueues.get(q)!;
-        return { queue: q, mode: c.mode, epoch: c.epoch, from: c.since };
+        return { queue: q, mode: c.mode, epoch: c.epoch, from: c.since, exchanges: c.exchanges, ...heldOf(broker, q, c) };
       });
       let following = true;
       let note: string | undefined;
@@ -156,7 +182,7 @@ export class DrSwitchover {
         note = `the old source did not confirm (${(err as Error).message}); it follows this site as soon as it asks how the switchover ended (every 2 s while it is fenced)`;
         log.warn({ queues, err: (err as Error).message }, 'DR: switchover: the old source did not confirm that it follows; it will ask');
       }
-      return { switched: queues, epoch: broker.drQueues.get(queues[0]!)!.epoch, 'fence-position': fenceLsn, 'old-source': displaySource(source), 'old-source-following': following, ...(note ? { note } : {}) };
+      return { switched: queues, ...(skipped.length > 0 ? { 'not-moved-enqueue-only': skipped } : {}), epoch: broker.drQueues.get(queues[0]!)!.epoch, 'fence-position': fenceLsn, 'old-source': displaySource(source), 'old-source-following': following, ...(note ? { note } : {}) };
     } finally {
       for (const q of queues) this.moving.delete(q);
     }
@@ -259,9 +285,16 @@ export class DrSwitchover {
     for (const r of request) {
       const c = broker.drQueues.get(r.queue)!;
       if (c.state === 'passive') continue;
-      // The position first, so a crash between leaves a fenced queue, which asks again.
-      broker.recordDr({ kind: 'dr-transaction', queues: [r.queue], lsn: r.from, time: Date.now(), changes: [] });
-      this.dr.setRole(r.queue, { ...FRESH_ROLE, source, mode: r.mode, state: 'passive', epoch: r.epoch });
+      // The position first, so a crash between leaves a fenced queue, which asks again. With it, what
+      // this site holds from before the other's activation and the other does not: messages its
+      // window (a duplicate-detection window of its own) did not take from this site, or consumed
+      // there since. A passive copy holds what its source holds: kept, they would be served again
+      // after the next switchover.
+      const drops = r.mode === 'enqueue-and-dequeue' && r.held && r.floor ? notHeld(broker, r.queue, r.floor, r.held) : [];
+      broker.recordDr({ kind: 'dr-transaction', queues: [r.queue], lsn: r.from, time: Date.now(), changes: drops.map((id) => ({ kind: 'dequeue' as const, queue: r.queue, id })) });
+      if (drops.length > 0) this.dr.host.log.warn({ queue: r.queue, dropped: drops.length }, 'DR: switchover: dropped the messages the site that serves the queue now does not hold');
+      // The pair's exchange filter goes with it: copied from the other site as it was from this one.
+      this.dr.setRole(r.queue, { ...FRESH_ROLE, source, mode: r.mode, state: 'passive', epoch: r.epoch, exchanges: r.exchanges ?? c.exchanges ?? FRESH_ROLE.exchanges });
       this.waiting.delete(r.queue);
       done.push(r.queue);
     }
@@ -270,11 +303,12 @@ export class DrSwitchover {
     return done;
   }
 
-  peerState(queues: string[]): Attributes[] {
+  peerState(queues: string[], held = false): Attributes[] {
     const broker = this.dr.host.broker;
     return queues.map((q) => {
       const c = broker.drQueues.get(q);
-      return { queue: q, state: c?.state ?? 'none', epoch: epochOf(c), since: c?.since ?? 0, divergence: c?.divergence ?? 0, mode: c?.mode ?? null, switching: this.moving.has(q) };
+      const row: Attributes = { queue: q, state: c?.state ?? 'none', epoch: epochOf(c), since: c?.since ?? 0, divergence: c?.divergence ?? 0, mode: c?.mode ?? null, switching: this.moving.has(q), exchanges: c?.exchanges ?? null };
+      return held && c?.state === 'active' ? { ...row, ...heldOf(broker, q, c) } : row;
     });
   }
 
@@ -290,7 +324,7 @@ export class DrSwitchover {
       for (const [source, queues] of bySource) {
         let rows: Attributes[];
         try {
-          rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(',') }, PEER_TIMEOUT_MS)).queues as Attributes[];
+          rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(','), held: true }, PEER_TIMEOUT_MS)).queues as Attributes[];
         } catch (err) {
           for (const q of queues) this.waiting.set(q, `fenced by a switchover: waiting for ${displaySource(source)} to say how it ended: ${(err as Error).message}`);
           continue;
@@ -300,7 +334,9 @@ export class DrSwitchover {
           const c = broker.drQueues.get(q);
           if (c?.state !== 'fenced' || c.source !== source) continue;
           if (row.state === 'active' && row.epoch === c.epoch) {
-            this.follow([{ queue: q, mode: c.mode, epoch: c.epoch, from: Number(row.since) }], source);
+            const held = isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : {};
+            const exchanges = typeof row.exchanges === 'string' && exchangesOk(row.exchanges) ? { exchanges: row.exchanges } : {};
+            this.follow([{ queue: q, mode: c.mode, epoch: c.epoch, from: Number(row.since), ...held, ...exchanges }], source);
           } else if (row.switching !== true && (row.state !== 'active' || Number(row.epoch) < c.epoch)) {
             this.unfence([{ queue: q, epoch: c.epoch }]);
           } else {
@@ -345,7 +381,60 @@ function isFenceRequest(v: unknown): v is FenceRequest {
 }
 function isFollowRequest(v: unknown): v is FollowRequest {
   const o = v as Record<string, unknown>;
-  return isFenceRequest(v) && Number.isSafeInteger(o.from) && (o.from as number) >= 0;
+  const held = o?.held === undefined || (isRanges(o.held) && Number.isSafeInteger(o.floor) && (o.floor as number) >= 0);
+  return isFenceRequest(v) && Number.isSafeInteger(o.from) && (o.from as number) >= 0 && held && (o.exchanges === undefined || exchangesOk(o.exchanges));
+}
+
+/** Sorted, disjoint id ranges [lo, hi, lo, hi, ...], at most MAX_HELD_RANGES of them. */
+export function isRanges(v: unknown): v is number[] {
+  if (!Array.isArray(v) || v.length % 2 !== 0 || v.length > 2 * MAX_HELD_RANGES) return false;
+  let prev = -1;
+  for (let i = 0; i < v.length; i += 2) {
+    const lo = v[i] as unknown;
+    const hi = v[i + 1] as unknown;
+    if (!Number.isSafeInteger(lo) || !Number.isSafeInteger(hi) || (lo as number) <= prev || (hi as number) < (lo as number)) return false;
+    prev = hi as number;
+  }
+  return true;
+}
+
+/**
+ * What an activated queue here holds from before its activation (ids below its idFloor),
+ * as ranges: for the old source to follow it (follow()), or to quarantine only what never
+ * crossed (failback.ts); nothing when there are too many ranges.
+ */
+function heldOf(broker: Broker, queue: string, c: { idFloor: number }): { floor?: number; held?: number[] } {
+  const q = broker.queues.get(queue);
+  if (!q || c.idFloor <= 0) return {};
+  const out: number[] = [];
+  for (const id of q.ids()) {
+    if (id >= c.idFloor) break;
+    if (out.length > 0 && out[out.length - 1] === id - 1) out[out.length - 1] = id;
+    else {
+      if (out.length >= 2 * MAX_HELD_RANGES) return {};
+      out.push(id, id);
+    }
+  }
+  return { floor: c.idFloor, held: out };
+}
+
+/** The ids below `floor` that `queue` holds here and `held` does not name. */
+function notHeld(broker: Broker, queue: string, floor: number, held: readonly number[]): number[] {
+  const q = broker.queues.get(queue);
+  if (!q) return [];
+  const out: number[] = [];
+  for (const id of q.ids()) {
+    if (id >= floor) break;
+    if (!inRanges(held, id)) out.push(id);
+  }
+  return out;
+}
+function exchangesOk(v: unknown): boolean {
+  try {
+    return normaliseExchangeFilter(v) === v;
+  } catch {
+    return false;
+  }
 }
 function modeOk(v: unknown): boolean {
   try {

@@ -17,19 +17,10 @@ import { TestClient } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
 import { runPython } from '../helpers/python.js';
 import { fillFilesystem, mountTmpfs } from '../helpers/tmpfs.js';
-import { contents, drFlush, mgmt, receive } from './helpers.js';
+import { contents, drFlush, mgmt, publishKeyed, receive } from './helpers.js';
 
 const ids = (from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `m-${from + i}`);
 
-async function publish(port: number, list: string[]): Promise<void> {
-  const c = await TestClient.connect({ port });
-  try {
-    const outcomes = await c.send('orders', list.map((id) => ({ message_id: id, body: id, durable: true })), { timeoutMs: 30_000 });
-    expect(outcomes.map((o) => o.state)).toEqual(list.map(() => 'accepted'));
-  } finally {
-    await c.close();
-  }
-}
 
 const show = async (port: number) => (await manage(port, 'READ', 'queue', 'orders')) as Record<string, number>;
 const depth = async (port: number): Promise<number> => (await show(port)).depth;
@@ -45,7 +36,7 @@ async function refusedAtFullSource(dir: string, queueArgs: string[], secondaryAr
   const secondary = await TestBroker.start({ args: secondaryArgs });
   expect((await tandem(['queue', 'add', 'orders', '--durable', ...queueArgs, '-b', source.url])).code).toBe(0);
   await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
-  await publish(source.port, ['kept']);
+  await publishKeyed(source.port, ['kept']);
   await drFlush(source.port, secondary.port);
   fillFilesystem(join(dir, 'ballast'));
   const c = await TestClient.connect({ port: source.port });
@@ -71,8 +62,8 @@ describe('DR - duplicate detection on the secondary', () => {
     let secondary = await TestBroker.start({ args: ['--dedup-window', '100000', '--dedup-ttl', '10m'] });
     await tandem(['queue', 'add', 'orders', '--durable', '-b', source.url]);
     await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
-    await publish(source.port, ids(0, 50));
-    await publish(source.port, ids(0, 10)); // the source has no window: a second copy of each
+    await publishKeyed(source.port, ids(0, 50));
+    await publishKeyed(source.port, ids(0, 10)); // the source has no window: a second copy of each
     expect(await depth(source.port)).toBe(60);
     // Some consumed at the source before the disaster (their dequeues are copied too).
     expect(await receive(source.port, 'orders', 20)).toEqual(ids(0, 20));
@@ -84,13 +75,13 @@ describe('DR - duplicate detection on the secondary', () => {
     const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
     expect(r.code, r.stderr).toBe(0);
     // The publisher resends everything it sent the lost site, and new messages.
-    await publish(secondary.port, [...ids(0, 50), ...ids(50, 60)]);
+    await publishKeyed(secondary.port, [...ids(0, 50), ...ids(50, 60)]);
     expect(await depth(secondary.port)).toBe(40);
     expect((await show(secondary.port))['dedup-duplicates']).toBe(10 + 50);
     // The window holds across a kill -9 of the secondary.
     await secondary.kill();
     secondary = await TestBroker.start({ dataDir: secondary.dataDir, args: ['--dedup-window', '100000'] });
-    await publish(secondary.port, ids(0, 60));
+    await publishKeyed(secondary.port, ids(0, 60));
     expect(await receive(secondary.port, 'orders', 40)).toEqual(ids(20, 60));
     expect(await depth(secondary.port)).toBe(0);
     await secondary.stop();
@@ -105,7 +96,7 @@ describe('DR - duplicate detection on the secondary', () => {
     const { dir } = fs;
     try {
       const secondary = await refusedAtFullSource(dir, ['--dedup-window', '1000'], []);
-      await publish(secondary.port, ['kept', 'refused']);
+      await publishKeyed(secondary.port, ['kept', 'refused']);
       expect(await receive(secondary.port, 'orders', 2)).toEqual(['kept', 'refused']);
       expect(await depth(secondary.port)).toBe(0);
     } finally {
@@ -124,7 +115,7 @@ describe('DR - duplicate detection on the secondary', () => {
     try {
       // The copy takes the secondary's default window: the source's queue has none.
       const secondary = await refusedAtFullSource(dir, [], ['--dedup-window', '1000']);
-      await publish(secondary.port, ['kept', 'refused']);
+      await publishKeyed(secondary.port, ['kept', 'refused']);
       // 'kept' is a duplicate of the copy it holds; 'refused' was never kept, so it is new.
       expect(await depth(secondary.port)).toBe(2);
       expect((await show(secondary.port))['dedup-duplicates']).toBe(1);
@@ -150,7 +141,7 @@ describe('DR - duplicate detection on the secondary', () => {
       expect((await tandem(['queue', 'add', 'orders', '--durable', '--dedup-window', '1000', '-b', source.url])).code).toBe(0);
       await mgmt(secondary.port, 'DR-ADD', { queue: 'orders', source: source.url, mode: 'enqueue-and-dequeue' });
       const sent = ids(0, 3);
-      await publish(source.port, sent);
+      await publishKeyed(source.port, sent);
       await drFlush(source.port, secondary.port);
       fillFilesystem(join(dir, 'ballast'));
       // The commit's record holds a 256 KiB send beside the acceptances: it cannot reach the disk.
@@ -163,7 +154,7 @@ describe('DR - duplicate detection on the secondary', () => {
       const r = await tandem(['dr', 'activate', 'orders', '-b', secondary.url]);
       expect(r.code, r.stderr).toBe(0);
       // The publisher's resend of each finds its key: held once, not twice.
-      await publish(secondary.port, sent);
+      await publishKeyed(secondary.port, sent);
       expect(await depth(secondary.port)).toBe(3);
       expect(await receive(secondary.port, 'orders', 3)).toEqual(sent);
       expect(await depth(secondary.port)).toBe(0);

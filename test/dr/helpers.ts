@@ -2,9 +2,10 @@
 // over management, and the flush barrier (the secondary has applied everything
 // the primary had when we asked).
 import rhea, { type Connection, type EventContext } from 'rhea';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { ManagementClient } from '../../src/admin/client.js';
 import { TestBroker, killAllBrokers, waitFor, type BrokerOptions } from '../helpers/broker.js';
+import { TestClient } from '../helpers/rhea-client.js';
 
 export interface DrRow {
   queue: string;
@@ -176,6 +177,17 @@ export async function depthOf(port: number, queue: string): Promise<number> {
 
 export const range = (prefix: string, from: number, to: number): string[] => Array.from({ length: to - from }, (_, i) => `${prefix}${from + i}`);
 
+
+/** Publish durable messages whose message-id is their body (duplicate detection keys on it); each must be accepted. */
+export async function publishKeyed(port: number, ids: string[], queue = 'orders'): Promise<void> {
+  const c = await TestClient.connect({ port });
+  try {
+    const outcomes = await c.send(queue, ids.map((id) => ({ message_id: id, body: id, durable: true })), { timeoutMs: 30_000 });
+    expect(outcomes.map((o) => o.state)).toEqual(ids.map(() => 'accepted'));
+  } finally {
+    await c.close();
+  }
+}
 /**
  * Send durable messages without waiting for settlement (a source cannot settle while its
  * HA backup is stopped); resolves once all are written, with what closes the connection.
