@@ -16,6 +16,7 @@
 // how the switchover ended (DR-PEER-STATE): activated at the fenced epoch means
 // follow, not activated and not switching any more means unfence. It never decides
 // alone, so the two sites never both serve a queue.
+import { randomUUID } from 'node:crypto';
 import type { DrMode } from '../broker/changes.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
 import { displaySource, listOf, normaliseSource, parseDrMode, parseSource, sourceWithPassword } from './config.js';
@@ -60,6 +61,14 @@ export class DrSwitchover {
   private readonly moving = new Set<string>();
   /** Per fenced queue: why it is still fenced (for dr status). */
   private readonly waiting = new Map<string, string>();
+  /**
+   * Per queue fenced here: the switchover run that fenced it last. A run that is
+   * abandoned leaves its fence in place for the next run of the same epoch to reuse, so
+   * a late DR-UNFENCE of the old run, or an answer to a question asked before the new
+   * run fenced, must not end the new one (both sites would serve). In memory only: after
+   * a restart the fence takes any run's word, as before.
+   */
+  private readonly fenceRuns = new Map<string, string>();
   private resolving = false;
 
   constructor(private readonly dr: DrManager) {}
@@ -68,8 +77,8 @@ export class DrSwitchover {
     m.register('DR-SWITCHOVER', (_t, _n, body) =>
       this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : Number(body.timeout), body['reverse-source'], body['reverse-password']),
     );
-    m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer));
-    m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch)) }));
+    m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer, runOf(body.run)));
+    m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch), runOf(body.run)) }));
     m.register('DR-FOLLOW', (_t, _n, body) => ({ following: this.follow(parseList<FollowRequest>(body.queues, isFollowRequest), body.source) }));
     m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(listOf(body.queues), body.held === true || body.held === 'true') }));
   }
@@ -147,6 +156,7 @@ export class DrSwitchover {
     const deadline = Date.now() + timeoutMs;
     const left = () => Math.max(1, deadline - Date.now());
     const epochs = new Map(queues.map((q) => [q, broker.drQueues.get(q)!.epoch]));
+    const run = randomUUID();
     for (const q of queues) this.moving.add(q);
     const log = this.dr.host.log;
     try {
@@ -154,15 +164,15 @@ export class DrSwitchover {
       let fenceLsn: number;
       try {
         const fence = queues.map((q) => ({ queue: q, mode: broker.drQueues.get(q)!.mode, epoch: epochs.get(q)! }));
-        fenceLsn = Number((await peerRequest(source, this.dr.host.tls, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse) }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
+        fenceLsn = Number((await peerRequest(source, this.dr.host.tls, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse), run }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
       } catch (err) {
         // The fence may have been recorded before the answer was lost: undo it.
-        throw await this.rollBack(source, queues, epochs, `the source did not fence the queues: ${(err as Error).message}`);
+        throw await this.rollBack(source, queues, epochs, run, `the source did not fence the queues: ${(err as Error).message}`);
       }
       const drained = await waitUntil(() => queues.every((q) => (this.dr.appliedOf(source, q) ?? 0) >= fenceLsn), deadline);
       if (!drained) {
         const at = queues.map((q) => `${q} at ${this.dr.appliedOf(source, q) ?? 'no link'}`).join(', ');
-        throw await this.rollBack(source, queues, epochs, `the DR link did not bring the source's last change (${fenceLsn}) within ${timeoutMs} ms (${at})`);
+        throw await this.rollBack(source, queues, epochs, run, `the DR link did not bring the source's last change (${fenceLsn}) within ${timeoutMs} ms (${at})`);
       }
       let last = 0;
       for (const q of queues) last = this.dr.activateOne(q, broker.drQueues.get(q)!, false).lsn;
@@ -189,12 +199,12 @@ export class DrSwitchover {
   }
 
   /** Undo a fence (nothing was activated here); the error to throw, saying what is left. */
-  private async rollBack(source: string, queues: string[], epochs: Map<string, number>, why: string): Promise<TandemError> {
+  private async rollBack(source: string, queues: string[], epochs: Map<string, number>, run: string, why: string): Promise<TandemError> {
     const request = queues.map((q) => ({ queue: q, epoch: epochs.get(q)! + 1 }));
     this.dr.host.log.warn({ queues, why }, 'DR: switchover abandoned; unfencing the source');
     let after: string;
     try {
-      await peerRequest(source, this.dr.host.tls, 'DR-UNFENCE', { queues: JSON.stringify(request) }, PEER_TIMEOUT_MS);
+      await peerRequest(source, this.dr.host.tls, 'DR-UNFENCE', { queues: JSON.stringify(request), run }, PEER_TIMEOUT_MS);
       after = 'both sites are as they were';
     } catch (err) {
       after = `the source could not be told to unfence (${(err as Error).message}); it refuses clients on these queues until it asks this site, which it does every 2 s, and then serves them again`;
@@ -204,7 +214,7 @@ export class DrSwitchover {
 
   // ---- the source: fence, unfence, follow ----------------------------------------
 
-  async fence(request: FenceRequest[], peerText: unknown): Promise<Attributes> {
+  async fence(request: FenceRequest[], peerText: unknown, run?: string): Promise<Attributes> {
     const broker = this.dr.host.broker;
     const { source: peer, password: given } = parseSource(peerText);
     const todo: FenceRequest[] = [];
@@ -225,6 +235,8 @@ export class DrSwitchover {
     }
     if (todo.length > 0) await this.checkReach(peer, given, todo.map((r) => r.queue));
     if (given !== undefined) rememberPassword(peer, given);
+    // Also a fence reused from an abandoned run: it is this run's now.
+    for (const r of request) if (run !== undefined) this.fenceRuns.set(r.queue, run);
     for (const r of todo) {
       const c = broker.drQueues.get(r.queue);
       const fenced = { ...FRESH_ROLE, ...(c ?? {}), source: peer, mode: r.mode, state: 'fenced' as const, epoch: r.epoch + 1 };
@@ -257,12 +269,19 @@ export class DrSwitchover {
     }
   }
 
-  unfence(request: Array<{ queue: string; epoch: number }>): string[] {
+  /** `run`: the switchover run that asks (its fence only); undefined: any (this site's own check, an older peer). */
+  unfence(request: Array<{ queue: string; epoch: number }>, run?: string): string[] {
     const broker = this.dr.host.broker;
     const done: string[] = [];
     for (const r of request) {
       const c = broker.drQueues.get(r.queue);
       if (c?.state !== 'fenced' || c.epoch !== r.epoch) continue;
+      const current = this.fenceRuns.get(r.queue);
+      if (run !== undefined && current !== undefined && current !== run) {
+        this.dr.host.log.warn({ queue: r.queue }, 'DR: switchover: ignored an unfence from an earlier switchover run; a newer one holds the fence');
+        continue;
+      }
+      this.fenceRuns.delete(r.queue);
       this.dr.setRole(r.queue, { ...c, state: 'active', epoch: c.epoch - 1 });
       this.waiting.delete(r.queue);
       done.push(r.queue);
@@ -295,6 +314,7 @@ export class DrSwitchover {
       if (drops.length > 0) this.dr.host.log.warn({ queue: r.queue, dropped: drops.length }, 'DR: switchover: dropped the messages the site that serves the queue now does not hold');
       // The pair's exchange filter goes with it: copied from the other site as it was from this one.
       this.dr.setRole(r.queue, { ...FRESH_ROLE, source, mode: r.mode, state: 'passive', epoch: r.epoch, exchanges: r.exchanges ?? c.exchanges ?? FRESH_ROLE.exchanges });
+      this.fenceRuns.delete(r.queue);
       this.waiting.delete(r.queue);
       done.push(r.queue);
     }
@@ -322,6 +342,8 @@ export class DrSwitchover {
     this.resolving = true;
     void (async () => {
       for (const [source, queues] of bySource) {
+        // Which run fenced each when asked: an answer that comes after another run fenced it anew is not about that run.
+        const asked = new Map(queues.map((q) => [q, this.fenceRuns.get(q)]));
         let rows: Attributes[];
         try {
           rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(','), held: true }, PEER_TIMEOUT_MS)).queues as Attributes[];
@@ -332,7 +354,7 @@ export class DrSwitchover {
         for (const row of rows) {
           const q = String(row.queue);
           const c = broker.drQueues.get(q);
-          if (c?.state !== 'fenced' || c.source !== source) continue;
+          if (c?.state !== 'fenced' || c.source !== source || asked.get(q) !== this.fenceRuns.get(q)) continue;
           if (row.state === 'active' && row.epoch === c.epoch) {
             const held = isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : {};
             const exchanges = typeof row.exchanges === 'string' && exchangesOk(row.exchanges) ? { exchanges: row.exchanges } : {};
@@ -378,6 +400,10 @@ function isQueueEpoch(v: unknown): v is { queue: string; epoch: number } {
 }
 function isFenceRequest(v: unknown): v is FenceRequest {
   return isQueueEpoch(v) && modeOk((v as Record<string, unknown>).mode);
+}
+/** A switchover run's id as a peer names it (a uuid), or undefined (an older peer, or none). */
+function runOf(v: unknown): string | undefined {
+  return typeof v === 'string' && /^[0-9a-f-]{36}$/.test(v) ? v : undefined;
 }
 function isFollowRequest(v: unknown): v is FollowRequest {
   const o = v as Record<string, unknown>;
