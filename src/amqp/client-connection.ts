@@ -384,6 +384,7 @@ export class ClientConnection {
         },
         onTransactionalRefused: (txnId, why) => this.coordinator?.refused(txnId, why),
         refusing: () => this.host.readOnly?.(),
+        mayNameAnyone: () => this.admin,
       },
       this.log,
     );

@@ -2,6 +2,10 @@
 // and enqueued at once, but settled "accepted" only when the settlement gate
 // says it is safe (journal synced, backups have it). Credit is handed out in a
 // window so a client can never have more unsettled messages than we allow.
+// A client that logged in as a user (SASL PLAIN or EXTERNAL) may put only that
+// user's name in a message's user-id (spec 3.2.4: it MAY be authenticated by
+// intermediaries), unless it is an admin, so a consumer can trust the user-id of
+// what it takes.
 import diagnostics_channel from 'node:diagnostics_channel';
 import type { Delivery } from './engine/delivery.js';
 import type { Link } from './engine/link.js';
@@ -12,7 +16,10 @@ import type { Logger } from '../ops/log.js';
 import { LogThrottle } from '../ops/log-throttle.js';
 import { DiskFullError } from '../store/errors.js';
 import { errorCondition } from './conditions.js';
-import { parseIncoming, type ParsedMessage } from './message-codec.js';
+import { Decoder } from './engine/decoder.js';
+import type { AmqpValue } from './engine/types.js';
+import { describedValueAt, encodedValueSize, parseIncoming, sectionCode, type ParsedMessage } from './message-codec.js';
+import { u32, userIdClaim } from './message-head.js';
 import { readTransactionalState } from './transaction-types.js';
 
 /**
@@ -38,6 +45,12 @@ export interface IncomingOptions {
    * sends it again where it fails over to and nothing is accepted unreplicated.
    */
   refusing?(): string | undefined;
+  /**
+   * Whether the sender may put any user's name in a message's user-id: an admin (asked
+   * at each use; with auth=no every connection is one). `tandem ha diverged republish`
+   * sends other users' messages again, byte for byte, as an admin.
+   */
+  mayNameAnyone?(): boolean;
 }
 
 /** Shared by every link: a full disk refuses every sender's messages at once. */
@@ -58,9 +71,92 @@ function logRefusal(log: Logger, err: unknown): void {
   else log.error({ err, ...alsoRefused }, 'message refused by an internal error');
 }
 
+/** Messages refused for another user's user-id, logged at most once per interval per user. */
+const impersonations = new LogThrottle();
+
+const PROPERTIES = 0x73;
+/** Claimed user-ids are shown up to this many characters (in the refusal and the log). */
+const SHOWN_CLAIM = 64;
+
+/**
+ * What is wrong with the user-id of a message from `user` (its name's UTF-8 in
+ * `userBytes`), or undefined when every properties section has none or `user`'s, or
+ * when `mayNameAnyone` (asked only then) says any will do. Every section is looked at,
+ * not only the first the broker routes by: a decoder lets a later properties section's
+ * fields replace the first's (rhea's and ours do), so another user's name could hide
+ * there. Reads in place; a message whose later sections do not read as values is one no
+ * consumer decodes past that point either, and stops the look.
+ */
+export function userIdRefusal(bytes: Buffer, propertiesAt: number | undefined, user: string, userBytes: Buffer, mayNameAnyone: () => boolean = () => false): string | undefined {
+  let offset = propertiesAt !== undefined && propertiesAt > 0 ? propertiesAt : 0;
+  try {
+    while (offset < bytes.length) {
+      const size = sectionSize(bytes, offset);
+      const code = bytes[offset] === 0x00 && bytes[offset + 1] === 0x53 ? bytes[offset + 2] : sectionCode(bytes, offset);
+      if (code === PROPERTIES) {
+        const claim = userIdClaim(bytes, describedValueAt(bytes, offset), offset + size, userBytes);
+        if (claim === 'other' || claim === 'irregular') {
+          if (mayNameAnyone()) return undefined;
+          const refusal = genericRefusal(bytes, offset, size, user, userBytes);
+          if (refusal !== undefined) return refusal;
+        }
+      }
+      offset += size;
+    }
+  } catch (err) {
+    if (!(err instanceof TandemError)) throw err;
+  }
+  return undefined;
+}
+
+/**
+ * The size of the section at `offset`: read directly when it is described by a small
+ * ulong and its value's size is in its first bytes (what clients send), else as
+ * encodedValueSize reads any value (which throws on one that does not fit).
+ */
+function sectionSize(bytes: Buffer, offset: number): number {
+  const at = offset + 3;
+  if (bytes[offset] === 0x00 && bytes[offset + 1] === 0x53 && at + 5 <= bytes.length) {
+    const code = bytes[at]!;
+    const size = (code & 0xf0) === 0xa0 || (code & 0xf0) === 0xc0 || (code & 0xf0) === 0xe0 ? 5 + bytes[at + 1]! : (code & 0xf0) === 0xb0 || (code & 0xf0) === 0xd0 || (code & 0xf0) === 0xf0 ? 8 + u32(bytes, at + 1) : -1;
+    if (size >= 0 && offset + size <= bytes.length) return size;
+  }
+  return encodedValueSize(bytes, offset);
+}
+
+/**
+ * The same judgement of the properties section at `offset` (`size` bytes), decoded
+ * generically: the words of a refusal, or a section the quick read gave up on (one
+ * that is not a list names no user-id for a decoder: ours and rhea's pass over it).
+ */
+function genericRefusal(bytes: Buffer, offset: number, size: number, user: string, userBytes: Buffer): string | undefined {
+  let claimed: AmqpValue | undefined;
+  try {
+    const section = new Decoder(bytes, offset, offset + size).value();
+    if (section.type === 'described' && section.value.type === 'list') claimed = section.value.value[1];
+  } catch {
+    return `its user-id cannot be read, so it cannot be checked against the user this connection logged in as ('${user}')`;
+  }
+  if (claimed === undefined || claimed.type === 'null') return undefined;
+  const text = claimed.type === 'binary' ? claimed.value.toString('utf8') : claimed.type === 'string' || claimed.type === 'symbol' ? claimed.value : undefined;
+  if (text === undefined) return `its user-id is a ${claimed.type}, not a binary holding the name of the user this connection logged in as ('${user}')`;
+  if ((claimed.type === 'binary' ? claimed.value : Buffer.from(text, 'utf8')).equals(userBytes)) return undefined;
+  const shown = text.length > SHOWN_CLAIM ? `${text.slice(0, SHOWN_CLAIM)}...` : text;
+  return `its user-id ${JSON.stringify(shown)} is not the user this connection logged in as ('${user}'): a message may carry its sender's own user-id, or none`;
+}
+
 export class IncomingLink {
   private outstanding = 0;
   private closed = false;
+  /**
+   * Whose name a message's user-id may hold, and that name's UTF-8: the user the client
+   * logged in as (for EXTERNAL, the one its certificate names, whom the ACL knows it as);
+   * undefined for a client that skipped SASL (auth=no only), whose messages are not looked at.
+   */
+  private readonly user: string | undefined;
+  private readonly userBytes: Buffer | undefined;
+  /** Made once: a closure made per message would be the one allocation the check makes. */
+  private readonly senderIsAdmin = (): boolean => this.options.mayNameAnyone?.() === true;
 
   constructor(
     private readonly link: Link,
@@ -68,7 +164,10 @@ export class IncomingLink {
     private readonly gate: SettlementGate,
     private readonly options: IncomingOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.user = link.session.connection.identity;
+    this.userBytes = this.user === undefined ? undefined : Buffer.from(this.user, 'utf8');
+  }
 
   get address(): string | undefined {
     return this.options.address;
@@ -103,6 +202,7 @@ export class IncomingLink {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message of ${bytes.length} bytes is over max-message-size ${this.options.maxMessageSize}`);
       }
       msg = parseIncoming(bytes);
+      if (this.userBytes !== undefined) this.checkUserId(msg);
       const address = this.options.address ?? msg.to;
       if (address === undefined) {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'message has no "to" address and the link has no target address; set one of them');
@@ -141,6 +241,15 @@ export class IncomingLink {
 
   close(): void {
     this.closed = true;
+  }
+
+  /** A message naming another user than the sender's is refused (amqp:unauthorized-access), and logged. */
+  private checkUserId(msg: ParsedMessage): void {
+    const refusal = userIdRefusal(msg.bytes, msg.propertiesAt, this.user!, this.userBytes!, this.senderIsAdmin);
+    if (refusal === undefined) return;
+    const held = impersonations.admit(this.user!);
+    if (held !== undefined) this.log.warn({ user: this.user, ...(held > 0 ? { alsoRefused: held } : {}) }, `message refused: ${refusal}`);
+    throw new TandemError('TANDEM_ERR_UNAUTHORIZED', `message refused: ${refusal}`);
   }
 
   private refuse(delivery: Delivery, err: unknown): void {

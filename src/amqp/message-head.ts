@@ -7,7 +7,8 @@
 // among them, a long descriptor, a field of a type the generic reading would
 // convert, a compound, a string that is not UTF-8) makes this give up and the
 // caller decodes generically, so what a message means, and the refusal of a
-// malformed one, is the generic decoder's.
+// malformed one, is the generic decoder's. A logged-in sender's user-id is read
+// here too (userIdClaim), in place: it is read on every message such a sender sends.
 import { isAscii, isUtf8 } from 'node:buffer';
 import { encodingOf } from './engine/types.js';
 
@@ -219,6 +220,82 @@ class Fields {
     if (this.pos !== this.stop) throw IRREGULAR;
     return this.stop;
   }
+}
+
+/**
+ * How a properties section's user-id stands to the connection's user: absent (null, or
+ * a list too short to hold it), the same bytes, another value (other bytes, or a type
+ * that is not a binary, string or symbol), or irregular (the section is not a list, or
+ * its message-id is of a kind not stepped over here): the caller decodes that section
+ * generically.
+ */
+export type UserIdClaim = 'absent' | 'same' | 'other' | 'irregular';
+
+const USER_ID = 1;
+
+/**
+ * properties.user-id (spec 3.2.4) in the properties section whose list starts at `at`
+ * (after the section's descriptor) and which ends by `end`, held to `user` (the UTF-8 of
+ * the name the connection logged in as). It runs on every message a logged-in client
+ * sends, so it reads the bytes where they are and makes nothing, whatever it finds.
+ */
+export function userIdClaim(bytes: Buffer, at: number, end: number, user: Buffer): UserIdClaim {
+  const list = bytes[at];
+  let count: number;
+  let pos: number;
+  let stop: number;
+  if (list === 0x45) return 'absent';
+  if (list === 0xc0) {
+    if (end - at < 3) return 'irregular';
+    stop = at + 2 + bytes[at + 1]!;
+    count = bytes[at + 2]!;
+    pos = at + 3;
+  } else if (list === 0xd0) {
+    if (end - at < 9) return 'irregular';
+    stop = at + 5 + u32(bytes, at + 1);
+    count = u32(bytes, at + 5);
+    pos = at + 9;
+  } else return 'irregular';
+  if (stop > end) return 'irregular';
+  if (count <= USER_ID) return 'absent';
+  pos = stepOver(bytes, pos, stop); // the message-id
+  if (pos < 0 || pos >= stop) return 'irregular';
+  const c = bytes[pos]!;
+  if (c === NULL) return 'absent';
+  let from: number;
+  let n: number;
+  if (c === 0xa0 || c === 0xa1 || c === 0xa3) {
+    if (pos + 2 > stop) return 'irregular';
+    n = bytes[pos + 1]!;
+    from = pos + 2;
+  } else if (c === 0xb0 || c === 0xb1 || c === 0xb3) {
+    if (pos + 5 > stop) return 'irregular';
+    n = u32(bytes, pos + 1);
+    from = pos + 5;
+  } else return 'other';
+  if (n > stop - from) return 'irregular';
+  if (n !== user.length) return 'other';
+  for (let i = 0; i < n; i++) if (bytes[from + i] !== user[i]) return 'other';
+  return 'same';
+}
+
+/** Where the primitive at `pos` ends (by `stop`), or -1 for a described or compound value, or one that does not fit. */
+function stepOver(bytes: Buffer, pos: number, stop: number): number {
+  const c = bytes[pos]!;
+  let next: number;
+  // A binary, string or symbol (what message-ids mostly are), else by the type's width.
+  if (c === 0xa0 || c === 0xa1 || c === 0xa3) next = pos + 2 > stop ? -1 : pos + 2 + bytes[pos + 1]!;
+  else if (c === 0xb0 || c === 0xb1 || c === 0xb3) next = pos + 5 > stop ? -1 : pos + 5 + u32(bytes, pos + 1);
+  else {
+    const e = encodingOf(c);
+    next = e?.category === 'fixed' ? pos + 1 + e.width : -1;
+  }
+  return next <= stop ? next : -1;
+}
+
+/** The big-endian uint32 at `at` (in bounds): readUInt32BE's checks cost more than these few reads. */
+export function u32(bytes: Buffer, at: number): number {
+  return bytes[at]! * 0x100_0000 + ((bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!);
 }
 
 function readHeader(bytes: Buffer, at: number, end: number, head: MessageHead): number {

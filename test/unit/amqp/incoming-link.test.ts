@@ -17,7 +17,7 @@ function refusingLink() {
   broker.declareQueue('q', qs());
   const refused: Array<{ txnId: Buffer; why: string }> = [];
   const handed: Buffer[] = [];
-  const link = new IncomingLink({ flow() {} } as unknown as Link, broker, gate, {
+  const link = new IncomingLink({ flow() {}, session: { connection: { identity: undefined } } } as unknown as Link, broker, gate, {
     address: 'q',
     creditWindow: 10,
     maxMessageSize: 1 << 20,
