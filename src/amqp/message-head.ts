@@ -198,6 +198,12 @@ class Fields {
       return;
     }
     if (e.category !== 'variable') throw IRREGULAR;
+    // A binary's bytes are not looked at: stepped over without a view of them (a message-id
+    // or user-id is often one, on every message).
+    if (e.type === 'binary') {
+      this.stepVariable(c);
+      return;
+    }
     const bytes = this.variable(c);
     if (e.type === 'string' && !isUtf8(bytes)) throw IRREGULAR;
     if (e.type === 'symbol' && !isAscii(bytes)) throw IRREGULAR;
@@ -205,14 +211,20 @@ class Fields {
 
   /** A binary, string or symbol's bytes (a view); steps over them. */
   private variable(c: number): Buffer {
+    const from = this.stepVariable(c);
+    return this.bytes.subarray(from, this.pos);
+  }
+
+  /** Steps over a binary, string or symbol; where its bytes start (they end at the new pos). */
+  private stepVariable(c: number): number {
     const wide = c >= 0xb0;
     const at = this.pos + 1;
     if (at + (wide ? 4 : 1) > this.stop) throw IRREGULAR;
-    const n = wide ? this.bytes.readUInt32BE(at) : this.bytes[at]!;
+    const n = wide ? u32(this.bytes, at) : this.bytes[at]!;
     const from = at + (wide ? 4 : 1);
     if (n > this.stop - from) throw IRREGULAR;
     this.pos = from + n;
-    return this.bytes.subarray(from, from + n);
+    return from;
   }
 
   /** All fields were read and they filled the list exactly: where the section ends. */
