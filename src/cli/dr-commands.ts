@@ -1,4 +1,4 @@
-// tandem dr add|del|list|status|activate|switchover: disaster recovery queues
+// tandem dr add|del|list|status|activate|switchover|demote|reattach: disaster recovery queues
 // on a secondary broker, and the round trip between the two sites (see docs/dr.md).
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -65,15 +65,39 @@ export function drCommands(program: Command): void {
     }),
   );
 
-  addBrokerOption(dr.command('activate [queue...]').description('open DR queues to clients (all of them if none is named); replication to them stops'))
-    .option('--all', 'confirm activating every DR queue when none is named')
-    .action(
-      action(async (queues: string[], o: BrokerOption & { all?: boolean }) => {
-        if (queues.length === 0 && !o.all) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queues to activate, or pass --all to activate every DR queue');
-        const r = (await withBroker(o, (c) => c.request('DR-ACTIVATE', 'broker', 'broker', { queues: queues.join(',') }))) as { activated: string[]; already: string[] };
-        print(o, r, () => [r.activated.length ? `activated: ${r.activated.join(' ')}` : 'nothing to activate', r.already.length ? `already active: ${r.already.join(' ')}` : ''].filter(Boolean).join('\n'));
-      }),
-    );
+  addBrokerOption(
+    dr
+      .command('activate [queue...]')
+      .description('open DR queues to clients (all of them if none is named); replication to them stops, and the old source is told to stop serving them (demoted) as soon as it answers')
+      .option('--all', 'confirm activating every DR queue when none is named')
+      .option('--keep-source-serving', 'do not tell the old source: it may go on serving the queues too (a drill, or a split you chose; both sites then take writes)'),
+  ).action(
+    action(async (queues: string[], o: BrokerOption & { all?: boolean; keepSourceServing?: boolean }) => {
+      if (queues.length === 0 && !o.all) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queues to activate, or pass --all to activate every DR queue');
+      const keep = o.keepSourceServing === true;
+      const r = (await withBroker(o, (c) => c.request('DR-ACTIVATE', 'broker', 'broker', { queues: queues.join(','), ...(keep ? { 'keep-source-serving': true } : {}) }))) as {
+        activated: string[];
+        already: string[];
+        'source-told'?: boolean;
+        'old-sources'?: string[];
+      };
+      const sources = (r['old-sources'] ?? []).join(' and ') || 'the old source';
+      print(o, r, () =>
+        [
+          r.activated.length ? `activated: ${r.activated.join(' ')}` : 'nothing to activate',
+          r.already.length ? `already active: ${r.already.join(' ')}` : '',
+          // A broker without this reply (older) decided by itself: nothing is claimed for it.
+          r.activated.length === 0 || r['source-told'] === undefined
+            ? ''
+            : r['source-told']
+              ? `old source ${sources} is told to stop serving ${r.activated.join(' ')}: at once if it answers, else every 2 s until it does (it turns diverged and refuses clients on them until 'tandem dr reattach')`
+              : `old source ${sources} is NOT told (--keep-source-serving: a drill, or a split you chose): it may still serve ${r.activated.join(' ')}, both sites taking writes; 'tandem dr demote ${r.activated.join(' ')} -b <old source>' when that is no longer meant`,
+        ]
+          .filter(Boolean)
+          .join('\n'),
+      );
+    }),
+  );
 
   addBrokerOption(
     dr

@@ -182,7 +182,11 @@ export class DrFailback {
     if (keys.length > 0) broker.forgetDedupKeys(queue, Buffer.concat(keys));
   }
 
-  /** On an activated site: tell each old source that was lost at activation that it serves these queues no more. */
+  /**
+   * On an activated site: tell each old source that it serves these queues no more (every
+   * activation but one run with keep-source-serving, a drill or a chosen split; a
+   * switchover tells its own way). Until it answers: again at each check.
+   */
   tick(): void {
     if (this.telling) return;
     const broker = this.dr.host.broker;

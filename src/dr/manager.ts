@@ -138,8 +138,14 @@ export class DrManager {
     return { queue, removed: true };
   }
 
-  /** Open queues to clients: the bridge stops feeding them at once. */
-  activate(queues: string[]): { activated: string[]; already: string[] } {
+  /**
+   * Open queues to clients: the bridge stops feeding them at once. The old source is
+   * told (DR-DEMOTE, until it answers) that it serves them no more, unless
+   * `keepSourceServing`: a drill, or a split the operator chose. A source whose link
+   * still shows `connected` is not proof it is alive: one that just died, hung or was
+   * cut off shows it until heartbeats notice, and left untold it serves again when back.
+   */
+  activate(queues: string[], keepSourceServing = false): { activated: string[]; already: string[]; 'source-told': boolean; 'old-sources': string[] } {
     const broker = this.host.broker;
     const names = queues.length > 0 ? queues : [...broker.drQueues].filter(([, c]) => c.state === 'passive' || c.state === 'active').map(([q]) => q);
     for (const q of names) if (!broker.drQueues.has(q)) throw notFound('DR queue', q, 'tandem dr list shows the DR queues');
@@ -154,16 +160,33 @@ export class DrManager {
       if (c.state !== 'passive') throw new TandemError('TANDEM_ERR_PRECONDITION', `DR queue '${q}' is ${roleOf(c, false)} here, not a passive copy: nothing to activate (tandem dr status ${q})`);
       this.notMoving(q);
     }
+    const oldSources = new Set<string>();
+    let lastLsn = 0;
     for (const q of names) {
       const c = broker.drQueues.get(q)!;
       if (c.state === 'active') continue;
-      // A source we still hear is not told (a drill, or a split the operator chose): 'tandem dr demote' it when meant.
-      this.activateOne(q, c, this.bridges.get(c.source)?.state !== 'connected');
+      // Kept serving only when the operator says so: 'tandem dr demote' it when no longer meant.
+      lastLsn = this.activateOne(q, c, !keepSourceServing).lsn;
       activated.push(q);
+      if (c.source !== '') oldSources.add(displaySource(c.source));
     }
-    if (activated.length > 0) this.host.log.warn({ queues: activated }, 'DR: queues activated; they serve clients and no longer follow the source');
+    const sources = [...oldSources];
+    if (activated.length > 0) {
+      if (keepSourceServing) {
+        this.host.log.warn({ queues: activated, sources }, 'DR: queues activated; they serve clients and no longer follow the source, which is NOT told (keep-source-serving: a drill, or a split chosen): both sites may serve them');
+      } else {
+        this.host.log.warn({ queues: activated, sources }, 'DR: queues activated; they serve clients and no longer follow the source, which is told to stop serving them as soon as it answers');
+      }
+    }
     this.syncBridges();
-    return { activated, already };
+    // Tell once the activation is safe, rather than at the next check: a source that answers serves no longer than needed.
+    if (activated.length > 0 && !keepSourceServing) {
+      this.whenSafe(lastLsn).then(
+        () => this.failback.tick(),
+        () => undefined,
+      );
+    }
+    return { activated, already, 'source-told': activated.length > 0 && !keepSourceServing, 'old-sources': sources };
   }
 
   /**
@@ -322,7 +345,7 @@ export class DrManager {
     return out;
   }
 
-  /** DR-ADD, DR-DEL, DR-LIST, DR-STATUS, DR-ACTIVATE on the $management node. */
+  /** DR-ADD, DR-DEL, DR-LIST, DR-STATUS, DR-ACTIVATE {queues?, keep-source-serving?} on the $management node. */
   register(m: ManagementRegistry): void {
     const queueOf = (name: unknown, body: Attributes): string => {
       const q = body.queue ?? name;
@@ -336,7 +359,7 @@ export class DrManager {
       const only = listOf(body.queues);
       return { queues: (only.length > 0 ? only.map((q) => this.statusOf(q)) : this.status()) as unknown as Attributes[] };
     });
-    m.register('DR-ACTIVATE', (_t, _name, body) => ({ ...this.activate(listOf(body.queues)) }));
+    m.register('DR-ACTIVATE', (_t, _name, body) => ({ ...this.activate(listOf(body.queues), flagOf(body['keep-source-serving'], 'keep-source-serving')) }));
     this.switchovers.register(m);
     this.failback.register(m);
   }
@@ -430,4 +453,11 @@ export class DrManager {
     for (const [q, c] of this.host.broker.drQueues) if (c.source === source && c.state === 'passive') out.push(`${q}:${c.mode}`);
     return out.sort();
   }
+}
+
+/** A boolean management argument (absent: false). */
+function flagOf(v: unknown, name: string): boolean {
+  if (v === undefined || v === null || v === false || v === 'false') return false;
+  if (v === true || v === 'true') return true;
+  throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${name} must be true or false, not ${JSON.stringify(v)}`);
 }

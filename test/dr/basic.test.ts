@@ -86,9 +86,11 @@ describe('DR basics', () => {
   });
 
   it('DR - activation opens the queue to consumers and stops replicating to it', async () => {
-    const r = await dr('activate', 'log');
+    // A drill: the primary goes on serving 'log' (and is a source of it below); by default it would be told to stop.
+    const r = await dr('activate', 'log', '--keep-source-serving');
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('activated: log');
+    expect(r.stdout).toContain('is NOT told');
     await send(primary.port, 'log', ['after']);
     await drFlush(primary.port, secondary.port);
     expect(await receive(secondary.port, 'log', 3)).toEqual(['l0', 'l1', 'l2']);
