@@ -256,6 +256,12 @@ export class DrManager {
     return [...names].sort().map((q) => this.statusOf(q));
   }
 
+  /** For an activated queue whose old source has not answered its demote yet: that it may still serve it. */
+  private untold(c: DrQueueConfig): string | null {
+    if (c.state !== 'active' || !c.tell || c.source === '') return null;
+    return `the old source ${displaySource(c.source)} has not yet answered that it stops serving this queue (told every 2 s): until it does, clients it reaches may still use it there`;
+  }
+
   statusOf(queue: string): DrQueueStatus {
     const broker = this.host.broker;
     const c = broker.drQueues.get(queue);
@@ -285,7 +291,7 @@ export class DrManager {
         'applied-position': broker.log.lsn,
         'lag-changes': 0,
         'lag-seconds': 0,
-        'last-error': c ? (this.switchovers.errorOf(queue) ?? null) : null,
+        'last-error': c ? (this.switchovers.errorOf(queue) ?? this.untold(c)) : null,
       };
     }
     const bridge = this.bridges.get(c.source);

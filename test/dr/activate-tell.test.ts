@@ -43,8 +43,9 @@ describe('DR activation tells the old source', () => {
       await linkSeen('orders');
       act = await tandem(['dr', 'activate', 'orders', '-b', b.url]);
       expect(act.code, act.stderr).toBe(0);
-      // The activated site serves at once, the old one still hung.
+      // The activated site serves at once, the old one still hung; its status says A has not answered.
       await send(b.port, 'orders', ['at-b']);
+      expect((await drRowOf(b.port, 'orders'))['last-error']).toMatch(/old source .* has not yet answered that it stops serving this queue/);
     } finally {
       a.signal('SIGCONT');
     }
@@ -53,6 +54,7 @@ describe('DR activation tells the old source', () => {
     await expect(send(a.port, 'orders', ['late-at-a'])).rejects.toThrow(/was activated at the DR site .*tandem dr reattach orders/);
     await expect(receive(a.port, 'orders', 1)).rejects.toThrow(/was activated at the DR site/);
     expect((await drRowOf(b.port, 'orders')).role).toBe('activated');
+    await waitFor(async () => (await drRowOf(b.port, 'orders'))['last-error'] === null, { timeout: 30_000, name: 'B recorded that A answered' });
     expect(await contents(b.port, 'orders')).toEqual([...range('orders-', 0, 20), 'at-b']);
     // The command said which it did.
     console.log(`activate-tell: tandem dr activate said:\n${act.stdout}`);
