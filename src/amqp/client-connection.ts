@@ -147,12 +147,12 @@ export class ClientConnection {
     return this.remote;
   }
 
-  /** The client's connection properties (open frame), as plain values. */
   /** May this connection manage the broker (and pass every ACL)? */
   get admin(): boolean {
     return this.isAdmin();
   }
 
+  /** The client's connection properties (open frame), as plain values. */
   get properties(): Record<string, unknown> {
     const p = this.engine.remoteOpen?.fields.properties as AmqpValue | undefined;
     return p ? (fromAmqp(p) as Record<string, unknown>) : {};
