@@ -85,7 +85,7 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
  * Names of the temporary queues a connection makes (a dynamic link's, an exchange
  * subscriber's private one). Such a queue may be written by anyone who knows its
  * name (client-connection.ts, checkWrite): its name is a capability, a random uuid
- * only its connection is told. Kept in step with TEMPORARY_PREFIX there.
+ * only its connection is told. client-connection.ts names them with it.
  */
 export const TEMPORARY_QUEUE_PREFIX = 'tmp.';
 

@@ -12,6 +12,7 @@ import type { Link } from './engine/link.js';
 import { fromAmqp } from './engine/message.js';
 import { describedList } from './engine/performative.js';
 import type { AmqpValue } from './engine/types.js';
+import { TEMPORARY_QUEUE_PREFIX } from '../admin/operations.js';
 import type { Acl } from '../admin/acl.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
@@ -575,7 +576,7 @@ export class ClientConnection {
    */
   private publishReply(address: string, bytes: Buffer): void {
     const own = this.broker.queues.get(address);
-    if (own && own.owner === this.id && this.ownedQueues.has(address) && address.startsWith(TEMPORARY_PREFIX)) {
+    if (own && own.owner === this.id && this.ownedQueues.has(address) && address.startsWith(TEMPORARY_QUEUE_PREFIX)) {
       // The requester's own temporary queue: what the CLI waits on. Even under the memory
       // alarm the answer goes out, as it would down a reply link: operators need it most then.
       // But only to a client that reads them: unread replies are memory no alarm refuses.
@@ -605,7 +606,7 @@ export class ClientConnection {
    */
   private checkWrite(address: string): void {
     const queue = this.broker.queues.get(address);
-    const replies = address.startsWith(TEMPORARY_PREFIX) && !address.startsWith(PRIVATE_SUBSCRIPTION_PREFIX);
+    const replies = address.startsWith(TEMPORARY_QUEUE_PREFIX) && !address.startsWith(PRIVATE_SUBSCRIPTION_PREFIX);
     if (queue && replies && queue.settings.exclusive && queue.settings.autoDelete) return;
     this.host.acl.check(this, 'write', this.broker.addressBase(address));
   }
@@ -691,13 +692,13 @@ export class ClientConnection {
     // A connection's first temporary queue is its reply queue (the CLI's, the console's,
     // a JMS requester's): taken even under the alarm, so an admin can still purge and delete.
     if (this.broker.memoryAlarm && (use === 'subscription' || this.ownsTemporaryQueue())) this.refuseNewQueueUnderAlarm();
-    const name = `${use === 'subscription' ? PRIVATE_SUBSCRIPTION_PREFIX : TEMPORARY_PREFIX}${randomUUID()}`;
+    const name = `${use === 'subscription' ? PRIVATE_SUBSCRIPTION_PREFIX : TEMPORARY_QUEUE_PREFIX}${randomUUID()}`;
     const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
     return queue;
   }
 
   private ownsTemporaryQueue(): boolean {
-    for (const name of this.ownedQueues) if (name.startsWith(TEMPORARY_PREFIX)) return true;
+    for (const name of this.ownedQueues) if (name.startsWith(TEMPORARY_QUEUE_PREFIX)) return true;
     return false;
   }
 
@@ -799,10 +800,8 @@ function settleModeFor(sender: Link): 0 | 1 | 2 {
   return asked === 1 ? 1 : asked === 0 ? 0 : 2;
 }
 
-/** Names of the queues behind dynamic receivers (and exchange subscriptions). */
-const TEMPORARY_PREFIX = 'tmp.';
 /** A subscription's private queue: temporary too, but fed by its exchange alone (checkWrite). */
-const PRIVATE_SUBSCRIPTION_PREFIX = `${TEMPORARY_PREFIX}sub.`;
+const PRIVATE_SUBSCRIPTION_PREFIX = `${TEMPORARY_QUEUE_PREFIX}sub.`;
 
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');

@@ -1118,12 +1118,12 @@ export class Broker implements QueueHost {
    * back into `from` if `notBack`). One that cannot go on (its body or subject cannot be
    * read back from the journal, or the queues it routes to refuse it, full) is dropped,
    * counted (deadLettersLost) and reported (events.deadLetterLost), not thrown: the
-   * removal, or queue delete, that sent it completes. False then. Anything else that
-   * fails (a bug, a closed journal) still throws.
+   * removal, or queue delete, that sent it completes. Anything else that fails (a bug,
+   * a closed journal) still throws.
    */
-  private reroute(from: Queue, entry: QueueEntry, notBack = false): boolean {
+  private reroute(from: Queue, entry: QueueEntry, notBack = false): void {
     const exchange = this.exchanges.get(from.settings.alternateExchange);
-    if (!exchange) return true;
+    if (!exchange) return;
     let bytes: Buffer;
     let subject: string | undefined;
     try {
@@ -1131,12 +1131,13 @@ export class Broker implements QueueHost {
       subject = entry.msg.subject;
       bytes = entry.msg.bytes;
     } catch (err) {
-      return this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
+      this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
+      return;
     }
     const queues = this.routeVia(exchange, subject);
     const self = notBack ? queues.indexOf(from) : -1;
     if (self >= 0) queues.splice(self, 1);
-    if (queues.length === 0) return true;
+    if (queues.length === 0) return;
     try {
       this.enqueueAll(queues, {
         bytes,
@@ -1150,16 +1151,14 @@ export class Broker implements QueueHost {
       });
     } catch (err) {
       if (!(err instanceof TandemError)) throw err;
-      return this.deadLetterLost(from, entry, err.message);
+      this.deadLetterLost(from, entry, err.message);
     }
-    return true;
   }
 
-  /** Count and report a message reroute had to drop (always false, for its caller to return). */
-  private deadLetterLost(from: Queue, entry: QueueEntry, reason: string): false {
+  /** Count and report a message reroute had to drop. */
+  private deadLetterLost(from: Queue, entry: QueueEntry, reason: string): void {
     this.deadLettersLost++;
     this.events.deadLetterLost?.(from, entry.msg.id, reason, this.deadLettersLost);
-    return false;
   }
 
   private collectRemovals(fn: () => void): void {

@@ -26,7 +26,7 @@ import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
 import { FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
 import { inRanges } from './protocol.js';
-import { isRanges } from './switchover.js';
+import { heldIn } from './switchover.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const QUARANTINE_BATCH = 1000;
@@ -108,8 +108,7 @@ export class DrFailback {
       }
       // What the other site holds from before its activation crossed, whatever its enqueue's LSN here
       // (an activation in the middle of a copy of the contents holds messages from after its divergence point).
-      const crossed = isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : undefined;
-      return { queue: q, already: false as const, epoch: theirs, divergence: Number(row.divergence), since: Number(row.since), mode: parseDrMode(row.mode), crossed };
+      return { queue: q, already: false as const, epoch: theirs, divergence: Number(row.divergence), since: Number(row.since), mode: parseDrMode(row.mode), crossed: heldIn(row) };
     });
     // What the journal holds, synced, is what step 2 reads.
     await this.dr.whenSafe(broker.log.lsn);
@@ -173,7 +172,7 @@ export class DrFailback {
     let keys: Buffer[] = [];
     for (let at = 0; at + DEDUP_ROW_BYTES <= rows.length; at += DEDUP_ROW_BYTES) {
       if (rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8) <= divergence) continue;
-      keys.push(Buffer.from(rows.subarray(at, at + DEDUP_DIGEST_BYTES)));
+      keys.push(rows.subarray(at, at + DEDUP_DIGEST_BYTES));
       if (keys.length >= FORGET_BATCH) {
         broker.forgetDedupKeys(queue, Buffer.concat(keys));
         keys = [];

@@ -356,7 +356,7 @@ export class DrSwitchover {
           const c = broker.drQueues.get(q);
           if (c?.state !== 'fenced' || c.source !== source || asked.get(q) !== this.fenceRuns.get(q)) continue;
           if (row.state === 'active' && row.epoch === c.epoch) {
-            const held = isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : {};
+            const held = heldIn(row) ?? {};
             const exchanges = typeof row.exchanges === 'string' && exchangesOk(row.exchanges) ? { exchanges: row.exchanges } : {};
             this.follow([{ queue: q, mode: c.mode, epoch: c.epoch, from: Number(row.since), ...held, ...exchanges }], source);
           } else if (row.switching !== true && (row.state !== 'active' || Number(row.epoch) < c.epoch)) {
@@ -411,8 +411,13 @@ function isFollowRequest(v: unknown): v is FollowRequest {
   return isFenceRequest(v) && Number.isSafeInteger(o.from) && (o.from as number) >= 0 && held && (o.exchanges === undefined || exchangesOk(o.exchanges));
 }
 
+/** The ids a DR-PEER-STATE answer says the other site holds from before its activation (heldOf), if it names them. */
+export function heldIn(row: Attributes): { floor: number; held: number[] } | undefined {
+  return isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : undefined;
+}
+
 /** Sorted, disjoint id ranges [lo, hi, lo, hi, ...], at most MAX_HELD_RANGES of them. */
-export function isRanges(v: unknown): v is number[] {
+function isRanges(v: unknown): v is number[] {
   if (!Array.isArray(v) || v.length % 2 !== 0 || v.length > 2 * MAX_HELD_RANGES) return false;
   let prev = -1;
   for (let i = 0; i < v.length; i += 2) {
