@@ -55,10 +55,18 @@ export async function verifyPassword(password: string, hash: string, scrypt: Scr
   return key.length === expected.length && timingSafeEqual(key, expected);
 }
 
+/**
+ * The identity SASL ANONYMOUS gives (engine/sasl.ts): a user of that name would share
+ * it, so the broker could not tell a password login from no login at all (its role
+ * was never granted, and ACL rules for it applied to every anonymous client).
+ */
+export const ANONYMOUS_IDENTITY = 'anonymous';
+
 export function validateUserName(name: string): void {
   if (!/^[A-Za-z0-9_.@-]{1,64}$/.test(name)) {
     throw invalidArgument(`user name '${name}' must be 1-64 letters, digits, '_', '.', '@' or '-'`);
   }
+  if (name === ANONYMOUS_IDENTITY) throw invalidArgument(`user name '${name}' is reserved: it is the identity of clients that log in with SASL ANONYMOUS`);
 }
 
 export function parseUsers(text: string, path: string): Map<string, UserRecord> {
@@ -72,6 +80,15 @@ export function parseUsers(text: string, path: string): Map<string, UserRecord> 
     }
     users.set(name, { name, role, hash });
   });
+  return users;
+}
+
+/** parseUsers for the broker, which refuses a file naming the reserved user (the CLI reads it, so `tandem user del` can mend it). */
+export function parseServedUsers(text: string, path: string): Map<string, UserRecord> {
+  const users = parseUsers(text, path);
+  if (users.has(ANONYMOUS_IDENTITY)) {
+    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${path}: the user name '${ANONYMOUS_IDENTITY}' is reserved for clients that log in with SASL ANONYMOUS: rename the user (tandem user del ${ANONYMOUS_IDENTITY}, tandem user add)`);
+  }
   return users;
 }
 
@@ -126,7 +143,7 @@ export class UserDirectory {
     readonly path: string,
     private readonly options: UserDirectoryOptions = {},
   ) {
-    this.file = new WatchedFile(path, parseUsers, () => new Map(), 'users file', options.log);
+    this.file = new WatchedFile(path, parseServedUsers, () => new Map(), 'users file', options.log);
   }
 
   private get users(): Map<string, UserRecord> {

@@ -10,7 +10,7 @@ import type { Broker } from '../broker/broker.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
-import type { UserDirectory } from '../admin/users.js';
+import { ANONYMOUS_IDENTITY, type UserDirectory } from '../admin/users.js';
 import type { Acl } from '../admin/acl.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
@@ -384,7 +384,7 @@ export class AmqpServer {
       return;
     }
     const user = engine.identity;
-    const role = user && user !== 'anonymous' ? this.options.users.role(user) : undefined;
+    const role = user && user !== ANONYMOUS_IDENTITY ? this.options.users.role(user) : undefined;
     const id = `c${++this.nextId}`;
     const policy: ConnectionPolicy = {
       autoCreate: this.options.autoCreate,
