@@ -20,11 +20,11 @@ import type { DrMode } from '../broker/changes.js';
 import { DEDUP_DIGEST_BYTES } from '../broker/dedup-key.js';
 import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
-import { displaySource, listOf, normaliseSource, parseDrMode, parseSource } from './config.js';
+import { displaySource, listOf, parseDrMode, parseSource } from './config.js';
 import { rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
-import { FRESH_ROLE, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
+import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, quarantineOf, roleOf, shown } from './roles.js';
 import { inRanges } from './protocol.js';
 import { heldIn } from './switchover.js';
 
@@ -46,7 +46,8 @@ export class DrFailback {
   /** This site serves none of `request` any more: the other site was activated (at `epoch`). */
   demote(request: Array<{ queue: string; epoch?: number }>, peerText: unknown, modeText: unknown): Attributes {
     const broker = this.dr.host.broker;
-    const peer = peerText === undefined || peerText === '' ? '' : normaliseSource(peerText);
+    // A password in the peer's URL is kept only once the request is taken: a refused one changes nothing.
+    const { source: peer, password } = peerText === undefined || peerText === '' ? { source: '', password: undefined } : parseSource(peerText);
     const mode: DrMode | undefined = modeText === undefined ? undefined : parseDrMode(modeText);
     const demoted: string[] = [];
     const already: string[] = [];
@@ -59,6 +60,7 @@ export class DrFailback {
         throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${r.queue}' is served here at DR epoch ${c.epoch}, not older than ${epoch}: the site that asks is the stale one; nothing was demoted`);
       }
     }
+    if (password !== undefined) rememberPassword(peer, password);
     for (const r of request) {
       const c = broker.drQueues.get(r.queue);
       const epoch = r.epoch ?? epochOf(c) + 1;
@@ -226,8 +228,14 @@ function demoteList(body: Attributes): Array<{ queue: string; epoch?: number }> 
       throw invalidArgument('queues: expected a JSON list');
     }
     if (!Array.isArray(list) || list.length === 0 || list.length > 10_000) throw invalidArgument('queues: expected a JSON list of 1 to 10000 entries');
+    const named = new Set<string>();
     return list.map((v: { queue?: unknown; epoch?: unknown }) => {
-      if (typeof v?.queue !== 'string' || v.queue === '' || (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && (v.epoch as number) >= 1))) throw invalidArgument(`queues: bad entry ${JSON.stringify(v)}`);
+      if (typeof v?.queue !== 'string' || v.queue === '' || (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && (v.epoch as number) >= 1 && (v.epoch as number) <= MAX_EPOCH))) {
+        throw invalidArgument(`queues: bad entry ${shown(v)}`);
+      }
+      // One entry per queue: with two, the epoch it ends at would depend on their order.
+      if (named.has(v.queue)) throw invalidArgument(`queues: ${shown(v.queue)} is named twice`);
+      named.add(v.queue);
       return { queue: v.queue, epoch: v.epoch as number | undefined };
     });
   }

@@ -19,12 +19,12 @@
 import { randomUUID } from 'node:crypto';
 import type { DrMode } from '../broker/changes.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
-import { displaySource, listOf, normaliseSource, parseDrMode, parseSource, sourceWithPassword } from './config.js';
+import { displaySource, listOf, parseDrMode, parseSource, sourceWithPassword } from './config.js';
 import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
 import { inRanges } from './protocol.js';
-import { FRESH_ROLE, drRefusal, epochOf, roleOf } from './roles.js';
+import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf, shown } from './roles.js';
 import { normaliseExchangeFilter } from './topology.js';
 import type { Broker } from '../broker/broker.js';
 
@@ -65,8 +65,10 @@ export class DrSwitchover {
    * Per queue fenced here: the switchover run that fenced it last. A run that is
    * abandoned leaves its fence in place for the next run of the same epoch to reuse, so
    * a late DR-UNFENCE of the old run, or an answer to a question asked before the new
-   * run fenced, must not end the new one (both sites would serve). In memory only: after
-   * a restart the fence takes any run's word, as before.
+   * run fenced, must not end the new one (both sites would serve). In memory only: a
+   * queue fenced before this process started has no run here, and an unfence that names
+   * a run is then not taken (whose it is cannot be told); the fence ends as any fence
+   * whose run is gone does, by asking the other site (tick()), within 2 s when it answers.
    */
   private readonly fenceRuns = new Map<string, string>();
   private resolving = false;
@@ -80,7 +82,7 @@ export class DrSwitchover {
     m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer, runOf(body.run)));
     m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch), runOf(body.run)) }));
     m.register('DR-FOLLOW', (_t, _n, body) => ({ following: this.follow(parseList<FollowRequest>(body.queues, isFollowRequest), body.source) }));
-    m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(listOf(body.queues), body.held === true || body.held === 'true') }));
+    m.register('DR-PEER-STATE', (_t, _n, body) => ({ queues: this.peerState(queueNames(body.queues), heldFlag(body.held)) }));
   }
 
   /**
@@ -277,8 +279,9 @@ export class DrSwitchover {
       const c = broker.drQueues.get(r.queue);
       if (c?.state !== 'fenced' || c.epoch !== r.epoch) continue;
       const current = this.fenceRuns.get(r.queue);
-      if (run !== undefined && current !== undefined && current !== run) {
-        this.dr.host.log.warn({ queue: r.queue }, 'DR: switchover: ignored an unfence from an earlier switchover run; a newer one holds the fence');
+      if (run !== undefined && current !== run) {
+        if (current !== undefined) this.dr.host.log.warn({ queue: r.queue }, 'DR: switchover: ignored an unfence from an earlier switchover run; a newer one holds the fence');
+        else this.dr.host.log.warn({ queue: r.queue }, 'DR: switchover: an unfence from a switchover run this broker does not know (it restarted since the fence): not taken; the fence ends when the other site says how its switchover ended');
         continue;
       }
       this.fenceRuns.delete(r.queue);
@@ -292,7 +295,8 @@ export class DrSwitchover {
 
   follow(request: FollowRequest[], sourceText: unknown): string[] {
     const broker = this.dr.host.broker;
-    const source = normaliseSource(sourceText);
+    // The password in the URL is kept only once the request is taken: a refused one changes nothing.
+    const { source, password } = parseSource(sourceText);
     for (const r of request) {
       const c = broker.drQueues.get(r.queue);
       if (c?.state === 'passive' && c.epoch === r.epoch) continue;
@@ -300,6 +304,7 @@ export class DrSwitchover {
         throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${r.queue}' was not fenced for DR epoch ${r.epoch} on this site (${c ? `${roleOf(c, false)}, epoch ${c.epoch}` : 'not a DR queue'}): it does not follow`);
       }
     }
+    if (password !== undefined) rememberPassword(source, password);
     const done: string[] = [];
     for (const r of request) {
       const c = broker.drQueues.get(r.queue)!;
@@ -389,11 +394,32 @@ function parseList<T>(raw: unknown, check: (v: unknown) => v is T): T[] {
     throw invalidArgument('queues: expected a JSON list');
   }
   if (!Array.isArray(list) || list.length === 0 || list.length > 10_000) throw invalidArgument('queues: expected a JSON list of 1 to 10000 entries');
-  for (const v of list) if (!check(v)) throw invalidArgument(`queues: bad entry ${JSON.stringify(v)}`);
+  const named = new Set<string>();
+  for (const v of list) {
+    if (!check(v)) throw invalidArgument(`queues: bad entry ${shown(v)}`);
+    // One entry per queue: with two, which of them holds would depend on their order.
+    const queue = (v as { queue: string }).queue;
+    if (named.has(queue)) throw invalidArgument(`queues: ${shown(queue)} is named twice`);
+    named.add(queue);
+  }
   return list as T[];
 }
 
-const isEpoch = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 1;
+/** The queues a DR-PEER-STATE names: a comma-separated string or a list of names, 1 to 10,000. */
+function queueNames(raw: unknown): string[] {
+  const names = typeof raw === 'string' ? listOf(raw) : Array.isArray(raw) && raw.every((v) => typeof v === 'string' && v !== '') ? (raw as string[]) : undefined;
+  if (names === undefined || names.length === 0 || names.length > 10_000) throw invalidArgument(`queues: expected 1 to 10000 queue names (a comma-separated string or a list of names), not ${shown(raw)}`);
+  return names;
+}
+
+/** DR-PEER-STATE's `held`: absent, or true or false. */
+function heldFlag(v: unknown): boolean {
+  if (v === undefined || v === false || v === 'false') return false;
+  if (v === true || v === 'true') return true;
+  throw invalidArgument(`held must be true or false, not ${shown(v)}`);
+}
+
+const isEpoch = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) <= MAX_EPOCH;
 function isQueueEpoch(v: unknown): v is { queue: string; epoch: number } {
   const o = v as Record<string, unknown>;
   return typeof o?.queue === 'string' && o.queue !== '' && isEpoch(o.epoch);
@@ -401,13 +427,19 @@ function isQueueEpoch(v: unknown): v is { queue: string; epoch: number } {
 function isFenceRequest(v: unknown): v is FenceRequest {
   return isQueueEpoch(v) && modeOk((v as Record<string, unknown>).mode);
 }
-/** A switchover run's id as a peer names it (a uuid), or undefined (an older peer, or none). */
+/**
+ * A switchover run's id as a peer names it (a uuid), or undefined when it names none (an
+ * older peer). Anything else is refused: taken as none, it would end any run's fence.
+ */
 function runOf(v: unknown): string | undefined {
-  return typeof v === 'string' && /^[0-9a-f-]{36}$/.test(v) ? v : undefined;
+  if (v === undefined) return undefined;
+  if (typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v)) return v.toLowerCase();
+  throw invalidArgument(`run: a switchover run's id is a uuid, not ${shown(v)}`);
 }
 function isFollowRequest(v: unknown): v is FollowRequest {
   const o = v as Record<string, unknown>;
-  const held = o?.held === undefined || (isRanges(o.held) && Number.isSafeInteger(o.floor) && (o.floor as number) >= 0);
+  // Both or neither: heldOf() names the ids below the floor, and a floor alone says nothing.
+  const held = o?.held === undefined ? o?.floor === undefined : isRanges(o.held) && Number.isSafeInteger(o.floor) && (o.floor as number) >= 0;
   return isFenceRequest(v) && Number.isSafeInteger(o.from) && (o.from as number) >= 0 && held && (o.exchanges === undefined || exchangesOk(o.exchanges));
 }
 
