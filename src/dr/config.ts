@@ -16,6 +16,7 @@ import { normaliseExchangeFilter } from './topology.js';
 import { readSecretFile } from '../ops/secret-files.js';
 import { knownPassword, rememberPassword } from './credentials.js';
 import { redact } from '../ops/secrets.js';
+import { shownValue } from '../util/safe-string.js';
 
 export interface DrQueueSpec {
   queue: string;
@@ -97,9 +98,21 @@ export function parseDrLine(queue: string, value: unknown): DrQueueSpec {
   };
 }
 
-/** A list of names in a management body: a JSON-ish list or a comma-separated string. */
-export function listOf(v: unknown): string[] {
-  if (Array.isArray(v)) return v.map(String).filter((s) => s !== '');
-  if (typeof v === 'string') return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  return [];
+/** The most names one management request may list (as many as a peer's JSON lists). */
+export const MAX_LISTED_NAMES = 10_000;
+
+/**
+ * A list of names in a management body: a list of names or a comma-separated string;
+ * absent or empty, none (which DR-ACTIVATE and DR-STATUS take as "every DR queue").
+ * Anything else is refused: taken as none, `{queues: 42}` activated every copy.
+ */
+export function listOf(v: unknown, what = 'queues'): string[] {
+  let names: string[] | undefined;
+  if (v === undefined || v === null) names = [];
+  else if (typeof v === 'string') names = v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  else if (Array.isArray(v) && v.every((s) => typeof s === 'string' && s !== '')) names = v as string[];
+  if (names === undefined || names.length > MAX_LISTED_NAMES) {
+    throw invalidArgument(`${what}: expected up to ${MAX_LISTED_NAMES} names, as a list of names or a comma-separated string, not ${shownValue(v)}`);
+  }
+  return names;
 }

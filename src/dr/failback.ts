@@ -24,7 +24,8 @@ import { displaySource, listOf, parseDrMode, parseSource } from './config.js';
 import { rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
-import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, quarantineOf, roleOf, shown } from './roles.js';
+import { shownValue } from '../util/safe-string.js';
+import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
 import { inRanges } from './protocol.js';
 import { heldIn } from './switchover.js';
 
@@ -231,10 +232,10 @@ function demoteList(body: Attributes): Array<{ queue: string; epoch?: number }> 
     const named = new Set<string>();
     return list.map((v: { queue?: unknown; epoch?: unknown }) => {
       if (typeof v?.queue !== 'string' || v.queue === '' || (v.epoch !== undefined && !(Number.isSafeInteger(v.epoch) && (v.epoch as number) >= 1 && (v.epoch as number) <= MAX_EPOCH))) {
-        throw invalidArgument(`queues: bad entry ${shown(v)}`);
+        throw invalidArgument(`queues: bad entry ${shownValue(v)}`);
       }
       // One entry per queue: with two, the epoch it ends at would depend on their order.
-      if (named.has(v.queue)) throw invalidArgument(`queues: ${shown(v.queue)} is named twice`);
+      if (named.has(v.queue)) throw invalidArgument(`queues: ${shownValue(v.queue)} is named twice`);
       named.add(v.queue);
       return { queue: v.queue, epoch: v.epoch as number | undefined };
     });

@@ -17,18 +17,6 @@ import { displaySource } from './config.js';
  */
 export const MAX_EPOCH = 2 ** 32;
 
-/** A value a peer sent, described for a refusal: at most 100 characters, whatever its size or depth. */
-export function shown(v: unknown): string {
-  let text: string | undefined;
-  try {
-    text = JSON.stringify(v);
-  } catch {
-    // Nested too deep to write out (RangeError), or not JSON at all.
-  }
-  text ??= Array.isArray(v) ? 'a list' : typeof v;
-  return text.length > 100 ? `${text.slice(0, 100)}...` : text;
-}
-
 /** A DR queue's role before it was ever moved: epoch 1, nothing activated. */
 export const FRESH_ROLE = { epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false, exchanges: '*', tell: false } as const;
 

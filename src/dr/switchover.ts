@@ -23,8 +23,9 @@ import { displaySource, listOf, parseDrMode, parseSource, sourceWithPassword } f
 import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { peerRequest } from './peer.js';
+import { shownValue } from '../util/safe-string.js';
 import { inRanges } from './protocol.js';
-import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf, shown } from './roles.js';
+import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
 import { normaliseExchangeFilter } from './topology.js';
 import type { Broker } from '../broker/broker.js';
 
@@ -396,10 +397,10 @@ function parseList<T>(raw: unknown, check: (v: unknown) => v is T): T[] {
   if (!Array.isArray(list) || list.length === 0 || list.length > 10_000) throw invalidArgument('queues: expected a JSON list of 1 to 10000 entries');
   const named = new Set<string>();
   for (const v of list) {
-    if (!check(v)) throw invalidArgument(`queues: bad entry ${shown(v)}`);
+    if (!check(v)) throw invalidArgument(`queues: bad entry ${shownValue(v)}`);
     // One entry per queue: with two, which of them holds would depend on their order.
     const queue = (v as { queue: string }).queue;
-    if (named.has(queue)) throw invalidArgument(`queues: ${shown(queue)} is named twice`);
+    if (named.has(queue)) throw invalidArgument(`queues: ${shownValue(queue)} is named twice`);
     named.add(queue);
   }
   return list as T[];
@@ -407,8 +408,8 @@ function parseList<T>(raw: unknown, check: (v: unknown) => v is T): T[] {
 
 /** The queues a DR-PEER-STATE names: a comma-separated string or a list of names, 1 to 10,000. */
 function queueNames(raw: unknown): string[] {
-  const names = typeof raw === 'string' ? listOf(raw) : Array.isArray(raw) && raw.every((v) => typeof v === 'string' && v !== '') ? (raw as string[]) : undefined;
-  if (names === undefined || names.length === 0 || names.length > 10_000) throw invalidArgument(`queues: expected 1 to 10000 queue names (a comma-separated string or a list of names), not ${shown(raw)}`);
+  const names = listOf(raw);
+  if (names.length === 0) throw invalidArgument('queues: name at least one queue');
   return names;
 }
 
@@ -416,7 +417,7 @@ function queueNames(raw: unknown): string[] {
 function heldFlag(v: unknown): boolean {
   if (v === undefined || v === false || v === 'false') return false;
   if (v === true || v === 'true') return true;
-  throw invalidArgument(`held must be true or false, not ${shown(v)}`);
+  throw invalidArgument(`held must be true or false, not ${shownValue(v)}`);
 }
 
 const isEpoch = (v: unknown): boolean => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) <= MAX_EPOCH;
@@ -434,7 +435,7 @@ function isFenceRequest(v: unknown): v is FenceRequest {
 function runOf(v: unknown): string | undefined {
   if (v === undefined) return undefined;
   if (typeof v === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(v)) return v.toLowerCase();
-  throw invalidArgument(`run: a switchover run's id is a uuid, not ${shown(v)}`);
+  throw invalidArgument(`run: a switchover run's id is a uuid, not ${shownValue(v)}`);
 }
 function isFollowRequest(v: unknown): v is FollowRequest {
   const o = v as Record<string, unknown>;

@@ -15,7 +15,8 @@
 // refused DR-FOLLOW or DR-DEMOTE kept the password of its URL (dr-credentials written);
 // an epoch of 2^53 - 1 demoted A (epoch + 1 is no exact integer); a queues entry nested
 // 5,000 deep was an internal error (writing it back overflowed the stack); DR-PEER-STATE
-// answered `queues` of any type, and two entries for one queue were both taken.
+// answered `queues` of any type, and two entries for one queue were both taken; a
+// DR-ACTIVATE whose `queues` was a number or a map activated every passive copy.
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -81,12 +82,14 @@ interface Case {
   op: string;
   body: Body;
   why: string;
+  /** Sent to site B (its passive copy) instead of A. */
+  toB?: boolean;
 }
 
 /** Send to site A; the refusal's code, or 'accepted'. Anything but an answer (a lost connection, no reply) throws. */
 async function ask(c: Case): Promise<string> {
   try {
-    await toA.request(c.op, 'broker', 'broker', c.body);
+    await (c.toB ? toBMgmt : toA).request(c.op, 'broker', 'broker', c.body);
     return 'accepted';
   } catch (err) {
     if (!(err instanceof TandemError)) throw new Error(`${c.op} (${c.why}): no answer: ${(err as Error).message}`);
@@ -189,6 +192,13 @@ describe('DR peer operations - hostile bodies', () => {
         why: `peer-state queues ${JSON.stringify(queues).slice(0, 40)}`,
       })),
       ...['yes', 42, {}, [], 'TRUE', null].map((held) => ({ op: 'DR-PEER-STATE', body: { queues: 'orders', held }, why: `peer-state held ${JSON.stringify(held)}` })),
+      // DR-ACTIVATE on B, whose copy is passive: a list it cannot read is no "every queue" (on the old code 42 activated them all).
+      ...[42, {}, true, [42], [''], [{}], Array.from({ length: 10_001 }, (_, i) => `q${i}`)].map((queues) => ({
+        op: 'DR-ACTIVATE',
+        body: { queues },
+        why: `activate queues ${JSON.stringify(queues).slice(0, 40)}`,
+        toB: true,
+      })),
     ];
     const codes = await refusedUnchanged(cases);
     console.log(`hostile peer operations, A serving: ${cases.length} refused ${JSON.stringify(Object.fromEntries(codes))}`);
