@@ -51,16 +51,18 @@ export class AutoDeleteTimers {
 
   /**
    * This broker starts serving (a standalone start, an HA promotion): every auto-delete
-   * queue without a consumer is deleted after its delay, as if its last consumer had just
-   * left. Its consumers went with the restart, or were on the old primary, and a backup
-   * never schedules (its primary's log deletes its queues), so none of them had a timer.
-   * Whether a queue ever had a consumer is not in the log: one that never had any goes
-   * too, unless a consumer comes within its delay. Returns how many were scheduled.
+   * queue that has had a consumer and has none now is deleted after its delay, as if its
+   * last consumer had just left. Its consumers went with the restart, or were on the old
+   * primary, and a backup never schedules (its primary's log deletes its queues), so none
+   * of them had a timer. Whether a queue had a consumer is in the log ('queue-consumed'):
+   * one that never had any is waiting for its first, and stays, as it would on a broker
+   * that ran on (so does one from a journal written before that record existed, which
+   * cannot tell). Returns how many were scheduled.
    */
   scheduleUnused(queues: Iterable<Queue>): number {
     let n = 0;
     for (const queue of queues) {
-      if (!queue.settings.autoDelete || queue.consumerCount > 0) continue;
+      if (!queue.settings.autoDelete || !queue.consumed || queue.consumerCount > 0) continue;
       this.schedule(queue);
       n++;
     }

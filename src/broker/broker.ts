@@ -186,6 +186,12 @@ export class Broker implements QueueHost {
   memoryAlarm: string | undefined;
   /** Set by src/dr: the refusal a client gets from a DR queue that does not serve here. */
   drRefusal: DrRefusal | undefined;
+  /**
+   * Set by the daemon: why this broker takes no local change now (an HA backup, a
+   * broker stopping), or undefined. Asked where a change follows from what a client
+   * may still do there (a browser attaching to a backup's queue): see firstConsumer.
+   */
+  localChangesRefused: (() => string | undefined) | undefined;
   /** Messages that could not go on to an alternate exchange, and were dropped (events.deadLetterLost). */
   deadLettersLost = 0;
   private nextMessageId = 1;
@@ -656,6 +662,9 @@ export class Broker implements QueueHost {
       case 'queue-dedup':
         this.queues.get(change.name)?.changeDedup(change, this.now());
         break;
+      case 'queue-consumed':
+        this.queues.get(change.name)?.markConsumed();
+        break;
       case 'transaction':
         for (const op of change.changes) this.applyChange(op, lsn, durable);
         break;
@@ -700,6 +709,24 @@ export class Broker implements QueueHost {
 
   unused(queue: Queue): void {
     this.events.queueUnused?.(queue);
+  }
+
+  /**
+   * An auto-delete queue's first consumer: logged ('queue-consumed'), so the broker
+   * that serves it after a restart or a failover deletes it once it has no consumer,
+   * and keeps one that never had any. A queue that is neither durable nor replicated
+   * is known to this broker alone: marked without a record. A broker that takes no
+   * local change (a backup's browser) leaves it unmarked: the log is its primary's.
+   */
+  firstConsumer(queue: Queue): void {
+    if (this.queues.get(queue.name) !== queue) return;
+    if (!queue.settings.durable && this.replicationOf(queue.settings) === 'none') {
+      queue.markConsumed();
+      return;
+    }
+    if (this.localChangesRefused?.() !== undefined) return;
+    this.log.record({ kind: 'queue-consumed', name: queue.name }, queue.settings.durable);
+    queue.markConsumed();
   }
 
   // ---- internals -------------------------------------------------------------

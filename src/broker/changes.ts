@@ -104,6 +104,15 @@ export type Change =
   | { kind: 'dequeue'; queue: string; id: number }
   /** A committed transaction: its enqueues and dequeues, applied as one unit. */
   | { kind: 'transaction'; changes: Array<Extract<Change, { kind: 'enqueue' | 'dequeue' }>> }
+  /**
+   * An auto-delete queue got its first consumer (a browser counts): from now on the
+   * departure of its last consumer deletes it, after its delay, here or on whichever
+   * broker serves it after a restart or a failover. Logged once per queue (per
+   * declare: a queue made again under the name starts without it), so it costs
+   * nothing per message. Without it a serving broker keeps the queue: it is waiting
+   * for its first consumer (record code 23).
+   */
+  | { kind: 'queue-consumed'; name: string }
   /** An existing queue's duplicate-detection settings changed (`tandem queue set`). */
   | { kind: 'queue-dedup'; name: string; dedupWindow: number; dedupTtlMs: number; dedupKey: string }
   /**

@@ -67,6 +67,13 @@ export interface QueueHost {
   removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void;
   /** Last consumer gone from an auto-delete queue that had one. */
   unused(queue: Queue): void;
+  /**
+   * A consumer is attaching to an auto-delete queue that never had one: the host
+   * records that in its log and marks the queue (markConsumed), or leaves it
+   * unmarked on a broker that takes no local changes. Without this, the queue
+   * marks itself.
+   */
+  firstConsumer?(queue: Queue): void;
 }
 
 // Columns of a level's rows. SIZE and EXPIRES are kept for every row (expiry and
@@ -120,6 +127,7 @@ export class Queue {
   private withTtl = 0;
   /** Messages that are not durable: the journal does not keep them. */
   private nonDurable = 0;
+  /** Has had a consumer, as the change log says ('queue-consumed'): only then does its last consumer's departure delete an auto-delete queue. */
   private hadConsumer = false;
   private dispatching = false;
   /** Connection that owns an exclusive queue. */
@@ -200,6 +208,16 @@ export class Queue {
 
   get consumerCount(): number {
     return this.consumers.length;
+  }
+
+  /** Whether the queue has had a consumer (see hadConsumer). */
+  get consumed(): boolean {
+    return this.hadConsumer;
+  }
+
+  /** It has had a consumer: recorded in the log now, or applied from it. */
+  markConsumed(): void {
+    this.hadConsumer = true;
   }
 
   has(id: number): boolean {
@@ -460,9 +478,13 @@ export class Queue {
   }
 
   addConsumer(consumer: Consumer): void {
+    // Before it joins: a log that cannot take the record fails the attach whole.
+    if (!this.hadConsumer && this.settings.autoDelete) {
+      if (this.host.firstConsumer) this.host.firstConsumer(this);
+      else this.hadConsumer = true;
+    }
     this.consumers.push(consumer);
     this.membership++;
-    this.hadConsumer = true;
   }
 
   /**

@@ -252,10 +252,12 @@ export class Daemon {
       const readOnly = () => this.stoppingReason ?? (ha.isPrimary ? undefined : `this broker is an HA backup (${ha.state}); make changes on the primary`);
       this.server.readOnly = readOnly;
       this.server.management.readOnlyReason = readOnly;
+      this.broker.localChangesRefused = readOnly;
     } else {
       const readOnly = () => this.stoppingReason;
       this.server.readOnly = readOnly;
       this.server.management.readOnlyReason = readOnly;
+      this.broker.localChangesRefused = readOnly;
       this.startPrimaryTimers();
     }
     this.installDr();
@@ -343,9 +345,10 @@ export class Daemon {
     const keys = this.broker.indexDedupWindows();
     if (keys > 0) this.log.info({ keys, ms: Math.round(performance.now() - started) }, 'duplicate-detection windows indexed');
     this.drWindowFeed?.resumeIfPaused();
-    // Their consumers were on the old primary, or went with the restart: none of them left here.
+    // Their consumers were on the old primary, or went with the restart: none of them left
+    // here. Only queues the log says had a consumer: one that never had any waits for its first.
     const scheduled = this.autoDelete.scheduleUnused(this.broker.queues.values());
-    if (scheduled > 0) this.log.info({ queues: scheduled }, 'auto-delete queues without a consumer are deleted after their auto-delete-delay unless one attaches');
+    if (scheduled > 0) this.log.info({ queues: scheduled }, 'auto-delete queues that had a consumer and have none now are deleted after their auto-delete-delay unless one attaches');
     const expiry = setInterval(() => this.broker.expire(), 1000);
     expiry.unref();
     this.timers.push(expiry);

@@ -53,6 +53,7 @@ export class ReplicationFilter {
         return level === 'none' ? undefined : change;
       }
       case 'queue-dedup':
+      case 'queue-consumed':
         return this.queueLevel(change.name) !== 'none' ? change : undefined;
       case 'bind':
       case 'unbind':

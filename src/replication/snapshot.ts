@@ -1,5 +1,5 @@
 // A snapshot of the replicated state, for a backup that cannot catch up from the
-// retained log: declares, bindings, then every message of every `all` queue
+// retained log: declares (and which auto-delete queues had a consumer), bindings, then every message of every `all` queue
 // (acquired ones included: they are not dequeued yet). It is produced lazily, a
 // batch at a time as credit allows, so a primary holding millions of messages
 // answers at once and never copies its queues. The records are numbered 1..N
@@ -44,6 +44,8 @@ export function snapshotOf(broker: Broker): SnapshotSource {
   const config: SnapshotRecord[] = [
     ...exchanges.map((ex): SnapshotRecord => ({ change: { kind: 'exchange-declare', name: ex.name, type: ex.type, settings: ex.settings }, durable: ex.settings.durable })),
     ...queues.map((q): SnapshotRecord => ({ change: { kind: 'queue-declare', name: q.name, settings: q.settings }, durable: q.settings.durable })),
+    // An auto-delete queue that has had a consumer: a backup promoted later deletes it once it has none, and keeps the others.
+    ...queues.filter((q) => q.consumed).map((q): SnapshotRecord => ({ change: { kind: 'queue-consumed', name: q.name }, durable: q.settings.durable })),
   ];
   for (const ex of broker.exchanges.values()) {
     if (!ex.builtIn && levelOf(ex.settings) === 'none') continue;

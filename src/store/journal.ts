@@ -662,6 +662,7 @@ export class Journal implements ChangeSink {
     return (c) => {
       switch (c.kind) {
         case 'queue-declare':
+        case 'queue-consumed':
           return queues.has(c.name);
         case 'exchange-declare':
           return exchanges.has(c.name);

@@ -13,6 +13,8 @@
 // newest LSN reservation while nothing newer exists. DR (secondary side): a
 // dr-transaction lives like a transaction and also while it holds the newest
 // source position of one of its queues; the newest dr-queue or dr-role record per queue lives.
+// A queue-consumed (an auto-delete queue's first consumer) lives as the queue's newest
+// queue-dedup does: until the queue is deleted or declared again.
 // And the change with the highest LSN lives, whatever it is: it is the journal's
 // position, which an HA backup resumes from after a restart.
 //
@@ -142,6 +144,8 @@ export class LiveIndex {
   private readonly drQueueRecs = new Map<string, DiskRecord>();
   /** The newest duplicate-detection settings change per queue, live until the queue is deleted or declared again. */
   private readonly queueDedupRecs = new Map<string, DiskRecord>();
+  /** Per auto-delete queue that had a consumer, that record ('queue-consumed'), live as queueDedupRecs are. */
+  private readonly queueConsumedRecs = new Map<string, DiskRecord>();
   epoch = 0;
   reservedUpTo = 0;
   /** Highest message id ever applied (the broker continues above it). */
@@ -182,6 +186,7 @@ export class LiveIndex {
         }
         this.unbindQueue(body.name, lsn, home.seg);
         this.killQueueDedup(body.name, lsn, home.seg);
+        this.killQueueConsumed(body.name, lsn, home.seg);
         break;
       }
       case 'exchange-declare': {
@@ -260,6 +265,18 @@ export class LiveIndex {
         if ((this.queues.get(body.name)?.declaredAt ?? Infinity) > lsn) break;
         const rec = this.record(lsn, body, home);
         this.keepNewest(this.queueDedupRecs, body.name, rec);
+        if (rec.liveRefs === 0) this.records.delete(lsn);
+        break;
+      }
+      case 'queue-consumed': {
+        if (this.duplicate(lsn, home)) break;
+        // Older than the queue's newest declare: about an earlier queue of that name (a
+        // compaction copy file order brings after that declare). Dead. A queue not known
+        // yet is not a dead one: its declare may be a copy further on in file order, and
+        // it kills only what is older than itself.
+        if ((this.queues.get(body.name)?.declaredAt ?? 0) > lsn) break;
+        const rec = this.record(lsn, body, home);
+        this.keepNewest(this.queueConsumedRecs, body.name, rec);
         if (rec.liveRefs === 0) this.records.delete(lsn);
         break;
       }
@@ -649,7 +666,7 @@ export class LiveIndex {
     for (const q of this.queues.values()) all.push(...q.declares);
     for (const list of this.exchanges.values()) all.push(...list);
     for (const b of this.bindings.values()) all.push(b.rec);
-    all.push(...this.drPositionRecs.values(), ...this.drQueueRecs.values(), ...this.queueDedupRecs.values());
+    all.push(...this.drPositionRecs.values(), ...this.drQueueRecs.values(), ...this.queueDedupRecs.values(), ...this.queueConsumedRecs.values());
     for (const rec of all) {
       if (!rec || rec.liveRefs <= 0 || seen.has(rec)) continue;
       seen.add(rec);
@@ -750,6 +767,7 @@ export class LiveIndex {
   private replaceQueue(q: QueueState | undefined, rec: DiskRecord, name: string): void {
     if (q) this.dropQueueState(q, rec.home.seg, rec.lsn);
     this.killQueueDedup(name, rec.lsn, rec.home.seg);
+    this.killQueueConsumed(name, rec.lsn, rec.home.seg);
     this.unbindQueue(name, rec.lsn, rec.home.seg);
   }
 
@@ -766,6 +784,14 @@ export class LiveIndex {
     const d = this.queueDedupRecs.get(name);
     if (!d || d.lsn > lsn) return;
     this.queueDedupRecs.delete(name);
+    this.kill(d, killerSeg);
+  }
+
+  /** A queue's first-consumer record dies with the queue (a delete, or a declare that replaces it). */
+  private killQueueConsumed(name: string, lsn: number, killerSeg: number): void {
+    const d = this.queueConsumedRecs.get(name);
+    if (!d || d.lsn > lsn) return;
+    this.queueConsumedRecs.delete(name);
     this.kill(d, killerSeg);
   }
 

@@ -197,6 +197,10 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'enqueue', code: 21, fields: [...ENQUEUE_FIELDS, ['restored', 'bool']] },
   // A take-back that also names the refused messages (ids), for DR copies that keyed them.
   { name: 'dedup-forget', code: 22, fields: [...DEDUP_FORGET_FIELDS, ['ids', 'u64s']] },
+  // An auto-delete queue's first consumer (changes.ts): a kind of its own, written only
+  // then, so every other record is written as before and a reader without code 23
+  // meets it only where an auto-delete queue was consumed.
+  { name: 'queue-consumed', code: 23, fields: [['name', 'string']] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 

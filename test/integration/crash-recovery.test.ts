@@ -134,6 +134,9 @@ describe('durability - kill -9 under load', () => {
     const c = await TestClient.connect({ port: broker.port });
     await c.send('ad.durable', [{ body: 'x', durable: true }]);
     await c.openReceiver('ad.durable');
+    // Settled once the journal has it, and so the record of ad.durable's first consumer
+    // logged before it (without which the restart keeps the queue, as never consumed).
+    await c.send('plain.durable', [{ body: 'after-attach', durable: true }]);
     await broker.kill();
     broker = await TestBroker.start({ dataDir: broker.dataDir });
     const exists = async (queue: string) => (await tandem(['queue', 'show', queue, '-b', broker.url])).code === 0;

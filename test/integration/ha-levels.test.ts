@@ -56,22 +56,36 @@ describe('ha levels', () => {
     }
   });
 
-  it('ha levels - an admin browsing a replicated auto-delete queue on a backup does not make the backup delete it; a failover to it hands it to the new primary, which deletes it as its delay (0) says', async () => {
+  it('ha levels - an auto-delete queue that never had a consumer on the primary (an admin browsing it on a backup does not count) survives a kill -9 and a failover with every message; one whose consumer left before the kill is deleted by the new primary after its delay', async () => {
     cluster = await TestCluster.ready(2);
     const c = cluster;
     const P = c.address(0);
-    // Auto-delete after 0 ms without consumers; nobody consumes it on the primary.
-    expect((await tandem(['queue', 'add', 'ad', '--durable', '--auto-delete', '--replicate', 'all', '-b', P])).code).toBe(0);
+    const ok = async (args: string[]) => {
+      const r = await tandem([...args, '-b', P]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+    };
+    // 'ad' is declared first, and deleted after 0 ms without consumers once it has had one: a new
+    // primary that scheduled it would delete it before 'ad-left' (8 s, so the old primary does not
+    // delete that one before the kill).
+    await ok(['queue', 'add', 'ad', '--durable', '--auto-delete', '--replicate', 'all']);
+    await ok(['queue', 'add', 'ad-left', '--durable', '--auto-delete', '--auto-delete-delay', '8s', '--replicate', 'all']);
+    await ok(['exchange', 'add', 'fanout', 'ad-fill', '--durable', '--replicate', 'all']);
+    await ok(['bind', 'ad-fill', 'ad']);
     const client = await TestClient.connect({ port: c.ports[0] });
     try {
-      await client.send('ad', [{ body: 'ad-0', durable: true }, { body: 'ad-1', durable: true }]);
+      // Filled through the exchange, waiting for its first consumer.
+      await client.send('ad-fill', [{ body: 'ad-0', durable: true }, { body: 'ad-1', durable: true }]);
+      await client.send('ad-left', [{ body: 'left-0', durable: true }]);
+      // A consumer of ad-left comes and goes on the primary (no credit: its message stays).
+      const r = await client.openReceiver('ad-left');
+      await r.close();
     } finally {
       client.connection.close();
     }
     await c.backupsCaughtUp(0);
-    // The browser is the queue's first and last consumer on the backup: it leaves it unused there.
+    // The browser is the queue's first and last consumer on the backup: the backup neither deletes it nor logs it as consumed.
     expect(await c.browse(1, 'ad', 2)).toEqual(['ad-0', 'ad-1']);
-    // A change after the browse, acknowledged by the backup: its timer (0 ms) has had its turn.
+    // A change after the browse, acknowledged by the backup: its timer (0 ms), had it one, has had its turn.
     const more = await TestClient.connect({ port: c.ports[0] });
     try {
       await more.send('after-browse', [{ body: 'x', durable: true }]);
@@ -83,12 +97,27 @@ describe('ha levels', () => {
     await c.kill(0);
     const promoted = await c.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);
-    // The backup kept it whole (above); promoted, it is the primary that deletes it: it has
-    // no consumer and its delay is 0 (whether it ever had one is not replicated: README).
-    await waitFor(async () => (await tandem(['queue', 'show', 'ad', '-b', c.address(1)])).code === 4, { timeout: 30_000, interval: 200, name: 'ad deleted by the new primary' });
+    const P1 = c.address(1);
+    const exists = async (queue: string) => {
+      const r = await tandem(['queue', 'show', queue, '-b', P1]);
+      if (r.code !== 0 && r.code !== 4) throw new Error(`queue show ${queue}: ${r.code} ${r.stderr}`);
+      return r.code === 0;
+    };
+    // Promoted, it deletes what had a consumer and has none (the log says which: README)...
+    await waitFor(async () => !(await exists('ad-left')), { timeout: 60_000, interval: 200, name: 'ad-left deleted by the new primary' });
+    // ...and keeps, well past its delay, the queue still waiting for its first consumer, with its messages.
+    expect(await exists('ad')).toBe(true);
+    const after = await TestClient.connect({ port: c.ports[1] });
+    try {
+      expect((await after.receiveAndAccept('ad', 2, 30_000)).map(bodyOf)).toEqual(['ad-0', 'ad-1']);
+    } finally {
+      after.connection.close();
+    }
+    // Its first consumer (on the new primary) gone, it goes, as its delay (0) says.
+    await waitFor(async () => !(await exists('ad')), { timeout: 30_000, interval: 200, name: 'ad deleted once its first consumer left' });
   });
 
-  it('ha levels - a new primary deletes each auto-delete queue that has no consumer once its delay has passed (its consumers were on the old primary); one a consumer attaches to within its delay stays until that consumer leaves', async () => {
+  it('ha levels - a new primary deletes each auto-delete queue that had a consumer and has none once its delay has passed (its consumers were on the old primary); one a consumer attaches to within its delay stays until that consumer leaves; one that never had a consumer stays', async () => {
     cluster = await TestCluster.ready(3);
     const c = cluster;
     const P = c.address(0);
@@ -128,18 +157,22 @@ describe('ha levels', () => {
       r.receiver.add_credit(10);
       expect((await r.next(2)).map((m) => bodyOf(m.message))).toEqual(['ad-kept-0', 'ad-kept-1']);
       await waitFor(async () => !(await exists('ad-gone', P1)), { timeout: 60_000, interval: 200, name: 'ad-gone deleted by the new primary' });
-      await waitFor(async () => !(await exists('ad-unused', P1)), { timeout: 60_000, interval: 200, name: 'ad-unused deleted by the new primary' });
       expect(await exists('ad-kept', P1)).toBe(true);
       // The deletes are the primary's changes: the backup that follows it has them too.
       await c.backupsCaughtUp(1);
       expect(await exists('ad-gone', c.address(2))).toBe(false);
-      expect(await exists('ad-unused', c.address(2))).toBe(false);
       expect(await exists('ad-kept', c.address(2))).toBe(true);
     } finally {
       after.connection.close();
     }
     // Its consumer gone, ad-kept goes too, after its delay.
     await waitFor(async () => !(await exists('ad-kept', P1)), { timeout: 60_000, interval: 200, name: 'ad-kept deleted once its consumer left' });
+    // Past its delay since the promotion (ad-kept's came later): ad-unused, which never had a
+    // consumer, still waits for its first, messages and all, here and on the backup.
+    expect(await exists('ad-unused', P1)).toBe(true);
+    await c.backupsCaughtUp(1);
+    expect(await exists('ad-unused', c.address(2))).toBe(true);
+    expect(await c.browse(1, 'ad-unused', 2)).toEqual(['ad-unused-0', 'ad-unused-1']);
   });
 
   it('ha levels - a replicated queue or exchange that names an alternate exchange of level none is refused at declare (amqp:invalid-field); the others are taken, and a failover keeps their dead letters', async () => {

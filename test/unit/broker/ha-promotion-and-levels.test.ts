@@ -1,5 +1,5 @@
 // Two HA rules of the broker model, driven without sockets: a broker that starts serving (promoted, or started)
-// schedules the deletion of its auto-delete queues that have no consumer
+// schedules the deletion of its auto-delete queues that had a consumer and have none now
 // (AutoDeleteTimers.scheduleUnused, fake timers), and a declare an operator or
 // client asks for (Broker.checkAlternateReplicated, as management's create calls it)
 // may not make a replicated queue or exchange depend on an alternate exchange of
@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { AutoDeleteTimers } from '../../../src/broker/auto-delete.js';
 import { TandemError } from '../../../src/broker/errors.js';
 import { parseExchangeSettings, parseQueueSettings } from '../../../src/broker/settings.js';
-import { FakeConsumer, msg, newBroker, qs } from './helpers.js';
+import { FakeConsumer, bodies, msg, newBroker, qs } from './helpers.js';
 
 describe('auto-delete at promotion', () => {
   beforeEach(() => {
@@ -18,27 +18,41 @@ describe('auto-delete at promotion', () => {
     vi.useRealTimers();
   });
 
-  it('auto-delete - a promotion schedules every auto-delete queue without a consumer, with its own delay; one with a consumer, or not auto-delete, stays', () => {
+  it('auto-delete - a promotion schedules each auto-delete queue that had a consumer (the log says so) and has none now, with its own delay; one that never had one, one with a consumer, or not auto-delete, stays', () => {
+    // The primary, where consumers came and went (it is gone before any delay passed).
+    const { broker: primary, logged } = newBroker();
+    primary.declareQueue('short', qs({ autoDelete: true, autoDeleteDelayMs: 1000 }));
+    primary.declareQueue('long', qs({ autoDelete: true, autoDeleteDelayMs: 5000 }));
+    primary.declareQueue('waiting', qs({ autoDelete: true, autoDeleteDelayMs: 1000 }));
+    primary.declareQueue('used', qs({ autoDelete: true, autoDeleteDelayMs: 1000 }));
+    primary.declareQueue('plain', qs());
+    primary.publish('short', msg('a'));
+    primary.publish('waiting', msg('w'));
+    for (const name of ['short', 'long', 'plain']) {
+      const gone = new FakeConsumer(`gone-${name}`);
+      primary.queue(name).addConsumer(gone);
+      primary.queue(name).removeConsumer(gone);
+    }
+    // The backup, promoted: it holds the queues as the primary's log made them, consumed or not.
     const { broker } = newBroker();
+    for (const entry of logged) broker.apply(entry);
     const timers = new AutoDeleteTimers(broker, { debug: () => undefined, warn: () => undefined });
     broker.events = { queueUnused: (q) => timers.schedule(q), queueDeleted: (q) => timers.cancel(q) };
-    // As a backup holds them: made by the log, never consumed here.
-    broker.declareQueue('short', qs({ autoDelete: true, autoDeleteDelayMs: 1000 }));
-    broker.declareQueue('long', qs({ autoDelete: true, autoDeleteDelayMs: 5000 }));
-    const used = broker.declareQueue('used', qs({ autoDelete: true, autoDeleteDelayMs: 1000 })).queue;
-    broker.declareQueue('plain', qs());
-    broker.publish('short', msg('a'));
+    expect(['short', 'long', 'waiting', 'used', 'plain'].map((n) => broker.queue(n).consumed)).toEqual([true, true, false, false, false]);
+    const used = broker.queue('used');
     const c = new FakeConsumer('c');
     used.addConsumer(c);
     expect(timers.scheduleUnused(broker.queues.values())).toBe(2);
     vi.advanceTimersByTime(1000);
-    expect([...broker.queues.keys()].sort()).toEqual(['long', 'plain', 'used']);
+    expect([...broker.queues.keys()].sort()).toEqual(['long', 'plain', 'used', 'waiting']);
     vi.advanceTimersByTime(4000);
-    expect([...broker.queues.keys()].sort()).toEqual(['plain', 'used']);
-    // The consumer that stayed leaves: the usual delay.
+    expect([...broker.queues.keys()].sort()).toEqual(['plain', 'used', 'waiting']);
+    // The consumer that stayed leaves: the usual delay. The queue that never had one keeps waiting, messages and all.
     used.removeConsumer(c);
     vi.advanceTimersByTime(1000);
-    expect([...broker.queues.keys()]).toEqual(['plain']);
+    expect([...broker.queues.keys()].sort()).toEqual(['plain', 'waiting']);
+    vi.advanceTimersByTime(60_000);
+    expect(bodies(broker.queue('waiting'))).toEqual(['w']);
     timers.stop();
   });
 });

@@ -70,6 +70,7 @@ export function sampleChanges(): Change[] {
     { kind: 'dedup-keys', queue: 'deduped', rows: Buffer.alloc(64, 7) },
     { kind: 'dedup-forget', queue: 'deduped', keys: Buffer.alloc(32, 9) },
     { kind: 'queue-dedup', name: 'deduped', dedupWindow: 10, dedupTtlMs: 0, dedupKey: '' },
+    { kind: 'queue-consumed', name: 'ünïcode-q' },
     { kind: 'queue-delete', name: 'orders' },
     { kind: 'exchange-declare', name: 'amq.topic', type: 'topic', settings: exchangeSettings() },
     { kind: 'exchange-declare', name: 'fan', type: 'fanout', settings: exchangeSettings({ replicate: undefined, durable: false }) },
