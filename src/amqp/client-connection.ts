@@ -19,7 +19,7 @@ import { TandemError, notFound } from '../broker/errors.js';
 import { checkBindingKey } from '../broker/exchange.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
-import { defaultQueueSettings } from '../broker/settings.js';
+import { defaultExchangeSettings, defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { errorCondition, type AmqpError } from './conditions.js';
@@ -106,8 +106,10 @@ export class ClientConnection {
   readonly incoming = new Map<Link, IncomingLink>();
   readonly managementLinks = new Set<Link>();
   readonly ownedQueues = new Set<string>();
-  /** Sender links of the client that asked for a dynamic target: link -> its temporary queue. */
+  /** Sender links of the client that asked for a dynamic target: link -> its temporary queue or topic. */
   private readonly dynamicTargets = new Map<Link, string>();
+  /** Temporary topics this connection made (see createTemporaryTopic): only it may consume from them. */
+  private readonly ownedTopics = new Set<string>();
   /**
    * Links attached as a named subscription (by its topic and name, or by its name alone):
    * only their detach with closed=true unsubscribes. A link that reads a subscription's
@@ -210,7 +212,7 @@ export class ClientConnection {
         if (this.host.openSpecialSender?.(this, address, sender)) return;
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
-        refuseSelector(source);
+        refuseUnsupportedFilters(source);
         let own: boolean;
         ({ queue, own } = this.queueForSubscription(address, source, named));
         // So is the private queue of a subscription to an exchange: browsed, it would keep
@@ -351,15 +353,26 @@ export class ClientConnection {
   /**
    * A dynamic target (qpid-jms' createTemporaryQueue): a temporary queue owned by this
    * connection, whose name goes back in the attach. It lives until this link detaches
-   * (lifetime-policy delete-on-close, what JMS' TemporaryQueue.delete() does), its last
-   * consumer goes, or the connection closes.
+   * (lifetime-policy delete-on-close, what JMS' TemporaryQueue.delete() does) or the
+   * connection closes, however often its consumers come and go. With the capability
+   * `temporary-topic` (qpid-jms' createTemporaryTopic) it is a temporary topic instead
+   * (createTemporaryTopic below), with the same lifetime.
    */
   private openDynamicTarget(receiver: Link, target: Terminus): void {
-    const queue = this.createTemporaryQueue('dynamic');
-    this.claimExclusive(queue);
-    this.dynamicTargets.set(receiver, queue.name);
-    receiver.accept({ target: targetValue(target, { address: queue.name, dynamic: true }), rcvSettleMode: 0 });
-    this.openIncoming(receiver, queue.name);
+    let name: string;
+    if (target.capabilities?.includes('temporary-topic')) {
+      name = this.createTemporaryTopic();
+    } else {
+      const queue = this.createTemporaryQueue('dynamic');
+      this.claimExclusive(queue);
+      // JMS keeps a TemporaryQueue until delete() or the connection's close, and a
+      // requester may close its reply consumer and make another: not gone with its last consumer.
+      queue.keptByOwner = true;
+      name = queue.name;
+    }
+    this.dynamicTargets.set(receiver, name);
+    receiver.accept({ target: targetValue(target, { address: name, dynamic: true }), rcvSettleMode: 0 });
+    this.openIncoming(receiver, name);
   }
 
   private openIncoming(receiver: Link, address: string | undefined): void {
@@ -529,6 +542,7 @@ export class ClientConnection {
       }
     }
     this.ownedQueues.clear();
+    for (const name of [...this.ownedTopics]) this.deleteTemporaryTopic(name);
   }
 
   // ---- helpers -----------------------------------------------------------------
@@ -558,6 +572,7 @@ export class ClientConnection {
     const name = this.dynamicTargets.get(receiver);
     if (name === undefined) return;
     this.dynamicTargets.delete(receiver);
+    if (this.ownedTopics.has(name)) return this.deleteTemporaryTopic(name);
     const queue = this.broker.queues.get(name);
     if (!queue || queue.owner !== this.id) return;
     this.ownedQueues.delete(name);
@@ -614,6 +629,12 @@ export class ClientConnection {
   /** Create a queue for an unknown address when auto-create is on (and the ACL allows it). */
   ensureAddress(address: string): void {
     if (this.broker.resolve(address)) return;
+    // A temporary queue or topic that is gone (deleted, or gone with the connection that
+    // made it, as a JMS requester's reply queue goes) is not made again: a late reply would
+    // make a durable queue nobody will ever read, kept for good.
+    if (address.startsWith(TEMPORARY_QUEUE_PREFIX)) {
+      throw notFound('temporary queue or topic', address, 'it was deleted, or went with the connection that made it');
+    }
     const readOnly = this.host.readOnly?.();
     if (readOnly) throw notFound('queue or exchange', address, readOnly);
     if (!this.policy.autoCreate) {
@@ -637,6 +658,9 @@ export class ClientConnection {
     if ('queue' in resolved) return { queue: resolved.queue, own: false };
     // Subscribing to an exchange: a private queue bound with the key asked for.
     const exchange = resolved.exchange;
+    if (exchange.owner !== undefined && exchange.owner !== this.id) {
+      throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `temporary topic '${exchange.name}' belongs to another connection: only the connection that made it may consume from it`);
+    }
     const key = resolved.key ?? subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
     // Before any queue is made, so a refused key leaves none behind.
     checkBindingKey(exchange.type, key);
@@ -695,6 +719,34 @@ export class ClientConnection {
     const name = `${use === 'subscription' ? PRIVATE_SUBSCRIPTION_PREFIX : TEMPORARY_QUEUE_PREFIX}${randomUUID()}`;
     const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
     return queue;
+  }
+
+  /**
+   * A temporary topic (qpid-jms' createTemporaryTopic): a fanout exchange of this
+   * connection, neither journaled nor replicated. Each consumer gets a private queue bound
+   * to it, so each gets a copy of every message, and what is sent while none is attached
+   * is dropped, as for any topic. Publishing to it is held to the ACL like any name (its
+   * name is no secret: exchanges are listed to every user), consuming is for this
+   * connection alone.
+   */
+  private createTemporaryTopic(): string {
+    const readOnly = this.host.readOnly?.();
+    if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
+    this.refuseNewQueueUnderAlarm();
+    const name = `${TEMPORARY_TOPIC_PREFIX}${randomUUID()}`;
+    this.broker.declareExchange(name, 'fanout', { ...defaultExchangeSettings, durable: false, replicate: 'none' }).exchange.owner = this.id;
+    this.ownedTopics.add(name);
+    return name;
+  }
+
+  /** A temporary topic's link detached (TemporaryTopic.delete()) or its connection went. */
+  private deleteTemporaryTopic(name: string): void {
+    this.ownedTopics.delete(name);
+    try {
+      if (this.broker.exchanges.get(name)?.owner === this.id) this.broker.deleteExchange(name);
+    } catch (err) {
+      this.log.warn({ exchange: name, err: (err as Error).message }, 'could not delete a temporary topic');
+    }
   }
 
   private ownsTemporaryQueue(): boolean {
@@ -803,27 +855,35 @@ function settleModeFor(sender: Link): 0 | 1 | 2 {
 /** A subscription's private queue: temporary too, but fed by its exchange alone (checkWrite). */
 const PRIVATE_SUBSCRIPTION_PREFIX = `${TEMPORARY_QUEUE_PREFIX}sub.`;
 
+/** Temporary topics (fanout exchanges, createTemporaryTopic) are named with this. */
+const TEMPORARY_TOPIC_PREFIX = `${TEMPORARY_QUEUE_PREFIX}topic.`;
+
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');
   return address;
 }
 
-/** The selector filter qpid-jms sends for a JMS message selector, by descriptor symbol and code. */
-const SELECTOR_FILTER = 'apache.org:selector-filter:string';
-const SELECTOR_FILTER_CODE = 0x0000468c00000004n;
+/**
+ * Filters qpid-jms sends that tandem does not apply, by descriptor symbol and code, with
+ * what to tell the client: a JMS message selector, and JMS noLocal (a consumer that must
+ * not get what its own connection published).
+ */
+const UNSUPPORTED_FILTERS = [
+  { symbol: 'apache.org:selector-filter:string', code: 0x0000468c00000004n, refusal: 'the apache.org:selector-filter:string filter (JMS message selector) is not supported; consume without a selector' },
+  { symbol: 'apache.org:no-local-filter:list', code: 0x0000468c00000003n, refusal: 'the apache.org:no-local-filter:list filter (JMS noLocal) is not supported: this consumer would get its own connection\'s messages; consume with noLocal false' },
+];
 
 /**
- * Tandem does not evaluate JMS selectors; delivering everything to a consumer that asked
- * for a subset would be the one wrong answer, so the attach is refused, naming the filter.
+ * Tandem does not evaluate JMS selectors or noLocal; delivering everything to a consumer
+ * that asked for a subset would be the one wrong answer, so the attach is refused, naming
+ * the filter.
  */
-function refuseSelector(source: Terminus): void {
+function refuseUnsupportedFilters(source: Terminus): void {
   for (const [, value] of filterEntries(source)) {
     if (value.type !== 'described') continue;
     const d = value.descriptor;
-    const isSelector = (d.type === 'symbol' && d.value === SELECTOR_FILTER) || (d.type === 'ulong' && d.value === SELECTOR_FILTER_CODE);
-    if (isSelector) {
-      throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `the ${SELECTOR_FILTER} filter (JMS message selector) is not supported; consume without a selector`);
-    }
+    const filter = UNSUPPORTED_FILTERS.find((f) => (d.type === 'symbol' && d.value === f.symbol) || (d.type === 'ulong' && d.value === f.code));
+    if (filter) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', filter.refusal);
   }
 }
 

@@ -157,6 +157,9 @@ export class Exchange {
     readonly builtIn = false,
   ) {}
 
+  /** The connection a temporary topic belongs to (only it consumes from it); undefined for any other exchange. */
+  owner: string | undefined;
+
   /** Every binding, in the order made. */
   get bindings(): Binding[] {
     return [...this.all];

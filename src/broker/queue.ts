@@ -132,6 +132,12 @@ export class Queue {
   private dispatching = false;
   /** Connection that owns an exclusive queue. */
   owner: string | undefined;
+  /**
+   * Its owner keeps it however its consumers come and go (a JMS TemporaryQueue lives
+   * until delete() or its connection's close): an auto-delete queue whose last consumer
+   * leaves is then not deleted; its owner deletes it.
+   */
+  keptByOwner = false;
   /** Counters for status and metrics. */
   enqueued = 0;
   dequeued = 0;
@@ -508,7 +514,7 @@ export class Queue {
     }
     this.refused.delete(consumer);
     this.skipTo.delete(consumer);
-    if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete) this.host.unused(this);
+    if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete && !this.keptByOwner) this.host.unused(this);
   }
 
   /** Hand available messages to consumers with credit. Returns how many were delivered. */

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { runPython } from '../helpers/python.js';
+import { tandem } from '../helpers/tandem-cli.js';
 import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
 
 
@@ -55,6 +56,26 @@ const checks = [
   'topic',
   'durableSubscription',
   'subscriptionKinds',
+  'headers',
+  'priorityOrder',
+  'expiry',
+  'redeliveryCounts',
+  'deliveryDelay',
+  'selectorsEverywhere',
+  'noLocal',
+  'temporaryTopic',
+  'temporaryQueueLifetime',
+  'acknowledgeModes',
+  'transactionConsumerClosed',
+  'messageIds',
+  'largeMessage',
+];
+
+/** Queues some checks need declared with options first (the others are auto-created). */
+const declared = [
+  ['jms.priorities', '--priorities', '10'],
+  ['jms.dedup', '--dedup-window', '1000'],
+  ['jms.dedup.keyed', '--dedup-window', '1000', '--dedup-key', '_AMQ_DUPL_ID'],
 ];
 
 describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
@@ -66,6 +87,10 @@ describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
     const classpath = jmsClasspath(dir);
     const broker = await TestBroker.start({ args: ['--auto-create', 'yes'] });
     const url = `amqp://${broker.url}`;
+    for (const [name, ...options] of declared) {
+      const added = await tandem(['queue', 'add', name!, '--durable', ...options, '-b', broker.url]);
+      expect(added.code, added.stderr).toBe(0);
+    }
     await runPython('jms_peer.py', ['send', url, 'py.to.jms']);
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile(
@@ -195,5 +220,96 @@ describe.skipIf(!haveJava)('qpid-jms against tandemd', () => {
 
   it('topics named exchange/key reach exact and wildcard subscribers', () => {
     expect(results.topic).toEqual({ ok: true, result: { exact: 'goal', wildcard: 'goal' } });
+  });
+
+  it('headers: JMSCorrelationID as bytes and as strings, JMSReplyTo of every destination kind, JMSDestination, JMSMessageID, JMSTimestamp, JMSType and JMSXGroupID arrive as sent', () => {
+    const sameIds = { replyToSame: true, destination: 'Queue jms.headers', idAndTimestampSame: true };
+    expect(results.headers).toEqual({
+      ok: true,
+      result: {
+        queue: [
+          { ...sameIds, correlationId: '[1, 2, 3, -56]', replyTo: 'Queue', group: 'g/1' },
+          { ...sameIds, correlationId: 'ID:an-id', replyTo: 'Topic', group: 'g/2' },
+          { ...sameIds, correlationId: 'plain-2', replyTo: 'TemporaryQueue', group: 'g/3' },
+          { ...sameIds, correlationId: 'plain-3', replyTo: 'TemporaryTopic', group: 'g/4' },
+        ],
+        topic: 'Topic amq.topic/headers.t a-type',
+      },
+    });
+  });
+
+  it('JMSPriority orders delivery on a queue declared with --priorities 10; an ordinary queue is FIFO', () => {
+    expect(results.priorityOrder).toEqual({ ok: true, result: { 'jms.priorities': ['p9', 'p7', 'p4', 'p1', 'p0'], 'jms.fifo': ['p1', 'p9', 'p4', 'p0', 'p7'] } });
+  });
+
+  it('time-to-live: a message that expired on the queue is not delivered', () => {
+    expect(results.expiry).toEqual({ ok: true, result: { delivered: ['in ten minutes (expiration set)', 'never (no expiration)'] } });
+  });
+
+  it('JMSRedelivered and JMSXDeliveryCount count up after session.recover() and after a rollback', () => {
+    const counts = ['false/1', 'true/2', 'true/3'];
+    expect(results.redeliveryCounts).toEqual({ ok: true, result: { recover: counts, recoverLeft: null, rollback: counts, rollbackLeft: null } });
+  });
+
+  it('delivery delay: the broker offers no DELAYED_DELIVERY, so qpid-jms refuses the send and nothing is delivered early', () => {
+    const refused = 'refused: Remote does not support delayed message delivery';
+    expect(results.deliveryDelay).toEqual({ ok: true, result: { fixedProducer: refused, anonymousProducer: refused, arrived: null } });
+  });
+
+  it('selectors are refused on topics, durable and shared subscriptions and browsers; an empty selector is none', () => {
+    const refused = expect.stringMatching(/^refused: the apache\.org:selector-filter:string filter .*not supported.*amqp:not-implemented/);
+    expect(results.selectorsEverywhere).toEqual({ ok: true, result: { topic: refused, durable: refused, shared: refused, browser: refused, empty: 'ok' } });
+  });
+
+  it('noLocal is refused with amqp:not-implemented naming the filter, never ignored (the consumer would get its own messages)', () => {
+    const refused = expect.stringMatching(/^refused: the apache\.org:no-local-filter:list filter \(JMS noLocal\) is not supported.*amqp:not-implemented/);
+    expect(results.noLocal).toEqual({ ok: true, result: { consumer: refused, durable: refused } });
+  });
+
+  it('a temporary topic is a topic: each consumer gets every message, none is kept for later, only its connection consumes, gone after delete()', () => {
+    const both = ['t1', 't2 from another connection'];
+    expect(results.temporaryTopic).toEqual({
+      ok: true,
+      result: {
+        a: both,
+        b: both,
+        otherConsumer: expect.stringMatching(/^refused: temporary topic 'tmp\.topic\.[-0-9a-f]+' belongs to another connection.*amqp:resource-locked/),
+        publishAfterDelete: expect.stringMatching(/^refused: temporary queue or topic 'tmp\.topic\.[-0-9a-f]+' does not exist.*amqp:not-found/),
+      },
+    });
+  });
+
+  it('a temporary queue outlives its consumers until delete(); a late reply is refused, never made into a durable queue', () => {
+    expect(results.temporaryQueueLifetime).toEqual({
+      ok: true,
+      result: {
+        sendBetweenConsumers: 'ok',
+        secondConsumer: 'kept',
+        replyAfterDelete: expect.stringMatching(/^refused: temporary queue or topic 'tmp\.[-0-9a-f]+' does not exist.*amqp:not-found/),
+      },
+    });
+  });
+
+  it('CLIENT_ACKNOWLEDGE: acknowledge() takes every message the session consumed; DUPS_OK consumes', () => {
+    expect(results.acknowledgeModes).toEqual({ ok: true, result: { afterAcknowledgingTheSecond: ['a3'], afterDupsOk: null } });
+  });
+
+  it('transactions: a consumer closed inside one commits its receipts, or rolls them back to be redelivered', () => {
+    expect(results.transactionConsumerClosed).toEqual({ ok: true, result: { committed: 'c1', rolledBack: 'c2', again: 'c2 (redelivered)', left: null } });
+  });
+
+  it('message ids: each send has its own (a second send of one Message is a new message), none with setDisableMessageID; a --dedup-key property drops the copy', () => {
+    expect(results.messageIds).toEqual({
+      ok: true,
+      result: {
+        enabled: { ids: 'distinct', delivered: ['with id', 'with id'] },
+        disabled: { ids: 'null,null', delivered: ['no id', 'no id'] },
+        keyed: ['order-1 copy 0'],
+      },
+    });
+  });
+
+  it('a 1 MiB BytesMessage arrives whole', () => {
+    expect(results.largeMessage).toEqual({ ok: true, result: 'same 1048576 bytes' });
   });
 });

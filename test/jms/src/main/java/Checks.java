@@ -26,6 +26,19 @@ public class Checks {
     CHECKS.put("subscriptionKinds", Checks::subscriptionKinds);
     CHECKS.put("kindsBeforeRestart", Checks::kindsBeforeRestart);
     CHECKS.put("kindsAfterRestart", Checks::kindsAfterRestart);
+    CHECKS.put("headers", Checks::headers);
+    CHECKS.put("priorityOrder", Checks::priorityOrder);
+    CHECKS.put("expiry", Checks::expiry);
+    CHECKS.put("redeliveryCounts", Checks::redeliveryCounts);
+    CHECKS.put("deliveryDelay", Checks::deliveryDelay);
+    CHECKS.put("selectorsEverywhere", Checks::selectorsEverywhere);
+    CHECKS.put("noLocal", Checks::noLocal);
+    CHECKS.put("temporaryTopic", Checks::temporaryTopic);
+    CHECKS.put("temporaryQueueLifetime", Checks::temporaryQueueLifetime);
+    CHECKS.put("acknowledgeModes", Checks::acknowledgeModes);
+    CHECKS.put("transactionConsumerClosed", Checks::transactionConsumerClosed);
+    CHECKS.put("messageIds", Checks::messageIds);
+    CHECKS.put("largeMessage", Checks::largeMessage);
   }
 
   public static void main(String[] args) {
@@ -466,6 +479,384 @@ public class Checks {
       s.unsubscribe("gsub");
     }
     return r;
+  }
+
+  /** What a JMSException says, or "ok" when `action` went through. */
+  interface Attempt { void run() throws JMSException; }
+
+  static String attempt(Attempt action) {
+    try {
+      action.run();
+      return "ok";
+    } catch (JMSException e) {
+      return "refused: " + e.getMessage();
+    }
+  }
+
+  /** Every message `consumer` has within `ms` of each other (at most 100), as text. */
+  static List<String> drain(MessageConsumer consumer, long ms) throws JMSException {
+    List<String> got = new ArrayList<>();
+    for (Message m; got.size() < 100 && (m = consumer.receive(ms)) != null;) got.add(text(m));
+    return got;
+  }
+
+  static String kind(Destination d) {
+    if (d instanceof TemporaryQueue) return "TemporaryQueue";
+    if (d instanceof TemporaryTopic) return "TemporaryTopic";
+    if (d instanceof Queue) return "Queue";
+    return d instanceof Topic ? "Topic" : String.valueOf(d);
+  }
+
+  /**
+   * JMSCorrelationID as bytes, as an "ID:" string and as a plain string; JMSReplyTo of each
+   * destination kind; JMSDestination of a queue and a topic; JMSMessageID, JMSTimestamp,
+   * JMSType and JMSXGroupID/JMSXGroupSeq arrive as sent.
+   */
+  static Object headers(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.headers");
+      Topic t = s.createTopic("amq.topic/headers.t");
+      Destination[] replyTo = {q, t, s.createTemporaryQueue(), s.createTemporaryTopic()};
+      MessageProducer p = s.createProducer(q);
+      List<Message> sent = new ArrayList<>();
+      for (int i = 0; i < replyTo.length; i++) {
+        Message m = s.createTextMessage("h" + i);
+        if (i == 0) m.setJMSCorrelationIDAsBytes(new byte[] {1, 2, 3, (byte) 200});
+        else m.setJMSCorrelationID(i == 1 ? "ID:an-id" : "plain-" + i);
+        m.setJMSReplyTo(replyTo[i]);
+        m.setStringProperty("JMSXGroupID", "g");
+        m.setIntProperty("JMSXGroupSeq", i + 1);
+        p.send(m);
+        sent.add(m);
+      }
+      MessageConsumer consumer = s.createConsumer(q);
+      List<Object> got = new ArrayList<>();
+      for (int i = 0; i < replyTo.length; i++) {
+        Message m = require(consumer.receive(5000));
+        Map<String, Object> d = new LinkedHashMap<>();
+        d.put("correlationId", i == 0 ? Arrays.toString(m.getJMSCorrelationIDAsBytes()) : m.getJMSCorrelationID());
+        d.put("replyTo", kind(m.getJMSReplyTo()));
+        d.put("replyToSame", replyTo[i].equals(m.getJMSReplyTo()));
+        d.put("destination", kind(m.getJMSDestination()) + " " + m.getJMSDestination());
+        d.put("idAndTimestampSame", m.getJMSMessageID().equals(sent.get(i).getJMSMessageID()) && m.getJMSTimestamp() == sent.get(i).getJMSTimestamp());
+        d.put("group", m.getStringProperty("JMSXGroupID") + "/" + m.getIntProperty("JMSXGroupSeq"));
+        got.add(d);
+      }
+      r.put("queue", got);
+      MessageConsumer sub = s.createConsumer(t);
+      TextMessage typed = s.createTextMessage("typed");
+      typed.setJMSType("a-type");
+      s.createProducer(t).send(typed);
+      Message m = require(sub.receive(5000));
+      r.put("topic", kind(m.getJMSDestination()) + " " + m.getJMSDestination() + " " + m.getJMSType());
+    }
+    return r;
+  }
+
+  /** Delivery order by JMSPriority: on a queue declared with --priorities 10, and on an ordinary (FIFO) one. */
+  static Object priorityOrder(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      for (String name : new String[] {"jms.priorities", "jms.fifo"}) {
+        Queue q = s.createQueue(name);
+        MessageProducer p = s.createProducer(q);
+        for (int priority : new int[] {1, 9, 4, 0, 7}) p.send(s.createTextMessage("p" + priority), DeliveryMode.PERSISTENT, priority, 0);
+        // The consumer comes after the sends, so the queue decides the order.
+        MessageConsumer consumer = s.createConsumer(q);
+        r.put(name, drain(consumer, 1000));
+        consumer.close();
+      }
+    }
+    return r;
+  }
+
+  /** A message whose time-to-live ran out while queued is not delivered; the others are, with JMSExpiration set or not. */
+  static Object expiry(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.expiry");
+      MessageProducer p = s.createProducer(q);
+      p.setTimeToLive(100);
+      p.send(s.createTextMessage("expires"));
+      p.setTimeToLive(600_000);
+      p.send(s.createTextMessage("in ten minutes"));
+      p.setTimeToLive(0);
+      p.send(s.createTextMessage("never"));
+      // Past the first one's 100 ms, however slow the machine: expired is expired from then on.
+      Thread.sleep(1000);
+      MessageConsumer consumer = s.createConsumer(q);
+      List<String> got = new ArrayList<>();
+      for (Message m; (m = consumer.receive(1000)) != null;) got.add(text(m) + (m.getJMSExpiration() > System.currentTimeMillis() ? " (expiration set)" : m.getJMSExpiration() == 0 ? " (no expiration)" : " (expired!)"));
+      r.put("delivered", got);
+    }
+    return r;
+  }
+
+  /** JMSRedelivered and JMSXDeliveryCount after session.recover() and after a rollback. */
+  static Object redeliveryCounts(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.recover");
+      s.createProducer(q).send(s.createTextMessage("r"));
+      MessageConsumer consumer = s.createConsumer(q);
+      List<String> seen = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        Message m = require(consumer.receive(5000));
+        seen.add(m.getJMSRedelivered() + "/" + m.getIntProperty("JMSXDeliveryCount"));
+        if (i < 2) s.recover();
+        else m.acknowledge();
+      }
+      r.put("recover", seen);
+      r.put("recoverLeft", text(consumer.receive(500)));
+    }
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(true, Session.SESSION_TRANSACTED);
+      Queue q = s.createQueue("jms.rollback");
+      s.createProducer(q).send(s.createTextMessage("r"));
+      s.commit();
+      MessageConsumer consumer = s.createConsumer(q);
+      List<String> seen = new ArrayList<>();
+      for (int i = 0; i < 3; i++) {
+        Message m = require(consumer.receive(5000));
+        seen.add(m.getJMSRedelivered() + "/" + m.getIntProperty("JMSXDeliveryCount"));
+        if (i < 2) s.rollback();
+        else s.commit();
+      }
+      r.put("rollback", seen);
+      r.put("rollbackLeft", text(consumer.receive(500)));
+    }
+    return r;
+  }
+
+  /**
+   * JMS 2.0 delivery delay: tandem does not offer DELAYED_DELIVERY, so qpid-jms refuses the
+   * send (a fixed producer and an anonymous one) rather than deliver at once; nothing arrives.
+   */
+  static Object deliveryDelay(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.delay");
+      MessageProducer fixed = s.createProducer(q);
+      fixed.setDeliveryDelay(5000);
+      r.put("fixedProducer", attempt(() -> fixed.send(s.createTextMessage("delayed"))));
+      MessageProducer anonymous = s.createProducer(null);
+      anonymous.setDeliveryDelay(5000);
+      r.put("anonymousProducer", attempt(() -> anonymous.send(q, s.createTextMessage("delayed"))));
+      r.put("arrived", text(s.createConsumer(q).receive(500)));
+    }
+    return r;
+  }
+
+  /** Selectors are refused wherever qpid-jms sends one: topic, durable and shared subscriptions, browsers. An empty selector is none. */
+  static Object selectorsEverywhere(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("selectors-check");
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Topic t = s.createTopic("amq.topic/selectors.t");
+      Queue q = s.createQueue("jms.selectors");
+      r.put("topic", attempt(() -> s.createConsumer(t, "a = 1")));
+      r.put("durable", attempt(() -> s.createDurableConsumer(t, "sel-d", "a = 1", false)));
+      r.put("shared", attempt(() -> s.createSharedConsumer(t, "sel-s", "a = 1")));
+      r.put("browser", attempt(() -> s.createBrowser(q, "a = 1").getEnumeration().hasMoreElements()));
+      r.put("empty", attempt(() -> s.createConsumer(q, "").close()));
+    }
+    return r;
+  }
+
+  /** noLocal (a consumer must not get its own connection's messages) is refused, not ignored. */
+  static Object noLocal(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.setClientID("no-local-check");
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Topic t = s.createTopic("amq.topic/nolocal.t");
+      r.put("consumer", attempt(() -> {
+        MessageConsumer consumer = s.createConsumer(t, null, true);
+        s.createProducer(t).send(s.createTextMessage("own"));
+        r.put("delivered", drain(consumer, 1000));
+      }));
+      r.put("durable", attempt(() -> {
+        s.createDurableConsumer(t, "no-local-d", null, true).close();
+        s.unsubscribe("no-local-d");
+      }));
+    }
+    return r;
+  }
+
+  /**
+   * A temporary topic is a topic: every consumer gets every message, what is sent while none
+   * is attached is dropped, another connection may publish to it (a reply-to) but not consume
+   * from it, and after delete() a publisher is refused.
+   */
+  static Object temporaryTopic(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection(); Connection other = cf.createConnection()) {
+      c.start();
+      other.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Session os = other.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      TemporaryTopic tt = s.createTemporaryTopic();
+      s.createProducer(tt).send(s.createTextMessage("before any consumer"));
+      MessageConsumer a = s.createConsumer(tt);
+      MessageConsumer b = s.createConsumer(tt);
+      s.createProducer(tt).send(s.createTextMessage("t1"));
+      os.createProducer(null).send(tt, os.createTextMessage("t2 from another connection"));
+      r.put("a", drain(a, 1000));
+      r.put("b", drain(b, 1000));
+      r.put("otherConsumer", attempt(() -> os.createConsumer(os.createTopic(tt.getTopicName())).close()));
+      a.close();
+      b.close();
+      tt.delete();
+      r.put("publishAfterDelete", attempt(() -> os.createProducer(os.createTopic(tt.getTopicName())).send(os.createTextMessage("late"))));
+    }
+    return r;
+  }
+
+  /**
+   * A temporary queue lives as long as its connection (or until delete()): its consumer may
+   * close and another start, and what was sent in between is kept. A reply sent to it after
+   * delete() is refused, not made into a new (durable) queue.
+   */
+  static Object temporaryQueueLifetime(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection(); Connection other = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Session os = other.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      TemporaryQueue tq = s.createTemporaryQueue();
+      s.createConsumer(tq).close();
+      r.put("sendBetweenConsumers", attempt(() -> os.createProducer(os.createQueue(tq.getQueueName())).send(os.createTextMessage("kept"))));
+      MessageConsumer again = s.createConsumer(tq);
+      r.put("secondConsumer", text(again.receive(5000)));
+      again.close();
+      tq.delete();
+      r.put("replyAfterDelete", attempt(() -> os.createProducer(os.createQueue(tq.getQueueName())).send(os.createTextMessage("late reply"))));
+    }
+    return r;
+  }
+
+  /**
+   * CLIENT_ACKNOWLEDGE: acknowledge() acknowledges every message the session consumed,
+   * earlier ones and later ones; DUPS_OK_ACKNOWLEDGE consumes as AUTO does.
+   */
+  static Object acknowledgeModes(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.ackall");
+      MessageProducer p = s.createProducer(q);
+      for (int i = 0; i < 4; i++) p.send(s.createTextMessage("a" + i));
+      MessageConsumer consumer = s.createConsumer(q);
+      List<Message> got = new ArrayList<>();
+      for (int i = 0; i < 3; i++) got.add(require(consumer.receive(5000)));
+      got.get(1).acknowledge();
+      s.close();
+      Session s2 = c.createSession(false, Session.DUPS_OK_ACKNOWLEDGE);
+      MessageConsumer c2 = s2.createConsumer(q);
+      r.put("afterAcknowledgingTheSecond", drain(c2, 1000));
+      s2.close();
+      Session s3 = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      r.put("afterDupsOk", text(s3.createConsumer(q).receive(500)));
+    }
+    return r;
+  }
+
+  /** A consumer closed inside a transaction: its receipts still commit, or roll back and come back redelivered. */
+  static Object transactionConsumerClosed(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(true, Session.SESSION_TRANSACTED);
+      Queue q = s.createQueue("jms.txclose");
+      MessageProducer p = s.createProducer(q);
+      p.send(s.createTextMessage("c1"));
+      p.send(s.createTextMessage("c2"));
+      s.commit();
+      MessageConsumer first = s.createConsumer(q);
+      r.put("committed", text(first.receive(5000)));
+      first.close();
+      s.commit();
+      MessageConsumer second = s.createConsumer(q);
+      r.put("rolledBack", text(second.receive(5000)));
+      second.close();
+      s.rollback();
+      MessageConsumer third = s.createConsumer(q);
+      Message m = require(third.receive(5000));
+      r.put("again", text(m) + (m.getJMSRedelivered() ? " (redelivered)" : ""));
+      s.commit();
+      r.put("left", text(third.receive(500)));
+    }
+    return r;
+  }
+
+  /**
+   * Message ids and the duplicate-detection window: qpid-jms gives each send its own
+   * JMSMessageID (the same Message object sent twice is two messages), none with
+   * setDisableMessageID (no key: both kept); with --dedup-key _AMQ_DUPL_ID a second
+   * message with the same value is dropped.
+   */
+  static Object messageIds(ConnectionFactory cf) throws Exception {
+    Map<String, Object> r = new LinkedHashMap<>();
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      for (boolean disabled : new boolean[] {false, true}) {
+        Queue q = s.createQueue("jms.dedup");
+        MessageProducer p = s.createProducer(q);
+        p.setDisableMessageID(disabled);
+        TextMessage m = s.createTextMessage(disabled ? "no id" : "with id");
+        p.send(m);
+        String first = m.getJMSMessageID();
+        p.send(m);
+        String second = m.getJMSMessageID();
+        MessageConsumer consumer = s.createConsumer(q);
+        r.put(disabled ? "disabled" : "enabled", Map.of("ids", disabled ? String.valueOf(first) + "," + second : first.equals(second) ? "same" : "distinct", "delivered", drain(consumer, 1000)));
+        consumer.close();
+      }
+      Queue keyed = s.createQueue("jms.dedup.keyed");
+      MessageProducer p = s.createProducer(keyed);
+      for (int i = 0; i < 2; i++) {
+        TextMessage m = s.createTextMessage("order-1 copy " + i);
+        m.setStringProperty("_AMQ_DUPL_ID", "order-1");
+        p.send(m);
+      }
+      r.put("keyed", drain(s.createConsumer(keyed), 1000));
+    }
+    return r;
+  }
+
+  /** A 1 MiB BytesMessage, many frames each way, arrives whole. */
+  static Object largeMessage(ConnectionFactory cf) throws Exception {
+    try (Connection c = cf.createConnection()) {
+      c.start();
+      Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+      Queue q = s.createQueue("jms.large");
+      byte[] data = new byte[1 << 20];
+      new Random(7).nextBytes(data);
+      BytesMessage b = s.createBytesMessage();
+      b.writeBytes(data);
+      s.createProducer(q).send(b);
+      BytesMessage got = (BytesMessage) require(s.createConsumer(q).receive(10_000));
+      byte[] back = new byte[(int) got.getBodyLength()];
+      got.readBytes(back);
+      return Arrays.equals(data, back) ? "same " + back.length + " bytes" : "differs";
+    }
   }
 
   static String json(Object o) {
