@@ -52,6 +52,12 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
+/** An answer already serialised (and redacted) as JSON. */
+export function sendJsonText(res: ServerResponse, status: number, json: Buffer): void {
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', 'Content-Length': json.length });
+  res.end(json);
+}
+
 export function sendError(res: ServerResponse, err: HttpError): void {
   if (res.headersSent) {
     res.destroy();
@@ -105,7 +111,9 @@ export function readJsonBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Prom
         try {
           value = JSON.parse(Buffer.concat(chunks).toString('utf8'));
         } catch (err) {
-          return reject(new HttpError(400, 'TANDEM_ERR_INVALID_ARGUMENT', `malformed JSON in the request body: ${(err as Error).message}`));
+          // Not V8's message: it quotes the body ("user=alice&password=..."... is not valid JSON).
+          const at = /at position (\d+)/.exec((err as Error).message)?.[1];
+          return reject(new HttpError(400, 'TANDEM_ERR_INVALID_ARGUMENT', `malformed JSON in the request body${at ? ` (at position ${at})` : ''}`));
         }
         if (value === null || typeof value !== 'object' || Array.isArray(value)) {
           return reject(new HttpError(400, 'TANDEM_ERR_INVALID_ARGUMENT', 'the request body must be a JSON object'));

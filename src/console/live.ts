@@ -16,8 +16,20 @@ export const HISTORY_SAMPLES = 300;
 export const MAX_LISTED_QUEUES = 1000;
 /** Pages watching at once; more are refused, each holds a connection. */
 export const MAX_WATCHERS = 64;
-/** A page that reads slower than this is dropped rather than buffered for. */
-const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
+/**
+ * Of those, what users who are not admins may hold together, and each of them: else
+ * one reader opening streams (a script, not pages) took every slot and the admins'
+ * pages got 503 when they were needed.
+ */
+export const MAX_READER_WATCHERS = 48;
+export const MAX_WATCHERS_PER_READER = 16;
+/**
+ * A page that has not taken the last overview is not sent another (the next one
+ * supersedes it); one that has taken none for this many ticks is dropped. So a page
+ * that never reads holds one overview, not a buffer of them: 64 such pages once held
+ * 4 MiB each, and the broker's memory with them (its memory alarm stops producers).
+ */
+export const MAX_STALLED_TICKS = 30;
 
 export interface QueueSample {
   t: number;
@@ -62,8 +74,17 @@ class Ring<T> {
   }
 }
 
+/** Who opens a stream, as far as the limits above are concerned. */
+export interface Viewer {
+  user: string;
+  admin: boolean;
+}
+
 interface Watcher {
   res: ServerResponse;
+  viewer: Viewer;
+  /** Ticks in a row at which the previous overview was still unsent. */
+  stalled: number;
   /** Still allowed to watch (the session is live); checked at each tick. */
   allowed(): boolean;
   /** Whether it is an admin's page (else it is sent readerOverview); checked at each tick. */
@@ -82,6 +103,12 @@ export class LiveOverview {
   private ticking = false;
   /** readerOverview of `last`, made once per tick for every reader's page. */
   private readerView: { of: Overview; view: Overview } | undefined;
+  /**
+   * `last` as JSON and as an event, for admins and for readers: serialised once per
+   * tick, and the same bytes handed to every page (a socket keeps a reference, not a
+   * copy), so pages cost neither a JSON.stringify each nor a copy each.
+   */
+  private encoded: { of: Overview; json: Map<boolean, Buffer>; event: Map<boolean, Buffer> } | undefined;
 
   constructor(
     private readonly ops: AdminOperations,
@@ -101,9 +128,20 @@ export class LiveOverview {
     this.watchers.clear();
   }
 
-  /** The latest overview (built now if none yet), as an admin (else a reader) sees it. */
-  async current(admin: boolean): Promise<Overview> {
-    return this.shown(this.last ?? (await this.sample()), admin);
+  /** The latest overview (built now if none yet) as JSON, as an admin (else a reader) sees it: GET /api/overview. */
+  async currentJson(admin: boolean): Promise<Buffer> {
+    const overview = this.last ?? (await this.sample());
+    return this.encode(overview, admin).json;
+  }
+
+  private encode(overview: Overview, admin: boolean): { json: Buffer; event: Buffer } {
+    if (this.encoded?.of !== overview) this.encoded = { of: overview, json: new Map(), event: new Map() };
+    const { json, event } = this.encoded;
+    let j = json.get(admin);
+    if (!j) json.set(admin, (j = Buffer.from(JSON.stringify(redactValue(this.shown(overview, admin))))));
+    let e = event.get(admin);
+    if (!e) event.set(admin, (e = Buffer.concat([Buffer.from('event: overview\ndata: '), j, Buffer.from('\n\n')])));
+    return { json: j, event: e };
   }
 
   private shown(overview: Overview, admin: boolean): Overview {
@@ -120,16 +158,29 @@ export class LiveOverview {
     return this.drHistory.get(queue)?.items ?? [];
   }
 
-  /** Start streaming overviews to this response (an EventSource); false when too many watch. */
-  watch(res: ServerResponse, allowed: () => boolean, admin: () => boolean): boolean {
+  /**
+   * Start streaming overviews to this response (an EventSource); false when too many
+   * watch (in all, or of readers, or of this reader).
+   */
+  watch(res: ServerResponse, viewer: Viewer, allowed: () => boolean, admin: () => boolean): boolean {
     if (this.watchers.size >= MAX_WATCHERS) return false;
+    if (!viewer.admin) {
+      let readers = 0;
+      let own = 0;
+      for (const w of this.watchers) {
+        if (w.viewer.admin) continue;
+        readers++;
+        if (w.viewer.user === viewer.user) own++;
+      }
+      if (readers >= MAX_READER_WATCHERS || own >= MAX_WATCHERS_PER_READER) return false;
+    }
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive' });
     // The browser reconnects by itself a second after a drop (a broker restart, say).
     res.write('retry: 1000\n\n');
-    const watcher: Watcher = { res, allowed, admin };
+    const watcher: Watcher = { res, viewer, stalled: 0, allowed, admin };
     this.watchers.add(watcher);
     res.on('close', () => this.watchers.delete(watcher));
-    if (this.last) this.send(watcher, this.last);
+    if (this.last) res.write(this.encode(this.last, admin()).event);
     return true;
   }
 
@@ -155,12 +206,16 @@ export class LiveOverview {
   }
 
   private send(w: Watcher, overview: Overview): void {
-    if (w.res.writableLength > MAX_UNSENT_BYTES) {
-      this.watchers.delete(w);
-      w.res.destroy();
+    // Bytes still in the response's buffer: the client has not taken the last overview.
+    if (w.res.writableLength > 0) {
+      if (++w.stalled >= MAX_STALLED_TICKS) {
+        this.watchers.delete(w);
+        w.res.destroy();
+      }
       return;
     }
-    w.res.write(`event: overview\ndata: ${JSON.stringify(redactValue(this.shown(overview, w.admin())))}\n\n`);
+    w.stalled = 0;
+    w.res.write(this.encode(overview, w.admin()).event);
   }
 
   private async sample(): Promise<Overview> {

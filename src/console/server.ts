@@ -20,9 +20,10 @@ import { throttledLogin, type LoginThrottle, type ThrottledLogin } from '../amqp
 import type { Logger } from '../ops/log.js';
 import { boundHttpServer } from '../util/http-bounds.js';
 import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
-import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson } from './http-io.js';
+import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson, sendJsonText } from './http-io.js';
 import type { ClusterView } from './cluster-view.js';
 import { LiveOverview } from './live.js';
+import { READER_REQUESTS_PER_SECOND, RequestBudget } from './request-budget.js';
 import { SessionStore, cookieValue, csrfMatches, sessionCookie, type Session } from './sessions.js';
 import { loadStaticFiles, type StaticFile } from './static-files.js';
 
@@ -45,6 +46,8 @@ export interface ConsoleOptions {
 const ANONYMOUS = 'anonymous';
 const MAX_URL_LENGTH = 4096;
 const MAX_NAME_LENGTH = 1024;
+/** As long as a client may take to send its request's headers (http-bounds.ts). */
+const TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
 
 interface Call {
   req: IncomingMessage;
@@ -67,6 +70,7 @@ interface Route {
 export class ConsoleServer {
   private server: Server | undefined;
   private readonly sessions = new SessionStore();
+  private readonly readerRequests = new RequestBudget();
   private readonly live: LiveOverview;
   private readonly files: Map<string, StaticFile>;
   private readonly routes: Route[];
@@ -83,9 +87,12 @@ export class ConsoleServer {
   }
 
   async listen(): Promise<number> {
+    // Off loopback, logins need TLS and auth=no is refused: config.ts checks both.
     const { tls } = this.options;
     const handler = (req: IncomingMessage, res: ServerResponse) => void this.serve(req, res);
-    const server = tls ? createHttpsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, handler) : createHttpServer(handler);
+    // A client that opens a connection and never starts TLS was held for Node's 120 s:
+    // a handful a second kept every one of the console's connections taken.
+    const server = tls ? createHttpsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key), handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS }, handler) : createHttpServer(handler);
     boundHttpServer(server, 256);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -159,6 +166,10 @@ export class ConsoleServer {
     if (!role) {
       this.sessions.delete(session.id);
       throw new HttpError(401, 'TANDEM_ERR_UNAUTHENTICATED', `user '${session.user}' is no longer in the users file: log in again`);
+    }
+    if (role !== 'admin' && !this.readerRequests.take(session.user)) {
+      res.setHeader('Retry-After', '1');
+      throw new HttpError(429, 'TANDEM_ERR_BUSY', `user '${session.user}' is asking too fast: at most ${READER_REQUESTS_PER_SECOND} requests a second`);
     }
     if (method !== 'GET' && method !== 'HEAD' && !csrfMatches(session, req.headers['x-csrf-token'])) {
       throw new HttpError(403, 'TANDEM_ERR_CSRF', 'missing or wrong X-CSRF-Token header: changes need the token GET /api/session gives');
@@ -313,14 +324,21 @@ export class ConsoleServer {
     const NAME = '([^/]+)';
     return [
       { method: 'POST', path: /^\/api\/logout$/, handle: (c) => this.logout(c) },
-      { method: 'GET', path: /^\/api\/overview$/, handle: (c) => this.live.current(c.role === 'admin') },
+      {
+        method: 'GET',
+        path: /^\/api\/overview$/,
+        handle: async (c) => {
+          sendJsonText(c.res, 200, await this.live.currentJson(c.role === 'admin'));
+          return undefined;
+        },
+      },
       {
         method: 'GET',
         path: /^\/api\/events$/,
         handle: (c) => {
           const id = c.session.id;
           const live = () => this.sessions.get(id) !== undefined && this.roleOf(c.session) !== undefined;
-          if (!this.live.watch(c.res, live, () => this.roleOf(c.session) === 'admin')) {
+          if (!this.live.watch(c.res, { user: c.session.user, admin: c.role === 'admin' }, live, () => this.roleOf(c.session) === 'admin')) {
             throw new HttpError(503, 'TANDEM_ERR_BUSY', 'too many pages are watching this console; close some');
           }
           return undefined;
@@ -386,7 +404,11 @@ export class ConsoleServer {
         admin: true,
         handle: (c) => {
           confirmed(c, c.params[0]!, 'activating a DR copy');
-          return perform(c, 'DR-ACTIVATE', 'broker', 'broker', { queues: [c.params[0]] });
+          // The old source is told to stop serving the queue unless the page asks, in so
+          // many words, for a drill (the CLI's --keep-source-serving).
+          const keep = c.body['keep-source-serving'];
+          if (keep !== undefined && typeof keep !== 'boolean') throw new HttpError(400, 'TANDEM_ERR_INVALID_ARGUMENT', `"keep-source-serving" must be true or false, not ${JSON.stringify(keep).slice(0, 64)}`);
+          return perform(c, 'DR-ACTIVATE', 'broker', 'broker', { queues: [c.params[0]], ...(keep === true ? { 'keep-source-serving': true } : {}) });
         },
       },
     ];

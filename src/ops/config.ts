@@ -557,6 +557,13 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
       `console-host ${settings.consoleHost} with auth=no would let anyone who reaches the console port delete queues, close connections or activate DR copies: set auth=yes, or console-host=127.0.0.1`,
     );
   }
+  if (settings.consolePort !== undefined && settings.auth && !settings.tlsCert && !isLoopback(settings.consoleHost)) {
+    // A refusal, where plaintext AMQP off loopback is a warning: a browser's login form
+    // gives no sign of where its password goes, and the console has no TLS-only port.
+    throw new ConfigError(
+      `console-host ${settings.consoleHost} without TLS would send the console's passwords in clear to anyone on the network: set tls-cert and tls-key (the console is then HTTPS), or console-host=127.0.0.1 (reach it through an SSH tunnel or a TLS proxy on this host)`,
+    );
+  }
   checkSecretFiles(settings, configFile, values);
   if ((settings.tlsCert === undefined) !== (settings.tlsKey === undefined)) {
     throw new ConfigError('tls-cert and tls-key must be given together');

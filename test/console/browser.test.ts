@@ -230,8 +230,13 @@ describe('console in a browser - DR', () => {
     await waitFor(async () => (await drStatus(copy.port))[0]!['applied-position'] === (await drStatus(copy.port))[0]!['source-position'] && (await drStatus(copy.port))[0]!.depth === sent, { timeout: 30_000, name: 'copy caught up' });
 
     await r.locator('button[data-action=activate]').click();
+    // The safe default, said before it is done: the old source is told.
+    await page.waitForSelector('#confirm[open]');
+    expect(await page.locator('#confirm-option-input').isChecked()).toBe(false);
+    expect(await page.locator('#confirm-text').innerText()).toContain('is told to stop serving "orders"');
     await confirmTyped(page, 'orders');
     await page.waitForSelector('#message:has-text("Done")');
+    expect(await page.locator('#message').innerText()).toContain('is told to stop serving it');
     await waitFor(async () => (await r.getAttribute('data-state')) === 'active', { timeout: 10_000, name: 'shown active' });
     expect(await r.locator('button[data-action=activate]').count()).toBe(0);
     // Open to clients now: the first message is the first sent.
@@ -240,4 +245,47 @@ describe('console in a browser - DR', () => {
     expect(copy.stderr).toMatch(/"via":"console"/);
     await context.close();
   }, 90_000);
+
+  it('console browser - activate as a drill, ticked in the dialog (off by default, and again at each opening): the dialog and the outcome say the old source is not told', async ({ task }) => {
+    expect((await tandem(['queue', 'add', 'drill-orders', '--durable', '-b', source.url])).code).toBe(0);
+    const add = await tandem(['dr', 'add', 'drill-orders', '--source', source.url, '-b', copy.url]);
+    expect(add.code, add.stderr).toBe(0);
+    const context = await newContext(browser, task.name);
+    const page = await context.newPage();
+    await page.goto(`${copy.consoleUrl}/#/dr`);
+    const r = row(page, 'data-queue', 'drill-orders');
+    await r.waitFor();
+    const open = async () => {
+      await r.locator('button[data-action=activate]').click();
+      await page.waitForSelector('#confirm[open]');
+    };
+    await open();
+    const option = page.locator('#confirm-option-input');
+    expect(await page.locator('#confirm-option').isVisible()).toBe(true);
+    expect(await option.isChecked()).toBe(false);
+    expect(await page.locator('#confirm-text').innerText()).toContain('is told to stop serving');
+    await option.check();
+    const drillText = await page.locator('#confirm-text').innerText();
+    expect(drillText).toContain('as a DRILL');
+    expect(drillText).toContain('is NOT told');
+    // Cancelled, then opened again: unchecked again.
+    await page.click('#confirm-cancel');
+    await open();
+    expect(await option.isChecked()).toBe(false);
+    expect(await page.locator('#confirm-text').innerText()).not.toContain('DRILL');
+    await option.check();
+    await confirmTyped(page, 'drill-orders');
+    await page.waitForSelector('#message:has-text("Done")');
+    expect(await page.locator('#message').innerText()).toContain('as a drill');
+    expect(await page.locator('#message').innerText()).toContain('is NOT told');
+    await waitFor(async () => (await r.getAttribute('data-state')) === 'active', { timeout: 10_000, name: 'shown active' });
+    await waitFor(() => copy.stderr.includes('NOT told (keep-source-serving'), { name: 'drill logged' });
+    // Other dialogs show no such option.
+    await page.goto(`${copy.consoleUrl}/#/queues`);
+    await row(page, 'data-queue', 'drill-orders').locator('button[data-action=purge]').click();
+    await page.waitForSelector('#confirm[open]');
+    expect(await page.locator('#confirm-option').isHidden()).toBe(true);
+    await page.click('#confirm-cancel');
+    await context.close();
+  }, 60_000);
 });

@@ -90,6 +90,15 @@ export function takeFollowed(): Followed | undefined {
   if (from === null) return undefined;
   // A reload shows this console plainly; the history keeps the route.
   history.replaceState(null, '', `${location.pathname}${location.hash}`);
-  // Shown as text only (dom.ts), and short: anyone can send a link with these.
-  return { from: from.slice(0, 300), to: (params.get(TO) ?? location.host).slice(0, 300), reason: params.get(WHY) === 'backup' ? 'backup' : 'silent' };
+  // Anyone can send a link with these: shown as text only (dom.ts), and only when they
+  // are broker addresses (host:port), so a link cannot put sentences of its own
+  // ("your session expired, log in at ...") in the console's banner.
+  const to = params.get(TO) ?? location.host;
+  if (!isAddress(from) || !isAddress(to)) return undefined;
+  return { from, to, reason: params.get(WHY) === 'backup' ? 'backup' : 'silent' };
+}
+
+/** host:port as ha-brokers-url names brokers: a name, an IPv4 or a bracketed IPv6 address. */
+function isAddress(s: string): boolean {
+  return /^[A-Za-z0-9._:[\]-]{1,300}$/.test(s);
 }

@@ -74,24 +74,33 @@ const ctx: PageContext = {
   drHistory: (queue) => drHistories.get(queue) ?? [],
   act(what, fn) {
     fn().then(
-      () => {
-        showMessage(`Done: ${what}.`);
+      (outcome) => {
+        showMessage(`Done: ${typeof outcome === 'string' ? outcome : what}.`);
         void refresh();
       },
       (err: unknown) => showMessage(err instanceof ApiError ? `${err.message} (${err.code})` : String(err), true),
     );
   },
-  confirm(text, name, fn) {
+  confirm(text, name, fn, option) {
     const dialog = byId<HTMLDialogElement>('confirm');
     const input = byId<HTMLInputElement>('confirm-input');
     const ok = byId<HTMLButtonElement>('confirm-ok');
-    replace(byId('confirm-text'), text);
+    const optionRow = byId('confirm-option');
+    const checkbox = byId<HTMLInputElement>('confirm-option-input');
+    // Unchecked at every opening: an option is never carried from one action to the next.
+    checkbox.checked = false;
+    optionRow.hidden = option === undefined;
+    replace(byId('confirm-option-label'), option ?? '');
+    const say = () => (typeof text === 'function' ? text(checkbox.checked) : text);
+    checkbox.onchange = () => replace(byId('confirm-text'), say());
+    replace(byId('confirm-text'), say());
     replace(byId('confirm-name'), name);
     input.value = '';
     ok.disabled = true;
     input.oninput = () => (ok.disabled = input.value !== name);
     dialog.onclose = () => {
-      if (dialog.returnValue === 'ok' && input.value === name) ctx.act(text.replace(/\?$/, ''), fn);
+      const checked = option !== undefined && checkbox.checked;
+      if (dialog.returnValue === 'ok' && input.value === name) ctx.act(say().replace(/\?$/, ''), () => fn(checked));
     };
     dialog.showModal();
     input.focus();

@@ -29,10 +29,13 @@ export interface PageContext {
   /** Client-side histories (seeded from the API, then one sample per overview). */
   queueHistory(name: string): Sample[];
   drHistory(queue: string): Sample[];
-  /** Run an action, report its outcome. */
+  /** Run an action, report its outcome (what fn resolves to when that is a string, else `what`). */
   act(what: string, fn: () => Promise<unknown>): void;
-  /** Ask to type `name` before running fn. */
-  confirm(text: string, name: string, fn: () => Promise<unknown>): void;
+  /**
+   * Ask to type `name` before running fn. With `option`, the dialog also shows that
+   * checkbox, unchecked; `text` says what will be done with it as it is now.
+   */
+  confirm(text: string | ((checked: boolean) => string), name: string, fn: (checked: boolean) => Promise<unknown>, option?: string): void;
 }
 
 export interface Page {
@@ -221,6 +224,25 @@ export const connectionsPage: Page = {
   },
 };
 
+const DRILL_OPTION = 'Drill: keep the old source serving this queue (it is not told; both sites then take writes)';
+
+/** What Activate does, said before it is confirmed: the old source told to stop (the default), or left serving (a drill). */
+function activateText(queue: string, source: string, drill: boolean): string {
+  return drill
+    ? `Activate DR copy "${queue}" as a DRILL? It stops following ${source} and serves clients here; ${source} is NOT told and may go on serving "${queue}" too, both sites taking writes (tandem dr demote it there when the drill ends).`
+    : `Activate DR copy "${queue}"? It stops following ${source} and serves clients here; ${source} is told to stop serving "${queue}" as soon as it answers.`;
+}
+
+/** DR-ACTIVATE from the page, and what was done, from the broker's answer. */
+async function activate(queue: string, drill: boolean): Promise<string> {
+  const r = await api<{ activated: string[]; 'source-told'?: boolean; 'old-sources'?: string[] }>('POST', `/api/dr/${seg(queue)}/activate`, drill ? { confirm: queue, 'keep-source-serving': true } : { confirm: queue });
+  if (r.activated.length === 0) return `DR copy "${queue}" was already active`;
+  const sources = (r['old-sources'] ?? []).join(' and ') || 'the old source';
+  return r['source-told']
+    ? `activated DR copy "${queue}"; ${sources} is told to stop serving it`
+    : `activated DR copy "${queue}" as a drill; ${sources} is NOT told and may still serve it`;
+}
+
 export const drPage: Page = {
   title: 'DR',
   nav: 'dr',
@@ -246,7 +268,7 @@ export const drPage: Page = {
               'td',
               {},
               passive
-                ? h('button', { class: 'danger', 'data-action': 'activate', onclick: () => ctx.confirm(`Activate DR copy "${queue}"? It stops following ${String(d.source)} and serves clients here.`, queue, () => api('POST', `/api/dr/${seg(queue)}/activate`, { confirm: queue })) }, 'Activate')
+                ? h('button', { class: 'danger', 'data-action': 'activate', onclick: () => ctx.confirm((drill) => activateText(queue, String(d.source || 'the old source'), drill), queue, (drill) => activate(queue, drill), DRILL_OPTION) }, 'Activate')
                 : h('span', { class: 'muted' }, '–'),
             )
           : null,
