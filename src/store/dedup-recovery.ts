@@ -5,10 +5,13 @@
 // windows an HA snapshot wrote ('dedup-keys').
 //
 // Order: records come in file order, which is LSN order except for compaction
-// copies (an older LSN in a newer segment). A window's state depends on the
+// copies (an older LSN in a newer segment; a copy at or below the newest change a
+// checkpoint holds, also the first record read after it; reservations, whose LSN
+// slots are no change's, are not counted). A window's state depends on the
 // order keys came in (the oldest leave first), so the keys read here are put in
 // LSN order before they are handed over, and a copy older than what the
 // checkpoint holds is left out (it is in the checkpoint, or was evicted before it).
+// A record read twice (a copy and its original) gives its keys once.
 // A queue declared or deleted (not a copy) forgets the keys before it, as the
 // broker's queue does. A 'dedup-forget' takes its keys out of what came before it
 // (the checkpoint's rows included), not out of a later copy of the key.
@@ -33,10 +36,14 @@ export interface RecoveredWindow {
  */
 class Collected {
   lsns = new Float64Array(1024);
+  /** Which record read brought each row (DedupRecovery.reads). */
+  reads = new Float64Array(1024);
   rows = Buffer.allocUnsafe(1024 * DEDUP_ROW_BYTES);
   count = 0;
   /** Whether the LSNs came ascending (no compaction copy among them): then no sort is needed. */
   ascending = true;
+  /** An LSN came again from another record read (a copy read with its original): rows to drop. */
+  reread = false;
   /** Keys taken back out ('dedup-forget'), by digest (hex): the newest LSN each was taken out at. */
   forgotten: Map<string, number> | undefined;
 
@@ -47,17 +54,22 @@ class Collected {
   ) {}
 
   /** Room for one more row; returns where it goes. */
-  next(lsn: number): number {
+  next(lsn: number, read: number): number {
     if (this.count === this.lsns.length) {
       const lsns = new Float64Array(this.lsns.length * 2);
       lsns.set(this.lsns);
       this.lsns = lsns;
+      const reads = new Float64Array(this.reads.length * 2);
+      reads.set(this.reads);
+      this.reads = reads;
       const rows = Buffer.allocUnsafe(this.rows.length * 2);
       this.rows.copy(rows, 0, 0, this.count * DEDUP_ROW_BYTES);
       this.rows = rows;
     }
     if (this.count > 0 && lsn < this.lsns[this.count - 1]!) this.ascending = false;
+    else if (this.count > 0 && lsn === this.lsns[this.count - 1]! && read !== this.reads[this.count - 1]!) this.reread = true;
     this.lsns[this.count] = lsn;
+    this.reads[this.count] = read;
     return this.count++ * DEDUP_ROW_BYTES;
   }
 
@@ -76,18 +88,33 @@ class Collected {
     return out.subarray(0, n);
   }
 
-  /** The rows after the checkpoint's, ascending LSN (equal LSNs in file order). */
+  /**
+   * The rows after the checkpoint's, ascending LSN (equal LSNs in file order), each
+   * once: a record read twice (a compaction copy and the original a crash before
+   * the unlink left) brought its keys twice, and a key held twice takes two of the
+   * window's places, so an older key was evicted early. Of an LSN, only the rows
+   * of its first read are kept (the original: a copy holds only part of it).
+   */
   sorted(): Buffer {
     const n = this.count;
     const lsns = this.lsns;
-    if (this.ascending) {
+    if (this.ascending && !this.reread) {
       let first = 0;
       while (first < n && lsns[first]! <= this.checkpointLsn) first++;
       return Buffer.from(this.rows.subarray(first * DEDUP_ROW_BYTES, n * DEDUP_ROW_BYTES));
     }
-    const order: number[] = [];
+    let order: number[] = [];
     for (let i = 0; i < n; i++) if (lsns[i]! > this.checkpointLsn) order.push(i);
-    order.sort((a, b) => lsns[a]! - lsns[b]! || a - b);
+    if (!this.ascending) order.sort((a, b) => lsns[a]! - lsns[b]! || a - b);
+    let lsn = -1;
+    let read = -1;
+    order = order.filter((i) => {
+      if (lsns[i] !== lsn) {
+        lsn = lsns[i]!;
+        read = this.reads[i]!;
+      }
+      return this.reads[i] === read;
+    });
     const out = Buffer.allocUnsafe(order.length * DEDUP_ROW_BYTES);
     for (let k = 0; k < order.length; k++) this.rows.copy(out, k * DEDUP_ROW_BYTES, order[k]! * DEDUP_ROW_BYTES, (order[k]! + 1) * DEDUP_ROW_BYTES);
     return out;
@@ -96,10 +123,22 @@ class Collected {
 
 export class DedupRecovery {
   private readonly queues = new Map<string, Collected>();
-  /** Highest LSN read so far: a record below it is a compaction copy. */
-  private high = 0;
+  /** Highest LSN of a change read so far: a record below it is a compaction copy. */
+  private high: number;
+  /** Records read so far: which read brought a key (a record read twice brings its keys twice). */
+  private reads = 0;
   /** A record with a key was read. */
   sawKeys = false;
+
+  /**
+   * `after`: the newest change a checkpoint holds (0 without one). A record after its
+   * position with an LSN up to that is a compaction copy, also the first one read:
+   * compaction runs as soon as a checkpoint is written and copies its declares past
+   * it, and a copy taken for a declare dropped the window the checkpoint held.
+   */
+  constructor(after = 0) {
+    this.high = after;
+  }
 
   /** A checkpoint's window for `queue`. */
   seed(queue: string, rows: Buffer): void {
@@ -109,8 +148,13 @@ export class DedupRecovery {
 
   /** One record, as recovery reads it. */
   onRecord(lsn: number, body: RecordBody): void {
+    // A reservation's LSN slot is no change's: the one an open writes is the last
+    // reservation's end, and an HA backup's changes after it (Journal.rewindTo) come
+    // below it. Counted, they made that backup's declares and deletes look like copies.
+    if (body.kind === 'lsn-reservation') return;
     const copy = lsn < this.high;
     if (!copy) this.high = lsn;
+    this.reads++;
     switch (body.kind) {
       case 'queue-declare':
         if (!copy) this.queues.delete(body.name);
@@ -130,7 +174,7 @@ export class DedupRecovery {
         // Rows of a primary's window, each with the primary's LSN for it (below this record's).
         const q = this.collected(body.queue);
         for (let at = 0; at + DEDUP_ROW_BYTES <= body.rows.length; at += DEDUP_ROW_BYTES) {
-          const to = q.next(body.rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8));
+          const to = q.next(body.rows.readDoubleLE(at + DEDUP_DIGEST_BYTES + 8), this.reads);
           body.rows.copy(q.rows, to, at, at + DEDUP_ROW_BYTES);
         }
         break;
@@ -165,7 +209,7 @@ export class DedupRecovery {
 
   private key(queue: string, lsn: number, key: DedupDigest, at: number): void {
     const q = this.collected(queue);
-    const to = q.next(lsn);
+    const to = q.next(lsn, this.reads);
     writeDedupDigest(key, q.rows, to);
     q.rows.writeDoubleLE(at, to + DEDUP_DIGEST_BYTES);
     q.rows.writeDoubleLE(lsn, to + DEDUP_DIGEST_BYTES + 8);

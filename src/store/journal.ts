@@ -154,6 +154,13 @@ export class Journal implements ChangeSink {
   /** Segments from here on are kept for the durable checkpoint (Infinity: there is none). */
   private protectedFrom = Infinity;
   /**
+   * Segments from here on are kept for the checkpoint being written (Infinity: none):
+   * until its rename it is not protectedFrom yet, and compaction that ran meanwhile
+   * deleted the segment of its position (the first checkpoint, or the first after one
+   * was removed), so the next start set it aside and replayed everything.
+   */
+  private writingFrom = Infinity;
+  /**
    * Segments from here on hold dedup keys no checkpoint has yet (Infinity: none):
    * kept, as a consumed message's key must outlive its enqueue (dedup-recovery.ts).
    */
@@ -200,7 +207,7 @@ export class Journal implements ChangeSink {
         dir,
         io,
         logger: log as CompactorLogger,
-        oldestOpenSegment: () => Math.min(this.writer.oldestOpenSegment, this.protectedFrom, this.keyedSince),
+        oldestOpenSegment: () => Math.min(this.writer.oldestOpenSegment, this.protectedFrom, this.writingFrom, this.keyedSince),
         writeCopy: (record) => this.writeCopy(record),
         pendingKills: () => this.pendingKills(),
         segmentDeleted: (id) => this.reader.forget(id),
@@ -298,7 +305,8 @@ export class Journal implements ChangeSink {
     const index = LiveIndex.restore(loaded.state);
     index.maxMessageId = Math.max(index.maxMessageId, loaded.meta.maxMessageId);
     const { position, lastLsn, lastFrame } = loaded.meta;
-    const dedup = new DedupRecovery();
+    // Records after the position with an LSN up to the checkpoint's newest change are compaction copies.
+    const dedup = new DedupRecovery(index.newestLsn);
     for (const w of loaded.windows) dedup.seed(w.queue, w.rows);
     const rec = await recoverJournal(dir, {
       repair: false,
@@ -586,6 +594,8 @@ export class Journal implements ChangeSink {
     const messages = this.index.messageCount;
     const since = this.bytesSinceCheckpoint;
     this.bytesSinceCheckpoint = 0;
+    // Set before the first await: no compaction pass from now on touches the position's segment.
+    this.writingFrom = meta.position.seg;
     let bytes: number;
     try {
       bytes = await writeCheckpoint(this.dir, this.io, snap, meta, () => this.destroyed !== undefined, this.opts.checkpointWriteBytes, windows);
@@ -605,6 +615,7 @@ export class Journal implements ChangeSink {
       return undefined;
     } finally {
       snap.release();
+      this.writingFrom = Infinity;
     }
     this.protectedFrom = meta.position.seg;
     // Keys before the position are in the checkpoint now; later ones are behind protectedFrom.
@@ -662,6 +673,7 @@ export class Journal implements ChangeSink {
     return (c) => {
       switch (c.kind) {
         case 'queue-declare':
+        case 'queue-dedup':
         case 'queue-consumed':
           return queues.has(c.name);
         case 'exchange-declare':

@@ -13,8 +13,9 @@
 // newest LSN reservation while nothing newer exists. DR (secondary side): a
 // dr-transaction lives like a transaction and also while it holds the newest
 // source position of one of its queues; the newest dr-queue or dr-role record per queue lives.
-// A queue-consumed (an auto-delete queue's first consumer) lives as the queue's newest
-// queue-dedup does: until the queue is deleted or declared again.
+// The newest queue-dedup (a queue's changed duplicate-detection settings) of a queue
+// lives until the queue is deleted or declared again, and so does a queue-consumed
+// (an auto-delete queue's first consumer).
 // And the change with the highest LSN lives, whatever it is: it is the journal's
 // position, which an HA backup resumes from after a restart.
 //
@@ -261,8 +262,12 @@ export class LiveIndex {
       }
       case 'queue-dedup': {
         if (this.duplicate(lsn, home)) break;
-        // Older than the queue's declare: it was about an earlier queue of that name.
-        if ((this.queues.get(body.name)?.declaredAt ?? Infinity) > lsn) break;
+        // Older than the queue's newest declare: about an earlier queue of that name (a
+        // compaction copy file order brings after that declare). Dead. A queue not known
+        // yet is not a dead one: its declare may be a copy further on in file order (its
+        // segment compacted away), and it kills only what is older than itself. Taken
+        // for dead, a restart lost the change and gave the queue its old settings back.
+        if ((this.queues.get(body.name)?.declaredAt ?? 0) > lsn) break;
         const rec = this.record(lsn, body, home);
         this.keepNewest(this.queueDedupRecs, body.name, rec);
         if (rec.liveRefs === 0) this.records.delete(lsn);

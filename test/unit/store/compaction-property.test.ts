@@ -1,6 +1,7 @@
 // Property test: random broker workloads on small segments with compaction in
 // between (copies land in newer segments, out of LSN order; queues are deleted
-// and declared again under the same names), across restarts. Crash images are
+// and declared again under the same names; their dedup settings change and
+// auto-delete queues get their first consumer), across restarts. Crash images are
 // taken at quiet points and just before every segment unlink of compaction; each
 // one must recover exactly the journaled model at that moment, with every
 // message body readable (a row left pointing into a deleted segment would fail
@@ -30,7 +31,9 @@ describe('journal compaction property', () => {
       const images = await tempDir();
       dirs.push(dataDir, images);
       const rnd = prng(seed);
-      const work = new Workload(rnd, 0);
+      // With queues' changed dedup settings and first consumers: records that live while
+      // their queue does, read before its declare once compaction copied that past them.
+      const work = new Workload(rnd, 0, { queueChanges: true });
       const taken: CrashImage[] = [];
       const take = async (where: string) => {
         if (taken.length >= 40) return;

@@ -102,7 +102,8 @@ export function sampleChanges(): Change[] {
 // ---- reference model ------------------------------------------------------
 
 export interface ModelState {
-  queues: Record<string, { settings: string; messages: Record<number, string> }>;
+  /** `consumed` only when a queue-consumed was applied to the queue (it is absent otherwise). */
+  queues: Record<string, { settings: string; messages: Record<number, string>; consumed?: true }>;
   exchanges: Record<string, string>;
   bindings: string[];
   epoch: number;
@@ -110,7 +111,7 @@ export interface ModelState {
 
 /** Apply changes the way a broker would and return a comparable snapshot. */
 export function modelState(changes: readonly Change[]): ModelState {
-  const queues = new Map<string, { settings: string; messages: Map<number, string> }>();
+  const queues = new Map<string, { settings: string; messages: Map<number, string>; consumed?: true }>();
   const exchanges = new Map<string, string>();
   const bindings = new Set<string>();
   let epoch = 0;
@@ -128,6 +129,17 @@ export function modelState(changes: readonly Change[]): ModelState {
         queues.delete(c.name);
         for (const b of [...bindings]) if (b.split('|')[1] === c.name) bindings.delete(b);
         break;
+      case 'queue-dedup': {
+        // As the broker applies it: the queue's settings change; an unknown queue, nothing.
+        const s = queues.get(c.name);
+        if (s) s.settings = JSON.stringify({ ...JSON.parse(s.settings), dedupWindow: c.dedupWindow, dedupTtlMs: c.dedupTtlMs, dedupKey: c.dedupKey });
+        break;
+      }
+      case 'queue-consumed': {
+        const s = queues.get(c.name);
+        if (s) s.consumed = true;
+        break;
+      }
       case 'exchange-declare':
         exchanges.set(c.name, `${c.type} ${JSON.stringify(c.settings)}`);
         break;
@@ -157,7 +169,10 @@ export function modelState(changes: readonly Change[]): ModelState {
   };
   changes.forEach(one);
   const out: ModelState = { queues: {}, exchanges: Object.fromEntries([...exchanges].sort()), bindings: [...bindings].sort(), epoch };
-  for (const [name, s] of [...queues].sort()) out.queues[name] = { settings: s.settings, messages: Object.fromEntries([...s.messages].sort((a, b) => a[0] - b[0])) };
+  for (const [name, s] of [...queues].sort()) {
+    out.queues[name] = { settings: s.settings, messages: Object.fromEntries([...s.messages].sort((a, b) => a[0] - b[0])) };
+    if (s.consumed) out.queues[name]!.consumed = true;
+  }
   return out;
 }
 
@@ -175,9 +190,16 @@ export function durableResult(journal: { whenDurable(lsn: number, cb: (err?: Err
   return new Promise((resolve) => journal.whenDurable(lsn, (err) => resolve(err)));
 }
 
-/** A random broker workload that only makes changes a broker could make. */
+/**
+ * A random broker workload that only makes changes a broker could make. With
+ * `queueChanges`, also queue-dedup (`tandem queue set`) and queue-consumed (an
+ * auto-delete queue's first consumer, once per queue); without, the same seed
+ * gives the same log as before they existed.
+ */
 export class Workload {
   private readonly queues = new Map<string, number[]>();
+  /** Queues that logged their queue-consumed (queueChanges). */
+  private readonly consumed = new Set<string>();
   private readonly exchanges = new Set<string>();
   private readonly bindings = new Set<string>();
   private nextId = 1;
@@ -187,12 +209,14 @@ export class Workload {
   constructor(
     private readonly rnd: ReturnType<typeof prng>,
     public lsn: number,
+    private readonly options: { queueChanges?: boolean } = {},
   ) {}
 
   /** Produce one change (or null if the chosen op had nothing to act on). */
   step(): LoggedChange | null {
     const r = this.rnd;
     const qnames = [...this.queues.keys()];
+    if (this.options.queueChanges && qnames.length > 0 && r.chance(0.08)) return this.queueChange(r.pick(qnames));
     const op = r.int(100);
     let change: Change | null = null;
     let isDurable = true;
@@ -200,7 +224,9 @@ export class Workload {
       const name = `q${r.int(6)}`;
       if (!this.queues.has(name)) {
         this.queues.set(name, []);
-        change = { kind: 'queue-declare', name, settings: queueSettings({ maxCount: r.int(100) }) };
+        this.consumed.delete(name);
+        const settings = this.options.queueChanges ? { dedupWindow: r.pick([0, 0, 10, 1000]), autoDelete: r.chance(0.3) } : {};
+        change = { kind: 'queue-declare', name, settings: queueSettings({ maxCount: r.int(100), ...settings }) };
       }
     } else if (op < 9) {
       const name = r.pick(qnames);
@@ -258,6 +284,21 @@ export class Workload {
     }
     if (!change) return null;
     const entry: LoggedChange = { lsn: ++this.lsn, change, durable: isDurable };
+    this.log.push(entry);
+    return entry;
+  }
+
+  /** A queue's duplicate-detection settings changed, or (once per queue) its first consumer. */
+  private queueChange(name: string): LoggedChange {
+    const r = this.rnd;
+    let change: Change;
+    if (!this.consumed.has(name) && r.chance(0.3)) {
+      this.consumed.add(name);
+      change = { kind: 'queue-consumed', name };
+    } else {
+      change = { kind: 'queue-dedup', name, dedupWindow: r.pick([0, 10, 100, 1000]), dedupTtlMs: r.pick([0, 60_000]), dedupKey: r.pick(['', 'k']) };
+    }
+    const entry: LoggedChange = { lsn: ++this.lsn, change, durable: true };
     this.log.push(entry);
     return entry;
   }

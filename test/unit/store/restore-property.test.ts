@@ -1,7 +1,8 @@
 // Property test of what a restart hands the broker, end to end: a random log of
 // every change kind (queues declared again over themselves, fan-out of one
 // message id to several queues, priority queues, TTL, delivery counts, subjects,
-// transactions, DR transactions with source positions, DR queue records, epochs)
+// transactions, DR transactions with source positions, DR queue records, epochs,
+// queues' changed dedup settings and auto-delete queues' first consumers)
 // goes through the journal with compaction and checkpoints running while it is
 // written (automatic ones too, so they overlap). Crash images are taken at every
 // step of a checkpoint write, before each segment unlink and at quiet moments,
@@ -40,6 +41,8 @@ type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 /** A random log a broker (primary, HA backup or DR secondary) could journal. */
 class RichWorkload {
   private readonly queues = new Map<string, Set<number>>();
+  /** Queues that logged their first consumer (queue-consumed, once per queue). */
+  private readonly consumed = new Set<string>();
   private readonly exchanges = new Set<string>();
   private readonly bindings = new Set<string>();
   private nextId = 1;
@@ -61,18 +64,30 @@ class RichWorkload {
     const dropBindings = (pos: 0 | 1, name: string) => {
       for (const b of [...this.bindings]) if (b.split('|')[pos] === name) this.bindings.delete(b);
     };
-    if (op < 6 || names.length === 0) {
+    const dedupSettings = () => ({ dedupWindow: r.pick([0, 0, 10, 1000]), autoDelete: r.chance(0.3) });
+    if (names.length > 0 && r.chance(0.05)) {
+      // A queue's dedup settings changed (`tandem queue set`), or its first consumer (once per queue).
+      const name = r.pick(names);
+      if (!this.consumed.has(name) && r.chance(0.3)) {
+        this.consumed.add(name);
+        out.push({ change: { kind: 'queue-consumed', name }, durable: true });
+      } else {
+        out.push({ change: { kind: 'queue-dedup', name, dedupWindow: r.pick([0, 10, 100, 1000]), dedupTtlMs: r.pick([0, 60_000]), dedupKey: r.pick(['', 'k']) }, durable: true });
+      }
+    } else if (op < 6 || names.length === 0) {
       const name = `q${r.int(6)}`;
       if (!this.queues.has(name)) {
         this.queues.set(name, new Set());
-        out.push({ change: { kind: 'queue-declare', name, settings: queueSettings({ priorities: r.pick([1, 1, 3, 10]) }) }, durable: true });
+        this.consumed.delete(name);
+        out.push({ change: { kind: 'queue-declare', name, settings: queueSettings({ priorities: r.pick([1, 1, 3, 10]), ...dedupSettings() }) }, durable: true });
       }
     } else if (op < 8) {
       // Declared again over itself (an HA backup or DR secondary applies this): a new, empty queue.
       const name = r.pick(names);
       this.queues.set(name, new Set());
+      this.consumed.delete(name);
       dropBindings(1, name);
-      out.push({ change: { kind: 'queue-declare', name, settings: queueSettings({ priorities: r.pick([1, 3, 10]) }) }, durable: true });
+      out.push({ change: { kind: 'queue-declare', name, settings: queueSettings({ priorities: r.pick([1, 3, 10]), ...dedupSettings() }) }, durable: true });
     } else if (op < 11) {
       const name = r.pick(names);
       this.queues.delete(name);
@@ -189,6 +204,8 @@ function brokerView(b: Broker) {
     queues: byName(b.queues.values()).map((q) => ({
       name: q.name,
       settings: q.settings,
+      consumed: q.consumed,
+      dedupLimit: q.dedup?.limit,
       messages: q.entries().map((e) => ({
         id: e.msg.id,
         body: e.msg.bytes.toString(),
