@@ -68,21 +68,84 @@ function terminusOf(c: Composite | undefined): Terminus {
   };
 }
 
-/** A source for our attach: the client's fields, with the broker's changes. */
-function sourceValue(t: Terminus, changes: { address: string; dynamic?: boolean; distribution_mode?: string }): AmqpValue {
+/**
+ * What the broker does with a consumer's source, which our attach states (3.5.3: the
+ * sending end's source is the one in force; the client reads it to learn whether what
+ * it asked for is done, and detaches if not).
+ */
+interface SourceAnswer {
+  address: string;
+  dynamic: boolean;
+  /** A browser: distribution-mode copy; every other consumer takes the messages (move). */
+  browse: boolean;
+  /** A durable subscription: its queue outlives the link (detach, restart, failover). */
+  durable: boolean;
+  /** The filter entries applied (a binding filter), by the client's keys. */
+  filter?: [AmqpValue, AmqpValue][];
+  /** The client's source capabilities the broker acts on. */
+  capabilities: string[];
+}
+
+/** Outcomes a consumer may give (3.4); anything else in its list is not echoed. */
+const SUPPORTED_OUTCOMES = ['amqp:accepted:list', 'amqp:rejected:list', 'amqp:released:list', 'amqp:modified:list'];
+
+/**
+ * What becomes of a delivery a consumer settles without an outcome, or holds unsettled
+ * when its link or connection goes (3.5.3 default-outcome): it goes back to its queue
+ * with its delivery-count raised (queue.removeConsumer, OutgoingLink.onSettled). The
+ * client's own default-outcome is a wish; this is what is done.
+ */
+const DEFAULT_OUTCOME = describedList('modified', { 'delivery-failed': true });
+
+/**
+ * A dynamic node's properties (3.5.9): a temporary queue or topic made for a dynamic
+ * terminus goes when the link that made it does (lifetime-policy delete-on-close, what
+ * qpid-jms asks for its temporary destinations), whatever else the client asked.
+ */
+const DYNAMIC_NODE_PROPERTIES: AmqpValue = {
+  type: 'map',
+  value: [[{ type: 'symbol', value: 'lifetime-policy' }, { type: 'described', descriptor: { type: 'ulong', value: 0x2bn }, value: { type: 'list', value: [] } }]],
+};
+
+/** Our source: what is in force, not an echo of what was asked (fields the broker does not apply are left out). */
+function sourceValue(t: Terminus, a: SourceAnswer): AmqpValue {
+  const asked = t.fields.outcomes;
+  const outcomes = asked === undefined ? undefined : (Array.isArray(asked) ? asked : [asked]).filter((o) => SUPPORTED_OUTCOMES.includes(String(o)));
   return describedList('source', {
-    ...t.fields,
-    address: changes.address,
-    dynamic: changes.dynamic ?? t.dynamic ?? false,
-    'distribution-mode': changes.distribution_mode ?? t.distribution_mode,
-    durable: t.durable,
-    'expiry-policy': t.expiry_policy,
-    capabilities: t.capabilities,
+    address: a.address,
+    // Configuration only: what a durable subscription keeps is its queue and binding, never the unsettled state.
+    durable: a.durable ? 1 : 0,
+    // Anything else is gone when its link goes (a temporary queue, a private subscription queue, the consumer).
+    'expiry-policy': a.durable ? 'never' : 'link-detach',
+    dynamic: a.dynamic,
+    'dynamic-node-properties': a.dynamic ? DYNAMIC_NODE_PROPERTIES : undefined,
+    // What the link does: a copy asked for and not given (a subscription's own queue) is said to be a move.
+    'distribution-mode': a.browse ? 'copy' : 'move',
+    filter: a.filter && a.filter.length > 0 ? { type: 'map', value: a.filter } : undefined,
+    'default-outcome': DEFAULT_OUTCOME,
+    outcomes: outcomes && outcomes.length > 0 ? outcomes : undefined,
+    capabilities: a.capabilities.length > 0 ? a.capabilities : undefined,
   });
 }
 
-function targetValue(t: Terminus | undefined, changes: { address: string | undefined; dynamic?: boolean }): AmqpValue {
-  return describedList('target', { ...(t?.fields ?? {}), address: changes.address, dynamic: changes.dynamic ?? t?.dynamic });
+/** Our target: the address the messages go to; the client's capabilities the broker acts on. Nothing of a receiving link is kept past its detach. */
+function targetValue(t: Terminus | undefined, a: { address: string | undefined; dynamic?: boolean; capabilities?: string[] }): AmqpValue {
+  const dynamic = a.dynamic ?? t?.dynamic ?? false;
+  return describedList('target', {
+    address: a.address,
+    durable: 0,
+    'expiry-policy': 'link-detach',
+    dynamic,
+    'dynamic-node-properties': dynamic ? DYNAMIC_NODE_PROPERTIES : undefined,
+    capabilities: a.capabilities && a.capabilities.length > 0 ? a.capabilities : undefined,
+  });
+}
+
+/** Of the capabilities a client asked for, those in `honoured`. */
+function honoured(t: Terminus | undefined, ...honoured: (string | false | undefined)[]): string[] {
+  const asked = t?.capabilities;
+  const list = asked === undefined ? [] : Array.isArray(asked) ? asked.map(String) : [String(asked)];
+  return list.filter((c) => honoured.includes(c));
 }
 
 /** Hooks the server gives each connection. */
@@ -196,11 +259,13 @@ export class ClientConnection {
       let browse = source.distribution_mode === 'copy' && !named;
       let queue: Queue;
       let address: string;
+      let own = false;
+      let filter: [AmqpValue, AmqpValue] | undefined;
       const readOnly = this.host.readOnly?.();
       if (source.dynamic && readOnly) {
         // No queue may be made here: replies (management) go straight down this link.
         address = `$reply.${randomUUID()}`;
-        sender.accept({ source: sourceValue(source, { address, dynamic: true }), sndSettleMode: settleModeFor(sender) });
+        sender.accept({ source: sourceValue(source, { address, dynamic: true, browse: false, durable: false, capabilities: [] }), sndSettleMode: settleModeFor(sender) });
         this.replyLinks.set(address, sender);
         return;
       }
@@ -213,15 +278,17 @@ export class ClientConnection {
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
         refuseUnsupportedFilters(source);
-        let own: boolean;
-        ({ queue, own } = this.queueForSubscription(address, source, named));
+        ({ queue, own, filter } = this.queueForSubscription(address, source, named));
         // So is the private queue of a subscription to an exchange: browsed, it would keep
         // every message the topic carries for as long as the link lives.
         if (own) browse = false;
       }
-      this.attachConsumer(sender, source, queue, address, browse);
       // Attached as the subscription, not reading some queue by its address with a durable source.
-      if (named && queue.name === named.queue) this.subscriptionLinks.add(sender);
+      const subscribed = named !== undefined && queue.name === named.queue;
+      const shared = subscribed && named.shared;
+      const capabilities = source.dynamic ? honoured(source, 'temporary-queue') : own ? honoured(source, 'topic', shared && 'shared', shared && 'global') : honoured(source, 'queue');
+      this.attachConsumer(sender, queue, { address, dynamic: source.dynamic ?? false, browse, durable: subscribed && named.durable, filter: filter && [filter], capabilities });
+      if (subscribed) this.subscriptionLinks.add(sender);
     } catch (err) {
       this.refuseLink(sender, err);
     }
@@ -253,22 +320,19 @@ export class ClientConnection {
       const queue = this.broker.queue(name);
       // A subscription that is not shared takes one consumer at a time (subscriptionQueueFor).
       if (name === candidates[0] && queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${name}' already has a consumer`);
-      const source: Terminus = { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'], fields: {} };
-      this.attachConsumer(sender, source, queue, address, false);
+      // Every candidate is durable; a shared one is said to be so only to a client that asked (it names none here).
+      this.attachConsumer(sender, queue, { address, dynamic: false, browse: false, durable: true, capabilities: honoured(terminusOf(sender.source), 'topic', 'shared', 'global') });
       this.subscriptionLinks.add(sender);
     } catch (err) {
       this.refuseLink(sender, err);
     }
   }
 
-  private attachConsumer(sender: Link, source: Terminus, queue: Queue, address: string, browse: boolean): void {
+  private attachConsumer(sender: Link, queue: Queue, answer: SourceAnswer): void {
     this.claimExclusive(queue);
     const presettled = sender.remoteAttach?.fields['snd-settle-mode'] === 1;
-    sender.accept({
-      // What the link does: a copy asked for and not given (a subscription) is said to be a move.
-      source: sourceValue(source, { address, dynamic: source.dynamic ?? false, distribution_mode: browse ? 'copy' : source.distribution_mode === 'copy' ? 'move' : source.distribution_mode }),
-      sndSettleMode: settleModeFor(sender),
-    });
+    const browse = answer.browse;
+    sender.accept({ source: sourceValue(terminusOf(sender.source), answer), sndSettleMode: settleModeFor(sender) });
     const link = new OutgoingLink(`${this.id}/${++this.nextLink}`, this.id, sender, queue, this.broker, browse, presettled, (q) => this.host.schedule(q), (l) => this.outgoing.delete(l));
     this.outgoing.set(sender, link);
     queue.addConsumer(link);
@@ -343,7 +407,9 @@ export class ClientConnection {
         // temporary queue); exclusivity is about who consumes.
         this.ensureAddress(address);
       }
-      receiver.accept({ target: targetValue(target, { address }), rcvSettleMode: 0 });
+      const node = address === undefined ? undefined : this.broker.resolve(address);
+      const capabilities = node === undefined ? [] : 'queue' in node ? honoured(target, 'queue') : honoured(target, 'topic');
+      receiver.accept({ target: targetValue(target, { address, capabilities }), rcvSettleMode: 0 });
       this.openIncoming(receiver, address);
     } catch (err) {
       this.refuseLink(receiver, err);
@@ -360,7 +426,8 @@ export class ClientConnection {
    */
   private openDynamicTarget(receiver: Link, target: Terminus): void {
     let name: string;
-    if (target.capabilities?.includes('temporary-topic')) {
+    const topic = honoured(target, 'temporary-topic').length > 0;
+    if (topic) {
       name = this.createTemporaryTopic();
     } else {
       const queue = this.createTemporaryQueue('dynamic');
@@ -371,7 +438,7 @@ export class ClientConnection {
       name = queue.name;
     }
     this.dynamicTargets.set(receiver, name);
-    receiver.accept({ target: targetValue(target, { address: name, dynamic: true }), rcvSettleMode: 0 });
+    receiver.accept({ target: targetValue(target, { address: name, dynamic: true, capabilities: honoured(target, topic ? 'temporary-topic' : 'temporary-queue', topic && 'topic') }), rcvSettleMode: 0 });
     this.openIncoming(receiver, name);
   }
 
@@ -409,10 +476,7 @@ export class ClientConnection {
   /** A whole message arrived on one of our receiving links. */
   onMessage(receiver: Link, delivery: Delivery): void {
     const bytes = delivery.payload;
-    if (delivery.messageFormat !== 0) {
-      delivery.reject({ condition: 'amqp:not-implemented', description: 'only AMQP message format 0 is accepted' });
-      return;
-    }
+    if (delivery.messageFormat !== 0) return this.refuseFormat(receiver, delivery);
     if (this.coordinator?.isCoordinatorLink(receiver)) {
       this.coordinator.onControl(receiver, delivery, bytes);
       return;
@@ -452,6 +516,19 @@ export class ClientConnection {
     const link = this.incoming.get(receiver);
     if (link) link.onMessage(delivery, bytes);
     else delivery.reject({ condition: 'amqp:illegal-state', description: 'link is not attached to an address' });
+  }
+
+  /**
+   * A message-format other than 0 (2.7.5: the payload is not an AMQP message as 3.2 says):
+   * rejected, and the credit it took given back, whichever kind of link it came on.
+   */
+  private refuseFormat(receiver: Link, delivery: Delivery): void {
+    const error = { condition: 'amqp:not-implemented', description: `message-format ${delivery.messageFormat} is not taken: only AMQP message format 0` };
+    const link = this.incoming.get(receiver);
+    if (link) return link.refuseDelivery(delivery, error);
+    delivery.reject(error);
+    if (this.coordinator?.isCoordinatorLink(receiver)) receiver.flow(receiver.credit + 1);
+    else if (this.managementLinks.has(receiver)) this.grantManagementCredit(receiver, 1);
   }
 
   /** A consumer settled a delivery with transactional-state: accepted under a transaction. */
@@ -648,7 +725,7 @@ export class ClientConnection {
   }
 
   /** The queue a consumer of `address` takes from; `own` when it is the consumer's own (a subscription to an exchange). */
-  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined): { queue: Queue; own: boolean } {
+  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined): { queue: Queue; own: boolean; filter?: [AmqpValue, AmqpValue] } {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
     const base = this.broker.addressBase(address);
     this.host.acl.check(this, 'read', base);
@@ -661,13 +738,15 @@ export class ClientConnection {
     if (exchange.owner !== undefined && exchange.owner !== this.id) {
       throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `temporary topic '${exchange.name}' belongs to another connection: only the connection that made it may consume from it`);
     }
-    const key = resolved.key ?? subjectFilter(source) ?? (exchange.type === 'topic' ? '#' : '');
+    // A key in the address wins: a binding filter beside it is not applied (nor said to be).
+    const binding = resolved.key === undefined ? bindingFilter(source) : undefined;
+    const key = resolved.key ?? binding?.key ?? (exchange.type === 'topic' ? '#' : '');
     // Before any queue is made, so a refused key leaves none behind.
     checkBindingKey(exchange.type, key);
-    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key), own: true };
+    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key), own: true, filter: binding?.entry };
     const queue = this.createTemporaryQueue('subscription');
     this.broker.bind(exchange.name, queue.name, key);
-    return { queue, own: true };
+    return { queue, own: true, filter: binding?.entry };
   }
 
   /**
@@ -893,11 +972,29 @@ function filterEntries(source: Terminus): [AmqpValue, AmqpValue][] {
   return f?.type === 'map' ? f.value : [];
 }
 
-/** A legacy topic/subject filter in the source, if any (the key to bind with). */
-function subjectFilter(source: Terminus): string | undefined {
-  for (const [, v] of filterEntries(source)) {
-    if (v.type === 'string') return v.value;
-    if (v.type === 'described' && v.value.type === 'string') return v.value.value;
+/**
+ * Binding filters (qpid's legacy-amqp-direct-binding and legacy-amqp-topic-binding), by
+ * descriptor symbol and code: their string is the key a subscription to an exchange binds
+ * with. The only filters tandem applies; any other is neither applied nor said to be.
+ */
+const BINDING_FILTERS = [
+  { symbol: 'apache.org:legacy-amqp-direct-binding:string', code: 0x0000468c00000000n },
+  { symbol: 'apache.org:legacy-amqp-topic-binding:string', code: 0x0000468c00000001n },
+];
+
+/**
+ * The source's binding filter, if any: its entry (our attach names it as in force) and
+ * the key. A bare string value is taken as one too, as tandem always has (clients that
+ * predate the descriptors send that). A described string of another descriptor is not a
+ * key: it is some filter tandem does not know (a SQL or JMS selector of another name).
+ */
+function bindingFilter(source: Terminus): { entry: [AmqpValue, AmqpValue]; key: string } | undefined {
+  for (const entry of filterEntries(source)) {
+    const v = entry[1];
+    if (v.type === 'string') return { entry, key: v.value };
+    if (v.type !== 'described' || v.value.type !== 'string') continue;
+    const d = v.descriptor;
+    if (BINDING_FILTERS.some((f) => (d.type === 'symbol' && d.value === f.symbol) || (d.type === 'ulong' && d.value === f.code))) return { entry, key: v.value.value };
   }
   return undefined;
 }

@@ -9,6 +9,7 @@
 import diagnostics_channel from 'node:diagnostics_channel';
 import type { Delivery } from './engine/delivery.js';
 import type { Link } from './engine/link.js';
+import type { ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
@@ -237,6 +238,20 @@ export class IncomingLink {
       if (txn) this.options.onTransactionalRefused?.(txn.txnId, errorCondition(err).description);
       this.settled();
     }
+  }
+
+  /**
+   * A delivery refused before it is read as a message (a message-format other than 0):
+   * rejected with `error`, its credit given back as a settled message's is, and a
+   * transaction it was sent under fails. Without the credit, a sender refused as often
+   * as the window is wide would be left with none, its link stalled for good.
+   */
+  refuseDelivery(delivery: Delivery, error: ErrorInfo): void {
+    this.outstanding++;
+    delivery.reject(error);
+    const txn = this.options.onTransactional ? readTransactionalState(delivery.remoteState) : undefined;
+    if (txn) this.options.onTransactionalRefused?.(txn.txnId, error.description ?? error.condition);
+    this.settled();
   }
 
   close(): void {

@@ -155,9 +155,13 @@ export class OutgoingLink implements Consumer {
     this.schedule(this.queue);
   }
 
-  /** Settled by the client with no outcome: treat as released (spec 3.4). */
+  /**
+   * Settled by the client with no outcome: the source's default-outcome applies (3.5.3),
+   * which our attach says is modified with delivery-failed, as for what a link holds
+   * when it goes (close): back on the queue, its delivery-count raised.
+   */
   onSettled(delivery: Delivery): void {
-    if (this.unsettled.has(delivery)) this.onReleased(delivery);
+    if (this.unsettled.has(delivery)) this.onModified(delivery, { deliveryFailed: true, undeliverableHere: false });
   }
 
   /** Entry held by an unsettled delivery, for transactional acceptance. */

@@ -136,12 +136,16 @@ export class Link {
     this.detach(error);
   }
 
-  /** Detach (closed), with an error or not. */
-  detach(error?: ErrorInfo): void {
+  /**
+   * Detach, with an error or not: closed (the link ends, 2.6.6) unless `closed` is false,
+   * which answers a peer's detach that was not closing (the terminus it keeps, a durable
+   * subscription's, is not destroyed by our answer either).
+   */
+  detach(error?: ErrorInfo, closed = true): void {
     if (this.detachSent) return;
     this.detachSent = true;
     this.incoming = undefined;
-    this.session.sendLinkFrame(DETACH, { handle: this.localHandle, closed: true, error });
+    this.session.sendLinkFrame(DETACH, { handle: this.localHandle, closed, error });
     this.session.linkDetached(this);
   }
 
@@ -317,8 +321,13 @@ export class Link {
       throw invalidField(`transfer.delivery-id ${id} while delivery ${current.delivery.id} on this link is not complete`);
     }
     if (f.aborted === true) {
-      // 2.6.14: an aborted delivery is gone; it takes no settlement.
+      // 2.6.14: an aborted delivery is gone; it takes no settlement. Nor is it a message the
+      // host will ever settle, which is when a host gives credit again: the credit it took
+      // is given back now (the sender learns it from our flow), so that a sender aborting
+      // as many deliveries as it had credit for is not left with none for good.
       this.incoming = undefined;
+      this.credit = Math.min(0xffffffff, this.credit + 1);
+      this.sendFlow(false);
       return undefined;
     }
     if (f.settled === true) current.delivery.remoteSettled = true;

@@ -213,7 +213,8 @@ export class Session {
     this.byRemoteHandle.delete(link.remoteHandle!);
     if (!link.detachSent) {
       this.connection.notify((h) => h.onLinkDetach?.(link, error, true));
-      link.detach();
+      // Answered in kind (2.6.6): a closing detach with a closing one, a detach that keeps the terminus with one that does too.
+      link.detach(undefined, link.remoteClosed);
     } else {
       this.linkDetached(link);
       // A link whose attach was over the peer's max-frame-size, refused by us as the host
@@ -444,8 +445,11 @@ export class Session {
   /** A violation scoped to this session (2.5.5): end it with the error. */
   fail(condition: string, description: string): undefined {
     this.connection.log('warn', 'session ended for a violation', { condition, description });
-    this.connection.notify((h) => h.onSessionEnd?.(this, { condition, description }, false));
+    // Our end first, so the error goes out on it (2.7.7) whatever the host does next: a
+    // host that closes the connection too (tandem's server does) would otherwise send the
+    // close alone, and the session's condition would never be on an end.
     this.end({ condition, description });
+    this.connection.notify((h) => h.onSessionEnd?.(this, { condition, description }, false));
     return undefined;
   }
 
