@@ -23,11 +23,10 @@ import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
 import { displaySource, listOf, parseDrMode, parseSource } from './config.js';
 import { rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
-import { peerRequest } from './peer.js';
+import { PeerAnswerError, namesIn, peerRequest, peerStateRows } from './peer.js';
 import { shownValue } from '../util/safe-string.js';
 import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, quarantineOf, roleOf } from './roles.js';
 import { inRanges } from './protocol.js';
-import { heldIn } from './switchover.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const QUARANTINE_BATCH = 1000;
@@ -36,6 +35,8 @@ const FORGET_BATCH = 10_000;
 
 export class DrFailback {
   private telling = false;
+  /** Activated queues whose old source answered DR-DEMOTE without naming them (warned once; told again). */
+  private readonly garbled = new Set<string>();
 
   constructor(private readonly dr: DrManager) {}
 
@@ -94,16 +95,19 @@ export class DrFailback {
       const c = broker.drQueues.get(q);
       if (c?.state === 'fenced') throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is fenced by a switchover in progress here: it resolves by itself (tandem dr status ${q})`);
     }
-    const rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(','), held: true }, PEER_TIMEOUT_MS, password)).queues as Attributes[];
+    // Read strictly (peer.ts): a position or epoch taken from a garbled answer would be journaled here.
+    const { rows, bad } = peerStateRows(source, await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: names.join(','), held: true }, PEER_TIMEOUT_MS, password), names);
     // Kept only now that the other site took it: a mistyped password must not replace a good one.
     if (password !== undefined) rememberPassword(source, password);
     const plans = names.map((q) => {
-      const row = rows.find((r) => r.queue === q);
+      const garbled = bad.get(q);
+      if (garbled !== undefined) throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' is not reattached: ${garbled}; nothing was changed`);
+      const row = rows.get(q);
       const c = broker.drQueues.get(q);
-      const theirs = Number(row?.epoch ?? 0);
+      const theirs = row?.epoch ?? 0;
       if (c?.state === 'passive' && c.source === source && c.epoch === theirs) return { queue: q, already: true as const };
       if (row?.state !== 'active') {
-        const why = row?.state === 'none' || !row ? 'is not a DR queue there' : `is ${roleOf({ ...FRESH_ROLE, source: '', mode: 'enqueue-and-dequeue', state: row.state as 'passive' }, false)} there, not activated`;
+        const why = row?.state === 'none' || !row ? 'is not a DR queue there' : `is ${roleOf({ ...FRESH_ROLE, source: '', mode: 'enqueue-and-dequeue', state: row.state }, false)} there, not activated`;
         throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${q}' ${why} (${displaySource(source)}): there is nothing to reattach to; nothing was changed${row?.state === 'passive' ? " (to move it there, 'tandem dr switchover' against that site)" : ''}`);
       }
       if (theirs <= epochOf(c) && c?.state !== 'diverged') {
@@ -111,7 +115,7 @@ export class DrFailback {
       }
       // What the other site holds from before its activation crossed, whatever its enqueue's LSN here
       // (an activation in the middle of a copy of the contents holds messages from after its divergence point).
-      return { queue: q, already: false as const, epoch: theirs, divergence: Number(row.divergence), since: Number(row.since), mode: parseDrMode(row.mode), crossed: heldIn(row) };
+      return { queue: q, already: false as const, epoch: theirs, divergence: row.divergence, since: row.since, mode: row.mode!, crossed: row.crossed };
     });
     // What the journal holds, synced, is what step 2 reads.
     await this.dr.whenSafe(broker.log.lsn);
@@ -203,12 +207,24 @@ export class DrFailback {
       for (const [source, queues] of bySource) {
         for (const q of queues) {
           try {
-            await peerRequest(source, this.dr.host.tls, 'DR-DEMOTE', { queues: JSON.stringify([{ queue: q.queue, epoch: q.epoch }]), mode: q.mode }, PEER_TIMEOUT_MS);
+            const reply = await peerRequest(source, this.dr.host.tls, 'DR-DEMOTE', { queues: JSON.stringify([{ queue: q.queue, epoch: q.epoch }]), mode: q.mode }, PEER_TIMEOUT_MS);
+            // A tandem site names the queue as demoted or demoted already; an answer that does not is no answer: told again.
+            if (![...(namesIn(reply, 'demoted') ?? []), ...(namesIn(reply, 'already') ?? [])].includes(q.queue)) {
+              if (!this.garbled.has(q.queue)) {
+                this.garbled.add(q.queue);
+                this.dr.host.log.warn(
+                  { queue: q.queue, source: displaySource(source), demoted: shownValue(reply.demoted), already: shownValue(reply.already) },
+                  'DR: the old source answered DR-DEMOTE without naming the queue (not what a tandem site writes); it is told again every 2 s',
+                );
+              }
+              continue;
+            }
           } catch (err) {
             // Unreachable: try again next time. A refusal (that site is newer, or lacks the queue) is final.
-            if (!(err instanceof TandemError) || /cannot be reached/.test(err.message)) continue;
+            if (!(err instanceof TandemError) || err instanceof PeerAnswerError || /cannot be reached/.test(err.message)) continue;
             this.dr.host.log.error({ queue: q.queue, source: displaySource(source), err: err.message }, 'DR: the old source refused to stop serving an activated queue');
           }
+          this.garbled.delete(q.queue);
           const c = broker.drQueues.get(q.queue);
           if (c?.state === 'active' && c.tell && c.epoch === q.epoch) this.dr.setRole(q.queue, { ...c, tell: false });
         }

@@ -22,7 +22,7 @@ import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
 import { displaySource, listOf, parseDrMode, parseSource, sourceWithPassword } from './config.js';
 import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
-import { peerRequest } from './peer.js';
+import { MAX_HELD_RANGES, PeerAnswerError, exchangesOk, fenceAnswer, isRanges, namesIn, peerRequest, peerStateRows } from './peer.js';
 import { shownValue } from '../util/safe-string.js';
 import { inRanges } from './protocol.js';
 import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
@@ -32,8 +32,6 @@ import type { Broker } from '../broker/broker.js';
 const PEER_TIMEOUT_MS = 5000;
 const MIN_TIMEOUT_MS = 1000;
 const MAX_TIMEOUT_MS = 3_600_000;
-/** Id ranges of a queue the new source names to the old one at most (more: not named, see follow()). */
-const MAX_HELD_RANGES = 10_000;
 
 interface FenceRequest {
   queue: string;
@@ -167,7 +165,8 @@ export class DrSwitchover {
       let fenceLsn: number;
       try {
         const fence = queues.map((q) => ({ queue: q, mode: broker.drQueues.get(q)!.mode, epoch: epochs.get(q)! }));
-        fenceLsn = Number((await peerRequest(source, this.dr.host.tls, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse), run }, Math.min(left(), PEER_TIMEOUT_MS * 2))).lsn);
+        // Read strictly (peer.ts): a position taken as 0 would end the drain at once.
+        fenceLsn = fenceAnswer(source, await peerRequest(source, this.dr.host.tls, 'DR-FENCE', { queues: JSON.stringify(fence), peer: sourceWithPassword(reverse), run }, Math.min(left(), PEER_TIMEOUT_MS * 2)), queues);
       } catch (err) {
         // The fence may have been recorded before the answer was lost: undo it.
         throw await this.rollBack(source, queues, epochs, run, `the source did not fence the queues: ${(err as Error).message}`);
@@ -189,7 +188,12 @@ export class DrSwitchover {
       let following = true;
       let note: string | undefined;
       try {
-        await peerRequest(source, this.dr.host.tls, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: sourceWithPassword(reverse) }, Math.max(left(), PEER_TIMEOUT_MS));
+        const reply = await peerRequest(source, this.dr.host.tls, 'DR-FOLLOW', { queues: JSON.stringify(follow), source: sourceWithPassword(reverse) }, Math.max(left(), PEER_TIMEOUT_MS));
+        // It names the queues it follows now (not those it followed already, having asked): an answer that does not is no confirmation.
+        const named = namesIn(reply, 'following');
+        if (named === undefined || !named.every((q) => queues.includes(q))) {
+          throw new Error(`it answered DR-FOLLOW with following: ${shownValue(reply.following)}, which is no list of the queues asked`);
+        }
       } catch (err) {
         following = false;
         note = `the old source did not confirm (${(err as Error).message}); it follows this site as soon as it asks how the switchover ended (every 2 s while it is fenced)`;
@@ -207,7 +211,9 @@ export class DrSwitchover {
     this.dr.host.log.warn({ queues, why }, 'DR: switchover abandoned; unfencing the source');
     let after: string;
     try {
-      await peerRequest(source, this.dr.host.tls, 'DR-UNFENCE', { queues: JSON.stringify(request), run }, PEER_TIMEOUT_MS);
+      const reply = await peerRequest(source, this.dr.host.tls, 'DR-UNFENCE', { queues: JSON.stringify(request), run }, PEER_TIMEOUT_MS);
+      // `unfenced` names the queues it unfenced (none, if the fence was never recorded); not a list: not understood.
+      if (namesIn(reply, 'unfenced') === undefined) throw new Error(`it answered DR-UNFENCE with unfenced: ${shownValue(reply.unfenced)}, which is no list of queue names`);
       after = 'both sites are as they were';
     } catch (err) {
       after = `the source could not be told to unfence (${(err as Error).message}); it refuses clients on these queues until it asks this site, which it does every 2 s, and then serves them again`;
@@ -348,33 +354,62 @@ export class DrSwitchover {
     this.resolving = true;
     void (async () => {
       for (const [source, queues] of bySource) {
-        // Which run fenced each when asked: an answer that comes after another run fenced it anew is not about that run.
-        const asked = new Map(queues.map((q) => [q, this.fenceRuns.get(q)]));
-        let rows: Attributes[];
         try {
-          rows = (await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(','), held: true }, PEER_TIMEOUT_MS)).queues as Attributes[];
+          await this.ask(source, queues);
         } catch (err) {
-          for (const q of queues) this.waiting.set(q, `fenced by a switchover: waiting for ${displaySource(source)} to say how it ended: ${(err as Error).message}`);
-          continue;
-        }
-        for (const row of rows) {
-          const q = String(row.queue);
-          const c = broker.drQueues.get(q);
-          if (c?.state !== 'fenced' || c.source !== source || asked.get(q) !== this.fenceRuns.get(q)) continue;
-          if (row.state === 'active' && row.epoch === c.epoch) {
-            const held = heldIn(row) ?? {};
-            const exchanges = typeof row.exchanges === 'string' && exchangesOk(row.exchanges) ? { exchanges: row.exchanges } : {};
-            this.follow([{ queue: q, mode: c.mode, epoch: c.epoch, from: Number(row.since), ...held, ...exchanges }], source);
-          } else if (row.switching !== true && (row.state !== 'active' || Number(row.epoch) < c.epoch)) {
-            this.unfence([{ queue: q, epoch: c.epoch }]);
-          } else {
-            this.waiting.set(q, `fenced by a switchover that ${displaySource(source)} is still running`);
-          }
+          // Not the peer's answer (read in ask()): a fault here. The queues stay fenced and are asked about again.
+          this.dr.host.log.error({ queues, source: displaySource(source), err: (err as Error).message }, 'DR: switchover: could not resolve a fence; the queues stay fenced');
         }
       }
     })().finally(() => {
       this.resolving = false;
     });
+  }
+
+  /**
+   * Ask `source` how the switchover of `queues` (fenced here) ended, and follow or unfence
+   * as its answer says. An answer that is not what a tandem site writes (peer.ts
+   * peerStateRows) decides nothing: the queues stay fenced and are asked about again.
+   */
+  private async ask(source: string, queues: string[]): Promise<void> {
+    const broker = this.dr.host.broker;
+    // Which run fenced each when asked: an answer that comes after another run fenced it anew is not about that run.
+    const asked = new Map(queues.map((q) => [q, this.fenceRuns.get(q)]));
+    let answer: ReturnType<typeof peerStateRows>;
+    try {
+      answer = peerStateRows(source, await peerRequest(source, this.dr.host.tls, 'DR-PEER-STATE', { queues: queues.join(','), held: true }, PEER_TIMEOUT_MS), queues);
+    } catch (err) {
+      const why = `fenced by a switchover: waiting for ${displaySource(source)} to say how it ended: ${(err as Error).message}`;
+      if (err instanceof PeerAnswerError) this.warnOnce(queues, why);
+      for (const q of queues) this.waiting.set(q, why);
+      return;
+    }
+    const still = (q: string) => {
+      const c = broker.drQueues.get(q);
+      return c?.state === 'fenced' && c.source === source && asked.get(q) === this.fenceRuns.get(q) ? c : undefined;
+    };
+    for (const [q, why] of answer.bad) {
+      if (!still(q)) continue;
+      this.warnOnce([q], `fenced by a switchover: ${why}; it stays fenced until that site answers as a tandem site does`);
+      this.waiting.set(q, `fenced by a switchover: ${why}; it stays fenced until that site answers as a tandem site does`);
+    }
+    for (const [q, row] of answer.rows) {
+      const c = still(q);
+      if (!c) continue;
+      if (row.state === 'active' && row.epoch === c.epoch) {
+        this.follow([{ queue: q, mode: c.mode, epoch: c.epoch, from: row.since, ...(row.crossed ?? {}), ...(row.exchanges !== undefined ? { exchanges: row.exchanges } : {}) }], source);
+      } else if (!row.switching && (row.state !== 'active' || row.epoch < c.epoch)) {
+        this.unfence([{ queue: q, epoch: c.epoch }]);
+      } else {
+        this.waiting.set(q, `fenced by a switchover that ${displaySource(source)} is still running`);
+      }
+    }
+  }
+
+  /** Log why fenced queues wait, once per reason (the question is asked every 2 s). */
+  private warnOnce(queues: string[], why: string): void {
+    const fresh = queues.filter((q) => this.waiting.get(q) !== why);
+    if (fresh.length > 0) this.dr.host.log.warn({ queues: fresh, why }, 'DR: switchover: the other site answered what a tandem site does not write; the queues stay fenced');
   }
 }
 
@@ -444,24 +479,6 @@ function isFollowRequest(v: unknown): v is FollowRequest {
   return isFenceRequest(v) && Number.isSafeInteger(o.from) && (o.from as number) >= 0 && held && (o.exchanges === undefined || exchangesOk(o.exchanges));
 }
 
-/** The ids a DR-PEER-STATE answer says the other site holds from before its activation (heldOf), if it names them. */
-export function heldIn(row: Attributes): { floor: number; held: number[] } | undefined {
-  return isRanges(row.held) && Number.isSafeInteger(row.floor) ? { floor: row.floor as number, held: row.held } : undefined;
-}
-
-/** Sorted, disjoint id ranges [lo, hi, lo, hi, ...], at most MAX_HELD_RANGES of them. */
-function isRanges(v: unknown): v is number[] {
-  if (!Array.isArray(v) || v.length % 2 !== 0 || v.length > 2 * MAX_HELD_RANGES) return false;
-  let prev = -1;
-  for (let i = 0; i < v.length; i += 2) {
-    const lo = v[i] as unknown;
-    const hi = v[i + 1] as unknown;
-    if (!Number.isSafeInteger(lo) || !Number.isSafeInteger(hi) || (lo as number) <= prev || (hi as number) < (lo as number)) return false;
-    prev = hi as number;
-  }
-  return true;
-}
-
 /**
  * What an activated queue here holds from before its activation (ids below its idFloor),
  * as ranges: for the old source to follow it (follow()), or to quarantine only what never
@@ -492,13 +509,6 @@ function notHeld(broker: Broker, queue: string, floor: number, held: readonly nu
     if (!inRanges(held, id)) out.push(id);
   }
   return out;
-}
-function exchangesOk(v: unknown): boolean {
-  try {
-    return normaliseExchangeFilter(v) === v;
-  } catch {
-    return false;
-  }
 }
 function modeOk(v: unknown): boolean {
   try {
