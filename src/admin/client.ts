@@ -11,6 +11,7 @@ import { type Plain, decodeMessage, encodeMessage, toAmqp } from '../amqp/engine
 import type { AmqpValue } from '../amqp/engine/types.js';
 import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/errors.js';
 import { describeRevocation, isCertificateError, tlsConnectOptions } from './link-tls.js';
+import { safeString } from '../util/safe-string.js';
 
 export interface BrokerAddress {
   host: string;
@@ -231,13 +232,17 @@ export class ManagementClient {
     } catch {
       return; // not a reply we can read: no request is answered by it
     }
-    const id = String(m.properties['correlation-id']);
+    // safeString: a peer's map with a "toString" key of its own made String() throw, and the
+    // engine then closed the connection: every pending request failed as "connection lost".
+    const id = safeString(m.properties['correlation-id']);
     const p = this.pending.get(id);
     if (!p) return;
     this.pending.delete(id);
     clearTimeout(p.timer);
-    const status = Number(m.applicationProperties.statusCode ?? 500);
-    const description = String(m.applicationProperties.statusDescription ?? '');
+    const code = m.applicationProperties.statusCode;
+    const given = typeof code === 'number' || typeof code === 'bigint' || typeof code === 'string' ? Number(code) : NaN;
+    const status = Number.isFinite(given) ? given : 500;
+    const description = safeString(m.applicationProperties.statusDescription ?? '');
     if (status >= 200 && status < 300) p.resolve(m.body);
     else {
       // The error's own code when the broker names it (a tandem broker does); else the status's.

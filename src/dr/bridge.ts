@@ -16,6 +16,7 @@ import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
 import { EngineDialer } from '../peer-link/engine-dialer.js';
 import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
 import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
+import { MAX_EPOCH } from './roles.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 
@@ -277,7 +278,8 @@ export class DrBridge {
     for (const r of request) {
       const epoch = epochs[r.queue];
       const c = broker.drQueues.get(r.queue);
-      if (r.from !== 0 || !c || !Number.isSafeInteger(epoch) || epoch === c.epoch || (epoch as number) < 1) continue;
+      // At most MAX_EPOCH: a hostile source naming 2^53 - 1 left a pair that could never move again (epoch + 1).
+      if (r.from !== 0 || !c || !Number.isSafeInteger(epoch) || epoch === c.epoch || (epoch as number) < 1 || (epoch as number) > MAX_EPOCH) continue;
       broker.recordDr(drRoleChange(r.queue, { ...c, epoch: epoch as number }));
       this.host.log.info({ queue: r.queue, epoch }, "DR: the copy starts over at the source's epoch");
     }

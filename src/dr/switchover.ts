@@ -213,8 +213,14 @@ export class DrSwitchover {
     try {
       const reply = await peerRequest(source, this.dr.host.tls, 'DR-UNFENCE', { queues: JSON.stringify(request), run }, PEER_TIMEOUT_MS);
       // `unfenced` names the queues it unfenced (none, if the fence was never recorded); not a list: not understood.
-      if (namesIn(reply, 'unfenced') === undefined) throw new Error(`it answered DR-UNFENCE with unfenced: ${shownValue(reply.unfenced)}, which is no list of queue names`);
-      after = 'both sites are as they were';
+      const unfenced = namesIn(reply, 'unfenced');
+      if (unfenced === undefined) throw new Error(`it answered DR-UNFENCE with unfenced: ${shownValue(reply.unfenced)}, which is no list of queue names`);
+      // Not named: not fenced there (the fence was never recorded), or fenced by another run, or the source restarted and cannot tell this run's (unfence()).
+      const unnamed = queues.filter((q) => !unfenced.includes(q));
+      after =
+        unnamed.length === 0
+          ? 'both sites are as they were'
+          : `the source did not say it unfenced ${unnamed.join(', ')}: either the fence was never recorded there (it serves them), or it holds the fence for another run or since a restart, and then serves them again once it asks this site how the switchover ended (every 2 s; tandem dr status there shows which)`;
     } catch (err) {
       after = `the source could not be told to unfence (${(err as Error).message}); it refuses clients on these queues until it asks this site, which it does every 2 s, and then serves them again`;
     }

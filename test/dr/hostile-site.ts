@@ -4,18 +4,21 @@
 // strings, lists of the wrong shape, huge lists, nesting) and records what it was
 // asked. Put where a real tandemd expects its DR peer (a DR source, the other site of
 // a switchover, a reattach or a fenced source's question), it shows what tandemd takes
-// from such answers. Its DR address ($dr.replication) is refused: it is no DR source.
+// from such answers. Its DR address ($dr.replication) is refused, unless the test gives
+// the link properties a DR source would attach with (then it attaches and sends nothing).
 import { createServer, type Server, type Socket } from 'node:net';
 import { Connection } from '../../src/amqp/engine/connection.js';
 import type { Delivery } from '../../src/amqp/engine/delivery.js';
 import { terminus, type Link } from '../../src/amqp/engine/link.js';
-import { type Plain, decodeMessage, encodeMessage } from '../../src/amqp/engine/message.js';
+import { type Plain, decodeMessage, encodeMessage, toAmqp } from '../../src/amqp/engine/message.js';
 import { Transport } from '../../src/amqp/engine/transport.js';
+import type { AmqpValue } from '../../src/amqp/engine/types.js';
 
 /** One reply: a status (default 200) and a body (an AmqpValue goes as typed: NaN doubles, 2^60 ulongs). */
 export interface HostileAnswer {
-  status?: number;
-  description?: string;
+  /** A number as a management peer sends it, or any value (a map with its own toString key, say). */
+  status?: Plain;
+  description?: Plain;
   body?: Plain;
 }
 
@@ -29,6 +32,10 @@ export type Script = (request: HostileRequest) => HostileAnswer | undefined;
 
 export class HostileSite {
   readonly requests: HostileRequest[] = [];
+  /** When set, $dr.replication is attached with these link properties (a DR source's), and nothing is sent on it. */
+  drSourceProperties: Record<string, Plain> | undefined;
+  /** How many DR links it attached. */
+  drLinks = 0;
   private readonly replyLinks = new Map<string, Link>();
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
@@ -85,7 +92,13 @@ export class HostileSite {
   private onAttach(link: Link): void {
     if (link.isSender) {
       const address = link.source?.fields.address as string | undefined;
-      if (address === '$dr.replication') return link.refuse({ condition: 'amqp:not-found', description: 'no DR source here' });
+      if (address === '$dr.replication') {
+        if (!this.drSourceProperties) return link.refuse({ condition: 'amqp:not-found', description: 'no DR source here' });
+        this.drLinks++;
+        // Attach properties are keyed by symbols (fields, 3.2): the DR source's own are.
+        const properties: AmqpValue = { type: 'map', value: Object.entries(this.drSourceProperties).map(([k, v]): [AmqpValue, AmqpValue] => [{ type: 'symbol', value: k }, toAmqp(v)]) };
+        return link.accept({ source: link.source ?? null, properties });
+      }
       // The management client's dynamic reply queue.
       const reply = `reply-${++this.nextReply}`;
       link.accept({ source: terminus('source', { address: reply, dynamic: true }) });
@@ -108,7 +121,7 @@ export class HostileSite {
     const status = answer.status ?? 200;
     const bytes = encodeMessage({
       correlationId: m.properties['message-id'] as string,
-      applicationProperties: { statusCode: status, statusDescription: answer.description ?? (status < 300 ? 'OK' : 'refused') },
+      applicationProperties: { statusCode: status, statusDescription: answer.description ?? (typeof status === 'number' && status < 300 ? 'OK' : 'refused') },
       body: answer.body ?? null,
     });
     to.send(bytes, { settled: true });
