@@ -199,7 +199,8 @@ export function exchangesOk(v: unknown): boolean {
   }
 }
 
-function modeOk(v: unknown): boolean {
+/** Whether `v` names a DR mode (parseDrMode). */
+export function modeOk(v: unknown): boolean {
   try {
     parseDrMode(v);
     return true;

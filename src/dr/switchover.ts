@@ -22,7 +22,7 @@ import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
 import { displaySource, listOf, parseDrMode, parseSource, sourceWithPassword } from './config.js';
 import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
-import { MAX_HELD_RANGES, PeerAnswerError, exchangesOk, fenceAnswer, isRanges, namesIn, peerRequest, peerStateRows } from './peer.js';
+import { MAX_HELD_RANGES, PeerAnswerError, exchangesOk, fenceAnswer, isRanges, modeOk, namesIn, peerRequest, peerStateRows } from './peer.js';
 import { shownValue } from '../util/safe-string.js';
 import { inRanges } from './protocol.js';
 import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
@@ -515,13 +515,5 @@ function notHeld(broker: Broker, queue: string, floor: number, held: readonly nu
     if (!inRanges(held, id)) out.push(id);
   }
   return out;
-}
-function modeOk(v: unknown): boolean {
-  try {
-    parseDrMode(v);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
