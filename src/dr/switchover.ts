@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DrMode } from '../broker/changes.js';
 import { TandemError, invalidArgument, notFound } from '../broker/errors.js';
-import { displaySource, listOf, parseDrMode, parseSource, sourceWithPassword } from './config.js';
+import { displaySource, listOf, parseSource, sourceWithPassword } from './config.js';
 import { knownPassword, rememberPassword } from './credentials.js';
 import type { Attributes, DrManager, ManagementRegistry } from './manager.js';
 import { MAX_HELD_RANGES, PeerAnswerError, exchangesOk, fenceAnswer, isRanges, modeOk, namesIn, peerRequest, peerStateRows } from './peer.js';
