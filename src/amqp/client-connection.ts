@@ -22,7 +22,7 @@ import type { SettlementGate } from '../broker/settlement.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
-import { errorCondition, type AmqpError } from './conditions.js';
+import { errorCondition } from './conditions.js';
 import { Coordinator, type TransactionLimits } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';

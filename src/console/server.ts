@@ -9,7 +9,6 @@
 // cookie alone proves nothing: browsers send it with another site's forms too).
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';

@@ -26,7 +26,6 @@ import { MAX_HELD_RANGES, PeerAnswerError, exchangesOk, fenceAnswer, isRanges, m
 import { shownValue } from '../util/safe-string.js';
 import { inRanges } from './protocol.js';
 import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
-import { normaliseExchangeFilter } from './topology.js';
 import type { Broker } from '../broker/broker.js';
 
 const PEER_TIMEOUT_MS = 5000;
