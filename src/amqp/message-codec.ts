@@ -1,13 +1,16 @@
 // The broker keeps each message as the bytes its sender encoded and only reads
 // the header and properties sections (what routing, priority and expiry need).
 // On the way out the bytes go unchanged, except a header whose ttl and delivery
-// count are told anew (the sender's other header fields kept as encoded).
+// count are told anew (the sender's other header fields kept as encoded) and the
+// message-annotations, when consumers' modified outcomes added some.
 import type { IncomingMessage } from '../broker/broker.js';
 import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
+import { encode } from './engine/encoder.js';
 import { AmqpError } from './engine/errors.js';
 import { type ReadMessage, decodeMessage } from './engine/message.js';
 import { LONGEST_SECTION_SYMBOL, sectionCodeOfSymbol } from './engine/message-sections.js';
+import type { AmqpValue } from './engine/types.js';
 import { type MessageHead, readMessageHead } from './message-head.js';
 
 const HEADER = 0x70;
@@ -200,12 +203,155 @@ function headOf(m: ReadMessage): MessageHead {
   };
 }
 
-/** Bytes to send for a stored message: the original, with a new header if needed. */
-export function outgoingBytes(msg: MessageRecord, deliveryCount: number, now: number): Buffer {
-  const ttlLeft = msg.expiresAt ? Math.max(1, msg.expiresAt - now) : 0;
-  if (deliveryCount === msg.deliveryCount && !msg.expiresAt) return msg.bytes;
-  const header = rewriteHeader(msg.bytes.subarray(0, msg.headerLength), ttlLeft, deliveryCount);
-  return Buffer.concat([header, msg.bytes.subarray(msg.headerLength)]);
+/**
+ * Bytes to send for a stored message: the original, with a new header if needed and,
+ * when consumers' modified outcomes added message-annotations (`annotations`, an
+ * encoded map: mergeAddedAnnotations), the message's own annotations with those merged in.
+ */
+export function outgoingBytes(msg: MessageRecord, deliveryCount: number, now: number, annotations?: Buffer): Buffer {
+  const newHeader = deliveryCount !== msg.deliveryCount || !!msg.expiresAt;
+  if (!newHeader && annotations === undefined) return msg.bytes;
+  // Read once: a paged message's bytes are read back from the journal at each look.
+  const bytes = msg.bytes;
+  const header = newHeader
+    ? rewriteHeader(bytes.subarray(0, msg.headerLength), msg.expiresAt ? Math.max(1, msg.expiresAt - now) : 0, deliveryCount)
+    : bytes.subarray(0, msg.headerLength);
+  const rest = bytes.subarray(msg.headerLength);
+  return Buffer.concat(annotations === undefined ? [header, rest] : [header, ...withAnnotations(rest, annotations)]);
+}
+
+// ---- message-annotations added by a modified outcome (3.4.5, 3.5.7) -------------
+
+/**
+ * The most a message may hold of message-annotations added by consumers' modified
+ * outcomes, as one encoded map: they come from a peer and are kept in memory with the
+ * queued message, so what one consumer can make the broker hold per message is bounded.
+ */
+export const MAX_ADDED_ANNOTATIONS = 64 * 1024;
+
+/** One entry of an annotations map: the key's identity (type and value) and the pair's encoded bytes. */
+type Annotations = Map<string, Buffer>;
+
+/** What mergeAddedAnnotations made of an outcome's annotations. */
+export type AddedAnnotations =
+  | { kind: 'none' }
+  | { kind: 'merged'; map: Buffer }
+  | { kind: 'too-large'; bytes: number };
+
+/**
+ * The annotations an entry holds after a modified outcome's `added` (a map keyed by
+ * symbols: the outcome's field is of type fields, which the engine checks) is merged
+ * over the ones it held (`held`, an encoded map, or undefined): same-named keys take
+ * the outcome's value. All or nothing: a result over MAX_ADDED_ANNOTATIONS bytes is
+ * 'too-large', and the entry keeps what it held. An empty map adds nothing ('none').
+ */
+export function mergeAddedAnnotations(held: Buffer | undefined, added: AmqpValue): AddedAnnotations {
+  if (added.type !== 'map' || added.value.length === 0) return { kind: 'none' };
+  const encoded = encode(added);
+  if (encoded.length > MAX_ADDED_ANNOTATIONS) return { kind: 'too-large', bytes: encoded.length };
+  const pairs = mapPairs(encoded, 0, encoded.length)!;
+  if (held === undefined) return { kind: 'merged', map: encoded };
+  const merged = mapPairs(held, 0, held.length)!;
+  for (const [key, pair] of pairs) merged.set(key, pair);
+  const map = encodeMap(merged);
+  return map.length > MAX_ADDED_ANNOTATIONS ? { kind: 'too-large', bytes: map.length } : { kind: 'merged', map };
+}
+
+/**
+ * The sections after the header (`rest`) with `added` merged into the message-annotations
+ * section, or a new such section where the spec orders it (after the header and any
+ * delivery-annotations, before properties and the rest: 3.2). A section the broker cannot
+ * read as a map (a sender's malformed one) is left as it was, without the keys added:
+ * the broker does not rewrite what it cannot read.
+ */
+function withAnnotations(rest: Buffer, added: Buffer): Buffer[] {
+  let at = 0;
+  try {
+    // Bounded: each pass steps over one section, and there are at most two before ours.
+    for (;;) {
+      const code = at < rest.length ? sectionCode(rest, at) : undefined;
+      if (code === HEADER || code === DELIVERY_ANNOTATIONS) {
+        at += encodedValueSize(rest, at);
+        continue;
+      }
+      if (code !== MESSAGE_ANNOTATIONS) return [rest.subarray(0, at), ANNOTATIONS_DESCRIPTOR, added, rest.subarray(at)];
+      const size = encodedValueSize(rest, at);
+      const value = describedValueAt(rest, at);
+      const own = mapPairs(rest, value, at + size);
+      if (!own) return [rest];
+      const theirs = mapPairs(added, 0, added.length)!;
+      for (const [key, pair] of theirs) own.set(key, pair);
+      return [rest.subarray(0, at), ANNOTATIONS_DESCRIPTOR, encodeMap(own), rest.subarray(at + size)];
+    }
+  } catch (err) {
+    // A section that does not parse (only a message from before parse checked it can hold one).
+    if (err instanceof MalformedMessage) return [rest];
+    throw err;
+  }
+}
+
+const ANNOTATIONS_DESCRIPTOR = Buffer.from([0x00, 0x53, MESSAGE_ANNOTATIONS]);
+
+/**
+ * The pairs of the encoded map at `at` (which must end by `end`), in order, keyed by
+ * their key's identity; undefined if it is not a well-formed map. A key named twice
+ * keeps its first place and its last value.
+ */
+function mapPairs(buf: Buffer, at: number, end: number): Annotations | undefined {
+  let count: number;
+  let stop: number;
+  let p: number;
+  if (buf[at] === 0xc1 && at + 3 <= end) {
+    stop = at + 2 + buf[at + 1]!;
+    count = buf[at + 2]!;
+    p = at + 3;
+  } else if (buf[at] === 0xd1 && at + 9 <= end) {
+    stop = at + 5 + buf.readUInt32BE(at + 1);
+    count = buf.readUInt32BE(at + 5);
+    p = at + 9;
+  } else {
+    return undefined;
+  }
+  // Every item takes at least a byte: a count beyond the bytes is refused before any loop.
+  if (stop > end || count % 2 !== 0 || count > stop - p) return undefined;
+  const pairs: Annotations = new Map();
+  for (let i = 0; i < count; i += 2) {
+    const keySize = encodedValueSize(buf, p);
+    const valueSize = p + keySize < stop ? encodedValueSize(buf, p + keySize) : Number.POSITIVE_INFINITY;
+    if (p + keySize + valueSize > stop) return undefined;
+    pairs.set(keyIdentity(buf, p, keySize), buf.subarray(p, p + keySize + valueSize));
+    p += keySize + valueSize;
+  }
+  return p === stop ? pairs : undefined;
+}
+
+/**
+ * A key as its type and value, so that the same key in another encoding (sym8 and sym32,
+ * smallulong and ulong) is the same key: symbols and ulongs, the annotations' key types
+ * (3.2.10), by value; anything else (only a malformed map holds one) by its bytes.
+ */
+function keyIdentity(buf: Buffer, at: number, size: number): string {
+  switch (buf[at]) {
+    case 0xa3: return `s${buf.toString('latin1', at + 2, at + size)}`;
+    case 0xb3: return `s${buf.toString('latin1', at + 5, at + size)}`;
+    case 0x44: return 'u0';
+    case 0x53: return `u${buf[at + 1]}`;
+    case 0x80: return `u${buf.readBigUInt64BE(at + 1)}`;
+    default: return `r${buf.toString('latin1', at, at + size)}`;
+  }
+}
+
+/** Pairs as one encoded map (map8 when it fits, else map32). */
+function encodeMap(pairs: Annotations): Buffer {
+  const items = [...pairs.values()];
+  const body = Buffer.concat(items);
+  const count = items.length * 2;
+  if (body.length + 1 <= 0xff && count <= 0xff) return Buffer.concat([Buffer.from([0xc1, body.length + 1, count]), body]);
+  const head = Buffer.alloc(9);
+  head[0] = 0xd1;
+  head.writeUInt32BE(body.length + 4, 1);
+  head.writeUInt32BE(count, 5);
+  return Buffer.concat([head, body]);
 }
 
 const NULL = Buffer.from([0x40]);

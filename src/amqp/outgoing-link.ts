@@ -1,14 +1,16 @@
 // A link on which the broker sends messages to a client (the client's receiver):
 // a queue consumer fed by credit. Outcomes from the client decide each
-// message's fate: accepted -> dequeued, released/modified -> back on the queue,
-// rejected -> dequeued to the alternate exchange.
+// message's fate: accepted -> dequeued, released/modified -> back on the queue
+// (a modified outcome's message-annotations kept with it), rejected -> dequeued
+// to the alternate exchange.
 import type { Delivery } from './engine/delivery.js';
 import { AmqpError } from './engine/errors.js';
 import type { Link } from './engine/link.js';
 import type { ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
-import { outgoingBytes } from './message-codec.js';
+import type { AmqpValue } from './engine/types.js';
+import { type AddedAnnotations, MAX_ADDED_ANNOTATIONS, mergeAddedAnnotations, outgoingBytes } from './message-codec.js';
 import { logger } from '../ops/log.js';
 import { JournalRecordDamagedError } from '../store/errors.js';
 
@@ -22,6 +24,10 @@ export class OutgoingLink implements Consumer {
   private failed = false;
   /** A browser meets a damaged message each time it passes: reported once. */
   private readonly reportedDamage = new Set<number>();
+  /** Modified outcomes' annotations not kept (too large, memory alarm): reported once. */
+  private reportedAnnotations = false;
+  /** The last outcome's annotations as merged over none, for the others of its disposition. */
+  private lastAdded: { state: object; merged: AddedAnnotations } | undefined;
 
   constructor(
     readonly id: string,
@@ -63,7 +69,7 @@ export class OutgoingLink implements Consumer {
     let bytes: Buffer;
     try {
       // Reads a paged body back from the journal, which can fail (disk error).
-      bytes = outgoingBytes(entry.msg, entry.deliveryCount, this.broker.now());
+      bytes = outgoingBytes(entry.msg, entry.deliveryCount, this.broker.now(), entry.annotations);
     } catch (err) {
       this.failDelivery(entry, queue, err as Error);
       return;
@@ -151,8 +157,36 @@ export class OutgoingLink implements Consumer {
 
   onModified(delivery: Delivery, outcome: { deliveryFailed: boolean; undeliverableHere: boolean }): void {
     const entry = this.take(delivery);
-    if (entry) this.queue.release(entry, outcome);
+    if (entry) this.queue.release(entry, { ...outcome, annotations: entry.acquiredBy === this ? this.addedAnnotations(delivery, entry) : undefined });
     this.schedule(this.queue);
+  }
+
+  /**
+   * The message-annotations a modified outcome carries, merged over what the entry holds
+   * (3.4.5: the outcome's keys replace the message's), or undefined: none given, or not
+   * kept. Not kept, all or nothing, when the entry would hold more than
+   * MAX_ADDED_ANNOTATIONS encoded, or while the memory alarm is on (memory a peer asks
+   * for, as a send is); the rest of the outcome applies, and the link logs it once.
+   */
+  private addedAnnotations(delivery: Delivery, entry: QueueEntry): Buffer | undefined {
+    const state = delivery.remoteState;
+    const added = state?.def.name === 'modified' ? (state.fields['message-annotations'] as AmqpValue | undefined) : undefined;
+    if (added === undefined) return undefined;
+    const alarm = this.broker.memoryAlarm;
+    let merged: AddedAnnotations | undefined;
+    if (!alarm && entry.annotations === undefined) {
+      // One disposition may settle many deliveries alike: entries that held none share one map.
+      if (this.lastAdded?.state !== state) this.lastAdded = { state: state!, merged: mergeAddedAnnotations(undefined, added) };
+      merged = this.lastAdded!.merged;
+    } else if (!alarm) {
+      merged = mergeAddedAnnotations(entry.annotations, added);
+    }
+    if (merged?.kind === 'merged') return merged.map;
+    if (merged?.kind === 'none' || this.reportedAnnotations) return undefined;
+    this.reportedAnnotations = true;
+    const why = merged ? `they would make ${merged.bytes} bytes, over the ${MAX_ADDED_ANNOTATIONS} a message may hold` : `memory is short: ${alarm}`;
+    log.warn({ queue: this.queue.name, id: entry.msg.id, link: this.id }, `a modified outcome's message-annotations were not kept (${why}); the message goes back without them, the rest of the outcome applied (logged once per link)`);
+    return undefined;
   }
 
   /**

@@ -4,7 +4,7 @@
 //
 // Storage (for queues of millions): each priority level is an IdTable, one row
 // per available message in id order. A row whose message is in memory, or needs
-// per-message state (refused by a consumer, redelivered), holds a QueueEntry
+// per-message state (refused by a consumer, redelivered, annotated), holds a QueueEntry
 // object; a row whose body is paged out to the journal is only numbers in typed
 // arrays (size, expiry, delivery count, header length, priority, flags), about
 // 30 bytes, and becomes a QueueEntry with a PagedMessage only when a consumer,
@@ -25,6 +25,12 @@ export interface QueueEntry {
   refusedBy?: Set<Consumer>;
   /** Set while a transaction holds an acceptance of it. */
   txAccepted?: boolean;
+  /**
+   * Message-annotations consumers' modified outcomes added (AMQP 1.0 3.4.5), merged over
+   * one another: an encoded map the outgoing path merges into the message's own, bounded
+   * by the caller. In memory only, like the raised deliveryCount: not journaled, not replicated.
+   */
+  annotations?: Buffer;
   /**
    * Its body could not be read back here (a damaged journal record): set aside, given
    * to no consumer of this broker, so the ones behind it still flow; why, for status.
@@ -433,7 +439,7 @@ export class Queue {
       if (!entry || entry.msg instanceof PagedMessage) return 0;
       this.loader = loader;
       const size = bodySize(entry.msg);
-      const plain = !entry.refusedBy && !entry.txAccepted && !entry.unreadable && entry.deliveryCount === entry.msg.deliveryCount;
+      const plain = !entry.refusedBy && !entry.txAccepted && !entry.unreadable && !entry.annotations && entry.deliveryCount === entry.msg.deliveryCount;
       if (plain) {
         level.setObj(pos, undefined);
         this.writePaged(level, pos, pagedFields(entry.msg));
@@ -465,8 +471,11 @@ export class Queue {
     return out;
   }
 
-  /** Put an acquired entry back where its id belongs, so order is kept. */
-  release(entry: QueueEntry, options: { deliveryFailed: boolean; undeliverableHere: boolean }): void {
+  /**
+   * Put an acquired entry back where its id belongs, so order is kept. `annotations`
+   * (a modified outcome's, already merged over what the entry held) replace the entry's.
+   */
+  release(entry: QueueEntry, options: { deliveryFailed: boolean; undeliverableHere: boolean; annotations?: Buffer }): void {
     const a = this.acquiredRows.find(entry.msg.id);
     const by = entry.acquiredBy;
     if (a < 0 || !by) return;
@@ -476,6 +485,7 @@ export class Queue {
       addTo(this.refused, by, entry);
     }
     if (options.deliveryFailed) entry.deliveryCount++;
+    if (options.annotations) entry.annotations = options.annotations;
     entry.acquiredBy = undefined;
     entry.txAccepted = false;
     this.acquiredRows.removeAt(a);
