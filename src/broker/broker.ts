@@ -316,6 +316,33 @@ export class Broker implements QueueHost {
     return count;
   }
 
+  /**
+   * One slice of deleting a queue whose messages go to its alternate exchange (the
+   * admin layer runs slices with the event loop free between them, then deleteQueue
+   * for what is left): up to `max` available messages, in delivery order, each sent
+   * on as deleteQueue sends it and then dequeued from `queue`. Logged in that order,
+   * so a crash or failover between the two leaves a message in both places, never in
+   * neither; its body is read while its journal record is still live. Returns how many
+   * left the queue (fewer than `max`: no available message is left). A queue without
+   * an alternate exchange (or not this broker's any more) moves nothing.
+   */
+  moveToAlternate(queue: Queue, max: number): number {
+    if (this.queues.get(queue.name) !== queue || !queue.settings.alternateExchange) return 0;
+    let n = 0;
+    for (const entry of queue.availableEntries()) {
+      if (n >= max) break;
+      try {
+        // Not back into the queue being deleted (deleteQueue finds it gone already).
+        this.reroute(queue, entry, true);
+      } catch (err) {
+        this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
+      }
+      queue.remove(entry, 'deleted');
+      n++;
+    }
+    return n;
+  }
+
   declareExchange(name: string, type: ExchangeType, settings: ExchangeSettings): { exchange: Exchange; created: boolean } {
     validateName('exchange', name);
     const existing = this.exchanges.get(name);

@@ -40,6 +40,9 @@ export interface CompactorHost {
   isKept?(id: number): boolean;
 }
 
+/** Live frames copied between two turns of the event loop. */
+const COPY_SLICE = 8192;
+
 export interface CompactionHooks {
   /** Called after copies are synced, before a segment file is unlinked (tests simulate crashes here). */
   beforeDelete?(file: string): void | Promise<void>;
@@ -128,8 +131,18 @@ export class Compactor {
     const undos: Array<() => void> = [];
     const synced: Promise<void>[] = [];
     const copied: Array<{ frame: LiveFrame; loc: Location }> = [];
-    const killedSoon = this.host.pendingKills();
-    for (const live of index.liveIn(id)) {
+    let killedSoon = this.host.pendingKills();
+    const frames = index.liveIn(id);
+    for (let k = 0; k < frames.length; k++) {
+      const live = frames[k]!;
+      if (k > 0 && k % COPY_SLICE === 0) {
+        // A segment can hold a million live frames (a copy each took ~2.6 s in one go,
+        // docs/stalls.md): let clients, peers and timers in between slices. What died
+        // meanwhile is not copied (stillLive), and kills queued meanwhile are seen.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        killedSoon = this.host.pendingKills();
+      }
+      if (k >= COPY_SLICE && !index.stillLive(live)) continue;
       const f = readFrame(buf, live.home.offset, salt);
       if (f.status !== 'ok' || f.entry.lsn !== live.lsn || f.size !== live.home.size) {
         throw new JournalIoError(`compaction found ${file} at offset ${live.home.offset} not holding LSN ${live.lsn} as indexed`);

@@ -1,0 +1,141 @@
+// Work that grows with a queue is done in slices (src/admin/operations.ts, docs/stalls.md):
+// while a big purge or a delete that sends every message on to an alternate exchange
+// runs, the broker still answers other clients (and so sends HA heartbeats and pets
+// the systemd watchdog). Asserted by what the event loop did meanwhile, not by time:
+// READ requests, each sent after the answer to the one before, are answered before
+// the long operation's own answer. In one synchronous run, at most the first of them
+// could be (it may arrive with the operation's request), never the second.
+import { createRequire } from 'node:module';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ManagementClient } from '../../src/admin/client.js';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+
+const require = createRequire(import.meta.url);
+const rhea = require('rhea') as typeof import('rhea');
+
+/** Send `n` small messages to `address`, a window of 2000 unsettled; resolves when all are accepted. */
+function fill(port: number, address: string, n: number, durable: boolean): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false });
+    const sender = conn.open_sender({ target: { address } });
+    let sent = 0;
+    let settled = 0;
+    const pump = (): void => {
+      // Bounded: at most n sends in all.
+      while (sent < n && sender.sendable() && sent - settled < 2000) sender.send({ body: `m${sent++}`, durable });
+    };
+    const timer = setTimeout(() => reject(new Error(`fill: ${settled} of ${n} accepted after 120 s`)), 120_000);
+    sender.on('sendable', pump);
+    sender.on('accepted', () => {
+      if (++settled === n) {
+        clearTimeout(timer);
+        conn.close();
+        resolve();
+      } else pump();
+    });
+    sender.on('rejected', () => reject(new Error('fill: a message was rejected')));
+  });
+}
+
+/**
+ * Run `operation` on one management connection and, on another, READ broker again
+ * and again (each after the answer before) until it is answered; resolves with its
+ * answer and how many READs were answered before it.
+ */
+async function whileAnswering(port: number, operation: (c: ManagementClient) => Promise<unknown>): Promise<{ result: unknown; answeredMeanwhile: number }> {
+  const worker = await ManagementClient.connect({ host: '127.0.0.1', port }, { timeoutMs: 120_000 });
+  const prober = await ManagementClient.connect({ host: '127.0.0.1', port }, { timeoutMs: 120_000 });
+  try {
+    let done = false;
+    const op = operation(worker).finally(() => (done = true));
+    let answeredMeanwhile = 0;
+    // Bounded: stops with the operation, or after 100,000 READs.
+    for (let i = 0; !done && i < 100_000; i++) {
+      await prober.request('READ', 'broker', 'broker');
+      if (!done) answeredMeanwhile++;
+    }
+    return { result: await op, answeredMeanwhile };
+  } finally {
+    worker.close();
+    prober.close();
+  }
+}
+
+async function depth(port: number, queue: string): Promise<number> {
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port });
+  try {
+    return ((await c.request('READ', 'queue', queue)) as { depth: number }).depth;
+  } finally {
+    c.close();
+  }
+}
+
+async function manage(port: number, op: string, type: string, name: string | undefined, body: Record<string, unknown> = {}): Promise<unknown> {
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port });
+  try {
+    return await c.request(op, type, name, body);
+  } finally {
+    c.close();
+  }
+}
+
+describe('stalls - long queue operations leave the event loop free', () => {
+  afterAll(async () => {
+    await killAllBrokers();
+  });
+
+  it('stalls - a purge of 200,000 durable messages answers other clients while it runs, and removes them all', async () => {
+    const broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'queue', 'big', { durable: true });
+    await fill(broker.port, 'big', 200_000, true);
+    const { result, answeredMeanwhile } = await whileAnswering(broker.port, (c) => c.request('PURGE', 'queue', 'big', {}));
+    expect(result).toMatchObject({ purged: 200_000 });
+    expect(answeredMeanwhile).toBeGreaterThanOrEqual(2);
+    expect(await depth(broker.port, 'big')).toBe(0);
+    // A purge with a count still takes just that many.
+    await fill(broker.port, 'big', 1000, true);
+    expect(await manage(broker.port, 'PURGE', 'queue', 'big', { count: 600 })).toMatchObject({ purged: 600 });
+    expect(await depth(broker.port, 'big')).toBe(400);
+    // What the journal holds: the 400 left, after kill -9.
+    await broker.kill();
+    const again = await TestBroker.start({ dataDir: broker.dataDir });
+    expect(await depth(again.port, 'big')).toBe(400);
+  }, 240_000);
+
+  it('stalls - deleting a queue of 50,000 durable messages with an alternate exchange answers other clients meanwhile, and moves each message once', async () => {
+    const broker = await TestBroker.start({ args: ['--max-memory', '1MiB'] });
+    await manage(broker.port, 'CREATE', 'exchange', 'dlx', { type: 'fanout', durable: true });
+    await manage(broker.port, 'CREATE', 'queue', 'dlq', { durable: true });
+    await manage(broker.port, 'CREATE', 'binding', 'dlx/dlq/');
+    await manage(broker.port, 'CREATE', 'queue', 'orders', { durable: true, 'alternate-exchange': 'dlx' });
+    await fill(broker.port, 'orders', 50_000, true);
+    // Many bodies wait in the journal (paged), so those are read back to be sent on.
+    await waitFor(async () => ((await manage(broker.port, 'READ', 'queue', 'orders')) as Record<string, number>)['paged-depth']! > 10_000, { timeout: 30_000, name: 'bodies paged out' });
+    const { result, answeredMeanwhile } = await whileAnswering(broker.port, (c) => c.request('DELETE', 'queue', 'orders', {}));
+    expect(result).toMatchObject({ removed: 50_000 });
+    expect(answeredMeanwhile).toBeGreaterThanOrEqual(2);
+    expect(await depth(broker.port, 'dlq')).toBe(50_000);
+    await expect(manage(broker.port, 'READ', 'queue', 'orders')).rejects.toThrow(/does not exist|not found/i);
+    // The journal agrees: the queue is gone and each message is on the dead-letter queue once.
+    await broker.kill();
+    const again = await TestBroker.start({ dataDir: broker.dataDir, args: ['--max-memory', '1MiB'] });
+    expect(await depth(again.port, 'dlq')).toBe(50_000);
+    await expect(manage(again.port, 'READ', 'queue', 'orders')).rejects.toThrow(/does not exist|not found/i);
+    // Every body came through intact, in order.
+    const c = rhea.create_container().connect({ host: '127.0.0.1', port: again.port, reconnect: false });
+    const bodies: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`got ${bodies.length} of 50000`)), 60_000);
+      const r = c.open_receiver({ source: { address: 'dlq' }, credit_window: 500 });
+      r.on('message', (ctx) => {
+        bodies.push(String(ctx.message.body));
+        if (bodies.length === 50_000) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    c.close();
+    expect(bodies.every((b, i) => b === `m${i}`)).toBe(true);
+  }, 240_000);
+});
