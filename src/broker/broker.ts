@@ -556,11 +556,17 @@ export class Broker implements QueueHost {
     return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys, enqueued, accepted };
   }
 
-  /** Drop expired messages from every queue. */
-  expire(): number {
+  /**
+   * Drop expired messages from every queue, at most `limit` of them: a caller that gets
+   * `limit` back calls again (after letting the event loop run) for the rest.
+   */
+  expire(limit = Infinity): number {
     const now = this.now();
     let n = 0;
-    for (const queue of [...this.queues.values()]) n += queue.expire(now);
+    for (const queue of [...this.queues.values()]) {
+      if (n >= limit) break;
+      n += queue.expire(now, limit - n);
+    }
     return n;
   }
 

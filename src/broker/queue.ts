@@ -544,15 +544,21 @@ export class Queue {
     return delivered;
   }
 
-  /** Drop every expired message (called periodically by the broker). */
-  expire(now: number): number {
-    if (this.withTtl === 0) return 0;
+  /**
+   * Drop expired messages, at most `limit` (called periodically by the broker, which
+   * runs more slices while a slice takes its whole limit: removing a million at once
+   * held the event loop for seconds, docs/stalls.md).
+   */
+  expire(now: number, limit = Infinity): number {
+    if (this.withTtl === 0 || limit <= 0) return 0;
     const expired: number[] = [];
     for (const level of this.levels) {
       for (const pos of level.positions()) {
         const at = level.get(pos, EXPIRES);
         if (at && at <= now) expired.push(level.id(pos));
+        if (expired.length >= limit) break;
       }
+      if (expired.length >= limit) break;
     }
     let n = 0;
     for (const id of expired) {

@@ -1,6 +1,6 @@
 // Work that grows with a queue is done in slices (src/admin/operations.ts, docs/stalls.md):
-// while a big purge or a delete that sends every message on to an alternate exchange
-// runs, the broker still answers other clients (and so sends HA heartbeats and pets
+// while a big purge, a delete that sends every message on to an alternate exchange, or
+// the expiry of many messages at once runs, the broker still answers other clients (and so sends HA heartbeats and pets
 // the systemd watchdog). Asserted by what the event loop did meanwhile, not by time:
 // READ requests, each sent after the answer to the one before, are answered before
 // the long operation's own answer. In one synchronous run, at most the first of them
@@ -13,8 +13,8 @@ import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 const require = createRequire(import.meta.url);
 const rhea = require('rhea') as typeof import('rhea');
 
-/** Send `n` small messages to `address`, a window of 2000 unsettled; resolves when all are accepted. */
-function fill(port: number, address: string, n: number, durable: boolean): Promise<void> {
+/** Send `n` small messages to `address`, a window of 2000 unsettled; resolves when all are accepted. `expiresAt`: each message's absolute-expiry-time. */
+function fill(port: number, address: string, n: number, durable: boolean, expiresAt?: Date): Promise<void> {
   return new Promise((resolve, reject) => {
     const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false });
     const sender = conn.open_sender({ target: { address } });
@@ -22,7 +22,7 @@ function fill(port: number, address: string, n: number, durable: boolean): Promi
     let settled = 0;
     const pump = (): void => {
       // Bounded: at most n sends in all.
-      while (sent < n && sender.sendable() && sent - settled < 2000) sender.send({ body: `m${sent++}`, durable });
+      while (sent < n && sender.sendable() && sent - settled < 2000) sender.send({ body: `m${sent++}`, durable, ...(expiresAt ? { absolute_expiry_time: expiresAt } : {}) });
     };
     const timer = setTimeout(() => reject(new Error(`fill: ${settled} of ${n} accepted after 120 s`)), 120_000);
     sender.on('sendable', pump);
@@ -138,4 +138,30 @@ describe('stalls - long queue operations leave the event loop free', () => {
     c.close();
     expect(bodies.every((b, i) => b === `m${i}`)).toBe(true);
   }, 240_000);
+
+  it('stalls - 30,000 messages expiring at the same instant are dropped in slices: a client sees the queue part-way', async () => {
+    const broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'queue', 'fleeting', { durable: false });
+    const n = 30_000;
+    // All at one absolute-expiry-time, far enough ahead for the fill to end first.
+    const at = new Date(Date.now() + 20_000);
+    await fill(broker.port, 'fleeting', n, false, at);
+    expect(await depth(broker.port, 'fleeting')).toBe(n);
+    // READ again and again (each after the answer before) until the queue is empty: in one
+    // synchronous run no answer could fall between full and empty.
+    const seen = new Set<number>();
+    const c = await ManagementClient.connect({ host: '127.0.0.1', port: broker.port });
+    try {
+      // Bounded: 100,000 READs, or empty.
+      for (let i = 0; i < 100_000; i++) {
+        const d = ((await c.request('READ', 'queue', 'fleeting')) as { depth: number }).depth;
+        seen.add(d);
+        if (d === 0) break;
+      }
+    } finally {
+      c.close();
+    }
+    expect(seen.has(0)).toBe(true);
+    expect([...seen].some((d) => d > 0 && d < n), `depths seen: ${[...seen].slice(0, 10).join(', ')}`).toBe(true);
+  }, 120_000);
 });

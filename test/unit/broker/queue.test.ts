@@ -629,6 +629,19 @@ describe('Queue TTL', () => {
     expect(bodies(queue)).toEqual(['own']);
   });
 
+  it('expire(limit) drops at most limit messages, oldest first, across queues; the next call takes the rest', () => {
+    const { broker, queue, clock } = setup(qs({ defaultTtlMs: 1000 }));
+    broker.declareQueue('q2', qs({ defaultTtlMs: 1000 }));
+    for (let i = 0; i < 5; i++) broker.publish('q', msg(`a${i}`));
+    for (let i = 0; i < 3; i++) broker.publish('q2', msg(`b${i}`));
+    clock.advance(1000);
+    expect(broker.expire(4)).toBe(4);
+    expect(bodies(queue)).toEqual(['a4']);
+    expect(broker.expire(4)).toBe(4);
+    expect(broker.queue('q2').depth).toBe(0);
+    expect(broker.expire(4)).toBe(0);
+  });
+
   it('with both a header ttl and an absolute-expiry-time the earlier one holds; the default ttl only for messages that set neither', () => {
     const { broker, queue, clock } = setup(qs({ defaultTtlMs: 500 }));
     const now = clock.now();
