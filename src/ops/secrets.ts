@@ -43,9 +43,10 @@ export function registerSecrets(secrets: Iterable<string | undefined>): void {
 /**
  * `user/password@` or `user:password@` before a host: the credential part of a
  * broker URL. The user is the characters tandem allows in user names; the password
- * runs to the last `@` before the host (a password may itself hold an `@`).
+ * runs to the last `@` before the host (a password may itself hold an `@`), or before
+ * the end of the text (a URL cut short, or one that names no host, quoted in an error).
  */
-const URL_CREDENTIALS = /(amqps?:(?:\/\/)?|^|[\s,'"=(\[])([A-Za-z0-9_.@-]{1,64})[/:]([^\s'"]*)@(?=\[|[A-Za-z0-9])/g;
+const URL_CREDENTIALS = /(amqps?:(?:\/\/)?|^|[\s,'"=(\[])([A-Za-z0-9_.@-]{1,64})[/:]([^\s'"]*)@(?=\[|[A-Za-z0-9]|$)/g;
 
 /** The text with every password in it replaced by ***. */
 export function redact(text: string): string {
