@@ -10,6 +10,8 @@ export interface ReceivedFrame {
   size: number;
   channel: number;
   body: Composite | undefined;
+  /** What follows the performative (a transfer's message bytes). */
+  payload: Buffer;
 }
 
 export class RawPeer {
@@ -70,7 +72,8 @@ export class RawPeer {
       const size = data.readUInt32BE(at);
       if (data.length - at < size) break;
       const header = { size, doff: data[at + 4]!, type: data[at + 5]!, channel: data.readUInt16BE(at + 6) };
-      out.push({ size, channel: header.channel, body: readFrame(data, at, header).body });
+      const f = readFrame(data, at, header);
+      out.push({ size, channel: header.channel, body: f.body, payload: data.subarray(f.payloadStart, f.end) });
       at += size;
     }
     return out;

@@ -6,7 +6,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Composite } from '../../src/amqp/engine/composite.js';
 import { Decoder } from '../../src/amqp/engine/decoder.js';
-import { readFrame, startsProtocolHeader } from '../../src/amqp/engine/frames.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { AMQP_HEADER, CODE, composite, frame, message, perf, v } from '../helpers/amqp-frames.js';
 import { RawPeer } from '../helpers/raw-amqp.js';
@@ -47,19 +46,8 @@ class Raw {
   }
 
   frames(): Received[] {
-    const data = this.peer.data;
     const out: Received[] = [];
-    for (let at = 0; data.length - at >= 8; ) {
-      if (startsProtocolHeader(data, at)) {
-        at += 8;
-        continue;
-      }
-      const size = data.readUInt32BE(at);
-      if (data.length - at < size) break;
-      const f = readFrame(data, at, { size, doff: data[at + 4]!, type: data[at + 5]!, channel: data.readUInt16BE(at + 6) });
-      if (f.body) out.push({ name: f.body.def.name, fields: f.body.fields, payload: data.subarray(f.payloadStart, f.end) });
-      at += size;
-    }
+    for (const f of this.peer.frames()) if (f.body) out.push({ name: f.body.def.name, fields: f.body.fields, payload: f.payload });
     return out;
   }
 
