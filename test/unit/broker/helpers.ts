@@ -6,6 +6,7 @@ import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broke
 import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
 import { dedupIntegerDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../../../src/broker/settings.js';
+import { ReplicationFilter } from '../../../src/replication/filter.js';
 
 export { prng } from '../../../src/util/prng.js';
 
@@ -70,6 +71,21 @@ export function integerKey(v: bigint): DedupDigest {
 }
 
 export const xs = (overrides: Partial<typeof defaultExchangeSettings> = {}) => ({ ...defaultExchangeSettings, ...overrides });
+
+/** Feed `backup` what `primary` logs, through the replication filter as the live stream does; returns what went out. */
+export function feedBackup(primary: Broker, backup: Broker): LoggedChange[] {
+  const filter = new ReplicationFilter('all');
+  const passed: LoggedChange[] = [];
+  primary.log.attach({
+    append: (entry) => {
+      const out = filter.pass(entry);
+      if (!out) return;
+      passed.push(out);
+      backup.apply(out);
+    },
+  });
+  return passed;
+}
 
 /** A broker with a fake clock whose log is captured. */
 export function newBroker(options: { clock?: FakeClock; events?: BrokerEvents } = {}): {

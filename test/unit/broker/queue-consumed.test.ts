@@ -7,9 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { Broker } from '../../../src/broker/broker.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
-import { ReplicationFilter } from '../../../src/replication/filter.js';
 import { snapshotOf, type SnapshotRecord } from '../../../src/replication/snapshot.js';
-import { FakeConsumer, newBroker, qs } from './helpers.js';
+import { FakeConsumer, feedBackup, newBroker, qs } from './helpers.js';
 
 const consumedRecords = (log: LoggedChange[]) => log.filter((e) => e.change.kind === 'queue-consumed').map((e) => ({ change: e.change, durable: e.durable }));
 
@@ -73,16 +72,7 @@ describe('queue-consumed', () => {
   it('queue-consumed - reaches a backup by the live stream for queues of level all and configuration, not none; a snapshot carries it for the consumed queues alone, durable as each queue', () => {
     const { broker: primary } = newBroker();
     const backup = new Broker();
-    const filter = new ReplicationFilter('all');
-    const passed: LoggedChange[] = [];
-    primary.log.attach({
-      append: (entry) => {
-        const out = filter.pass(entry);
-        if (!out) return;
-        passed.push(out);
-        backup.apply(out);
-      },
-    });
+    const passed = feedBackup(primary, backup);
     for (const [name, replicate, durable] of [
       ['all', 'all', true],
       ['conf', 'configuration', false],

@@ -7,25 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
 import { Broker } from '../../../src/broker/broker.js';
 import type { Change, LoggedChange } from '../../../src/broker/changes.js';
-import { ReplicationFilter } from '../../../src/replication/filter.js';
 import { snapshotOf } from '../../../src/replication/snapshot.js';
-import { FakeClock, brokerState, msg, qs, xs } from '../broker/helpers.js';
+import { FakeClock, brokerState, feedBackup, msg, qs, xs } from '../broker/helpers.js';
 
 /** A primary with a backup fed by the filter as the live stream is; `passed`: what went out. */
 function primaryWithBackup(clock: FakeClock): { primary: Broker; backup: Broker; passed: LoggedChange[] } {
   const primary = new Broker({ now: clock.now, defaultReplicate: 'all', dedupKeys: readDedupKey });
   const backup = new Broker({ now: clock.now, defaultReplicate: 'all', dedupKeys: readDedupKey });
-  const filter = new ReplicationFilter('all');
-  const passed: LoggedChange[] = [];
-  primary.log.attach({
-    append: (entry) => {
-      const out = filter.pass(entry);
-      if (!out) return;
-      passed.push(out);
-      backup.apply(out);
-    },
-  });
-  return { primary, backup, passed };
+  return { primary, backup, passed: feedBackup(primary, backup) };
 }
 
 /** A backup made from a snapshot of `primary` taken now, records applied in order as a backup loads them. */
