@@ -11,16 +11,12 @@
 // there; a copy only of a record live when it was copied, later in file order than
 // the original and earlier than what kills it (journal.ts, pendingKills); a segment
 // gone only when nothing in it was live and what its tombstones killed was gone too.
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Change, LoggedChange } from '../../../src/broker/changes.js';
 import { dedupDigestAt, dedupDigestBytes } from '../../../src/broker/dedup-key.js';
 import { DEDUP_ROW_BYTES } from '../../../src/broker/dedup-window.js';
 import { Journal } from '../../../src/store/journal.js';
-import { encodeChange } from '../../../src/store/record-codec.js';
-import { encodeFrame, segmentPath } from '../../../src/store/segment.js';
-import { exchangeSettings, message, queueSettings, removeDir, tempDir } from './helpers.js';
+import { exchangeSettings, journalDirOf, message, queueSettings, removeDir } from './helpers.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -114,13 +110,10 @@ const cases: Case[] = [
   { name: 'declare copied after the keys of its queue', log: [C.declare(10), C.enqueue(1, 1), C.dequeue(1), C.enqueue(2, 2)], layout: [[2, 3, 4], [1]] },
 ];
 
-/** A data dir whose journal is these segments, frame by frame, in this order. */
+/** journalDirOf, removed after the test. */
 async function journalOf(segments: LoggedChange[][]): Promise<string> {
-  const dataDir = await tempDir();
+  const dataDir = await journalDirOf(segments);
   dirs.push(dataDir);
-  const dir = path.join(dataDir, 'journal');
-  await mkdir(dir);
-  for (const [i, records] of segments.entries()) await writeFile(segmentPath(dir, i + 1), Buffer.concat(records.map((r) => encodeFrame(encodeChange(r), 0))));
   return dataDir;
 }
 

@@ -2,19 +2,33 @@
 // and a reference model of broker state to compare recoveries against.
 
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
 import { dedupDigestAt } from '../../../src/broker/dedup-key.js';
 import { defaultQueueSettings } from '../../../src/broker/settings.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
+import { encodeChange } from '../../../src/store/record-codec.js';
+import { encodeFrame, segmentPath } from '../../../src/store/segment.js';
 import { prng as mulberry32 } from '../../../src/util/prng.js';
 
 /** A fresh directory, on tmpfs when there is one (fdatasync there is cheap). */
 export async function tempDir(prefix = 'tandem-store-'): Promise<string> {
   const base = existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
   return mkdtemp(path.join(base, prefix));
+}
+
+/**
+ * A new data dir whose journal is these segments, frame by frame, in this order: a
+ * file order as compaction may leave it (a copy with an older LSN in a later segment).
+ */
+export async function journalDirOf(segments: LoggedChange[][]): Promise<string> {
+  const dataDir = await tempDir();
+  const dir = path.join(dataDir, 'journal');
+  await mkdir(dir);
+  for (const [i, records] of segments.entries()) await writeFile(segmentPath(dir, i + 1), Buffer.concat(records.map((r) => encodeFrame(encodeChange(r), 0))));
+  return dataDir;
 }
 
 export async function removeDir(dir: string): Promise<void> {

@@ -4,15 +4,14 @@
 // then: every other record keeps its code and bytes. The journal keeps it while its
 // queue lives (as the queue's newest queue-dedup), through compaction copies and
 // file order, and a checkpoint carries it.
-import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Change, LoggedChange } from '../../../src/broker/changes.js';
 import { readCheckpoint } from '../../../src/store/checkpoint.js';
 import { Journal } from '../../../src/store/journal.js';
 import { couldStartRecord, decodeChange, encodeChange, recordLengthFits } from '../../../src/store/record-codec.js';
-import { encodeFrame, listSegments, segmentPath } from '../../../src/store/segment.js';
-import { durable, queueSettings, removeDir, sampleChanges, tempDir } from './helpers.js';
+import { listSegments } from '../../../src/store/segment.js';
+import { durable, journalDirOf, queueSettings, removeDir, sampleChanges, tempDir } from './helpers.js';
 
 const dirs: string[] = [];
 afterEach(async () => {
@@ -25,13 +24,10 @@ const consumed = (lsn: number) => rec(lsn, { kind: 'queue-consumed', name: 'ad' 
 const del = (lsn: number) => rec(lsn, { kind: 'queue-delete', name: 'ad' });
 const epoch = (lsn: number, e: number) => rec(lsn, { kind: 'epoch', epoch: e });
 
-/** A data dir whose journal is these segments, frame by frame, in this order (file order as compaction leaves it). */
+/** journalDirOf, removed after the test. */
 async function journalOf(segments: LoggedChange[][]): Promise<string> {
-  const dataDir = await tempDir();
+  const dataDir = await journalDirOf(segments);
   dirs.push(dataDir);
-  const dir = path.join(dataDir, 'journal');
-  await mkdir(dir);
-  for (const [i, records] of segments.entries()) await writeFile(segmentPath(dir, i + 1), Buffer.concat(records.map((r) => encodeFrame(encodeChange(r), 0))));
   return dataDir;
 }
 
