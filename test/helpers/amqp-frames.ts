@@ -160,15 +160,23 @@ export const perf = {
       ]),
       { channel: o.channel },
     ),
-  transfer: (o: { handle: number; deliveryId?: number; tag?: string; settled?: boolean; more?: boolean; channel?: number }, payload: Buffer): Buffer =>
+  /** Transfer; `format` is the message-format (0 with a tag unless given). */
+  transfer: (
+    o: { handle: number; deliveryId?: number; tag?: string; format?: number; settled?: boolean; more?: boolean; resume?: boolean; aborted?: boolean; channel?: number },
+    payload: Buffer,
+  ): Buffer =>
     frame(
       composite(CODE.transfer, [
         v.uint(o.handle),
         o.deliveryId !== undefined ? v.uint(o.deliveryId) : undefined,
         o.tag !== undefined ? v.binary(Buffer.from(o.tag)) : undefined,
-        o.tag !== undefined ? v.uint(0) : undefined,
+        o.format !== undefined ? v.uint(o.format) : o.tag !== undefined ? v.uint(0) : undefined,
         o.settled !== undefined ? v.bool(o.settled) : undefined,
         o.more !== undefined ? v.bool(o.more) : undefined,
+        undefined,
+        undefined,
+        o.resume !== undefined ? v.bool(o.resume) : undefined,
+        o.aborted !== undefined ? v.bool(o.aborted) : undefined,
       ]),
       { channel: o.channel, payload },
     ),

@@ -110,23 +110,6 @@ function attach(o: { name: string; handle: number; role: 'sender' | 'receiver'; 
   );
 }
 
-function transfer(o: { handle: number; deliveryId?: number; tag?: string; format?: number; settled?: boolean; more?: boolean; aborted?: boolean; resume?: boolean }, payload: Buffer): Buffer {
-  return frame(
-    composite(CODE.transfer, [
-      v.uint(o.handle),
-      o.deliveryId !== undefined ? v.uint(o.deliveryId) : undefined,
-      o.tag !== undefined ? v.binary(Buffer.from(o.tag)) : undefined,
-      o.format !== undefined ? v.uint(o.format) : undefined,
-      o.settled !== undefined ? v.bool(o.settled) : undefined,
-      o.more !== undefined ? v.bool(o.more) : undefined,
-      undefined,
-      undefined,
-      o.resume !== undefined ? v.bool(o.resume) : undefined,
-      o.aborted !== undefined ? v.bool(o.aborted) : undefined,
-    ]),
-    { payload },
-  );
-}
 
 /** A disposition of ours as the receiver, with any state (or none). */
 function disposition(o: { first: number; last?: number; settled: boolean; state?: Buffer }): Buffer {
@@ -262,7 +245,7 @@ describe('link conformance - settle modes and outcomes', () => {
     raw.write(attach({ name: 's2', handle: 0, role: 'sender', rcv: 1, target: composite(CODE.target, [v.string('conf.second.in')]) }));
     expect((await raw.attachOf('s2'))['rcv-settle-mode']).toBe(0);
     await raw.nth('flow');
-    raw.write(transfer({ handle: 0, deliveryId: 0, tag: 't0' }, message('in')));
+    raw.write(perf.transfer({ handle: 0, deliveryId: 0, tag: 't0' }, message('in')));
     const d = await raw.nth('disposition');
     expect([d.fields.settled, (d.fields.state as Composite).def.name]).toEqual([true, 'accepted']);
     raw.close();
@@ -308,9 +291,9 @@ describe('link conformance - transfers', () => {
     raw.write(attach({ name: 'ab', handle: 0, role: 'sender', target: composite(CODE.target, [v.string('conf.abort')]) }));
     await raw.nth('flow');
     const frames: Buffer[] = [];
-    for (let id = 0; id < SENDER_CREDIT; id++) frames.push(transfer({ handle: 0, deliveryId: id, tag: `a${id}`, more: true }, message('part')), transfer({ handle: 0, aborted: true }, Buffer.alloc(0)));
+    for (let id = 0; id < SENDER_CREDIT; id++) frames.push(perf.transfer({ handle: 0, deliveryId: id, tag: `a${id}`, more: true }, message('part')), perf.transfer({ handle: 0, aborted: true }, Buffer.alloc(0)));
     raw.write(...frames);
-    raw.write(transfer({ handle: 0, deliveryId: SENDER_CREDIT, tag: 'whole' }, message('whole')));
+    raw.write(perf.transfer({ handle: 0, deliveryId: SENDER_CREDIT, tag: 'whole' }, message('whole')));
     const d = await raw.nth('disposition');
     expect([d.fields.first, (d.fields.state as Composite).def.name]).toEqual([SENDER_CREDIT, 'accepted']);
     expect(raw.named('detach')).toHaveLength(0);
@@ -322,8 +305,8 @@ describe('link conformance - transfers', () => {
     raw.write(attach({ name: 'mf', handle: 0, role: 'sender', target: composite(CODE.target, [v.string('conf.format')]) }));
     await raw.nth('flow');
     const frames: Buffer[] = [];
-    for (let id = 0; id < SENDER_CREDIT; id++) frames.push(transfer({ handle: 0, deliveryId: id, tag: `f${id}`, format: 0x01020304 }, message('odd')));
-    raw.write(...frames, transfer({ handle: 0, deliveryId: SENDER_CREDIT, tag: 'zero', format: 0 }, message('zero')));
+    for (let id = 0; id < SENDER_CREDIT; id++) frames.push(perf.transfer({ handle: 0, deliveryId: id, tag: `f${id}`, format: 0x01020304 }, message('odd')));
+    raw.write(...frames, perf.transfer({ handle: 0, deliveryId: SENDER_CREDIT, tag: 'zero', format: 0 }, message('zero')));
     const accepted = await waitFor(() => raw.named('disposition').find((d) => (d.fields.state as Composite).def.name === 'accepted'), { name: 'the format-0 message accepted', timeout: 10_000 });
     expect(accepted.fields.first).toBe(SENDER_CREDIT);
     const rejected = raw.named('disposition').find((d) => (d.fields.state as Composite).def.name === 'rejected')!;
@@ -337,11 +320,11 @@ describe('link conformance - transfers', () => {
     const raw = await Raw.open();
     raw.write(attach({ name: 'half', handle: 0, role: 'sender', target: composite(CODE.target, [v.string('conf.half')]) }));
     await raw.nth('flow');
-    raw.write(transfer({ handle: 0, deliveryId: 0, tag: 'h', more: true }, message('half')), detach(0, true));
+    raw.write(perf.transfer({ handle: 0, deliveryId: 0, tag: 'h', more: true }, message('half')), detach(0, true));
     await raw.nth('detach');
     raw.write(attach({ name: 'half2', handle: 0, role: 'sender', target: composite(CODE.target, [v.string('conf.half')]) }));
     await raw.attachOf('half2');
-    raw.write(transfer({ handle: 0, deliveryId: 1, tag: 'w' }, message('whole')));
+    raw.write(perf.transfer({ handle: 0, deliveryId: 1, tag: 'w' }, message('whole')));
     await raw.nth('disposition');
     expect((await client.receiveAndAccept('conf.half', 1)).map(bodyOf)).toEqual(['whole']);
     raw.close();
@@ -356,7 +339,7 @@ describe('link conformance - flow and detach', () => {
     raw.write(attach({ name: 'wrap', handle: 0, role: 'sender', initialDeliveryCount: start, target: composite(CODE.target, [v.string('conf.wrap')]) }));
     await raw.nth('flow');
     const frames: Buffer[] = [];
-    for (let id = 0; id < 6; id++) frames.push(transfer({ handle: 0, deliveryId: id, tag: `w${id}`, settled: false }, message(`w${id}`)));
+    for (let id = 0; id < 6; id++) frames.push(perf.transfer({ handle: 0, deliveryId: id, tag: `w${id}`, settled: false }, message(`w${id}`)));
     raw.write(...frames, flow({ handle: 0, deliveryCount: (start + 6) >>> 0, credit: 0, echo: true }));
     await waitFor(() => raw.named('disposition').length > 0 && raw.named('flow').some((f) => f.fields['delivery-count'] === 3), { name: 'a flow after the wrap', timeout: 10_000 });
     const last = raw.named('flow').filter((f) => f.fields.handle !== undefined).at(-1)!;
@@ -391,7 +374,7 @@ describe('link conformance - flow and detach', () => {
     raw.write(attach({ name: 'res', handle: 0, role: 'sender', target: composite(CODE.target, [v.string('conf.resume')]), unsettled: v.map([v.binary(Buffer.from('r1')), composite(CODE.received, [v.uint(0), v.ulong(0)])]) }));
     expect((await raw.attachOf('res')).unsettled).toBeUndefined();
     await raw.nth('flow');
-    raw.write(transfer({ handle: 0, deliveryId: 0, tag: 'r1', resume: true }, message('resumed')));
+    raw.write(perf.transfer({ handle: 0, deliveryId: 0, tag: 'r1', resume: true }, message('resumed')));
     expect(((await raw.nth('disposition')).fields.state as Composite).def.name).toBe('accepted');
     expect((await client.receiveAndAccept('conf.resume', 1)).map(bodyOf)).toEqual(['resumed']);
     raw.close();
