@@ -249,10 +249,9 @@ export function mergeAddedAnnotations(held: Buffer | undefined, added: AmqpValue
   if (added.type !== 'map' || added.value.length === 0) return { kind: 'none' };
   const encoded = encode(added);
   if (encoded.length > MAX_ADDED_ANNOTATIONS) return { kind: 'too-large', bytes: encoded.length };
-  const pairs = mapPairs(encoded, 0, encoded.length)!;
   if (held === undefined) return { kind: 'merged', map: encoded };
   const merged = mapPairs(held, 0, held.length)!;
-  for (const [key, pair] of pairs) merged.set(key, pair);
+  for (const [key, pair] of mapPairs(encoded, 0, encoded.length)!) merged.set(key, pair);
   const map = encodeMap(merged);
   return map.length > MAX_ADDED_ANNOTATIONS ? { kind: 'too-large', bytes: map.length } : { kind: 'merged', map };
 }
