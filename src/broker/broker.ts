@@ -881,26 +881,36 @@ export class Broker implements QueueHost {
     let durable = false;
     let keys: PublishResult['dedupKeys'];
     let dropped: Queue[] | undefined;
-    for (let i = 0; i < count; i++) {
-      const queue = queues[i]!;
-      const stamp = stamps?.[i];
-      // A priority ring full of messages above this one's priority loses this one instead (see makeRoom).
-      if (queue.settings.limitPolicy === 'ring' && !queue.makeRoom(msg.bytes.length, msg.priority)) {
-        (dropped ??= []).push(queue);
-        continue;
+    let i = 0;
+    try {
+      for (; i < count; i++) {
+        const queue = queues[i]!;
+        const stamp = stamps?.[i];
+        // A priority ring full of messages above this one's priority loses this one instead (see makeRoom).
+        if (queue.settings.limitPolicy === 'ring' && !queue.makeRoom(msg.bytes.length, msg.priority)) {
+          (dropped ??= []).push(queue);
+          continue;
+        }
+        const record = this.messageFor(queue, msg, id, now);
+        const journaled = messageDurable(record, queue);
+        const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
+        lsn = this.log.record(change, journaled).lsn;
+        durable ||= journaled;
+        queue.enqueue(record);
+        if (stamp) {
+          queue.dedup!.add(stamp.key, stamp.at, lsn, journaled);
+          // A literal for the first (nearly always the only) key: an empty array's first push costs twice as much.
+          if (keys) keys.push({ queue, key: stamp.key });
+          else keys = [{ queue, key: stamp.key }];
+        }
       }
-      const record = this.messageFor(queue, msg, id, now);
-      const journaled = messageDurable(record, queue);
-      const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
-      lsn = this.log.record(change, journaled).lsn;
-      durable ||= journaled;
-      queue.enqueue(record);
-      if (stamp) {
-        queue.dedup!.add(stamp.key, stamp.at, lsn, journaled);
-        // A literal for the first (nearly always the only) key: an empty array's first push costs twice as much.
-        if (keys) keys.push({ queue, key: stamp.key });
-        else keys = [{ queue, key: stamp.key }];
-      }
+    } catch (err) {
+      // A queue past the first refused its copy (the journal refuses a record of more
+      // than 1 GiB, and a longer queue name makes a longer record): the sender is told
+      // the message was refused, so the copies the queues before it took go again, as a
+      // publish whose journal write failed does. Ring evictions made room for them stay.
+      if (i > 0) this.withdraw({ queues: queues.slice(0, i).filter((q) => !dropped?.includes(q)).map((q) => q.name), id, lsn, durable, dedupKeys: keys });
+      throw err;
     }
     for (let i = 0; i < count; i++) this.events.queueReady?.(queues[i]!);
     // A queue that had the key waits for its first copy too: the sender is settled once both are safe.
