@@ -5,7 +5,6 @@ import { ChangeLog } from './change-log.js';
 import type {
   Change,
   DedupStamp,
-  DrMode,
   DrQueueState,
   DrRoleChange,
   ExchangeSettings,

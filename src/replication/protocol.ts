@@ -104,18 +104,6 @@ export function encodeRecordBatch(entries: LoggedChange[] | undefined): Buffer {
   return encodeChangeBatch(entries ?? []);
 }
 
-/** Records already encoded, each after its u32 length, in one buffer. */
-function lengthPrefixed(records: Buffer[]): Buffer {
-  const out = Buffer.allocUnsafe(records.reduce((n, r) => n + 4 + r.length, 0));
-  let offset = 0;
-  for (const r of records) {
-    out.writeUInt32BE(r.length, offset);
-    r.copy(out, offset + 4);
-    offset += 4 + r.length;
-  }
-  return out;
-}
-
 /** Inverse of encodeRecordBatch; `what` names the stream in errors. Each message body is a copy of its own. */
 export function decodeRecordBatch(bytes: Buffer, what: string): LoggedChange[] {
   return decodeRecords(bytes, what, true).entries;
