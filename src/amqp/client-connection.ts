@@ -27,7 +27,7 @@ import { Coordinator, type TransactionLimits } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { parseIncoming } from './message-codec.js';
-import { OutgoingLink } from './outgoing-link.js';
+import { DEFAULT_OUTCOME, OutgoingLink } from './outgoing-link.js';
 import { readTransactionalState } from './transaction-types.js';
 import { SUBSCRIPTION_PREFIX, type Subscription, kindConflict, kindOf, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
 
@@ -88,14 +88,6 @@ interface SourceAnswer {
 
 /** Outcomes a consumer may give (3.4); anything else in its list is not echoed. */
 const SUPPORTED_OUTCOMES = ['amqp:accepted:list', 'amqp:rejected:list', 'amqp:released:list', 'amqp:modified:list'];
-
-/**
- * What becomes of a delivery a consumer settles without an outcome, or holds unsettled
- * when its link or connection goes (3.5.3 default-outcome): it goes back to its queue
- * with its delivery-count raised (queue.removeConsumer, OutgoingLink.onSettled). The
- * client's own default-outcome is a wish; this is what is done.
- */
-const DEFAULT_OUTCOME = describedList('modified', { 'delivery-failed': true });
 
 /**
  * A dynamic node's properties (3.5.9): a temporary queue or topic made for a dynamic
@@ -369,7 +361,7 @@ export class ClientConnection {
       case 'rejected':
         return link.onRejected(delivery);
       case 'modified':
-        return link.onModified(delivery, { deliveryFailed: state.fields['delivery-failed'] === true, undeliverableHere: state.fields['undeliverable-here'] === true });
+        return link.onModified(delivery, state);
       case 'transactional-state':
         return this.onTransactionalOutcome(link, delivery);
       default:
@@ -544,8 +536,11 @@ export class ClientConnection {
         link.queue.release(entry, { deliveryFailed: false, undeliverableHere: false });
         this.host.schedule(link.queue);
       }
+    } else if (state.outcome === 'modified') {
+      // Released or modified: the message goes back now, as a rollback would send it
+      // back too; a modified one as its outcome says (delivery-count, annotations).
+      link.onModified(delivery, state.outcomeState!);
     } else {
-      // Released or modified: the message goes back now, as a rollback would send it back too.
       link.onReleased(delivery);
     }
   }

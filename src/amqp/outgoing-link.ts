@@ -3,10 +3,11 @@
 // message's fate: accepted -> dequeued, released/modified -> back on the queue
 // (a modified outcome's message-annotations kept with it), rejected -> dequeued
 // to the alternate exchange.
+import { type Composite, decodeAs } from './engine/composite.js';
 import type { Delivery } from './engine/delivery.js';
 import { AmqpError } from './engine/errors.js';
 import type { Link } from './engine/link.js';
-import type { ErrorInfo } from './engine/performative.js';
+import { describedList, type ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import type { AmqpValue } from './engine/types.js';
@@ -15,6 +16,15 @@ import { logger } from '../ops/log.js';
 import { JournalRecordDamagedError } from '../store/errors.js';
 
 const log = logger('amqp');
+
+/**
+ * What becomes of a delivery a consumer settles without an outcome, or holds unsettled
+ * when its link or connection goes (3.5.3 default-outcome): it goes back to its queue
+ * with its delivery-count raised (queue.removeConsumer, OutgoingLink.onSettled). The
+ * client's own default-outcome is a wish; this is what is done, and what our attach says.
+ */
+export const DEFAULT_OUTCOME = describedList('modified', { 'delivery-failed': true });
+const DEFAULT_MODIFIED = decodeAs('modified', DEFAULT_OUTCOME);
 
 export class OutgoingLink implements Consumer {
   cursor = 0;
@@ -155,9 +165,16 @@ export class OutgoingLink implements Consumer {
     this.schedule(this.queue);
   }
 
-  onModified(delivery: Delivery, outcome: { deliveryFailed: boolean; undeliverableHere: boolean }): void {
+  /** `modified`: the outcome, given alone or inside a transactional-state. */
+  onModified(delivery: Delivery, modified: Composite): void {
     const entry = this.take(delivery);
-    if (entry) this.queue.release(entry, { ...outcome, annotations: entry.acquiredBy === this ? this.addedAnnotations(delivery, entry) : undefined });
+    if (entry) {
+      this.queue.release(entry, {
+        deliveryFailed: modified.fields['delivery-failed'] === true,
+        undeliverableHere: modified.fields['undeliverable-here'] === true,
+        annotations: entry.acquiredBy === this ? this.addedAnnotations(modified, entry) : undefined,
+      });
+    }
     this.schedule(this.queue);
   }
 
@@ -168,15 +185,14 @@ export class OutgoingLink implements Consumer {
    * MAX_ADDED_ANNOTATIONS encoded, or while the memory alarm is on (memory a peer asks
    * for, as a send is); the rest of the outcome applies, and the link logs it once.
    */
-  private addedAnnotations(delivery: Delivery, entry: QueueEntry): Buffer | undefined {
-    const state = delivery.remoteState;
-    const added = state?.def.name === 'modified' ? (state.fields['message-annotations'] as AmqpValue | undefined) : undefined;
+  private addedAnnotations(state: Composite, entry: QueueEntry): Buffer | undefined {
+    const added = state.fields['message-annotations'] as AmqpValue | undefined;
     if (added === undefined) return undefined;
     const alarm = this.broker.memoryAlarm;
     let merged: AddedAnnotations | undefined;
     if (!alarm && entry.annotations === undefined) {
       // One disposition may settle many deliveries alike: entries that held none share one map.
-      if (this.lastAdded?.state !== state) this.lastAdded = { state: state!, merged: mergeAddedAnnotations(undefined, added) };
+      if (this.lastAdded?.state !== state) this.lastAdded = { state, merged: mergeAddedAnnotations(undefined, added) };
       merged = this.lastAdded!.merged;
     } else if (!alarm) {
       merged = mergeAddedAnnotations(entry.annotations, added);
@@ -195,7 +211,7 @@ export class OutgoingLink implements Consumer {
    * when it goes (close): back on the queue, its delivery-count raised.
    */
   onSettled(delivery: Delivery): void {
-    if (this.unsettled.has(delivery)) this.onModified(delivery, { deliveryFailed: true, undeliverableHere: false });
+    if (this.unsettled.has(delivery)) this.onModified(delivery, DEFAULT_MODIFIED);
   }
 
   /** Entry held by an unsettled delivery, for transactional acceptance. */

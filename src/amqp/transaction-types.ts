@@ -61,11 +61,11 @@ export function readControlBody(bytes: Buffer): ControlBody {
   }
 }
 
-/** txn-id and inner outcome (its name) of a transactional-state, if `state` is one. */
-export function readTransactionalState(state: Composite | undefined): { txnId: Buffer; outcome: string | undefined } | undefined {
+/** txn-id and inner outcome (its name, and the outcome itself) of a transactional-state, if `state` is one. */
+export function readTransactionalState(state: Composite | undefined): { txnId: Buffer; outcome: string | undefined; outcomeState: Composite | undefined } | undefined {
   if (state?.def.name !== 'transactional-state') return undefined;
   const outcome = state.fields.outcome as Composite | undefined;
-  return { txnId: state.fields['txn-id'] as Buffer, outcome: outcome?.def.name };
+  return { txnId: state.fields['txn-id'] as Buffer, outcome: outcome?.def.name, outcomeState: outcome };
 }
 
 export function declaredState(txnId: Buffer): AmqpValue {

@@ -94,4 +94,12 @@ describe('transactions (python qpid-proton)', () => {
     expect(r).toEqual({ got: ['m-0'] });
     expect(await runPython<string[]>('drain.py', [url(), queue])).toEqual(['m-0']);
   });
+
+  it.each(['commit', 'rollback'])('transactions - a delivery modified under a transaction (%s) takes effect at once, as the outcome says (a rollback does not undo it): delivery-count raised, its annotation added', async (mode) => {
+    const queue = `tx-modified-${mode}`;
+    await runPython('send.py', [url(), queue, 'm', '1']);
+    expect(await runPython<{ got: string[] }>('tx_receive.py', [url(), queue, '1', mode, 'modified'])).toEqual({ got: ['m-0'] });
+    const again = await runPython<{ messages: Array<{ body: string; delivery_count: number; annotations: Record<string, unknown> }> }>('client.py', ['receive', url(), queue, '--count', '1']);
+    expect(again.messages.map(({ body, delivery_count, annotations }) => ({ body, delivery_count, annotations }))).toEqual([{ body: 'm-0', delivery_count: 1, annotations: { 'x-opt-tx-note': 'retry' } }]);
+  });
 });

@@ -55,6 +55,7 @@ def describe(m):
         "subject": m.subject,
         "correlation_id": m.correlation_id,
         "properties": m.properties,
+        "annotations": dict((str(k), v) for k, v in (m.annotations or {}).items()),
     }
 
 

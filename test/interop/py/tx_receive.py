@@ -1,16 +1,17 @@
 """Transactional acceptance with qpid-proton: receive N messages accepting them
 under a transaction, then commit or roll back (or drop the connection). With
 OUTCOME (a descriptor code in hex: 0x25 rejected, 0x26 released), each is given that
-outcome under the transaction instead of accepted. Mode `commit+send=BYTES`: the
+outcome under the transaction instead of accepted; `modified` gives modified with
+delivery-failed and the message-annotation x-opt-tx-note = "retry". Mode `commit+send=BYTES`: the
 transaction also sends one durable message of BYTES bytes to the queue, then commits.
 Prints what was received, and whether the commit failed."""
 import json, os, sys
-from proton import Message
+from proton import Described, Message, symbol, ulong
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
 url, queue, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-outcome = int(sys.argv[5], 16) if len(sys.argv) > 5 else None
+outcome = sys.argv[5] if len(sys.argv) > 5 else None
 send_bytes = int(mode.split("=", 1)[1]) if mode.startswith("commit+send=") else 0
 
 class TxReceiver(MessagingHandler, TransactionHandler):
@@ -33,9 +34,14 @@ class TxReceiver(MessagingHandler, TransactionHandler):
         self.got.append(event.message.body)
         if outcome is None:
             self.txn.accept(event.delivery)
+        elif outcome == "modified":
+            # Transaction.update sends an outcome without fields: this one has them.
+            modified = Described(ulong(0x27), [True, False, {symbol("x-opt-tx-note"): "retry"}])
+            event.delivery.local.data = [self.txn.id, modified]
+            event.delivery.update(0x34)
         else:
             # Left unsettled: the transaction decides it.
-            self.txn.update(event.delivery, outcome)
+            self.txn.update(event.delivery, int(outcome, 16))
         if len(self.got) == count:
             if mode == "commit" or send_bytes:
                 self.txn.commit()
