@@ -2,9 +2,11 @@
 // the header and properties sections (what routing, priority and expiry need).
 // On the way out the bytes go unchanged, except a header whose ttl and delivery
 // count are told anew (the sender's other header fields kept as encoded) and the
-// message-annotations, when consumers' modified outcomes added some.
+// message-annotations, when consumers' modified outcomes added some. A dead letter
+// has the same two sections written once, into the bytes it is stored as.
 import type { IncomingMessage } from '../broker/broker.js';
 import type { MessageRecord } from '../broker/changes.js';
+import type { DeadLetterEdit, DeadLetterWriter } from '../broker/dead-letter.js';
 import { TandemError } from '../broker/errors.js';
 import { encode } from './engine/encoder.js';
 import { AmqpError } from './engine/errors.js';
@@ -351,6 +353,46 @@ function encodeMap(pairs: Annotations): Buffer {
   head.writeUInt32BE(body.length + 4, 1);
   head.writeUInt32BE(count, 5);
   return Buffer.concat([head, body]);
+}
+
+// ---- dead letters (src/broker/dead-letter.ts) ---------------------------------------
+
+/** The message-annotation a dead letter names the queue it left by (a string, at most 255 characters as every queue name). */
+export const DEAD_LETTER_QUEUE = 'x-opt-tandem-dead-letter-queue';
+/** The message-annotation a dead letter says why by: rejected, expired or deleted (a string). */
+export const DEAD_LETTER_REASON = 'x-opt-tandem-dead-letter-reason';
+
+/**
+ * Dead letters as the AMQP edge writes them: the header again (durable, priority,
+ * first-acquirer as the sender encoded them; the ttl left and the delivery-count
+ * reached, new) and the message-annotations with the consumers' added ones and the
+ * queue and reason merged over the sender's (3.2: a broker may change these two
+ * sections; the bare message, properties' absolute-expiry-time included, is the
+ * sender's and goes on unchanged). A dead letter dead-lettered again names its last
+ * queue. It grows by a header, a queue name and at most MAX_ADDED_ANNOTATIONS.
+ */
+export const deadLetterWriter: DeadLetterWriter = {
+  setsOwnExpiry(bytes: Buffer): boolean {
+    const head = parseIncoming(bytes);
+    // As Broker.messageFor read them when the message arrived.
+    return (head.ttlMs !== undefined && head.ttlMs > 0) || !!head.absoluteExpiry;
+  },
+  write(bytes: Buffer, headerLength: number, edit: DeadLetterEdit): { bytes: Buffer; headerLength: number } {
+    const header = rewriteHeader(bytes.subarray(0, headerLength), edit.ttlMs, edit.deliveryCount);
+    const rest = withAnnotations(bytes.subarray(headerLength), deadLetterAnnotations(edit));
+    return { bytes: Buffer.concat([header, ...rest]), headerLength: header.length };
+  },
+};
+
+/** The annotations a dead letter adds, as one encoded map: the consumers' (already bounded), then the queue and reason. */
+function deadLetterAnnotations(edit: DeadLetterEdit): Buffer {
+  const pairs: Annotations = (edit.annotations && mapPairs(edit.annotations, 0, edit.annotations.length)) || new Map();
+  const added: Array<[string, string]> = [[DEAD_LETTER_QUEUE, edit.queue], [DEAD_LETTER_REASON, edit.reason]];
+  for (const [key, value] of added) {
+    const encodedKey = encode({ type: 'symbol', value: key });
+    pairs.set(keyIdentity(encodedKey, 0, encodedKey.length), Buffer.concat([encodedKey, encode({ type: 'string', value })]));
+  }
+  return encodeMap(pairs);
 }
 
 const NULL = Buffer.from([0x40]);

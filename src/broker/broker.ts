@@ -14,6 +14,7 @@ import type {
   QueueSettings,
   ReplicationLevel,
 } from './changes.js';
+import { deadLetterExpiry, type DeadLetterReason, type DeadLetterWriter } from './dead-letter.js';
 import { DEDUP_DIGEST_BYTES, dedupDigestAt, dedupDigestHex, writeDedupDigest, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
 import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
@@ -90,6 +91,12 @@ export interface BrokerOptions {
   events?: BrokerEvents;
   /** Reads a message's dedup key from its bytes (the AMQP edge's reader); without it no queue finds keys. */
   dedupKeys?: DedupKeyReader;
+  /**
+   * Writes what a dead letter says into its bytes (the AMQP edge's writer); without it
+   * a dead letter goes on as the bytes its message arrived as, with the expiry it had
+   * (none if it expired).
+   */
+  deadLetters?: DeadLetterWriter;
   /** Settings a queue declared without arguments gets (tandemd.conf's dedup-window and friends). */
   queueDefaults?: QueueSettings;
 }
@@ -168,6 +175,7 @@ export class Broker implements QueueHost {
   readonly now: () => number;
   readonly defaultReplicate: ReplicationLevel;
   private readonly dedupKeys: DedupKeyReader | undefined;
+  private readonly deadLetters: DeadLetterWriter | undefined;
   readonly queueDefaults: QueueSettings;
   epoch = 0;
   /** When a DR copy first attached to this cluster (0: never): see the 'dr-followed' change. */
@@ -202,6 +210,7 @@ export class Broker implements QueueHost {
     this.defaultReplicate = options.defaultReplicate ?? 'all';
     this.events = options.events ?? {};
     this.dedupKeys = options.dedupKeys;
+    this.deadLetters = options.deadLetters;
     this.queueDefaults = options.queueDefaults ?? defaultQueueSettings;
     for (const [name, type] of builtInExchanges) {
       this.exchanges.set(name, new Exchange(name, type, { ...defaultExchangeSettings, durable: true }, true));
@@ -306,7 +315,7 @@ export class Broker implements QueueHost {
     // (reroute counts and reports it) never leaves the delete half done.
     for (const entry of remaining) {
       try {
-        this.reroute(queue, entry);
+        this.reroute(queue, entry, 'deleted');
       } catch (err) {
         this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
       }
@@ -332,7 +341,7 @@ export class Broker implements QueueHost {
       if (n >= max) break;
       try {
         // Not back into the queue being deleted (deleteQueue finds it gone already).
-        this.reroute(queue, entry, true);
+        this.reroute(queue, entry, 'deleted', true);
       } catch (err) {
         this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
       }
@@ -735,7 +744,7 @@ export class Broker implements QueueHost {
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
       // An expired message routed back into its own queue would reach its consumers after
       // all, and expire (and be dead-lettered) again with each default-ttl, for ever.
-      this.reroute(queue, entry, reason === 'expired');
+      this.reroute(queue, entry, reason, reason === 'expired');
     }
   }
 
@@ -1183,14 +1192,14 @@ export class Broker implements QueueHost {
   }
 
   /**
-   * Send a message leaving `from` on to its alternate exchange as a new message (not
-   * back into `from` if `notBack`). One that cannot go on (its body or subject cannot be
-   * read back from the journal, or the queues it routes to refuse it, full) is dropped,
-   * counted (deadLettersLost) and reported (events.deadLetterLost), not thrown: the
-   * removal, or queue delete, that sent it completes. Anything else that fails (a bug,
-   * a closed journal) still throws.
+   * Send a message leaving `from` on to its alternate exchange as a new message, its
+   * dead letter (deadLetter), not back into `from` if `notBack`. One that cannot go on
+   * (its body or subject cannot be read back from the journal, or the queues it routes
+   * to refuse it, full) is dropped, counted (deadLettersLost) and reported
+   * (events.deadLetterLost), not thrown: the removal, or queue delete, that sent it
+   * completes. Anything else that fails (a bug, a closed journal) still throws.
    */
-  private reroute(from: Queue, entry: QueueEntry, notBack = false): void {
+  private reroute(from: Queue, entry: QueueEntry, reason: DeadLetterReason, notBack = false): void {
     const exchange = this.exchanges.get(from.settings.alternateExchange);
     if (!exchange) return;
     let bytes: Buffer;
@@ -1208,20 +1217,47 @@ export class Broker implements QueueHost {
     if (self >= 0) queues.splice(self, 1);
     if (queues.length === 0) return;
     try {
-      this.enqueueAll(queues, {
-        bytes,
-        headerLength: entry.msg.headerLength,
-        durable: entry.msg.durable,
-        priority: entry.msg.priority,
-        ttlMs: undefined,
-        absoluteExpiry: undefined,
-        deliveryCount: entry.deliveryCount,
-        subject,
-      });
+      this.enqueueAll(queues, this.deadLetter(from, entry, reason, bytes, subject));
     } catch (err) {
       if (!(err instanceof TandemError)) throw err;
       this.deadLetterLost(from, entry, err.message);
     }
+  }
+
+  /**
+   * The message a dead letter is: the bytes of the one that left `from` with its header
+   * and message-annotations saying what happened to it there (deadLetters: the
+   * delivery-count it reached, the annotations consumers added, the queue and the
+   * reason, the ttl it has left), and its own expiry (deadLetterExpiry). These bytes
+   * are its enqueue record's, so a restart, a failover or a DR copy gives the same.
+   */
+  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, bytes: Buffer, subject: string | undefined): IncomingMessage {
+    const msg = entry.msg;
+    let expiresAt = reason === 'expired' ? 0 : msg.expiresAt;
+    let out = { bytes, headerLength: msg.headerLength };
+    if (this.deadLetters) {
+      const writer = this.deadLetters;
+      try {
+        expiresAt = deadLetterExpiry(reason, msg.expiresAt, () => writer.setsOwnExpiry(bytes));
+        const ttlMs = expiresAt > 0 ? Math.max(1, expiresAt - this.now()) : 0;
+        out = writer.write(bytes, msg.headerLength, { queue: from.name, reason, deliveryCount: entry.deliveryCount, ttlMs, annotations: entry.annotations });
+      } catch (err) {
+        // Bytes the edge cannot read (it checked them on arrival: only a record from
+        // before that check can hold such) go on as they arrived, not lost.
+        if (!(err instanceof TandemError)) throw err;
+      }
+    }
+    return {
+      bytes: out.bytes,
+      headerLength: out.headerLength,
+      durable: msg.durable,
+      priority: msg.priority,
+      // As an absolute time: it runs from the message's first arrival, not from now.
+      ttlMs: undefined,
+      absoluteExpiry: expiresAt > 0 ? expiresAt : undefined,
+      deliveryCount: entry.deliveryCount,
+      subject,
+    };
   }
 
   /** Count and report a message reroute had to drop. */
