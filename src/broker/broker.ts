@@ -737,19 +737,27 @@ export class Broker implements QueueHost {
 
   removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void {
     for (const w of this.removalWatchers) w.leaving(queue, entry);
-    const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
-    const durable = messageDurable(entry.msg, queue);
-    if (this.txCollector) this.txCollector.push({ op, durable });
-    else this.log.record(op, durable);
+    // The dead letter is logged before the dequeue, as moveToAlternate does: a crash
+    // between the two records (a torn journal tail) then leaves the message twice, not
+    // gone from both queues. In a transaction the dequeue waits for the commit anyway.
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
       // An expired message routed back into its own queue would reach its consumers after
       // all, and expire (and be dead-lettered) again with each default-ttl, for ever.
       this.reroute(queue, entry, reason, reason === 'expired');
     }
+    const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
+    const durable = messageDurable(entry.msg, queue);
+    if (this.txCollector) this.txCollector.push({ op, durable });
+    else this.log.record(op, durable);
   }
 
   unused(queue: Queue): void {
     this.events.queueUnused?.(queue);
+  }
+
+  /** A dispatch passed over all the rows it may of groups others own (queue.ts GROUP_SCAN_LIMIT): it goes on after the event loop ran. */
+  moreToDispatch(queue: Queue): void {
+    this.events.queueReady?.(queue);
   }
 
   /**

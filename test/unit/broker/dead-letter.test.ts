@@ -141,3 +141,21 @@ describe('broker - dead letters', () => {
     expect(broker.deadLettersLost).toBe(0);
   });
 });
+
+describe('broker - dead letter and dequeue order', () => {
+  it.each(['rejected', 'expired'] as const)('dead letter - %s: the dead letter is logged before the dequeue, so a journal cut between them keeps the message (twice), never loses it', (reason) => {
+    const { broker, clock, logged, q } = setup();
+    broker.publish('q', parseIncoming(rheaEncode({ ttl: 1_000, durable: true, body: 'b' })));
+    if (reason === 'rejected') {
+      const a = new FakeConsumer('a', 1);
+      q.addConsumer(a);
+      q.dispatch(0);
+      broker.reject(q, a.deliveries[0]!);
+    } else {
+      clock.advance(2_000);
+      broker.expire();
+    }
+    const order = logged.filter((e) => e.change.kind === 'enqueue' || e.change.kind === 'dequeue').map((e) => `${e.change.kind} ${(e.change as { queue: string }).queue}`);
+    expect(order).toEqual(['enqueue q', 'enqueue dlq', 'dequeue q']);
+  });
+});
