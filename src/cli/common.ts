@@ -1,6 +1,7 @@
 // What every tandem subcommand shares: the -b broker option, one management
 // connection per run, output as text or --json, and stable exit codes.
 import type { Command } from 'commander';
+import { printable } from '../ops/printable.js';
 import { redact } from '../ops/secrets.js';
 import { ConnectError, ManagementClient } from '../admin/client.js';
 import { addTlsOptions, brokerAddressHelp, brokerAddressOf, timeoutMsOf, type TlsFileOptions } from './broker-address.js';
@@ -59,7 +60,7 @@ export function action<A extends unknown[]>(fn: (...args: A) => Promise<void>): 
       await fn(...args);
       await exitWhenFlushed(Exit.ok);
     } catch (err) {
-      process.stderr.write(`tandem: ${redact((err as Error).message)}\n`);
+      process.stderr.write(`tandem: ${printable(redact((err as Error).message))}\n`);
       await exitWhenFlushed(exitCodeOf(err));
     }
   };
@@ -75,8 +76,9 @@ function jsonReplacer(_key: string, value: unknown): unknown {
 
 /** A fixed-width table for list commands. */
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
-  const cells = rows.map((r) => columns.map((c) => (r[c] === undefined || r[c] === null ? '' : String(r[c]))));
+  const cells = rows.map((r) => columns.map((c) => (r[c] === undefined || r[c] === null ? '' : printable(String(r[c])))));
   const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
   const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd();
   return [line(columns), line(widths.map((w) => '='.repeat(w))), ...cells.map(line)].join('\n');
 }
+

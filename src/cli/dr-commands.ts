@@ -1,7 +1,7 @@
 // tandem dr add|del|list|status|activate|switchover|demote|reattach: disaster recovery queues
 // on a secondary broker, and the round trip between the two sites (see docs/dr.md).
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { MAX_SECRET_FILE_BYTES, readBoundedText } from '../ops/bounded-read.js';
 import { TandemError } from '../broker/errors.js';
 import { redact } from '../ops/secrets.js';
 import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
@@ -16,7 +16,14 @@ interface AddOptions extends BrokerOption {
 /** A password from a file (- for stdin), so it is in no argument ps shows; `option` names it in errors. */
 function passwordFrom(file: string | undefined, option: string): string | undefined {
   if (file === undefined) return undefined;
-  const password = readFileSync(file === '-' ? 0 : file, 'utf8').split(/\r?\n/, 1)[0] ?? '';
+  let text: string;
+  try {
+    // Bounded: /dev/zero read gigabytes; a directory was a bare EISDIR, exit 1.
+    text = readBoundedText(file === '-' ? 0 : file, MAX_SECRET_FILE_BYTES, option);
+  } catch (err) {
+    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', (err as Error).message);
+  }
+  const password = text.split(/\r?\n/, 1)[0] ?? '';
   if (password === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${option} ${file} is empty: put the password on its first line`);
   return password;
 }
@@ -34,7 +41,9 @@ export function drCommands(program: Command): void {
       .option('--exchanges <names>', "exchanges binding the queue copied with it: comma-separated names, * wildcards; '' none", '*'),
   ).action(
     action(async (queue: string, o: AddOptions) => {
-      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges, password: passwordFrom(o.sourcePasswordFile, '--source-password-file') }))) as Record<string, unknown>;
+      // Before connecting: a bad file is a usage error (exit 2), not hidden behind an unreachable broker (69).
+      const password = passwordFrom(o.sourcePasswordFile, '--source-password-file');
+      const r = (await withBroker(o, (c) => c.request('DR-ADD', 'broker', queue, { queue, source: o.source, mode: o.mode, exchanges: o.exchanges, password }))) as Record<string, unknown>;
       print(o, r, () => `DR queue ${queue} added (${String(r.mode)} from ${String(r.source)})`);
     }),
   );

@@ -12,6 +12,7 @@ import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { isHaState } from '../ha/states.js';
 import { exitWhenFlushed } from '../util/exit.js';
 import { loadSettings } from '../ops/config.js';
+import { printable } from '../ops/printable.js';
 
 export const HaExit = { ok: 0, no: 1, usage: 2, notRunning: 7 } as const;
 
@@ -61,7 +62,7 @@ export async function haStatusOf(address: BrokerAddress, timeoutMs = 5000): Prom
 }
 
 function fail(err: unknown): Promise<never> {
-  process.stderr.write(`tandem: ${redact((err as Error).message)}\n`);
+  process.stderr.write(`tandem: ${printable(redact((err as Error).message))}\n`);
   return exitWhenFlushed(err instanceof ConnectError ? HaExit.notRunning : err instanceof TandemError && err.code === 'TANDEM_ERR_INVALID_ARGUMENT' ? HaExit.usage : HaExit.no);
 }
 
@@ -101,7 +102,7 @@ export async function haCommands(program: Command): Promise<void> {
         process.stdout.write(o.json ? `${JSON.stringify(status)}\n` : `${status.state}\n${divergedLines(status)}`);
         // On stderr, so scripts reading the state from stdout keep working.
         const settlement = status.settlement as { held?: boolean; reason?: string | null } | null | undefined;
-        if (!o.json && settlement?.held) process.stderr.write(`tandem: settlements held: ${settlement.reason}\n`);
+        if (!o.json && settlement?.held) process.stderr.write(`tandem: settlements held: ${printable(String(settlement.reason))}\n`);
         if (o.expect !== undefined && status.state !== o.expect) return exitWhenFlushed(HaExit.no);
         if (o.isPrimary && status.state !== 'active' && status.state !== 'recovering') return exitWhenFlushed(HaExit.no);
         return exitWhenFlushed(HaExit.ok);
@@ -142,7 +143,7 @@ export async function haCommands(program: Command): Promise<void> {
         const r = (await haRequest(haTarget(o).address, 'HA-PROMOTE', body, ms(o))) as HaStatus & { guard?: { rule: string | null; checked: string } };
         if (o.json) process.stdout.write(`${JSON.stringify(r)}\n`);
         else process.stdout.write(`${r.state}\n${r.guard ? `${r.guard.checked}\n` : ''}`);
-        if (r.guard?.rule === 'accept-data-loss') process.stderr.write(`tandem: WARNING: ${r.guard.checked}\n`);
+        if (r.guard?.rule === 'accept-data-loss') process.stderr.write(`tandem: WARNING: ${printable(String(r.guard.checked))}\n`);
         return exitWhenFlushed(HaExit.ok);
       } catch (err) {
         return fail(err);

@@ -4,8 +4,29 @@ import { Command } from 'commander';
 import { VERSION } from '../version.js';
 import { Exit } from './common.js';
 
+/**
+ * What each exit code means, for --help: every code of the error catalogue (the README's
+ * table) and the CLI's own. The help once listed only some, so a script writer reading it
+ * met 6, 9, 10 or 11 unexplained.
+ */
+const EXIT_CODES: Record<number, string> = {
+  [Exit.ok]: 'ok',
+  [Exit.error]: 'error',
+  [Exit.usage]: 'bad arguments',
+  3: 'not implemented',
+  4: 'not found',
+  5: 'already exists or locked',
+  6: 'queue full',
+  7: 'not allowed',
+  8: 'precondition failed',
+  9: 'disk or memory full',
+  10: 'transaction rolled back',
+  11: 'DR queue moved to the other site',
+  [Exit.unreachable]: 'broker unreachable',
+};
+
 const program = new Command('tandem')
-  .description('Administer Tandem brokers. Exit codes: 0 ok, 1 error, 2 bad arguments, 4 not found, 5 already exists, 7 not allowed, 8 precondition failed, 69 broker unreachable.')
+  .description(`Administer Tandem brokers. Exit codes: ${Object.entries(EXIT_CODES).map(([code, meaning]) => `${code} ${meaning}`).join(', ')}.`)
   .version(`tandem ${VERSION}`, '-V, --version')
   .showHelpAfterError()
   .exitOverride((err) => {

@@ -1,7 +1,7 @@
 // tandem user add|del|list: edits the users file directly (run on the broker's
 // host, as a user allowed to write it). The broker re-reads the file by itself.
-import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { MAX_SECRET_FILE_BYTES, readBoundedText } from '../ops/bounded-read.js';
 import { NO_PASSWORD, hashPassword, readUsers, validateUserName, writeUsers, type Role } from '../admin/users.js';
 import { TandemError } from '../broker/errors.js';
 import { action, print } from './common.js';
@@ -10,13 +10,25 @@ const defaultUsersFile = process.env.TANDEM_USERS_FILE ?? '/etc/tandem/users';
 
 async function readPassword(o: { password?: string; passwordFile?: string }): Promise<string> {
   if (o.password !== undefined) return o.password;
-  if (o.passwordFile) return readFileSync(o.passwordFile === '-' ? 0 : o.passwordFile, 'utf8').replace(/\r?\n$/, '');
+  if (o.passwordFile) return passwordFrom(o.passwordFile === '-' ? 0 : o.passwordFile, '--password-file');
   if (process.env.TANDEM_PASSWORD) return process.env.TANDEM_PASSWORD;
   if (!process.stdin.isTTY) {
     // A password piped in on stdin.
-    return readFileSync(0, 'utf8').replace(/\r?\n$/, '');
+    return passwordFrom(0, 'the password on');
   }
   throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'give the password with --password-file FILE (- for stdin) or TANDEM_PASSWORD');
+}
+
+/**
+ * A password file's content without its line end, bounded: --password-file /dev/zero
+ * read gigabytes, and a directory was a bare EISDIR with exit 1 instead of a usage error.
+ */
+function passwordFrom(source: string | number, what: string): string {
+  try {
+    return readBoundedText(source, MAX_SECRET_FILE_BYTES, what).replace(/\r?\n$/, '');
+  } catch (err) {
+    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', (err as Error).message);
+  }
 }
 
 export function userCommands(program: Command): void {

@@ -11,10 +11,11 @@ import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
 // brokers-url imports ConfigError from here: a cycle, harmless as both only call each other at run time.
-import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { MAX_ENDPOINTS, parseBrokersUrl } from '../ha/brokers-url.js';
 import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/settle-quorum.js';
 import { registerSecret } from './secrets.js';
 import { readSecretFile, secretFileProblems } from './secret-files.js';
+import { readBoundedText } from './bounded-read.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
 import { crlWarnings, readCrlFile } from '../admin/crl.js';
 import { EXTERNAL_USER_MAPPINGS, type ExternalUserMapping } from '../amqp/sasl-external.js';
@@ -31,7 +32,7 @@ export class ConfigError extends Error {
   }
 }
 
-type Kind = 'string' | 'path' | 'port' | 'bool' | 'duration' | 'size' | 'count' | 'level' | 'replicate' | 'min-backups';
+type Kind = 'string' | 'host' | 'path' | 'port' | 'bool' | 'duration' | 'size' | 'count' | 'level' | 'replicate' | 'min-backups';
 
 interface OptionSpec {
   key: string;
@@ -48,7 +49,7 @@ const TIMER_MAX_MS = 2 ** 31 - 1;
 
 /** Every setting; `defaults` below holds the values of the embedded default. */
 export const optionSpecs: OptionSpec[] = [
-  { key: 'host', kind: 'string', description: 'address to listen on (0.0.0.0 for all)' },
+  { key: 'host', kind: 'host', description: 'address to listen on (0.0.0.0 for all)' },
   { key: 'port', kind: 'port', description: 'AMQP port; 0 picks a free one' },
   { key: 'data-dir', kind: 'path', description: 'directory for the journal and state' },
   { key: 'auth', kind: 'bool', description: 'require SASL PLAIN authentication (yes/no)' },
@@ -76,9 +77,9 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'max-links-per-connection', kind: 'count', description: 'links one connection may hold at once; an attach past it is refused with amqp:resource-limit-exceeded', min: 1, max: 1_000_000, why: '0 would refuse every link; each link costs a few KiB (a temporary queue more)' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
   { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },
-  { key: 'metrics-host', kind: 'string', description: 'address of the metrics listener' },
+  { key: 'metrics-host', kind: 'host', description: 'address of the metrics listener' },
   { key: 'console-port', kind: 'port', description: 'web console HTTP port (HTTPS with tls-cert/tls-key; unset = off; 0 picks one)' },
-  { key: 'console-host', kind: 'string', description: 'address of the web console listener' },
+  { key: 'console-host', kind: 'host', description: 'address of the web console listener' },
   { key: 'shutdown-timeout', kind: 'duration', description: 'how long SIGTERM waits for in-flight work', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'ha-replicate', kind: 'replicate', description: 'replication level for queues that set none' },
   { key: 'ha-cluster', kind: 'bool', description: 'join an HA cluster (starts as a backup)' },
@@ -202,9 +203,14 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
     case 'path':
       if (typeof value !== 'string' || value === '') bad('a non-empty value');
       return spec.kind === 'path' ? resolve(value as string) : value;
+    case 'host':
+      // Checked here so a typo is refused naming the key, not met at listen() as a bare getaddrinfo ENOTFOUND.
+      if (typeof value !== 'string' || !isListenHost(value)) bad('an IP address or a host name (letters, digits, - and .)');
+      return value;
     case 'port': {
-      const n = Number(value);
-      if (!Number.isInteger(n) || n < 0 || n > 65535) bad('a port number 0-65535');
+      // Digits only: Number() took '' (port= left empty) and '-0' as 0, a random port, and '0x10' or '1e3' as others.
+      const n = typeof value === 'number' ? value : /^\d{1,5}$/.test(String(value)) ? Number(value) : NaN;
+      if (!Number.isInteger(n) || n < 0 || n > 65535 || Object.is(n, -0)) bad('a port number 0-65535');
       return n;
     }
     case 'count':
@@ -232,10 +238,13 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
     case 'replicate':
       if (value !== 'none' && value !== 'configuration' && value !== 'all') bad('none, configuration or all');
       return value;
-    case 'min-backups':
+    case 'min-backups': {
       if (value === MAJORITY) return value;
-      if (typeof value === 'number' ? !Number.isInteger(value) || value < 0 : !/^\d+$/.test(String(value))) bad(`${MAJORITY} or a whole number of backups (0: settle alone)`);
-      return Number(value);
+      const n = typeof value === 'number' ? value : /^\d{1,10}$/.test(String(value)) ? Number(value) : NaN;
+      // ha-brokers-url lists at most MAX_ENDPOINTS brokers: the others are at most one fewer backups.
+      if (!Number.isInteger(n) || n < 0 || n > MAX_ENDPOINTS - 1) bad(`${MAJORITY} or a whole number of backups from 0 (settle alone) to ${MAX_ENDPOINTS - 1}`);
+      return n;
+    }
   }
 }
 
@@ -247,6 +256,12 @@ function bounded(spec: OptionSpec, n: number, where: string): number {
   if (spec.min !== undefined && n < spec.min) throw new ConfigError(`${where}: ${spec.key} must be at least ${show(spec.min)}${because}`);
   if (spec.max !== undefined && n > spec.max) throw new ConfigError(`${where}: ${spec.key} must be at most ${show(spec.max)}${because}`);
   return n;
+}
+
+/** An IPv4 or IPv6 address, or a DNS name: labels of letters, digits and '-', at most 253 characters. */
+function isListenHost(host: string): boolean {
+  if (isIP(host) !== 0) return true;
+  return host.length <= 253 && /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?$/.test(host) && !/^[\d.]+$/.test(host);
 }
 
 function isLoopback(host: string): boolean {
@@ -370,20 +385,29 @@ function checkSecretFiles(settings: Settings, configFile: string | undefined, va
   settings.warnings.push(...problems);
 }
 
+/**
+ * A config file is a few KiB; [dr] lines for thousands of queues stay well under this.
+ * Past it the path is surely wrong (/dev/zero, a log file), and reading on would fill the heap.
+ */
+export const MAX_CONFIG_FILE_BYTES = 4 * 1024 * 1024;
+
+function readConfigText(path: string): string {
+  try {
+    return readBoundedText(path, MAX_CONFIG_FILE_BYTES, 'config file');
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+}
+
 /** ha-password, or a password in a broker URL (ha-brokers-url, [dr] sources). */
 function configHoldsSecret(path: string): boolean {
-  const text = readFileSync(path, 'utf8');
+  const text = readConfigText(path);
   return /^\s*ha-password\s*=/m.test(text) || /[A-Za-z0-9_.@-][/:][^\s@]*@[A-Za-z0-9[]/.test(text.replace(/^\s*[#;].*$/gm, ''));
 }
 
 /** Read tandemd.conf (INI; keys at top level or under [tandemd]). */
 export function readConfigFile(path: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new ConfigError(`cannot read config file ${path}: ${(err as Error).message}`);
-  }
+  const text = readConfigText(path);
   refuseRepeatedKeys(path, text);
   const parsed = ini.parse(text) as Record<string, unknown>;
   const flat: Record<string, unknown> = {};
@@ -417,6 +441,8 @@ function refuseRepeatedKeys(path: string, text: string): void {
       return;
     }
     const key = ini.unsafe(line.includes('=') ? line.slice(0, line.indexOf('=')) : line);
+    // The INI parser drops this key (and a section so named) without a word: refuse it as the unknown key it is.
+    if (key === '__proto__' || section === '__proto__') throw new ConfigError(`${path}: unknown ${key === '__proto__' ? 'key' : 'section [__proto__] of key'} '${key}' (line ${i + 1})`);
     const id = `${section}\u0000${key}`;
     const first = seen.get(id);
     if (first !== undefined) {

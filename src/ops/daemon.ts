@@ -45,7 +45,7 @@ import { ConsoleServer } from '../console/server.js';
 import { ClusterWatch, standaloneView, type HaAnswer } from '../console/cluster-view.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { endpointAddress, haIdentity, haLinkTls, reloadLinkCrls } from '../admin/peer-addresses.js';
-import { notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
+import { notifyExtendTimeout, notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
 export { VERSION } from '../version.js';
 import { VERSION } from '../version.js';
@@ -465,6 +465,10 @@ export class Daemon {
    */
   private async doStop(): Promise<void> {
     notifyStopping();
+    // systemd's TimeoutStopSec (30 s in our units) would SIGKILL a clean stop that a longer
+    // shutdown-timeout allows, mid-way: ask for as long as the steps below may take (this
+    // never shortens the unit's own timeout).
+    notifyExtendTimeout(stopBudgetMs(this.settings));
     this.stopWatchdog?.();
     // The console first: no page acts on a broker that is going away, no peer is asked about.
     this.clusterWatch?.close();
@@ -508,6 +512,14 @@ export class Daemon {
     await this.journal?.close();
     this.log.info('broker stopped');
   }
+}
+
+/** Margin for closing the listeners, the journal's last sync and the exit. */
+const STOP_MARGIN_MS = 10_000;
+
+/** The longest a clean stop (doStop) may take: shutdown-timeout, then the backups catching up. */
+export function stopBudgetMs(s: Pick<Settings, 'shutdownTimeoutMs' | 'haCluster' | 'haHeartbeatIntervalMs'>): number {
+  return s.shutdownTimeoutMs + (s.haCluster ? 2 * s.haHeartbeatIntervalMs : 0) + STOP_MARGIN_MS;
 }
 
 function sleep(ms: number): Promise<void> {

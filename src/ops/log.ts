@@ -1,7 +1,8 @@
 // Logging with pino: one named child per subsystem (amqp, store, ha, replication,
 // dr, ops), human-readable on a terminal, JSON lines otherwise (journald, files).
 // Logs go to stderr so stdout carries only what scripts read ("listening on ...").
-import { pino, type Logger } from 'pino';
+import { pino, type LogFn, type Logger } from 'pino';
+import { printable } from './printable.js';
 import { redact } from './secrets.js';
 
 export type { Logger };
@@ -27,10 +28,18 @@ export function createRootLogger(level: LogLevel = 'info', pretty = process.stde
   root = pretty
     ? pino({
         ...common,
+        // pino-pretty prints the message as it is (fields are JSON): a client's string in it
+        // (a user name) could start a line that looks like another entry, or drive the terminal.
+        hooks: { ...common.hooks, logMethod: printableMessages },
         transport: { target: 'pino-pretty', options: { destination: 2, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } },
       })
     : pino(common, pino.destination({ dest: 2, sync: false }));
   return root;
+}
+
+function printableMessages(this: Logger, args: Parameters<LogFn>, method: LogFn): void {
+  const escaped = args.map((a) => (typeof a === 'string' ? printable(a) : a)) as Parameters<LogFn>;
+  method.apply(this, escaped);
 }
 
 export function logger(subsystem: Subsystem): Logger {

@@ -1,15 +1,17 @@
 // Files that hold secrets (password files, the users file, a config file with a
 // password in it): read them, and say when their mode lets every local user read them.
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { ConfigError } from './config.js';
+import { MAX_SECRET_FILE_BYTES, readBoundedText, type FileReadError } from './bounded-read.js';
 
 /** The password in a file: its first line, without the line end. */
 export function readSecretFile(path: string, what: string): string {
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readBoundedText(path, MAX_SECRET_FILE_BYTES, what);
   } catch (err) {
-    throw new ConfigError(`${what} ${path}: ${(err as NodeJS.ErrnoException).code === 'EACCES' ? 'permission denied (the broker runs as the tandem user: make the file 0640 root:tandem)' : (err as Error).message}`);
+    const e = err as FileReadError;
+    throw new ConfigError(e.errno === 'EACCES' ? `${what} ${path}: permission denied (the broker runs as the tandem user: make the file 0640 root:tandem)` : e.message);
   }
   const password = text.split(/\r?\n/, 1)[0] ?? '';
   if (password === '') throw new ConfigError(`${what} ${path} is empty: put the password on its first line`);

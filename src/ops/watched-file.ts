@@ -2,8 +2,15 @@
 // start, where a bad file is an error the start fails on; later, a change that does not
 // parse is logged and the last good copy stays in force, so a half-saved edit locks
 // nobody out.
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
+import { readBoundedText, type FileReadError } from './bounded-read.js';
 import type { Logger } from './log.js';
+
+/**
+ * Hundreds of thousands of users or ACL rules; past it the path is surely wrong
+ * (/dev/zero would fill the heap, at start or at any later access to the file).
+ */
+const MAX_WATCHED_FILE_BYTES = 64 * 1024 * 1024;
 
 export class WatchedFile<T> {
   private current: T;
@@ -38,9 +45,9 @@ export class WatchedFile<T> {
   private read(): T {
     let text: string;
     try {
-      text = readFileSync(this.path, 'utf8');
+      text = readBoundedText(this.path, MAX_WATCHED_FILE_BYTES, `the ${this.what}`);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return this.absent();
+      if ((err as FileReadError).errno === 'ENOENT') return this.absent();
       throw err;
     }
     return this.parse(text, this.path);
