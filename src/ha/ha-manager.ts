@@ -153,6 +153,16 @@ export class HaManager {
   private stopped = false;
   private recoveringTimer: NodeJS.Timeout | undefined;
   private staleTimer: NodeJS.Timeout | undefined;
+  /**
+   * Ready backups this primary lost (dropped, or back while their old link was still
+   * open), and how many of those losses a finished stale check came after: a backup is
+   * admitted only once every loss is covered (see admitsBackups).
+   */
+  private backupLosses = 0;
+  private lossesChecked = 0;
+  private lossCheck: Promise<void> | undefined;
+  /** The ready backups at the last membership change (to tell a loss). */
+  private lastReady: string[] = [];
   /** Whether the journal-complete marker is on disk (see journal-marker.ts). */
   private journalComplete: boolean;
   private completeTimer: NodeJS.Timeout | undefined;
@@ -291,6 +301,11 @@ export class HaManager {
     }
     if (hello.replicate !== this.host.settings.haReplicate) {
       return refuse(FATAL, `ha-replicate mismatch: the primary uses '${this.host.settings.haReplicate}', this backup '${hello.replicate}'; set the same value on every broker`);
+    }
+    // Back while its old link is still open: it lost us, as a dropped backup did.
+    if ([...this.source.streams].some((st) => st.hello.brokerId === hello.brokerId && st.state === 'ready')) this.noteBackupLost();
+    if (!this.admitsBackups()) {
+      return refuse('tandem:ha:not-primary', 'this primary lost a backup and is checking that no other broker was promoted meanwhile; try again shortly');
     }
     sender.accept(REPLICATION_ADDRESS, { [Props.epoch]: this.host.broker.epoch });
     const stream = this.source.attach(sender, { brokerId: hello.brokerId, address: remoteAddress, lsn: hello.lsn, epoch: hello.epoch, journalLsn: hello.journalLsn });
@@ -688,6 +703,8 @@ export class HaManager {
   }
 
   private onMembership(ready: string[]): void {
+    if (this.isPrimary && this.lastReady.some((id) => !ready.includes(id))) this.noteBackupLost();
+    this.lastReady = ready;
     this.reviewQuorum();
     if (this.sm.state !== 'recovering') return;
     const missing = this.expectedBackups().filter((id) => !ready.includes(id));
@@ -702,12 +719,46 @@ export class HaManager {
     this.reviewQuorum();
   }
 
+  /**
+   * A backup lost us, or we lost it: we may have been frozen or cut off long enough
+   * for a cluster manager to promote another broker, and a backup that has not found
+   * the new primary yet would follow us again and let us settle what the new primary
+   * never gets (split brain). So a check that no broker is a newer primary starts now.
+   */
+  private noteBackupLost(): void {
+    this.backupLosses++;
+    this.checkAfterLoss();
+  }
+
+  /** Whether a backup may attach: every loss of a backup so far came before a finished stale check (else one is started). */
+  private admitsBackups(): boolean {
+    if (this.lossesChecked >= this.backupLosses) return true;
+    this.checkAfterLoss();
+    return false;
+  }
+
+  private checkAfterLoss(): void {
+    if (this.lossCheck || !this.isPrimary) return;
+    const covers = this.backupLosses;
+    this.lossCheck = this.checkStale().then(
+      (stale) => {
+        this.lossCheck = undefined;
+        // A stale primary is stopping (checkStale): it admits nobody while it does.
+        if (stale) return;
+        if (this.isPrimary) this.lossesChecked = Math.max(this.lossesChecked, covers);
+        if (this.lossesChecked < this.backupLosses) this.checkAfterLoss();
+      },
+      () => (this.lossCheck = undefined),
+    );
+  }
+
   /** A primary that sees a newer primary is stale: it stops rather than split the brain. */
-  private async checkStale(): Promise<void> {
-    if (!this.isPrimary) return;
+  private async checkStale(): Promise<boolean> {
+    if (!this.isPrimary) return false;
     const others = await this.peerStates(2000);
     const newer = others.find((o) => (o.state === 'active' || o.state === 'recovering') && (o.epoch ?? 0) > this.host.broker.epoch);
     if (newer) this.host.fatal(`${newer.address} is primary with epoch ${newer.epoch} > ours (${this.host.broker.epoch}): this primary is stale`);
+    return newer !== undefined;
   }
 
   /**
