@@ -79,6 +79,8 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
       : {}),
     // A JMS durable subscription's queue: the kind that made it (the other kind of its name is refused).
     ...(s.subscription ? { subscription: s.subscription } : {}),
+    // Message groups: how many groups have messages here, and how many a consumer owns now.
+    ...(s.messageGroups ? { 'qpid.message-groups': true, groups: q.groupCount ?? 0, 'groups-owned': q.ownedGroupCount ?? 0 } : {}),
   };
 }
 

@@ -333,3 +333,124 @@ function readProperties(bytes: Buffer, at: number, end: number, head: MessageHea
   }
   return f.done();
 }
+
+// ---- group-id ----------------------------------------------------------------
+
+const PROPERTIES = 0x73;
+const GROUP_ID = 10;
+/** Sections that may come before the properties (spec 3.2): header, delivery- and message-annotations. */
+const SECTIONS_BEFORE_PROPERTIES = new Set([0x70, 0x71, 0x72]);
+const SECTION_SYMBOLS: Record<string, number> = {
+  'amqp:header:list': 0x70,
+  'amqp:delivery-annotations:map': 0x71,
+  'amqp:message-annotations:map': 0x72,
+  'amqp:properties:list': PROPERTIES,
+};
+/** Descriptors of a described value inside a section (a message-id, say) are at most this deep. */
+const MAX_DESCRIBED_DEPTH = 8;
+
+/**
+ * properties.group-id (spec 3.2.4) of a whole encoded message, as the key a queue groups
+ * it by: the latin1 of its first `maxBytes` bytes (one character per byte, so two ids are
+ * one key exactly when those bytes are the same); undefined when it has none, or it is not
+ * a string or symbol, or the sections before it are not plain to step over here. Only queues
+ * with message groups call it, once per message: it steps over the sections before the
+ * properties and the ten fields before group-id by their sizes, reads nothing else, and
+ * stops at any byte out of bounds (the bytes were checked at receipt, but a journal or a
+ * peer hands them back too).
+ */
+export function readGroupKey(bytes: Buffer, maxBytes: number): string | undefined {
+  let pos = 0;
+  for (let section = 0; section < 4 && pos < bytes.length; section++) {
+    if (bytes[pos] !== 0x00) return undefined;
+    const d = sectionDescriptor(bytes, pos + 1);
+    if (!d) return undefined;
+    if (d.code === PROPERTIES) return groupKeyIn(bytes, d.valueAt, maxBytes);
+    if (!SECTIONS_BEFORE_PROPERTIES.has(d.code)) return undefined;
+    pos = valueEnd(bytes, d.valueAt, 0);
+    if (pos < 0) return undefined;
+  }
+  return undefined;
+}
+
+/** A section's descriptor at `at` (after its 0x00): its code and where its value starts. */
+function sectionDescriptor(bytes: Buffer, at: number): { code: number; valueAt: number } | undefined {
+  const c = bytes[at];
+  if (c === 0x53 && at + 2 <= bytes.length) return { code: bytes[at + 1]!, valueAt: at + 2 };
+  if (c === 0x80 && at + 9 <= bytes.length) {
+    // Section codes are small: a high word or a low word past a byte names no section.
+    const high = u32(bytes, at + 1);
+    const low = u32(bytes, at + 5);
+    return { code: high === 0 && low < 0x100 ? low : -1, valueAt: at + 9 };
+  }
+  if ((c === 0xa3 || c === 0xb3) && at + (c === 0xa3 ? 2 : 5) <= bytes.length) {
+    const n = c === 0xa3 ? bytes[at + 1]! : u32(bytes, at + 1);
+    const from = at + (c === 0xa3 ? 2 : 5);
+    if (n > 64 || from + n > bytes.length) return undefined;
+    const name = bytes.toString('latin1', from, from + n);
+    return Object.hasOwn(SECTION_SYMBOLS, name) ? { code: SECTION_SYMBOLS[name]!, valueAt: from + n } : undefined;
+  }
+  return undefined;
+}
+
+/** The group-id field of the properties list at `at`, as readGroupKey keys it. */
+function groupKeyIn(bytes: Buffer, at: number, maxBytes: number): string | undefined {
+  const list = bytes[at];
+  let count: number;
+  let pos: number;
+  let stop: number;
+  if (list === 0xc0 && at + 3 <= bytes.length) {
+    stop = at + 2 + bytes[at + 1]!;
+    count = bytes[at + 2]!;
+    pos = at + 3;
+  } else if (list === 0xd0 && at + 9 <= bytes.length) {
+    stop = at + 5 + u32(bytes, at + 1);
+    count = u32(bytes, at + 5);
+    pos = at + 9;
+  } else return undefined; // 0x45 (an empty list) or not a list: no group-id
+  if (stop > bytes.length || count <= GROUP_ID) return undefined;
+  for (let i = 0; i < GROUP_ID; i++) {
+    pos = valueEnd(bytes, pos, 0);
+    if (pos < 0 || pos >= stop) return undefined;
+  }
+  const c = bytes[pos]!;
+  if (c !== 0xa1 && c !== 0xa3 && c !== 0xb1 && c !== 0xb3) return undefined; // null, or not a string
+  const wide = c >= 0xb0;
+  if (pos + (wide ? 5 : 2) > stop) return undefined;
+  const n = wide ? u32(bytes, pos + 1) : bytes[pos + 1]!;
+  const from = pos + (wide ? 5 : 2);
+  if (n > stop - from) return undefined;
+  return bytes.toString('latin1', from, from + Math.min(n, maxBytes));
+}
+
+/**
+ * Where the value at `at` ends, from its constructor's width class (spec 1.2: the high
+ * nibble of a primitive's code says how its size is written), or -1 when it does not
+ * fit in `bytes` or its descriptors nest too deep.
+ */
+function valueEnd(bytes: Buffer, at: number, depth: number): number {
+  if (at >= bytes.length) return -1;
+  const c = bytes[at]!;
+  if (c === 0x00) {
+    if (depth >= MAX_DESCRIBED_DEPTH) return -1;
+    const descriptorEnd = valueEnd(bytes, at + 1, depth + 1);
+    return descriptorEnd < 0 ? -1 : valueEnd(bytes, descriptorEnd, depth + 1);
+  }
+  let end: number;
+  switch (c >> 4) {
+    case 0x4: end = at + 1; break;
+    case 0x5: end = at + 2; break;
+    case 0x6: end = at + 3; break;
+    case 0x7: end = at + 5; break;
+    case 0x8: end = at + 9; break;
+    case 0x9: end = at + 17; break;
+    case 0xa: case 0xc: case 0xe:
+      end = at + 2 > bytes.length ? -1 : at + 2 + bytes[at + 1]!;
+      break;
+    case 0xb: case 0xd: case 0xf:
+      end = at + 5 > bytes.length ? -1 : at + 5 + u32(bytes, at + 1);
+      break;
+    default: return -1;
+  }
+  return end <= bytes.length ? end : -1;
+}

@@ -91,6 +91,8 @@ export interface BrokerOptions {
   events?: BrokerEvents;
   /** Reads a message's dedup key from its bytes (the AMQP edge's reader); without it no queue finds keys. */
   dedupKeys?: DedupKeyReader;
+  /** Reads a message's group-id from its bytes (the AMQP edge's reader); without it no message is in a group. */
+  groupKeys?: (bytes: Buffer, maxBytes: number) => string | undefined;
   /**
    * Writes what a dead letter says into its bytes (the AMQP edge's writer); without it
    * a dead letter goes on as the bytes its message arrived as, with the expiry it had
@@ -175,6 +177,7 @@ export class Broker implements QueueHost {
   readonly now: () => number;
   readonly defaultReplicate: ReplicationLevel;
   private readonly dedupKeys: DedupKeyReader | undefined;
+  private readonly groupKeys: ((bytes: Buffer, maxBytes: number) => string | undefined) | undefined;
   private readonly deadLetters: DeadLetterWriter | undefined;
   readonly queueDefaults: QueueSettings;
   epoch = 0;
@@ -210,6 +213,7 @@ export class Broker implements QueueHost {
     this.defaultReplicate = options.defaultReplicate ?? 'all';
     this.events = options.events ?? {};
     this.dedupKeys = options.dedupKeys;
+    this.groupKeys = options.groupKeys;
     this.deadLetters = options.deadLetters;
     this.queueDefaults = options.queueDefaults ?? defaultQueueSettings;
     for (const [name, type] of builtInExchanges) {
@@ -758,6 +762,10 @@ export class Broker implements QueueHost {
   /** A dispatch passed over all the rows it may of groups others own (queue.ts GROUP_SCAN_LIMIT): it goes on after the event loop ran. */
   moreToDispatch(queue: Queue): void {
     this.events.queueReady?.(queue);
+  }
+
+  groupKey(bytes: Buffer, maxBytes: number): string | undefined {
+    return this.groupKeys?.(bytes, maxBytes);
   }
 
   /**

@@ -56,6 +56,11 @@ export interface QueueSettings {
    * and on a subscription queue made before kinds were recorded.
    */
   subscription?: SubscriptionKind;
+  /**
+   * Message groups (queue argument qpid.message-groups, message-groups.ts): a message's
+   * group-id keeps its group at one consumer at a time. Absent (off) on other queues.
+   */
+  messageGroups?: boolean;
 }
 
 /** A JMS durable subscription is shared or not; both kinds of one name share a queue name. */

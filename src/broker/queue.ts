@@ -10,9 +10,14 @@
 // 30 bytes, and becomes a QueueEntry with a PagedMessage only when a consumer,
 // browser, snapshot or lookup needs one. Acquired messages (out with a consumer)
 // are objects in their own id-ordered table.
+//
+// A queue with message groups (settings.messageGroups, message-groups.ts) keeps one
+// more column, each row's group, so a consumer can pass over the messages of a group
+// another consumer owns without reading a body back; other queues pay one branch.
 import { IdTable, type ColumnType } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
 import { DedupWindow } from './dedup-window.js';
+import { GROUP_NONE, GROUP_UNKNOWN, isGroup, MAX_GROUP_ID_BYTES, MessageGroups } from './message-groups.js';
 import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, PagedMessage, pagedFields, type BodyLoader, type PagedFields, type PagedRun } from './paged-message.js';
 
 export interface QueueEntry {
@@ -36,6 +41,8 @@ export interface QueueEntry {
    * to no consumer of this broker, so the ones behind it still flow; why, for status.
    */
   unreadable?: string;
+  /** On a queue with message groups: its group's row value (message-groups.ts), once known. */
+  group?: number;
 }
 
 export interface Consumer {
@@ -80,6 +87,18 @@ export interface QueueHost {
    * marks itself.
    */
   firstConsumer?(queue: Queue): void;
+  /**
+   * A dispatch stopped short of the end of its scan (GROUP_SCAN_LIMIT): dispatch the
+   * queue again after letting the event loop run, so a consumer passing a long run of
+   * another consumer's group reaches the messages behind it.
+   */
+  moreToDispatch?(queue: Queue): void;
+  /**
+   * A message's group-id as its group's key (at most `maxBytes` of it), or undefined:
+   * none, or bytes it cannot be read from. The AMQP edge reads it (the model knows no
+   * wire); a host without a reader puts every message in no group.
+   */
+  groupKey?(bytes: Buffer, maxBytes: number): string | undefined;
 }
 
 // Columns of a level's rows. SIZE and EXPIRES are kept for every row (expiry and
@@ -92,6 +111,16 @@ const HEADER_LENGTH = 3;
 const PRIORITY = 4;
 const FLAGS = 5;
 const COLUMNS: readonly ColumnType[] = ['u32', 'f64', 'u32', 'u32', 'u8', 'u8'];
+/** A queue with message groups: every row's group (message-groups.ts), object or not. */
+const GROUP = 6;
+const COLUMNS_GROUPED: readonly ColumnType[] = [...COLUMNS, 'u32'];
+/**
+ * Rows of groups other consumers own that one dispatch passes over, all its consumers
+ * together: a run of a million messages of one owned group costs a thousand dispatches
+ * of this many, each after the event loop ran (QueueHost.moreToDispatch), not one long
+ * stall; the marks (skipTo) keep each consumer's progress, so it is walked once.
+ */
+export const GROUP_SCAN_LIMIT = 1024;
 const F_DURABLE = PAGED_DURABLE;
 const F_SUBJECT = PAGED_SUBJECT;
 
@@ -154,6 +183,14 @@ export class Queue {
   readonly dedupCounts = { duplicates: 0, withoutKey: 0, invalidKey: 0 };
   /** Entries set aside because their body cannot be read back (setAside). */
   private readonly unreadable = new Set<QueueEntry>();
+  /** Message groups (settings.messageGroups): their keys and owners; undefined on other queues. */
+  private readonly groups: MessageGroups | undefined;
+  /** Rows of owned groups the current dispatch may still pass over (GROUP_SCAN_LIMIT). */
+  private scanBudget = 0;
+  /** The current dispatch ran out of scanBudget: more may be there for someone. */
+  private scanCutShort = false;
+  /** Rows of groups owned by other consumers passed over by dispatches, ever (a measure of work, for tests and status). */
+  groupRowsSkipped = 0;
 
   constructor(
     readonly name: string,
@@ -162,7 +199,19 @@ export class Queue {
     private readonly host: QueueHost,
   ) {
     this.dedup = settings.dedupWindow > 0 ? new DedupWindow(settings.dedupWindow, settings.dedupTtlMs) : undefined;
-    this.levels = Array.from({ length: Math.max(1, Math.min(10, settings.priorities)) }, () => new IdTable<QueueEntry>(COLUMNS));
+    this.groups = settings.messageGroups === true ? new MessageGroups() : undefined;
+    const columns = this.groups ? COLUMNS_GROUPED : COLUMNS;
+    this.levels = Array.from({ length: Math.max(1, Math.min(10, settings.priorities)) }, () => new IdTable<QueueEntry>(columns));
+  }
+
+  /** Message groups with messages here now (undefined: the queue has no message groups). */
+  get groupCount(): number | undefined {
+    return this.groups?.size;
+  }
+
+  /** Message groups a consumer owns now (it holds messages of each). */
+  get ownedGroupCount(): number | undefined {
+    return this.groups?.owned;
   }
 
   get depth(): number {
@@ -380,7 +429,10 @@ export class Queue {
     if (this.levels.length === 1 && n > 0 && run.ids[0]! > lastId && this.acquiredRows.length === 0) {
       this.noteInsert(level, run.ids[0]!);
       this.highestId = Math.max(this.highestId, run.ids[n - 1]!);
-      level.appendRows(run.ids.subarray(0, n), [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n)));
+      const cols = [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n));
+      // Groups are not in the journal's index: read at each row's first look (GROUP_UNKNOWN is 0).
+      if (this.groups) cols.push(new Uint32Array(n));
+      level.appendRows(run.ids.subarray(0, n), cols);
       let bytes = 0;
       let ttl = 0;
       let nonDurable = 0;
@@ -491,6 +543,7 @@ export class Queue {
     this.acquiredRows.removeAt(a);
     this.acquiredBytes -= bodySize(entry.msg);
     this.putEntry(entry);
+    if (this.groups !== undefined && isGroup(entry.group!)) this.unholdGroup(entry.group!);
   }
 
   addConsumer(consumer: Consumer): void {
@@ -531,6 +584,8 @@ export class Queue {
   dispatch(now: number): number {
     if (this.dispatching) return 0; // a deliver() callback re-entered; the outer loop continues
     this.dispatching = true;
+    this.scanBudget = GROUP_SCAN_LIMIT;
+    this.scanCutShort = false;
     let delivered = 0;
     try {
       if (this.withTtl > 0) this.expireHeads(now);
@@ -538,6 +593,11 @@ export class Queue {
       delivered += this.feedConsumers(now);
     } finally {
       this.dispatching = false;
+    }
+    if (this.scanCutShort) {
+      // Not idle: rows not looked at yet may be some consumer's (the next dispatch tells).
+      this.host.moreToDispatch?.(this);
+      return delivered;
     }
     // A copy: an idle consumer may detach (and leave the list) while answering.
     for (const c of [...this.consumers]) if (c.idle && c.credit > 0) c.idle();
@@ -598,6 +658,7 @@ export class Queue {
     this.acquiredBytes = 0;
     this.refused.clear();
     this.skipTo.clear();
+    this.groups?.clear();
     this.bytes = 0;
     this.pagedBytes = 0;
     this.pagedCount = 0;
@@ -700,6 +761,49 @@ export class Queue {
     level.setObj(pos, entry);
     level.set(pos, SIZE, bodySize(entry.msg));
     level.set(pos, EXPIRES, entry.msg.expiresAt);
+    if (this.groups !== undefined) {
+      // A new message's group is read from it here, once; one put back keeps its own.
+      if (entry.group === undefined) entry.group = this.enterGroup(entry.msg);
+      else if (isGroup(entry.group)) this.groups.available(entry.group, entry.msg.id);
+      level.set(pos, GROUP, entry.group);
+    }
+  }
+
+  /** The row value of a message new to this queue with groups: its group, counted, or GROUP_NONE. */
+  private enterGroup(msg: MessageRecord): number {
+    let key: string | undefined;
+    try {
+      key = this.host.groupKey?.(msg.bytes, MAX_GROUP_ID_BYTES);
+    } catch {
+      // A paged body that cannot be read back: no group here; its delivery sets it aside (setAside).
+      key = undefined;
+    }
+    return key === undefined ? GROUP_NONE : this.groups!.enter(key, msg.id);
+  }
+
+  /** A paged row recovery made, whose group is not known yet: read once, kept in the row. */
+  private resolveGroup(level: Level, pos: number): number {
+    const group = this.enterGroup(this.entryAt(level, pos, false).msg);
+    level.set(pos, GROUP, group);
+    return group;
+  }
+
+  /** The owner of `group` no longer holds this message of it: when it held no other, the group is free for every consumer. */
+  private unholdGroup(group: number): void {
+    if (!this.groups!.unhold(group)) return;
+    // Marks past the group's first available row would hide it from the consumers that passed it while it was owned.
+    if (this.skipTo.size === 0) return;
+    const below = this.groups!.lowestAvailable(group) - 1;
+    let lowered = false;
+    for (const marks of this.skipTo.values()) {
+      for (let p = 0; p < marks.length; p++) {
+        if (marks[p]! > below) {
+          marks[p] = below;
+          lowered = true;
+        }
+      }
+    }
+    if (lowered) this.marksLowered++;
   }
 
   private writePaged(level: Level, pos: number, f: PagedFields): void {
@@ -727,6 +831,10 @@ export class Queue {
       this.acquiredRows.removeAt(a);
       this.acquiredBytes -= bodySize(entry.msg);
       this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry.msg.durable, entry);
+      if (this.groups !== undefined && isGroup(entry.group!)) {
+        this.unholdGroup(entry.group!);
+        this.groups.leave(entry.group!);
+      }
       return entry;
     }
     const found = this.findAvailable(id);
@@ -741,6 +849,10 @@ export class Queue {
     const obj = level.obj(pos);
     const durable = obj ? obj.msg.durable : (level.get(pos, FLAGS) & F_DURABLE) !== 0;
     this.forget(level.get(pos, SIZE), obj ? obj.msg instanceof PagedMessage : true, level.get(pos, EXPIRES), durable, obj);
+    if (this.groups !== undefined) {
+      const group = level.get(pos, GROUP);
+      if (isGroup(group)) this.groups.leave(group);
+    }
     return level.removeAt(pos);
   }
 
@@ -809,10 +921,15 @@ export class Queue {
     }
   }
 
-  /** Next available entry for a consumer, highest priority first, now acquired by it; skips ones it refused. */
+  /**
+   * Next available entry for a consumer, highest priority first, now acquired by it; skips
+   * ones it refused, and on a queue with message groups those of groups another consumer
+   * owns (at most scanBudget of those per dispatch: past it, scanCutShort).
+   */
   private takeFor(consumer: Consumer, now: number): QueueEntry | undefined {
     let marks = this.skipTo.size === 0 ? undefined : this.skipTo.get(consumer);
     const lowered = this.marksLowered;
+    const groups = this.groups;
     for (let p = this.levels.length - 1; p >= 0; p--) {
       const level = this.levels[p]!;
       let pos = marks ? level.lowerBound(marks[p]! + 1) : level.first();
@@ -827,7 +944,22 @@ export class Queue {
           continue;
         }
         const obj = level.obj(pos);
-        if (obj?.unreadable !== undefined || obj?.refusedBy?.has(consumer)) {
+        let group = GROUP_NONE;
+        let skip = obj?.unreadable !== undefined || obj?.refusedBy?.has(consumer) === true;
+        if (!skip && groups !== undefined) {
+          group = level.get(pos, GROUP);
+          if (group === GROUP_UNKNOWN) group = this.resolveGroup(level, pos);
+          if (groups.ownedByOther(group, consumer)) {
+            if (this.scanBudget <= 0) {
+              this.scanCutShort = true;
+              return undefined;
+            }
+            this.scanBudget--;
+            this.groupRowsSkipped++;
+            skip = true;
+          }
+        }
+        if (skip) {
           // Every row before this one was skipped or removed: the next look may start after it.
           if (lowered === this.marksLowered) {
             if (!marks) this.skipTo.set(consumer, (marks = this.levels.map(() => -Infinity)));
@@ -837,6 +969,14 @@ export class Queue {
           continue;
         }
         const entry = obj ?? this.entryAt(level, pos, false);
+        if (groups !== undefined) {
+          entry.group = group;
+          if (isGroup(group)) {
+            groups.acquire(group, consumer);
+            // The first row of the only level: no row of its group is left below it.
+            if (this.levels.length === 1 && pos === level.first()) groups.raiseLowest(group, level.id(pos) + 1);
+          }
+        }
         this.acquiredBytes += level.get(pos, SIZE);
         level.removeAt(pos);
         entry.acquiredBy = consumer;

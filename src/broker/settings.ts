@@ -60,6 +60,8 @@ const queueKeys: Record<string, keyof QueueSettings> = {
   'qpid.dedup-ttl': 'dedupTtlMs',
   'dedup-key': 'dedupKey',
   'qpid.dedup-key': 'dedupKey',
+  'message-groups': 'messageGroups',
+  'qpid.message-groups': 'messageGroups',
 };
 
 export function parseBoolean(key: string, value: unknown): boolean {
@@ -183,6 +185,11 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
       }
       case 'dedupKey':
         out.dedupKey = parseDedupKey(key, value);
+        break;
+      case 'messageGroups':
+        // Absent when off: a queue without groups is declared (and journaled) as before them.
+        if (parseBoolean(key, value)) out.messageGroups = true;
+        else delete out.messageGroups;
         break;
     }
   }

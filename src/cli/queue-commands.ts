@@ -18,6 +18,7 @@ interface AddOptions extends BrokerOption {
   dedupWindow?: string;
   dedupTtl?: string;
   dedupKey?: string;
+  messageGroups?: boolean;
   argument?: string[];
 }
 
@@ -44,6 +45,7 @@ export function queueCommands(program: Command): void {
       .option('--dedup-window <n>', 'duplicate detection: refuse a message whose key is among the last n taken (settled accepted, not enqueued)')
       .option('--dedup-ttl <duration>', 'keep those keys at most this long (e.g. 10m)')
       .option('--dedup-key <property>', 'key: this application property instead of the message-id (e.g. _AMQ_DUPL_ID)')
+      .option('--message-groups', 'keep each group (group-id, JMSXGroupID) at one consumer while it holds unsettled messages of it, in order')
       .option('--argument <key=value>', 'any other queue argument (repeatable)', collect),
   ).action(
     action(async (name: string, o: AddOptions) => {
@@ -62,6 +64,7 @@ export function queueCommands(program: Command): void {
       if (o.dedupWindow) body['qpid.dedup-window'] = o.dedupWindow;
       if (o.dedupTtl) body['qpid.dedup-ttl'] = o.dedupTtl;
       if (o.dedupKey) body['qpid.dedup-key'] = o.dedupKey;
+      if (o.messageGroups) body['qpid.message-groups'] = true;
       for (const kv of o.argument ?? []) {
         const eq = kv.indexOf('=');
         if (eq < 1) throw new Error(`--argument needs key=value, not '${kv}'`);

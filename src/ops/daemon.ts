@@ -34,6 +34,7 @@ import { restoreBroker } from '../store/restore.js';
 import { continueLog } from '../store/log-position.js';
 import { SwappableJournal } from '../store/swappable-journal.js';
 import { readDedupKey } from '../amqp/dedup-key-reader.js';
+import { readGroupKey } from '../amqp/message-head.js';
 import { deadLetterWriter } from '../amqp/message-codec.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import type { Settings } from './config.js';
@@ -100,6 +101,7 @@ export class Daemon {
     this.broker = new Broker({
       defaultReplicate: settings.haReplicate,
       dedupKeys: readDedupKey,
+      groupKeys: readGroupKey,
       deadLetters: deadLetterWriter,
       queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
       events: {

@@ -80,9 +80,13 @@ const QUEUE_SETTINGS_BEFORE_SUBSCRIPTION = [
   ['dedupTtlMs', 'u64'],
   ['dedupKey', 'string'],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
-const QUEUE_SETTINGS: readonly Field[] = [
+const QUEUE_SETTINGS_BEFORE_GROUPS = [
   ...QUEUE_SETTINGS_BEFORE_SUBSCRIPTION,
   ['subscription', { optEnum: SUBSCRIPTION_KINDS }],
+] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+const QUEUE_SETTINGS: readonly Field[] = [
+  ...QUEUE_SETTINGS_BEFORE_GROUPS,
+  ['messageGroups', 'bool'],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
 
 const EXCHANGE_SETTINGS: readonly Field[] = [
@@ -125,7 +129,12 @@ function withoutDedup(body: Record<string, unknown>): void {
 }
 
 function withoutSubscriptionKind(body: Record<string, unknown>): boolean {
-  return (body['settings'] as Partial<QueueSettings> | undefined)?.subscription === undefined;
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.subscription === undefined && withoutMessageGroups(body);
+}
+
+/** Message groups are off on most queues: declared in a form a broker before them reads. */
+function withoutMessageGroups(body: Record<string, unknown>): boolean {
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.messageGroups !== true;
 }
 
 /** Every enqueue but a message given back (broker.ts giveBack) is a plain one. */
@@ -191,7 +200,7 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   },
   { name: 'dr-followed', code: 18, fields: [['since', 'u64']] },
   { name: 'queue-dedup', code: 17, fields: [['name', 'string'], ['dedupWindow', 'u64'], ['dedupTtlMs', 'u64'], ['dedupKey', 'string']] },
-  { name: 'queue-declare', code: 19, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'queue-declare', code: 19, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_GROUPS }]], olderForm: { fits: withoutMessageGroups } },
   { name: 'dedup-forget', code: 20, fields: DEDUP_FORGET_FIELDS, olderForm: { fits: withoutIds } },
   // A message given back to its queue after a failed commit (a DR copy must not take it for a duplicate).
   { name: 'enqueue', code: 21, fields: [...ENQUEUE_FIELDS, ['restored', 'bool']] },
@@ -201,18 +210,24 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   // then, so every other record is written as before and a reader without code 23
   // meets it only where an auto-delete queue was consumed.
   { name: 'queue-consumed', code: 23, fields: [['name', 'string']] },
+  // A queue with message groups (only those: the others keep code 19 or 13).
+  { name: 'queue-declare', code: 24, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 
 const BY_NAME = new Map(
-  RECORD_KINDS.filter((k) => !k.legacy && !k.olderForm).map((k) => [k.name, { kind: k, older: RECORD_KINDS.find((o) => o.name === k.name && o.olderForm) }]),
+  RECORD_KINDS.filter((k) => !k.legacy && !k.olderForm).map((k) => [k.name, { kind: k, older: RECORD_KINDS.filter((o) => o.name === k.name && o.olderForm) }]),
 );
 
-/** The kind a record is written as: its name's current one, or that name's older form when the record fits it (one lookup: every enqueue comes here). */
+/**
+ * The kind a record is written as: its name's current one, or the oldest of that name's
+ * older forms the record fits (one lookup and, for most kinds, one test: every enqueue comes here).
+ */
 function kindToWrite(body: Record<string, unknown> & { kind: string }, path: string): RecordKind {
   const named = BY_NAME.get(body.kind as RecordBody['kind']);
   if (!named) fail(path, `unknown record kind ${String(body.kind)}`);
-  return named.older?.olderForm!.fits(body) ? named.older : named.kind;
+  for (const older of named.older) if (older.olderForm!.fits(body)) return older;
+  return named.kind;
 }
 const BY_CODE = new Map(RECORD_KINDS.map((k) => [k.code, k]));
 /** Kinds allowed inside a transaction (atomic unit on replay). */

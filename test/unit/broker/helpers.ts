@@ -1,7 +1,7 @@
 // Shared fixtures for the broker model tests: a fake clock, a fake consumer that
 // records deliveries, message and settings builders, and a state snapshot that
 // two brokers can be compared by.
-import { Broker, type BrokerEvents, type IncomingMessage } from '../../../src/broker/broker.js';
+import { Broker, type BrokerEvents, type BrokerOptions, type IncomingMessage } from '../../../src/broker/broker.js';
 import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broker/changes.js';
 import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
 import { dedupIntegerDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
@@ -88,13 +88,13 @@ export function feedBackup(primary: Broker, backup: Broker): LoggedChange[] {
 }
 
 /** A broker with a fake clock whose log is captured. */
-export function newBroker(options: { clock?: FakeClock; events?: BrokerEvents } = {}): {
+export function newBroker(options: { clock?: FakeClock; events?: BrokerEvents; groupKeys?: BrokerOptions['groupKeys'] } = {}): {
   broker: Broker;
   clock: FakeClock;
   logged: LoggedChange[];
 } {
   const clock = options.clock ?? new FakeClock();
-  const broker = new Broker({ now: clock.now, events: options.events });
+  const broker = new Broker({ now: clock.now, events: options.events, groupKeys: options.groupKeys });
   const logged: LoggedChange[] = [];
   broker.log.attach({ append: (e) => logged.push(e) });
   return { broker, clock, logged };
