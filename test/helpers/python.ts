@@ -8,7 +8,8 @@ export const debianPython = '/usr/bin/python3';
 
 export function runPython<T = unknown>(script: string, args: string[], timeoutMs = 30_000): Promise<T> {
   return new Promise((resolve, reject) => {
-    execFile(debianPython, [join(repoRoot, 'test', 'interop', 'py', script), ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+    // A script may print a message's annotations (up to 64 KiB each): more than execFile's 1 MiB default.
+    execFile(debianPython, [join(repoRoot, 'test', 'interop', 'py', script), ...args], { timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`${script} failed: ${err.message}\n${stderr}`));
       const lines = stdout.trim().split('\n');
       try {

@@ -6,72 +6,11 @@
 // own (a rejected message's ttl still runs; an expired one's dead letter has none). The
 // dead letter is the enqueue record's bytes: the same after kill -9 and a restart, and
 // on the backup that a failover promotes.
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
-import { debianPython } from '../helpers/python.js';
+import { runPython } from '../helpers/python.js';
 import { manage, queueDepth } from '../helpers/tandem-cli.js';
-
-const SCRIPT = String.raw`
-import json, sys
-from proton import Message, Delivery, symbol
-from proton.reactor import Copy
-from proton.utils import BlockingConnection
-
-def describe(m):
-    return {"body": m.body, "delivery_count": m.delivery_count, "ttl": m.ttl, "durable": m.durable,
-            "expiry_time": m.expiry_time,
-            "annotations": dict((str(k), v) for k, v in (m.annotations or {}).items())}
-
-def message(arg):
-    m = Message(body=arg.get("body", "hello"), durable=arg.get("durable", False))
-    if "ttl" in arg:
-        m.ttl = arg["ttl"]
-    if "expiry_time" in arg:
-        m.expiry_time = arg["expiry_time"]
-    if "annotations" in arg:
-        m.annotations = dict((symbol(k), v) for k, v in arg["annotations"].items())
-    return m
-
-cmd, url, address, arg = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-conn = BlockingConnection(url, timeout=10)
-out = {"ok": True}
-try:
-    if cmd in ("send", "send-reject"):
-        s = conn.create_sender(address)
-        s.send(message(arg))
-        if cmd == "send-reject":
-            r = conn.create_receiver(address, credit=1)
-            out["got"] = describe(r.receive(timeout=10))
-            r.reject()
-    elif cmd == "modify":
-        r = conn.create_receiver(address, credit=1)
-        out["got"] = describe(r.receive(timeout=10))
-        d = r.fetcher.unsettled[0]
-        d.local.failed = True
-        d.local.annotations = dict((symbol(k), v) for k, v in arg["annotations"].items())
-        r.settle(Delivery.MODIFIED)
-    elif cmd == "receive-all":
-        # One receiver for them all: a second one would find the next already sent to the
-        # first (proton tops its credit up), given back at close with its count raised.
-        r = conn.create_receiver(address, credit=arg["count"])
-        out["all"] = []
-        for _ in range(arg["count"]):
-            out["all"].append(describe(r.receive(timeout=10)))
-            r.accept()
-    elif cmd in ("receive", "browse", "reject"):
-        r = conn.create_receiver(address, credit=1, options=Copy() if cmd == "browse" else None)
-        out["got"] = describe(r.receive(timeout=10))
-        if cmd == "receive":
-            r.accept()
-        elif cmd == "reject":
-            r.reject()
-    conn.close()
-except Exception as e:
-    out = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
-print(json.dumps(out, default=str))
-`;
 
 interface Got {
   body: string;
@@ -87,16 +26,9 @@ async function proton(port: number, cmd: string, address: string, arg: object = 
   return (await protonOut(port, cmd, address, arg)).got;
 }
 
+/** One command of test/interop/py/annotations.py; its failure thrown. */
 async function protonOut(port: number, cmd: string, address: string, arg: object): Promise<{ ok: boolean; error?: string; got?: Got; all?: Got[] }> {
-  const out = await new Promise<{ ok: boolean; error?: string; got?: Got; all?: Got[] }>((resolve, reject) => {
-    execFile(debianPython, ['-c', SCRIPT, cmd, `127.0.0.1:${port}`, address, JSON.stringify(arg)], { timeout: 30_000 }, (err, stdout, stderr) => {
-      try {
-        resolve(JSON.parse(String(stdout).trim().split('\n').pop() ?? ''));
-      } catch {
-        reject(new Error(`proton ${cmd} printed no JSON (${err?.message})\nstdout: ${stdout}\nstderr: ${stderr}`));
-      }
-    });
-  });
+  const out = await runPython<{ ok: boolean; error?: string; got?: Got; all?: Got[] }>('annotations.py', [cmd, `127.0.0.1:${port}`, address, JSON.stringify(arg)]);
   if (!out.ok) throw new Error(`proton ${cmd} ${address}: ${out.error}`);
   return out;
 }

@@ -5,83 +5,10 @@
 // delivery-count; two outcomes merge; a message without message-annotations gets the
 // section in its place in the section order; a body paged out to the journal keeps
 // them; outcomes over the bound or with keys of the wrong type are handled as documented.
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
-import { debianPython } from '../helpers/python.js';
+import { runPython } from '../helpers/python.js';
 import { manage } from '../helpers/tandem-cli.js';
-
-const SCRIPT = String.raw`
-import json, sys
-from proton import Message, Delivery, Data, symbol, ulong
-from proton.reactor import Copy
-from proton.utils import BlockingConnection
-
-# The bytes each message arrived as, to read its sections in order with proton's decoder.
-raw = []
-_decode = Message.decode
-def recording(self, data):
-    raw.append(bytes(data))
-    return _decode(self, data)
-Message.decode = recording
-
-def section_codes(b):
-    d = Data()
-    codes = []
-    while b:
-        d.clear()
-        n = d.decode(b)
-        d.rewind()
-        d.next()
-        codes.append(int(d.get_object().descriptor))
-        b = b[n:]
-    return codes
-
-def keyed(kind, k):
-    return ulong(int(k)) if kind == "ulong" else (k if kind == "string" else symbol(k))
-
-def describe(m):
-    return {"body": m.body if not isinstance(m.body, bytes) else len(m.body), "delivery_count": m.delivery_count,
-            "annotations": dict((str(k), v) for k, v in (m.annotations or {}).items()),
-            "sections": section_codes(raw[-1])}
-
-cmd, url, address, arg = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-conn = BlockingConnection(url, timeout=10)
-out = {"ok": True}
-try:
-    if cmd == "send":
-        s = conn.create_sender(address)
-        m = Message(body=arg.get("body", "hello"), durable=arg.get("durable", False), subject=arg.get("subject"))
-        if "annotations" in arg:
-            m.annotations = dict((symbol(k), v) for k, v in arg["annotations"].items())
-        if "instructions" in arg:
-            m.instructions = dict((symbol(k), v) for k, v in arg["instructions"].items())
-        if "properties" in arg:
-            m.properties = arg["properties"]
-        if "size" in arg:
-            m.body = b"x" * arg["size"]
-        for _ in range(arg.get("count", 1)):
-            s.send(m)
-    elif cmd == "modify":
-        r = conn.create_receiver(address, credit=1)
-        m = r.receive(timeout=10)
-        out["got"] = describe(m)
-        d = r.fetcher.unsettled[0]
-        d.local.failed = arg.get("failed", True)
-        kind = arg.get("keys", "symbol")
-        d.local.annotations = dict((keyed(kind, k), v) for k, v in arg["annotations"].items())
-        r.settle(Delivery.MODIFIED)
-    elif cmd in ("receive", "browse"):
-        r = conn.create_receiver(address, credit=1, options=Copy() if cmd == "browse" else None)
-        m = r.receive(timeout=10)
-        out["got"] = describe(m)
-        if cmd == "receive":
-            r.accept()
-    conn.close()
-except Exception as e:
-    out = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
-print(json.dumps(out, default=str))
-`;
 
 interface Got {
   body: string | number;
@@ -95,16 +22,9 @@ interface Out {
   got?: Got;
 }
 
+/** One command of test/interop/py/annotations.py. */
 function proton(port: number, cmd: string, address: string, arg: object = {}): Promise<Out> {
-  return new Promise((resolve, reject) => {
-    execFile(debianPython, ['-c', SCRIPT, cmd, `127.0.0.1:${port}`, address, JSON.stringify(arg)], { timeout: 30_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
-      try {
-        resolve(JSON.parse(String(stdout).trim().split('\n').pop() ?? '') as Out);
-      } catch {
-        reject(new Error(`proton ${cmd} printed no JSON (${err?.message})\nstdout: ${stdout}\nstderr: ${stderr}`));
-      }
-    });
-  });
+  return runPython<Out>('annotations.py', [cmd, `127.0.0.1:${port}`, address, JSON.stringify(arg)]);
 }
 
 /** Modify, then wait until the message is back on its queue (the disposition was taken). */
