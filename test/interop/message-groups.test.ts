@@ -3,9 +3,11 @@
 // while; no group is ever at both at once and every group arrives in order. The queue
 // keeps its groups across kill -9 and a restart (its rows are recovered without their
 // groups, which are read back at their first look), and what a receiver held unsettled
-// at the kill is available again, owned by nobody.
+// at the kill is available again, owned by nobody; the same on the backup an HA
+// failover promotes.
 import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { TestCluster } from '../helpers/cluster.js';
 import { runPython } from '../helpers/python.js';
 import { TestClient } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
@@ -73,4 +75,30 @@ describe('message groups - proton receivers', () => {
     expect(run.out_of_order).toEqual([]);
     expect(run.received).toBe(140);
   }, 150_000);
+
+  it('message groups - on the backup promoted after kill -9 of the primary: the queue has its groups, nothing is owned, the rule holds', async () => {
+    const cluster = await TestCluster.ready(2);
+    const primary = cluster.brokers[0]!;
+    await addGroupQueue(primary, 'failover');
+    await runPython<GroupRun>('group_receivers.py', [primary.url, 'failover', '0', '7', '20'], 60_000);
+    const client = await TestClient.connect({ port: primary.port });
+    const held = await client.openReceiver('failover');
+    held.receiver.add_credit(3);
+    await held.next(3);
+    expect(((await showQueue(primary, 'failover')) as { 'groups-owned': number })['groups-owned']).toBe(3);
+    await cluster.backupsCaughtUp(0);
+    await primary.kill();
+    client.destroy();
+    expect((await cluster.promote(1)).code).toBe(0);
+    await cluster.waitState(1, 'active');
+    const promoted = cluster.brokers[1]!;
+    const shown = await showQueue(promoted, 'failover');
+    expect(shown['qpid.message-groups']).toBe(true);
+    expect(shown.depth).toBe(140);
+    expect(shown['groups-owned']).toBe(0);
+    const run = await runPython<GroupRun>('group_receivers.py', [promoted.url, 'failover', '140'], 90_000);
+    expect(run.violations).toEqual([]);
+    expect(run.out_of_order).toEqual([]);
+    expect(run.received).toBe(140);
+  }, 180_000);
 });
