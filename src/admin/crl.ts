@@ -8,10 +8,10 @@
 // is past its nextUpdate (CRL_HAS_EXPIRED). Both refuse every client at once, so they
 // are warned about at start and at each reload. Node reads one CRL per PEM string: a
 // file of several is split into its blocks here, or all but the first would be ignored.
-import { readFileSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { createSecureContext } from 'node:tls';
 import { TAG, children, describeName, readTime, readTlv, type Tlv } from './der.js';
+import { readTlsFile } from '../ops/tls-file-read.js';
 
 /** The fields of one CRL that the checks below need. */
 export interface CrlInfo {
@@ -57,9 +57,9 @@ export function parseCrls(data: Buffer): CrlBundle {
 export function readCrlFile(path: string, key: string, fail: (message: string) => Error): CrlBundle {
   let data: Buffer;
   try {
-    data = readFileSync(path);
+    data = readTlsFile(path, key, 'crl');
   } catch (err) {
-    throw fail(`cannot read ${key} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    throw fail((err as Error).message);
   }
   try {
     return parseCrls(data);

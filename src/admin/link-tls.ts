@@ -3,9 +3,9 @@
 // an outgoing connection is encrypted, so no caller can forget to verify: the
 // peer's certificate is checked against a CA and must name the host dialled,
 // and an amqps: address never becomes a plaintext connection.
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { readCrlFile } from './crl.js';
+import { readTlsFile } from '../ops/tls-file-read.js';
 
 /** PEM contents (not paths) for one kind of outgoing link. */
 export interface LinkTls {
@@ -40,9 +40,10 @@ export function readLinkTls(files: LinkTlsFiles, names: { ca: string; cert: stri
   const read = (path: string | undefined, name: string): string | undefined => {
     if (path === undefined) return undefined;
     try {
-      return readFileSync(path, 'utf8');
+      // As text, as readFileSync(path, 'utf8') gave it: callers keep PEM strings.
+      return readTlsFile(path, name).toString('utf8');
     } catch (err) {
-      throw fail(`cannot read ${name} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw fail((err as Error).message);
     }
   };
   const tls: LinkTls = { ca: read(files.ca, names.ca), cert: read(files.cert, names.cert), key: read(files.key, names.key) };

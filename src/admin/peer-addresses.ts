@@ -27,20 +27,25 @@ function linkTls(files: LinkTlsFiles, prefix: 'ha' | 'dr'): LinkTls {
  * them from their next connection; a file that no longer reads keeps the lists it had.
  * Returns what to warn about (expired lists) and what failed.
  */
-export function reloadLinkCrls(): { warnings: string[]; errors: string[] } {
+export function reloadLinkCrls(): { warnings: string[]; errors: string[]; reloaded: string[]; failed: string[] } {
   const warnings: string[] = [];
   const errors: string[] = [];
+  // The keys read (or not), for the SIGHUP line to say what it did.
+  const reloaded: string[] = [];
+  const failed: string[] = [];
   for (const { files, prefix, tls } of cache.values()) {
     if (files.crl === undefined || tls.crl === undefined) continue;
     try {
       const bundle = readCrlFile(files.crl, `${prefix}-tls-crl`, (m) => new ConfigError(m));
       tls.crl.splice(0, tls.crl.length, ...bundle.pems);
       warnings.push(...crlWarnings(`${prefix}-tls-crl`, files.crl, bundle, tls.ca !== undefined ? { key: `${prefix}-tls-ca`, pem: tls.ca } : undefined));
+      reloaded.push(`${prefix}-tls-crl`);
     } catch (err) {
       errors.push(`${(err as Error).message}: still using the CRLs read before`);
+      failed.push(`${prefix}-tls-crl`);
     }
   }
-  return { warnings, errors };
+  return { warnings, errors, reloaded, failed };
 }
 
 /** TLS of links to the other brokers of the cluster (ha-tls-*). */

@@ -6,12 +6,12 @@
 // wrong CA) once the handshake is done, by closing the socket: with TLS 1.3 the
 // client sees its connection closed rather than an alert, so the broker's log is
 // where the reason is; one line per reason and address per interval.
-import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Server, TLSSocket } from 'node:tls';
 import { crlWarnings, readCrlFile } from '../admin/crl.js';
 import { describeRevocation } from '../admin/link-tls.js';
 import { LogThrottle } from '../ops/log-throttle.js';
+import { readTlsFile } from '../ops/tls-file-read.js';
 import type { Logger } from '../ops/log.js';
 
 export interface ListenerTlsFiles {
@@ -23,8 +23,9 @@ export interface ListenerTlsFiles {
 
 /** Secure-context options read from the files, and what their CRLs warrant a warning for. */
 export function listenerContext(files: ListenerTlsFiles): { options: { cert: Buffer; key: Buffer; ca?: Buffer; crl?: string[] }; warnings: string[] } {
-  const ca = files.ca !== undefined ? readFileSync(files.ca) : undefined;
-  const options = { cert: readFileSync(files.cert), key: readFileSync(files.key), ...(ca ? { ca } : {}) };
+  // Bounded, each refusal naming its key and path (readFileSync filled the heap from /dev/zero).
+  const ca = files.ca !== undefined ? readTlsFile(files.ca, 'tls-ca') : undefined;
+  const options = { cert: readTlsFile(files.cert, 'tls-cert'), key: readTlsFile(files.key, 'tls-key'), ...(ca ? { ca } : {}) };
   if (files.crl === undefined) return { options, warnings: [] };
   const bundle = readCrlFile(files.crl, 'tls-crl', (m) => new Error(m));
   const warnings = crlWarnings('tls-crl', files.crl, bundle, ca ? { key: 'tls-ca', pem: ca.toString('utf8') } : undefined);

@@ -68,16 +68,29 @@ export function parseBoolean(key: string, value: unknown): boolean {
   if (typeof value === 'boolean') return value;
   if (value === 'true' || value === 'yes' || value === '1' || value === 1) return true;
   if (value === 'false' || value === 'no' || value === '0' || value === 0) return false;
-  throw invalidArgument(`${key} must be true or false, not ${JSON.stringify(value)}`);
+  throw invalidArgument(`${key} must be true or false, not ${shownValue(value)}`);
+}
+
+/**
+ * A number a user typed is digits only: Number() also reads '0x10' as 16, '1e3' as 1000,
+ * ' 5' as 5 and '' as 0, none of which a user means as a count.
+ */
+const DIGITS = /^\d+$/;
+
+/** A value as a refusal shows it: quoted, and cut short (a request may send megabytes). */
+export function shownValue(value: unknown): string {
+  const text = String(value);
+  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
 }
 
 /** Counts are exact integers: a larger one (1e20) is no count the journal can hold. */
 export function parseCount(key: string, value: unknown): number {
-  const n = typeof value === 'string' && value.trim() !== '' ? Number(value) : typeof value === 'bigint' ? Number(value) : value;
+  const n = typeof value === 'string' ? (DIGITS.test(value) ? Number(value) : Number.NaN) : typeof value === 'bigint' ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
-    throw invalidArgument(`${key} must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}, not ${JSON.stringify(String(value))}`);
+    throw invalidArgument(`${key} must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER} (digits only), not ${shownValue(value)}`);
   }
-  return n;
+  // A double -0 from a client is the count 0.
+  return n + 0;
 }
 
 /**
@@ -90,10 +103,12 @@ export const MAX_DURATION_MS = 100 * 365 * 24 * 3_600_000;
 export function durationMs(value: unknown, bareUnitMs: number): number {
   if (typeof value === 'number' || typeof value === 'bigint') {
     const n = Number(value);
-    return n >= 0 ? Math.round(n * bareUnitMs) : Number.NaN;
+    // + 0: a double -0 is 0 ms.
+    return n >= 0 ? Math.round(n * bareUnitMs) + 0 : Number.NaN;
   }
   if (typeof value === 'string') {
-    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(value);
+    // Digits (a decimal point allowed) and a unit; not ' 5', '0x10' or '1e3' (see DIGITS).
+    const m = /^(\d+(?:\.\d+)?)(?:\s*(ms|s|m|h))?$/.exec(value);
     if (m) {
       const unit = m[2] === 'ms' ? 1 : m[2] === 's' ? 1000 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : bareUnitMs;
       return Math.round(Number(m[1]) * unit);
@@ -107,7 +122,7 @@ export function parseDuration(key: string, value: unknown, bareUnitMs: number): 
   const ms = durationMs(value, bareUnitMs);
   if (ms >= 0 && ms <= MAX_DURATION_MS) return ms;
   const why = ms > MAX_DURATION_MS && Number.isFinite(ms) ? 'at most 100 years' : 'a duration such as 500ms, 2s or 1m';
-  throw invalidArgument(`${key} must be ${why}, not ${JSON.stringify(String(value))}`);
+  throw invalidArgument(`${key} must be ${why}, not ${shownValue(value)}`);
 }
 
 /** The setting a queue argument names (its own keys only: 'constructor' or '__proto__' name none). */
@@ -157,7 +172,7 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
         break;
       case 'limitPolicy':
         if (value !== 'reject' && value !== 'ring') {
-          throw invalidArgument(`${key} must be 'reject' or 'ring', not ${JSON.stringify(value)}`);
+          throw invalidArgument(`${key} must be 'reject' or 'ring', not ${shownValue(value)}`);
         }
         out.limitPolicy = value;
         break;
@@ -166,7 +181,7 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
         break;
       case 'replicate':
         if (!isReplicationLevel(value)) {
-          throw invalidArgument(`${key} must be none, configuration or all, not ${JSON.stringify(value)}`);
+          throw invalidArgument(`${key} must be none, configuration or all, not ${shownValue(value)}`);
         }
         out.replicate = value;
         break;
@@ -179,7 +194,7 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
       case 'dedupTtlMs': {
         // Bare numbers are seconds, as for qpid's other durations.
         const ms = parseDuration(key, value, 1000);
-        if (ms > DEDUP_MAX_TTL_MS) throw invalidArgument(`${key} must be at most 7 days (0: no age limit), not ${JSON.stringify(String(value))}`);
+        if (ms > DEDUP_MAX_TTL_MS) throw invalidArgument(`${key} must be at most 7 days (0: no age limit), not ${shownValue(value)}`);
         out.dedupTtlMs = ms;
         break;
       }
@@ -199,7 +214,7 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
 
 function parseDedupKey(key: string, value: unknown): string {
   if (typeof value !== 'string' || value.length > 255 || /[\u0000-\u001f]/.test(value)) {
-    throw invalidArgument(`${key} must be an application property name of 1 to 255 characters (or '' for the message-id), not ${JSON.stringify(value)}`);
+    throw invalidArgument(`${key} must be an application property name of 1 to 255 characters (or '' for the message-id), not ${shownValue(value)}`);
   }
   return value === 'message-id' ? '' : value;
 }
@@ -219,7 +234,7 @@ export function parseDedupDefaults(window: unknown, ttl: unknown, key: unknown):
 
 export function parseExchangeType(value: unknown): ExchangeType {
   if (value === 'direct' || value === 'topic' || value === 'fanout') return value;
-  throw invalidArgument(`exchange type must be direct, topic or fanout, not ${JSON.stringify(value)}`);
+  throw invalidArgument(`exchange type must be direct, topic or fanout, not ${shownValue(value)}`);
 }
 
 export function parseExchangeSettings(args: Record<string, unknown>): ExchangeSettings {
@@ -230,7 +245,7 @@ export function parseExchangeSettings(args: Record<string, unknown>): ExchangeSe
     else if (key === 'alternate-exchange' || key === 'alternate_exchange') out.alternateExchange = String(value);
     else if (key === 'replicate' || key === 'qpid.replicate') {
       if (!isReplicationLevel(value)) {
-        throw invalidArgument(`${key} must be none, configuration or all, not ${JSON.stringify(value)}`);
+        throw invalidArgument(`${key} must be none, configuration or all, not ${shownValue(value)}`);
       }
       out.replicate = value;
     } else throw invalidArgument(`unknown exchange argument '${key}'; known: durable, alternate-exchange, replicate`);

@@ -47,9 +47,10 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
  */
 export function timeoutMsOf(value: string | undefined, defaultSeconds: number): number {
   if (value === undefined) return defaultSeconds * 1000;
-  const ms = Number(value) * 1000;
-  if (value.trim() === '' || !Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) {
-    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--timeout must be a number of seconds above 0 and at most ${Math.floor(MAX_TIMEOUT_MS / 1000)}, not '${value}'`);
+  // Digits, a decimal point allowed: Number() also took '0x10' as 16 s, '1e3' as 1000 s and ' 5' as 5 s.
+  const ms = /^\d+(?:\.\d+)?$/.test(value) ? Number(value) * 1000 : Number.NaN;
+  if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) {
+    throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--timeout must be a number of seconds (digits, such as 10 or 2.5) above 0 and at most ${Math.floor(MAX_TIMEOUT_MS / 1000)}, not '${value}'`);
   }
   return Math.ceil(ms);
 }

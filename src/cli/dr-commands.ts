@@ -1,10 +1,11 @@
 // tandem dr add|del|list|status|activate|switchover|demote|reattach: disaster recovery queues
 // on a secondary broker, and the round trip between the two sites (see docs/dr.md).
 import type { Command } from 'commander';
-import { MAX_SECRET_FILE_BYTES, readBoundedText } from '../ops/bounded-read.js';
+import { readPasswordFile } from '../ops/password-file.js';
 import { TandemError } from '../broker/errors.js';
 import { redact } from '../ops/secrets.js';
 import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
+import { timeoutMsOf } from './broker-address.js';
 
 interface AddOptions extends BrokerOption {
   source: string;
@@ -16,16 +17,12 @@ interface AddOptions extends BrokerOption {
 /** A password from a file (- for stdin), so it is in no argument ps shows; `option` names it in errors. */
 function passwordFrom(file: string | undefined, option: string): string | undefined {
   if (file === undefined) return undefined;
-  let text: string;
   try {
-    // Bounded: /dev/zero read gigabytes; a directory was a bare EISDIR, exit 1.
-    text = readBoundedText(file === '-' ? 0 : file, MAX_SECRET_FILE_BYTES, option);
+    // Bounded (/dev/zero read gigabytes; a directory was a bare EISDIR, exit 1), by the rule of password-file.ts.
+    return readPasswordFile(file === '-' ? 0 : file, option);
   } catch (err) {
     throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', (err as Error).message);
   }
-  const password = text.split(/\r?\n/, 1)[0] ?? '';
-  if (password === '') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `${option} ${file} is empty: put the password on its first line`);
-  return password;
 }
 
 export function drCommands(program: Command): void {
@@ -36,7 +33,7 @@ export function drCommands(program: Command): void {
       .command('add <queue>')
       .description('replicate a queue from the primary cluster to this broker (passive until activated)')
       .requiredOption('--source <url>', 'every broker of the primary cluster: [amqps:][user@]host:port,host:port (amqps: is TLS, verified with the broker\'s dr-tls-ca; user/password@ works, but ps shows it)')
-      .option('--source-password-file <file>', "the source user's password: first line of FILE, - for stdin; kept in the data directory (0600), never in the journal")
+      .option('--source-password-file <file>', "the source user's password: first line of FILE (nothing after it), - for stdin; kept in the data directory (0600), never in the journal")
       .option('--mode <mode>', 'enqueue-and-dequeue (mirror) or enqueue-only', 'enqueue-and-dequeue')
       .option('--exchanges <names>', "exchanges binding the queue copied with it: comma-separated names, * wildcards; '' none", '*'),
   ).action(
@@ -114,12 +111,12 @@ export function drCommands(program: Command): void {
       .description('planned move (run against the secondary): the source stops serving the queues, the copies catch up and serve here, the old source follows this site')
       .option('--all', 'switch over every passive DR queue here when none is named')
       .option('--reverse-source <url>', 'the brokers of this site as the old source reaches them: [user@]host:port,... (an admin of this site when it requires credentials; default: the -b address)')
-      .option('--reverse-source-password-file <file>', "that user's password: first line of FILE, - for stdin; kept in both sites' data directories (0600), never in a journal"),
+      .option('--reverse-source-password-file <file>', "that user's password: first line of FILE (nothing after it), - for stdin; kept in both sites' data directories (0600), never in a journal"),
   ).action(
     action(async (queues: string[], o: BrokerOption & { all?: boolean; reverseSource?: string; reverseSourcePasswordFile?: string }) => {
       if (queues.length === 0 && !o.all) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'name the queues to switch over, or pass --all to switch over every passive DR queue');
-      const seconds = Number(o.timeout ?? 10);
-      if (!Number.isFinite(seconds) || seconds <= 0) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `--timeout must be a number of seconds, not '${o.timeout}'`);
+      // Checked as every --timeout is (digits only): Number() took '0x10' as 16 s.
+      const seconds = timeoutMsOf(o.timeout, 10) / 1000;
       const password = passwordFrom(o.reverseSourcePasswordFile, '--reverse-source-password-file');
       const body = { queues: queues.join(','), all: o.all === true, timeout: Math.round(seconds * 1000), 'reverse-source': o.reverseSource ?? o.broker, ...(password !== undefined ? { 'reverse-password': password } : {}) };
       // The broker bounds the switchover by --timeout; the request itself may take that long and the last step's few seconds.
@@ -150,7 +147,7 @@ export function drCommands(program: Command): void {
       .command('reattach <queue...>')
       .description('run on the old source after a disaster: quarantine what never crossed, then follow the site that serves the queues now from the divergence point')
       .requiredOption('--source <url>', 'every broker of the site that serves the queues now: [user@]host:port,host:port (user/password@ works, but ps shows it)')
-      .option('--source-password-file <file>', "the source user's password: first line of FILE, - for stdin; kept in the data directory (0600), never in the journal"),
+      .option('--source-password-file <file>', "the source user's password: first line of FILE (nothing after it), - for stdin; kept in the data directory (0600), never in the journal"),
   ).action(
     action(async (queues: string[], o: BrokerOption & { source: string; sourcePasswordFile?: string }) => {
       const password = passwordFrom(o.sourcePasswordFile, '--source-password-file');

@@ -1,7 +1,7 @@
 // tandem user add|del|list: edits the users file directly (run on the broker's
 // host, as a user allowed to write it). The broker re-reads the file by itself.
 import type { Command } from 'commander';
-import { MAX_SECRET_FILE_BYTES, readBoundedText } from '../ops/bounded-read.js';
+import { readPasswordFile } from '../ops/password-file.js';
 import { NO_PASSWORD, hashPassword, readUsers, validateUserName, writeUsers, type Role } from '../admin/users.js';
 import { TandemError } from '../broker/errors.js';
 import { action, print } from './common.js';
@@ -20,12 +20,13 @@ async function readPassword(o: { password?: string; passwordFile?: string }): Pr
 }
 
 /**
- * A password file's content without its line end, bounded: --password-file /dev/zero
- * read gigabytes, and a directory was a bare EISDIR with exit 1 instead of a usage error.
+ * A password file's first line (password-file.ts: the rule every password file follows),
+ * bounded: --password-file /dev/zero read gigabytes, and a directory was a bare EISDIR
+ * with exit 1 instead of a usage error.
  */
 function passwordFrom(source: string | number, what: string): string {
   try {
-    return readBoundedText(source, MAX_SECRET_FILE_BYTES, what).replace(/\r?\n$/, '');
+    return readPasswordFile(source, what);
   } catch (err) {
     throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', (err as Error).message);
   }
@@ -38,7 +39,7 @@ export function userCommands(program: Command): void {
     .description('add a user or change its password/role')
     .option('--admin', 'may use management (queues, exchanges, HA operations)')
     .option('--password <password>', 'the password (visible in ps: prefer --password-file)')
-    .option('--password-file <file>', 'read the password from a file, or - for stdin')
+    .option('--password-file <file>', 'the password: first line of FILE (nothing after it), - for stdin')
     .option('--certificate-only', 'no password: the user logs in only with a client certificate that names it (tls-external-user)')
     .option('-f, --users-file <file>', 'users file', defaultUsersFile)
     .option('--json', 'print JSON')

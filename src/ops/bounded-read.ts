@@ -1,8 +1,9 @@
 // Reading an operator's file (tandemd.conf, a password file, the users file) as text,
-// with a size limit and a UTF-8 check. readFileSync alone reads whatever the path
-// gives: /dev/zero or a 100 MB file filled the heap (GBs) before anything was said, a
-// directory failed with a bare EISDIR, and bytes that are not UTF-8 became U+FFFD, so a
-// password file with a Latin-1 byte gave a password that silently never matched.
+// with a size limit and a UTF-8 check; TLS files as bytes, with a size limit. readFileSync
+// alone reads whatever the path gives: /dev/zero or a 100 MB file filled the heap (GBs)
+// before anything was said, a directory failed with a bare EISDIR, and bytes that are not
+// UTF-8 became U+FFFD, so a password file with a Latin-1 byte gave a password that
+// silently never matched.
 // A FIFO or a process substitution (`--config <(...)`) is read like a file, up to the limit.
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 
@@ -28,6 +29,27 @@ const CHUNK = 64 * 1024;
  * what is wrong. At most `maxBytes` are read: a longer file is refused (never half taken).
  */
 export function readBoundedText(path: string | number, maxBytes: number, what: string): string {
+  const shown = typeof path === 'number' ? 'standard input' : path;
+  return utf8Text(readBoundedBytes(path, maxBytes, what), what, shown);
+}
+
+/**
+ * TLS files (certificates, keys, CA bundles, CRLs): a PEM key or certificate is a few KiB,
+ * a CA bundle of every public CA about 200 KiB. Past this the path is surely wrong.
+ */
+export const MAX_TLS_FILE_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A CRL lists every certificate its CA revoked and not yet expired: a private CA's is
+ * KiBs, 16 MiB is some 500,000 entries. Each SIGHUP parses the file whole, twice.
+ */
+export const MAX_CRL_FILE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The file's bytes (readBoundedText without the UTF-8 check: DER, or PEM that OpenSSL reads
+ * as bytes). The same refusals: a directory, a file past `maxBytes`, one that cannot be read.
+ */
+export function readBoundedBytes(path: string | number, maxBytes: number, what: string): Buffer {
   const shown = typeof path === 'number' ? 'standard input' : path;
   let fd: number;
   try {
@@ -57,7 +79,7 @@ export function readBoundedText(path: string | number, maxBytes: number, what: s
       total += n;
       if (total > maxBytes) throw new FileReadError(`${what} ${shown} is larger than ${sizeText(maxBytes)}: is it the right file?`, 'EFBIG');
     }
-    return utf8Text(Buffer.concat(chunks, total), what, shown);
+    return Buffer.concat(chunks, total);
   } finally {
     if (typeof path !== 'number') closeSync(fd);
   }

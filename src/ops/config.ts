@@ -1,7 +1,6 @@
 // tandemd's settings, declared once: each key is an INI key of tandemd.conf and a
 // --key option, the command line winning. Unknown keys and bad values stop the
 // start with the file, the key and what is accepted.
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import ini from 'ini';
@@ -16,6 +15,8 @@ import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/se
 import { registerSecret } from './secrets.js';
 import { readSecretFile, secretFileProblems } from './secret-files.js';
 import { readBoundedText } from './bounded-read.js';
+import { hostPort } from './host-port.js';
+import { readTlsFile } from './tls-file-read.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
 import { crlWarnings, readCrlFile } from '../admin/crl.js';
 import { EXTERNAL_USER_MAPPINGS, type ExternalUserMapping } from '../amqp/sasl-external.js';
@@ -87,7 +88,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'ha-public-url', kind: 'string', description: 'address clients are told to use (e.g. the VIP)' },
   { key: 'ha-username', kind: 'string', description: 'identity brokers use with each other (an admin user)' },
   { key: 'ha-password', kind: 'string', description: 'password of ha-username (never logged; visible in ps on the command line: prefer ha-password-file or TANDEM_HA_PASSWORD)' },
-  { key: 'ha-password-file', kind: 'path', description: 'file holding the password of ha-username (first line; mode 0600 or 0640)' },
+  { key: 'ha-password-file', kind: 'path', description: 'file holding the password of ha-username (its first line, nothing after it; mode 0600 or 0640)' },
   { key: 'ha-mechanism', kind: 'string', description: 'SASL mechanism between brokers: PLAIN, ANONYMOUS, or EXTERNAL (ha-tls-cert names the user; amqps: ha-brokers-url)' },
   { key: 'ha-tls-ca', kind: 'path', description: 'PEM CA bundle the other brokers\' certificates must chain to (amqps: ha-brokers-url; default: tls-ca, else the system CAs)' },
   { key: 'ha-tls-cert', kind: 'path', description: 'PEM client certificate this broker shows on HA links (brokers with tls-require-client-cert ask for one)' },
@@ -248,6 +249,16 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
   }
 }
 
+/**
+ * The warning a broker gives at start when SASL PLAIN passwords would cross the network in
+ * clear: auth on, a plaintext listener, a host other than loopback. `port` is the port it
+ * listens on: with port=0 the one picked at listen, not the 0 of the settings.
+ */
+export function plainPasswordWarning(settings: Pick<Settings, 'auth' | 'listenPlain' | 'host'>, port: number): string | undefined {
+  if (!settings.auth || !settings.listenPlain || isLoopback(settings.host)) return undefined;
+  return `SASL PLAIN is offered on the plaintext port ${hostPort(settings.host, port)}: passwords travel in clear to anyone on the network; configure TLS (tls-cert, tls-key, tls-port) and set listen-plain=no`;
+}
+
 /** A number within the spec's bounds (and exact: no size past 2^53), or a refusal saying why. */
 function bounded(spec: OptionSpec, n: number, where: string): number {
   const show = (v: number) => (spec.kind === 'duration' ? `${v}ms` : String(v));
@@ -301,7 +312,7 @@ function checkCrls(settings: Settings): void {
   const caOf = (path: string | undefined, key: string) => {
     if (path === undefined) return undefined;
     try {
-      return { key, pem: readFileSync(path, 'utf8') };
+      return { key, pem: readTlsFile(path, key).toString('utf8') };
     } catch {
       return undefined; // unreadable: refused by the CA's own check
     }
@@ -603,11 +614,6 @@ export function loadSettings(cli: Record<string, unknown>, configFile?: string):
   // Before the link files: a bad tls-crl is reported as tls-crl, not as the ha-tls-crl it defaults.
   checkCrls(settings);
   checkLinkTls(settings);
-  if (settings.auth && settings.listenPlain && !isLoopback(host)) {
-    settings.warnings.push(
-      `SASL PLAIN is offered on the plaintext port ${host}:${settings.port}: passwords travel in clear to anyone on the network; configure TLS (tls-cert, tls-key, tls-port) and set listen-plain=no`,
-    );
-  }
   if (settings.tlsExternalUser && (!settings.tlsCa || !settings.tlsCert)) {
     throw new ConfigError('tls-external-user needs a TLS listener (tls-cert, tls-key) and tls-ca (the CA whose client certificates log in)');
   }

@@ -37,7 +37,7 @@ import { readDedupKey } from '../amqp/dedup-key-reader.js';
 import { readGroupKey } from '../amqp/message-head.js';
 import { deadLetterWriter } from '../amqp/message-codec.js';
 import { defaultQueueSettings } from '../broker/settings.js';
-import type { Settings } from './config.js';
+import { plainPasswordWarning, type Settings } from './config.js';
 import { logger, type Logger } from './log.js';
 import { LogThrottle, suppressedField } from './log-throttle.js';
 import { MemoryAlarm } from './memory-alarm.js';
@@ -46,6 +46,7 @@ import { ConsoleServer } from '../console/server.js';
 import { ClusterWatch, standaloneView, type HaAnswer } from '../console/cluster-view.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { endpointAddress, haIdentity, haLinkTls, reloadLinkCrls } from '../admin/peer-addresses.js';
+import { hostPort } from './host-port.js';
 import { notifyExtendTimeout, notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
 export { VERSION } from '../version.js';
@@ -275,6 +276,9 @@ export class Daemon {
     const bound = await this.server.listen();
     this.port = bound.port;
     this.tlsPort = bound.tlsPort;
+    // Here, not with the other warnings: the port is known only now when it was 0.
+    const clearText = this.port !== undefined ? plainPasswordWarning(s, this.port) : undefined;
+    if (clearText !== undefined) this.log.warn(clearText);
     if (s.metricsPort !== undefined) {
       const journalDir = join(s.dataDir, JOURNAL_DIR_NAME);
       this.metrics = new Metrics({
@@ -292,14 +296,14 @@ export class Daemon {
     if (s.consolePort !== undefined) await this.startConsole(users);
     // One write, so a reader that waits for "listening on" sees the other ports too.
     const lines: string[] = [];
-    if (this.port !== undefined) lines.push(`listening on ${s.host}:${this.port}`);
-    if (this.tlsPort !== undefined) lines.push(`listening (tls) on ${s.host}:${this.tlsPort}`);
-    if (this.metricsPort !== undefined) lines.push(`metrics on http://${s.metricsHost}:${this.metricsPort}/metrics`);
-    if (this.consolePort !== undefined) lines.push(`console on ${s.tlsCert ? 'https' : 'http'}://${s.consoleHost}:${this.consolePort}/`);
+    if (this.port !== undefined) lines.push(`listening on ${hostPort(s.host, this.port)}`);
+    if (this.tlsPort !== undefined) lines.push(`listening (tls) on ${hostPort(s.host, this.tlsPort)}`);
+    if (this.metricsPort !== undefined) lines.push(`metrics on http://${hostPort(s.metricsHost, this.metricsPort)}/metrics`);
+    if (this.consolePort !== undefined) lines.push(`console on ${s.tlsCert ? 'https' : 'http'}://${hostPort(s.consoleHost, this.consolePort)}/`);
     process.stdout.write(`${lines.join('\n')}\n`);
     this.log.info({ host: s.host, port: this.port, tlsPort: this.tlsPort, dataDir: s.dataDir, auth: s.auth }, 'broker ready');
     this.ha?.start();
-    const where = `${s.host}:${this.port ?? `${this.tlsPort} (tls)`}`;
+    const where = this.port !== undefined ? hostPort(s.host, this.port) : `${hostPort(s.host, this.tlsPort!)} (tls)`;
     notifyReady(this.ha ? `HA ${this.ha.state} on ${where}` : `serving on ${where}`);
     this.ha?.sm.onChange((e) => notifyStatus(`HA ${e.to} on ${where}`));
     this.stopWatchdog = startWatchdog();
@@ -323,7 +327,7 @@ export class Daemon {
       this.clusterWatch = watch;
       watch.refreshEvery(1000);
     }
-    const address = `${s.host}:${this.port ?? this.tlsPort}`;
+    const address = hostPort(s.host, (this.port ?? this.tlsPort)!);
     this.console = new ConsoleServer({
       host: s.consoleHost,
       port: s.consolePort!,
@@ -434,25 +438,37 @@ export class Daemon {
   }
 
   /**
-   * Clean shutdown: stop accepting, give consumers and pending settlements up to
-   * shutdown-timeout to finish, close clients, flush and sync the journal.
-   */
-  /**
    * SIGHUP: read the TLS files that are refreshed while the broker runs again (cron
    * fetching CRLs, a renewed certificate): the AMQPS listener's, and the CRLs of HA and
    * DR links. New handshakes use them; established connections are left alone. What
-   * does not read is logged and the copy read before stays in force.
+   * does not read is logged and the copy read before stays in force. The line logged
+   * names what was read, and says so when there was nothing: the users and ACL files are
+   * not among them (they are re-read whenever they change, SIGHUP or not).
    */
   reloadTls(): void {
     if (this.stopping) return;
-    const listener = this.server?.reloadTls() ?? true;
+    const s = this.settings;
+    const listenerFiles = s.tlsCert && s.tlsKey ? ['tls-cert', 'tls-key', ...(s.tlsCa ? ['tls-ca'] : []), ...(s.tlsCrl ? ['tls-crl'] : [])] : [];
+    const listenerRead = this.server?.reloadTls() ?? true;
     const links = reloadLinkCrls();
     for (const warning of links.warnings) this.log.warn(warning);
     for (const error of links.errors) this.log.error(error);
-    const all = listener && links.errors.length === 0;
-    this.log[all ? 'info' : 'error']({ listener, links: links.errors.length === 0 }, all ? 'SIGHUP: TLS files reloaded' : 'SIGHUP: some TLS files were not reloaded (see above); the others were');
+    const reloaded = [...(listenerRead ? listenerFiles : []), ...links.reloaded];
+    const failed = [...(listenerRead ? [] : listenerFiles), ...links.failed];
+    const fields = { reloaded, failed };
+    if (failed.length > 0) {
+      this.log.error(fields, `SIGHUP: not reloaded (see above; the copies read before stay in force): ${failed.join(', ')}${reloaded.length > 0 ? `; reloaded: ${reloaded.join(', ')}` : ''}`);
+    } else if (reloaded.length > 0) {
+      this.log.info(fields, `SIGHUP: reloaded ${reloaded.join(', ')}; new TLS handshakes use them`);
+    } else {
+      this.log.info(fields, 'SIGHUP: no TLS files are configured, nothing to reload (the users and ACL files are re-read whenever they change)');
+    }
   }
 
+  /**
+   * Clean shutdown: stop accepting, give consumers and pending settlements up to
+   * shutdown-timeout to finish, close clients, flush and sync the journal.
+   */
   stop(): Promise<void> {
     this.stopping ??= this.doStop();
     return this.stopping;

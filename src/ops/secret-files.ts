@@ -2,20 +2,17 @@
 // password in it): read them, and say when their mode lets every local user read them.
 import { statSync } from 'node:fs';
 import { ConfigError } from './config.js';
-import { MAX_SECRET_FILE_BYTES, readBoundedText, type FileReadError } from './bounded-read.js';
+import type { FileReadError } from './bounded-read.js';
+import { readPasswordFile } from './password-file.js';
 
-/** The password in a file: its first line, without the line end. */
+/** The password in a file: its first line, without the line end (password-file.ts says why only that). */
 export function readSecretFile(path: string, what: string): string {
-  let text: string;
   try {
-    text = readBoundedText(path, MAX_SECRET_FILE_BYTES, what);
+    return readPasswordFile(path, what);
   } catch (err) {
     const e = err as FileReadError;
     throw new ConfigError(e.errno === 'EACCES' ? `${what} ${path}: permission denied (the broker runs as the tandem user: make the file 0640 root:tandem)` : e.message);
   }
-  const password = text.split(/\r?\n/, 1)[0] ?? '';
-  if (password === '') throw new ConfigError(`${what} ${path} is empty: put the password on its first line`);
-  return password;
 }
 
 /** One line per file that exists and is readable by others ("o+r"). */

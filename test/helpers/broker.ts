@@ -126,7 +126,7 @@ export class TestBroker {
         if (m) this.port = Number(m[1]);
         const t = /listening \(tls\) on [^\s]+:(\d+)\n/.exec(this.stdout);
         if (t) this.tlsPort = Number(t[1]);
-        const mm = /metrics on http:\/\/[^:]+:(\d+)\//.exec(this.stdout);
+        const mm = /metrics on http:\/\/[^\s/]+:(\d+)\//.exec(this.stdout);
         if (mm) this.metricsPort = Number(mm[1]);
         const cm = /console on (https?):\/\/([^\s]+):(\d+)\//.exec(this.stdout);
         if (cm) {
