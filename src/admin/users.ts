@@ -6,11 +6,12 @@
 // takes effect without a restart; a file that no longer parses is not taken (the
 // last good one stays, and the error is logged).
 import { randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { invalidArgument, TandemError } from '../broker/errors.js';
 import type { Logger } from '../ops/log.js';
-import { WatchedFile } from '../ops/watched-file.js';
+import { readBoundedText } from '../ops/bounded-read.js';
+import { MAX_WATCHED_FILE_BYTES, WatchedFile } from '../ops/watched-file.js';
 import type { ScryptFn } from './password-hasher.js';
 
 export type Role = 'admin' | 'user';
@@ -92,9 +93,10 @@ export function parseServedUsers(text: string, path: string): Map<string, UserRe
   return users;
 }
 
+/** The users file as `tandem user` reads it: bounded and strict UTF-8, as the broker reads it (WatchedFile). */
 export function readUsers(path: string): Map<string, UserRecord> {
   if (!existsSync(path)) return new Map();
-  return parseUsers(readFileSync(path, 'utf8'), path);
+  return parseUsers(readBoundedText(path, MAX_WATCHED_FILE_BYTES, 'the users file'), path);
 }
 
 /**

@@ -27,6 +27,7 @@ import { shownValue } from '../util/safe-string.js';
 import { inRanges } from './protocol.js';
 import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
 import type { Broker } from '../broker/broker.js';
+import { parseCount } from '../broker/settings.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const MIN_TIMEOUT_MS = 1000;
@@ -75,7 +76,7 @@ export class DrSwitchover {
 
   register(m: ManagementRegistry): void {
     m.register('DR-SWITCHOVER', (_t, _n, body) =>
-      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : Number(body.timeout), body['reverse-source'], body['reverse-password']),
+      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : parseCount('timeout', body.timeout), body['reverse-source'], body['reverse-password']),
     );
     m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer, runOf(body.run)));
     m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch), runOf(body.run)) }));

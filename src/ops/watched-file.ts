@@ -10,7 +10,7 @@ import type { Logger } from './log.js';
  * Hundreds of thousands of users or ACL rules; past it the path is surely wrong
  * (/dev/zero would fill the heap, at start or at any later access to the file).
  */
-const MAX_WATCHED_FILE_BYTES = 64 * 1024 * 1024;
+export const MAX_WATCHED_FILE_BYTES = 64 * 1024 * 1024;
 
 export class WatchedFile<T> {
   private current: T;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { TestBroker, waitFor } from '../helpers/broker.js';
 import { debianPython } from '../helpers/python.js';
-import { tandem } from '../helpers/tandem-cli.js';
+import { manage, tandem } from '../helpers/tandem-cli.js';
 import { contents, depthOf, drFlush, drRowOf, range, receive, send, twoSites } from './helpers.js';
 
 interface PublisherResult {
@@ -152,6 +152,8 @@ describe('DR switchover', () => {
     const badTimeout = await tandem(['dr', 'switchover', 'orders', '-b', pair.copy.url, '--timeout', '0.2']);
     expect(badTimeout.code).toBe(2);
     expect(badTimeout.stderr).toMatch(/timeout must be between/);
+    // A request's timeout is digits (or a number): '0x7530' was read as 30 s.
+    await expect(manage(pair.copy.port, 'DR-SWITCHOVER', 'broker', 'broker', { queues: 'orders', timeout: '0x7530', 'reverse-source': pair.copy.url })).rejects.toThrow(/timeout must be a whole number .*digits only/);
     // An activated copy is not a passive copy any more.
     expect((await tandem(['queue', 'add', 'opened', '--durable', '-b', pair.source.url])).code).toBe(0);
     expect((await tandem(['dr', 'add', 'opened', '--source', pair.source.url, '-b', pair.copy.url])).code).toBe(0);

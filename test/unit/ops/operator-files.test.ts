@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadSettings, readConfigFile } from '../../../src/ops/config.js';
 import { readSecretFile } from '../../../src/ops/secret-files.js';
+import { readUsers } from '../../../src/admin/users.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tandem-operator-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -84,4 +85,10 @@ describe('operator files', () => {
     expect(readSecretFile(file('good-password', 'pässwörd\r\n\n'), 'ha-password-file')).toBe('pässwörd');
   });
 
+
+  it('operator files - the users file as tandem user reads it (-f): /dev/zero, a directory or a Latin-1 byte is refused naming it, as the broker refuses them', () => {
+    expect(() => readUsers('/dev/zero')).toThrow(/the users file \/dev\/zero is larger than 64 MiB/);
+    expect(() => readUsers(dir)).toThrow(/is a directory, not a file/);
+    expect(() => readUsers(file('users-latin1', Buffer.from('caf\xe9:user:x\n', 'latin1')))).toThrow(/not UTF-8 text \(line 1/);
+  });
 });
