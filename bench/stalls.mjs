@@ -10,6 +10,10 @@
 //
 //   node bench/stalls.mjs                 (1M: a few minutes on 2 cores)
 //   BENCH_STALL_ONLY=purge,delete-ae node bench/stalls.mjs
+// expire-deliver: N messages expire at once and a consumer is given credit just after,
+// before the expiry timer met them; expire-scan: 10 s idle with N rows whose ttl is an hour
+// ahead (the timer's look for expired rows each second); expire-tick-model: that tick
+// timed in-process, with nothing due and with one message due.
 // Raw numbers: bench/results/stalls-<time>.json.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -143,6 +147,61 @@ const scenarios = {
     while ((await m('READ', 'queue', 'q')).depth > 0 && Date.now() < at + 90_000) await new Promise((r) => setTimeout(r, 200));
     return { ...(await p.stop()), depth: (await m('READ', 'queue', 'q')).depth };
   }),
+  // A consumer given credit just after N messages expired, before the 1 s expiry timer
+  // met them: the dispatch meets the whole expired run, then the live message behind it.
+  'expire-deliver': () => withBroker('expire-deliver', brokerArgs, async (b, m) => {
+    await m('CREATE', 'queue', 'q', qAttrs);
+    const at = Date.now() + envNumber('BENCH_STALL_TTL_MS', 60_000, 1000, 600_000);
+    await fill(b.port, 'q', N, { ...msgExtra, absolute_expiry_time: at });
+    await fill(b.port, 'q', 1, { ...msgExtra, body: 'live' });
+    if (Date.now() >= at) throw new Error('the fill took longer than BENCH_STALL_TTL_MS: raise it');
+    const c = rhea.create_container();
+    const conn = c.connect({ host: '127.0.0.1', port: b.port, reconnect: false });
+    const receiver = conn.open_receiver({ source: { address: 'q' }, credit_window: 0, autoaccept: true });
+    const got = [];
+    receiver.on('message', (ctx) => got.push(String(ctx.message.body)));
+    await new Promise((r) => receiver.once('receiver_open', r));
+    const p = await probe(b.port);
+    await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now()) + 5));
+    const t = performance.now();
+    receiver.add_credit(10);
+    // Bounded: until the live message came, or 120 s.
+    while (got.length === 0 && performance.now() - t < 120_000) await new Promise((r) => setTimeout(r, 5));
+    const untilLiveMs = Math.round(performance.now() - t);
+    const r = await p.stop();
+    conn.close();
+    return { ...r, untilLiveMs, got, depth: (await m('READ', 'queue', 'q')).depth };
+  }),
+  // The 1 s expiry timer with N rows that have a ttl and none expired: what each tick costs.
+  'expire-scan': () => withBroker('expire-scan', brokerArgs, async (b, m) => {
+    await m('CREATE', 'queue', 'q', qAttrs);
+    await fill(b.port, 'q', N, { ...msgExtra, absolute_expiry_time: Date.now() + 3_600_000 });
+    return timed(b.port, () => new Promise((r) => setTimeout(r, 10_000)));
+  }),
+  // In-process, no tandemd: the timer's tick (Broker.expire(5000)) over N rows whose ttl is
+  // an hour ahead, ten times with nothing due, then ten times with one message due each.
+  'expire-tick-model': async () => {
+    const d = (p) => import(pathToFileURL(join(repoRoot, 'dist', p)).href);
+    const { Broker } = await d('broker/broker.js');
+    const { defaultQueueSettings } = await d('broker/settings.js');
+    let clock = Date.now();
+    const broker = new Broker({ now: () => clock });
+    broker.log.attach({ append: () => {} });
+    broker.declareQueue('q', { ...defaultQueueSettings });
+    const publish = (i, ttlMs) => broker.publish('q', { bytes: Buffer.from(`m${i}`), headerLength: 0, durable: false, priority: 4, ttlMs, absoluteExpiry: undefined, deliveryCount: 0, subject: undefined });
+    for (let i = 0; i < N; i++) publish(i, 3_600_000);
+    const tick = () => {
+      clock += 1000;
+      const t = performance.now();
+      const expired = broker.expire(5000);
+      return { ms: +(performance.now() - t).toFixed(2), expired };
+    };
+    const nothingDue = Array.from({ length: 10 }, tick);
+    const oneDue = Array.from({ length: 10 }, (_, k) => (publish(N + k, 500), tick()));
+    const r = { nothingDueMs: nothingDue.map((x) => x.ms), oneDueMs: oneDue.map((x) => x.ms), expired: oneDue.reduce((a, x) => a + x.expired, 0) };
+    log('expire-tick-model', JSON.stringify(r));
+    return r;
+  },
   query: () => withBroker('query', [], async (b, m) => {
     for (let i = 0; i < QUEUES; i += 100) await Promise.all(Array.from({ length: Math.min(100, QUEUES - i) }, (_, k) => m('CREATE', 'queue', `q${i + k}`, {})));
     return timed(b.port, async () => (await m('QUERY', 'queue', undefined, {})).length);

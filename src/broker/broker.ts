@@ -759,7 +759,7 @@ export class Broker implements QueueHost {
     this.events.queueUnused?.(queue);
   }
 
-  /** A dispatch passed over all the rows it may of groups others own (queue.ts GROUP_SCAN_LIMIT): it goes on after the event loop ran. */
+  /** A dispatch passed over all the rows it may of groups others own, or dropped all the expired rows it may (queue.ts GROUP_SCAN_LIMIT, EXPIRED_PER_DISPATCH): it goes on after the event loop ran. */
   moreToDispatch(queue: Queue): void {
     this.events.queueReady?.(queue);
   }

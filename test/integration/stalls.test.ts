@@ -1,6 +1,6 @@
 // Work that grows with a queue is done in slices (src/admin/operations.ts, docs/stalls.md):
 // while a big purge, a delete that sends every message on to an alternate exchange, or
-// the expiry of many messages at once runs, the broker still answers other clients (and so sends HA heartbeats and pets
+// the expiry of many messages at once (by the timer, or met by a consumer) runs, the broker still answers other clients (and so sends HA heartbeats and pets
 // the systemd watchdog). Asserted by what the event loop did meanwhile, not by time:
 // READ requests, each sent after the answer to the one before, are answered before
 // the long operation's own answer. In one synchronous run, at most the first of them
@@ -164,4 +164,55 @@ describe('stalls - long queue operations leave the event loop free', () => {
     expect(seen.has(0)).toBe(true);
     expect([...seen].some((d) => d > 0 && d < n), `depths seen: ${[...seen].slice(0, 10).join(', ')}`).toBe(true);
   }, 120_000);
+
+  it('stalls - a consumer meeting 50,000 expired messages before the expiry timer drops them in slices, each dead-lettered once: a client sees the dead-letter queue part-way', async () => {
+    const broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'exchange', 'dlx', { type: 'fanout' });
+    await manage(broker.port, 'CREATE', 'queue', 'dlq', {});
+    await manage(broker.port, 'CREATE', 'binding', 'dlx/dlq/');
+    await manage(broker.port, 'CREATE', 'queue', 'fleeting', { 'alternate-exchange': 'dlx' });
+    const n = 50_000;
+    const at = Date.now() + 15_000;
+    await fill(broker.port, 'fleeting', n, false, new Date(at));
+    await fill(broker.port, 'fleeting', 1, false);
+    // A takes them all and holds them past their expiry: the expiry timer looks only at
+    // messages in the queue, so none is dropped before A lets go.
+    const held = rhea.create_container().connect({ host: '127.0.0.1', port: broker.port, reconnect: false, session_buffer_size: n + 10 });
+    const a = held.open_receiver({ source: { address: 'fleeting' }, credit_window: n + 1, autoaccept: false });
+    let taken = 0;
+    a.on('message', () => taken++);
+    await waitFor(() => taken === n + 1, { timeout: 60_000, name: 'A holds every message' });
+    expect(Date.now(), 'A took the messages before they expired').toBeLessThan(at);
+    // B waits with credit, getting nothing: everything is out with A.
+    const waiting = rhea.create_container().connect({ host: '127.0.0.1', port: broker.port, reconnect: false });
+    const b = waiting.open_receiver({ source: { address: 'fleeting' }, credit_window: 10 });
+    const gotByB: string[] = [];
+    b.on('message', (ctx) => gotByB.push(`${String(ctx.message.body)}${ctx.message.absolute_expiry_time ? ' (expiring)' : ''}`));
+    await new Promise((resolve) => b.once('receiver_open', resolve));
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, at - Date.now()) + 50));
+    // A's detach puts them back, expired, and B's dispatch meets them all before the timer
+    // can. In one synchronous run no READ could see the dead-letter queue between empty and full.
+    a.close();
+    const seen = new Set<number>();
+    const c = await ManagementClient.connect({ host: '127.0.0.1', port: broker.port });
+    try {
+      // Bounded: 100,000 READs, or every dead letter there.
+      for (let i = 0; i < 100_000; i++) {
+        const d = ((await c.request('READ', 'queue', 'dlq')) as { depth: number }).depth;
+        seen.add(d);
+        if (d === n) break;
+      }
+    } finally {
+      c.close();
+    }
+    expect([...seen].some((d) => d > 0 && d < n), `dead-letter depths seen: ${[...seen].slice(0, 10).join(', ')}`).toBe(true);
+    expect(seen.has(n)).toBe(true);
+    await waitFor(() => gotByB.length > 0, { timeout: 30_000, name: 'B gets the live message' });
+    // B got the live message alone (the other m0 had an expiry): nothing expired reached it.
+    expect(gotByB).toEqual(['m0']);
+    held.close();
+    waiting.close();
+    await waitFor(async () => (await depth(broker.port, 'fleeting')) === 0, { timeout: 10_000, name: 'B accepted it' });
+    expect(await depth(broker.port, 'dlq')).toBe(n);
+  }, 180_000);
 });
