@@ -215,7 +215,11 @@ export class DrSource implements ChangeSink {
         };
       }
       const epoch = epochOf(c);
-      if (r.from > 0 && (r.epoch ?? 1) !== epoch) {
+      // A fenced queue carries the epoch it moves to; the copy draining it is still at the
+      // pair's epoch before the move. Refused, a drain whose link broke (a restart or a
+      // failover of this site, a cut) could never finish, and the switchover was abandoned.
+      const drainedAt = c?.state === 'fenced' ? epoch - 1 : epoch;
+      if (r.from > 0 && (r.epoch ?? 1) !== epoch && (r.epoch ?? 1) !== drainedAt) {
         return {
           condition: 'tandem:dr:stale-epoch',
           description: `queue '${clipPeerText(r.queue)}' is at DR epoch ${epoch} on this source and ${r.epoch ?? 1} on the secondary: ${(r.epoch ?? 1) < epoch ? 'the secondary is stale (the pair moved on without it)' : 'this source is stale (the pair moved on without it: tandem dr reattach it)'}; nothing was sent`,
