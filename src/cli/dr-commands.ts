@@ -110,7 +110,7 @@ export function drCommands(program: Command): void {
       .command('switchover [queue...]')
       .description('planned move (run against the secondary): the source stops serving the queues, the copies catch up and serve here, the old source follows this site')
       .option('--all', 'switch over every passive DR queue here when none is named')
-      .option('--reverse-source <url>', 'the brokers of this site as the old source reaches them: [user@]host:port,... (an admin of this site when it requires credentials; default: the -b address)')
+      .option('--reverse-source <url>', 'the brokers of this site as the old source reaches them: [user@]host:port,... (an admin of this site when it requires credentials; default: the -b address, or on an HA site whose ha-brokers-url lists it, every broker listed there)')
       .option('--reverse-source-password-file <file>', "that user's password: first line of FILE (nothing after it), - for stdin; kept in both sites' data directories (0600), never in a journal"),
   ).action(
     action(async (queues: string[], o: BrokerOption & { all?: boolean; reverseSource?: string; reverseSourcePasswordFile?: string }) => {
@@ -118,13 +118,13 @@ export function drCommands(program: Command): void {
       // Checked as every --timeout is (digits only): Number() took '0x10' as 16 s.
       const seconds = timeoutMsOf(o.timeout, 10) / 1000;
       const password = passwordFrom(o.reverseSourcePasswordFile, '--reverse-source-password-file');
-      const body = { queues: queues.join(','), all: o.all === true, timeout: Math.round(seconds * 1000), 'reverse-source': o.reverseSource ?? o.broker, ...(password !== undefined ? { 'reverse-password': password } : {}) };
+      const body = { queues: queues.join(','), all: o.all === true, timeout: Math.round(seconds * 1000), 'reverse-source': o.reverseSource ?? o.broker, ...(o.reverseSource === undefined ? { 'reverse-source-default': true } : {}), ...(password !== undefined ? { 'reverse-password': password } : {}) };
       // The broker bounds the switchover by --timeout; the request itself may take that long and the last step's few seconds.
       const r = (await withBroker({ ...o, timeout: String(seconds + 15) }, (c) => c.request('DR-SWITCHOVER', 'broker', 'broker', body))) as Record<string, unknown>;
       print(o, r, () =>
         [
           `switched over: ${(r.switched as string[]).join(' ')} (epoch ${String(r.epoch)}); this site serves them`,
-          r['old-source-following'] ? `${String(r['old-source'])} is now their passive copy` : String(r.note ?? ''),
+          r['old-source-following'] ? `${String(r['old-source'])} is now their passive copy, following ${String(r['reverse-source'])}` : String(r.note ?? ''),
         ].join('\n'),
       );
     }),

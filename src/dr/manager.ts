@@ -2,6 +2,7 @@
 // survives restarts and travels to our HA backups), one bridge per source
 // cluster where this broker serves clients, the guard on client links,
 // activation, the round trip (switchover.ts), and the DR-* management operations.
+import type { BrokerEndpoint } from '../ha/brokers-url.js';
 import { randomUUID } from 'node:crypto';
 import { drRoleChange, type Broker, type DrQueueConfig } from '../broker/broker.js';
 import type { DrMode, DrQueueState, LoggedChange } from '../broker/changes.js';
@@ -45,6 +46,8 @@ export interface DrManagerHost {
    * undefined when this site does not require credentials.
    */
   refusesLogin(user: string | undefined, password: string | undefined): Promise<string | undefined>;
+  /** The brokers of this site (ha-brokers-url) when it is an HA cluster; empty otherwise. */
+  siteBrokers: readonly BrokerEndpoint[];
 }
 
 export type Attributes = Record<string, unknown>;

@@ -28,6 +28,8 @@ import { inRanges } from './protocol.js';
 import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
 import type { Broker } from '../broker/broker.js';
 import { parseCount } from '../broker/settings.js';
+import { parseBrokersUrl, type BrokerEndpoint, type BrokersUrl } from '../ha/brokers-url.js';
+import { hostPort } from '../ops/host-port.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const MIN_TIMEOUT_MS = 1000;
@@ -76,7 +78,7 @@ export class DrSwitchover {
 
   register(m: ManagementRegistry): void {
     m.register('DR-SWITCHOVER', (_t, _n, body) =>
-      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : parseCount('timeout', body.timeout), body['reverse-source'], body['reverse-password']),
+      this.run(listOf(body.queues), body.all === true || body.all === 'true', body.timeout === undefined ? 30_000 : parseCount('timeout', body.timeout), body['reverse-source'], body['reverse-password'], body['reverse-source-default'] === true),
     );
     m.register('DR-FENCE', (_t, _n, body) => this.fence(parseList<FenceRequest>(body.queues, isFenceRequest), body.peer, runOf(body.run)));
     m.register('DR-UNFENCE', (_t, _n, body) => ({ unfenced: this.unfence(parseList<{ queue: string; epoch: number }>(body.queues, isQueueEpoch), runOf(body.run)) }));
@@ -122,7 +124,8 @@ export class DrSwitchover {
 
   // ---- the secondary: coordinate ------------------------------------------------
 
-  async run(names: string[], all: boolean, timeoutMs: number, reverseText: unknown, reversePassword?: unknown): Promise<Attributes> {
+  /** `reverseDefaulted`: the operator named no reverse source; `reverseText` is the CLI's -b address (see siteWide). */
+  async run(names: string[], all: boolean, timeoutMs: number, reverseText: unknown, reversePassword?: unknown, reverseDefaulted = false): Promise<Attributes> {
     const broker = this.dr.host.broker;
     if (!this.dr.isServing) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker does not serve clients (an HA backup): run the switchover against the primary of the secondary site');
     if (names.length === 0 && !all) throw invalidArgument('name the queues to switch over, or pass --all');
@@ -130,7 +133,7 @@ export class DrSwitchover {
       throw invalidArgument(`the switchover timeout must be between ${MIN_TIMEOUT_MS} and ${MAX_TIMEOUT_MS} ms, not ${String(timeoutMs)}`);
     }
     if (typeof reverseText !== 'string' || reverseText === '') throw invalidArgument('reverse-source: the brokers of this site, as the old source will reach them, is required');
-    const reverse = await this.reverseSource(reverseText, reversePassword);
+    const reverse = await this.reverseSource(reverseDefaulted ? siteWide(reverseText, this.dr.host.siteBrokers) : reverseText, reversePassword);
     // --all moves the mirrors: an enqueue-only copy is not one (see below).
     const passive = [...broker.drQueues].filter(([, c]) => c.state === 'passive');
     const skipped = names.length > 0 ? [] : passive.filter(([, c]) => c.mode === 'enqueue-only').map(([q]) => q);
@@ -199,7 +202,7 @@ export class DrSwitchover {
         note = `the old source did not confirm (${(err as Error).message}); it follows this site as soon as it asks how the switchover ended (every 2 s while it is fenced)`;
         log.warn({ queues, err: (err as Error).message }, 'DR: switchover: the old source did not confirm that it follows; it will ask');
       }
-      return { switched: queues, ...(skipped.length > 0 ? { 'not-moved-enqueue-only': skipped } : {}), epoch: broker.drQueues.get(queues[0]!)!.epoch, 'fence-position': fenceLsn, 'old-source': displaySource(source), 'old-source-following': following, ...(note ? { note } : {}) };
+      return { switched: queues, ...(skipped.length > 0 ? { 'not-moved-enqueue-only': skipped } : {}), epoch: broker.drQueues.get(queues[0]!)!.epoch, 'fence-position': fenceLsn, 'old-source': displaySource(source), 'old-source-following': following, 'reverse-source': displaySource(reverse), ...(note ? { note } : {}) };
     } finally {
       for (const q of queues) this.moving.delete(q);
     }
@@ -517,3 +520,24 @@ function notHeld(broker: Broker, queue: string, floor: number, held: readonly nu
   return out;
 }
 
+/**
+ * The reverse source when the operator named none: the CLI sends its -b address, one
+ * broker. On an HA site the old source, following that broker alone, lost this site at
+ * its next failover (its copy stayed connecting to a backup). When that address is one
+ * of this site's ha-brokers-url, the old source is given every broker listed there, with
+ * -b's scheme and user (and password, if it had one). Anything else (a virtual address,
+ * a name the other site uses, a standalone site) is taken as given.
+ */
+export function siteWide(text: string, site: readonly BrokerEndpoint[]): string {
+  if (site.length < 2) return text;
+  let url: BrokersUrl;
+  try {
+    url = parseBrokersUrl(text);
+  } catch {
+    return text; // reverseSource() refuses it with the reason
+  }
+  const only = url.endpoints.length === 1 ? url.endpoints[0]! : undefined;
+  if (!only || !site.some((e) => e.port === only.port && e.host.toLowerCase() === only.host.toLowerCase())) return text;
+  const user = url.user === undefined ? '' : `${url.user}${url.password === undefined ? '' : `/${url.password}`}@`;
+  return `${url.tls ? 'amqps:' : ''}${user}${site.map((e) => hostPort(e.host, e.port)).join(',')}`;
+}

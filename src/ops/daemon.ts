@@ -211,6 +211,7 @@ export class Daemon {
     const users = new UserDirectory(s.usersFile, { scrypt: this.hasher.scrypt, log: logger('admin') });
     this.dr = new DrManager({
       refusesLogin: (user, password) => refusesAdminLogin(s.auth, users, user, password),
+      siteBrokers: s.haCluster && s.haBrokersUrl ? parseBrokersUrl(s.haBrokersUrl).endpoints : [],
       broker: this.broker,
       gate,
       log: logger('dr'),

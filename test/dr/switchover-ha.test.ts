@@ -105,13 +105,10 @@ describe('DR switchover with a site that fails over during it', () => {
     await switchoversWithFailovers();
   }, 400_000);
 
-  // Known gap (reported, not fixed: the default is the CLI's, src/cli/dr-commands.ts):
-  // run against site A without --reverse-source, the reverse source is the -b address,
-  // the one broker of A that was primary then. B, the old source, follows only that
-  // address; once A fails over, B's copy stays `connecting` to a backup ("no tandem
-  // primary found in <that address>") and A's queue shows `activated`, followed by
-  // nobody, for as long as that broker is not primary again.
-  it.skip('DR switchover HA - back to site A with the default reverse source, then a failover of A: B follows the new primary of A', async () => {
+  // Run against site A without --reverse-source: the CLI sends its -b address, one broker
+  // of A. B followed that address alone and lost A at its next failover (its copy stayed
+  // `connecting` to a backup); the broker now names every broker of A's ha-brokers-url.
+  it('DR switchover HA - back to site A with the default reverse source, then a failover of A: B follows the new primary of A', async () => {
     const siteA = await TestCluster.ready(3);
     const b = await TestBroker.start();
     const aPort = async () => siteA.ports[await primaryOf(siteA)]!;
