@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
+import { replaceCutOffPrimary } from '../helpers/partition.js';
 import { runPython } from '../helpers/python.js';
 import { depthOf, receive } from '../dr/helpers.js';
 
@@ -35,22 +36,7 @@ describe('ha - transactions across a partition of the primary', () => {
     const c = cluster;
     const running = txUntilLost(`amqp://${c.address(0)}`, 'txa', 'txb', 100_000);
     await waitFor(async () => (await depthOf(c.ports[0]!, 'txa').catch(() => 0)) >= 300, { timeout: 60_000, name: 'transactions committed' });
-    c.brokers[1]!.signal('SIGSTOP');
-    c.brokers[2]!.signal('SIGSTOP');
-    await waitFor(() => (c.brokers[0]!.stderr.match(/"msg":"backup dropped"/g)?.length ?? 0) >= 2, { timeout: 30_000, name: 'both backups dropped' });
-    c.brokers[0]!.signal('SIGSTOP');
-    c.brokers[1]!.signal('SIGCONT');
-    c.brokers[2]!.signal('SIGCONT');
-    // Each has lost the frozen primary: told it was dropped (joining), or, when the drop had
-    // not left the primary before it froze, by its silence (still ready: it was not dropped).
-    for (const i of [1, 2]) await waitFor(() => /lost the link to the primary/.test(c.brokers[i]!.stderr), { timeout: 30_000, name: `broker ${i} lost the primary` });
-    const lsn1 = (await c.status(1))?.lsn ?? -1;
-    const lsn2 = (await c.status(2))?.lsn ?? -1;
-    const next = lsn2 > lsn1 ? 2 : 1;
-    const promoted = await c.promote(next);
-    expect(promoted.code, promoted.stderr).toBe(0);
-    await c.waitState(next, 'active', 30_000);
-    await c.kill(0);
+    const next = await replaceCutOffPrimary(c);
     const run = await running;
     expect(run.failed).toEqual([]);
     // The cut-off primary held a commit's answer: that transaction is in doubt.
