@@ -30,6 +30,9 @@ import { HaStateMachine, isPrimaryState, servesClients, type HaState } from './s
 import { probeTcp } from '../util/tcp-reach.js';
 import { peerWholeNumber } from '../peer-link/peer-values.js';
 import type { DrCredentials } from '../dr/credentials.js';
+import { EpochPromise, MAX_HA_EPOCH, PROMISED_EPOCH_PROPERTY, PROMISE_OPERATION, type PromisedEpoch } from './epoch-promise.js';
+import { promiseRound, type PromiseTarget } from './promise-round.js';
+import type { BrokerEndpoint } from './brokers-url.js';
 
 /**
  * A peer's host must complete a TCP handshake within 300 ms to count as visible: a
@@ -37,6 +40,13 @@ import type { DrCredentials } from '../dr/credentials.js';
  * survive a lost packet (TCP alone would resend only after a second).
  */
 const PEER_HANDSHAKE = { deadlineMs: 300, resendMs: 100 };
+
+/**
+ * How long a promotion waits for the brokers that just answered its HA-STATUS to take
+ * its promise (epoch-promise.ts), and how long each broker is given: the guard's
+ * answer window. A broker that does not answer holds the promotion up no longer.
+ */
+const PROMISE_ANSWER_MS = 3000;
 
 /** How often a backup whose journal is incomplete looks whether it can mark it complete again. */
 const MARK_COMPLETE_EVERY_MS = 2000;
@@ -91,6 +101,11 @@ export interface HaStatusReport {
   instance: string;
   /** Where each epoch began in this broker's log: what the promotion guard compares. */
   'epoch-history': EpochStart[];
+  /**
+   * The epoch a promotion promised this broker (epoch-promise.ts): it follows no primary
+   * of an older one, and the next promotion goes above it. null: none.
+   */
+  'promised-epoch': number | null;
   /** Journals set aside on rejoining because they held changes the primary lacked (diverged-store.ts). */
   diverged: Array<{ name: string; path: string; epoch: number; from: number; through: number; 'set-aside-at': string; republished: number }>;
 }
@@ -171,6 +186,10 @@ export class HaManager {
   /** Last logged: settlements wait for want of ready backups. */
   private quorumShort = false;
   private readonly log: Logger;
+  /** The epoch a promotion promised us (epoch-promise.ts). */
+  private readonly promise: EpochPromise;
+  /** The promised epoch whose refusal of an older primary was logged (logged once per promise). */
+  private refusalLogged = 0;
 
   constructor(private readonly host: HaHost) {
     const s = host.settings;
@@ -178,6 +197,7 @@ export class HaManager {
     this.url = parseBrokersUrl(s.haBrokersUrl as string);
     this.history = new EpochHistory(s.dataDir);
     this.brokerId = loadBrokerId(s.dataDir);
+    this.promise = new EpochPromise(s.dataDir, this.log);
     this.instanceId = host.instanceId;
     this.sm = new HaStateMachine('joining');
     this.positionValid = host.resumeLsn !== undefined;
@@ -228,6 +248,8 @@ export class HaManager {
     });
     this.host.broker.log.attach(this.source);
     if (this.host.resumeLsn !== undefined) this.source.resetWindow(this.host.resumeLsn);
+    // Stopped after its log reached the promised epoch, before the promise was let go.
+    this.keepPromiseIfReached();
     this.follow();
   }
 
@@ -299,6 +321,19 @@ export class HaManager {
       this.host.fatal(`a backup of epoch ${hello.epoch} contacted this primary of epoch ${this.host.broker.epoch}: this primary is stale`);
       return refuse('tandem:ha:not-primary', 'this primary is stale');
     }
+    let promised: number;
+    try {
+      promised = peerWholeNumber(sender.hello[PROMISED_EPOCH_PROPERTY], PROMISED_EPOCH_PROPERTY);
+      if (promised > MAX_HA_EPOCH) throw new Error(`${PROMISED_EPOCH_PROPERTY} must be at most ${MAX_HA_EPOCH}, not ${promised}`);
+    } catch (err) {
+      this.log.warn({ address: remoteAddress, err: (err as Error).message }, 'replication link refused: malformed hello');
+      return refuse('amqp:invalid-field', `replication hello: ${(err as Error).message}`);
+    }
+    if (promised > this.host.broker.epoch) {
+      // A promotion to that epoch was allowed, and told this backup: we are a stale primary.
+      this.host.fatal(`a backup was promised epoch ${promised} by a promotion, above this primary's epoch ${this.host.broker.epoch}: this primary is stale`);
+      return refuse('tandem:ha:not-primary', 'this primary is stale');
+    }
     if (hello.replicate !== this.host.settings.haReplicate) {
       return refuse(FATAL, `ha-replicate mismatch: the primary uses '${this.host.settings.haReplicate}', this backup '${hello.replicate}'; set the same value on every broker`);
     }
@@ -349,17 +384,39 @@ export class HaManager {
         this.log.warn({ state, ...report }, `promotion refused: ${verdict.checked}`);
         throw new TandemError('TANDEM_ERR_PRECONDITION', `promotion refused: ${verdict.checked}`);
       }
-      const maxEpoch = Math.max(this.host.broker.epoch, this.history.latest?.epoch ?? 0, verdict.newest.epoch, ...others.map((o) => Number(o.answer.epoch ?? 0)));
+      // Above every epoch promised to anyone who answered (and to us): a backup holding a
+      // promise follows no primary below it.
+      const maxEpoch = Math.max(
+        this.host.broker.epoch,
+        this.history.latest?.epoch ?? 0,
+        verdict.newest.epoch,
+        this.promise.epoch,
+        ...others.map((o) => Math.max(Number(o.answer.epoch ?? 0), promisedIn(o.answer))),
+      );
       if (this.sm.state !== state) throw new TandemError('TANDEM_ERR_PRECONDITION', `state changed to ${this.sm.state} during promotion; try again`);
       await this.follower?.stop();
       this.follower = undefined;
       const epoch = maxEpoch + 1;
       if (!Number.isSafeInteger(epoch)) throw new TandemError('TANDEM_ERR_PRECONDITION', `promotion refused: the next epoch would be ${epoch}, past the largest the journal holds`);
+      // Only now that the guard has allowed it (a refused promotion must leave no promise
+      // anywhere, or the backups would refuse a healthy primary), and before we serve:
+      // the backups that answered learn the new epoch, so none follows the old primary
+      // again should it wake while we are frozen or cut off.
+      const rival = await this.promiseEpoch(epoch, answers);
+      if (rival) {
+        // Another promotion to this epoch or above was allowed meanwhile (two at once):
+        // serving now would make two primaries, or one stale at once. This one gives way.
+        clearInterval(this.completeTimer);
+        this.follow();
+        this.log.warn({ epoch, rival }, `promotion refused: ${rival}`);
+        throw new TandemError('TANDEM_ERR_PRECONDITION', `promotion refused: ${rival}; this broker goes on as a backup`);
+      }
       // A primary's journal is never resumed from as a replica's is.
       clearInterval(this.completeTimer);
       this.forgetJournalComplete();
       const logged = this.host.broker.raiseEpoch(epoch);
       this.history.record(epoch, logged.lsn);
+      this.keepPromiseIfReached();
       await new Promise<void>((resolve, reject) => this.host.whenDurable(logged.lsn, (err) => (err ? reject(err) : resolve())));
       this.becomePrimary();
       if (verdict.rule === 'accept-data-loss') {
@@ -371,6 +428,107 @@ export class HaManager {
     } finally {
       this.promoting = false;
     }
+  }
+
+  /**
+   * Tell every other broker of ha-brokers-url that a primary of `epoch` is coming
+   * (epoch-promise.ts), best effort: the round waits only for the brokers that answered
+   * this promotion's HA-STATUS, at most PROMISE_ANSWER_MS; the others are sent it in
+   * the background. A broker that did not take the promise does not fail the promotion
+   * (it is what a promotion was before promises: README, HA guarantees). What does: a
+   * rival promotion seen meanwhile (returned, said in words), because another broker was
+   * promised to us at this epoch or above, or answers as a primary of such an epoch.
+   */
+  private async promiseEpoch(epoch: number, answers: readonly PeerAnswer[]): Promise<string | undefined> {
+    const promise: PromisedEpoch = { epoch, by: this.brokerId };
+    const targets: PromiseTarget[] = [];
+    for (const e of this.url.endpoints) {
+      const address = `${e.host}:${e.port}`;
+      const answer = answers.find((a) => a.address === address)?.answer;
+      if (answer?.instance === this.instanceId) continue;
+      targets.push({ address, awaited: answer !== undefined, send: () => this.sendPromise(e, promise) });
+    }
+    const r = await promiseRound(targets, PROMISE_ANSWER_MS);
+    this.log.info(
+      { epoch, promised: r.took.map((t) => t.address), notPromised: r.missing.map((m) => `${m.address}: ${m.reason}`) },
+      `promised epoch ${epoch} to ${r.took.length} of the ${targets.length} other brokers`,
+    );
+    if (this.promise.epoch >= epoch) return `broker ${this.promise.by} is being promoted to epoch ${this.promise.epoch} at the same time`;
+    for (const { address, answer } of r.took) {
+      const a = answer as Record<string, unknown> | null;
+      const theirs = typeof a?.epoch === 'number' ? a.epoch : 0;
+      if ((a?.state === 'active' || a?.state === 'recovering') && theirs >= epoch) return `${address} is already the primary of epoch ${theirs}`;
+    }
+    return undefined;
+  }
+
+  private async sendPromise(e: BrokerEndpoint, promise: PromisedEpoch): Promise<unknown> {
+    if ((await probeTcp(e.host, e.port, PEER_HANDSHAKE)) !== 'answered') throw new Error('no TCP handshake');
+    const s = this.host.settings;
+    const client = await ManagementClient.connect(endpointAddress(e, this.url, haIdentity(s), haLinkTls(s)), {
+      timeoutMs: PROMISE_ANSWER_MS,
+      properties: { [Props.haAdmin]: true, [Props.instance]: this.instanceId },
+    });
+    try {
+      return await client.request(PROMISE_OPERATION, 'broker', 'broker', { epoch: promise.epoch, by: promise.by });
+    } finally {
+      client.close();
+    }
+  }
+
+  /**
+   * HA-EPOCH-PROMISE: another broker was allowed a promotion to `p.epoch`. A backup keeps
+   * the promise (and lets go of an older primary it follows); a primary below it is
+   * stale and stops. `requestedBy`: who sent it, for the log.
+   */
+  receivePromise(p: PromisedEpoch, requestedBy: string): { state: HaState; epoch: number; 'promised-epoch': number | null } {
+    const answer = () => ({ state: this.sm.state, epoch: this.host.broker.epoch, 'promised-epoch': this.promise.epoch > 0 ? this.promise.epoch : null });
+    // Our own promotion's round reaching ourselves (an address of ours that did not answer HA-STATUS).
+    if (p.by === this.brokerId) return answer();
+    if (this.isPrimary) {
+      if (p.epoch <= this.host.broker.epoch) return answer();
+      const reason = `broker ${p.by} was allowed a promotion to epoch ${p.epoch}, above this primary's epoch ${this.host.broker.epoch}: this primary is stale`;
+      this.host.fatal(reason);
+      throw new TandemError('TANDEM_ERR_PRECONDITION', reason);
+    }
+    // Our log holds that epoch already (we follow its primary): nothing left to wait for.
+    if (this.host.broker.epoch >= p.epoch) return answer();
+    const followed = this.follower?.primaryEpoch;
+    if (this.promise.raise(p)) {
+      // Every promotion sends one: worth a warning only when it makes us leave a primary.
+      this.log[followed === undefined ? 'info' : 'warn'](
+        { promisedEpoch: p.epoch, by: p.by, requestedBy, followedEpoch: followed ?? null },
+        `broker ${p.by} is being promoted to epoch ${p.epoch}: this broker follows no primary of an older epoch until one of epoch ${p.epoch} or newer answers`,
+      );
+      if (followed !== undefined && followed < p.epoch) this.follower?.leave(`promised epoch ${p.epoch} to broker ${p.by}, above the followed primary's epoch ${followed}`);
+    }
+    return answer();
+  }
+
+  /**
+   * The promise is kept once our own log holds the promised epoch (the new primary's
+   * epoch record reached us, or we raised it): not when we merely attach to that
+   * primary, which may freeze before it sends anything, and a backup that let the
+   * promise go then would follow the old primary again, its epoch still the old one.
+   */
+  private keepPromiseIfReached(): void {
+    const promised = this.promise.epoch;
+    if (promised === 0 || this.host.broker.epoch < promised) return;
+    this.promise.keptBy(this.host.broker.epoch);
+    this.log.info({ promisedEpoch: promised, epoch: this.host.broker.epoch }, `this broker's log reached epoch ${this.host.broker.epoch}: the promise of epoch ${promised} is kept`);
+  }
+
+  /** Why a primary of `epoch` is not followed (undefined: it may be): it is older than the epoch promised us. */
+  private refusesPrimary(epoch: number): string | undefined {
+    const promised = this.promise.epoch;
+    if (epoch >= promised) return undefined;
+    const reason = `this broker was promised epoch ${promised} (by broker ${this.promise.by}): it does not follow a primary of epoch ${epoch}`;
+    // Once per promise: the search tries the old primary again every few hundred ms.
+    if (this.refusalLogged !== promised) {
+      this.refusalLogged = promised;
+      this.log.warn({ promisedEpoch: promised, by: this.promise.by, primaryEpoch: epoch }, `${reason}; waiting for a primary of epoch ${promised} or newer`);
+    }
+    return reason;
   }
 
   /**
@@ -419,6 +577,7 @@ export class HaManager {
       console: this.console ?? null,
       instance: this.instanceId,
       'epoch-history': [...this.history.all],
+      'promised-epoch': this.promise.epoch > 0 ? this.promise.epoch : null,
       diverged: listDiverged(this.host.settings.dataDir).map((d) => ({ name: d.name, path: d.path, epoch: d.epoch, from: d.after + 1, through: d.through, 'set-aside-at': d.setAsideAt, republished: d.republished })),
     };
   }
@@ -524,7 +683,8 @@ export class HaManager {
       replicate: s.haReplicate,
       heartbeatMs: s.haHeartbeatIntervalMs,
       log: this.log.child({ sub: 'replication' }),
-      position: () => ({ lsn: this.positionValid ? this.host.broker.log.lsn : 0, epoch: this.host.broker.epoch, journalLsn: this.journalLsn() }),
+      position: () => ({ lsn: this.positionValid ? this.host.broker.log.lsn : 0, epoch: this.host.broker.epoch, journalLsn: this.journalLsn(), promisedEpoch: this.promise.epoch }),
+      refusesPrimary: (epoch) => this.refusesPrimary(epoch),
       handle: (m) => this.handle(m),
       onFollowing: () => this.transition('catchup', 'attached to the primary'),
       onLost: (reason, dropped) => {
@@ -593,6 +753,7 @@ export class HaManager {
         const entries = m.entries ?? [];
         // The epoch records of a batch reach the history file in one write.
         const lastDurable = this.history.batch(() => this.applyBatch(m, entries));
+        this.keepPromiseIfReached();
         // Journal syncs overlap with the next applies; the acknowledgement waits for its own.
         return lastDurable > 0 ? { safe: durable(this.host, lastDurable) } : done;
       }
@@ -604,6 +765,7 @@ export class HaManager {
         broker.apply({ lsn: m.lsn, change: { kind: 'epoch', epoch }, durable: true });
         this.history.replace(epoch > 0 ? [{ epoch, startLsn: 0 }] : []);
         await durable(this.host, m.lsn);
+        this.keepPromiseIfReached();
         // Its records are numbered 1..N below this point: a later set-aside must know.
         writeSnapshotPoint(this.host.settings.dataDir, m.lsn);
         this.inSnapshot = false;
@@ -757,8 +919,18 @@ export class HaManager {
     if (!this.isPrimary) return false;
     const others = await this.peerStates(2000);
     const newer = others.find((o) => (o.state === 'active' || o.state === 'recovering') && (o.epoch ?? 0) > this.host.broker.epoch);
-    if (newer) this.host.fatal(`${newer.address} is primary with epoch ${newer.epoch} > ours (${this.host.broker.epoch}): this primary is stale`);
-    return newer !== undefined;
+    if (newer) {
+      this.host.fatal(`${newer.address} is primary with epoch ${newer.epoch} > ours (${this.host.broker.epoch}): this primary is stale`);
+      return true;
+    }
+    // A broker promised a newer epoch: a promotion above us was allowed, its primary may
+    // just be frozen or cut off from us. That broker will not follow us; nor may we serve.
+    const promised = others.find((o) => promisedIn(o) > this.host.broker.epoch);
+    if (promised) {
+      this.host.fatal(`${promised.address} was promised epoch ${promisedIn(promised)} by a promotion, above ours (${this.host.broker.epoch}): this primary is stale`);
+      return true;
+    }
+    return false;
   }
 
   /**
@@ -827,10 +999,17 @@ function malformedStatus(answer: unknown): string | undefined {
   try {
     peerWholeNumber(a.epoch, 'epoch');
     peerWholeNumber(a.lsn, 'lsn');
+    // Beyond the bound, the next promotion (promise + 1) would leave the epochs a journal and a promise can hold.
+    if (peerWholeNumber(a['promised-epoch'], 'promised-epoch') > MAX_HA_EPOCH) return `a promised-epoch above ${MAX_HA_EPOCH}`;
   } catch (err) {
     return (err as Error).message;
   }
   return undefined;
+}
+
+/** The epoch promised to a broker, as its HA-STATUS says (checked by malformedStatus); 0: none. */
+function promisedIn(answer: PeerStatus): number {
+  return peerWholeNumber(answer['promised-epoch'], 'promised-epoch');
 }
 
 /**

@@ -4,6 +4,7 @@ import { TandemError } from '../broker/errors.js';
 import type { Attributes } from '../admin/operations.js';
 import type { OperationHandler } from '../admin/dispatcher.js';
 import type { HaManager } from './ha-manager.js';
+import { PROMISE_OPERATION, readPromiseRequest } from './epoch-promise.js';
 
 export interface OperationRegistry {
   register(operation: string, handler: OperationHandler): void;
@@ -18,6 +19,14 @@ export function registerHaOperations(m: OperationRegistry, ha: HaManager | undef
     }
     if (!ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): there is nothing to promote');
     return { ...(await ha.promote({ acceptDataLoss: body['accept-data-loss'] === true })) };
+  });
+  // A promoting broker tells the others the epoch it is about to serve (epoch-promise.ts).
+  // Admin only, as every operation that changes something (src/admin/dispatcher.ts): the
+  // brokers send it as ha-username, which must be an admin.
+  m.register(PROMISE_OPERATION, (_type, _name, body, requester) => {
+    const promise = readPromiseRequest(body);
+    if (!ha) throw new TandemError('TANDEM_ERR_PRECONDITION', 'this broker is standalone (ha-cluster=no): it follows no primary');
+    return { ...ha.receivePromise(promise, `${requester.user ?? 'anonymous'} (connection ${requester.connectionId})`) };
   });
   m.register('HA-SETTLE-ALONE', (_type, _name, body, requester) => {
     if (body['cluster-manager'] !== true) {

@@ -11,6 +11,8 @@ import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch } from '../peer-link/search.js';
 import type { InboundDelivery, PeerDialer, PeerMessage } from '../peer-link/transport.js';
 import { EngineDialer } from '../peer-link/engine-dialer.js';
+import { peerWholeNumber } from '../peer-link/peer-values.js';
+import { PROMISED_EPOCH_PROPERTY } from '../ha/epoch-promise.js';
 import { DROPPED, FATAL, Props, REPLICATION_ADDRESS, decodeStreamMessage, type StreamMessage } from './protocol.js';
 
 export interface FollowerHost {
@@ -25,8 +27,18 @@ export interface FollowerHost {
   replicate: string;
   heartbeatMs: number;
   log: Logger;
-  /** Our log position and epoch, sent when we attach; `journalLsn`: the newest change in our journal. */
-  position(): { lsn: number; epoch: number; journalLsn: number };
+  /**
+   * Our log position and epoch, sent when we attach; `journalLsn`: the newest change in
+   * our journal; `promisedEpoch`: the epoch a promotion promised us (0: none), which
+   * tells a primary below it that it is stale (ha/epoch-promise.ts).
+   */
+  position(): { lsn: number; epoch: number; journalLsn: number; promisedEpoch?: number };
+  /**
+   * Why a primary that states this epoch in its attach is not to be followed
+   * (undefined: follow it). A backup that was promised a newer epoch follows no older
+   * primary: it keeps looking until the promised one answers.
+   */
+  refusesPrimary?(epoch: number): string | undefined;
   /**
    * Apply one stream message. Resolves once it is applied (the next message may
    * then be applied) with `safe`, which resolves once it may be acknowledged
@@ -73,6 +85,8 @@ export class Follower {
   /** Losses of the primary's link: logged once a minute, with how many more there were. */
   private readonly lossLog = new LogThrottle(60_000);
   lastError: string | undefined;
+  /** The epoch the followed primary stated in its attach (undefined: not following). */
+  private followedEpoch: number | undefined;
 
   constructor(private readonly host: FollowerHost) {
     const mechanism = host.mechanism;
@@ -100,12 +114,18 @@ export class Follower {
             [Props.journalLsn]: pos.journalLsn,
             [Props.epoch]: pos.epoch,
             [Props.replicate]: host.replicate,
+            // Only when there is one: the hello of a broker without a promise stays what it was.
+            ...(pos.promisedEpoch ? { [PROMISED_EPOCH_PROPERTY]: pos.promisedEpoch } : {}),
           },
         };
       },
       // A primary names the address it serves; anything else is not serving us (yet).
-      judge: (remote) =>
-        typeof remote.source?.address === 'string' ? { serving: true } : { serving: false, reason: 'attached without a replication source', graceMs: this.answerTimeoutMs },
+      judge: (remote) => {
+        if (typeof remote.source?.address !== 'string') return { serving: false, reason: 'attached without a replication source', graceMs: this.answerTimeoutMs };
+        // Let go at once (graceMs 0): this primary is older than a promotion we were told of.
+        const refusal = host.refusesPrimary?.(primaryEpoch(remote.properties));
+        return refusal === undefined ? { serving: true } : { serving: false, reason: refusal, graceMs: 0 };
+      },
       // Little: a new primary holds its publishers' settlements until the backups that
       // were ready are back, so this wait is paid by every failover.
       retryMs: Math.min(200, host.heartbeatMs / 4),
@@ -126,7 +146,8 @@ export class Follower {
         },
         following: (link) => {
           this.lastError = undefined;
-          host.log.info({ primary: link.address, lsn: link.hello.properties[Props.lsn], epoch: link.hello.properties[Props.epoch] }, 'following the primary');
+          this.followedEpoch = primaryEpoch(link.remote.properties);
+          host.log.info({ primary: link.address, lsn: link.hello.properties[Props.lsn], epoch: link.hello.properties[Props.epoch], primaryEpoch: this.followedEpoch }, 'following the primary');
           host.onFollowing(link.address);
         },
         message: (m, delivery) => this.onMessage(m, delivery),
@@ -149,6 +170,17 @@ export class Follower {
   /** The primary followed: its address. */
   get primaryAddress(): string | undefined {
     return this.search.address;
+  }
+
+  /** The epoch the followed primary stated in its attach; undefined when not following. */
+  get primaryEpoch(): number | undefined {
+    return this.search.isFollowing ? this.followedEpoch : undefined;
+  }
+
+  /** Let go of the followed primary (it is older than a promotion we were told of) and look again. */
+  leave(reason: string): void {
+    if (this.stopped || !this.search.isFollowing) return;
+    this.drop(reason);
   }
 
   /** When the primary's connection last sent anything (heartbeats included); undefined when not following. */
@@ -218,6 +250,7 @@ export class Follower {
   }
 
   private lost(reason: string, dropped: boolean): void {
+    this.followedEpoch = undefined;
     if (this.stopped) return;
     this.lastError = reason;
     this.host.onLost(reason, dropped);
@@ -225,5 +258,14 @@ export class Follower {
     void this.chain.finally(() => {
       if (!this.stopped) this.search.start();
     });
+  }
+}
+
+/** The epoch a primary states in its attach; one it states malformed, or not at all, reads as 0 (older than any promise). */
+function primaryEpoch(properties: Record<string, unknown>): number {
+  try {
+    return peerWholeNumber(properties[Props.epoch], 'epoch');
+  } catch {
+    return 0;
   }
 }

@@ -99,14 +99,15 @@ describe('ha - a frozen primary woken after a promotion', () => {
     }
   }, 300_000);
 
-  // Known gap, left skipped so the suite stays green: the new primary freezes right
-  // after its promotion, as the old one wakes. The old primary's check for a newer one
-  // finds nobody answering as primary, takes the other backup back (which answered the
-  // promotion's HA-STATUS but was never told the new epoch) and settles with it; once
-  // the new primary wakes, that backup sets those changes aside (tandem ha diverged).
-  // Closing it needs the new epoch to reach a majority (the brokers a promotion asks
-  // would refuse a primary of an older epoch) before the promotion completes.
-  it.skip('ha stale wake - the new primary frozen too while the old one wakes: nothing it settles is missing on the new primary', async () => {
+  // The new primary freezes right after its promotion, as the old one wakes. The old
+  // primary's check for a newer one finds nobody answering as primary; the other backup
+  // answered the promotion's HA-STATUS and was then promised the new epoch
+  // (HA-EPOCH-PROMISE, src/ha/epoch-promise.ts), so it follows no primary of an older
+  // one: the old primary learns it is stale (from that backup's hello or HA-STATUS) and
+  // stops, settling nothing more, and the backup follows the new primary once it wakes.
+  // Before promises, the backup followed the old primary and the new one later made it
+  // set aside what the old one settled with it (tandem ha diverged).
+  it('ha stale wake - the new primary frozen too while the old one wakes: nothing it settles is missing on the new primary', async () => {
     cluster = await TestCluster.ready(3);
     const { accepted, drained, report } = await freezePromoteWake(cluster, 'wakefrozen', { freezeNewPrimary: true });
     const lost = accepted.filter((b) => !drained.has(b));
