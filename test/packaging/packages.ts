@@ -1,7 +1,7 @@
 // Shared by the packaging and systemd tests: build the packages once per change of their
 // inputs, and serialize the tests that install the DEB on this host.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const TOP = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
@@ -86,8 +86,19 @@ export function installDeb(): void {
   dpkg('-i', ...(nodeOk ? [] : ['--force-depends']), DEB);
 }
 
+/**
+ * Purge the DEB, so the next install is onto a clean host. A /var/lib/tandem the package
+ * did not make (a broker run by hand, as root, without a data-dir) would stay as it is:
+ * postinst keeps an existing data dir's owner and mode, so the install tests would see
+ * root's 0755. It is moved aside, never deleted (it may hold someone's journal).
+ */
 export function purgeDeb(): void {
   if (installedVersion('tandem')) dpkg('--purge', 'tandem');
+  if (existsSync('/var/lib/tandem')) {
+    const aside = `/var/lib/tandem.before-test-${Date.now()}`;
+    renameSync('/var/lib/tandem', aside);
+    process.stderr.write(`packaging tests: /var/lib/tandem was there without the package; moved to ${aside}\n`);
+  }
 }
 
 export function installedVersion(pkg: string): string | undefined {
