@@ -21,12 +21,22 @@ export async function replaceCutOffPrimary(c: TestCluster, whileCut: () => Promi
   // Each has lost the frozen primary: told it was dropped (joining), or, when the drop had
   // not left the primary before it froze, by its silence (still ready: it was not dropped).
   for (const i of [1, 2]) await waitFor(() => /lost the link to the primary/.test(c.brokers[i]!.stderr), { timeout: 30_000, name: `broker ${i} lost the primary` });
+  const next = await promoteFurtherAhead(c);
+  await c.kill(0);
+  return next;
+}
+
+/**
+ * Promote whichever of brokers 1 and 2 is further ahead, as a cluster manager would (the
+ * two were not stopped at one instant, so either may be; the guard refuses the other).
+ * Its index, once it is active.
+ */
+export async function promoteFurtherAhead(c: TestCluster): Promise<number> {
   const lsn1 = (await c.status(1))?.lsn ?? -1;
   const lsn2 = (await c.status(2))?.lsn ?? -1;
   const next = lsn2 > lsn1 ? 2 : 1;
   const promoted = await c.promote(next);
   expect(promoted.code, promoted.stderr).toBe(0);
   await c.waitState(next, 'active', 30_000);
-  await c.kill(0);
   return next;
 }

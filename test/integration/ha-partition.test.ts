@@ -10,6 +10,7 @@ import rhea, { type Delivery, type EventContext } from 'rhea';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TestBroker, waitFor } from '../helpers/broker.js';
 import { TestCluster, freePorts, tandem } from '../helpers/cluster.js';
+import { promoteFurtherAhead } from '../helpers/partition.js';
 import { runPython } from '../helpers/python.js';
 import { TestClient } from '../helpers/rhea-client.js';
 import type { SettlementReport } from '../../src/ha/ha-manager.js';
@@ -101,14 +102,8 @@ describe('ha - partition of the primary', () => {
     await c.waitState(1, 'joining');
     await c.waitState(2, 'joining');
     // The two were not stopped at one instant, and each then read what its socket held:
-    // either may be ahead. A cluster manager promotes the newer one (the guard refuses
-    // the other), so the test does too.
-    const lsn1 = (await c.status(1))?.lsn ?? -1;
-    const lsn2 = (await c.status(2))?.lsn ?? -1;
-    const next = lsn2 > lsn1 ? 2 : 1;
-    const promoted = await c.promote(next);
-    expect(promoted.code, promoted.stderr).toBe(0);
-    await c.waitState(next, 'active', 30_000);
+    // either may be ahead. A cluster manager promotes the newer one, so the test does too.
+    const next = await promoteFurtherAhead(c);
     pub.stop();
     await c.kill(0);
 
