@@ -5,7 +5,7 @@
 // into the same Buffer). Malformed bytes or an uncomparable type are an
 // `invalid` answer, never a throw: the message then passes undeduplicated.
 import { dedupDigest, dedupIntegerDigest, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
-import { describedValueAt, encodedValueSize, sectionCode } from './message-codec.js';
+import { describedValueAt, encodedValueSize, sectionCode, sectionValueAt } from './message-codec.js';
 
 const PROPERTIES = 0x73;
 const APPLICATION_PROPERTIES = 0x74;
@@ -37,25 +37,6 @@ export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
 function propertiesValueAt(bytes: Buffer, propertiesAt: number | undefined): number {
   if (propertiesAt === undefined || (propertiesAt >= 0 && sectionCode(bytes, propertiesAt) !== PROPERTIES)) return sectionValueAt(bytes, PROPERTIES);
   return propertiesAt < 0 ? -1 : describedValueAt(bytes, propertiesAt);
-}
-
-/**
- * Where the value of section `wanted` (after its descriptor) starts; -1 when
- * absent. Sections come in the spec's order, so the search ends at the first
- * section that would follow `wanted`. A repeated section counts the first time, as
- * the broker's reading of the head takes it (message-codec.ts), so a window keys
- * on the message-id whose message the broker routed.
- */
-function sectionValueAt(bytes: Buffer, wanted: number): number {
-  let offset = 0;
-  // Bounded: at most the five sections before the body, each at least a few bytes.
-  for (let i = 0; i < 5 && offset < bytes.length; i++) {
-    const code = sectionCode(bytes, offset);
-    if (code === undefined || code > wanted) break;
-    if (code === wanted) return describedValueAt(bytes, offset);
-    offset += encodedValueSize(bytes, offset);
-  }
-  return -1;
 }
 
 function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {

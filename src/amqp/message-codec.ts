@@ -103,6 +103,25 @@ export function describedValueAt(buf: Buffer, offset: number): number {
   return type === 0xa3 ? offset + 3 + buf[offset + 2]! : offset + 6 + buf.readUInt32BE(offset + 2);
 }
 
+/**
+ * Where the value of section `wanted` (after its descriptor) starts; -1 when
+ * absent. Sections come in the spec's order, so the search ends at the first
+ * section that would follow `wanted`. A repeated section counts the first time, as
+ * the broker's reading of the head takes it (parseIncoming), so a window keys
+ * on the message-id (and a queue groups by the group-id) of the message the broker routed.
+ */
+export function sectionValueAt(bytes: Buffer, wanted: number): number {
+  let offset = 0;
+  // Bounded: at most the five sections before the body, each at least a few bytes.
+  for (let i = 0; i < 5 && offset < bytes.length; i++) {
+    const code = sectionCode(bytes, offset);
+    if (code === undefined || code > wanted) break;
+    if (code === wanted) return describedValueAt(bytes, offset);
+    offset += encodedValueSize(bytes, offset);
+  }
+  return -1;
+}
+
 export interface ParsedMessage extends IncomingMessage {
   /** properties.to: where an anonymous-relay sender wants it to go. */
   to: string | undefined;

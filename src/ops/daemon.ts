@@ -34,7 +34,7 @@ import { restoreBroker } from '../store/restore.js';
 import { continueLog } from '../store/log-position.js';
 import { SwappableJournal } from '../store/swappable-journal.js';
 import { readDedupKey } from '../amqp/dedup-key-reader.js';
-import { readGroupKey } from '../amqp/message-head.js';
+import { readGroupKey } from '../amqp/group-key-reader.js';
 import { deadLetterWriter } from '../amqp/message-codec.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import { plainPasswordWarning, type Settings } from './config.js';

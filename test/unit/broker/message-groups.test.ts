@@ -11,7 +11,7 @@ import { MAX_GROUP_ID_BYTES, MessageGroups } from '../../../src/broker/message-g
 import { PagedMessage, pagedFields, type BodyLoader, type PagedRun } from '../../../src/broker/paged-message.js';
 import { GROUP_SCAN_LIMIT, Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
 import { parseQueueSettings } from '../../../src/broker/settings.js';
-import { readGroupKey } from '../../../src/amqp/message-head.js';
+import { readGroupKey } from '../../../src/amqp/group-key-reader.js';
 import { FakeConsumer, feedBackup, msg, newBroker, qs } from './helpers.js';
 
 /** properties with group-id (field 10) as a str8, then an amqp-value body; `header`: a header section first. */
