@@ -11,9 +11,10 @@
 // epoch is stale and stops. The promise is kept in <data-dir>/ha-promised-epoch
 // (fsynced) until the broker's own log holds that epoch or a newer one (it applied the
 // new primary's epoch record, or became a primary itself).
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { TandemError } from '../broker/errors.js';
+import { readBoundedText } from '../ops/bounded-read.js';
 import type { Logger } from '../ops/log.js';
 import { syncDir } from './journal-marker.js';
 
@@ -118,8 +119,8 @@ export class EpochPromise {
 function load(file: string, log: Logger): PromisedEpoch | undefined {
   if (!existsSync(file)) return undefined;
   try {
-    if (statSync(file).size > MAX_FILE_BYTES) throw new Error(`larger than ${MAX_FILE_BYTES} bytes`);
-    const p = readPromiseRequest(JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>);
+    // Bounded by what it reads, not a stat: a link to a device would have no size to check.
+    const p = readPromiseRequest(JSON.parse(readBoundedText(file, MAX_FILE_BYTES, 'the promised epoch file')) as Record<string, unknown>);
     log.info({ promisedEpoch: p.epoch, by: p.by }, `this broker promised epoch ${p.epoch} before it stopped: it follows no primary of an older epoch`);
     return p;
   } catch (err) {

@@ -2,7 +2,7 @@
 // read back at start: a file that is not one it wrote (garbage, too large, an epoch out of
 // bounds, no `by`) is ignored with a warning, as a broker that never promised, never a
 // failed start; a good one is kept.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -29,5 +29,12 @@ describe('ha epoch promise - the file read back at start', () => {
       expect(promiseFrom(bad), bad.slice(0, 40)).toEqual({ epoch: 0, warnings: 1 });
     }
     expect(promiseFrom(JSON.stringify({ epoch: 7, by: 'broker-b' })).epoch).toBe(7);
+  });
+
+  it('a link to a device is read no further than a promise can be long', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tandem-promise-file-'));
+    dirs.push(dir);
+    symlinkSync('/dev/zero', join(dir, 'ha-promised-epoch'));
+    expect(new EpochPromise(dir, pino({ level: 'silent' })).epoch).toBe(0);
   });
 });
