@@ -759,6 +759,18 @@ export class Broker implements QueueHost {
     this.events.queueUnused?.(queue);
   }
 
+  /**
+   * A DR queue that does not serve here (a passive copy; a fenced or diverged source)
+   * expires nothing: the site that serves it does, and its dequeues and dead letters come
+   * by the DR stream. Expired here too, a copy dead-lettered each message a second time,
+   * under an id of this broker's that the source gives another message.
+   */
+  expiresHere(queue: Queue): boolean {
+    if (this.drQueues.size === 0) return true;
+    const c = this.drQueues.get(queue.name);
+    return c === undefined || c.state === 'active';
+  }
+
   /** A dispatch passed over all the rows it may of groups others own, or dropped all the expired rows it may (queue.ts GROUP_SCAN_LIMIT, EXPIRED_PER_DISPATCH): it goes on after the event loop ran. */
   moreToDispatch(queue: Queue): void {
     this.events.queueReady?.(queue);

@@ -100,6 +100,12 @@ export interface QueueHost {
    * wire); a host without a reader puts every message in no group.
    */
   groupKey?(bytes: Buffer, maxBytes: number): string | undefined;
+  /**
+   * Whether this broker drops the queue's expired messages. Not where another site decides
+   * its contents (a passive DR copy): there each expiry, and its dead letter, comes from
+   * that site as changes of its own. Without this, every queue expires its own.
+   */
+  expiresHere?(queue: Queue): boolean;
 }
 
 // Columns of a level's rows. SIZE and EXPIRES are kept for every row (expiry and
@@ -612,7 +618,7 @@ export class Queue {
     this.scanCutShort = false;
     let delivered = 0;
     try {
-      if (this.withTtl > 0 && this.nextExpiry <= now) this.expireHeads(now);
+      if (this.withTtl > 0 && this.nextExpiry <= now && this.host.expiresHere?.(this) !== false) this.expireHeads(now);
       for (const c of this.consumers) if (c.browse && c.credit > 0) delivered += this.feedBrowser(c, now);
       delivered += this.feedConsumers(now);
     } finally {
@@ -634,7 +640,7 @@ export class Queue {
    * held the event loop for seconds, docs/stalls.md).
    */
   expire(now: number, limit = Infinity): number {
-    if (this.withTtl === 0 || limit <= 0 || this.nextExpiry > now) return 0;
+    if (this.withTtl === 0 || limit <= 0 || this.nextExpiry > now || this.host.expiresHere?.(this) === false) return 0;
     const expired: number[] = [];
     // The earliest expiry of the rows that stay, when every row was looked at.
     let soonest = Infinity;

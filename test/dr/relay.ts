@@ -10,6 +10,8 @@ export interface Relay {
   hold(): void;
   /** Hold the connections that come from now on too (a link that stalls as it opens). */
   holdNew(): void;
+  /** Close the connections open now, both ways (a link cut mid-transfer); new ones are relayed. */
+  cut(): void;
   /** Close each connection that comes from now on at once (a cut link), until admitNew(). */
   refuseNew(): void;
   /** Relay new connections again after refuseNew(). */
@@ -103,6 +105,13 @@ export async function relay(port: number): Promise<Relay> {
     holdNew() {
       holding = true;
       hold();
+    },
+    cut() {
+      for (const p of pairs.splice(0)) {
+        p.inbound.destroy();
+        p.upstream.destroy();
+      }
+      held.length = 0;
     },
     refuseNew() {
       refusing = true;
