@@ -3,6 +3,7 @@
 // is refused with a message naming the key and what it accepts.
 import { isReplicationLevel, type ExchangeSettings, type ExchangeType, type QueueSettings, type ReplicationLevel } from './changes.js';
 import { invalidArgument } from './errors.js';
+import { shownValue } from '../util/safe-string.js';
 
 export const defaultQueueSettings: QueueSettings = {
   durable: false,
@@ -76,12 +77,6 @@ export function parseBoolean(key: string, value: unknown): boolean {
  * ' 5' as 5 and '' as 0, none of which a user means as a count.
  */
 const DIGITS = /^\d+$/;
-
-/** A value as a refusal shows it: quoted, and cut short (a request may send megabytes). */
-export function shownValue(value: unknown): string {
-  const text = String(value);
-  return JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
-}
 
 /** Counts are exact integers: a larger one (1e20) is no count the journal can hold. */
 export function parseCount(key: string, value: unknown): number {

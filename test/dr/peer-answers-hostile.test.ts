@@ -121,7 +121,7 @@ describe('DR answers - a fenced source asking a hostile other site how its switc
       throw new Error(`${err.message}; alive ${a.alive}; rows ${JSON.stringify(await drStatus(a.port).catch(() => 'unreadable'))}`);
     });
     const errors = await lastErrors();
-    expect(errors.f0).toMatch(/since: null \(not a log position\) for queue "f0"/);
+    expect(errors.f0).toMatch(/since: NaN \(not a log position\) for queue "f0"/);
     expect(errors.f3).toMatch(/since: /);
     expect(errors.f5).toMatch(/state: "weird"/);
     expect(errors.f7).toMatch(/switching: "false"/);
@@ -156,7 +156,7 @@ describe('DR answers - a fenced source asking a hostile other site how its switc
 
 describe('DR answers - reattach against a hostile site', () => {
   const cases: Array<[string, HostileAnswer, RegExp]> = [
-    ['since NaN', { body: { queues: [row('r', { since: Number.NaN })] } }, /since: null/],
+    ['since NaN', { body: { queues: [row('r', { since: Number.NaN })] } }, /since: NaN/],
     ['divergence -1', { body: { queues: [row('r', { divergence: -1 })] } }, /divergence: -1/],
     ['divergence a string', { body: { queues: [row('r', { divergence: '3' })] } }, /divergence: "3"/],
     ['epoch 2^60', { body: { queues: [row('r', { epoch: 2n ** 60n })] } }, /epoch: /],
