@@ -12,6 +12,7 @@
 import { DR_MODES, type DrMode } from '../broker/changes.js';
 import { invalidArgument } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
+import { hostPort } from '../ops/host-port.js';
 import { normaliseExchangeFilter } from './topology.js';
 import { readSecretFile } from '../ops/secret-files.js';
 import { knownPassword, rememberPassword } from './credentials.js';
@@ -47,8 +48,9 @@ export function parseSource(value: unknown): { source: string; password: string 
   }
   const user = url.user ? `${url.user}@` : '';
   // The scheme is part of the source as the journal keeps it, so that a copy made over
-  // TLS stays over TLS after a restart, and on this site's HA backups.
-  return { source: (url.tls ? 'amqps:' : '') + user + url.endpoints.map((e) => `${e.host}:${e.port}`).join(','), password: url.password };
+  // TLS stays over TLS after a restart, and on this site's HA backups. An IPv6 address
+  // keeps its brackets: `::1:5672` would read back as host ::1:5672 on the default port.
+  return { source: (url.tls ? 'amqps:' : '') + user + url.endpoints.map((e) => hostPort(e.host, e.port)).join(','), password: url.password };
 }
 
 /**
