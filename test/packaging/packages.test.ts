@@ -2,12 +2,12 @@
 // installed on this host (broker serves a qpid-proton client, OCF agent passes ocf-tester
 // when it exists), purged, and the RPM installed into a scratch root.
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { launcherNodeOptions } from '../helpers/broker.js';
 import { waitFor } from '../helpers/systemd-lab.js';
 import {
-  DEB, dpkg, ensurePackages, freePort, HAS_OCF_AGENT, HAS_RGMANAGER_SCRIPT, installDeb, installedVersion,
+  DATA_DIR, DEB, dpkg, ensurePackages, freePort, HAS_OCF_AGENT, HAS_RGMANAGER_SCRIPT, installDeb, installedVersion,
   lockHostInstall, purgeDeb, requirement, RPM, VERSION,
 } from './packages.js';
 
@@ -275,4 +275,69 @@ c.close()
       expect(existsSync(p), p).toBe(false);
     }
   }, 120_000);
+});
+
+describe.skipIf(skip)('packaging - the DEB takes over the data dir as the RPM does', () => {
+  let release: (() => void) | undefined;
+  const ids = (name: string) => ({ uid: Number(execFileSync('id', ['-u', name], { encoding: 'utf8' })), gid: Number(execFileSync('id', ['-g', name], { encoding: 'utf8' })) });
+  const dataDir = () => {
+    const st = statSync(DATA_DIR);
+    return { mode: (st.mode & 0o7777).toString(8).padStart(4, '0'), uid: st.uid, gid: st.gid };
+  };
+  const override = () => spawnSync('dpkg-statoverride', ['--list', DATA_DIR], { encoding: 'utf8' }).stdout.trim();
+  /** A data dir left as a broker run by hand as root leaves it: root:root 0755, a file in it. */
+  const leftByRoot = () => {
+    mkdirSync(DATA_DIR);
+    chmodSync(DATA_DIR, 0o755);
+    writeFileSync(`${DATA_DIR}/left-by-root`, 'journal\n');
+  };
+
+  beforeAll(async () => {
+    ensurePackages();
+    release = await lockHostInstall();
+    purgeDeb();
+  }, 900_000);
+
+  afterAll(() => {
+    try {
+      purgeDeb();
+    } finally {
+      release?.();
+    }
+  }, 120_000);
+
+  test('a root:root 0755 /var/lib/tandem that was there ends tandem:tandem 0750, its files kept; purge removes the override', () => {
+    purgeDeb();
+    leftByRoot();
+    installDeb();
+    const tandem = ids('tandem');
+    expect(dataDir()).toEqual({ mode: '0750', ...tandem });
+    expect(readFileSync(`${DATA_DIR}/left-by-root`, 'utf8')).toBe('journal\n');
+    expect(override()).toBe(`tandem tandem 750 ${DATA_DIR}`);
+    // Changed by hand, then the package configured again (an upgrade): the override is what counts.
+    chmodSync(DATA_DIR, 0o755);
+    installDeb();
+    expect(dataDir()).toEqual({ mode: '0750', ...tandem });
+    dpkg('--purge', 'tandem');
+    expect(existsSync(DATA_DIR)).toBe(false);
+    expect(override()).toBe('');
+  }, 300_000);
+
+  test("an operator's own statoverride of /var/lib/tandem is kept, and applied to the dir, made or found", () => {
+    purgeDeb();
+    // The tandem user outlives a purge: it exists from the install above (or an earlier run).
+    const tandem = ids('tandem');
+    execFileSync('dpkg-statoverride', ['--add', 'root', 'tandem', '0770', DATA_DIR]);
+    leftByRoot();
+    installDeb();
+    expect(dataDir()).toEqual({ mode: '0770', uid: 0, gid: tandem.gid });
+    expect(override()).toBe(`root tandem 770 ${DATA_DIR}`);
+    // Purged and installed again without the dir: made as the operator's override says.
+    dpkg('--purge', 'tandem');
+    expect(override()).toBe('');
+    execFileSync('dpkg-statoverride', ['--add', 'tandem', 'tandem', '0700', DATA_DIR]);
+    installDeb();
+    expect(dataDir()).toEqual({ mode: '0700', ...tandem });
+    expect(override()).toBe(`tandem tandem 700 ${DATA_DIR}`);
+  }, 300_000);
 });

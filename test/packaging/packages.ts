@@ -13,6 +13,8 @@ export const RPM = `${OUT}/tandem-${VERSION}-1.x86_64.rpm`;
 export const HAS_OCF_AGENT = existsSync(`${TOP}/resource-agents/tandemd`);
 export const HAS_RGMANAGER_SCRIPT = existsSync(`${TOP}/resource-agents/tandemd-primary`);
 export const IN_CI = process.env.CI === 'true' || process.env.CI === '1';
+/** The packages' data directory (postinst and %files make it tandem:tandem 0750). */
+export const DATA_DIR = '/var/lib/tandem';
 
 // Everything the packages are made of; a change to any of them triggers a rebuild.
 const INPUTS = [
@@ -88,16 +90,18 @@ export function installDeb(): void {
 
 /**
  * Purge the DEB, so the next install is onto a clean host. A /var/lib/tandem the package
- * did not make (a broker run by hand, as root, without a data-dir) would stay as it is:
- * postinst keeps an existing data dir's owner and mode, so the install tests would see
- * root's 0755. It is moved aside, never deleted (it may hold someone's journal).
+ * did not make (a broker run by hand, as root, without a data-dir) would be taken over by
+ * the install (postinst makes it tandem:tandem 0750, as the RPM does), and a statoverride
+ * of it left by a test that stopped half-way would be kept as an operator's: the dir is
+ * moved aside, never deleted (it may hold someone's journal), the override removed.
  */
 export function purgeDeb(): void {
   if (installedVersion('tandem')) dpkg('--purge', 'tandem');
-  if (existsSync('/var/lib/tandem')) {
-    const aside = `/var/lib/tandem.before-test-${Date.now()}`;
-    renameSync('/var/lib/tandem', aside);
-    process.stderr.write(`packaging tests: /var/lib/tandem was there without the package; moved to ${aside}\n`);
+  if (spawnSync('dpkg-statoverride', ['--list', DATA_DIR]).status === 0) execFileSync('dpkg-statoverride', ['--remove', DATA_DIR]);
+  if (existsSync(DATA_DIR)) {
+    const aside = `${DATA_DIR}.before-test-${Date.now()}`;
+    renameSync(DATA_DIR, aside);
+    process.stderr.write(`packaging tests: ${DATA_DIR} was there without the package; moved to ${aside}\n`);
   }
 }
 
