@@ -7,7 +7,6 @@
 //     and whoever reaches the port is an admin.
 // Every state-changing request needs the session's CSRF token in X-CSRF-Token (a
 // cookie alone proves nothing: browsers send it with another site's forms too).
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -17,6 +16,7 @@ import type { Attributes } from '../admin/operations.js';
 import type { Role, UserDirectory } from '../admin/users.js';
 import { throttledLogin, type LoginThrottle, type ThrottledLogin } from '../amqp/login-throttle.js';
 import type { Logger } from '../ops/log.js';
+import { readTlsFile } from '../ops/tls-file-read.js';
 import { boundHttpServer } from '../util/http-bounds.js';
 import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
 import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson, sendJsonText } from './http-io.js';
@@ -91,7 +91,11 @@ export class ConsoleServer {
     const handler = (req: IncomingMessage, res: ServerResponse) => void this.serve(req, res);
     // A client that opens a connection and never starts TLS was held for Node's 120 s:
     // a handful a second kept every one of the console's connections taken.
-    const server = tls ? createHttpsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key), handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS }, handler) : createHttpServer(handler);
+    // The files are read as the AMQP listener reads them (bounded): /dev/zero or a wrong
+    // path to a huge file is a refusal naming the key, not a heap filled at start.
+    const server = tls
+      ? createHttpsServer({ cert: readTlsFile(tls.cert, 'tls-cert'), key: readTlsFile(tls.key, 'tls-key'), handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS }, handler)
+      : createHttpServer(handler);
     boundHttpServer(server, 256);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
