@@ -127,8 +127,8 @@ export class Metrics {
     const temporary = function* () {
       for (const q of sources.broker.queues.values()) if (q.owner !== undefined) yield q;
     };
-    const perQueue = (name: string, help: string, read: (q: import('../broker/queue.js').Queue) => number) =>
-      labelledGauge(r, { name, help, label: 'queue' }, named, (q) => q.name, read);
+    const perQueue = (name: string, help: string, read: (q: import('../broker/queue.js').Queue) => number, queues = named) =>
+      labelledGauge(r, { name, help, label: 'queue' }, queues, (q) => q.name, read);
     const summed = (name: string, help: string, read: (q: import('../broker/queue.js').Queue) => number) =>
       new Gauge({
         name,
@@ -153,6 +153,17 @@ export class Metrics {
     perQueue('tandem_queue_dedup_without_key_total', 'Messages passed without duplicate detection: no key', (q) => q.dedupCounts.withoutKey);
     perQueue('tandem_queue_dedup_invalid_key_total', 'Messages passed without duplicate detection: a key of a type that is not compared', (q) => q.dedupCounts.invalidKey);
     perQueue('tandem_queue_dedup_keys', 'Keys in the duplicate-detection window', (q) => q.dedup?.size ?? 0);
+    // Message groups: series only for the queues that have them (qpid.message-groups).
+    const grouped = function* () {
+      for (const q of named()) if (q.groupCount !== undefined) yield q;
+    };
+    perQueue('tandem_queue_message_groups_owned', 'Message groups a consumer holds now (it has unsettled messages of each); on queues with message groups only', (q) => q.ownedGroupCount ?? 0, grouped);
+    perQueue(
+      'tandem_queue_message_group_rows_skipped_total',
+      'Messages dispatch passed over because another consumer owns their group, counted per pass since start; on queues with message groups only',
+      (q) => q.groupRowsSkipped,
+      grouped,
+    );
     perQueue('tandem_queue_ring_overflow_total', 'New messages a full ring queue lost because its available messages could not make way (the rest were out with consumers)', (q) => q.ringOverflow);
     new Gauge({
       name: 'tandem_dead_letters_lost_total',

@@ -78,6 +78,44 @@ describe('metrics', () => {
     expect(s.samples.get('tandem_queue_ring_overflow_total{queue="dl.src"}')).toBe(0);
   });
 
+  it('metrics standalone - a queue with message groups shows the groups consumers hold and the messages passed over for their owner; other queues have no such series', async () => {
+    const broker = await TestBroker.start({ args: ['--metrics-port', '0'] });
+    const c = await TestClient.connect({ port: broker.port });
+    opened.push(c);
+    await manage(broker.port, 'CREATE', 'queue', 'groups.q', { 'qpid.message-groups': true });
+    await manage(broker.port, 'CREATE', 'queue', 'plain.q', {});
+    await c.send('plain.q', ['p']);
+    const groups = ['a', 'a', 'b', 'a', 'c'];
+    await c.send('groups.q', groups.map((g, i) => ({ body: `${g}${i}`, group_id: g })));
+    const before = await scrape(broker.metricsPort!);
+    expect(before.samples.get('tandem_queue_message_groups_owned{queue="groups.q"}')).toBe(0);
+    expect(before.samples.get('tandem_queue_message_group_rows_skipped_total{queue="groups.q"}')).toBe(0);
+    // The first consumer holds a0: group a is its own until it settles.
+    const first = await c.openReceiver('groups.q');
+    first.receiver.add_credit(1);
+    const [a0] = await first.next(1);
+    expect(a0!.message.body).toBe('a0');
+    // The second is given b and c; a1 and a3 are passed over, a's owner holding a0.
+    const second = await c.openReceiver('groups.q');
+    second.receiver.add_credit(10);
+    const got = await second.next(2);
+    expect(got.map((r) => r.message.body)).toEqual(['b2', 'c4']);
+    const held = await scrape(broker.metricsPort!);
+    expect(held.samples.get('tandem_queue_message_groups_owned{queue="groups.q"}')).toBe(3);
+    expect(held.samples.get('tandem_queue_message_group_rows_skipped_total{queue="groups.q"}')).toBeGreaterThanOrEqual(2);
+    expect(held.help.get('tandem_queue_message_groups_owned')).toMatch(/message groups/);
+    // No series for queues without groups (plain.q, the temporary ones).
+    expect(held.text).not.toMatch(/^tandem_queue_message_group[^{]*\{queue="(?!groups\.q")/m);
+    expect(held.samples.get('tandem_queue_depth{queue="plain.q"}')).toBe(1);
+    // b2 and c4 settled: their groups are free; a stays held by the first consumer (a0 unsettled).
+    for (const r of got) r.delivery.accept();
+    await waitFor(async () => (await scrape(broker.metricsPort!)).samples.get('tandem_queue_message_groups_owned{queue="groups.q"}') === 1, { timeout: 10_000, name: 'group a alone held' });
+    // The second consumer gone, a0 settled: nobody holds a group (nobody with credit is left to take a1).
+    await second.close();
+    a0!.delivery.accept();
+    await waitFor(async () => (await scrape(broker.metricsPort!)).samples.get('tandem_queue_message_groups_owned{queue="groups.q"}') === 0, { timeout: 10_000, name: 'no group held' });
+  });
+
   it('metrics ha - the primary shows its state, ready backups and each backup lag; a SIGSTOPped backup lags, then is no longer ready', async () => {
     const cluster = await TestCluster.start(3, ['--metrics-port', '0', '--ha-heartbeat-interval', '3s']);
     expect((await cluster.promote(0)).code).toBe(0);
