@@ -836,6 +836,9 @@ export class Queue {
   /** The owner of `group` no longer holds this message of it: when it held no other, the group is free for every consumer. */
   private unholdGroup(group: number): void {
     if (!this.groups!.unhold(group)) return;
+    // Free now: its next messages may be another consumer's, and a settlement (unlike a
+    // release) brings no new message or credit that would dispatch them.
+    if (this.consumers.length > 1) this.host.moreToDispatch?.(this);
     // Marks past the group's first available row would hide it from the consumers that passed it while it was owned.
     if (this.skipTo.size === 0) return;
     const below = this.groups!.lowestAvailable(group) - 1;

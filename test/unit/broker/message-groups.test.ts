@@ -235,7 +235,7 @@ describe('message groups - the dispatch rule on a queue', () => {
 
   for (const how of ['accept', 'reject', 'release', 'modified'] as const) {
     it(`${how}: the owner's last held message settled frees the group for the next consumer`, () => {
-      const { q, holdings } = groupedQueue();
+      const { q, host, holdings } = groupedQueue();
       for (let id = 1; id <= 3; id++) q.enqueue(record(id, 'A'));
       q.enqueue(record(4, 'B'));
       const a = new GroupConsumer('a', 1, holdings);
@@ -248,7 +248,11 @@ describe('message groups - the dispatch rule on a queue', () => {
       q.dispatch(0);
       // b passes over A (a holds 1) and takes B.
       expect(b.ids).toEqual([4]);
+      const asked = host.more;
       a.settle(q, a.deliveries[0]!, how);
+      // The group's next messages wait for b: the queue asks for a dispatch (an accept
+      // brings no new message or credit that would dispatch it otherwise).
+      expect(host.more).toBeGreaterThan(asked);
       q.dispatch(0);
       const back = how === 'release' || how === 'modified';
       expect(b.idsOf('A')).toEqual(back ? [1, 2, 3] : [2, 3]);
