@@ -81,6 +81,8 @@ export interface DrQueueStatus {
 
 export class DrManager {
   private readonly bridges = new Map<string, DrBridge>();
+  /** Sources of passive queues that do not parse (no bridge), with why: shown as those queues' last-error. */
+  private readonly unreadable = new Map<string, string>();
   private readonly instanceId = randomUUID();
   private serving = false;
   private timer: NodeJS.Timeout | undefined;
@@ -319,7 +321,7 @@ export class DrManager {
       'applied-position': applied,
       'lag-changes': st?.lagChanges ?? head - applied,
       'lag-seconds': st?.lagSeconds ?? null,
-      'last-error': bridge?.queueErrors.get(queue) ?? bridge?.lastError ?? null,
+      'last-error': bridge?.queueErrors.get(queue) ?? bridge?.lastError ?? this.unreadable.get(c.source) ?? null,
       'received-changes': bridge?.appliedChanges ?? 0,
       'received-copies': bridge?.appliedCopies ?? 0,
     };
@@ -439,6 +441,7 @@ export class DrManager {
         this.bridges.delete(source);
       }
     }
+    for (const source of this.unreadable.keys()) if (!sources.has(source)) this.unreadable.delete(source);
     for (const source of sources) {
       let b = this.bridges.get(source);
       const wanted = JSON.stringify(this.wantedOf(source));
@@ -449,7 +452,18 @@ export class DrManager {
         b = undefined;
       }
       if (!b) {
-        b = new DrBridge(source, { broker: this.host.broker, gate: this.host.gate, log: this.host.log.child({ dr: displaySource(source) }), autoCreate: this.host.autoCreate, instanceId: this.instanceId, password, tls: this.host.tls });
+        try {
+          b = new DrBridge(source, { broker: this.host.broker, gate: this.host.gate, log: this.host.log.child({ dr: displaySource(source) }), autoCreate: this.host.autoCreate, instanceId: this.instanceId, password, tls: this.host.tls });
+        } catch (err) {
+          // A source the journal holds but that does not read (written by an older version,
+          // say): its queues are not copied, and say why; the broker and every other DR
+          // queue go on (it stopped the broker at start before).
+          const reason = `the source ${JSON.stringify(source)} cannot be read: ${(err as Error).message}; tandem dr del and dr add the queue with a valid source`;
+          if (this.unreadable.get(source) !== reason) this.host.log.error({ queues: this.wantedOf(source) }, `DR: ${reason}`);
+          this.unreadable.set(source, reason);
+          continue;
+        }
+        this.unreadable.delete(source);
         this.bridges.set(source, b);
       }
       b.carries = wanted;
