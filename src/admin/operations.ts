@@ -81,6 +81,8 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     ...(s.subscription ? { subscription: s.subscription } : {}),
     // Message groups: how many groups have messages here, and how many a consumer owns now.
     ...(s.messageGroups ? { 'qpid.message-groups': true, groups: q.groupCount ?? 0, 'groups-owned': q.ownedGroupCount ?? 0 } : {}),
+    // A topic subscription's JMS selector: only messages it selects are routed here.
+    ...(s.selector !== undefined ? { selector: s.selector } : {}),
   };
 }
 

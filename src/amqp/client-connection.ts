@@ -17,6 +17,7 @@ import type { Acl } from '../admin/acl.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
 import { checkBindingKey } from '../broker/exchange.js';
+import type { MessageRecord } from '../broker/changes.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../broker/settings.js';
@@ -28,6 +29,7 @@ import { IncomingLink } from './incoming-link.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { parseIncoming } from './message-codec.js';
 import { DEFAULT_OUTCOME, OutgoingLink } from './outgoing-link.js';
+import { sourceSelector } from './selector-filter.js';
 import { readTransactionalState } from './transaction-types.js';
 import { SUBSCRIPTION_PREFIX, type Subscription, kindConflict, kindOf, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
 
@@ -80,7 +82,7 @@ interface SourceAnswer {
   browse: boolean;
   /** A durable subscription: its queue outlives the link (detach, restart, failover). */
   durable: boolean;
-  /** The filter entries applied (a binding filter), by the client's keys. */
+  /** The filter entries applied (a binding filter, a selector), by the client's keys. */
   filter?: [AmqpValue, AmqpValue][];
   /** The client's source capabilities the broker acts on. */
   capabilities: string[];
@@ -253,6 +255,7 @@ export class ClientConnection {
       let address: string;
       let own = false;
       let filter: [AmqpValue, AmqpValue] | undefined;
+      let selector: ReturnType<typeof sourceSelector>;
       const readOnly = this.host.readOnly?.();
       if (source.dynamic && readOnly) {
         // No queue may be made here: replies (management) go straight down this link.
@@ -270,7 +273,8 @@ export class ClientConnection {
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
         refuseUnsupportedFilters(source);
-        ({ queue, own, filter } = this.queueForSubscription(address, source, named));
+        selector = sourceSelector(filterEntries(source));
+        ({ queue, own, filter } = this.queueForSubscription(address, source, named, selector?.selector.text));
         // So is the private queue of a subscription to an exchange: browsed, it would keep
         // every message the topic carries for as long as the link lives.
         if (own) browse = false;
@@ -279,7 +283,9 @@ export class ClientConnection {
       const subscribed = named !== undefined && queue.name === named.queue;
       const shared = subscribed && named.shared;
       const capabilities = source.dynamic ? honoured(source, 'temporary-queue') : own ? honoured(source, 'topic', shared && 'shared', shared && 'global') : honoured(source, 'queue');
-      this.attachConsumer(sender, queue, { address, dynamic: source.dynamic ?? false, browse, durable: subscribed && named.durable, filter: filter && [filter], capabilities });
+      const applied = [filter, selector?.entry].filter((e) => e !== undefined);
+      // A subscription's own queue selects as messages are routed to it (its settings): its consumer takes all it holds.
+      this.attachConsumer(sender, queue, { address, dynamic: source.dynamic ?? false, browse, durable: subscribed && named.durable, filter: applied, capabilities }, own ? undefined : selector?.selects);
       if (subscribed) this.subscriptionLinks.add(sender);
     } catch (err) {
       this.refuseLink(sender, err);
@@ -320,12 +326,12 @@ export class ClientConnection {
     }
   }
 
-  private attachConsumer(sender: Link, queue: Queue, answer: SourceAnswer): void {
+  private attachConsumer(sender: Link, queue: Queue, answer: SourceAnswer, selects?: (msg: MessageRecord) => boolean): void {
     this.claimExclusive(queue);
     const presettled = sender.remoteAttach?.fields['snd-settle-mode'] === 1;
     const browse = answer.browse;
     sender.accept({ source: sourceValue(terminusOf(sender.source), answer), sndSettleMode: settleModeFor(sender) });
-    const link = new OutgoingLink(`${this.id}/${++this.nextLink}`, this.id, sender, queue, this.broker, browse, presettled, (q) => this.host.schedule(q), (l) => this.outgoing.delete(l));
+    const link = new OutgoingLink(`${this.id}/${++this.nextLink}`, this.id, sender, queue, this.broker, browse, presettled, (q) => this.host.schedule(q), (l) => this.outgoing.delete(l), selects);
     this.outgoing.set(sender, link);
     queue.addConsumer(link);
     link.refreshCredit();
@@ -720,7 +726,7 @@ export class ClientConnection {
   }
 
   /** The queue a consumer of `address` takes from; `own` when it is the consumer's own (a subscription to an exchange). */
-  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined): { queue: Queue; own: boolean; filter?: [AmqpValue, AmqpValue] } {
+  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined, selector: string | undefined): { queue: Queue; own: boolean; filter?: [AmqpValue, AmqpValue] } {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
     const base = this.broker.addressBase(address);
     this.host.acl.check(this, 'read', base);
@@ -738,19 +744,21 @@ export class ClientConnection {
     const key = resolved.key ?? binding?.key ?? (exchange.type === 'topic' ? '#' : '');
     // Before any queue is made, so a refused key leaves none behind.
     checkBindingKey(exchange.type, key);
-    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key), own: true, filter: binding?.entry };
-    const queue = this.createTemporaryQueue('subscription');
+    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key, selector), own: true, filter: binding?.entry };
+    const queue = this.createTemporaryQueue('subscription', selector);
     this.broker.bind(exchange.name, queue.name, key);
     return { queue, own: true, filter: binding?.entry };
   }
 
   /**
    * The queue of a durable or shared subscription, made on first use. Reattaching to the
-   * same name with another topic replaces the subscription, as JMS says, unless it has
-   * consumers; a subscription that is not shared takes one consumer at a time. A name
-   * taken by the other kind (shared or not) is refused (kindConflict).
+   * same name with another topic or another selector replaces the subscription, as JMS
+   * says, unless it has consumers; a subscription that is not shared takes one consumer
+   * at a time. A name taken by the other kind (shared or not) is refused (kindConflict).
+   * Its selector is one of its queue's settings: messages are selected as they are
+   * routed to it, and the selector is kept wherever the queue is (journal, HA, DR).
    */
-  private subscriptionQueueFor(sub: Subscription, exchange: string, key: string): Queue {
+  private subscriptionQueueFor(sub: Subscription, exchange: string, key: string, selector: string | undefined): Queue {
     const readOnly = this.host.readOnly?.();
     let queue = this.broker.queues.get(sub.queue);
     // The name is the client's container-id and link name, which any client may give: under
@@ -760,12 +768,13 @@ export class ClientConnection {
     // First: a subscription of the other kind is refused, not replaced (as a topic change would).
     const conflict = queue && kindConflict(sub, queue.settings.subscription);
     if (conflict) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', conflict);
-    if (queue && subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}`) {
-      if (queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' is in use for another topic`);
+    const changed = !queue ? undefined : subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}` ? 'topic' : queue.settings.selector !== selector ? 'selector' : undefined;
+    if (queue && changed) {
+      if (queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' is in use for another ${changed}`);
       if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
       this.host.acl.check(this, 'configure', sub.queue);
       this.broker.deleteQueue(sub.queue);
-      this.log.info({ queue: sub.queue, conn: this.id }, 'subscription replaced: its topic changed');
+      this.log.info({ queue: sub.queue, conn: this.id }, `subscription replaced: its ${changed} changed`);
       queue = undefined;
     }
     if (queue) {
@@ -777,21 +786,22 @@ export class ClientConnection {
     // Durable: kept, journaled and replicated like any durable queue. Shared and not
     // durable: gone with its last consumer. Its kind is one of its settings, which its
     // queue-declare carries wherever the queue goes (journal, HA backups, DR).
-    const settings = { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : ('none' as const), subscription: kindOf(sub) };
+    const settings = { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : ('none' as const), subscription: kindOf(sub), ...withSelector(selector) };
     ({ queue } = this.broker.declareQueue(sub.queue, settings));
     this.broker.bind(exchange, sub.queue, key);
     this.log.info({ queue: sub.queue, durable: sub.durable, shared: sub.shared, conn: this.id }, 'subscription created');
     return queue;
   }
 
-  private createTemporaryQueue(use: 'dynamic' | 'subscription'): Queue {
+  /** A temporary queue: a dynamic node's, or a subscription's private one (with its selector, if any). */
+  private createTemporaryQueue(use: 'dynamic' | 'subscription', selector?: string): Queue {
     const readOnly = this.host.readOnly?.();
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
     // A connection's first temporary queue is its reply queue (the CLI's, the console's,
     // a JMS requester's): taken even under the alarm, so an admin can still purge and delete.
     if (this.broker.memoryAlarm && (use === 'subscription' || this.ownsTemporaryQueue())) this.refuseNewQueueUnderAlarm();
     const name = `${use === 'subscription' ? PRIVATE_SUBSCRIPTION_PREFIX : TEMPORARY_QUEUE_PREFIX}${randomUUID()}`;
-    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none' }, this.id);
+    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none', ...withSelector(selector) }, this.id);
     return queue;
   }
 
@@ -932,6 +942,11 @@ const PRIVATE_SUBSCRIPTION_PREFIX = `${TEMPORARY_QUEUE_PREFIX}sub.`;
 /** Temporary topics (fanout exchanges, createTemporaryTopic) are named with this. */
 const TEMPORARY_TOPIC_PREFIX = `${TEMPORARY_QUEUE_PREFIX}topic.`;
 
+/** The settings of a subscription queue with this selector: none at all when there is none (the queue is declared as before). */
+function withSelector(selector: string | undefined): { selector?: string } {
+  return selector === undefined ? {} : { selector };
+}
+
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');
   return address;
@@ -939,18 +954,16 @@ function requireAddress(address: string | undefined): string {
 
 /**
  * Filters qpid-jms sends that tandem does not apply, by descriptor symbol and code, with
- * what to tell the client: a JMS message selector, and JMS noLocal (a consumer that must
- * not get what its own connection published).
+ * what to tell the client: JMS noLocal (a consumer that must not get what its own
+ * connection published). A selector is applied (selector-filter.ts).
  */
 const UNSUPPORTED_FILTERS = [
-  { symbol: 'apache.org:selector-filter:string', code: 0x0000468c00000004n, refusal: 'the apache.org:selector-filter:string filter (JMS message selector) is not supported; consume without a selector' },
   { symbol: 'apache.org:no-local-filter:list', code: 0x0000468c00000003n, refusal: 'the apache.org:no-local-filter:list filter (JMS noLocal) is not supported: this consumer would get its own connection\'s messages; consume with noLocal false' },
 ];
 
 /**
- * Tandem does not evaluate JMS selectors or noLocal; delivering everything to a consumer
- * that asked for a subset would be the one wrong answer, so the attach is refused, naming
- * the filter.
+ * Tandem does not evaluate JMS noLocal; delivering everything to a consumer that asked
+ * for a subset would be the one wrong answer, so the attach is refused, naming the filter.
  */
 function refuseUnsupportedFilters(source: Terminus): void {
   for (const [, value] of filterEntries(source)) {
@@ -970,7 +983,8 @@ function filterEntries(source: Terminus): [AmqpValue, AmqpValue][] {
 /**
  * Binding filters (qpid's legacy-amqp-direct-binding and legacy-amqp-topic-binding), by
  * descriptor symbol and code: their string is the key a subscription to an exchange binds
- * with. The only filters tandem applies; any other is neither applied nor said to be.
+ * with. With the selector (selector-filter.ts), the only filters tandem applies; any other
+ * is neither applied nor said to be.
  */
 const BINDING_FILTERS = [
   { symbol: 'apache.org:legacy-amqp-direct-binding:string', code: 0x0000468c00000000n },

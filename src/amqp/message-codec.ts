@@ -122,6 +122,21 @@ export function sectionValueAt(bytes: Buffer, wanted: number): number {
   return -1;
 }
 
+/**
+ * The list or map at `at` (list0, list8, list32, map8, map32): its element count, where
+ * its first element starts and where it ends; undefined for any other value. The count
+ * is the sender's: a reader stops at `end` whatever it says.
+ */
+export function compoundAt(bytes: Buffer, at: number): { count: number; first: number; end: number } | undefined {
+  const end = at + encodedValueSize(bytes, at);
+  const code = bytes[at];
+  if (code === 0x45) return { count: 0, first: at + 1, end };
+  // A size too short for its count is malformed: nothing is read past the value.
+  if ((code === 0xc0 || code === 0xc1) && at + 3 <= end) return { count: bytes[at + 2]!, first: at + 3, end };
+  if ((code === 0xd0 || code === 0xd1) && at + 9 <= end) return { count: bytes.readUInt32BE(at + 5), first: at + 9, end };
+  return undefined;
+}
+
 export interface ParsedMessage extends IncomingMessage {
   /** properties.to: where an anonymous-relay sender wants it to go. */
   to: string | undefined;

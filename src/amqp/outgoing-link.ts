@@ -9,6 +9,7 @@ import { AmqpError } from './engine/errors.js';
 import type { Link } from './engine/link.js';
 import { describedList, type ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
+import type { MessageRecord } from '../broker/changes.js';
 import type { Consumer, Queue, QueueEntry } from '../broker/queue.js';
 import type { AmqpValue } from './engine/types.js';
 import { type AddedAnnotations, MAX_ADDED_ANNOTATIONS, mergeAddedAnnotations, outgoingBytes } from './message-codec.js';
@@ -51,6 +52,8 @@ export class OutgoingLink implements Consumer {
     private readonly schedule: (queue: Queue) => void,
     /** The broker detached this link itself (not the client): its connection forgets it. */
     private readonly ended: (link: Link) => void = () => undefined,
+    /** The source's message selector (apache.org:selector-filter:string), compiled; undefined: none. */
+    readonly selects?: (msg: MessageRecord) => boolean,
   ) {}
 
   /**

@@ -20,6 +20,7 @@ import type { DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
+import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
 import { copyMessage } from './paged-message.js';
 import { defaultExchangeSettings, defaultQueueSettings, refuseUnreplicatedAlternate } from './settings.js';
 
@@ -93,6 +94,8 @@ export interface BrokerOptions {
   dedupKeys?: DedupKeyReader;
   /** Reads a message's group-id from its bytes (the AMQP edge's reader); without it no message is in a group. */
   groupKeys?: (bytes: Buffer, maxBytes: number) => string | undefined;
+  /** Compiles a topic subscription's selector (QueueSettings.selector; the AMQP edge's); without it every message is selected. */
+  selectors?: SelectorCompiler;
   /**
    * Writes what a dead letter says into its bytes (the AMQP edge's writer); without it
    * a dead letter goes on as the bytes its message arrived as, with the expiry it had
@@ -178,6 +181,7 @@ export class Broker implements QueueHost {
   readonly defaultReplicate: ReplicationLevel;
   private readonly dedupKeys: DedupKeyReader | undefined;
   private readonly groupKeys: ((bytes: Buffer, maxBytes: number) => string | undefined) | undefined;
+  private readonly routingSelectors: RoutingSelectors;
   private readonly deadLetters: DeadLetterWriter | undefined;
   readonly queueDefaults: QueueSettings;
   epoch = 0;
@@ -214,6 +218,7 @@ export class Broker implements QueueHost {
     this.events = options.events ?? {};
     this.dedupKeys = options.dedupKeys;
     this.groupKeys = options.groupKeys;
+    this.routingSelectors = new RoutingSelectors(options.selectors);
     this.deadLetters = options.deadLetters;
     this.queueDefaults = options.queueDefaults ?? defaultQueueSettings;
     for (const [name, type] of builtInExchanges) {
@@ -445,7 +450,7 @@ export class Broker implements QueueHost {
     if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
-    const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject);
+    const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg);
     // No DR queue here (the usual case): not even the list of names is made.
     if (!options.internal && this.drQueues.size > 0) this.checkDrServing(queues.map((q) => q.name));
     return this.enqueueAll(queues, msg);
@@ -493,7 +498,7 @@ export class Broker implements QueueHost {
     const routed = sends.map(({ address, msg }) => {
       const target = this.resolve(address);
       if (!target) throw notFound('queue or exchange', address, 'the transaction was rolled back');
-      const queues = 'queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject);
+      const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg);
       return { queues, msg };
     });
     // Sends to the same queue add up: check each against the ones before it.
@@ -1240,7 +1245,7 @@ export class Broker implements QueueHost {
       this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
       return;
     }
-    const queues = this.routeVia(exchange, subject);
+    const queues = this.routingSelectors.filter(this.routeVia(exchange, subject), { bytes, durable: entry.msg.durable, priority: entry.msg.priority });
     const self = notBack ? queues.indexOf(from) : -1;
     if (self >= 0) queues.splice(self, 1);
     if (queues.length === 0) return;

@@ -61,6 +61,12 @@ export interface QueueSettings {
    * group-id keeps its group at one consumer at a time. Absent (off) on other queues.
    */
   messageGroups?: boolean;
+  /**
+   * A topic subscription's JMS message selector (src/selector/): a message routed to this
+   * queue goes in only when the selector selects it, so a subscription keeps nothing its
+   * consumers will never take. Absent on every other queue.
+   */
+  selector?: string;
 }
 
 /** A JMS durable subscription is shared or not; both kinds of one name share a queue name. */

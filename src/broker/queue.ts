@@ -14,6 +14,11 @@
 // A queue with message groups (settings.messageGroups, message-groups.ts) keeps one
 // more column, each row's group, so a consumer can pass over the messages of a group
 // another consumer owns without reading a body back; other queues pay one branch.
+//
+// A consumer with a message selector (Consumer.selects) passes over the rows it does not
+// select the same way: the same per-consumer marks and per-dispatch budget, so a row's
+// verdict is asked once while it stays, and a long run of them never holds the event
+// loop. Consumers without one pay one branch per row.
 import { IdTable, type ColumnType } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
 import { DedupWindow } from './dedup-window.js';
@@ -53,6 +58,12 @@ export interface Consumer {
   credit: number;
   /** For browsers: the id of the last message seen. */
   cursor: number;
+  /**
+   * A message selector (JMS): only the messages it selects are this consumer's (or,
+   * browsing, shown to it); the others stay for other consumers, in order. False for a
+   * message whose body cannot be read back. Undefined: every message.
+   */
+  readonly selects?: (msg: MessageRecord) => boolean;
   deliver(entry: QueueEntry, queue: Queue): void;
   /**
    * Called after a dispatch left this consumer with credit: the queue has nothing more
@@ -214,6 +225,8 @@ export class Queue {
   private scanCutShort = false;
   /** Rows of groups owned by other consumers passed over by dispatches, ever (a measure of work, for tests and status). */
   groupRowsSkipped = 0;
+  /** Rows consumers' selectors did not select, looked at by dispatches, ever (a measure of work, for tests). */
+  selectorRowsSkipped = 0;
 
   constructor(
     readonly name: string,
@@ -987,14 +1000,16 @@ export class Queue {
 
   /**
    * Next available entry for a consumer, highest priority first, now acquired by it; skips
-   * ones it refused, and on a queue with message groups those of groups another consumer
-   * owns (at most scanBudget of those per dispatch: past it, scanCutShort); removes the
-   * expired ones it meets (at most expiryBudget per dispatch, likewise).
+   * ones it refused, on a queue with message groups those of groups another consumer
+   * owns, and those its selector does not select (at most scanBudget of those two per
+   * dispatch: past it, scanCutShort); removes the expired ones it meets (at most
+   * expiryBudget per dispatch, likewise).
    */
   private takeFor(consumer: Consumer, now: number): QueueEntry | undefined {
     let marks = this.skipTo.size === 0 ? undefined : this.skipTo.get(consumer);
     const lowered = this.marksLowered;
     const groups = this.groups;
+    const selects = consumer.selects;
     for (let p = this.levels.length - 1; p >= 0; p--) {
       const level = this.levels[p]!;
       let pos = marks ? level.lowerBound(marks[p]! + 1) : level.first();
@@ -1027,16 +1042,31 @@ export class Queue {
             skip = true;
           }
         }
+        let looked: QueueEntry | undefined;
+        let outOfBudget = false;
+        if (!skip && selects !== undefined) {
+          looked = obj ?? this.entryAt(level, pos, false);
+          if (!selectsEntry(selects, looked)) {
+            // Counted after the look (its verdict is kept by the mark below), so a consumer
+            // always gets past at least one row: a long run of rows it does not select is
+            // walked over many dispatches, each after the event loop ran (moreToDispatch).
+            outOfBudget = this.scanBudget-- <= 0;
+            if (outOfBudget) this.scanCutShort = true;
+            this.selectorRowsSkipped++;
+            skip = true;
+          }
+        }
         if (skip) {
           // Every row before this one was skipped or removed: the next look may start after it.
           if (lowered === this.marksLowered) {
             if (!marks) this.skipTo.set(consumer, (marks = this.levels.map(() => -Infinity)));
             marks[p] = level.id(pos);
           }
+          if (outOfBudget) return undefined;
           pos = level.next(pos);
           continue;
         }
-        const entry = obj ?? this.entryAt(level, pos, false);
+        const entry = obj ?? looked ?? this.entryAt(level, pos, false);
         if (groups !== undefined) {
           entry.group = group;
           if (isGroup(group)) {
@@ -1137,11 +1167,31 @@ export class Queue {
         continue;
       }
       c.cursor = best.id(bestPos);
+      const entry = this.entryAt(best, bestPos, false);
+      if (c.selects !== undefined && !selectsEntry(c.selects, entry)) {
+        // Passed over (the cursor keeps the place); a long run of them is walked over
+        // several dispatches, as a consumer's is.
+        this.selectorRowsSkipped++;
+        if (this.scanBudget-- <= 0) {
+          this.scanCutShort = true;
+          break;
+        }
+        continue;
+      }
       c.credit--;
       delivered++;
-      c.deliver(this.entryAt(best, bestPos, false), this);
+      c.deliver(entry, this);
     }
     return delivered;
+  }
+}
+
+/** A selector's verdict on an entry; a paged body that cannot be read back is not selected (its delivery to another consumer sets it aside). */
+function selectsEntry(selects: (msg: MessageRecord) => boolean, entry: QueueEntry): boolean {
+  try {
+    return selects(entry.msg);
+  } catch {
+    return false;
   }
 }
 

@@ -35,6 +35,7 @@ import { continueLog } from '../store/log-position.js';
 import { SwappableJournal } from '../store/swappable-journal.js';
 import { readDedupKey } from '../amqp/dedup-key-reader.js';
 import { readGroupKey } from '../amqp/group-key-reader.js';
+import { compileSelector } from '../amqp/selector-filter.js';
 import { deadLetterWriter } from '../amqp/message-codec.js';
 import { defaultQueueSettings } from '../broker/settings.js';
 import { plainPasswordWarning, type Settings } from './config.js';
@@ -103,6 +104,7 @@ export class Daemon {
       defaultReplicate: settings.haReplicate,
       dedupKeys: readDedupKey,
       groupKeys: readGroupKey,
+      selectors: (text) => compileSelector(text).selects,
       deadLetters: deadLetterWriter,
       queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
       events: {

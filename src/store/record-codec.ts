@@ -44,6 +44,8 @@ type FieldType =
   | 'u32'
   | 'u64'
   | 'bool'
+  /** A boolean that is true or absent (undefined): one byte, as 'bool'. */
+  | 'flag'
   | 'string'
   | 'optString'
   | 'bytes'
@@ -84,9 +86,15 @@ const QUEUE_SETTINGS_BEFORE_GROUPS = [
   ...QUEUE_SETTINGS_BEFORE_SUBSCRIPTION,
   ['subscription', { optEnum: SUBSCRIPTION_KINDS }],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
-const QUEUE_SETTINGS: readonly Field[] = [
+const QUEUE_SETTINGS_BEFORE_SELECTOR = [
   ...QUEUE_SETTINGS_BEFORE_GROUPS,
   ['messageGroups', 'bool'],
+] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+const QUEUE_SETTINGS: readonly Field[] = [
+  ...QUEUE_SETTINGS_BEFORE_GROUPS,
+  // Absent on most queues with a selector (a subscription's): not written as false.
+  ['messageGroups', 'flag'],
+  ['selector', 'optString'],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
 
 const EXCHANGE_SETTINGS: readonly Field[] = [
@@ -134,7 +142,12 @@ function withoutSubscriptionKind(body: Record<string, unknown>): boolean {
 
 /** Message groups are off on most queues: declared in a form a broker before them reads. */
 function withoutMessageGroups(body: Record<string, unknown>): boolean {
-  return (body['settings'] as Partial<QueueSettings> | undefined)?.messageGroups !== true;
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.messageGroups !== true && withoutSelector(body);
+}
+
+/** Only a topic subscription with a selector has one: every other queue is declared as before. */
+function withoutSelector(body: Record<string, unknown>): boolean {
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.selector === undefined;
 }
 
 /** Every enqueue but a message given back (broker.ts giveBack) is a plain one. */
@@ -211,7 +224,9 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   // meets it only where an auto-delete queue was consumed.
   { name: 'queue-consumed', code: 23, fields: [['name', 'string']] },
   // A queue with message groups (only those: the others keep code 19 or 13).
-  { name: 'queue-declare', code: 24, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'queue-declare', code: 24, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_SELECTOR }]], olderForm: { fits: withoutSelector } },
+  // A topic subscription's queue with a JMS message selector (only those: the others keep code 24, 19 or 13).
+  { name: 'queue-declare', code: 25, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 
@@ -308,6 +323,9 @@ function encodeValue(w: ByteWriter, type: FieldType, v: unknown, path: string): 
       case 'bool':
         if (typeof v !== 'boolean') fail(path, 'expected a boolean');
         return w.u8(v ? 1 : 0);
+      case 'flag':
+        if (v !== undefined && typeof v !== 'boolean') fail(path, 'expected a boolean or undefined');
+        return w.u8(v === true ? 1 : 0);
       case 'string':
         if (typeof v !== 'string') fail(path, 'expected a string');
         return w.str(v);
@@ -521,6 +539,11 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
         if (b > 1) throw new InvalidRecord(`bad boolean ${b}`);
         return b === 1;
       }
+      case 'flag': {
+        const b = r.u8();
+        if (b > 1) throw new InvalidRecord(`bad boolean ${b}`);
+        return b === 1 ? true : undefined;
+      }
       case 'string':
         return r.raw().toString('utf8');
       case 'optString':
@@ -656,6 +679,7 @@ function fieldBytes(type: FieldType): [number, number] {
     switch (type) {
       case 'u8':
       case 'bool':
+      case 'flag':
         return [1, 1];
       case 'u32':
         return [4, 4];

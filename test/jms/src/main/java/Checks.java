@@ -659,7 +659,7 @@ public class Checks {
     return r;
   }
 
-  /** Selectors are refused wherever qpid-jms sends one: topic, durable and shared subscriptions, browsers. An empty selector is none. */
+  /** Selectors are taken wherever qpid-jms sends one: topic, durable and shared subscriptions, browsers (test/jms/selectors.test.ts checks what they select). An empty selector is none. */
   static Object selectorsEverywhere(ConnectionFactory cf) throws Exception {
     Map<String, Object> r = new LinkedHashMap<>();
     try (Connection c = cf.createConnection()) {

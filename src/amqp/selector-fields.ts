@@ -1,0 +1,176 @@
+// The values a JMS message selector (src/selector/) names, read from a message's
+// encoded bytes. Identifiers are application properties, except the JMS header
+// fields JMS lets a selector name, which are read where Apache Qpid JMS keeps them
+// (its AmqpJmsMessageFacade) and as the application sees them:
+//
+//   JMSDeliveryMode   header.durable: 'PERSISTENT' or 'NON_PERSISTENT'
+//   JMSPriority       header.priority (4 when absent)
+//   JMSMessageID      properties.message-id, as qpid-jms makes a JMSMessageID of it
+//   JMSCorrelationID  properties.correlation-id, as qpid-jms makes a JMSCorrelationID
+//   JMSTimestamp      properties.creation-time (ms)
+//   JMSType           properties.subject
+//   JMSXUserID, JMSXGroupID, JMSXGroupSeq   properties.user-id, group-id, group-sequence
+//
+// Only the sections a selector needs are read (properties, application-properties),
+// by the engine's decoder, which is safe on any bytes. Bytes that do not read make
+// the message one the selector does not select (the caller catches the throw).
+import type { SelectableMessage } from '../broker/routing-selectors.js';
+import type { SelectorValue } from '../selector/selector.js';
+import { Decoder } from './engine/decoder.js';
+import type { AmqpValue } from './engine/types.js';
+import { compoundAt, encodedValueSize, sectionValueAt } from './message-codec.js';
+
+const PROPERTIES = 0x73;
+const APPLICATION_PROPERTIES = 0x74;
+
+/** Where a JMS header field comes from: the message record, or a field of the properties list. */
+type Source = { from: 'record'; read: (msg: SelectableMessage) => SelectorValue } | { from: 'properties'; field: number; convert: (v: AmqpValue) => SelectorValue };
+
+const HEADER_FIELDS: Readonly<Record<string, Source>> = {
+  JMSDeliveryMode: { from: 'record', read: (m) => (m.durable ? 'PERSISTENT' : 'NON_PERSISTENT') },
+  JMSPriority: { from: 'record', read: (m) => BigInt(m.priority) },
+  JMSMessageID: { from: 'properties', field: 0, convert: (v) => jmsId(v, true) },
+  JMSXUserID: { from: 'properties', field: 1, convert: (v) => (v.type === 'binary' && v.value.length > 0 ? v.value.toString('utf8') : null) },
+  JMSType: { from: 'properties', field: 3, convert: plainValue },
+  JMSCorrelationID: { from: 'properties', field: 5, convert: (v) => jmsId(v, false) },
+  JMSTimestamp: { from: 'properties', field: 9, convert: plainValue },
+  JMSXGroupID: { from: 'properties', field: 10, convert: plainValue },
+  JMSXGroupSeq: { from: 'properties', field: 11, convert: plainValue },
+};
+
+/** Reads, per message, the values of a selector's identifiers (in its slot order). */
+export type SelectorFieldReader = (msg: SelectableMessage) => SelectorValue[];
+
+export function selectorFieldReader(identifiers: readonly string[]): SelectorFieldReader {
+  const fromRecord: Array<{ slot: number; read: (m: SelectableMessage) => SelectorValue }> = [];
+  const fromProperties: Array<{ slot: number; field: number; convert: (v: AmqpValue) => SelectorValue }> = [];
+  const applicationProperties = new Map<string, number>();
+  identifiers.forEach((name, slot) => {
+    const header = Object.hasOwn(HEADER_FIELDS, name) ? HEADER_FIELDS[name]! : undefined;
+    if (header?.from === 'record') fromRecord.push({ slot, read: header.read });
+    else if (header?.from === 'properties') fromProperties.push({ slot, field: header.field, convert: header.convert });
+    else applicationProperties.set(name, slot);
+  });
+  // Only keys of these UTF-8 lengths can be a property named: others are stepped over unread.
+  const lengths = new Set([...applicationProperties.keys()].map((n) => Buffer.byteLength(n)));
+  return (msg) => {
+    const values: SelectorValue[] = new Array<SelectorValue>(identifiers.length).fill(null);
+    for (const f of fromRecord) values[f.slot] = f.read(msg);
+    if (fromProperties.length === 0 && applicationProperties.size === 0) return values;
+    const bytes = msg.bytes;
+    if (fromProperties.length > 0) readProperties(bytes, fromProperties, values);
+    if (applicationProperties.size > 0) readApplicationProperties(bytes, applicationProperties, lengths, values);
+    return values;
+  };
+}
+
+function readProperties(bytes: Buffer, wanted: Array<{ slot: number; field: number; convert: (v: AmqpValue) => SelectorValue }>, values: SelectorValue[]): void {
+  const at = sectionValueAt(bytes, PROPERTIES);
+  if (at < 0) return;
+  const list = new Decoder(bytes, at).value();
+  if (list.type !== 'list') return;
+  for (const w of wanted) {
+    const v = list.value[w.field];
+    if (v !== undefined) values[w.slot] = w.convert(v);
+  }
+}
+
+function readApplicationProperties(bytes: Buffer, wanted: Map<string, number>, lengths: Set<number>, values: SelectorValue[]): void {
+  const at = sectionValueAt(bytes, APPLICATION_PROPERTIES);
+  if (at < 0) return;
+  const map = compoundAt(bytes, at);
+  if (map === undefined || bytes[at] === 0xc0 || bytes[at] === 0xd0) return; // not a map
+  const seen = new Set<number>();
+  let offset = map.first;
+  // Bounded by the map's bytes: each entry moves past at least two bytes, or the walk stops.
+  for (let i = 0; i + 1 < map.count && offset < map.end; i += 2) {
+    const keySize = encodedValueSize(bytes, offset);
+    const name = keyName(bytes, offset, lengths);
+    const valueAt = offset + keySize;
+    if (valueAt >= map.end) return;
+    const valueSize = encodedValueSize(bytes, valueAt);
+    if (valueAt + valueSize > map.end) return;
+    const slot = name === undefined ? undefined : wanted.get(name);
+    // The first of a repeated key counts, as for the sections.
+    if (slot !== undefined && !seen.has(slot)) {
+      seen.add(slot);
+      values[slot] = plainValue(new Decoder(bytes, valueAt, valueAt + valueSize).value());
+    }
+    offset = valueAt + valueSize;
+  }
+}
+
+/** A string or symbol key's text, when its length is one a wanted name has; else undefined (not made into a string). */
+function keyName(bytes: Buffer, at: number, lengths: Set<number>): string | undefined {
+  const code = bytes[at];
+  const wide = code === 0xb1 || code === 0xb3;
+  if (!wide && code !== 0xa1 && code !== 0xa3) return undefined;
+  const length = wide ? bytes.readUInt32BE(at + 1) : bytes[at + 1]!;
+  if (!lengths.has(length)) return undefined;
+  const from = at + (wide ? 5 : 2);
+  return bytes.toString('utf8', from, from + length);
+}
+
+/**
+ * A property's value as a selector sees it (JMS property types): booleans, strings,
+ * integers as exact numbers, float and double as approximate ones. Anything else
+ * (binary, uuid, lists, maps, null) cannot be selected on: null, unknown.
+ */
+function plainValue(v: AmqpValue): SelectorValue {
+  switch (v.type) {
+    case 'boolean':
+      return v.value;
+    case 'string':
+    case 'symbol':
+      return v.value;
+    case 'byte':
+    case 'short':
+    case 'int':
+    case 'ubyte':
+    case 'ushort':
+    case 'uint':
+      return BigInt(v.value);
+    case 'long':
+    case 'ulong':
+    case 'timestamp':
+      return v.value;
+    case 'float':
+    case 'double':
+      return v.value;
+    case 'char':
+      return String.fromCodePoint(v.value);
+    default:
+      return null;
+  }
+}
+
+// qpid-jms' encoding of AMQP ids as JMS id strings (its AmqpMessageIdHelper).
+const ID_PREFIX = 'ID:';
+const TYPE_PREFIXES = ['AMQP_BINARY:', 'AMQP_UUID:', 'AMQP_ULONG:', 'AMQP_STRING:', 'AMQP_NO_PREFIX:'];
+
+/**
+ * A message-id or correlation-id as qpid-jms hands it to the application: a string
+ * with "ID:" as it is (escaped with AMQP_STRING: when a type prefix follows); a string
+ * without, as "ID:AMQP_NO_PREFIX:..." for a JMSMessageID and as it is for a
+ * JMSCorrelationID; a uuid, ulong or binary as "ID:AMQP_UUID:...", "ID:AMQP_ULONG:...",
+ * "ID:AMQP_BINARY:<upper-case hex>".
+ */
+function jmsId(v: AmqpValue, messageId: boolean): SelectorValue {
+  switch (v.type) {
+    case 'string': {
+      const s = v.value;
+      if (!s.startsWith(ID_PREFIX)) return messageId ? `${ID_PREFIX}AMQP_NO_PREFIX:${s}` : s;
+      return TYPE_PREFIXES.some((p) => s.startsWith(p, ID_PREFIX.length)) ? `${ID_PREFIX}AMQP_STRING:${s}` : s;
+    }
+    case 'uuid': {
+      const h = v.value.toString('hex');
+      return `${ID_PREFIX}AMQP_UUID:${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    }
+    case 'ulong':
+      return `${ID_PREFIX}AMQP_ULONG:${v.value}`;
+    case 'binary':
+      return `${ID_PREFIX}AMQP_BINARY:${v.value.toString('hex').toUpperCase()}`;
+    default:
+      return null;
+  }
+}

@@ -1,0 +1,124 @@
+// A selector's identifiers read from an encoded AMQP message (selector-fields.ts): the
+// JMS header names where qpid-jms keeps them, ids as qpid-jms shows them, application
+// properties by type, and bytes that do not read.
+import { describe, expect, it } from 'vitest';
+import { encode } from '../../../src/amqp/engine/encoder.js';
+import { amqp, type AmqpValue } from '../../../src/amqp/engine/types.js';
+import { selectorFieldReader } from '../../../src/amqp/selector-fields.js';
+import { sourceSelector } from '../../../src/amqp/selector-filter.js';
+import type { MessageRecord } from '../../../src/broker/changes.js';
+import { TandemError } from '../../../src/broker/errors.js';
+
+const section = (code: number, value: AmqpValue): Buffer => encode({ type: 'described', descriptor: amqp.ulong(code), value });
+
+/** A message of these properties (by field index) and application properties. */
+function message(properties: Record<number, AmqpValue>, app: Array<[string, AmqpValue]> = [], record: Partial<MessageRecord> = {}): MessageRecord {
+  const fields: AmqpValue[] = [];
+  const last = Math.max(-1, ...Object.keys(properties).map(Number));
+  for (let i = 0; i <= last; i++) fields.push(properties[i] ?? amqp.null());
+  const parts = [section(0x70, amqp.list([amqp.boolean(true)]))];
+  if (last >= 0) parts.push(section(0x73, amqp.list(fields)));
+  if (app.length > 0) parts.push(section(0x74, amqp.map(app.map(([k, v]) => [amqp.string(k), v]))));
+  parts.push(section(0x77, amqp.string('body')));
+  return { id: 1, bytes: Buffer.concat(parts), headerLength: parts[0]!.length, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined, ...record };
+}
+
+function read(names: string[], msg: MessageRecord): unknown[] {
+  return selectorFieldReader(names)(msg);
+}
+
+describe('selector fields', () => {
+  it('reads application properties by their AMQP type', () => {
+    const msg = message({}, [
+      ['s', amqp.string('blue')],
+      ['i', amqp.int(-3)],
+      ['l', amqp.long(1n << 40n)],
+      ['u', amqp.ubyte(200)],
+      ['d', amqp.double(2.5)],
+      ['f', amqp.float(0.5)],
+      ['b', amqp.boolean(false)],
+      ['bin', amqp.binary(Buffer.from('x'))],
+      ['n', amqp.null()],
+      ['été', amqp.symbol('sym')],
+    ]);
+    expect(read(['s', 'i', 'l', 'u', 'd', 'f', 'b', 'bin', 'n', 'missing', 'été'], msg)).toEqual(['blue', -3n, 1n << 40n, 200n, 2.5, 0.5, false, null, null, null, 'sym']);
+  });
+
+  it('the first of a repeated key counts', () => {
+    expect(read(['k'], message({}, [['k', amqp.int(1)], ['k', amqp.int(2)]]))).toEqual([1n]);
+  });
+
+  it('reads the JMS header fields where qpid-jms keeps them', () => {
+    const msg = message({ 0: amqp.string('ID:abc:1:1:1-1'), 1: amqp.binary(Buffer.from('alice')), 3: amqp.string('order'), 5: amqp.string('req-7'), 9: amqp.timestamp(1_700_000_000_000n), 10: amqp.string('g1'), 11: amqp.uint(3) }, [], { durable: false, priority: 7 });
+    const names = ['JMSMessageID', 'JMSXUserID', 'JMSType', 'JMSCorrelationID', 'JMSTimestamp', 'JMSXGroupID', 'JMSXGroupSeq', 'JMSDeliveryMode', 'JMSPriority'];
+    expect(read(names, msg)).toEqual(['ID:abc:1:1:1-1', 'alice', 'order', 'req-7', 1_700_000_000_000n, 'g1', 3n, 'NON_PERSISTENT', 7n]);
+    expect(read(['JMSDeliveryMode'], message({}, [], { durable: true }))).toEqual(['PERSISTENT']);
+  });
+
+  it('makes JMS ids of AMQP ids as qpid-jms does', () => {
+    const uuid = Buffer.from('0123456789abcdef0123456789abcdef', 'hex');
+    const ids: Array<[AmqpValue, string, string]> = [
+      [amqp.string('ID:x'), 'ID:x', 'ID:x'],
+      [amqp.string('plain'), 'ID:AMQP_NO_PREFIX:plain', 'plain'],
+      [amqp.string('ID:AMQP_UUID:y'), 'ID:AMQP_STRING:ID:AMQP_UUID:y', 'ID:AMQP_STRING:ID:AMQP_UUID:y'],
+      [amqp.uuid(uuid), 'ID:AMQP_UUID:01234567-89ab-cdef-0123-456789abcdef', 'ID:AMQP_UUID:01234567-89ab-cdef-0123-456789abcdef'],
+      [amqp.ulong(42n), 'ID:AMQP_ULONG:42', 'ID:AMQP_ULONG:42'],
+      [amqp.binary(Buffer.from([0xca, 0xfe])), 'ID:AMQP_BINARY:CAFE', 'ID:AMQP_BINARY:CAFE'],
+    ];
+    for (const [id, messageId, correlationId] of ids) {
+      expect(read(['JMSMessageID', 'JMSCorrelationID'], message({ 0: id, 5: id }))).toEqual([messageId, correlationId]);
+    }
+  });
+
+  it('a message without properties has null fields', () => {
+    expect(read(['JMSMessageID', 'JMSType', 'colour'], message({}))).toEqual([null, null, null]);
+  });
+
+  it('bytes that do not read throw (the queue then does not select the message), never loop', () => {
+    const good = message({ 3: amqp.string('t') }, [['colour', amqp.string('blue')]]);
+    const reader = selectorFieldReader(['JMSType', 'colour']);
+    for (let cut = 1; cut < good.bytes.length; cut++) {
+      const msg = { ...good, bytes: good.bytes.subarray(0, cut) };
+      try {
+        const values = reader(msg);
+        expect(values).toHaveLength(2);
+      } catch (err) {
+        expect(err).toBeInstanceOf(Error);
+      }
+    }
+  });
+});
+
+describe('the selector filter of a source', () => {
+  const filter = (value: AmqpValue): Array<[AmqpValue, AmqpValue]> => [[amqp.symbol('jms-selector'), { type: 'described', descriptor: amqp.symbol('apache.org:selector-filter:string'), value }]];
+
+  it('compiles a selector into a predicate over messages', () => {
+    const s = sourceSelector(filter(amqp.string("colour = 'blue' AND JMSPriority > 4")))!;
+    expect(s.selects(message({}, [['colour', amqp.string('blue')]], { priority: 9 }))).toBe(true);
+    expect(s.selects(message({}, [['colour', amqp.string('blue')]], { priority: 4 }))).toBe(false);
+    expect(s.selects(message({}, [['colour', amqp.string('red')]], { priority: 9 }))).toBe(false);
+  });
+
+  it('takes the descriptor as a code too, and an empty selector as none', () => {
+    const byCode: Array<[AmqpValue, AmqpValue]> = [[amqp.symbol('s'), { type: 'described', descriptor: amqp.ulong(0x0000468c00000004n), value: amqp.string('a = 1') }]];
+    expect(sourceSelector(byCode)?.selector.text).toBe('a = 1');
+    expect(sourceSelector(filter(amqp.string('  ')))).toBeUndefined();
+    expect(sourceSelector([])).toBeUndefined();
+  });
+
+  it('refuses a bad selector with invalid-field, naming the problem and place', () => {
+    for (const [value, text] of [
+      [amqp.string("colour = 'blue"), /invalid message selector: a string literal is not closed .*\(at character 10\)/],
+      [amqp.int(1), /holds a int; a selector is a string/],
+    ] as const) {
+      try {
+        sourceSelector(filter(value));
+        expect.unreachable();
+      } catch (err) {
+        expect(err).toBeInstanceOf(TandemError);
+        expect((err as TandemError).condition).toBe('amqp:invalid-field');
+        expect((err as Error).message).toMatch(text);
+      }
+    }
+  });
+});

@@ -1,0 +1,240 @@
+// Consumers with a message selector (Consumer.selects) on the queue model: each gets
+// only what its selector selects, the rest stays in order for the others; a row's
+// verdict is asked once per consumer (the skip marks keep it) unless the row is put
+// back; a long run of rows a selector passes over is walked a bounded number per
+// dispatch; paged rows are read back to be judged, and one that cannot be read is
+// not selected; a browser with a selector sees the selected ones only.
+import { describe, expect, it } from 'vitest';
+import type { MessageRecord } from '../../../src/broker/changes.js';
+import type { BodyLoader, PagedMessage } from '../../../src/broker/paged-message.js';
+import { GROUP_SCAN_LIMIT, Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
+import { FakeConsumer, qs } from './helpers.js';
+
+class Host implements QueueHost {
+  more = 0;
+  removed(): void {}
+  unused(): void {}
+  moreToDispatch(): void {
+    this.more++;
+  }
+}
+
+function record(id: number, body: string): MessageRecord {
+  return { id, bytes: Buffer.from(body), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined };
+}
+
+/** A consumer whose selector takes the messages whose body starts with `prefix`, counting each verdict by message id. */
+class SelectingConsumer extends FakeConsumer {
+  readonly asked = new Map<number, number>();
+  readonly selects: (msg: MessageRecord) => boolean;
+  constructor(id: string, prefix: string, credit = 1000, browse = false) {
+    super(id, credit, browse);
+    this.selects = (msg) => {
+      this.asked.set(msg.id, (this.asked.get(msg.id) ?? 0) + 1);
+      return msg.bytes.toString().startsWith(prefix);
+    };
+  }
+  get verdicts(): number {
+    let n = 0;
+    for (const v of this.asked.values()) n += v;
+    return n;
+  }
+}
+
+function queue(): { q: Queue; host: Host } {
+  const host = new Host();
+  return { q: new Queue('q', qs(), host), host };
+}
+
+/** Dispatch again while the queue asks (moreToDispatch), a bounded number of times; how many dispatches ran. */
+function dispatchUntilIdle(q: Queue, host: Host, limit = 1000): number {
+  let n = 0;
+  do {
+    host.more = 0;
+    q.dispatch(0);
+    n++;
+  } while (host.more > 0 && n < limit);
+  return n;
+}
+
+describe('queue consumers with selectors', () => {
+  it('two consumers with complementary selectors each get exactly theirs, in order; a plain consumer gets what neither selects', () => {
+    const { q } = queue();
+    const colours = ['blue', 'red', 'blue', 'green', 'red', 'red', 'blue', 'green'];
+    colours.forEach((c, i) => q.enqueue(record(i + 1, `${c}-${i + 1}`)));
+    const blue = new SelectingConsumer('blue', 'blue');
+    const red = new SelectingConsumer('red', 'red');
+    q.addConsumer(blue);
+    q.addConsumer(red);
+    q.dispatch(0);
+    expect(blue.bodies).toEqual(['blue-1', 'blue-3', 'blue-7']);
+    expect(red.bodies).toEqual(['red-2', 'red-5', 'red-6']);
+    expect(q.available).toBe(2);
+    const plain = new FakeConsumer('plain');
+    q.addConsumer(plain);
+    q.dispatch(0);
+    expect(plain.bodies).toEqual(['green-4', 'green-8']);
+  });
+
+  it('a selector that selects nothing leaves every message, in order, for a plain consumer', () => {
+    const { q } = queue();
+    const none = new SelectingConsumer('none', 'nothing');
+    q.addConsumer(none);
+    for (let id = 1; id <= 20; id++) {
+      q.enqueue(record(id, `m${id}`));
+      q.dispatch(0);
+    }
+    expect(none.ids).toEqual([]);
+    const plain = new FakeConsumer('plain');
+    q.addConsumer(plain);
+    q.dispatch(0);
+    expect(plain.ids).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+  });
+
+  it('asks a selector once per row, however many dispatches pass; a row put back is asked again (with the rows after it: the mark is one place)', () => {
+    const { q } = queue();
+    const none = new SelectingConsumer('none', 'nothing');
+    q.addConsumer(none);
+    for (let id = 1; id <= 200; id++) {
+      q.enqueue(record(id, `m${id}`));
+      q.dispatch(0);
+      q.dispatch(0);
+    }
+    expect(none.verdicts).toBe(200);
+    expect([...none.asked.values()].every((n) => n === 1)).toBe(true);
+    // A plain consumer takes message 1 and gives it back: below the mark, so asked again (once).
+    const plain = new FakeConsumer('plain', 1);
+    q.addConsumer(plain);
+    q.dispatch(0);
+    expect(plain.ids).toEqual([1]);
+    q.release(plain.deliveries[0]!, { deliveryFailed: false, undeliverableHere: false });
+    q.dispatch(0);
+    q.dispatch(0);
+    expect(none.asked.get(1)).toBe(2);
+    expect([...none.asked.values()].every((n) => n <= 2)).toBe(true);
+    // And once more only: the mark is back past them all.
+    const after = none.verdicts;
+    for (let i = 0; i < 5; i++) q.dispatch(0);
+    expect(none.verdicts).toBe(after);
+  });
+
+  it('a consumer without a selector is never asked about rows (the selector hook is not called)', () => {
+    const { q } = queue();
+    const selecting = new SelectingConsumer('s', 'keep');
+    const plain = new FakeConsumer('plain');
+    q.addConsumer(plain);
+    for (let id = 1; id <= 10; id++) q.enqueue(record(id, `m${id}`));
+    q.dispatch(0);
+    expect(plain.ids.length).toBe(10);
+    expect(selecting.verdicts).toBe(0);
+  });
+
+  it('a long run of rows it does not select is walked at most GROUP_SCAN_LIMIT (+1) rows per dispatch, once, and the matching message behind it arrives', () => {
+    const { q, host } = queue();
+    const run = 20 * GROUP_SCAN_LIMIT;
+    for (let id = 1; id <= run; id++) q.enqueue(record(id, `skip${id}`));
+    q.enqueue(record(run + 1, 'take'));
+    const c = new SelectingConsumer('c', 'take', 10);
+    q.addConsumer(c);
+    let dispatches = 0;
+    let maxPerDispatch = 0;
+    do {
+      const before = q.selectorRowsSkipped;
+      host.more = 0;
+      q.dispatch(0);
+      maxPerDispatch = Math.max(maxPerDispatch, q.selectorRowsSkipped - before);
+      dispatches++;
+    } while (host.more > 0 && dispatches < 1000);
+    expect(c.ids).toEqual([run + 1]);
+    expect(maxPerDispatch).toBeLessThanOrEqual(GROUP_SCAN_LIMIT + 1);
+    expect(dispatches).toBeGreaterThan(10);
+    expect(c.verdicts).toBe(run + 1);
+    // Idle now: later dispatches look at nothing again.
+    const walked = q.selectorRowsSkipped;
+    dispatchUntilIdle(q, host);
+    expect(q.selectorRowsSkipped).toBe(walked);
+  });
+
+  it('a plain consumer is served while a selecting one walks a long run', () => {
+    const { q, host } = queue();
+    const run = 4 * GROUP_SCAN_LIMIT;
+    for (let id = 1; id <= run; id++) q.enqueue(record(id, `skip${id}`));
+    const c = new SelectingConsumer('c', 'take', 10);
+    const plain = new FakeConsumer('plain', 3);
+    q.addConsumer(c);
+    q.addConsumer(plain);
+    q.dispatch(0);
+    expect(plain.ids).toEqual([1, 2, 3]);
+    dispatchUntilIdle(q, host);
+    expect(c.ids).toEqual([]);
+  });
+});
+
+/** Stands in for the journal: bodies by id, some of which cannot be read. */
+class MapLoader implements BodyLoader {
+  readonly bodies = new Map<number, Buffer>();
+  readonly damaged = new Set<number>();
+  load(m: PagedMessage): Buffer {
+    if (this.damaged.has(m.id)) throw new Error(`record of message ${m.id} is damaged`);
+    return this.bodies.get(m.id)!;
+  }
+  loadSubject(): string | undefined {
+    return undefined;
+  }
+}
+
+describe('selectors on paged messages and browsers', () => {
+  it('judges paged rows by their body read back; one that cannot be read is not selected, and stays', () => {
+    const { q } = queue();
+    const loader = new MapLoader();
+    for (let id = 1; id <= 6; id++) {
+      const m = record(id, id % 2 === 0 ? `take${id}` : `skip${id}`);
+      loader.bodies.set(id, m.bytes);
+      q.enqueue(m);
+      expect(q.pageOut(id, loader)).toBeGreaterThan(0);
+    }
+    loader.damaged.add(4);
+    const c = new SelectingConsumer('c', 'take');
+    q.addConsumer(c);
+    q.dispatch(0);
+    expect(c.ids).toEqual([2, 6]);
+    expect(q.available).toBe(4);
+  });
+
+  it('a browser with a selector sees the selected messages only, takes none, and sees new ones as they come', () => {
+    const { q, host } = queue();
+    for (let id = 1; id <= 6; id++) q.enqueue(record(id, id % 3 === 0 ? `take${id}` : `skip${id}`));
+    const b = new SelectingConsumer('b', 'take', 10, true);
+    q.addConsumer(b);
+    dispatchUntilIdle(q, host);
+    expect(b.ids).toEqual([3, 6]);
+    q.enqueue(record(7, 'take7'));
+    q.enqueue(record(8, 'skip8'));
+    dispatchUntilIdle(q, host);
+    expect(b.ids).toEqual([3, 6, 7]);
+    expect(q.available).toBe(8);
+    const entries: QueueEntry[] = q.entries();
+    expect(entries.every((e) => e.acquiredBy === undefined)).toBe(true);
+  });
+
+  it('a browser passing a long run does so a bounded number of rows per dispatch', () => {
+    const { q, host } = queue();
+    const run = 5 * GROUP_SCAN_LIMIT;
+    for (let id = 1; id <= run; id++) q.enqueue(record(id, `skip${id}`));
+    q.enqueue(record(run + 1, 'take'));
+    const b = new SelectingConsumer('b', 'take', 10, true);
+    q.addConsumer(b);
+    let maxPerDispatch = 0;
+    let dispatches = 0;
+    do {
+      const before = q.selectorRowsSkipped;
+      host.more = 0;
+      q.dispatch(0);
+      maxPerDispatch = Math.max(maxPerDispatch, q.selectorRowsSkipped - before);
+      dispatches++;
+    } while (host.more > 0 && dispatches < 100);
+    expect(b.ids).toEqual([run + 1]);
+    expect(maxPerDispatch).toBeLessThanOrEqual(GROUP_SCAN_LIMIT + 1);
+    expect(dispatches).toBeGreaterThan(1);
+  });
+});
