@@ -16,7 +16,7 @@ import type {
 } from './changes.js';
 import { deadLetterExpiry, type DeadLetterReason, type DeadLetterWriter } from './dead-letter.js';
 import { DEDUP_DIGEST_BYTES, dedupDigestAt, dedupDigestHex, writeDedupDigest, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
-import type { DedupHit } from './dedup-window.js';
+import { dedupRowsAt, type DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
@@ -771,6 +771,11 @@ export class Broker implements QueueHost {
    * under an id of this broker's that the source gives another message.
    */
   expiresHere(queue: Queue): boolean {
+    return this.servesHere(queue);
+  }
+
+  /** Whether `queue` serves clients on this site: not a DR queue, or an active one. */
+  private servesHere(queue: Queue): boolean {
     if (this.drQueues.size === 0) return true;
     const c = this.drQueues.get(queue.name);
     return c === undefined || c.state === 'active';
@@ -1159,6 +1164,25 @@ export class Broker implements QueueHost {
   }
 
   /**
+   * A DR copy of `queue`'s contents brought its source's duplicate-detection window
+   * (rows of DedupWindow.rows, checked by the caller): logged as this broker's own
+   * dedup-keys change, so it is journaled and goes to the HA backups as any change,
+   * each row stamped with that change's LSN, so the keys sit in this log as if taken
+   * here (a duplicate's settlement waits for that LSN, a checkpoint and a restart's
+   * recovery order keys by it, a failback compares it with the divergence point).
+   * Their times stay the source's: a key's age goes on, it does not restart here.
+   */
+  adoptDedupRows(queue: string, rows: Buffer): LoggedChange | undefined {
+    const q = this.queues.get(queue);
+    if (!q?.dedup || rows.length === 0) return undefined;
+    // The LSN record() gives it: the next one (the bridge never records inside asOneChange, which holds changes back).
+    const change: Change = { kind: 'dedup-keys', queue, rows: dedupRowsAt(rows, this.log.lsn + 1) };
+    const logged = this.log.record(change, q.settings.durable);
+    this.applyChange(change, logged.lsn, logged.durable);
+    return logged;
+  }
+
+  /**
    * The keys `queue`'s window reads from those of `ids` it holds, packed (16 bytes
    * each). A body that cannot be read back (paged out, its segment unreadable) is
    * passed over: its key stays.
@@ -1245,9 +1269,21 @@ export class Broker implements QueueHost {
       this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
       return;
     }
-    const queues = this.routingSelectors.filter(this.routeVia(exchange, subject), { bytes, durable: entry.msg.durable, priority: entry.msg.priority });
-    const self = notBack ? queues.indexOf(from) : -1;
-    if (self >= 0) queues.splice(self, 1);
+    const routed = this.routingSelectors.filter(this.routeVia(exchange, subject), { bytes, durable: entry.msg.durable, priority: entry.msg.priority });
+    const self = notBack ? routed.indexOf(from) : -1;
+    if (self >= 0) routed.splice(self, 1);
+    // A DR queue that does not serve here (a passive copy of the other site's) is not a
+    // target, as a publish to it is refused: put in, the copy would hold a message its
+    // source never had, under an id the source gives another one, which the copy then
+    // skips as already held. Only such targets: the dead letter is lost, and said so.
+    const queues = this.drQueues.size === 0 ? routed : routed.filter((q) => this.servesHere(q));
+    if (queues.length === 0 && routed.length > 0) {
+      // Named as many as a log line holds well: the first three, and how many more.
+      const named = routed.slice(0, 3).map((q) => `'${q.name}' (${this.drQueues.get(q.name)?.state})`);
+      const copies = named.join(', ') + (routed.length > 3 ? ` and ${routed.length - 3} more` : '');
+      this.deadLetterLost(from, entry, `its alternate exchange routes it only to DR copies that do not serve here: ${copies}; activate them with the queue (tandem dr activate)`);
+      return;
+    }
     if (queues.length === 0) return;
     try {
       this.enqueueAll(queues, this.deadLetter(from, entry, reason, bytes, subject));

@@ -51,6 +51,29 @@ function randomKey(): HalfSipKey {
   return { k0: k.readUInt32LE(0), k1: k.readUInt32LE(4) };
 }
 
+/**
+ * Why rows another broker sent (a DR source's window, with a copy of a queue) cannot be
+ * taken in, or undefined: whole rows, at most `maxRows` of them, each with a time from 0
+ * to `notAfter`. A time that is NaN or far ahead would hold back eviction by age of every
+ * key after it (the ring drops its oldest first, and stops at one not yet old enough).
+ */
+export function badDedupRows(rows: Buffer, maxRows: number, notAfter: number): string | undefined {
+  if (rows.length % DEDUP_ROW_BYTES !== 0) return `${rows.length} bytes are not whole rows of ${DEDUP_ROW_BYTES}`;
+  if (rows.length / DEDUP_ROW_BYTES > maxRows) return `${rows.length / DEDUP_ROW_BYTES} rows in one record, more than the ${maxRows} a sender puts in one`;
+  for (let at = 0; at < rows.length; at += DEDUP_ROW_BYTES) {
+    const time = rows.readDoubleLE(at + DEDUP_DIGEST_BYTES);
+    if (!(time >= 0 && time <= notAfter)) return `row ${at / DEDUP_ROW_BYTES + 1} has time ${time}, not one from 0 to ${notAfter}`;
+  }
+  return undefined;
+}
+
+/** A copy of `rows` with each row's LSN set to `lsn`: keys taken into another log, at its position. */
+export function dedupRowsAt(rows: Buffer, lsn: number): Buffer {
+  const out = Buffer.from(rows);
+  for (let at = 0; at + DEDUP_ROW_BYTES <= out.length; at += DEDUP_ROW_BYTES) out.writeDoubleLE(lsn, at + DEDUP_DIGEST_BYTES + 8);
+  return out;
+}
+
 export interface DedupHit {
   /** LSN of the change that brought the key in. */
   lsn: number;
@@ -85,6 +108,8 @@ export class DedupWindow {
   /** Slot of the oldest row, and rows in the ring (removed ones included). */
   private head = 0;
   private count = 0;
+  /** Rows ever put in the ring: the sequence number of the next one (rowsFrom). */
+  private added = 0;
   /** Keys evicted by count and by age since the window was made (status). */
   evictedByCount = 0;
   evictedByAge = 0;
@@ -180,6 +205,7 @@ export class DedupWindow {
     this.lsns[slot] = lsn;
     this.flags[slot] = durable ? F_DURABLE : 0;
     this.count++;
+    this.added++;
   }
 
   /** Take a key back out (its publish failed): a resend must get in. */
@@ -229,17 +255,45 @@ export class DedupWindow {
       const f = this.flags[slot]!;
       if (f & F_REMOVED) continue;
       if (filter && (!(f & F_DURABLE) || this.lsns[slot]! > filter.upToLsn)) continue;
-      const at = n * DEDUP_ROW_BYTES;
-      const k = slot * WORDS;
-      view.setUint32(at, this.keys[k]!, true);
-      view.setUint32(at + 4, this.keys[k + 1]!, true);
-      view.setUint32(at + 8, this.keys[k + 2]!, true);
-      view.setUint32(at + 12, this.keys[k + 3]!, true);
-      view.setFloat64(at + DEDUP_DIGEST_BYTES, this.at[slot]!, true);
-      view.setFloat64(at + DEDUP_DIGEST_BYTES + 8, this.lsns[slot]!, true);
-      n++;
+      this.writeRow(view, n++, slot);
     }
     return out.subarray(0, n * DEDUP_ROW_BYTES);
+  }
+
+  /** The sequence number the next row taken in gets (rows are numbered from 0 as they come, evicted ones included). */
+  get endSeq(): number {
+    return this.added;
+  }
+
+  /**
+   * Rows (as rows() writes them) of the ring rows numbered `from` up to `end`
+   * (exclusive), at most `maxRows` looked at, and the number to go on from: a DR
+   * copy reads a live window a piece at a time, as of the point (`end`) its copy
+   * stands for. Rows evicted meanwhile are passed over, as are taken-back ones.
+   */
+  rowsFrom(from: number, end: number, maxRows: number): { rows: Buffer; next: number } {
+    const first = Math.max(from, this.added - this.count);
+    const last = Math.min(end, this.added, first + maxRows);
+    const out = Buffer.allocUnsafe(Math.max(0, last - first) * DEDUP_ROW_BYTES);
+    const view = new DataView(out.buffer, out.byteOffset, out.length);
+    let n = 0;
+    for (let seq = first; seq < last; seq++) {
+      const slot = (this.head + seq - (this.added - this.count)) % this.cap;
+      if (!(this.flags[slot]! & F_REMOVED)) this.writeRow(view, n++, slot);
+    }
+    return { rows: out.subarray(0, n * DEDUP_ROW_BYTES), next: Math.max(last, from) };
+  }
+
+  /** Ring slot `slot` as row `n` of `view` (digest words, at, lsn; little-endian). */
+  private writeRow(view: DataView, n: number, slot: number): void {
+    const at = n * DEDUP_ROW_BYTES;
+    const k = slot * WORDS;
+    view.setUint32(at, this.keys[k]!, true);
+    view.setUint32(at + 4, this.keys[k + 1]!, true);
+    view.setUint32(at + 8, this.keys[k + 2]!, true);
+    view.setUint32(at + 12, this.keys[k + 3]!, true);
+    view.setFloat64(at + DEDUP_DIGEST_BYTES, this.at[slot]!, true);
+    view.setFloat64(at + DEDUP_DIGEST_BYTES + 8, this.lsns[slot]!, true);
   }
 
   /**

@@ -15,10 +15,12 @@ import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
 import { EngineDialer } from '../peer-link/engine-dialer.js';
 import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
-import { DR_ADDRESS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DR_DEDUP_ROWS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
+import { badDedupRows } from '../broker/dedup-window.js';
 import { MAX_EPOCH } from './roles.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
+type DedupKeys = Extract<Change, { kind: 'dedup-keys' }>;
 
 export interface BridgeHost {
   broker: Broker;
@@ -38,6 +40,12 @@ export interface BridgeHost {
 /** Batches the source may send before we have made the earlier ones safe. */
 const CREDIT = 32;
 const IDLE_TIMEOUT_MS = 4000;
+/**
+ * How far ahead of the source's clock (its `now`) a key's time in a copied window may be:
+ * a window the source loaded from an HA snapshot holds its old primary's times, whose clock
+ * may run a little ahead. Further, the key would hold back eviction by age here.
+ */
+const KEY_TIME_AHEAD_MS = 60 * 60 * 1000;
 /**
  * A source site may be far away (a WAN, a lost SYN resent after a second): its TCP
  * handshake gets as long as its answer, not the 500 ms an HA backup gives a broker
@@ -78,6 +86,8 @@ export class DrBridge {
   private readonly needCopy = new Set<string>();
   /** During a copy: per mirror, the messages it held that the copy has not shown yet. */
   private snapshotStale: Map<string, Set<number>> | undefined;
+  /** During a copy: the queues whose windows took the source's keys (their messages are taken as the source holds them). */
+  private snapshotKeyed: Set<string> | undefined;
   /** The queue set the current link was opened for (the manager restarts us when it changes). */
   carries = '';
   state: LinkState = 'idle';
@@ -117,7 +127,7 @@ export class DrBridge {
       },
       hello: () => {
         const request = this.request();
-        const hello: ReceiverOptions = { address: DR_ADDRESS, creditWindow: 0, properties: { [DrProps.queues]: JSON.stringify(request), [DrProps.gaps]: true } };
+        const hello: ReceiverOptions = { address: DR_ADDRESS, creditWindow: 0, properties: { [DrProps.queues]: JSON.stringify(request), [DrProps.gaps]: true, [DrProps.dedupKeys]: true } };
         this.requests.set(hello, request);
         return hello;
       },
@@ -258,6 +268,7 @@ export class DrBridge {
       }),
     );
     this.snapshotStale = undefined;
+    this.snapshotKeyed = undefined;
     this.host.log.info({ source: link.address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
     link.addCredit(CREDIT);
   }
@@ -377,6 +388,7 @@ export class DrBridge {
       case 'snapshot-begin': {
         this.state = 'snapshot';
         this.snapshotStale = new Map();
+        this.snapshotKeyed = new Set();
         for (const q of m.queues ?? []) {
           const s = this.stream.get(q);
           if (s) s.awaitingCopy = true;
@@ -388,6 +400,12 @@ export class DrBridge {
         return 0;
       }
       case 'snapshot': {
+        // A queue's window comes before its messages: its keys are ours before they are.
+        // All of the batch's rows are checked before any is taken.
+        const keys = (m.entries ?? []).flatMap((e) => (e.change.kind === 'dedup-keys' && this.live(e.change.queue) ? [e.change] : []));
+        for (const c of keys) this.checkKeys(c, m.now);
+        let keysLsn = 0;
+        for (const c of keys) keysLsn = this.takeKeys(c) || keysLsn;
         const ops: TxOp[] = [];
         for (const e of m.entries ?? []) {
           if (e.change.kind !== 'enqueue' || !this.live(e.change.queue)) continue;
@@ -398,11 +416,14 @@ export class DrBridge {
           // before the divergence point and consumed after it, which the other site still
           // holds. Their keys are in our window (from their first copy): taken whatever it
           // holds, as given-back messages are, or the copy lacks what the other site serves.
+          // A copy that brought the source's window: each message is one the source holds, its
+          // key (if any) is in the window now, and the message is taken all the same.
           const reattached = broker.drQueues.get(e.change.queue)?.fill === true;
-          ops.push(reattached ? { ...e.change, restored: true } : e.change);
+          const keyed = this.snapshotKeyed?.has(e.change.queue) === true;
+          ops.push(reattached || keyed ? { ...e.change, restored: true } : e.change);
         }
         this.appliedCopies += ops.length;
-        return this.record([], 0, 0, ops);
+        return this.record([], 0, 0, ops) || keysLsn;
       }
       case 'fill-end': {
         // The reattached copy has what it lacked: from now on only the log.
@@ -431,6 +452,7 @@ export class DrBridge {
         const lsn = this.record(queues, m.lsn, m.time, ops, true);
         for (const q of queues) Object.assign(this.stream.get(q)!, { pos: m.lsn, time: m.time, awaitingCopy: false });
         this.snapshotStale = undefined;
+        this.snapshotKeyed = undefined;
         for (const q of queues) this.needCopy.delete(q);
         this.state = 'connected';
         this.host.log.info({ queues, lsn: m.lsn }, 'DR: snapshot applied; following the log');
@@ -444,6 +466,27 @@ export class DrBridge {
       case 'changes':
         return this.applyChanges(m);
     }
+  }
+
+  /**
+   * Rows of the source's duplicate-detection window, sent with a copy of the queue's
+   * contents, taken into this queue's window as a change of our own log
+   * (Broker.adoptDedupRows): so a client that resends after an activation what the
+   * source took and consumed before the copy was read is refused as a duplicate. Returns
+   * the change's LSN (0: nothing taken). The caller checked them (checkKeys).
+   */
+  private takeKeys(c: DedupKeys): number {
+    const logged = this.host.broker.adoptDedupRows(c.queue, c.rows);
+    if (!logged) return 0;
+    this.snapshotKeyed!.add(c.queue);
+    return logged.lsn;
+  }
+
+  /** Rows no tandem source sends (or sent outside a copy of the queue's contents) stop the stream. */
+  private checkKeys(c: DedupKeys, sourceNow: number): void {
+    if (!this.stream.get(c.queue)?.awaitingCopy || !this.snapshotKeyed) throw new Error(`DR stream: the keys of queue ${JSON.stringify(c.queue)} came outside a copy of its contents`);
+    const bad = badDedupRows(c.rows, DR_DEDUP_ROWS, sourceNow + KEY_TIME_AHEAD_MS);
+    if (bad) throw new Error(`DR stream: the keys of queue ${JSON.stringify(c.queue)} are malformed: ${bad}`);
   }
 
   /**

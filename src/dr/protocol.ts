@@ -11,6 +11,8 @@
 import type { DrMode, LoggedChange } from '../broker/changes.js';
 import { decodeRecordBatch } from '../replication/protocol.js';
 import { encodeChange } from '../store/record-codec.js';
+import { DEDUP_ROW_BYTES } from '../broker/dedup-window.js';
+import { BATCH_BYTES } from '../peer-link/outbound.js';
 import { DATA_SECTION_HEADER, applicationPropertiesSection, bodyBytes, writeDataSectionHeader } from '../peer-link/sections.js';
 import { peerWholeNumber } from '../peer-link/peer-values.js';
 import { safeString } from '../util/safe-string.js';
@@ -28,6 +30,12 @@ export const DrProps = {
   bridge: 'tandem.dr.bridge',
   /** Link property (bridge -> source): true when the bridge applies `restart` (older bridges get a snapshot instead). */
   gaps: 'tandem.dr.gaps',
+  /**
+   * Link property (bridge -> source): true when the bridge takes `dedup-keys` records in a
+   * copy of a queue's contents (the source's duplicate-detection window); older bridges
+   * are sent none, and older sources send none.
+   */
+  dedupKeys: 'tandem.dr.dedup-keys',
 } as const;
 
 export interface DrRequestQueue {
@@ -49,6 +57,13 @@ export interface DrRequestQueue {
   copy?: boolean;
 }
 
+/**
+ * Rows per dedup-keys record of a copy (8192): a stream batch's size, 256 KiB, so a window
+ * of a million keys goes in 128 batches, none larger than a batch of messages. A bridge
+ * refuses a record of more.
+ */
+export const DR_DEDUP_ROWS = BATCH_BYTES / DEDUP_ROW_BYTES;
+
 /** Ranges a fill request may carry (a copy with more gaps than this starts over with a snapshot). */
 export const MAX_FILL_RANGES = 100_000;
 /** Queues one bridge's request may name (a secondary copies thousands at most). */
@@ -57,7 +72,9 @@ export const MAX_REQUEST_QUEUES = 10_000;
 /**
  * declares: queue-declare records of the requested queues that exist (lsn 0).
  * changes: log records in source LSN order, filtered to the queues and modes asked for.
- * snapshot-begin / snapshot / snapshot-end: a copy of `queues` as of source LSN `lsn`.
+ * snapshot-begin / snapshot / snapshot-end: a copy of `queues` as of source LSN `lsn`: per queue,
+ *   its duplicate-detection window first (`dedup-keys` records, to a bridge that says
+ *   DrProps.dedupKeys), then its messages (enqueue records).
  * heartbeat: nothing new up to `lsn`.
  * fill-end: the messages a reattached copy lacked (sent as `snapshot`) are all sent, for `queues`.
  * restart: the source restarted and its log goes on after `lsn` (its reservation): nothing of

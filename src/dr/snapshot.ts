@@ -23,10 +23,18 @@
 //   and only its journal positions for durable messages;
 // - a queue deleted or re-created after P is not read further: the log says so
 //   (an enqueue-only copy still gets what it kept before the delete).
+//
+// A queue's duplicate-detection window goes first (when the bridge takes it): its
+// rows as of P (keys taken after P come with the log's enqueues), read from the live
+// window a record at a time like the messages, so a stream never holds a whole
+// window of a million keys. A key evicted before the reading reaches it is left out:
+// the keys after P that evicted it reach the copy's window too.
 import type { Broker, RemovalWatcher } from '../broker/broker.js';
 import type { Change, LoggedChange, MessageRecord } from '../broker/changes.js';
 import { bodySize, copyMessage } from '../broker/paged-message.js';
 import type { Queue, QueueEntry } from '../broker/queue.js';
+import { DEDUP_ROW_BYTES, type DedupWindow } from '../broker/dedup-window.js';
+import { DR_DEDUP_ROWS } from './protocol.js';
 import { IdTable } from '../util/id-table.js';
 
 /** Where a journal holds a message record (src/store/live-index.ts Location). */
@@ -65,6 +73,8 @@ interface Reading {
    * location of its record, or one holding the message itself.
    */
   kept: IdTable<MessageRecord>;
+  /** The window's rows still to send, numbered as DedupWindow.rowsFrom takes them (undefined: none, or all sent). */
+  keys: { window: DedupWindow; next: number; end: number } | undefined;
 }
 
 export class DrSnapshotReader implements RemovalWatcher {
@@ -80,13 +90,16 @@ export class DrSnapshotReader implements RemovalWatcher {
   copied = 0;
   /** Messages kept because they left their queue before the reading reached them. */
   keptOnLeaving = 0;
+  /** Keys of the queues' windows copied so far. */
+  keysCopied = 0;
 
   constructor(
     private readonly broker: Broker,
     readonly queues: string[],
     /** The source LSN the copy stands for. */
     readonly lsn: number,
-    options: { keepDequeued?: ReadonlySet<string>; journal?: KeepingJournal } = {},
+    /** `dedupKeys`: the bridge takes the queues' windows (DrProps.dedupKeys). */
+    options: { keepDequeued?: ReadonlySet<string>; journal?: KeepingJournal; dedupKeys?: boolean } = {},
   ) {
     this.journal = options.journal;
     this.firstNewId = broker.peekNextMessageId();
@@ -94,7 +107,9 @@ export class DrSnapshotReader implements RemovalWatcher {
       const queue = broker.queues.get(name);
       if (!queue) continue;
       const keeps = options.keepDequeued?.has(name) ?? false;
-      this.readings.push({ queue, entries: queue.liveEntries(), keeps, last: 0, liveDone: false, peeked: undefined, carried: undefined, kept: new IdTable<MessageRecord>(['u32', 'u32', 'u32']) });
+      const window = options.dedupKeys ? queue.dedup : undefined;
+      const keys = window && window.size > 0 ? { window, next: 0, end: window.endSeq } : undefined;
+      this.readings.push({ queue, entries: queue.liveEntries(), keeps, last: 0, liveDone: false, peeked: undefined, carried: undefined, kept: new IdTable<MessageRecord>(['u32', 'u32', 'u32']), keys });
     }
     if (this.readings.some((r) => r.keeps)) broker.removalWatchers.add(this);
   }
@@ -160,6 +175,15 @@ export class DrSnapshotReader implements RemovalWatcher {
       const r = this.readings[0]!;
       // Replaced or deleted after P: the log carries what became of it.
       if (!r.liveDone && this.broker.queues.get(r.queue.name) !== r.queue) r.liveDone = true;
+      if (r.keys) {
+        const rows = this.nextKeys(r);
+        if (rows && rows.length > 0) {
+          out.push({ lsn: 0, durable: true, change: { kind: 'dedup-keys', queue: r.queue.name, rows } });
+          bytes += 64 + rows.length;
+          this.keysCopied += rows.length / DEDUP_ROW_BYTES;
+        }
+        continue;
+      }
       if (!r.peeked && !r.carried && !r.liveDone) {
         const step = r.entries.next();
         if (step.done) r.liveDone = true;
@@ -206,6 +230,22 @@ export class DrSnapshotReader implements RemovalWatcher {
     if (fromJournal.length > 0) this.readFromJournal(out, fromJournal);
     if (this.readings.length === 0) this.close();
     return out;
+  }
+
+  /**
+   * The next rows of the reading's window (undefined once they are all read). A window
+   * replaced since P (a queue-dedup change) or a queue gone is not read further: the
+   * copy's window keeps what came, as it would have kept them had they come first.
+   */
+  private nextKeys(r: Reading): Buffer | undefined {
+    const k = r.keys!;
+    if (r.liveDone || r.queue.dedup !== k.window || k.next >= k.end) {
+      r.keys = undefined;
+      return undefined;
+    }
+    const piece = k.window.rowsFrom(k.next, k.end, DR_DEDUP_ROWS);
+    k.next = piece.next;
+    return piece.rows;
   }
 
   /** Stop watching and let go of every kept journal record (the copy is over, or its stream is gone). */

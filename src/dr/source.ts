@@ -192,7 +192,7 @@ export class DrSource implements ChangeSink {
     this.opts.broker.noteDrFollowed();
     const epochs = Object.fromEntries(request.map((r) => [r.queue, epochOf(this.opts.broker.drQueues.get(r.queue))]));
     sender.accept(DR_ADDRESS, { [DrProps.source]: true, [DrProps.epochs]: JSON.stringify(epochs), 'tandem.lsn': this.headLsn });
-    const stream = new DrStream(this, sender, request, remote, props[DrProps.gaps] === true);
+    const stream = new DrStream(this, sender, request, remote, { crossesGaps: props[DrProps.gaps] === true, dedupKeys: props[DrProps.dedupKeys] === true });
     this.streams.add(stream);
     this.askSafe();
     setImmediate(() => stream.pump());
@@ -335,8 +335,11 @@ export class DrStream {
     link: PeerSender,
     request: DrRequestQueue[],
     readonly remote: string,
-    /** The bridge applies `restart` messages (older ones get a snapshot after a restart here). */
-    crossesGaps = false,
+    /**
+     * What the bridge takes beyond the first version's stream: `restart` messages (older
+     * ones get a snapshot after a restart here), and queues' windows with their copies.
+     */
+    { crossesGaps = false, dedupKeys = false }: { crossesGaps?: boolean; dedupKeys?: boolean } = {},
   ) {
     this.link = link;
     this.out = new Outbound(link, undefined);
@@ -390,7 +393,7 @@ export class DrStream {
       const copied = [...snapQueues];
       // An enqueue-only secondary sees every enqueue: its copy keeps what consumers take before the reading gets there.
       const keepDequeued = new Set(copied.filter((q) => this.queues.get(q)?.mode === 'enqueue-only'));
-      const reader = new DrSnapshotReader(broker, copied, head, { keepDequeued, journal: source.opts.journal?.() });
+      const reader = new DrSnapshotReader(broker, copied, head, { keepDequeued, journal: source.opts.journal?.(), dedupKeys });
       this.snapshot = { reader, reason: reasons.join('; '), begun: false, ready: [], waitingSince: undefined, waitLogged: false };
       source.opts.log.info({ bridge: remote, queues: copied, lsn: head, messages: reader.bound, reason: this.snapshot.reason }, 'DR: sending a snapshot of queues before the log');
     }
@@ -621,7 +624,7 @@ export class DrStream {
     this.send({ kind: 'snapshot-end', lsn: snap.reader.lsn, queues: snap.reader.queues });
     this.progressed(snap);
     src.opts.log.info(
-      { bridge: this.remote, queues: snap.reader.queues, lsn: snap.reader.lsn, messages: snap.reader.copied, consumedMeanwhile: snap.reader.keptOnLeaving },
+      { bridge: this.remote, queues: snap.reader.queues, lsn: snap.reader.lsn, messages: snap.reader.copied, consumedMeanwhile: snap.reader.keptOnLeaving, dedupKeys: snap.reader.keysCopied },
       'DR: snapshot sent; following the log',
     );
     return true;

@@ -5,7 +5,8 @@
 // asked. Put where a real tandemd expects its DR peer (a DR source, the other site of
 // a switchover, a reattach or a fenced source's question), it shows what tandemd takes
 // from such answers. Its DR address ($dr.replication) is refused, unless the test gives
-// the link properties a DR source would attach with (then it attaches and sends nothing).
+// the link properties a DR source would attach with (then it attaches and sends the
+// stream messages the test gives, if any, as the bridge's credit allows).
 import { createServer, type Server, type Socket } from 'node:net';
 import { Connection } from '../../src/amqp/engine/connection.js';
 import type { Delivery } from '../../src/amqp/engine/delivery.js';
@@ -34,8 +35,12 @@ export class HostileSite {
   readonly requests: HostileRequest[] = [];
   /** When set, $dr.replication is attached with these link properties (a DR source's), and nothing is sent on it. */
   drSourceProperties: Record<string, Plain> | undefined;
+  /** Stream messages (encodeDrMessage) sent, presettled, on each DR link it attaches. */
+  drStream: Buffer[] = [];
   /** How many DR links it attached. */
   drLinks = 0;
+  /** Per DR link, what of drStream it has still to send. */
+  private readonly drPending = new Map<Link, Buffer[]>();
   private readonly replyLinks = new Map<string, Link>();
   private readonly sockets = new Set<Socket>();
   private server: Server | undefined;
@@ -82,7 +87,9 @@ export class HostileSite {
         onLinkAttach: (link) => this.onAttach(link),
         onLinkDetach: (link) => {
           for (const [address, l] of this.replyLinks) if (l === link) this.replyLinks.delete(address);
+          this.drPending.delete(link);
         },
+        onFlow: (link) => this.sendStream(link),
         onTransfer: (link, delivery) => this.onRequest(link, delivery),
       },
     });
@@ -97,7 +104,9 @@ export class HostileSite {
         this.drLinks++;
         // Attach properties are keyed by symbols (fields, 3.2): the DR source's own are.
         const properties: AmqpValue = { type: 'map', value: Object.entries(this.drSourceProperties).map(([k, v]): [AmqpValue, AmqpValue] => [{ type: 'symbol', value: k }, toAmqp(v)]) };
-        return link.accept({ source: link.source ?? null, properties });
+        link.accept({ source: link.source ?? null, properties });
+        this.drPending.set(link, [...this.drStream]);
+        return;
       }
       // The management client's dynamic reply queue.
       const reply = `reply-${++this.nextReply}`;
@@ -107,6 +116,11 @@ export class HostileSite {
     }
     link.accept();
     link.flow(100);
+  }
+
+  private sendStream(link: Link): void {
+    const pending = this.drPending.get(link);
+    while (pending && pending.length > 0 && link.sendable) link.send(pending.shift()!, { settled: true });
   }
 
   private onRequest(link: Link, delivery: Delivery): void {
