@@ -563,6 +563,11 @@ export class DrBridge {
           if (ops.length > 0) flush(prev, m.time);
           if (this.live(c.name)) this.ensureQueue(c.name, c.settings);
           break;
+        case 'queue-dedup':
+          // After what came before it, as at the source: the enqueues before it were keyed by the old window.
+          if (ops.length > 0) flush(prev, m.time);
+          if (this.live(c.name)) this.matchDedup(c.name, c);
+          break;
         case 'queue-delete': {
           // Deleted at the source: a mirror empties (a later declare refills it); enqueue-only keeps what it has.
           const s = this.stream.get(c.name);
@@ -652,18 +657,44 @@ export class DrBridge {
 
   private ensureQueue(name: string, settings: QueueSettings): void {
     const broker = this.host.broker;
-    if (broker.queues.has(name)) return;
+    if (broker.queues.has(name)) {
+      // The source's window may have changed while no change could tell us (a copy of the
+      // contents after a gap): its declare, sent with every link, says what it is now.
+      this.matchDedup(name, settings);
+      return;
+    }
     if (!this.host.autoCreate) {
       this.queueErrors.set(name, `queue '${name}' does not exist on this broker and auto-create is off`);
       return;
     }
     // Journaled and HA-replicated whatever the source says: the DR position and contents must agree after a restart or failover.
     const alternate = settings.alternateExchange && broker.exchanges.has(settings.alternateExchange) ? settings.alternateExchange : '';
-    // A source queue without a duplicate-detection window gets this broker's default one (tandemd.conf dedup-window).
-    const d = settings.dedupWindow > 0 ? settings : broker.queueDefaults;
-    const dedup = { dedupWindow: d.dedupWindow, dedupTtlMs: d.dedupTtlMs, dedupKey: d.dedupKey };
-    broker.declareQueue(name, { ...settings, ...dedup, durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
+    broker.declareQueue(name, { ...settings, ...this.dedupOf(settings), durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
     this.host.log.info({ queue: name, source: this.source }, "DR: created the queue with the source's settings");
+  }
+
+  /** The window a copy keeps for the source's: the same, or this broker's default (tandemd.conf dedup-window) for a source queue without one. */
+  private dedupOf(s: Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'>): Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'> {
+    const d = s.dedupWindow > 0 ? s : this.host.broker.queueDefaults;
+    return { dedupWindow: d.dedupWindow, dedupTtlMs: d.dedupTtlMs, dedupKey: d.dedupKey };
+  }
+
+  /**
+   * Give the copy the source's window (dedupOf) when it differs: one set at the source
+   * after the copy was made (`tandem queue set --dedup-window`), so that after an
+   * activation a client's resends are refused here as they were there. As at the source,
+   * a resized window keeps its keys.
+   */
+  private matchDedup(name: string, s: Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'>): void {
+    const broker = this.host.broker;
+    const q = broker.queues.get(name);
+    // Only a passive copy follows the source: an activated queue is this site's own.
+    if (!q || !this.live(name)) return;
+    const want = this.dedupOf(s);
+    const have = q.settings;
+    if (have.dedupWindow === want.dedupWindow && have.dedupTtlMs === want.dedupTtlMs && have.dedupKey === want.dedupKey) return;
+    broker.setQueueDedup(name, want);
+    this.host.log.info({ queue: name, source: this.source, ...want }, "DR: the queue's duplicate-detection window set as the source's");
   }
 }
 

@@ -128,7 +128,7 @@ export class DrSource implements ChangeSink {
     if (k === 'dr-followed' || k === 'dr-role' || k === 'dr-queue') this.arm();
     // Nothing to keep yet: arm() starts the window at the head then.
     if (!this.armed) return;
-    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete' || k === 'bind' || k === 'unbind' || k === 'exchange-delete' || k === 'dedup-forget') {
+    if (k === 'enqueue' || k === 'dequeue' || k === 'transaction' || k === 'queue-declare' || k === 'queue-delete' || k === 'bind' || k === 'unbind' || k === 'exchange-delete' || k === 'dedup-forget' || k === 'queue-dedup') {
       this.window.push(entry, this.headTime);
       if (k === 'enqueue' || k === 'transaction') for (const s of this.streams) s.noteChange(entry.change);
     }
@@ -714,6 +714,8 @@ export class DrStream {
     switch (c.kind) {
       case 'queue-declare':
       case 'queue-delete':
+      // A window set on the queue after the copy was made goes with it too (bridge.ts).
+      case 'queue-dedup':
         return this.queues.has(c.name) ? entry : undefined;
       case 'enqueue':
         return this.wants(c.queue, entry.lsn, false) ? entry : undefined;
