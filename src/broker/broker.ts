@@ -21,7 +21,7 @@ import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
-import { copyMessage } from './paged-message.js';
+import { bodySize, copyMessage } from './paged-message.js';
 import { defaultExchangeSettings, defaultQueueSettings, refuseUnreplicatedAlternate } from './settings.js';
 
 /** A message as received, before the broker gives it an id and an expiry. */
@@ -313,22 +313,29 @@ export class Broker implements QueueHost {
       throw new TandemError('TANDEM_ERR_PRECONDITION', `queue '${name}' has ${queue.consumerCount} consumers; delete without --if-unused`);
     }
     const count = queue.depth;
-    // Messages left on a deleted queue go to its alternate exchange (as qpidd does).
-    const alternate = queue.settings.alternateExchange;
-    const remaining = alternate ? [...queue.liveEntries()] : [];
+    // Messages left on a deleted queue go to its alternate exchange (as qpidd does), each
+    // sent on and dequeued in one record before the queue-delete, as moveToAlternate
+    // does: logged after it, a crash or failover part-way through lost every message
+    // not yet sent on (the queue gone, its dead letter never made). Each goes on by
+    // itself, and one that cannot (reroute counts and reports it) never leaves the
+    // delete half done.
+    if (queue.settings.alternateExchange) {
+      for (const entry of [...queue.liveEntries()]) {
+        this.sendOnAndLeave(queue, entry, () => {
+          try {
+            this.reroute(queue, entry, 'deleted', true);
+          } catch (err) {
+            this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
+          }
+          // The model's copy goes with the queue (discard, below): only the log is told here.
+          this.log.record({ kind: 'dequeue', queue: name, id: entry.msg.id }, messageDurable(entry.msg, queue));
+        });
+      }
+    }
     for (const ex of this.exchanges.values()) ex.unbindQueue(name);
     this.queues.delete(name);
     queue.discard();
     this.log.record({ kind: 'queue-delete', name }, queue.settings.durable);
-    // The queue is gone already: each message goes on by itself, and one that cannot
-    // (reroute counts and reports it) never leaves the delete half done.
-    for (const entry of remaining) {
-      try {
-        this.reroute(queue, entry, 'deleted');
-      } catch (err) {
-        this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
-      }
-    }
     this.events.queueDeleted?.(queue);
     return count;
   }
@@ -348,16 +355,45 @@ export class Broker implements QueueHost {
     let n = 0;
     for (const entry of queue.availableEntries()) {
       if (n >= max) break;
-      try {
-        // Not back into the queue being deleted (deleteQueue finds it gone already).
-        this.reroute(queue, entry, 'deleted', true);
-      } catch (err) {
-        this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
-      }
-      queue.remove(entry, 'deleted');
+      this.sendOnAndLeave(queue, entry, () => {
+        try {
+          // Not back into the queue being deleted (deleteQueue finds it gone already).
+          this.reroute(queue, entry, 'deleted', true);
+        } catch (err) {
+          this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
+        }
+        queue.remove(entry, 'deleted');
+      });
       n++;
     }
     return n;
+  }
+
+  /**
+   * Run `move`, which sends `entry` on to `from`'s alternate exchange and dequeues it, as
+   * one record (ChangeLog.asOneChange): logged as two, a crash or failover between them
+   * left the message in both places (a replication batch, 256 KiB, ends after a large
+   * enqueue more often than not), and a new primary dead-lettered an expired one again.
+   * Separate records, in that order, when one could be too large for the journal (a
+   * large message fanned out to many queues) or when a transaction is collecting the
+   * dequeues (Broker.commit logs them after its own record).
+   */
+  private sendOnAndLeave(from: Queue, entry: QueueEntry, move: () => void): void {
+    const bound = bodySize(entry.msg) * (this.deadLetterFanOut(from) + 1);
+    if (this.txCollector || bound > MAX_TRANSACTION_RECORD_BYTES / 2) return move();
+    this.log.asOneChange(move);
+  }
+
+  /** At most how many queues a dead letter of `from` goes to: the most bindings of an exchange routeVia may route it by. */
+  private deadLetterFanOut(from: Queue): number {
+    let most = 0;
+    let exchange = this.exchanges.get(from.settings.alternateExchange);
+    // routeVia follows at most 8 alternate exchanges past the first.
+    for (let depth = 0; exchange && depth <= 8; depth++) {
+      most = Math.max(most, exchange.bindingCount);
+      exchange = exchange.settings.alternateExchange ? this.exchanges.get(exchange.settings.alternateExchange) : undefined;
+    }
+    return most;
   }
 
   declareExchange(name: string, type: ExchangeType, settings: ExchangeSettings): { exchange: Exchange; created: boolean } {
@@ -746,18 +782,23 @@ export class Broker implements QueueHost {
 
   removed(queue: Queue, entry: QueueEntry, reason: RemovalReason): void {
     for (const w of this.removalWatchers) w.leaving(queue, entry);
-    // The dead letter is logged before the dequeue, as moveToAlternate does: a crash
-    // between the two records (a torn journal tail) then leaves the message twice, not
-    // gone from both queues. In a transaction the dequeue waits for the commit anyway.
-    if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
-      // An expired message routed back into its own queue would reach its consumers after
-      // all, and expire (and be dead-lettered) again with each default-ttl, for ever.
-      this.reroute(queue, entry, reason, reason === 'expired');
-    }
+    // The dead letter and the dequeue are one record, as in moveToAlternate: a crash or
+    // failover leaves the message in one of the two queues, never both, never neither.
+    // In a transaction the dequeue waits for the commit anyway.
     const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
     const durable = messageDurable(entry.msg, queue);
-    if (this.txCollector) this.txCollector.push({ op, durable });
-    else this.log.record(op, durable);
+    const dequeue = () => {
+      if (this.txCollector) this.txCollector.push({ op, durable });
+      else this.log.record(op, durable);
+    };
+    if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
+      this.sendOnAndLeave(queue, entry, () => {
+        // An expired message routed back into its own queue would reach its consumers after
+        // all, and expire (and be dead-lettered) again with each default-ttl, for ever.
+        this.reroute(queue, entry, reason, reason === 'expired');
+        dequeue();
+      });
+    } else dequeue();
   }
 
   unused(queue: Queue): void {

@@ -40,3 +40,11 @@ export async function manage(port: number, operation: string, type: string | und
 export async function queueDepth(port: number, queue: string): Promise<number> {
   return ((await manage(port, 'READ', 'queue', queue)) as { depth: number }).depth;
 }
+
+/** Queue `name` (durable) whose alternate exchange is `name`.x, a fanout to the durable queue `name`.dlq. */
+export async function declareWithDeadLetters(port: number, name: string): Promise<void> {
+  await manage(port, 'CREATE', 'exchange', `${name}.x`, { 'exchange-type': 'fanout', durable: true });
+  await manage(port, 'CREATE', 'queue', `${name}.dlq`, { durable: true });
+  await manage(port, 'CREATE', 'binding', undefined, { exchange: `${name}.x`, queue: `${name}.dlq` });
+  await manage(port, 'CREATE', 'queue', name, { durable: true, 'alternate-exchange': `${name}.x` });
+}

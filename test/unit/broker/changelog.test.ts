@@ -25,6 +25,45 @@ describe('ChangeLog', () => {
     expect(log.lsn).toBe(3);
   });
 
+  it('asOneChange: the enqueues and dequeues made inside go out as one transaction record under the LSN each was told; one alone as itself; another kind in between goes after what came before it', () => {
+    const log = new ChangeLog();
+    const out: LoggedChange[] = [];
+    log.attach({ append: (e) => out.push(e) });
+    const message = { id: 7, bytes: Buffer.from('m'), headerLength: 0, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined };
+    const told: number[] = [];
+    log.asOneChange(() => {
+      told.push(log.record({ kind: 'enqueue', queue: 'dlq', message }, true).lsn);
+      // Nested: part of the outer one.
+      log.asOneChange(() => told.push(log.record({ kind: 'dequeue', queue: 'q', id: 7 }, false).lsn));
+    });
+    expect(told).toEqual([1, 1]);
+    expect(out).toEqual([{ lsn: 1, durable: true, change: { kind: 'transaction', changes: [{ kind: 'enqueue', queue: 'dlq', message }, { kind: 'dequeue', queue: 'q', id: 7 }] } }]);
+    log.asOneChange(() => void log.record({ kind: 'dequeue', queue: 'q', id: 8 }, false));
+    expect(out[1]).toEqual({ lsn: 2, durable: false, change: { kind: 'dequeue', queue: 'q', id: 8 } });
+    log.asOneChange(() => {
+      log.record({ kind: 'dequeue', queue: 'q', id: 9 }, false);
+      log.record({ kind: 'epoch', epoch: 3 }, true);
+      log.record({ kind: 'dequeue', queue: 'q', id: 10 }, false);
+    });
+    expect(out.slice(2).map((e) => [e.lsn, e.change.kind])).toEqual([
+      [3, 'dequeue'],
+      [4, 'epoch'],
+      [5, 'dequeue'],
+    ]);
+    // A throwing fn: what it recorded before is still logged, and the next record is not held.
+    expect(() =>
+      log.asOneChange(() => {
+        log.record({ kind: 'dequeue', queue: 'q', id: 11 }, false);
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
+    log.record({ kind: 'epoch', epoch: 4 }, true);
+    expect(out.slice(5).map((e) => [e.lsn, e.change.kind])).toEqual([
+      [6, 'dequeue'],
+      [7, 'epoch'],
+    ]);
+  });
+
   it('adopt keeps the given LSN and refuses going backwards', () => {
     const log = new ChangeLog();
     log.adopt({ lsn: 10, change: { kind: 'epoch', epoch: 1 }, durable: true });

@@ -102,6 +102,18 @@ export function newBroker(options: { clock?: FakeClock; events?: BrokerEvents; g
 
 export const kinds = (entries: LoggedChange[]): ChangeKind[] => entries.map((e) => e.change.kind);
 
+/**
+ * Each record's enqueues and dequeues as 'kind queue' (a transaction's joined by ' + ',
+ * a message's body after an enqueue when `withBody`); other records left out.
+ */
+export function messageRecords(entries: LoggedChange[], withBody = false): string[] {
+  const op = (c: LoggedChange['change']): string =>
+    c.kind === 'enqueue' ? `enqueue ${c.queue}${withBody ? ` ${c.message.bytes.toString()}` : ''}` : c.kind === 'dequeue' ? `dequeue ${c.queue}` : c.kind;
+  return entries.flatMap((e) =>
+    e.change.kind === 'transaction' ? [e.change.changes.map(op).join(' + ')] : e.change.kind === 'enqueue' || e.change.kind === 'dequeue' ? [op(e.change)] : [],
+  );
+}
+
 /** Bodies of a queue's messages, in id order. */
 export function bodies(queue: Queue): string[] {
   return queue.entries().map((e) => e.msg.bytes.toString());
