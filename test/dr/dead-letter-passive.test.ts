@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, depthOf, drFlush, drRowOf, range, send } from './helpers.js';
+import { contents, declareOrdersWithDeadLetters, depthOf, drFlush, drRowOf, range, send } from './helpers.js';
 
 describe('DR - dead letters and passive copies', () => {
   afterAll(async () => {
@@ -20,14 +20,7 @@ describe('DR - dead letters and passive copies', () => {
   it('DR dead letters - a message rejected on an activated queue whose alternate exchange feeds only a passive copy: not put in the copy, reported lost; the copy stays equal to its source', async () => {
     const a = await TestBroker.start();
     const b = await TestBroker.start({ args: ['--metrics-port', '0'] });
-    const run = async (...args: string[]) => {
-      const r = await tandem([...args, '-b', a.url]);
-      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
-    };
-    await run('exchange', 'add', 'fanout', 'orders.dlx', '--durable');
-    await run('queue', 'add', 'orders.dead', '--durable');
-    await run('bind', 'orders.dlx', 'orders.dead', '');
-    await run('queue', 'add', 'orders', '--durable', '--alternate-exchange', 'orders.dlx');
+    await declareOrdersWithDeadLetters(a.url);
     for (const q of ['orders', 'orders.dead']) {
       const add = await tandem(['dr', 'add', q, '--source', a.url, '-b', b.url]);
       expect(add.code, add.stderr).toBe(0);

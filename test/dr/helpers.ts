@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import { ManagementClient } from '../../src/admin/client.js';
 import { TestBroker, killAllBrokers, waitFor, type BrokerOptions } from '../helpers/broker.js';
 import { TestClient } from '../helpers/rhea-client.js';
+import { tandem } from '../helpers/tandem-cli.js';
 
 export interface DrRow {
   queue: string;
@@ -207,4 +208,17 @@ export async function sendUnsettled(port: number, address: string, bodies: strin
     sender.on('sender_close', (ctx: EventContext) => reject(new Error(`sender closed: ${ctx.sender?.error?.description}`)));
   });
   return () => conn.close();
+}
+
+/** On the broker at `url`: the durable `orders`, whose alternate exchange `orders.dlx` (fanout) feeds the durable `orders.dead`. */
+export async function declareOrdersWithDeadLetters(url: string): Promise<void> {
+  for (const args of [
+    ['exchange', 'add', 'fanout', 'orders.dlx', '--durable'],
+    ['queue', 'add', 'orders.dead', '--durable'],
+    ['bind', 'orders.dlx', 'orders.dead', ''],
+    ['queue', 'add', 'orders', '--durable', '--alternate-exchange', 'orders.dlx'],
+  ]) {
+    const r = await tandem([...args, '-b', url]);
+    expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+  }
 }

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient } from '../helpers/rhea-client.js';
 import { manage, tandem } from '../helpers/tandem-cli.js';
-import { contents, depthOf, drFlush, range, send } from './helpers.js';
+import { contents, declareOrdersWithDeadLetters, depthOf, drFlush, range, send } from './helpers.js';
 import { relay } from './relay.js';
 
 const N = 12_000;
@@ -32,14 +32,7 @@ async function bodiesOf(port: number, queue: string): Promise<unknown[]> {
 async function sites(via?: (a: TestBroker) => Promise<string>): Promise<{ a: TestBroker; b: TestBroker }> {
   const a = await TestBroker.start();
   const b = await TestBroker.start();
-  const run = async (...args: string[]) => {
-    const r = await tandem([...args, '-b', a.url]);
-    expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
-  };
-  await run('exchange', 'add', 'fanout', 'orders.dlx', '--durable');
-  await run('queue', 'add', 'orders.dead', '--durable');
-  await run('bind', 'orders.dlx', 'orders.dead', '');
-  await run('queue', 'add', 'orders', '--durable', '--alternate-exchange', 'orders.dlx');
+  await declareOrdersWithDeadLetters(a.url);
   const source = via ? await via(a) : a.url;
   for (const q of ['orders', 'orders.dead']) {
     const add = await tandem(['dr', 'add', q, '--source', source, '-b', b.url]);

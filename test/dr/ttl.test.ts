@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 import { TestClient, bodyOf } from '../helpers/rhea-client.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { contents, depthOf, drFlush, range } from './helpers.js';
+import { contents, declareOrdersWithDeadLetters, depthOf, drFlush, range } from './helpers.js';
 import { relay, type Relay } from './relay.js';
 
 const TTL_MS = 1500;
@@ -21,14 +21,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function sites(): Promise<{ a: TestBroker; b: TestBroker; link: Relay }> {
   const a = await TestBroker.start();
   const b = await TestBroker.start();
-  const run = async (...args: string[]) => {
-    const r = await tandem([...args, '-b', a.url]);
-    expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
-  };
-  await run('exchange', 'add', 'fanout', 'orders.dlx', '--durable');
-  await run('queue', 'add', 'orders.dead', '--durable');
-  await run('bind', 'orders.dlx', 'orders.dead', '');
-  await run('queue', 'add', 'orders', '--durable', '--alternate-exchange', 'orders.dlx');
+  await declareOrdersWithDeadLetters(a.url);
   const link = await relay(a.port);
   for (const q of ['orders', 'orders.dead']) {
     const add = await tandem(['dr', 'add', q, '--source', link.url, '-b', b.url]);
