@@ -71,6 +71,13 @@ export class Pager implements ChangeSink, BodyLoader {
   /** Bodies read ahead and not handed out yet, oldest first. */
   private readonly ahead = new Map<string, Buffer>();
   private aheadBytes = 0;
+  /**
+   * The body handed out last, by key: a row is often read twice in a row (its delivery
+   * time, group or a consumer's selector, then its delivery), and a body is handed out of
+   * `ahead` only once; without this the second read went to the journal alone, outside
+   * its read-ahead batch. One body, replaced at the next load.
+   */
+  private lastGiven: { key: string; body: Buffer } | undefined;
   private readonly aheadLimit: number;
   readonly stats: PagerStats = { pagedOut: 0, readBack: 0, reads: 0 };
 
@@ -143,6 +150,13 @@ export class Pager implements ChangeSink, BodyLoader {
 
   load(msg: PagedMessage): Buffer {
     const key = cacheKey(msg.queue, msg.id);
+    if (this.lastGiven?.key === key) return this.lastGiven.body;
+    const body = this.read(msg, key);
+    this.lastGiven = { key, body };
+    return body;
+  }
+
+  private read(msg: PagedMessage, key: string): Buffer {
     const cached = this.ahead.get(key);
     if (cached) {
       this.ahead.delete(key);
@@ -182,6 +196,7 @@ export class Pager implements ChangeSink, BodyLoader {
     this.pruneAt = MIN_PRUNE_AT;
     this.addedSinceCheck = 0;
     this.ahead.clear();
+    this.lastGiven = undefined;
     this.aheadBytes = 0;
   }
 
