@@ -59,6 +59,8 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     'paged-depth': q.pagedDepth,
     'paged-bytes': q.pagedByteDepth,
     unreadable: q.unreadableDepth,
+    // Held until their delivery time (JMS delivery delay): in the depth, not delivered or browsed yet.
+    scheduled: q.scheduledDepth,
     acquired: q.acquired,
     consumers: q.consumerCount,
     enqueued: q.enqueued,
@@ -83,6 +85,8 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     ...(s.messageGroups ? { 'qpid.message-groups': true, groups: q.groupCount ?? 0, 'groups-owned': q.ownedGroupCount ?? 0 } : {}),
     // A topic subscription's JMS selector: only messages it selects are routed here.
     ...(s.selector !== undefined ? { selector: s.selector } : {}),
+    // JMS noLocal: what that connection, or the connections of that container-id (clientID), publish is not routed here.
+    ...(s.noLocal !== undefined ? { 'no-local': `${s.noLocal.by} ${s.noLocal.id}` } : {}),
   };
 }
 

@@ -17,7 +17,8 @@ import type { Acl } from '../admin/acl.js';
 import type { Broker } from '../broker/broker.js';
 import { TandemError, notFound } from '../broker/errors.js';
 import { checkBindingKey } from '../broker/exchange.js';
-import type { MessageRecord } from '../broker/changes.js';
+import type { MessageRecord, NoLocal } from '../broker/changes.js';
+import { sameNoLocal, type Publisher } from '../broker/no-local.js';
 import type { Queue } from '../broker/queue.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../broker/settings.js';
@@ -28,6 +29,7 @@ import { Coordinator, type TransactionLimits } from './coordinator.js';
 import { IncomingLink } from './incoming-link.js';
 import { MANAGEMENT_ADDRESS, type ManagementNode } from './management.js';
 import { parseIncoming } from './message-codec.js';
+import { noLocalEntry, noLocalOf } from './no-local-filter.js';
 import { DEFAULT_OUTCOME, OutgoingLink } from './outgoing-link.js';
 import { sourceSelector } from './selector-filter.js';
 import { readTransactionalState } from './transaction-types.js';
@@ -222,6 +224,13 @@ export class ClientConnection {
     return this.engine.remoteOpen?.fields['container-id'] as string | undefined;
   }
 
+  /** This connection as the publisher of what it sends (noLocal): made at its first link, after its open told its container-id. */
+  get publisher(): Publisher {
+    this.asPublisher ??= { connection: this.id, container: this.containerId };
+    return this.asPublisher;
+  }
+  private asPublisher: Publisher | undefined;
+
   get linkCount(): number {
     return this.outgoing.size + this.incoming.size + this.managementLinks.size;
   }
@@ -256,6 +265,7 @@ export class ClientConnection {
       let own = false;
       let filter: [AmqpValue, AmqpValue] | undefined;
       let selector: ReturnType<typeof sourceSelector>;
+      let noLocal: [AmqpValue, AmqpValue] | undefined;
       const readOnly = this.host.readOnly?.();
       if (source.dynamic && readOnly) {
         // No queue may be made here: replies (management) go straight down this link.
@@ -272,9 +282,11 @@ export class ClientConnection {
         if (this.host.openSpecialSender?.(this, address, sender)) return;
         if (readOnly && !browse) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
         this.host.checkLink?.(this, address, 'out', browse);
-        refuseUnsupportedFilters(source);
         selector = sourceSelector(filterEntries(source));
-        ({ queue, own, filter } = this.queueForSubscription(address, source, named, selector?.selector.text));
+        const noLocalAsked = noLocalEntry(filterEntries(source));
+        ({ queue, own, filter } = this.queueForSubscription(address, source, named, selector?.selector.text, noLocalAsked !== undefined));
+        // Applied to a subscription to an exchange only: on a queue it is not, and the answer does not name it.
+        if (own) noLocal = noLocalAsked;
         // So is the private queue of a subscription to an exchange: browsed, it would keep
         // every message the topic carries for as long as the link lives.
         if (own) browse = false;
@@ -283,7 +295,7 @@ export class ClientConnection {
       const subscribed = named !== undefined && queue.name === named.queue;
       const shared = subscribed && named.shared;
       const capabilities = source.dynamic ? honoured(source, 'temporary-queue') : own ? honoured(source, 'topic', shared && 'shared', shared && 'global') : honoured(source, 'queue');
-      const applied = [filter, selector?.entry].filter((e) => e !== undefined);
+      const applied = [filter, selector?.entry, noLocal].filter((e) => e !== undefined);
       // A subscription's own queue selects as messages are routed to it (its settings): its consumer takes all it holds.
       this.attachConsumer(sender, queue, { address, dynamic: source.dynamic ?? false, browse, durable: subscribed && named.durable, filter: applied, capabilities }, own ? undefined : selector?.selects);
       if (subscribed) this.subscriptionLinks.add(sender);
@@ -382,7 +394,7 @@ export class ClientConnection {
     const targetComposite = receiver.target;
     try {
       if (targetComposite?.def.name === 'coordinator') {
-        this.coordinator ??= new Coordinator(this.broker, this.gate, this.log, this.policy.transactionLimits);
+        this.coordinator ??= new Coordinator(this.broker, this.gate, this.log, this.policy.transactionLimits, this.publisher);
         this.coordinator.attach(receiver, targetComposite.fields.capabilities);
         return;
       }
@@ -464,6 +476,7 @@ export class ClientConnection {
         onTransactionalRefused: (txnId, why) => this.coordinator?.refused(txnId, why),
         refusing: () => this.host.readOnly?.(),
         mayNameAnyone: () => this.admin,
+        publisher: this.publisher,
       },
       this.log,
     );
@@ -725,8 +738,12 @@ export class ClientConnection {
     this.log.info({ queue: address, conn: this.id }, 'queue auto-created on attach');
   }
 
-  /** The queue a consumer of `address` takes from; `own` when it is the consumer's own (a subscription to an exchange). */
-  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined, selector: string | undefined): { queue: Queue; own: boolean; filter?: [AmqpValue, AmqpValue] } {
+  /**
+   * The queue a consumer of `address` takes from; `own` when it is the consumer's own (a
+   * subscription to an exchange, which then has the selector and, if `noLocal`, leaves out
+   * its subscriber's messages: no-local-filter.ts). A queue's consumer is given the queue.
+   */
+  private queueForSubscription(address: string, source: Terminus, named: Subscription | undefined, selector: string | undefined, noLocal = false): { queue: Queue; own: boolean; filter?: [AmqpValue, AmqpValue] } {
     // "exchange/key" subscribes to an exchange with a binding key (qpid's address form).
     const base = this.broker.addressBase(address);
     this.host.acl.check(this, 'read', base);
@@ -744,21 +761,22 @@ export class ClientConnection {
     const key = resolved.key ?? binding?.key ?? (exchange.type === 'topic' ? '#' : '');
     // Before any queue is made, so a refused key leaves none behind.
     checkBindingKey(exchange.type, key);
-    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key, selector), own: true, filter: binding?.entry };
-    const queue = this.createTemporaryQueue('subscription', selector);
+    const filters = { selector, noLocal: noLocal ? noLocalOf(named, this.id, this.containerId) : undefined };
+    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key, filters), own: true, filter: binding?.entry };
+    const queue = this.createTemporaryQueue('subscription', filters);
     this.broker.bind(exchange.name, queue.name, key);
     return { queue, own: true, filter: binding?.entry };
   }
 
   /**
    * The queue of a durable or shared subscription, made on first use. Reattaching to the
-   * same name with another topic or another selector replaces the subscription, as JMS
+   * same name with another topic, selector or noLocal replaces the subscription, as JMS
    * says, unless it has consumers; a subscription that is not shared takes one consumer
    * at a time. A name taken by the other kind (shared or not) is refused (kindConflict).
-   * Its selector is one of its queue's settings: messages are selected as they are
-   * routed to it, and the selector is kept wherever the queue is (journal, HA, DR).
+   * Its selector and noLocal are its queue's settings: messages are selected as they are
+   * routed to it, and both are kept wherever the queue is (journal, HA, DR).
    */
-  private subscriptionQueueFor(sub: Subscription, exchange: string, key: string, selector: string | undefined): Queue {
+  private subscriptionQueueFor(sub: Subscription, exchange: string, key: string, filters: SubscriptionFilters): Queue {
     const readOnly = this.host.readOnly?.();
     let queue = this.broker.queues.get(sub.queue);
     // The name is the client's container-id and link name, which any client may give: under
@@ -768,7 +786,7 @@ export class ClientConnection {
     // First: a subscription of the other kind is refused, not replaced (as a topic change would).
     const conflict = queue && kindConflict(sub, queue.settings.subscription);
     if (conflict) throw new TandemError('TANDEM_ERR_ALREADY_EXISTS', conflict);
-    const changed = !queue ? undefined : subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}` ? 'topic' : queue.settings.selector !== selector ? 'selector' : undefined;
+    const changed = !queue ? undefined : subscriptionAddress(this.broker, sub.queue) !== `${exchange}/${key}` ? 'topic' : queue.settings.selector !== filters.selector ? 'selector' : !sameNoLocal(queue.settings.noLocal, filters.noLocal) ? 'noLocal setting' : undefined;
     if (queue && changed) {
       if (queue.consumerCount > 0) throw new TandemError('TANDEM_ERR_RESOURCE_LOCKED', `subscription '${sub.queue}' is in use for another ${changed}`);
       if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
@@ -786,22 +804,22 @@ export class ClientConnection {
     // Durable: kept, journaled and replicated like any durable queue. Shared and not
     // durable: gone with its last consumer. Its kind is one of its settings, which its
     // queue-declare carries wherever the queue goes (journal, HA backups, DR).
-    const settings = { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : ('none' as const), subscription: kindOf(sub), ...withSelector(selector) };
+    const settings = { ...defaultQueueSettings, durable: sub.durable, autoDelete: !sub.durable, replicate: sub.durable ? undefined : ('none' as const), subscription: kindOf(sub), ...withFilters(filters) };
     ({ queue } = this.broker.declareQueue(sub.queue, settings));
     this.broker.bind(exchange, sub.queue, key);
     this.log.info({ queue: sub.queue, durable: sub.durable, shared: sub.shared, conn: this.id }, 'subscription created');
     return queue;
   }
 
-  /** A temporary queue: a dynamic node's, or a subscription's private one (with its selector, if any). */
-  private createTemporaryQueue(use: 'dynamic' | 'subscription', selector?: string): Queue {
+  /** A temporary queue: a dynamic node's, or a subscription's private one (with its selector and noLocal, if any). */
+  private createTemporaryQueue(use: 'dynamic' | 'subscription', filters: SubscriptionFilters = {}): Queue {
     const readOnly = this.host.readOnly?.();
     if (readOnly) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
     // A connection's first temporary queue is its reply queue (the CLI's, the console's,
     // a JMS requester's): taken even under the alarm, so an admin can still purge and delete.
     if (this.broker.memoryAlarm && (use === 'subscription' || this.ownsTemporaryQueue())) this.refuseNewQueueUnderAlarm();
     const name = `${use === 'subscription' ? PRIVATE_SUBSCRIPTION_PREFIX : TEMPORARY_QUEUE_PREFIX}${randomUUID()}`;
-    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none', ...withSelector(selector) }, this.id);
+    const { queue } = this.broker.declareQueue(name, { ...defaultQueueSettings, exclusive: true, autoDelete: true, replicate: 'none', ...withFilters(filters) }, this.id);
     return queue;
   }
 
@@ -942,36 +960,20 @@ const PRIVATE_SUBSCRIPTION_PREFIX = `${TEMPORARY_QUEUE_PREFIX}sub.`;
 /** Temporary topics (fanout exchanges, createTemporaryTopic) are named with this. */
 const TEMPORARY_TOPIC_PREFIX = `${TEMPORARY_QUEUE_PREFIX}topic.`;
 
-/** The settings of a subscription queue with this selector: none at all when there is none (the queue is declared as before). */
-function withSelector(selector: string | undefined): { selector?: string } {
-  return selector === undefined ? {} : { selector };
+/** What a subscription's queue selects by: its selector, and whose messages it leaves out (noLocal). */
+interface SubscriptionFilters {
+  selector?: string | undefined;
+  noLocal?: NoLocal | undefined;
+}
+
+/** The settings of a subscription queue with these filters: none of those it lacks (the queue is declared as before). */
+function withFilters({ selector, noLocal }: SubscriptionFilters): { selector?: string; noLocal?: NoLocal } {
+  return { ...(selector === undefined ? {} : { selector }), ...(noLocal === undefined ? {} : { noLocal }) };
 }
 
 function requireAddress(address: string | undefined): string {
   if (!address) throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', 'the link source has no address; name a queue or exchange');
   return address;
-}
-
-/**
- * Filters qpid-jms sends that tandem does not apply, by descriptor symbol and code, with
- * what to tell the client: JMS noLocal (a consumer that must not get what its own
- * connection published). A selector is applied (selector-filter.ts).
- */
-const UNSUPPORTED_FILTERS = [
-  { symbol: 'apache.org:no-local-filter:list', code: 0x0000468c00000003n, refusal: 'the apache.org:no-local-filter:list filter (JMS noLocal) is not supported: this consumer would get its own connection\'s messages; consume with noLocal false' },
-];
-
-/**
- * Tandem does not evaluate JMS noLocal; delivering everything to a consumer that asked
- * for a subset would be the one wrong answer, so the attach is refused, naming the filter.
- */
-function refuseUnsupportedFilters(source: Terminus): void {
-  for (const [, value] of filterEntries(source)) {
-    if (value.type !== 'described') continue;
-    const d = value.descriptor;
-    const filter = UNSUPPORTED_FILTERS.find((f) => (d.type === 'symbol' && d.value === f.symbol) || (d.type === 'ulong' && d.value === f.code));
-    if (filter) throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', filter.refusal);
-  }
 }
 
 /** The filter's entries (a map the engine decoded and checked: its keys are symbols). */
@@ -983,8 +985,8 @@ function filterEntries(source: Terminus): [AmqpValue, AmqpValue][] {
 /**
  * Binding filters (qpid's legacy-amqp-direct-binding and legacy-amqp-topic-binding), by
  * descriptor symbol and code: their string is the key a subscription to an exchange binds
- * with. With the selector (selector-filter.ts), the only filters tandem applies; any other
- * is neither applied nor said to be.
+ * with. With the selector (selector-filter.ts) and noLocal (no-local-filter.ts), the only
+ * filters tandem applies; any other is neither applied nor said to be.
  */
 const BINDING_FILTERS = [
   { symbol: 'apache.org:legacy-amqp-direct-binding:string', code: 0x0000468c00000000n },

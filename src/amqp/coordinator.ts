@@ -15,6 +15,7 @@ import type { Link } from './engine/link.js';
 import type { Broker, IncomingMessage } from '../broker/broker.js';
 import { ErrorCatalogue, TandemError } from '../broker/errors.js';
 import type { Queue, QueueEntry } from '../broker/queue.js';
+import type { Publisher } from '../broker/no-local.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { errorCondition, type AmqpError } from './conditions.js';
@@ -73,6 +74,8 @@ export class Coordinator {
     private readonly gate: SettlementGate,
     private readonly log: Logger,
     private readonly limits: TransactionLimits = DEFAULT_TRANSACTION_LIMITS,
+    /** The connection whose transactions these are: what they send is its (noLocal, no-local.ts). */
+    private readonly publisher?: Publisher,
   ) {}
 
   isCoordinatorLink(link: Link): boolean {
@@ -265,6 +268,7 @@ export class Coordinator {
       result = this.broker.commit(
         txn.sends,
         txn.accepts.filter(({ queue, entry }) => this.stillQueued(queue, entry)),
+        this.publisher,
       );
     } catch (err) {
       this.rollback(txn);

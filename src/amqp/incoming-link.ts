@@ -11,6 +11,7 @@ import type { Delivery } from './engine/delivery.js';
 import type { Link } from './engine/link.js';
 import type { ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
+import type { Publisher } from '../broker/no-local.js';
 import { TandemError } from '../broker/errors.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
@@ -19,6 +20,7 @@ import { DiskFullError } from '../store/errors.js';
 import { errorCondition } from './conditions.js';
 import { Decoder } from './engine/decoder.js';
 import type { AmqpValue } from './engine/types.js';
+import { checkDeliveryTime } from './delivery-time-reader.js';
 import { describedValueAt, encodedValueSize, parseIncoming, sectionCode, type ParsedMessage } from './message-codec.js';
 import { u32, userIdClaim } from './message-head.js';
 import { readTransactionalState } from './transaction-types.js';
@@ -52,6 +54,8 @@ export interface IncomingOptions {
    * sends other users' messages again, byte for byte, as an admin.
    */
   mayNameAnyone?(): boolean;
+  /** Who sends on this link (its connection), so a noLocal subscription of theirs does not get it. */
+  publisher?: Publisher;
 }
 
 /** Shared by every link: a full disk refuses every sender's messages at once. */
@@ -203,6 +207,7 @@ export class IncomingLink {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message of ${bytes.length} bytes is over max-message-size ${this.options.maxMessageSize}`);
       }
       msg = parseIncoming(bytes);
+      checkDeliveryTime(bytes, this.broker.now());
       if (this.userBytes !== undefined) this.checkUserId(msg);
       const address = this.options.address ?? msg.to;
       if (address === undefined) {
@@ -215,7 +220,7 @@ export class IncomingLink {
         return;
       }
       if (this.options.address === undefined) this.options.ensureAddress(address);
-      const result = this.broker.publish(address, msg);
+      const result = this.broker.publish(address, msg, { publisher: this.options.publisher });
       if (presettled || result.lsn === 0 || this.gate.safeNow?.(result.lsn, result.durable)) {
         if (!presettled) delivery.accept();
         if (received) settledChannel.publish({ seconds: (performance.now() - received) / 1000 });

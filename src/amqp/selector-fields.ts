@@ -4,7 +4,7 @@
 // (its AmqpJmsMessageFacade) and as the application sees them:
 //
 //   JMSDeliveryMode   header.durable: 'PERSISTENT' or 'NON_PERSISTENT'
-//   JMSPriority       header.priority (4 when absent)
+//   JMSPriority       header.priority (4 when absent; above 9 is 9, as qpid-jms shows it)
 //   JMSMessageID      properties.message-id, as qpid-jms makes a JMSMessageID of it
 //   JMSCorrelationID  properties.correlation-id, as qpid-jms makes a JMSCorrelationID
 //   JMSTimestamp      properties.creation-time (ms)
@@ -21,6 +21,14 @@ import type { AmqpValue } from './engine/types.js';
 import { compoundAt, encodedValueSize, sectionValueAt } from './message-codec.js';
 
 const PROPERTIES = 0x73;
+/** qpid-jms shows an AMQP priority above 9 (it may be up to 255) as 9. */
+const MAX_JMS_PRIORITY = 9;
+/**
+ * Constructors of values no selector can compare (described, list, map, array): such a
+ * property is NULL, told by its first byte, never decoded (it may be megabytes, or
+ * nested deeper than the decoder goes).
+ */
+const NOT_SELECTABLE = new Set([0x00, 0x45, 0xc0, 0xc1, 0xd0, 0xd1, 0xe0, 0xf0]);
 const APPLICATION_PROPERTIES = 0x74;
 
 /** Where a JMS header field comes from: the message record, or a field of the properties list. */
@@ -28,7 +36,7 @@ type Source = { from: 'record'; read: (msg: SelectableMessage) => SelectorValue 
 
 const HEADER_FIELDS: Readonly<Record<string, Source>> = {
   JMSDeliveryMode: { from: 'record', read: (m) => (m.durable ? 'PERSISTENT' : 'NON_PERSISTENT') },
-  JMSPriority: { from: 'record', read: (m) => BigInt(m.priority) },
+  JMSPriority: { from: 'record', read: (m) => BigInt(Math.min(m.priority, MAX_JMS_PRIORITY)) },
   JMSMessageID: { from: 'properties', field: 0, convert: (v) => jmsId(v, true) },
   JMSXUserID: { from: 'properties', field: 1, convert: (v) => (v.type === 'binary' && v.value.length > 0 ? v.value.toString('utf8') : null) },
   JMSType: { from: 'properties', field: 3, convert: plainValue },
@@ -94,7 +102,7 @@ function readApplicationProperties(bytes: Buffer, wanted: Map<string, number>, l
     // The first of a repeated key counts, as for the sections.
     if (slot !== undefined && !seen.has(slot)) {
       seen.add(slot);
-      values[slot] = plainValue(new Decoder(bytes, valueAt, valueAt + valueSize).value());
+      if (!NOT_SELECTABLE.has(bytes[valueAt]!)) values[slot] = plainValue(new Decoder(bytes, valueAt, valueAt + valueSize).value());
     }
     offset = valueAt + valueSize;
   }

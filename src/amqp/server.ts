@@ -231,8 +231,10 @@ export class AmqpServer {
         // Lets a broker that finds itself in ha-brokers-url recognise itself.
         properties: o.openProperties ? fieldsValue(o.openProperties as Record<string, Plain>) : undefined,
         // qpid-jms makes shared subscriptions only with a broker that offers them
-        // (subscriptions.ts), and sends an anonymous producer's messages down one link.
-        offeredCapabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY'],
+        // (subscriptions.ts), sends an anonymous producer's messages down one link, and
+        // sends with a delivery delay only to one that offers DELAYED_DELIVERY: every
+        // queue holds such a message until its time (src/broker/scheduled.ts).
+        offeredCapabilities: ['SHARED-SUBS', 'ANONYMOUS-RELAY', 'DELAYED_DELIVERY'],
         // The broker has always taken a sender's attach without one (as 0): clients that omit it keep working.
         requireInitialDeliveryCount: false,
         handler: this.handler,

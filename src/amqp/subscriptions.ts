@@ -24,6 +24,8 @@ export interface Subscription {
   queue: string;
   durable: boolean;
   shared: boolean;
+  /** Named without a clientID (the "global" capability qpid-jms gives a shared one made without one): one for every client. */
+  global: boolean;
 }
 
 /** Queues of named subscriptions start with this; nothing else may. */
@@ -55,7 +57,8 @@ export function subscriptionOf(source: SubscriptionSource, linkName: string, con
   const durable = (source.durable ?? 0) > 0 && source.expiry_policy === 'never';
   const shared = caps.includes('shared');
   if (!durable && !shared) return undefined;
-  return { queue: subscriptionQueue(linkName, containerId, shared, caps.includes('global'), durable), durable, shared };
+  const global = caps.includes('global');
+  return { queue: subscriptionQueue(linkName, containerId, shared, global, durable), durable, shared, global };
 }
 
 /** The kind a subscription queue is made as, to record in its settings. */

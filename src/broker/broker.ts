@@ -21,6 +21,8 @@ import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
+import type { DeliveryTimeReader } from './scheduled.js';
+import type { Publisher } from './no-local.js';
 import { bodySize, copyMessage } from './paged-message.js';
 import { defaultExchangeSettings, defaultQueueSettings, refuseUnreplicatedAlternate } from './settings.js';
 
@@ -94,6 +96,8 @@ export interface BrokerOptions {
   dedupKeys?: DedupKeyReader;
   /** Reads a message's group-id from its bytes (the AMQP edge's reader); without it no message is in a group. */
   groupKeys?: (bytes: Buffer, maxBytes: number) => string | undefined;
+  /** Reads the delivery time a message's sender asked for (the AMQP edge's reader); without it no message is held (scheduled.ts). */
+  deliveryTimes?: DeliveryTimeReader;
   /** Compiles a topic subscription's selector (QueueSettings.selector; the AMQP edge's); without it every message is selected. */
   selectors?: SelectorCompiler;
   /**
@@ -181,6 +185,7 @@ export class Broker implements QueueHost {
   readonly defaultReplicate: ReplicationLevel;
   private readonly dedupKeys: DedupKeyReader | undefined;
   private readonly groupKeys: ((bytes: Buffer, maxBytes: number) => string | undefined) | undefined;
+  private readonly deliveryTimes: DeliveryTimeReader | undefined;
   private readonly routingSelectors: RoutingSelectors;
   private readonly deadLetters: DeadLetterWriter | undefined;
   readonly queueDefaults: QueueSettings;
@@ -218,6 +223,7 @@ export class Broker implements QueueHost {
     this.events = options.events ?? {};
     this.dedupKeys = options.dedupKeys;
     this.groupKeys = options.groupKeys;
+    this.deliveryTimes = options.deliveryTimes;
     this.routingSelectors = new RoutingSelectors(options.selectors);
     this.deadLetters = options.deadLetters;
     this.queueDefaults = options.queueDefaults ?? defaultQueueSettings;
@@ -480,13 +486,14 @@ export class Broker implements QueueHost {
   /**
    * Route a message sent to an address and enqueue it. Throws a TandemError if a
    * queue with the reject policy is full (nothing is enqueued anywhere then).
+   * `publisher`: who sent it, so a noLocal subscription of theirs does not get it (no-local.ts).
    */
-  publish(address: string, msg: IncomingMessage, options: { internal?: boolean } = {}): PublishResult {
+  publish(address: string, msg: IncomingMessage, options: { internal?: boolean; publisher?: Publisher } = {}): PublishResult {
     // Management replies to the requester's own temporary queue still go out: operators need them most now.
     if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
-    const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg);
+    const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg, options.publisher);
     // No DR queue here (the usual case): not even the list of names is made.
     if (!options.internal && this.drQueues.size > 0) this.checkDrServing(queues.map((q) => q.name));
     return this.enqueueAll(queues, msg);
@@ -527,14 +534,14 @@ export class Broker implements QueueHost {
     return true;
   }
 
-  /** Commit a transaction's sends and acceptances as one change. */
-  commit(sends: Array<{ address: string; msg: IncomingMessage }>, accepts: Array<{ queue: Queue; entry: QueueEntry }>): PublishResult {
+  /** Commit a transaction's sends (each from `publisher`, for noLocal) and acceptances as one change. */
+  commit(sends: Array<{ address: string; msg: IncomingMessage }>, accepts: Array<{ queue: Queue; entry: QueueEntry }>, publisher?: Publisher): PublishResult {
     if (this.memoryAlarm && sends.length > 0) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `${this.memoryAlarm}; the transaction was rolled back`);
     // Check every limit first so a failing commit changes nothing.
     const routed = sends.map(({ address, msg }) => {
       const target = this.resolve(address);
       if (!target) throw notFound('queue or exchange', address, 'the transaction was rolled back');
-      const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg);
+      const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg, publisher);
       return { queues, msg };
     });
     // Sends to the same queue add up: check each against the ones before it.
@@ -829,6 +836,32 @@ export class Broker implements QueueHost {
 
   groupKey(bytes: Buffer, maxBytes: number): string | undefined {
     return this.groupKeys?.(bytes, maxBytes);
+  }
+
+  heldUntil(bytes: Buffer): number {
+    if (!this.deliveryTimes) return 0;
+    const now = this.now();
+    const time = this.deliveryTimes(bytes, now);
+    // An invalid time was refused at publish (the AMQP edge): one a journal or a peer hands back is delivered at once.
+    return time.status === 'at' && time.at > now ? time.at : 0;
+  }
+
+  /**
+   * Move held messages whose delivery time has come into their queues' rows, at most
+   * `limit` of them (a caller that gets `limit` back calls again after letting the event
+   * loop run, as for expire); each queue that took some is dispatched.
+   */
+  releaseDue(limit = Infinity): number {
+    const now = this.now();
+    let n = 0;
+    for (const queue of this.queues.values()) {
+      if (n >= limit) break;
+      if (queue.scheduledDepth === 0) continue;
+      const moved = queue.releaseDue(now, limit - n);
+      if (moved > 0) this.events.queueReady?.(queue);
+      n += moved;
+    }
+    return n;
   }
 
   /**

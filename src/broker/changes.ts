@@ -67,10 +67,26 @@ export interface QueueSettings {
    * consumers will never take. Absent on every other queue.
    */
   selector?: string;
+  /**
+   * JMS noLocal on a topic subscription's queue (src/broker/no-local.ts): a message its
+   * publisher (NoLocal.by) published is not routed to it. Absent on every other queue.
+   */
+  noLocal?: NoLocal;
 }
 
 /** A JMS durable subscription is shared or not; both kinds of one name share a queue name. */
 export type SubscriptionKind = 'shared' | 'unshared';
+
+/**
+ * Whose messages a noLocal subscription does not take: those of one connection (a
+ * private subscription's, by the broker's connection id) or of every connection with
+ * one container-id (a named subscription's: its JMS clientID).
+ */
+export interface NoLocal {
+  by: NoLocalScope;
+  id: string;
+}
+export type NoLocalScope = 'connection' | 'container';
 
 export type ExchangeType = 'direct' | 'topic' | 'fanout';
 

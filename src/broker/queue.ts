@@ -19,10 +19,17 @@
 // select the same way: the same per-consumer marks and per-dispatch budget, so a row's
 // verdict is asked once while it stays, and a long run of them never holds the event
 // loop. Consumers without one pay one branch per row.
+//
+// A message whose sender asked for a later delivery time (QueueHost.heldUntil) is held
+// (scheduled.ts): in the depth, not in the rows, until the broker's timer moves it into
+// its level at its id (releaseDue). Rows recovery made from the journal's index are
+// read for it at their first look (F_UNCHECKED), as their group is.
 import { IdTable, type ColumnType } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
 import { DedupWindow } from './dedup-window.js';
 import { GROUP_NONE, GROUP_UNKNOWN, isGroup, MAX_GROUP_ID_BYTES, MessageGroups } from './message-groups.js';
+import { HELD_EXPIRES, HeldMessages } from './scheduled.js';
+import { RecheckRegions } from './recheck-regions.js';
 import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, PagedMessage, pagedFields, type BodyLoader, type PagedFields, type PagedRun } from './paged-message.js';
 
 export interface QueueEntry {
@@ -117,6 +124,12 @@ export interface QueueHost {
    * that site as changes of its own. Without this, every queue expires its own.
    */
   expiresHere?(queue: Queue): boolean;
+  /**
+   * The time (ms since the epoch) a message's sender asked it delivered at, while that
+   * is ahead, else 0: read from its bytes by the AMQP edge (the model knows no wire).
+   * Without this no message is held.
+   */
+  heldUntil?(bytes: Buffer): number;
 }
 
 // Columns of a level's rows. SIZE and EXPIRES are kept for every row (expiry and
@@ -149,6 +162,8 @@ export const GROUP_SCAN_LIMIT = 1024;
 export const EXPIRED_PER_DISPATCH = 1024;
 const F_DURABLE = PAGED_DURABLE;
 const F_SUBJECT = PAGED_SUBJECT;
+/** A paged row recovery made, not yet read for a delivery time (this queue's own bit, never stored). */
+const F_UNCHECKED = 4;
 
 type Level = IdTable<QueueEntry>;
 
@@ -169,6 +184,8 @@ export class Queue {
    * for. A row put back at or below a mark lowers it; a detach forgets the consumer's.
    */
   private readonly skipTo = new Map<Consumer, number[]>();
+  /** Rows put back below a mark, and how far past them the consumer had judged: its looks visit those alone (recheck-regions.ts). */
+  private readonly rechecks = new RecheckRegions<Consumer>();
   /** Bumped whenever a mark is lowered: a look that saw it change sets no mark. */
   private marksLowered = 0;
   /** The highest message id ever put in a level (noteInsert). */
@@ -215,6 +232,10 @@ export class Queue {
   readonly dedupCounts = { duplicates: 0, withoutKey: 0, invalidKey: 0 };
   /** Entries set aside because their body cannot be read back (setAside). */
   private readonly unreadable = new Set<QueueEntry>();
+  /** Messages held until their delivery time (scheduled.ts): counted in the depth, in no level. */
+  private readonly held = new HeldMessages();
+  /** Some row may carry F_UNCHECKED: only then does a look test the bit. */
+  private uncheckedRows = false;
   /** Message groups (settings.messageGroups): their keys and owners; undefined on other queues. */
   private readonly groups: MessageGroups | undefined;
   /** Rows of owned groups the current dispatch may still pass over (GROUP_SCAN_LIMIT). */
@@ -251,7 +272,17 @@ export class Queue {
   }
 
   get depth(): number {
-    return this.available + this.acquiredRows.length;
+    return this.available + this.acquiredRows.length + this.held.length;
+  }
+
+  /** Messages held until their delivery time (counted in the depth, not available). */
+  get scheduledDepth(): number {
+    return this.held.length;
+  }
+
+  /** The earliest delivery time of a held message (Infinity: none held). */
+  get nextDue(): number {
+    return this.held.nextDue();
   }
 
   get byteDepth(): number {
@@ -319,6 +350,7 @@ export class Queue {
 
   has(id: number): boolean {
     if (this.acquiredRows.find(id) >= 0) return true;
+    if (this.held.rows.find(id) >= 0) return true;
     for (const level of this.levels) if (level.find(id) >= 0) return true;
     return false;
   }
@@ -326,7 +358,7 @@ export class Queue {
   /** How many of its messages have ids in [lo, hi]: a walk of those rows alone, whatever the span. */
   countIdsBetween(lo: number, hi: number): number {
     let n = 0;
-    for (const t of [...this.levels, this.acquiredRows]) {
+    for (const t of [...this.levels, this.acquiredRows, this.held.rows]) {
       for (let pos = t.lowerBound(lo); pos >= 0 && t.id(pos) <= hi; pos = t.next(pos)) n++;
     }
     return n;
@@ -340,13 +372,15 @@ export class Queue {
       const pos = level.find(id);
       if (pos >= 0) return this.entryAt(level, pos, true);
     }
-    return undefined;
+    return this.held.find(id);
   }
 
   /** Is this message here with its body in memory? (Looks without making objects.) */
   isResident(id: number): boolean {
     const a = this.acquiredRows.find(id);
     if (a >= 0) return !(this.acquiredRows.obj(a)!.msg instanceof PagedMessage);
+    const held = this.held.find(id);
+    if (held) return !(held.msg instanceof PagedMessage);
     for (const level of this.levels) {
       const pos = level.find(id);
       if (pos < 0) continue;
@@ -432,7 +466,9 @@ export class Queue {
       return;
     }
     const entry: QueueEntry = { msg, deliveryCount: msg.deliveryCount, acquiredBy: undefined };
-    this.putEntry(entry);
+    const due = this.host.heldUntil?.(msg.bytes) ?? 0;
+    if (due > 0) this.hold(entry, due);
+    else this.putEntry(entry);
     this.bytes += bodySize(msg);
     if (msg.expiresAt) this.withTtl++;
     if (!msg.durable) this.nonDurable++;
@@ -446,6 +482,10 @@ export class Queue {
     this.noteInsert(level, fields.id);
     const pos = level.insert(fields.id);
     this.writePaged(level, pos, fields);
+    if (this.host.heldUntil) {
+      level.set(pos, FLAGS, level.get(pos, FLAGS) | F_UNCHECKED);
+      this.uncheckedRows = true;
+    }
     this.bytes += fields.size;
     this.notePaged(fields.size, 1);
     if (fields.expiresAt) {
@@ -468,7 +508,13 @@ export class Queue {
     if (this.levels.length === 1 && n > 0 && run.ids[0]! > lastId && this.acquiredRows.length === 0) {
       this.noteInsert(level, run.ids[0]!);
       this.highestId = Math.max(this.highestId, run.ids[n - 1]!);
-      const cols = [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, run.flags].map((c) => c.subarray(0, n));
+      let flags = run.flags.subarray(0, n);
+      if (this.host.heldUntil) {
+        // Each row is read for a delivery time at its first look (holdUnchecked), not here: that would read every body back.
+        flags = flags.map((f) => f | F_UNCHECKED);
+        this.uncheckedRows = true;
+      }
+      const cols = [run.size, run.expiresAt, run.deliveryCount, run.headerLength, run.priority, flags].map((c) => c.subarray(0, n));
       // Groups are not in the journal's index: read at each row's first look (GROUP_UNKNOWN is 0).
       if (this.groups) cols.push(new Uint32Array(n));
       level.appendRows(run.ids.subarray(0, n), cols);
@@ -526,6 +572,15 @@ export class Queue {
    * already, or acquired).
    */
   pageOut(id: number, loader: BodyLoader): number {
+    const held = this.held.find(id);
+    if (held) {
+      if (held.msg instanceof PagedMessage) return 0;
+      this.loader = loader;
+      const size = bodySize(held.msg);
+      held.msg = PagedMessage.of(held.msg, this.name, loader);
+      this.notePaged(size, 1);
+      return size;
+    }
     for (const level of this.levels) {
       const pos = level.find(id);
       if (pos < 0) continue;
@@ -619,6 +674,7 @@ export class Queue {
     }
     this.refused.delete(consumer);
     this.skipTo.delete(consumer);
+    this.rechecks.forget(consumer);
     if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete && !this.keptByOwner) this.host.unused(this);
   }
 
@@ -674,19 +730,35 @@ export class Queue {
         }
       }
     }
+    // Held messages expire as the others do (in the depth, not in any level).
+    if (expired.length < limit && this.held.length > 0) {
+      scanHeld: for (const chunk of this.held.rows.chunkList()) {
+        const expires = chunk.cols[HELD_EXPIRES]!;
+        for (let i = chunk.start; i < chunk.end; i++) {
+          const at = expires[i]!;
+          if (!at) continue;
+          if (at > now) {
+            if (at < soonest) soonest = at;
+            continue;
+          }
+          expired.push(chunk.ids[i]!);
+          if (expired.length >= limit) break scanHeld;
+        }
+      }
+    }
     // Before the removals: a reroute back into this queue lowers it again (noteExpiry).
     if (expired.length < limit) this.nextExpiry = soonest;
     let n = 0;
     for (const id of expired) {
       const found = this.findAvailable(id);
-      if (!found) continue; // a removal reported earlier took it (reroute, re-entry)
-      this.removeRow(found.level, found.pos, 'expired');
+      if (found) this.removeRow(found.level, found.pos, 'expired');
+      else if (!this.removeHeld(id, 'expired')) continue; // a removal reported earlier took it (reroute, re-entry)
       n++;
     }
     return n;
   }
 
-  /** Remove up to `limit` available messages (all if 0). */
+  /** Remove up to `limit` available messages (all if 0), then held ones. */
   purge(limit = 0): number {
     let n = 0;
     for (const level of this.levels) {
@@ -696,7 +768,23 @@ export class Queue {
         n++;
       }
     }
+    // Bounded: each pass removes one held message.
+    while (this.held.length > 0 && (limit === 0 || n < limit)) {
+      this.removeHeld(this.held.rows.id(this.held.rows.first()), 'purged');
+      n++;
+    }
     return n;
+  }
+
+  /**
+   * Move at most `limit` held messages whose delivery time is `now` or before into their
+   * levels, each at its id (where it was sent among the others); how many moved.
+   */
+  releaseDue(now: number, limit: number): number {
+    if (this.held.length === 0 || limit <= 0) return 0;
+    const due = this.held.takeDue(now, limit);
+    for (const { entry } of due) this.putEntry(entry);
+    return due.length;
   }
 
   /**
@@ -711,9 +799,11 @@ export class Queue {
     this.nextConsumer = 0;
     for (const level of this.levels) level.clear();
     this.acquiredRows.clear();
+    this.held.clear();
     this.acquiredBytes = 0;
     this.refused.clear();
     this.skipTo.clear();
+    this.rechecks.clear();
     this.groups?.clear();
     this.bytes = 0;
     this.pagedBytes = 0;
@@ -740,7 +830,7 @@ export class Queue {
    */
   *liveEntries(keep = false): IterableIterator<QueueEntry> {
     let last = -Infinity;
-    const tables = [...this.levels, this.acquiredRows];
+    const tables = [...this.levels, this.acquiredRows, this.held.rows];
     // Bounded: every step yields an entry with a larger id, or stops.
     for (;;) {
       let best: Level | undefined;
@@ -756,14 +846,14 @@ export class Queue {
       }
       if (!best) return;
       last = bestId;
-      yield best === this.acquiredRows ? best.obj(bestPos)! : this.entryAt(best, bestPos, keep);
+      yield best === this.acquiredRows || best === this.held.rows ? best.obj(bestPos)! : this.entryAt(best, bestPos, keep);
     }
   }
 
   /** Ids of every message, available or acquired, in id order (no objects made). */
   *ids(): IterableIterator<number> {
     let last = -Infinity;
-    const tables = [...this.levels, this.acquiredRows];
+    const tables = [...this.levels, this.acquiredRows, this.held.rows];
     for (;;) {
       let bestId = Infinity;
       for (const t of tables) {
@@ -776,13 +866,17 @@ export class Queue {
     }
   }
 
-  /** Available messages in delivery order (for browsing by management). */
+  /** Available messages in delivery order (for browsing by management); held ones are not shown. */
   *availableEntries(): IterableIterator<QueueEntry> {
     for (let p = this.levels.length - 1; p >= 0; p--) {
       const level = this.levels[p]!;
       // By id, not position: the caller may change the queue between steps.
       for (let pos = level.first(); pos >= 0; ) {
         const id = level.id(pos);
+        if (this.uncheckedRows && this.holdUnchecked(level, pos)) {
+          pos = level.lowerBound(id);
+          continue;
+        }
         yield this.entryAt(level, pos, false);
         pos = level.lowerBound(id + 1);
       }
@@ -827,6 +921,48 @@ export class Queue {
     }
   }
 
+  private hold(entry: QueueEntry, due: number): void {
+    this.held.add(entry, due);
+    if (entry.msg.expiresAt) this.noteExpiry(entry.msg.expiresAt);
+  }
+
+  /**
+   * A row recovery made (F_UNCHECKED), read now for a delivery time: one still ahead takes
+   * it out of its level into the held ones (true). The bit is cleared either way; a body
+   * that cannot be read back stays (its delivery sets it aside).
+   */
+  private holdUnchecked(level: Level, pos: number): boolean {
+    const flags = level.get(pos, FLAGS);
+    if ((flags & F_UNCHECKED) === 0) return false;
+    level.set(pos, FLAGS, flags & ~F_UNCHECKED);
+    const entry = this.entryAt(level, pos, false);
+    let due: number;
+    try {
+      due = this.host.heldUntil?.(entry.msg.bytes) ?? 0;
+    } catch {
+      return false;
+    }
+    if (due <= 0) return false;
+    if (this.groups !== undefined) {
+      const group = level.get(pos, GROUP);
+      if (isGroup(group)) this.groups.leave(group);
+      entry.group = undefined;
+    }
+    // Still queued and still paged: only its place changes (no forget()).
+    level.removeAt(pos);
+    this.hold(entry, due);
+    return true;
+  }
+
+  /** Remove a held message by id and report it; false if it is not held. */
+  private removeHeld(id: number, reason: RemovalReason): boolean {
+    const entry = this.held.remove(id);
+    if (!entry) return false;
+    this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry.msg.durable, entry);
+    this.host.removed(this, entry, reason);
+    return true;
+  }
+
   /** The row value of a message new to this queue with groups: its group, counted, or GROUP_NONE. */
   private enterGroup(msg: MessageRecord): number {
     let key: string | undefined;
@@ -855,6 +991,8 @@ export class Queue {
     // Marks past the group's first available row would hide it from the consumers that passed it while it was owned.
     if (this.skipTo.size === 0) return;
     const below = this.groups!.lowestAvailable(group) - 1;
+    // The rows a consumer passed over may be its own now: every one is looked at again.
+    this.rechecks.clear();
     let lowered = false;
     for (const marks of this.skipTo.values()) {
       for (let p = 0; p < marks.length; p++) {
@@ -899,7 +1037,11 @@ export class Queue {
       return entry;
     }
     const found = this.findAvailable(id);
-    if (!found) return undefined;
+    if (!found) {
+      const held = this.held.remove(id);
+      if (held) this.forget(bodySize(held.msg), held.msg instanceof PagedMessage, held.msg.expiresAt, held.msg.durable, held);
+      return held;
+    }
     const entry = this.entryAt(found.level, found.pos, false);
     this.unlinkRow(found.level, found.pos);
     return entry;
@@ -951,11 +1093,11 @@ export class Queue {
     }
     if (this.skipTo.size === 0) return;
     const p = this.levels.indexOf(level);
-    for (const marks of this.skipTo.values()) {
-      if (marks[p]! >= id) {
-        marks[p] = id - 1;
-        this.marksLowered++;
-      }
+    for (const [consumer, marks] of this.skipTo) {
+      if (!this.rechecks.putBack(consumer, p, this.levels.length, id, marks[p]!)) continue;
+      // Counted for a row put back above the mark too (in a region): a look under way then sets no mark that would pass it.
+      this.marksLowered++;
+      if (marks[p]! >= id) marks[p] = id - 1;
     }
   }
 
@@ -1010,9 +1152,10 @@ export class Queue {
     const lowered = this.marksLowered;
     const groups = this.groups;
     const selects = consumer.selects;
+    const regions = marks ? this.rechecks.of(consumer) : undefined;
     for (let p = this.levels.length - 1; p >= 0; p--) {
       const level = this.levels[p]!;
-      let pos = marks ? level.lowerBound(marks[p]! + 1) : level.first();
+      let pos = marks ? this.rechecks.look(regions, p, level, marks[p]! + 1) : level.first();
       // Bounded: each pass moves past or removes one row.
       while (pos >= 0) {
         const at = level.get(pos, EXPIRES);
@@ -1023,8 +1166,16 @@ export class Queue {
           const id = level.id(pos);
           this.removeRow(level, pos, 'expired');
           // The report may have changed the queue (a reroute back into it): look again from here.
-          pos = level.lowerBound(id);
+          pos = this.rechecks.look(regions, p, level, id);
           continue;
+        }
+        if (this.uncheckedRows) {
+          const id = level.id(pos);
+          if (this.holdUnchecked(level, pos)) {
+            // A recovered row held until its delivery time: out of the level now, never looked at again here.
+            pos = this.rechecks.look(regions, p, level, id);
+            continue;
+          }
         }
         const obj = level.obj(pos);
         let group = GROUP_NONE;
@@ -1058,12 +1209,14 @@ export class Queue {
         }
         if (skip) {
           // Every row before this one was skipped or removed: the next look may start after it.
+          const id = level.id(pos);
           if (lowered === this.marksLowered) {
             if (!marks) this.skipTo.set(consumer, (marks = this.levels.map(() => -Infinity)));
-            marks[p] = level.id(pos);
+            marks[p] = id;
+            this.rechecks.passed(regions, p, id);
           }
           if (outOfBudget) return undefined;
-          pos = level.next(pos);
+          pos = regions === undefined ? level.next(pos) : this.rechecks.look(regions, p, level, id + 1);
           continue;
         }
         const entry = obj ?? looked ?? this.entryAt(level, pos, false);
@@ -1158,6 +1311,7 @@ export class Queue {
         }
       }
       if (!best) break;
+      if (this.uncheckedRows && this.holdUnchecked(best, bestPos)) continue;
       const at = best.get(bestPos, EXPIRES);
       if (at && at <= now) {
         // Passed over, not removed (a browser takes nothing), but a long run of them is

@@ -2,7 +2,10 @@
 // routed to such a queue goes in only when the selector selects it, so a subscription
 // keeps nothing its consumers would never take. The AMQP edge compiles selectors (the
 // model knows no wire); each queue's is compiled once, at its first routed message.
+// A subscription with JMS noLocal (QueueSettings.noLocal, no-local.ts) is left out the
+// same way for a message its own side published.
 import type { MessageRecord, QueueSettings } from './changes.js';
+import { isLocal, type Publisher } from './no-local.js';
 import type { Queue } from './queue.js';
 
 /** What a selector reads of a message: its bytes, and the header fields kept beside them (durable, priority). */
@@ -20,10 +23,17 @@ export class RoutingSelectors {
 
   constructor(private readonly compile: SelectorCompiler | undefined) {}
 
-  /** The queues of `queues` whose selector (if any) selects `msg`: the same array when none has a selector. */
-  filter(queues: Queue[], msg: SelectableMessage): Queue[] {
-    if (this.compile === undefined || !queues.some((q) => q.settings.selector !== undefined)) return queues;
-    return queues.filter((q) => q.settings.selector === undefined || this.selects(q.settings, msg));
+  /**
+   * The queues of `queues` that take `msg` from `publisher`: whose selector (if any) selects
+   * it and whose noLocal (if any) is not the publisher's. The same array when none has either.
+   */
+  filter(queues: Queue[], msg: SelectableMessage, publisher?: Publisher): Queue[] {
+    if (!queues.some((q) => q.settings.selector !== undefined || q.settings.noLocal !== undefined)) return queues;
+    return queues.filter((q) => {
+      const { noLocal, selector } = q.settings;
+      if (noLocal !== undefined && isLocal(noLocal, publisher)) return false;
+      return selector === undefined || this.compile === undefined || this.selects(q.settings, msg);
+    });
   }
 
   private selects(settings: QueueSettings, msg: SelectableMessage): boolean {

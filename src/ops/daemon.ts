@@ -35,6 +35,8 @@ import { continueLog } from '../store/log-position.js';
 import { SwappableJournal } from '../store/swappable-journal.js';
 import { readDedupKey } from '../amqp/dedup-key-reader.js';
 import { readGroupKey } from '../amqp/group-key-reader.js';
+import { readDeliveryTime } from '../amqp/delivery-time-reader.js';
+import { RELEASE_SLICE } from '../broker/scheduled.js';
 import { compileSelector } from '../amqp/selector-filter.js';
 import { deadLetterWriter } from '../amqp/message-codec.js';
 import { defaultQueueSettings } from '../broker/settings.js';
@@ -104,6 +106,7 @@ export class Daemon {
       defaultReplicate: settings.haReplicate,
       dedupKeys: readDedupKey,
       groupKeys: readGroupKey,
+      deliveryTimes: readDeliveryTime,
       selectors: (text) => compileSelector(text).selects,
       deadLetters: deadLetterWriter,
       queueDefaults: { ...defaultQueueSettings, ...settings.dedupDefaults },
@@ -375,17 +378,22 @@ export class Daemon {
    * Drop expired messages in slices of EXPIRY_SLICE, the event loop free between them
    * (1M messages expiring at once held it 2.3 s: no client served, no heartbeat sent,
    * docs/stalls.md). One run at a time; a run ends when a slice comes back short, or
-   * when this broker stops taking local changes (stopping, or no longer primary).
+   * when this broker stops taking local changes (stopping, or no longer primary). Then
+   * held messages whose delivery time came are made available (scheduled.ts), likewise
+   * in slices of RELEASE_SLICE.
    */
   private async expireInSlices(): Promise<void> {
     if (this.expiring) return;
     this.expiring = true;
+    const nextTurn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
     try {
       // Bounded: each slice removes EXPIRY_SLICE messages, or ends the run.
       while (this.broker.expire(EXPIRY_SLICE) === EXPIRY_SLICE) {
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await nextTurn();
         if (this.broker.localChangesRefused?.() !== undefined) break;
       }
+      // Bounded likewise: each slice moves RELEASE_SLICE held messages into their queues' rows, or ends the run.
+      while (this.broker.releaseDue(RELEASE_SLICE) === RELEASE_SLICE) await nextTurn();
     } finally {
       this.expiring = false;
     }

@@ -146,6 +146,7 @@ export class Metrics {
     perQueue('tandem_queue_depth', 'Messages on the queue (available and acquired)', (q) => q.depth);
     perQueue('tandem_queue_bytes', 'Bytes of message data on the queue', (q) => q.byteDepth);
     perQueue('tandem_queue_unreadable_messages', 'Messages set aside because their body cannot be read back from the journal (a damaged record): queued, not delivered', (q) => q.unreadableDepth);
+    perQueue('tandem_queue_scheduled_messages', 'Messages held until the delivery time their sender asked for (JMS delivery delay): queued, not delivered yet', (q) => q.scheduledDepth);
     perQueue('tandem_queue_consumers', 'Consumers of the queue', (q) => q.consumerCount);
     perQueue('tandem_queue_enqueued_total', 'Messages enqueued since start (rate() of it is the enqueue rate)', (q) => q.enqueued);
     perQueue('tandem_queue_dequeued_total', 'Messages dequeued since start', (q) => q.dequeued);

@@ -26,11 +26,23 @@ export type Operator = '=' | '<>' | '<' | '>' | '<=' | '>=' | '+' | '-' | '*' | 
 /** Reserved words, matched whatever their case (identifiers are case-sensitive). */
 const KEYWORDS: ReadonlySet<string> = new Set<Keyword>(['AND', 'OR', 'NOT', 'BETWEEN', 'LIKE', 'ESCAPE', 'IN', 'IS', 'NULL', 'TRUE', 'FALSE']);
 
-const LONG_MAX = (1n << 63n) - 1n;
+/**
+ * The largest exact literal read: 2^63, one past Long.MAX_VALUE, because Long.MIN_VALUE is
+ * written as a minus sign and 9223372036854775808 (as in Java). The parser takes that one
+ * only after a minus sign.
+ */
+export const LONG_MIN_MAGNITUDE = 1n << 63n;
+export const LONG_LITERAL_TOO_LARGE = 'an exact numeric literal is larger than a long (2^63 - 1)';
 
-/** A Java identifier's first character and the rest (letters of any script, `_`, `$`; digits after the first). */
-const IDENT_START = /[\p{L}\p{Nl}_$]/u;
-const IDENT_PART = /[\p{L}\p{Nl}\p{Nd}\p{Mn}\p{Mc}\p{Pc}_$]/u;
+/**
+ * A Java identifier's first character and the rest (Character.isJavaIdentifierStart and
+ * isJavaIdentifierPart): letters of any script, letter numbers, currency symbols (`$`,
+ * `€`), connector punctuation (`_`); then also digits and combining marks. Java's
+ * "ignorable" control and format characters are not taken: invisible in a selector, they
+ * would only make two names that look alike differ.
+ */
+const IDENT_START = /[\p{L}\p{Nl}\p{Sc}\p{Pc}]/u;
+const IDENT_PART = /[\p{L}\p{Nl}\p{Sc}\p{Pc}\p{Nd}\p{Mn}\p{Mc}]/u;
 
 /** The selector's tokens, ending with an `end` token. Throws SelectorError. */
 export function tokenize(text: string): Token[] {
@@ -70,7 +82,7 @@ export function tokenize(text: string): Token[] {
         tokens.push({ kind: 'op', at, text: c as Operator });
         i++;
       } else {
-        throw new SelectorError(`unexpected character '${charAt(text, i)}'`, i);
+        throw new SelectorError(`unexpected character ${showCharacter(charAt(text, i))}`, i);
       }
     }
   }
@@ -81,6 +93,11 @@ export function tokenize(text: string): Token[] {
 /** The whole code point at `i` (one or two UTF-16 units). */
 function charAt(text: string, i: number): string {
   return String.fromCodePoint(text.codePointAt(i)!);
+}
+
+/** A character for a message: quoted when it prints, else by its code (a NUL, a lone surrogate, a no-break space). */
+function showCharacter(c: string): string {
+  return /[\p{C}\p{Z}]/u.test(c) ? `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}` : `'${c}'`;
 }
 
 function isDigit(c: string | undefined): boolean {
@@ -146,7 +163,7 @@ function readNumber(text: string, start: number): { token: Token; end: number } 
 }
 
 function exact(value: bigint, at: number): Token {
-  if (value > LONG_MAX) throw new SelectorError('an exact numeric literal is larger than a long (2^63 - 1)', at);
+  if (value > LONG_MIN_MAGNITUDE) throw new SelectorError(LONG_LITERAL_TOO_LARGE, at);
   return { kind: 'exact', at, value };
 }
 

@@ -7,18 +7,43 @@
 // the start of the value and the last at its end; each run between them is
 // taken at its leftmost place after the previous one, which is right: any later
 // place only leaves less room for the runs after it. Runs without `_` are found
-// by String.indexOf; those with `_` are compared character by character, and
-// that work is bounded per evaluation (LIKE_STEP_LIMIT).
+// by String.indexOf; those with `_` are compared character by character, a `_`
+// taking one character (a surrogate pair outside the BMP is one), read in place
+// (no copy of the value). The work is bounded per message (LikeBudget), over all
+// the LIKEs of its selector.
 import { SelectorError } from './selector-error.js';
 
 /**
- * Character comparisons the `_` runs of one LIKE may take on one value: past it the
- * answer is unknown (so the message is not selected), rather than a long stall of the
- * broker on a pattern such as '%a_a_a_a_..._b%' against a long property.
+ * Character comparisons the `_` runs of a selector's LIKEs may take on one message: past
+ * it those LIKEs are unknown (so the message is not selected), rather than a long stall
+ * of the broker on a pattern such as '%a_a_a_a_..._b%' against a long property.
  */
 export const LIKE_STEP_LIMIT = 100_000;
 
-/** One run between `%`s: its characters (code points), -1 for `_`. */
+/**
+ * Characters a selector's LIKEs may pass over by String.indexOf on one message, as a
+ * multiple of the length of the message's string values the selector reads. A search
+ * passes over its value once at most (a few ns a character for the worst patterns), but
+ * a selector may hold hundreds of LIKEs on one large property: past this multiple of
+ * reading the values, the rest are unknown.
+ */
+export const LIKE_SCAN_FACTOR = 16;
+
+/** What the LIKEs of one evaluation may still spend: created per message (likeBudget). */
+export interface LikeBudget {
+  steps: number;
+  scan: number;
+}
+
+/** Plain searching allowed whatever the values: a LIKE may be on a string literal of the selector (at most 4096 characters). */
+const LIKE_SCAN_FLOOR = 64 * 1024;
+
+/** The budget of one message whose string values are `textLength` characters in all. */
+export function likeBudget(textLength: number): LikeBudget {
+  return { steps: LIKE_STEP_LIMIT, scan: LIKE_SCAN_FLOOR + LIKE_SCAN_FACTOR * textLength };
+}
+
+/** One run between `%`s: its characters (code points), ANY for `_`. */
 interface Run {
   /** The run as a string, when it has no `_` (found by indexOf). */
   literal: string | undefined;
@@ -70,77 +95,81 @@ function run(codes: number[], literal: boolean): Run {
   return { codes, literal: literal ? String.fromCodePoint(...codes) : undefined };
 }
 
-/** Does `value` match? undefined: unknown (the step limit ran out). */
-export function matchLike(p: LikePattern, value: string): boolean | undefined {
-  const steps = { left: LIKE_STEP_LIMIT };
-  // Code points only when some run has a `_` and the value has surrogate pairs: a `_` is one character, not one UTF-16 unit.
-  const text: Text = p.runs.some((r) => r.literal === undefined) && /[\uD800-\uDFFF]/.test(value) ? codePointText(value) : unitText(value);
+/** A run that does not match at a place. */
+const NO = -1;
+/** The budget ran out: the answer is unknown. */
+const SPENT = -2;
+
+/** Does `value` match? undefined: unknown (the budget ran out, on this LIKE or an earlier one of the message). */
+export function matchLike(p: LikePattern, value: string, budget: LikeBudget): boolean | undefined {
+  if (budget.steps < 0 || budget.scan < 0) return undefined;
   const runs = p.runs;
   const first = runs[0]!;
-  if (p.whole) return runLength(first, text) === text.length && runAt(first, text, 0, steps) ? true : unknownOr(steps);
-  const last = runs[runs.length - 1]!;
-  const lastAt = text.length - runLength(last, text);
-  if (runLength(first, text) > lastAt) return false;
-  if (!runAt(first, text, 0, steps) || !runAt(last, text, lastAt, steps)) return unknownOr(steps);
-  let from = runLength(first, text);
+  const firstEnd = forward(first, value, 0, budget);
+  if (p.whole || firstEnd < 0) return firstEnd === SPENT ? undefined : firstEnd === value.length;
+  const lastStart = backward(runs[runs.length - 1]!, value, budget);
+  if (lastStart === SPENT) return undefined;
+  if (lastStart < firstEnd) return false;
+  let from = firstEnd;
   for (let r = 1; r < runs.length - 1; r++) {
-    const found = findRun(runs[r]!, text, from, lastAt, steps);
-    if (found < 0) return unknownOr(steps);
-    from = found + runLength(runs[r]!, text);
+    from = findRun(runs[r]!, value, from, lastStart, budget);
+    if (from < 0) return from === SPENT ? undefined : false;
   }
   return true;
 }
 
-/** A run that did not match: false, or unknown when the step limit ran out on the way. */
-function unknownOr(steps: { left: number }): false | undefined {
-  return steps.left < 0 ? undefined : false;
-}
-
-/** A run's length in the text's units (UTF-16 units for a literal run read by indexOf, else code points). */
-function runLength(r: Run, text: Text): number {
-  return r.literal !== undefined && text.string !== undefined ? r.literal.length : r.codes.length;
-}
-
-/** A value to match, by UTF-16 unit or by code point. */
-interface Text {
-  length: number;
-  code(i: number): number;
-  /** The value as a string (indexOf), when it is read by UTF-16 unit. */
-  string: string | undefined;
-}
-
-function unitText(s: string): Text {
-  return { length: s.length, code: (i) => s.charCodeAt(i), string: s };
-}
-
-function codePointText(s: string): Text {
-  const codes = Array.from(s, (c) => c.codePointAt(0)!);
-  return { length: codes.length, code: (i) => codes[i]!, string: undefined };
-}
-
-/** Does the run match the text at `at`? */
-function runAt(r: Run, text: Text, at: number, steps: { left: number }): boolean {
-  if (r.literal !== undefined && text.string !== undefined) return text.string.startsWith(r.literal, at);
+/** Where the run ends when it matches the value at `at`; NO, or SPENT. */
+function forward(r: Run, value: string, at: number, budget: LikeBudget): number {
+  if (r.literal !== undefined) return value.startsWith(r.literal, at) ? at + r.literal.length : NO;
   const codes = r.codes;
-  if ((steps.left -= codes.length) < 0) return false;
+  if ((budget.steps -= codes.length) < 0) return SPENT;
   for (let k = 0; k < codes.length; k++) {
-    const c = codes[k]!;
-    if (c !== ANY && c !== text.code(at + k)) return false;
+    if (at >= value.length) return NO;
+    const c = value.codePointAt(at)!;
+    if (codes[k] !== ANY && codes[k] !== c) return NO;
+    at += c > 0xffff ? 2 : 1;
   }
-  return true;
+  return at;
 }
 
-/** The leftmost place at or after `from` where the run matches and ends by `limit`; -1 if none. */
-function findRun(r: Run, text: Text, from: number, limit: number, steps: { left: number }): number {
-  const n = runLength(r, text);
-  if (r.literal !== undefined && text.string !== undefined) {
-    const at = text.string.indexOf(r.literal, from);
-    return at >= 0 && at + n <= limit ? at : -1;
+/** Where the run starts when it matches the end of the value; NO, or SPENT. */
+function backward(r: Run, value: string, budget: LikeBudget): number {
+  if (r.literal !== undefined) return value.endsWith(r.literal) ? value.length - r.literal.length : NO;
+  const codes = r.codes;
+  if ((budget.steps -= codes.length) < 0) return SPENT;
+  let end = value.length;
+  for (let k = codes.length - 1; k >= 0; k--) {
+    if (end <= 0) return NO;
+    const start = end >= 2 && isLowSurrogate(value.charCodeAt(end - 1)) && isHighSurrogate(value.charCodeAt(end - 2)) ? end - 2 : end - 1;
+    if (codes[k] !== ANY && codes[k] !== value.codePointAt(start)) return NO;
+    end = start;
   }
-  // Bounded by the text's length, and by the step limit (runAt spends it).
-  for (let at = from; at + n <= limit; at++) {
-    if (runAt(r, text, at, steps)) return at;
-    if (steps.left < 0) return -1;
+  return end;
+}
+
+/** The end of the run at its leftmost place at or after `from` where it ends by `limit`; NO, or SPENT. */
+function findRun(r: Run, value: string, from: number, limit: number, budget: LikeBudget): number {
+  if (r.literal !== undefined) {
+    const at = value.indexOf(r.literal, from);
+    const end = at < 0 ? NO : at + r.literal.length;
+    budget.scan -= (end < 0 ? value.length : end) - from;
+    if (budget.scan < 0) return SPENT;
+    return end >= 0 && end <= limit ? end : NO;
   }
-  return -1;
+  // Bounded by the value's length, and by the budget (forward spends it). A place further
+  // on ends further on, so past `limit` once is past it for good.
+  for (let at = from; at < limit; at += value.codePointAt(at)! > 0xffff ? 2 : 1) {
+    const end = forward(r, value, at, budget);
+    if (end === SPENT || end > limit) return end === SPENT ? SPENT : NO;
+    if (end >= 0) return end;
+  }
+  return NO;
+}
+
+function isHighSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdbff;
+}
+
+function isLowSurrogate(unit: number): boolean {
+  return unit >= 0xdc00 && unit <= 0xdfff;
 }

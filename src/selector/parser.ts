@@ -7,7 +7,7 @@
 // selecting nothing in silence. Nesting is bounded (MAX_SELECTOR_DEPTH), so a
 // hostile selector can exhaust neither this parser's stack nor the evaluator's.
 import { compileLike, type LikePattern } from './like.js';
-import { tokenize, type Keyword, type Operator, type Token } from './lexer.js';
+import { LONG_LITERAL_TOO_LARGE, LONG_MIN_MAGNITUDE, tokenize, type Keyword, type Operator, type Token } from './lexer.js';
 import { SelectorError } from './selector-error.js';
 
 /** Deepest nesting of a selector's expression tree (parentheses, NOT, signs, and chained arithmetic). */
@@ -170,12 +170,18 @@ class Parser {
     const t = this.peek();
     if (t.kind === 'op' && (t.text === '+' || t.text === '-')) {
       this.pos++;
+      const literal = this.peek();
+      // -9223372036854775808 is Long.MIN_VALUE, whose digits alone are past Long.MAX_VALUE.
+      if (t.text === '-' && literal.kind === 'exact' && literal.value === LONG_MIN_MAGNITUDE) {
+        this.pos++;
+        return this.typed({ kind: 'literal', value: -LONG_MIN_MAGNITUDE }, 'number', t.at, 1);
+      }
       const operand = this.nested(() => this.unary());
       this.numeric(operand, `unary '${t.text}'`);
       if (t.text === '+') return operand;
-      // A negative literal is a literal (so -9223372036854775807 stays exact).
+      // A negative literal is a literal (so -9223372036854775807 stays exact); -Long.MIN_VALUE wraps, as in Java.
       const n = operand.node;
-      if (n.kind === 'literal' && typeof n.value === 'bigint') return this.typed({ kind: 'literal', value: -n.value }, 'number', t.at, 1);
+      if (n.kind === 'literal' && typeof n.value === 'bigint') return this.typed({ kind: 'literal', value: BigInt.asIntN(64, -n.value) }, 'number', t.at, 1);
       if (n.kind === 'literal' && typeof n.value === 'number') return this.typed({ kind: 'literal', value: -n.value }, 'number', t.at, 1);
       return this.typed({ kind: 'negate', operand: n }, 'number', t.at, operand.depth + 1);
     }
@@ -188,6 +194,8 @@ class Parser {
       case 'string':
         return this.typed({ kind: 'literal', value: t.value }, 'string', t.at, 1);
       case 'exact':
+        if (t.value >= LONG_MIN_MAGNITUDE) throw new SelectorError(LONG_LITERAL_TOO_LARGE, t.at);
+        return this.typed({ kind: 'literal', value: t.value }, 'number', t.at, 1);
       case 'approx':
         return this.typed({ kind: 'literal', value: t.value }, 'number', t.at, 1);
       case 'ident':

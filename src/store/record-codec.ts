@@ -23,7 +23,7 @@
 // then reads everything that does not use the new field.
 
 import { DEDUP_DIGEST_BYTES, type DedupDigest } from '../broker/dedup-key.js';
-import { DR_MODES, DR_STATES, type Change, type DedupStamp, type LoggedChange, type MessageRecord, type QueueSettings, type ExchangeSettings, type SubscriptionKind } from '../broker/changes.js';
+import { DR_MODES, DR_STATES, type Change, type DedupStamp, type LoggedChange, type MessageRecord, type NoLocal, type NoLocalScope, type QueueSettings, type ExchangeSettings, type SubscriptionKind } from '../broker/changes.js';
 
 /** A journal-only record: LSNs up to `upTo` may have been handed out (see journal.ts). */
 export interface LsnReservation {
@@ -62,6 +62,11 @@ type Field = readonly [name: string, type: FieldType];
 
 const REPLICATION_LEVELS = ['none', 'configuration', 'all'] as const;
 const SUBSCRIPTION_KINDS = ['shared', 'unshared'] as const satisfies readonly SubscriptionKind[];
+const NO_LOCAL_SCOPES = ['connection', 'container'] as const satisfies readonly NoLocalScope[];
+const NO_LOCAL: readonly Field[] = [
+  ['by', { enum: NO_LOCAL_SCOPES }],
+  ['id', 'string'],
+] satisfies readonly (readonly [keyof NoLocal, FieldType])[];
 
 const QUEUE_SETTINGS_BEFORE_DEDUP = [
   ['durable', 'bool'],
@@ -90,11 +95,15 @@ const QUEUE_SETTINGS_BEFORE_SELECTOR = [
   ...QUEUE_SETTINGS_BEFORE_GROUPS,
   ['messageGroups', 'bool'],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
-const QUEUE_SETTINGS: readonly Field[] = [
+const QUEUE_SETTINGS_BEFORE_NO_LOCAL = [
   ...QUEUE_SETTINGS_BEFORE_GROUPS,
   // Absent on most queues with a selector (a subscription's): not written as false.
   ['messageGroups', 'flag'],
   ['selector', 'optString'],
+] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
+const QUEUE_SETTINGS: readonly Field[] = [
+  ...QUEUE_SETTINGS_BEFORE_NO_LOCAL,
+  ['noLocal', { optStruct: NO_LOCAL }],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
 
 const EXCHANGE_SETTINGS: readonly Field[] = [
@@ -147,7 +156,12 @@ function withoutMessageGroups(body: Record<string, unknown>): boolean {
 
 /** Only a topic subscription with a selector has one: every other queue is declared as before. */
 function withoutSelector(body: Record<string, unknown>): boolean {
-  return (body['settings'] as Partial<QueueSettings> | undefined)?.selector === undefined;
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.selector === undefined && withoutNoLocal(body);
+}
+
+/** Only a topic subscription with JMS noLocal has it: every other queue is declared as before. */
+function withoutNoLocal(body: Record<string, unknown>): boolean {
+  return (body['settings'] as Partial<QueueSettings> | undefined)?.noLocal === undefined;
 }
 
 /** Every enqueue but a message given back (broker.ts giveBack) is a plain one. */
@@ -226,7 +240,9 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   // A queue with message groups (only those: the others keep code 19 or 13).
   { name: 'queue-declare', code: 24, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_SELECTOR }]], olderForm: { fits: withoutSelector } },
   // A topic subscription's queue with a JMS message selector (only those: the others keep code 24, 19 or 13).
-  { name: 'queue-declare', code: 25, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  { name: 'queue-declare', code: 25, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_NO_LOCAL }]], olderForm: { fits: withoutNoLocal } },
+  // A topic subscription's queue with JMS noLocal (only those: the others keep code 25, 24, 19 or 13).
+  { name: 'queue-declare', code: 26, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 

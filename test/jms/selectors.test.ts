@@ -1,5 +1,6 @@
 // qpid-jms and JMS message selectors (SelectorChecks.java says what is run): on queues,
-// request/reply by JMSCorrelationID, JMSMessageID, property selectors, a QueueBrowser
+// request/reply by JMSCorrelationID, JMSMessageID, property selectors (with values of the
+// wrong type for an operator, and a long against a double), a QueueBrowser
 // with a selector; on a topic, private, durable and shared subscriptions; an invalid
 // selector is qpid-jms' InvalidSelectorException, one past the broker's bounds the
 // broker's amqp:invalid-field.
@@ -35,6 +36,8 @@ describe.skipIf(!haveJava)('qpid-jms message selectors', () => {
       inBetween: 'p1,p3',
       doubleBoolean: 'p2',
       typePriority: 'p5',
+      wrongTypes: '',
+      promotion: 'q0',
       leftForPlain: 'p0',
       browser: 'b2,b3|b0,b1,b2,b3',
       topicPrivate: 't0,t4',

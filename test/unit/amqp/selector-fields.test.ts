@@ -23,6 +23,9 @@ function message(properties: Record<number, AmqpValue>, app: Array<[string, Amqp
   return { id: 1, bytes: Buffer.concat(parts), headerLength: parts[0]!.length, durable: true, priority: 4, expiresAt: 0, deliveryCount: 0, subject: undefined, ...record };
 }
 
+/** A source's filter holding this selector, as qpid-jms sends it. */
+const filter = (value: AmqpValue): Array<[AmqpValue, AmqpValue]> => [[amqp.symbol('jms-selector'), { type: 'described', descriptor: amqp.symbol('apache.org:selector-filter:string'), value }]];
+
 function read(names: string[], msg: MessageRecord): unknown[] {
   return selectorFieldReader(names)(msg);
 }
@@ -70,6 +73,81 @@ describe('selector fields', () => {
     }
   });
 
+  it('JMSPriority is the header priority as qpid-jms shows it: above 9 is 9', () => {
+    for (const [priority, want] of [[0, 0n], [9, 9n], [10, 9n], [200, 9n], [255, 9n]] as const) {
+      expect(read(['JMSPriority'], message({}, [], { priority }))).toEqual([want]);
+    }
+    expect(sourceSelector(filter(amqp.string('JMSPriority = 9')))!.selects(message({}, [], { priority: 200 }))).toBe(true);
+  });
+
+  it('reads a property of every AMQP type: integers exact, float and double approximate, char a string, the rest unknown', () => {
+    const uuid = Buffer.alloc(16, 7);
+    const cases: Array<[AmqpValue, unknown]> = [
+      [amqp.byte(-128), -128n],
+      [amqp.short(-32768), -32768n],
+      [amqp.int(-2147483648), -2147483648n],
+      [amqp.long(-(1n << 63n)), -(1n << 63n)],
+      [amqp.ubyte(255), 255n],
+      [amqp.ushort(65535), 65535n],
+      [amqp.uint(4294967295), 4294967295n],
+      [amqp.ulong((1n << 64n) - 1n), (1n << 64n) - 1n],
+      [amqp.float(1.5), 1.5],
+      [amqp.double(-0.25), -0.25],
+      [amqp.char(0x1f600), '😀'],
+      [amqp.boolean(true), true],
+      [amqp.string(''), ''],
+      [amqp.symbol('s'), 's'],
+      [amqp.timestamp(1_700_000_000_123n), 1_700_000_000_123n],
+      [amqp.uuid(uuid), null],
+      [amqp.binary(Buffer.from('b')), null],
+      [{ type: 'decimal32', value: Buffer.alloc(4) }, null],
+      [{ type: 'decimal64', value: Buffer.alloc(8) }, null],
+      [{ type: 'decimal128', value: Buffer.alloc(16) }, null],
+      [amqp.list([amqp.int(1)]), null],
+      [amqp.map([[amqp.string('k'), amqp.int(1)]]), null],
+      [amqp.described(amqp.symbol('d'), amqp.string('x')), null],
+      [amqp.array('int', [amqp.int(1)]), null],
+      [amqp.null(), null],
+    ];
+    for (const [value, want] of cases) expect(read(['p', 'after'], message({}, [['p', value], ['after', amqp.int(1)]])), JSON.stringify(value, (_, v: unknown) => (typeof v === 'bigint' ? `${v}` : v))).toEqual([want, 1n]);
+  });
+
+  it('a hostile property map reads as far as it goes: deep values, non-string keys, many and repeated entries', () => {
+    // A list nested 20,000 deep (deeper than the decoder takes) as the value of a named property: unknown, not a throw.
+    let deep = Buffer.from([0x45]);
+    for (let i = 0; i < 20_000; i++) {
+      const head = Buffer.alloc(9);
+      head[0] = 0xd0;
+      head.writeUInt32BE(deep.length + 4, 1);
+      head.writeUInt32BE(1, 5);
+      deep = Buffer.concat([head, deep]);
+    }
+    const key = encode(amqp.string('deep'));
+    const others = encode(amqp.string('s'));
+    const entries = Buffer.concat([key, deep, others, encode(amqp.string('x'))]);
+    const mapHead = Buffer.alloc(9);
+    mapHead[0] = 0xd1;
+    mapHead.writeUInt32BE(entries.length + 4, 1);
+    mapHead.writeUInt32BE(4, 5);
+    const appProperties = Buffer.concat([encode({ type: 'described', descriptor: amqp.ulong(0x74), value: amqp.null() }).subarray(0, 3), mapHead, entries]);
+    const bytes = Buffer.concat([section(0x70, amqp.list([amqp.boolean(true)])), appProperties, section(0x77, amqp.string('body'))]);
+    const msg: MessageRecord = { ...message({}), bytes };
+    expect(read(['deep', 's'], msg)).toEqual([null, 'x']);
+    expect(sourceSelector(filter(amqp.string("deep IS NULL AND s = 'x'")))!.selects(msg)).toBe(true);
+
+    // Keys of other types than string are passed over; the first of a repeated key counts; 50,000 entries are walked.
+    const many: Array<[AmqpValue, AmqpValue]> = [
+      [amqp.int(1), amqp.string('int key')],
+      [amqp.binary(Buffer.from('k')), amqp.string('binary key')],
+      [amqp.list([]), amqp.string('list key')],
+      [amqp.null(), amqp.string('null key')],
+    ];
+    for (let i = 0; i < 50_000; i++) many.push([amqp.string(`k${i % 100}`), amqp.int(i)]);
+    many.push([amqp.string('k'), amqp.string('last')]);
+    const wide: MessageRecord = { ...message({}), bytes: Buffer.concat([section(0x70, amqp.list([amqp.boolean(true)])), section(0x74, amqp.map(many)), section(0x77, amqp.string('body'))]) };
+    expect(read(['k', 'k7', 'missing'], wide)).toEqual(['last', 7n, null]);
+  });
+
   it('a message without properties has null fields', () => {
     expect(read(['JMSMessageID', 'JMSType', 'colour'], message({}))).toEqual([null, null, null]);
   });
@@ -90,7 +168,6 @@ describe('selector fields', () => {
 });
 
 describe('the selector filter of a source', () => {
-  const filter = (value: AmqpValue): Array<[AmqpValue, AmqpValue]> => [[amqp.symbol('jms-selector'), { type: 'described', descriptor: amqp.symbol('apache.org:selector-filter:string'), value }]];
 
   it('compiles a selector into a predicate over messages', () => {
     const s = sourceSelector(filter(amqp.string("colour = 'blue' AND JMSPriority > 4")))!;

@@ -10,8 +10,8 @@ const shared = subscriptionOf({ ...durable, capabilities: ['topic', 'shared'] },
 
 describe('subscriptions - kinds of one name', () => {
   it('an unshared and a shared durable subscription of one name and clientID name the same queue', () => {
-    expect(unshared).toEqual({ queue: 'sub:client-a:s1', durable: true, shared: false });
-    expect(shared).toEqual({ queue: 'sub:client-a:s1', durable: true, shared: true });
+    expect(unshared).toEqual({ queue: 'sub:client-a:s1', durable: true, shared: false, global: false });
+    expect(shared).toEqual({ queue: 'sub:client-a:s1', durable: true, shared: true, global: false });
     expect([kindOf(unshared), kindOf(shared)]).toEqual(['unshared', 'shared']);
   });
 

@@ -129,6 +129,38 @@ describe('queue consumers with selectors', () => {
     expect(selecting.verdicts).toBe(0);
   });
 
+  it('rows put back below a selecting consumer\'s mark are the only ones it asks about again, and it gets those it selects, in order', () => {
+    const { q, host } = queue();
+    const n = 5000;
+    // Rows 50 and 60 are the selecting consumer's, but a plain consumer holds them (1-100) when it first looks.
+    for (let id = 1; id <= n; id++) q.enqueue(record(id, id === 50 || id === 60 ? `take${id}` : `skip${id}`));
+    const plain = new FakeConsumer('plain', 100);
+    q.addConsumer(plain);
+    q.dispatch(0);
+    expect(plain.ids.length).toBe(100);
+    const c = new SelectingConsumer('c', 'take', 1000);
+    q.addConsumer(c);
+    dispatchUntilIdle(q, host);
+    expect(c.verdicts).toBe(n - 100);
+    // Given back, out of order: only these are asked about, not the 4,900 rows after them.
+    const byId = (id: number) => plain.deliveries.find((e) => e.msg.id === id)!;
+    for (const id of [60, 7, 50, 3]) q.release(byId(id), { deliveryFailed: true, undeliverableHere: false });
+    dispatchUntilIdle(q, host);
+    expect(c.ids).toEqual([50, 60]);
+    expect(c.verdicts).toBe(n - 100 + 4);
+    // The rows it passed over are still there for the plain consumer, in order.
+    plain.credit = 10;
+    dispatchUntilIdle(q, host);
+    expect(plain.ids.slice(100)).toEqual([3, 7, 101, 102, 103, 104, 105, 106, 107, 108]);
+    // More rows given back than one region keeps (MAX_RETURNED): walked again as before, still right.
+    for (let id = 8; id <= 100; id++) if (id !== 50 && id !== 60) q.release(byId(id), { deliveryFailed: true, undeliverableHere: false });
+    dispatchUntilIdle(q, host);
+    expect(c.ids).toEqual([50, 60]);
+    expect([...c.asked.values()].every((v) => v <= 3)).toBe(true);
+    // Out: the selecting consumer's 2, and the plain one's 1, 2, 4-6, 3, 7 and 101-108.
+    expect(q.available).toBe(n - 2 - 15);
+  });
+
   it('a long run of rows it does not select is walked at most GROUP_SCAN_LIMIT (+1) rows per dispatch, once, and the matching message behind it arrives', () => {
     const { q, host } = queue();
     const run = 20 * GROUP_SCAN_LIMIT;

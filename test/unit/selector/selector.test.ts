@@ -132,7 +132,7 @@ describe('comparison and arithmetic', () => {
     expect(evaluate("c NOT IN ('UK', 'US')", { c: 'UK' })).toBe(false);
     expect(evaluate("c IN ('UK')", {})).toBe(null);
     expect(evaluate("c NOT IN ('UK')", {})).toBe(null);
-    expect(evaluate("c IN ('1')", { c: 1n })).toBe(false);
+    expect(evaluate("c IN ('1')", { c: 1n })).toBe(null); // not a string: unknown, as on Artemis and Qpid
   });
 
   it('IS NULL and IS NOT NULL', () => {

@@ -1,7 +1,8 @@
 // qpid-jms and JMS message selectors, run by test/jms/selectors.test.ts: request/reply by
 // JMSCorrelationID (the replies' correlation ids are the requests' JMSMessageIDs, as
 // qpid-jms hands them to the application), JMSMessageID, property selectors of every
-// kind, a QueueBrowser with a selector, an invalid selector, one past the broker's
+// kind, operators on values of the wrong type and Java's numeric promotion, a
+// QueueBrowser with a selector, an invalid selector, one past the broker's
 // bounds, and selectors on a topic: a private subscription, a durable one (kept while
 // closed, replaced when its selector changes) and a shared one.
 // Usage: SelectorChecks <amqp-url> <queue-prefix>. Prints one JSON object.
@@ -23,6 +24,7 @@ public class SelectorChecks {
       results.put("requestReply", requestReply(prefix + ".requests", prefix + ".replies"));
       results.put("messageId", messageId(prefix + ".ids"));
       results.putAll(properties(prefix + ".props"));
+      results.putAll(types(prefix + ".types"));
       results.put("browser", browser(prefix + ".browse"));
       results.put("invalid", refusal(() -> session.createConsumer(session.createQueue(prefix + ".bad"), "colour = ")));
       results.put("tooLong", refusal(() -> session.createConsumer(session.createQueue(prefix + ".bad"), "a = '" + "x".repeat(5000) + "'")));
@@ -101,6 +103,29 @@ public class SelectorChecks {
       {"inBetween", "colour IN ('blue', 'green') AND weight BETWEEN 1 AND 4"},
       {"doubleBoolean", "price >= 9.5 AND urgent = TRUE"},
       {"typePriority", "JMSType = 'invoice' AND JMSPriority >= 5"},
+    };
+    for (String[] s : selectors) {
+      MessageConsumer c = session.createConsumer(session.createQueue(queue), s[1]);
+      out.put(s[0], String.join(",", drain(c)));
+      c.close();
+    }
+    return out;
+  }
+
+  /** Operators on values of another type than they take, and a long compared with a double, as Java and Artemis see them. */
+  static Map<String, String> types(String queue) throws JMSException {
+    MessageProducer p = session.createProducer(session.createQueue(queue));
+    TextMessage m = session.createTextMessage("q0");
+    m.setStringProperty("colour", "blue");
+    m.setIntProperty("weight", 0);
+    m.setLongProperty("big", 9007199254740993L);
+    p.send(m);
+    Map<String, String> out = new LinkedHashMap<>();
+    String[][] selectors = {
+      // A string is neither between two numbers nor outside them; IN on a number is unknown: none of these selects.
+      {"wrongTypes", "colour NOT BETWEEN 1 AND 9 OR weight NOT IN ('1') OR NOT (weight IN ('1'))"},
+      // The long made a double to compare with one (2^53 + 1 rounds to 2^53); LIKE on a number is false, NOT LIKE true.
+      {"promotion", "big = 9007199254740992.0 AND weight NOT LIKE 'x%'"},
     };
     for (String[] s : selectors) {
       MessageConsumer c = session.createConsumer(session.createQueue(queue), s[1]);

@@ -1,0 +1,89 @@
+// Reads the delivery time a message's sender asked for (JMS 2.0 delivery delay; see
+// src/broker/scheduled.ts) from its message-annotations: x-opt-delivery-time, an absolute
+// time in ms since the epoch (what qpid-jms sends, as a long; a timestamp is taken too),
+// or x-opt-delivery-delay, ms from now (the broker's now where it reads it). With both,
+// the time. Only the annotations' bytes are looked at; malformed bytes are no time, a
+// value that is no integer or lies past MAX_DELIVERY_AHEAD_MS is an `invalid` answer,
+// never a throw (checkDeliveryTime turns that into the sender's refusal).
+import { TandemError } from '../broker/errors.js';
+import { MAX_DELIVERY_AHEAD_MS, type DeliveryTime, type DeliveryTimeReader } from '../broker/scheduled.js';
+import { compoundAt, encodedValueSize, sectionValueAt } from './message-codec.js';
+
+const MESSAGE_ANNOTATIONS = 0x72;
+export const DELIVERY_TIME = 'x-opt-delivery-time';
+export const DELIVERY_DELAY = 'x-opt-delivery-delay';
+const NONE: DeliveryTime = { status: 'none' };
+const YEARS = Math.round(MAX_DELIVERY_AHEAD_MS / (365.25 * 24 * 3600 * 1000));
+
+export const readDeliveryTime: DeliveryTimeReader = (bytes, now) => {
+  let time: number | string | undefined;
+  let delay: number | string | undefined;
+  try {
+    const at = sectionValueAt(bytes, MESSAGE_ANNOTATIONS);
+    if (at < 0) return NONE;
+    const map = compoundAt(bytes, at);
+    // Only a map is annotations (a list here is malformed: no time).
+    if (!map || (bytes[at] !== 0xc1 && bytes[at] !== 0xd1)) return NONE;
+    // Every item takes at least a byte: a count beyond the bytes, or odd, is a malformed map.
+    if (map.count % 2 !== 0 || map.count > map.end - map.first) return NONE;
+    let pos = map.first;
+    // Bounded by the map's count, each step consuming at least one byte (or throwing), and by its end.
+    for (let i = 0; i + 1 < map.count && pos < map.end; i += 2) {
+      const keySize = encodedValueSize(bytes, pos);
+      const key = symbolAt(bytes, pos, keySize);
+      pos += keySize;
+      if (pos >= map.end) break;
+      const valueSize = encodedValueSize(bytes, pos);
+      if (pos + valueSize > map.end) break;
+      if (key === DELIVERY_TIME) time ??= integerAt(bytes, pos);
+      else if (key === DELIVERY_DELAY) delay ??= integerAt(bytes, pos);
+      pos += valueSize;
+    }
+  } catch {
+    return NONE;
+  }
+  if (time !== undefined) return judged(DELIVERY_TIME, time, typeof time === 'number' ? time - now : 0, now);
+  if (delay !== undefined) return judged(DELIVERY_DELAY, delay, typeof delay === 'number' ? delay : 0, now);
+  return NONE;
+};
+
+/** A time `ahead` ms from now (a negative one has passed: at once), or why it is refused. */
+function judged(name: string, value: number | string, ahead: number, now: number): DeliveryTime {
+  if (typeof value === 'string') return { status: 'invalid', reason: `message annotation ${name} is ${value}, not an integer (milliseconds)` };
+  if (ahead > MAX_DELIVERY_AHEAD_MS) return { status: 'invalid', reason: `message annotation ${name} (${value}) is more than ${YEARS} years ahead` };
+  return { status: 'at', at: now + Math.max(0, ahead) };
+}
+
+/** The sender's refusal (amqp:invalid-field) for a delivery time that cannot be honoured. */
+export function checkDeliveryTime(bytes: Buffer, now: number): void {
+  const time = readDeliveryTime(bytes, now);
+  if (time.status === 'invalid') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message refused: ${time.reason}`);
+}
+
+/** The symbol at `at` (a key of the annotations), or undefined for another type or a long one. */
+function symbolAt(bytes: Buffer, at: number, size: number): string | undefined {
+  const code = bytes[at];
+  // The two names are 19 and 20 characters: a longer key is neither, and is not made into a string.
+  if (code === 0xa3 && size <= 2 + 32) return bytes.toString('latin1', at + 2, at + size);
+  if (code === 0xb3 && size <= 5 + 32) return bytes.toString('latin1', at + 5, at + size);
+  return undefined;
+}
+
+/** The integer value at `at` (any AMQP integer type, or a timestamp), or what else it is, for the refusal; null is undefined (no value). */
+function integerAt(bytes: Buffer, at: number): number | string | undefined {
+  const code = bytes[at]!;
+  switch (code) {
+    case 0x40: return undefined;
+    case 0x43: case 0x44: return 0;
+    case 0x50: case 0x52: case 0x53: return bytes[at + 1]!;
+    case 0x51: case 0x54: case 0x55: return bytes.readInt8(at + 1);
+    case 0x60: return bytes.readUInt16BE(at + 1);
+    case 0x61: return bytes.readInt16BE(at + 1);
+    case 0x70: return bytes.readUInt32BE(at + 1);
+    case 0x71: return bytes.readInt32BE(at + 1);
+    // Past 2^53 a number is not exact, but such a time is far past any bound either way.
+    case 0x80: return Number(bytes.readBigUInt64BE(at + 1));
+    case 0x81: case 0x83: return Number(bytes.readBigInt64BE(at + 1));
+    default: return `of AMQP type 0x${code.toString(16).padStart(2, '0')}`;
+  }
+}
