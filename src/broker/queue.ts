@@ -24,7 +24,7 @@
 // (scheduled.ts): in the depth, not in the rows, until the broker's timer moves it into
 // its level at its id (releaseDue). Rows recovery made from the journal's index are
 // read for it at their first look (F_UNCHECKED), as their group is.
-import { IdTable, type ColumnType } from '../util/id-table.js';
+import { IdTable, type ColumnType, type IdChunk } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
 import { DedupWindow } from './dedup-window.js';
 import { GROUP_NONE, GROUP_UNKNOWN, isGroup, MAX_GROUP_ID_BYTES, MessageGroups } from './message-groups.js';
@@ -713,39 +713,12 @@ export class Queue {
     const expired: number[] = [];
     // The earliest expiry of the rows that stay, when every row was looked at.
     let soonest = Infinity;
-    // Straight over the columns: a generator step and a lookup per row made the tick's
-    // look at 1M rows 25-150 ms, every second, whether any expired or not (docs/stalls.md).
-    scan: for (const level of this.levels) {
-      for (const chunk of level.chunkList()) {
-        const expires = chunk.cols[EXPIRES]!;
-        for (let i = chunk.start; i < chunk.end; i++) {
-          const at = expires[i]!;
-          if (!at) continue;
-          if (at > now) {
-            if (at < soonest) soonest = at;
-            continue;
-          }
-          expired.push(chunk.ids[i]!);
-          if (expired.length >= limit) break scan;
-        }
-      }
+    for (const level of this.levels) {
+      if (expired.length >= limit) break;
+      soonest = Math.min(soonest, collectExpired(level.chunkList(), EXPIRES, now, limit, expired));
     }
     // Held messages expire as the others do (in the depth, not in any level).
-    if (expired.length < limit && this.held.length > 0) {
-      scanHeld: for (const chunk of this.held.rows.chunkList()) {
-        const expires = chunk.cols[HELD_EXPIRES]!;
-        for (let i = chunk.start; i < chunk.end; i++) {
-          const at = expires[i]!;
-          if (!at) continue;
-          if (at > now) {
-            if (at < soonest) soonest = at;
-            continue;
-          }
-          expired.push(chunk.ids[i]!);
-          if (expired.length >= limit) break scanHeld;
-        }
-      }
-    }
+    if (expired.length < limit && this.held.length > 0) soonest = Math.min(soonest, collectExpired(this.held.rows.chunkList(), HELD_EXPIRES, now, limit, expired));
     // Before the removals: a reroute back into this queue lowers it again (noteExpiry).
     if (expired.length < limit) this.nextExpiry = soonest;
     let n = 0;
@@ -1347,6 +1320,30 @@ function selectsEntry(selects: (msg: MessageRecord) => boolean, entry: QueueEntr
   } catch {
     return false;
   }
+}
+
+/**
+ * Adds to `expired` the ids of rows whose expiry (column `col`; 0: none) is at or before
+ * `now`, until it holds `limit`; returns the earliest expiry still ahead among the rows
+ * looked at. Straight over the columns: a generator step and a lookup per row made the
+ * tick's look at 1M rows 25-150 ms, every second, whether any expired or not (docs/stalls.md).
+ */
+function collectExpired(chunks: readonly IdChunk<QueueEntry>[], col: number, now: number, limit: number, expired: number[]): number {
+  let soonest = Infinity;
+  for (const chunk of chunks) {
+    const expires = chunk.cols[col]!;
+    for (let i = chunk.start; i < chunk.end; i++) {
+      const at = expires[i]!;
+      if (!at) continue;
+      if (at > now) {
+        if (at < soonest) soonest = at;
+        continue;
+      }
+      expired.push(chunk.ids[i]!);
+      if (expired.length >= limit) return soonest;
+    }
+  }
+  return soonest;
 }
 
 function addTo(index: Map<Consumer, Set<QueueEntry>>, c: Consumer, entry: QueueEntry): void {
