@@ -331,20 +331,22 @@ export function purgeInSlices(broker: Broker, queue: Queue, limit = 0): Promise<
 
 /**
  * Delete a queue. One with an alternate exchange first sends on, in slices, as many
- * available messages as it had when the delete began (each copy logged before its
- * dequeue; Broker.moveToAlternate), then is deleted as before with what is left:
+ * available and held messages as it had when the delete began (each copy and its
+ * dequeue one record; Broker.moveToAlternate), then is deleted as before with what is left:
  * messages out with consumers and any that came meanwhile. The preconditions are
  * checked when it begins; a queue deleted meanwhile by someone else ends it. Returns
  * how many messages the queue held when it began, as deleteQueue does.
  */
 export async function deleteQueueInSlices(broker: Broker, name: string, options: { ifEmpty?: boolean; ifUnused?: boolean } = {}): Promise<number> {
   const queue = broker.queue(name);
-  if (!queue.settings.alternateExchange || !broker.exchanges.has(queue.settings.alternateExchange) || queue.available <= STEP_MESSAGES || options.ifEmpty) {
+  // Held (delivery-delayed) messages go in the slices too: a million of them in one step would stall the broker.
+  const waiting = queue.available + queue.scheduledDepth;
+  if (!queue.settings.alternateExchange || !broker.exchanges.has(queue.settings.alternateExchange) || waiting <= STEP_MESSAGES || options.ifEmpty) {
     return broker.deleteQueue(name, options);
   }
   if (options.ifUnused && queue.consumerCount > 0) return broker.deleteQueue(name, options); // refused, as it says
   const depth = queue.depth;
-  const moved = await inSlices(queue.available, (n) => broker.moveToAlternate(queue, n), queueStillOn(broker, queue));
+  const moved = await inSlices(waiting, (n) => broker.moveToAlternate(queue, n), queueStillOn(broker, queue));
   const stillOn = queueStillOn(broker, queue)();
   if (typeof stillOn === 'string') throw new TandemError('TANDEM_ERR_PRECONDITION', `stopped after sending ${moved} messages on to the alternate exchange: ${stillOn}`);
   if (!stillOn) return depth; // deleted meanwhile

@@ -338,7 +338,7 @@ export class ClientConnection {
     }
   }
 
-  private attachConsumer(sender: Link, queue: Queue, answer: SourceAnswer, selects?: (msg: MessageRecord) => boolean): void {
+  private attachConsumer(sender: Link, queue: Queue, answer: SourceAnswer, selects?: (msg: MessageRecord, deliveryCount: number) => boolean): void {
     this.claimExclusive(queue);
     const presettled = sender.remoteAttach?.fields['snd-settle-mode'] === 1;
     const browse = answer.browse;

@@ -53,7 +53,7 @@ export class OutgoingLink implements Consumer {
     /** The broker detached this link itself (not the client): its connection forgets it. */
     private readonly ended: (link: Link) => void = () => undefined,
     /** The source's message selector (apache.org:selector-filter:string), compiled; undefined: none. */
-    readonly selects?: (msg: MessageRecord) => boolean,
+    readonly selects?: (msg: MessageRecord, deliveryCount: number) => boolean,
   ) {}
 
   /**

@@ -10,6 +10,12 @@
 //   JMSTimestamp      properties.creation-time (ms)
 //   JMSType           properties.subject
 //   JMSXUserID, JMSXGroupID, JMSXGroupSeq   properties.user-id, group-id, group-sequence
+//   JMSXDeliveryCount the delivery count + 1 (qpid-jms: AMQP delivery-count + 1), for a
+//                     queue consumer the queue entry's, raised by each release
+//   JMSRedelivered    whether the delivery count is above 0
+//   JMSExpiration     properties.absolute-expiry-time, else the expiry the header ttl
+//                     gives (qpid-jms: receipt + ttl, and the broker sends the ttl left),
+//                     0 without either
 //
 // Only the sections a selector needs are read (properties, application-properties),
 // by the engine's decoder, which is safe on any bytes. Bytes that do not read make
@@ -31,12 +37,21 @@ const MAX_JMS_PRIORITY = 9;
 const NOT_SELECTABLE = new Set([0x00, 0x45, 0xc0, 0xc1, 0xd0, 0xd1, 0xe0, 0xf0]);
 const APPLICATION_PROPERTIES = 0x74;
 
-/** Where a JMS header field comes from: the message record, or a field of the properties list. */
-type Source = { from: 'record'; read: (msg: SelectableMessage) => SelectorValue } | { from: 'properties'; field: number; convert: (v: AmqpValue) => SelectorValue };
+/** Reads a header field kept beside the bytes (the record's, or the delivery count the caller gives). */
+type RecordRead = (msg: SelectableMessage, deliveryCount: number) => SelectorValue;
+
+/**
+ * Where a JMS header field comes from: the message record, or a field of the properties
+ * list (`convert` giving undefined: not set there), with `otherwise` the value when it is not set.
+ */
+type Source = { from: 'record'; read: RecordRead } | { from: 'properties'; field: number; convert: (v: AmqpValue) => SelectorValue | undefined; otherwise?: RecordRead };
 
 const HEADER_FIELDS: Readonly<Record<string, Source>> = {
   JMSDeliveryMode: { from: 'record', read: (m) => (m.durable ? 'PERSISTENT' : 'NON_PERSISTENT') },
   JMSPriority: { from: 'record', read: (m) => BigInt(Math.min(m.priority, MAX_JMS_PRIORITY)) },
+  JMSXDeliveryCount: { from: 'record', read: (_m, count) => BigInt(count + 1) },
+  JMSRedelivered: { from: 'record', read: (_m, count) => count > 0 },
+  JMSExpiration: { from: 'properties', field: 8, convert: (v) => (v.type === 'timestamp' ? v.value : undefined), otherwise: (m) => BigInt(m.expiresAt) },
   JMSMessageID: { from: 'properties', field: 0, convert: (v) => jmsId(v, true) },
   JMSXUserID: { from: 'properties', field: 1, convert: (v) => (v.type === 'binary' && v.value.length > 0 ? v.value.toString('utf8') : null) },
   JMSType: { from: 'properties', field: 3, convert: plainValue },
@@ -46,24 +61,32 @@ const HEADER_FIELDS: Readonly<Record<string, Source>> = {
   JMSXGroupSeq: { from: 'properties', field: 11, convert: plainValue },
 };
 
-/** Reads, per message, the values of a selector's identifiers (in its slot order). */
-export type SelectorFieldReader = (msg: SelectableMessage) => SelectorValue[];
+/**
+ * Reads, per message, the values of a selector's identifiers (in its slot order);
+ * `deliveryCount` is the message's own unless a queue has raised it since.
+ */
+export type SelectorFieldReader = (msg: SelectableMessage, deliveryCount?: number) => SelectorValue[];
+
+type PropertyField = { slot: number; field: number; convert: (v: AmqpValue) => SelectorValue | undefined };
 
 export function selectorFieldReader(identifiers: readonly string[]): SelectorFieldReader {
-  const fromRecord: Array<{ slot: number; read: (m: SelectableMessage) => SelectorValue }> = [];
-  const fromProperties: Array<{ slot: number; field: number; convert: (v: AmqpValue) => SelectorValue }> = [];
+  const fromRecord: Array<{ slot: number; read: RecordRead }> = [];
+  const fromProperties: PropertyField[] = [];
   const applicationProperties = new Map<string, number>();
   identifiers.forEach((name, slot) => {
     const header = Object.hasOwn(HEADER_FIELDS, name) ? HEADER_FIELDS[name]! : undefined;
     if (header?.from === 'record') fromRecord.push({ slot, read: header.read });
-    else if (header?.from === 'properties') fromProperties.push({ slot, field: header.field, convert: header.convert });
-    else applicationProperties.set(name, slot);
+    else if (header?.from === 'properties') {
+      fromProperties.push({ slot, field: header.field, convert: header.convert });
+      // Its value when the properties do not set it; read over by theirs when they do.
+      if (header.otherwise) fromRecord.push({ slot, read: header.otherwise });
+    } else applicationProperties.set(name, slot);
   });
   // Only keys of these UTF-8 lengths can be a property named: others are stepped over unread.
   const lengths = new Set([...applicationProperties.keys()].map((n) => Buffer.byteLength(n)));
-  return (msg) => {
+  return (msg, deliveryCount = msg.deliveryCount) => {
     const values: SelectorValue[] = new Array<SelectorValue>(identifiers.length).fill(null);
-    for (const f of fromRecord) values[f.slot] = f.read(msg);
+    for (const f of fromRecord) values[f.slot] = f.read(msg, deliveryCount);
     if (fromProperties.length === 0 && applicationProperties.size === 0) return values;
     const bytes = msg.bytes;
     if (fromProperties.length > 0) readProperties(bytes, fromProperties, values);
@@ -72,14 +95,15 @@ export function selectorFieldReader(identifiers: readonly string[]): SelectorFie
   };
 }
 
-function readProperties(bytes: Buffer, wanted: Array<{ slot: number; field: number; convert: (v: AmqpValue) => SelectorValue }>, values: SelectorValue[]): void {
+function readProperties(bytes: Buffer, wanted: PropertyField[], values: SelectorValue[]): void {
   const at = sectionValueAt(bytes, PROPERTIES);
   if (at < 0) return;
   const list = new Decoder(bytes, at).value();
   if (list.type !== 'list') return;
   for (const w of wanted) {
     const v = list.value[w.field];
-    if (v !== undefined) values[w.slot] = w.convert(v);
+    const value = v === undefined ? undefined : w.convert(v);
+    if (value !== undefined) values[w.slot] = value;
   }
 }
 

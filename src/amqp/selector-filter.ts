@@ -6,7 +6,7 @@
 import { TandemError } from '../broker/errors.js';
 import { Selector, SelectorError } from '../selector/selector.js';
 import type { AmqpValue } from './engine/types.js';
-import type { SelectableMessage } from '../broker/routing-selectors.js';
+import type { SelectorPredicate } from '../broker/routing-selectors.js';
 import { selectorFieldReader } from './selector-fields.js';
 
 const SELECTOR_SYMBOL = 'apache.org:selector-filter:string';
@@ -16,7 +16,7 @@ export interface SourceSelector {
   /** The filter entry as the client sent it: our attach names it as in force. */
   entry: [AmqpValue, AmqpValue];
   selector: Selector;
-  selects: (msg: SelectableMessage) => boolean;
+  selects: SelectorPredicate;
 }
 
 /** The source's selector, compiled; undefined when it has none, or an empty one (no selector, as JMS says). */
@@ -35,7 +35,7 @@ export function sourceSelector(filter: [AmqpValue, AmqpValue][]): SourceSelector
  * for a topic subscription's queue (QueueSettings.selector, asked at routing). Throws
  * TandemError (amqp:invalid-field) naming the problem and its place.
  */
-export function compileSelector(text: string): { selector: Selector; selects: (msg: SelectableMessage) => boolean } {
+export function compileSelector(text: string): { selector: Selector; selects: SelectorPredicate } {
   let selector: Selector;
   try {
     selector = new Selector(text);
@@ -44,7 +44,7 @@ export function compileSelector(text: string): { selector: Selector; selects: (m
     throw err;
   }
   const read = selectorFieldReader(selector.identifiers);
-  return { selector, selects: (msg) => selector.matches(read(msg)) };
+  return { selector, selects: (msg, deliveryCount = msg.deliveryCount) => selector.matches(read(msg, deliveryCount)) };
 }
 
 function isSelectorDescriptor(d: AmqpValue): boolean {

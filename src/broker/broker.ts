@@ -20,6 +20,7 @@ import { dedupRowsAt, type DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
+import { messageExpiry } from './message-expiry.js';
 import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
 import type { DeliveryTimeReader } from './scheduled.js';
 import type { Publisher } from './no-local.js';
@@ -214,8 +215,6 @@ export class Broker implements QueueHost {
   /** Messages that could not go on to an alternate exchange, and were dropped (events.deadLetterLost). */
   deadLettersLost = 0;
   private nextMessageId = 1;
-  /** When set, removals are collected into a transaction instead of logged one by one. */
-  private txCollector: Array<{ op: TxOp; durable: boolean }> | undefined;
 
   constructor(options: BrokerOptions = {}) {
     this.now = options.now ?? Date.now;
@@ -224,7 +223,7 @@ export class Broker implements QueueHost {
     this.dedupKeys = options.dedupKeys;
     this.groupKeys = options.groupKeys;
     this.deliveryTimes = options.deliveryTimes;
-    this.routingSelectors = new RoutingSelectors(options.selectors);
+    this.routingSelectors = new RoutingSelectors(options.selectors, () => this.now());
     this.deadLetters = options.deadLetters;
     this.queueDefaults = options.queueDefaults ?? defaultQueueSettings;
     for (const [name, type] of builtInExchanges) {
@@ -349,28 +348,31 @@ export class Broker implements QueueHost {
   /**
    * One slice of deleting a queue whose messages go to its alternate exchange (the
    * admin layer runs slices with the event loop free between them, then deleteQueue
-   * for what is left): up to `max` available messages, in delivery order, each sent
-   * on as deleteQueue sends it and then dequeued from `queue`. Logged in that order,
-   * so a crash or failover between the two leaves a message in both places, never in
-   * neither; its body is read while its journal record is still live. Returns how many
-   * left the queue (fewer than `max`: no available message is left). A queue without
-   * an alternate exchange (or not this broker's any more) moves nothing.
+   * for what is left): up to `max` messages, the available ones in delivery order, then
+   * the held ones (delivery delay) in id order, each sent on as deleteQueue sends it and
+   * dequeued from `queue`, the two in one record; its body is read while its journal
+   * record is still live. Returns how many left the queue (fewer than `max`: no
+   * available or held message is left). A queue without an alternate exchange (or not
+   * this broker's any more) moves nothing.
    */
   moveToAlternate(queue: Queue, max: number): number {
     if (this.queues.get(queue.name) !== queue || !queue.settings.alternateExchange) return 0;
     let n = 0;
-    for (const entry of queue.availableEntries()) {
-      if (n >= max) break;
-      this.sendOnAndLeave(queue, entry, () => {
-        try {
-          // Not back into the queue being deleted (deleteQueue finds it gone already).
-          this.reroute(queue, entry, 'deleted', true);
-        } catch (err) {
-          this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
-        }
-        queue.remove(entry, 'deleted');
-      });
-      n++;
+    // Held ones too: left to deleteQueue's final pass, a million of them went in one step.
+    for (const entries of [queue.availableEntries(), queue.heldEntries()]) {
+      for (const entry of entries) {
+        if (n >= max) return n;
+        this.sendOnAndLeave(queue, entry, () => {
+          try {
+            // Not back into the queue being deleted (deleteQueue finds it gone already).
+            this.reroute(queue, entry, 'deleted', true);
+          } catch (err) {
+            this.deadLetterLost(queue, entry, `it could not be rerouted: ${(err as Error).message}`);
+          }
+          queue.remove(entry, 'deleted');
+        });
+        n++;
+      }
     }
     return n;
   }
@@ -381,12 +383,11 @@ export class Broker implements QueueHost {
    * left the message in both places (a replication batch, 256 KiB, ends after a large
    * enqueue more often than not), and a new primary dead-lettered an expired one again.
    * Separate records, in that order, when one could be too large for the journal (a
-   * large message fanned out to many queues) or when a transaction is collecting the
-   * dequeues (Broker.commit logs them after its own record).
+   * large message fanned out to many queues).
    */
   private sendOnAndLeave(from: Queue, entry: QueueEntry, move: () => void): void {
     const bound = bodySize(entry.msg) * (this.deadLetterFanOut(from) + 1);
-    if (this.txCollector || bound > MAX_TRANSACTION_RECORD_BYTES / 2) return move();
+    if (bound > MAX_TRANSACTION_RECORD_BYTES / 2) return move();
     this.log.asOneChange(move);
   }
 
@@ -551,15 +552,16 @@ export class Broker implements QueueHost {
     this.checkDrServing([...routed.flatMap((r) => r.queues.map((q) => q.name)), ...accepts.map((a) => a.queue.name)]);
     // One record however many queues its messages fan out to: one the journal could not read back
     // would keep the broker from starting after a crash (a restart from the checkpoint is spared).
-    // Counted as if every copy were taken (duplicates only make it smaller).
-    const recordBytes = transactionRecordBound([
-      ...routed.flatMap(({ queues, msg }) => queues.map((q) => ({ queue: q.name, message: msg }))),
-      ...accepts.map(({ queue }) => ({ queue: queue.name })),
-    ]);
+    // Counted as if every copy were taken (duplicates only make it smaller), with the
+    // most dequeues the ring queues among them may add to it (ringEvictionBound).
+    const recordBytes = transactionRecordBound(
+      [...routed.flatMap(({ queues, msg }) => queues.map((q) => ({ queue: q.name, message: msg }))), ...accepts.map(({ queue }) => ({ queue: queue.name }))],
+      ringEvictionBound(routed),
+    );
     if (recordBytes > MAX_TRANSACTION_RECORD_BYTES) {
       throw new TandemError(
         'TANDEM_ERR_TRANSACTION',
-        `the transaction's sends and acceptances (each message once for each queue it routes to) would make a journal record of about ${recordBytes} bytes, more than the ${MAX_TRANSACTION_RECORD_BYTES / 1024 ** 3} GiB one record may be: send fewer or smaller messages in each transaction, or route them to fewer queues`,
+        `the transaction's sends and acceptances (each message once for each queue it routes to, with a dequeue for each message they may push out of a ring queue) would make a journal record of about ${recordBytes} bytes, more than the ${MAX_TRANSACTION_RECORD_BYTES / 1024 ** 3} GiB one record may be: send fewer or smaller messages in each transaction, or route them to fewer queues`,
       );
     }
     const ops: TxOp[] = [];
@@ -593,11 +595,15 @@ export class Broker implements QueueHost {
     if (this.removalWatchers.size > 0) {
       for (const { queue, entry } of accepts) if (queue.has(entry.msg.id)) for (const w of this.removalWatchers) w.leaving(queue, entry);
     }
-    const logged = this.log.record({ kind: 'transaction', changes: ops }, durable);
     const touched = new Set<Queue>();
     const enqueued: Array<{ queue: string; id: number }> = [];
     const accepted: Array<{ queue: Queue; entry: QueueEntry }> = [];
-    this.collectRemovals(() => {
+    let logged: LoggedChange | undefined;
+    // One record: the transaction's ops, then the dequeues of what its enqueues pushed out
+    // of a ring. Logged after it, a failover between the two left the promoted backup's
+    // ring over its max-count by the evicted messages.
+    this.log.asOneChange(() => {
+      for (const op of ops) logged = this.log.record(op, durable);
       for (const a of accepts) if (a.queue.drop(a.entry.msg.id)) accepted.push(a);
       for (const op of ops) {
         if (op.kind !== 'enqueue') continue;
@@ -607,13 +613,13 @@ export class Broker implements QueueHost {
         const room = queue.settings.limitPolicy !== 'ring' || queue.makeRoom(op.message.bytes.length);
         queue.enqueue(op.message);
         if (!room) queue.remove(queue.entry(op.message.id)!, 'ring');
-        if (op.dedup) queue.dedup?.add(op.dedup.key, op.dedup.at, logged.lsn, logged.durable);
+        if (op.dedup) queue.dedup?.add(op.dedup.key, op.dedup.at, logged!.lsn, durable);
         touched.add(queue);
         enqueued.push({ queue: queue.name, id: op.message.id });
       }
     });
     for (const queue of touched) this.events.queueReady?.(queue);
-    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys, enqueued, accepted };
+    return { queues: [...touched].map((q) => q.name), id: 0, lsn: Math.max(logged!.lsn, this.log.lsn, firstCopyLsn), durable, dedupKeys: keys, enqueued, accepted };
   }
 
   /**
@@ -791,13 +797,8 @@ export class Broker implements QueueHost {
     for (const w of this.removalWatchers) w.leaving(queue, entry);
     // The dead letter and the dequeue are one record, as in moveToAlternate: a crash or
     // failover leaves the message in one of the two queues, never both, never neither.
-    // In a transaction the dequeue waits for the commit anyway.
-    const op: TxOp = { kind: 'dequeue', queue: queue.name, id: entry.msg.id };
-    const durable = messageDurable(entry.msg, queue);
-    const dequeue = () => {
-      if (this.txCollector) this.txCollector.push({ op, durable });
-      else this.log.record(op, durable);
-    };
+    // In a commit (a ring's eviction) the dequeue joins the commit's record (Broker.commit).
+    const dequeue = () => this.log.record({ kind: 'dequeue', queue: queue.name, id: entry.msg.id }, messageDurable(entry.msg, queue));
     if ((reason === 'rejected' || reason === 'expired') && queue.settings.alternateExchange) {
       this.sendOnAndLeave(queue, entry, () => {
         // An expired message routed back into its own queue would reach its consumers after
@@ -945,16 +946,8 @@ export class Broker implements QueueHost {
   }
 
   private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number): MessageRecord {
-    // The header's ttl (from arrival here) and properties.absolute-expiry-time each say
-    // when the message has expired (AMQP 1.0 3.2.1, 3.2.4): with both, the earlier one.
-    // The queue's default ttl is for messages that set neither.
-    let expiresAt = 0;
-    if (msg.ttlMs !== undefined && msg.ttlMs > 0) expiresAt = now + msg.ttlMs;
-    if (msg.absoluteExpiry) {
-      // A time before 1970 (a timestamp is signed) has passed: the first moment there is, not a negative time no record can hold.
-      const at = Math.max(1, msg.absoluteExpiry);
-      if (expiresAt === 0 || at < expiresAt) expiresAt = at;
-    }
+    // The queue's default ttl is for messages that set neither a ttl nor an absolute expiry.
+    let expiresAt = messageExpiry(msg, now);
     if (expiresAt === 0 && queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
     return {
       id,
@@ -1343,7 +1336,9 @@ export class Broker implements QueueHost {
       this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
       return;
     }
-    const routed = this.routingSelectors.filter(this.routeVia(exchange, subject), { bytes, durable: entry.msg.durable, priority: entry.msg.priority });
+    const { durable, priority, expiresAt } = entry.msg;
+    const own = { bytes, durable, priority, deliveryCount: entry.deliveryCount, ttlMs: undefined, absoluteExpiry: expiresAt || undefined };
+    const routed = this.routingSelectors.filter(this.routeVia(exchange, subject), own);
     const self = notBack ? routed.indexOf(from) : -1;
     if (self >= 0) routed.splice(self, 1);
     // A DR queue that does not serve here (a passive copy of the other site's) is not a
@@ -1408,19 +1403,6 @@ export class Broker implements QueueHost {
     this.deadLettersLost++;
     this.events.deadLetterLost?.(from, entry.msg.id, reason, this.deadLettersLost);
   }
-
-  private collectRemovals(fn: () => void): void {
-    const outer = this.txCollector;
-    const collected: Array<{ op: TxOp; durable: boolean }> = [];
-    this.txCollector = collected;
-    try {
-      fn();
-    } finally {
-      this.txCollector = outer;
-    }
-    // Ring overflows caused by a commit are logged right after it.
-    for (const { op, durable } of collected) this.log.record(op, durable);
-  }
 }
 
 /**
@@ -1435,13 +1417,33 @@ export const MAX_TRANSACTION_RECORD_BYTES = 1 << 30;
  * without) takes as one record (src/store/record-codec.ts): each op's fixed fields (under
  * 128 bytes with a dedup stamp), its queue's name, and an enqueue's message and subject.
  */
-export function transactionRecordBound(ops: ReadonlyArray<{ queue: string; message?: { bytes: Buffer; subject: string | undefined } }>): number {
+export function transactionRecordBound(
+  ops: ReadonlyArray<{ queue: string; message?: { bytes: Buffer; subject: string | undefined } }>,
+  moreDequeues: ReadonlyArray<{ queue: string; count: number }> = [],
+): number {
   let n = 64;
   for (const op of ops) {
     n += 128 + Buffer.byteLength(op.queue);
     if (op.message) n += op.message.bytes.length + (op.message.subject === undefined ? 0 : Buffer.byteLength(op.message.subject));
   }
+  for (const d of moreDequeues) n += d.count * (128 + Buffer.byteLength(d.queue));
   return n;
+}
+
+/**
+ * The most messages a commit's sends may push out of each ring queue they go to (each
+ * a dequeue in the commit's record): with a byte limit, every available message and
+ * every one sent; with a count limit alone, one per message sent (the new one, when
+ * the ring cannot make way) and those already over the limit.
+ */
+function ringEvictionBound(routed: ReadonlyArray<{ queues: Queue[] }>): Array<{ queue: string; count: number }> {
+  const sent = new Map<Queue, number>();
+  for (const { queues } of routed) for (const q of queues) if (q.settings.limitPolicy === 'ring') sent.set(q, (sent.get(q) ?? 0) + 1);
+  return [...sent].map(([q, n]) => {
+    const { maxCount, maxSize } = q.settings;
+    const all = q.available + n;
+    return { queue: q.name, count: maxSize > 0 ? all : Math.min(all, n + Math.max(0, q.depth - maxCount)) };
+  });
 }
 
 /** Whether a message's enqueue and dequeue are journaled: a durable message on a durable queue. */

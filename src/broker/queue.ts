@@ -68,9 +68,10 @@ export interface Consumer {
   /**
    * A message selector (JMS): only the messages it selects are this consumer's (or,
    * browsing, shown to it); the others stay for other consumers, in order. False for a
-   * message whose body cannot be read back. Undefined: every message.
+   * message whose body cannot be read back. Undefined: every message. `deliveryCount`:
+   * the entry's (QueueEntry.deliveryCount, raised by releases), for JMSXDeliveryCount.
    */
-  readonly selects?: (msg: MessageRecord) => boolean;
+  readonly selects?: (msg: MessageRecord, deliveryCount: number) => boolean;
   deliver(entry: QueueEntry, queue: Queue): void;
   /**
    * Called after a dispatch left this consumer with credit: the queue has nothing more
@@ -856,6 +857,16 @@ export class Queue {
     }
   }
 
+  /** Messages held until their delivery time, in id order (safe while the queue changes: each step looks up the next id). */
+  *heldEntries(): IterableIterator<QueueEntry> {
+    const rows = this.held.rows;
+    for (let pos = rows.first(); pos >= 0; ) {
+      const id = rows.id(pos);
+      yield rows.obj(pos)!;
+      pos = rows.lowerBound(id + 1);
+    }
+  }
+
   // ---- internals -------------------------------------------------------------
 
   /** The entry at a row: its object, or one made from a paged row (stored in the row if `keep`). */
@@ -1314,9 +1325,9 @@ export class Queue {
 }
 
 /** A selector's verdict on an entry; a paged body that cannot be read back is not selected (its delivery to another consumer sets it aside). */
-function selectsEntry(selects: (msg: MessageRecord) => boolean, entry: QueueEntry): boolean {
+function selectsEntry(selects: (msg: MessageRecord, deliveryCount: number) => boolean, entry: QueueEntry): boolean {
   try {
-    return selects(entry.msg);
+    return selects(entry.msg, entry.deliveryCount);
   } catch {
     return false;
   }

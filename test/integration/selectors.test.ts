@@ -76,6 +76,57 @@ describe('selectors on queue consumers', () => {
     await client.close();
   });
 
+  it('JMSXDeliveryCount and JMSRedelivered select by the delivery count as it is now; JMSExpiration by the expiry', async () => {
+    const client = await TestClient.connect({ port: broker.port });
+    await client.send('sel.count', ['failed', 'released', 'kept']);
+    const plain = await client.openReceiver('sel.count');
+    plain.receiver.add_credit(3);
+    const first = await plain.next(3);
+    expect(first.map((g) => bodyOf(g.message))).toEqual(['failed', 'released', 'kept']);
+    // Given back once as delivery-failed (its delivery-count raised), once plainly released (not raised).
+    // One at a time: rhea writes dispositions of consecutive deliveries made in one turn as
+    // one range with the first one's outcome when the first two differ.
+    const turn = () => new Promise((resolve) => setTimeout(resolve, 20));
+    first[0]!.delivery.modified({ delivery_failed: true });
+    await turn();
+    first[1]!.delivery.release();
+    await turn();
+    first[2]!.delivery.accept();
+    await turn();
+    await plain.close();
+    const again = await client.openReceiver(selected('sel.count', 'JMSXDeliveryCount > 1 AND JMSRedelivered'));
+    again.receiver.add_credit(10);
+    const redelivered = await again.next(1);
+    expect(bodyOf(redelivered[0]!.message)).toBe('failed');
+    expect(redelivered[0]!.message.delivery_count).toBe(1);
+    expect((await again.drainFor(200)).map((g) => bodyOf(g.message))).toEqual([]);
+    redelivered[0]!.delivery.accept();
+    const fresh = await client.openReceiver(selected('sel.count', 'JMSXDeliveryCount = 1'));
+    fresh.receiver.add_credit(10);
+    const firstTime = await fresh.next(1);
+    expect(bodyOf(firstTime[0]!.message)).toBe('released');
+    expect((await fresh.drainFor(200)).map((g) => bodyOf(g.message))).toEqual([]);
+    firstTime[0]!.delivery.accept();
+    // JMSExpiration: the absolute expiry time when set, else the expiry the ttl gives, else 0.
+    const now = Date.now();
+    await client.send('sel.expiry', [
+      { body: 'never' },
+      { body: 'ttl', ttl: 600_000 },
+      { body: 'absolute', absolute_expiry_time: new Date(now + 3_600_000) },
+    ]);
+    const expiring = await client.openReceiver(selected('sel.expiry', `JMSExpiration > ${now} AND JMSExpiration < ${now + 1_800_000}`));
+    expiring.receiver.add_credit(10);
+    expect((await expiring.next(1)).map((g) => bodyOf(g.message))).toEqual(['ttl']);
+    expect((await expiring.drainFor(200)).map((g) => bodyOf(g.message))).toEqual([]);
+    const later = await client.openReceiver(selected('sel.expiry', `JMSExpiration >= ${now + 3_600_000}`));
+    later.receiver.add_credit(10);
+    expect((await later.next(1)).map((g) => bodyOf(g.message))).toEqual(['absolute']);
+    const unset = await client.openReceiver(selected('sel.expiry', 'JMSExpiration = 0'));
+    unset.receiver.add_credit(10);
+    expect((await unset.next(1)).map((g) => bodyOf(g.message))).toEqual(['never']);
+    await client.close();
+  });
+
   it('a bad selector is refused with amqp:invalid-field naming the problem and its place', async () => {
     const client = await TestClient.connect({ port: broker.port });
     const err = await client.openReceiver(selected('sel.bad', "colour = 'blue")).then(

@@ -198,4 +198,30 @@ describe('the selector filter of a source', () => {
       }
     }
   });
+
+  it('JMSXDeliveryCount and JMSRedelivered are the delivery count as qpid-jms shows it: the queue entry\'s when given', () => {
+    const names = ['JMSXDeliveryCount', 'JMSRedelivered'];
+    expect(read(names, message({}))).toEqual([1n, false]);
+    expect(read(names, message({}, [], { deliveryCount: 2 }))).toEqual([3n, true]);
+    // A queue entry raised since the message arrived: its count, not the record's.
+    expect(selectorFieldReader(names)(message({}), 1)).toEqual([2n, true]);
+    const again = sourceSelector(filter(amqp.string('JMSXDeliveryCount > 1 AND JMSRedelivered')))!;
+    expect(again.selects(message({}))).toBe(false);
+    expect(again.selects(message({}), 1)).toBe(true);
+    expect(again.selects(message({}, [], { deliveryCount: 1 }))).toBe(true);
+    // Not the application properties of those names.
+    expect(read(names, message({}, [['JMSXDeliveryCount', amqp.int(7)], ['JMSRedelivered', amqp.boolean(true)]]))).toEqual([1n, false]);
+  });
+
+  it('JMSExpiration is properties.absolute-expiry-time, else the expiry the ttl gives, else 0', () => {
+    const at = 1_800_000_000_000;
+    expect(read(['JMSExpiration'], message({ 8: amqp.timestamp(BigInt(at)) }, [], { expiresAt: at - 5 }))).toEqual([BigInt(at)]);
+    expect(read(['JMSExpiration'], message({ 0: amqp.string('id') }, [], { expiresAt: at - 5 }))).toEqual([BigInt(at - 5)]);
+    expect(read(['JMSExpiration', 'JMSType'], message({ 3: amqp.string('t') }))).toEqual([0n, 't']);
+    const live = sourceSelector(filter(amqp.string(`JMSExpiration = 0 OR JMSExpiration > ${at - 10}`)))!;
+    expect(live.selects(message({}, [], { expiresAt: at }))).toBe(true);
+    expect(live.selects(message({}, [], { expiresAt: at - 20 }))).toBe(false);
+    expect(live.selects(message({}))).toBe(true);
+  });
 });
+

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import type { MessageRecord } from '../../../src/broker/changes.js';
 import type { BodyLoader, PagedMessage } from '../../../src/broker/paged-message.js';
 import { GROUP_SCAN_LIMIT, Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
+import { compileSelector } from '../../../src/amqp/selector-filter.js';
 import { FakeConsumer, qs } from './helpers.js';
 
 class Host implements QueueHost {
@@ -38,6 +39,15 @@ class SelectingConsumer extends FakeConsumer {
     let n = 0;
     for (const v of this.asked.values()) n += v;
     return n;
+  }
+}
+
+/** A consumer with a selector as the AMQP edge compiles it. */
+class CompiledSelectorConsumer extends FakeConsumer {
+  readonly selects: (msg: MessageRecord, deliveryCount: number) => boolean;
+  constructor(id: string, selector: string) {
+    super(id, 10);
+    this.selects = compileSelector(selector).selects;
   }
 }
 
@@ -269,4 +279,27 @@ describe('selectors on paged messages and browsers', () => {
     expect(maxPerDispatch).toBeLessThanOrEqual(GROUP_SCAN_LIMIT + 1);
     expect(dispatches).toBeGreaterThan(1);
   });
+
+  it('a selector on JMSXDeliveryCount or JMSRedelivered sees each entry\'s count as it is now, raised by releases', () => {
+    const { q, host } = queue();
+    for (let i = 1; i <= 3; i++) q.enqueue(record(i, `m${i}`));
+    const first = new FakeConsumer('first', 10);
+    q.addConsumer(first);
+    q.dispatch(0);
+    expect(first.ids).toEqual([1, 2, 3]);
+    // Message 2 given back as delivery-failed (a rollback, a closed consumer): its count is raised; 1 and 3 are not.
+    q.release(first.deliveries[1]!, { deliveryFailed: true, undeliverableHere: false });
+    q.release(first.deliveries[0]!, { deliveryFailed: false, undeliverableHere: false });
+    q.release(first.deliveries[2]!, { deliveryFailed: false, undeliverableHere: false });
+    q.removeConsumer(first);
+    const fresh = new CompiledSelectorConsumer('fresh', 'JMSRedelivered = FALSE');
+    q.addConsumer(fresh);
+    dispatchUntilIdle(q, host);
+    const again = new CompiledSelectorConsumer('again', 'JMSXDeliveryCount > 1');
+    q.addConsumer(again);
+    dispatchUntilIdle(q, host);
+    expect(fresh.ids).toEqual([1, 3]);
+    expect(again.ids).toEqual([2]);
+  });
 });
+

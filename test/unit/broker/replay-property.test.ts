@@ -261,8 +261,16 @@ function expectedDurable(before: Broker, change: LoggedChange['change']): boolea
       if (!entry) throw new Error(`dequeue of message ${change.id} that ${change.queue} does not hold`);
       return entry.msg.durable && q.settings.durable;
     }
-    case 'transaction':
-      return change.changes.some((op) => expectedDurable(before, op));
+    case 'transaction': {
+      // A dequeue may take a message the same transaction enqueued (a commit's ring eviction of it).
+      const own = new Map<string, boolean>();
+      return change.changes.some((op) => {
+        const key = `${op.queue} ${op.kind === 'enqueue' ? op.message.id : op.id}`;
+        const durable = op.kind === 'dequeue' && own.has(key) ? own.get(key)! : expectedDurable(before, op);
+        if (op.kind === 'enqueue') own.set(key, durable);
+        return durable;
+      });
+    }
     case 'epoch':
       return true;
   }

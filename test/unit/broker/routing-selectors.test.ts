@@ -44,6 +44,22 @@ describe('routing to a subscription queue with a selector', () => {
     expect(bodies(broker.queue('all')).map(bodyOf)).toEqual(['b0', 'b1', 'b2', 'b3', 'b4', 'b5']);
   });
 
+  it('JMSXDeliveryCount, JMSRedelivered and JMSExpiration at routing are the message\'s own: its count, its ttl from now', () => {
+    const clock = new FakeClock();
+    const broker = new Broker({ now: clock.now, selectors: (text) => compileSelector(text).selects });
+    broker.declareExchange('news', 'topic', xs());
+    broker.declareQueue('first', qs({ selector: 'JMSXDeliveryCount = 1 AND NOT JMSRedelivered' }));
+    broker.declareQueue('soon', qs({ selector: `JMSExpiration > 0 AND JMSExpiration <= ${clock.t + 1000}` }));
+    broker.bind('news', 'first', '#');
+    broker.bind('news', 'soon', '#');
+    broker.publish('news/x', coloured('blue', 'b0'));
+    broker.publish('news/x', { ...coloured('blue', 'b1'), deliveryCount: 2 });
+    broker.publish('news/x', { ...coloured('blue', 'b2'), ttlMs: 1000 });
+    broker.publish('news/x', { ...coloured('blue', 'b3'), ttlMs: 1001 });
+    expect(bodies(broker.queue('first')).map(bodyOf)).toEqual(['b0', 'b2', 'b3']);
+    expect(bodies(broker.queue('soon')).map(bodyOf)).toEqual(['b2']);
+  });
+
   it('dead letters routed to it are selected too', () => {
     const broker = brokerWithSelectors();
     broker.declareExchange('dlx', 'fanout', xs());

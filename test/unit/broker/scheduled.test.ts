@@ -10,7 +10,9 @@ import { HeldMessages, MAX_DELIVERY_AHEAD_MS } from '../../../src/broker/schedul
 import { Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
 import { readDeliveryTime } from '../../../src/amqp/delivery-time-reader.js';
 import { readGroupKey } from '../../../src/amqp/group-key-reader.js';
-import { FakeClock, FakeConsumer, feedBackup, msg, qs } from './helpers.js';
+import { deleteQueueInSlices } from '../../../src/admin/operations.js';
+import type { LoggedChange } from '../../../src/broker/changes.js';
+import { FakeClock, FakeConsumer, feedBackup, messageRecords, msg, qs, xs } from './helpers.js';
 
 const NOW = 1_700_000_000_000;
 
@@ -252,5 +254,58 @@ describe('a queue holding messages until their delivery time', () => {
     q.dispatch(clock.now());
     expect(bodiesOf(c)).toEqual(['r2', 'r3', 'r1']);
     expect(removed).toEqual([]);
+  });
+
+  it('a delete with an alternate exchange moves held messages in the slices, never all in one step', () => {
+    const { broker } = setup();
+    const logged: LoggedChange[] = [];
+    broker.log.attach({ append: (e) => logged.push(e) });
+    broker.declareExchange('dlx', 'fanout', xs());
+    broker.declareQueue('dlq', qs());
+    broker.bind('dlx', 'dlq', '');
+    const q = broker.declareQueue('q', qs({ alternateExchange: 'dlx' })).queue;
+    for (let i = 0; i < 3; i++) broker.publish('q', msg('', { bytes: encoded(`plain${i}`) }));
+    for (let i = 0; i < 2000; i++) broker.publish('q', msg('', { bytes: encoded(`held${i}`, at(NOW + 60_000)) }));
+    expect([q.available, q.scheduledDepth]).toEqual([3, 2000]);
+    // Each slice: at most its max, available ones first, then held ones, each its dead letter + dequeue in one record.
+    let before = logged.length;
+    expect(broker.moveToAlternate(q, 500)).toBe(500);
+    const slice = messageRecords(logged.slice(before));
+    expect(slice.length).toBe(500);
+    expect(slice.every((r) => r === 'enqueue dlq + dequeue q')).toBe(true);
+    expect([q.available, q.scheduledDepth]).toEqual([0, 1503]);
+    for (let i = 0; i < 3 && q.scheduledDepth > 0; i++) expect(broker.moveToAlternate(q, 500)).toBeLessThanOrEqual(500);
+    expect(broker.moveToAlternate(q, 500)).toBe(3);
+    expect(q.depth).toBe(0);
+    // What the delete itself then does is one step: nothing is left to move.
+    before = logged.length;
+    broker.deleteQueue('q');
+    expect(logged.slice(before).map((e) => e.change.kind)).toEqual(['queue-delete']);
+  });
+
+  it('a delete in slices (the admin operation) sends every held message to the dead-letter queue once, in its order', async () => {
+    const { broker } = setup();
+    broker.declareExchange('dlx', 'fanout', xs());
+    broker.declareQueue('dlq', qs());
+    broker.bind('dlx', 'dlq', '');
+    broker.declareQueue('q', qs({ alternateExchange: 'dlx' }));
+    const sent: string[] = [];
+    for (let i = 0; i < 1500; i++) {
+      const body = i % 3 === 0 ? `plain${i}` : `held${i}`;
+      sent.push(body);
+      broker.publish('q', msg('', { bytes: encoded(body, i % 3 === 0 ? [] : at(NOW + 1000 + i)) }));
+    }
+    let largestStep = 0;
+    const step = broker.moveToAlternate.bind(broker);
+    broker.moveToAlternate = (queue, max) => {
+      largestStep = Math.max(largestStep, max);
+      return step(queue, max);
+    };
+    expect(await deleteQueueInSlices(broker, 'q')).toBe(1500);
+    expect(broker.queues.has('q')).toBe(false);
+    expect(largestStep).toBeLessThanOrEqual(512);
+    const dead = broker.queue('dlq').entries().map(bodyOf);
+    // Available ones first, in delivery order, then the held ones in id order: each once.
+    expect(dead).toEqual([...sent.filter((b) => b.startsWith('plain')), ...sent.filter((b) => b.startsWith('held'))]);
   });
 });

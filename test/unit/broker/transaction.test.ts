@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Broker } from '../../../src/broker/broker.js';
-import { FakeConsumer, bodies, brokerState, kinds, msg, newBroker, qs } from './helpers.js';
+import { Broker, MAX_TRANSACTION_RECORD_BYTES, transactionRecordBound } from '../../../src/broker/broker.js';
+import { FakeConsumer, bodies, brokerState, kinds, messageRecords, msg, newBroker, qs } from './helpers.js';
 
 describe('Broker.commit', () => {
   it('logs ONE transaction change with every enqueue and dequeue', () => {
@@ -134,13 +134,13 @@ describe('Broker.commit', () => {
     expect(broker.queue('q').depth).toBe(0);
   });
 
-  it('ring overflows caused by a commit are logged after it with the right durability', () => {
-    const { broker, logged } = newBroker();
+  it('ring evictions caused by a commit are in its one record, so a backup with that record holds the ring at its max-count', () => {
+    const { broker, clock, logged } = newBroker();
     broker.declareQueue('r', qs({ durable: true, maxCount: 2, limitPolicy: 'ring' }));
     broker.publish('r', msg('a'));
     broker.publish('r', msg('b', { durable: true }));
-    logged.length = 0;
-    broker.commit(
+    const before = logged.length;
+    const r = broker.commit(
       [
         { address: 'r', msg: msg('c', { durable: true }) },
         { address: 'r', msg: msg('d', { durable: true }) },
@@ -148,11 +148,29 @@ describe('Broker.commit', () => {
       [],
     );
     expect(bodies(broker.queue('r'))).toEqual(['c', 'd']);
-    expect(logged.map((e) => [e.change.kind, e.durable])).toEqual([
-      ['transaction', true],
-      ['dequeue', false], // 'a' was transient
-      ['dequeue', true],
-    ]);
+    const commit = logged.slice(before);
+    expect(commit.map((e) => [e.change.kind, e.durable])).toEqual([['transaction', true]]);
+    expect(messageRecords(commit, true)).toEqual(['enqueue r c + enqueue r d + dequeue r + dequeue r']);
+    expect(r.lsn).toBe(commit[0]!.lsn);
+    // A failover right after the commit's record: the promoted backup's ring is not over its limit.
+    const backup = new Broker({ now: clock.now });
+    for (const e of logged) backup.apply(e);
+    expect(bodies(backup.queue('r'))).toEqual(['c', 'd']);
+  });
+
+  it('a commit whose ring evictions could make its record too large for the journal is refused whole', () => {
+    const { broker, logged } = newBroker();
+    // A byte-limited ring: one large send may push out every message it holds, each a dequeue in the record.
+    broker.declareQueue('r', qs({ maxSize: 2 * 1024 ** 3, limitPolicy: 'ring' }));
+    const big = msg('x'.repeat(64));
+    for (let i = 0; i < 1000; i++) broker.publish('r', big);
+    // Sized so the sends alone fit (just) and the evictions they may cause do not.
+    const send = { address: 'r', msg: { ...big, bytes: Buffer.alloc(MAX_TRANSACTION_RECORD_BYTES - 100_000) } };
+    expect(transactionRecordBound([{ queue: 'r', message: send.msg }])).toBeLessThanOrEqual(MAX_TRANSACTION_RECORD_BYTES);
+    const before = logged.length;
+    expect(() => broker.commit([send], [])).toThrow(expect.objectContaining({ code: 'TANDEM_ERR_TRANSACTION' }));
+    expect(logged.length).toBe(before);
+    expect(broker.queue('r').depth).toBe(1000);
   });
 
   it('the replica of a committed transaction holds the same state', () => {
