@@ -140,3 +140,26 @@ export function brokerState(broker: Broker): unknown {
     .sort((a, b) => a.name.localeCompare(b.name));
   return { queues, exchanges, epoch: broker.epoch };
 }
+
+/**
+ * Dispatch `q` again while its host asks (moreToDispatch, counted in `host.more`), as the
+ * broker does, at most `limit` times or until `until()`; how many dispatches ran, and the
+ * most rows one of them passed over (by the rise of `walked()`, a counter of the queue's).
+ */
+export function dispatchUntilIdle(
+  q: Queue,
+  host: { more: number },
+  options: { limit?: number; walked?: () => number; until?: () => boolean } = {},
+): { dispatches: number; mostWalked: number } {
+  const { limit = 1000, walked = () => 0, until = () => false } = options;
+  let dispatches = 0;
+  let mostWalked = 0;
+  do {
+    const before = walked();
+    host.more = 0;
+    q.dispatch(0);
+    mostWalked = Math.max(mostWalked, walked() - before);
+    dispatches++;
+  } while (host.more > 0 && !until() && dispatches < limit);
+  return { dispatches, mostWalked };
+}

@@ -12,7 +12,7 @@ import { PagedMessage, pagedFields, type BodyLoader, type PagedRun } from '../..
 import { GROUP_SCAN_LIMIT, Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
 import { parseQueueSettings } from '../../../src/broker/settings.js';
 import { readGroupKey } from '../../../src/amqp/group-key-reader.js';
-import { FakeConsumer, feedBackup, msg, newBroker, qs } from './helpers.js';
+import { FakeConsumer, dispatchUntilIdle, feedBackup, msg, newBroker, qs } from './helpers.js';
 
 /** properties with group-id (field 10) as a str8, then an amqp-value body; `header`: a header section first. */
 function encoded(group: string | undefined, body: string, header = false): { bytes: Buffer; headerLength: number } {
@@ -462,15 +462,7 @@ describe('message groups - a long run of an owned group', () => {
     q.addConsumer(b);
     q.enqueue(record(run + 1, 'B'));
     // The broker dispatches again while moreToDispatch asks (a bounded number of times here).
-    let dispatches = 0;
-    let maxPerDispatch = 0;
-    do {
-      const before = q.groupRowsSkipped;
-      host.more = 0;
-      q.dispatch(0);
-      maxPerDispatch = Math.max(maxPerDispatch, q.groupRowsSkipped - before);
-      dispatches++;
-    } while (host.more > 0 && b.ids.length === 0 && dispatches < 1000);
+    const { dispatches, mostWalked: maxPerDispatch } = dispatchUntilIdle(q, host, { walked: () => q.groupRowsSkipped, until: () => b.ids.length > 0 });
     expect(b.ids).toEqual([run + 1]);
     expect(maxPerDispatch).toBeLessThanOrEqual(GROUP_SCAN_LIMIT);
     expect(dispatches).toBeGreaterThan(1);

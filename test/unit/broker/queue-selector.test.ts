@@ -9,7 +9,7 @@ import type { MessageRecord } from '../../../src/broker/changes.js';
 import type { BodyLoader, PagedMessage } from '../../../src/broker/paged-message.js';
 import { GROUP_SCAN_LIMIT, Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
 import { compileSelector } from '../../../src/amqp/selector-filter.js';
-import { FakeConsumer, qs } from './helpers.js';
+import { FakeConsumer, dispatchUntilIdle, qs } from './helpers.js';
 
 class Host implements QueueHost {
   more = 0;
@@ -54,17 +54,6 @@ class CompiledSelectorConsumer extends FakeConsumer {
 function queue(): { q: Queue; host: Host } {
   const host = new Host();
   return { q: new Queue('q', qs(), host), host };
-}
-
-/** Dispatch again while the queue asks (moreToDispatch), a bounded number of times; how many dispatches ran. */
-function dispatchUntilIdle(q: Queue, host: Host, limit = 1000): number {
-  let n = 0;
-  do {
-    host.more = 0;
-    q.dispatch(0);
-    n++;
-  } while (host.more > 0 && n < limit);
-  return n;
 }
 
 describe('queue consumers with selectors', () => {
@@ -178,15 +167,7 @@ describe('queue consumers with selectors', () => {
     q.enqueue(record(run + 1, 'take'));
     const c = new SelectingConsumer('c', 'take', 10);
     q.addConsumer(c);
-    let dispatches = 0;
-    let maxPerDispatch = 0;
-    do {
-      const before = q.selectorRowsSkipped;
-      host.more = 0;
-      q.dispatch(0);
-      maxPerDispatch = Math.max(maxPerDispatch, q.selectorRowsSkipped - before);
-      dispatches++;
-    } while (host.more > 0 && dispatches < 1000);
+    const { dispatches, mostWalked: maxPerDispatch } = dispatchUntilIdle(q, host, { walked: () => q.selectorRowsSkipped });
     expect(c.ids).toEqual([run + 1]);
     expect(maxPerDispatch).toBeLessThanOrEqual(GROUP_SCAN_LIMIT + 1);
     expect(dispatches).toBeGreaterThan(10);
@@ -266,15 +247,7 @@ describe('selectors on paged messages and browsers', () => {
     q.enqueue(record(run + 1, 'take'));
     const b = new SelectingConsumer('b', 'take', 10, true);
     q.addConsumer(b);
-    let maxPerDispatch = 0;
-    let dispatches = 0;
-    do {
-      const before = q.selectorRowsSkipped;
-      host.more = 0;
-      q.dispatch(0);
-      maxPerDispatch = Math.max(maxPerDispatch, q.selectorRowsSkipped - before);
-      dispatches++;
-    } while (host.more > 0 && dispatches < 100);
+    const { dispatches, mostWalked: maxPerDispatch } = dispatchUntilIdle(q, host, { limit: 100, walked: () => q.selectorRowsSkipped });
     expect(b.ids).toEqual([run + 1]);
     expect(maxPerDispatch).toBeLessThanOrEqual(GROUP_SCAN_LIMIT + 1);
     expect(dispatches).toBeGreaterThan(1);
