@@ -12,6 +12,7 @@ import type { AmqpValue } from '../amqp/engine/types.js';
 import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/errors.js';
 import { describeRevocation, isCertificateError, tlsConnectOptions } from './link-tls.js';
 import { safeString } from '../util/safe-string.js';
+import { hostPort } from '../util/host-port.js';
 
 export interface BrokerAddress {
   host: string;
@@ -109,7 +110,7 @@ function openProperties(properties: Record<string, unknown> | undefined): AmqpVa
 
 /** What a failed connect says: the socket's, SASL's or the broker's reason, with a hint where one helps. */
 export function connectFailure(address: BrokerAddress, err: unknown): ConnectError {
-  const where = `${address.host}:${address.port}`;
+  const where = hostPort(address.host, address.port);
   const e = err instanceof AmqpClientError ? err : undefined;
   if (e?.kind === 'timeout') return new ConnectError(e.message);
   // Bytes that are no AMQP header (a TLS port answering a plaintext client) say what a bare close says.
@@ -166,7 +167,7 @@ export class ManagementClient {
     // The links get what is left of the connect timeout.
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ConnectError(`no answer from ${address.host}:${address.port} within ${this.timeoutMs} ms`)), Math.max(1, deadline - Date.now()));
+      timer = setTimeout(() => reject(new ConnectError(`no answer from ${hostPort(address.host, address.port)} within ${this.timeoutMs} ms`)), Math.max(1, deadline - Date.now()));
     });
     // A promise that loses a race may still reject later: that must not be an unhandled rejection.
     const handled = <T>(p: Promise<T>): Promise<T> => (p.catch(() => undefined), p);
@@ -186,7 +187,7 @@ export class ManagementClient {
       client.receive(receiver, 100, (d) => this.onReply(d));
     } catch (err) {
       this.close();
-      throw err instanceof ConnectError ? err : new ConnectError(`cannot connect to ${address.host}:${address.port}: ${(err as Error).message}`);
+      throw err instanceof ConnectError ? err : new ConnectError(`cannot connect to ${hostPort(address.host, address.port)}: ${(err as Error).message}`);
     } finally {
       clearTimeout(timer);
     }

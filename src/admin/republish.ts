@@ -7,6 +7,7 @@ import type { Link } from '../amqp/engine/link.js';
 import type { Session } from '../amqp/engine/session.js';
 import { ConnectError, clientOptions, connectFailure, type BrokerAddress } from './client.js';
 import { TandemError } from '../broker/errors.js';
+import { hostPort } from '../util/host-port.js';
 
 export interface StoredMessage {
   queue: string;
@@ -46,7 +47,7 @@ export async function republish(address: BrokerAddress, messages: Iterable<Store
     let idle: NodeJS.Timeout | undefined;
     const arm = () => {
       clearTimeout(idle);
-      idle = setTimeout(() => finish(new ConnectError(`no answer from ${address.host}:${address.port} within ${timeoutMs} ms`)), timeoutMs);
+      idle = setTimeout(() => finish(new ConnectError(`no answer from ${hostPort(address.host, address.port)} within ${timeoutMs} ms`)), timeoutMs);
     };
     const finish = (err?: Error) => {
       if (finished) return;
@@ -57,7 +58,7 @@ export async function republish(address: BrokerAddress, messages: Iterable<Store
       if (err) reject(err);
       else resolve(contiguous);
     };
-    client.onClosed = () => finish(new ConnectError(`connection to ${address.host}:${address.port} lost after ${contiguous} messages were accepted`));
+    client.onClosed = () => finish(new ConnectError(`connection to ${hostPort(address.host, address.port)} lost after ${contiguous} messages were accepted`));
     const senderFor = (queue: string): Promise<Link> => {
       let s = senders.get(queue);
       if (!s) {

@@ -38,6 +38,7 @@ import { fail, ok, Ocf, OcfError, type OcfResult } from './ocf.js';
 import type { Cluster } from './pacemaker.js';
 import { timingWarnings } from './timing.js';
 import { actionBudgetMs, readNotification, type AgentParams, type Notification, type StartWait } from './params.js';
+import { hostPort } from '../util/host-port.js';
 
 export interface AgentLog {
   debug(msg: string): void;
@@ -229,7 +230,7 @@ export class TandemAgent {
 
   /** The OCF code monitor reports for an observation. */
   monitorCode(o: Observation, probe: boolean, v: Validated): OcfResult {
-    const where = `${v.address.host}:${v.address.port}`;
+    const where = hostPort(v.address.host, v.address.port);
     switch (o.role) {
       case 'stopped':
         return { code: Ocf.notRunning };

@@ -34,6 +34,7 @@ import { DEFAULT_OUTCOME, OutgoingLink } from './outgoing-link.js';
 import { sourceSelector } from './selector-filter.js';
 import { readTransactionalState } from './transaction-types.js';
 import { SUBSCRIPTION_PREFIX, type Subscription, kindConflict, kindOf, subscriptionAddress, subscriptionOf, subscriptionQueue } from './subscriptions.js';
+import { hostPort } from '../util/host-port.js';
 
 export interface ConnectionPolicy {
   autoCreate: boolean;
@@ -205,7 +206,7 @@ export class ClientConnection {
   private remote: string | undefined;
 
   get remoteAddress(): string {
-    this.remote ??= this.socket.remoteAddress ? `${this.socket.remoteAddress}:${this.socket.remotePort}` : 'unknown';
+    this.remote ??= this.socket.remoteAddress ? hostPort(this.socket.remoteAddress, this.socket.remotePort ?? '?') : 'unknown';
     return this.remote;
   }
 

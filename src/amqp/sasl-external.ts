@@ -7,6 +7,7 @@
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
+import { hostPort } from '../util/host-port.js';
 
 export type ExternalUserMapping = 'cn' | 'san-email';
 export const EXTERNAL_USER_MAPPINGS: readonly ExternalUserMapping[] = ['cn', 'san-email'];
@@ -66,7 +67,7 @@ export function externalVerifier(socket: TLSSocket, options: ExternalServerOptio
   if (!socket.authorized) return undefined;
   return async (asked) => {
     const { log, mapping, users } = options;
-    const remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    const remote = hostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? '?');
     const name = userOfCertificate(socket.getPeerCertificate(), mapping);
     // RFC 4422 appendix A: a non-empty authorization identity asks to act as that user;
     // only the certificate's own is allowed.

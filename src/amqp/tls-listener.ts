@@ -13,6 +13,7 @@ import { describeRevocation } from '../admin/link-tls.js';
 import { LogThrottle } from '../ops/log-throttle.js';
 import { readTlsFile } from '../ops/tls-file-read.js';
 import type { Logger } from '../ops/log.js';
+import { hostPort } from '../util/host-port.js';
 
 export interface ListenerTlsFiles {
   cert: string;
@@ -107,7 +108,7 @@ export class TlsRefusalLog {
  */
 function remoteOf(socket: TLSSocket): string {
   const s = addressed(socket);
-  return `${s.remoteAddress ?? 'unknown'}:${s.remotePort ?? '?'}`;
+  return hostPort(s.remoteAddress ?? 'unknown', s.remotePort ?? '?');
 }
 
 function hostOf(socket: TLSSocket): string {

@@ -13,6 +13,7 @@ import { isHaState } from '../ha/states.js';
 import { exitWhenFlushed } from '../util/exit.js';
 import { loadSettings } from '../ops/config.js';
 import { printable } from '../ops/printable.js';
+import { hostPort } from '../util/host-port.js';
 
 export const HaExit = { ok: 0, no: 1, usage: 2, notRunning: 7 } as const;
 
@@ -193,9 +194,9 @@ export async function queryAll(target: { address: BrokerAddress; brokersUrl?: st
     parsed.endpoints.map(async (e) => {
       const address = endpointAddress(e, parsed, { user: local.user ?? parsed.user, password: local.password ?? (lendsPassword ? parsed.password : undefined), external: local.external }, target.linkTls);
       try {
-        return { address: `${e.host}:${e.port}`, ...(await haStatusOf(address, timeoutMs)) };
+        return { address: hostPort(e.host, e.port), ...(await haStatusOf(address, timeoutMs)) };
       } catch (err) {
-        return { address: `${e.host}:${e.port}`, state: 'unreachable', error: (err as Error).message };
+        return { address: hostPort(e.host, e.port), state: 'unreachable', error: (err as Error).message };
       }
     }),
   );

@@ -15,6 +15,7 @@ import { DIVERGED_DIR, listDiverged, readDiverged, recordRepublished, type Diver
 import { loadSettings } from '../ops/config.js';
 import { exitWhenFlushed } from '../util/exit.js';
 import { haStatusOf, haTarget, type HaOptions } from './ha-commands.js';
+import { hostPort } from '../util/host-port.js';
 
 interface DivergedOptions extends HaOptions {
   dataDir?: string;
@@ -106,7 +107,7 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
           const sent = await republish(to, rest(), (n) => recordRepublished(set, already + n), ms(o) * 6);
           const chosen = open.count - skipped;
           process.stdout.write(
-            `${Math.min(already, chosen) + sent} of ${chosen} messages of ${set.name} re-published to ${to.host}:${to.port}${already > 0 ? ` (${Math.min(already, chosen)} already before)` : ''}` +
+            `${Math.min(already, chosen) + sent} of ${chosen} messages of ${set.name} re-published to ${hostPort(to.host, to.port)}${already > 0 ? ` (${Math.min(already, chosen)} already before)` : ''}` +
               `${skipped > 0 ? `; ${skipped} from a snapshot after the divergence point left out (--include-uncertain)` : ''}\n`,
           );
         } finally {

@@ -7,6 +7,7 @@
 import { ManagementClient, type BrokerAddress } from '../admin/client.js';
 import type { BrokerEndpoint } from '../ha/brokers-url.js';
 import { Props } from '../replication/protocol.js';
+import { hostPort } from '../util/host-port.js';
 
 /** One broker's answer to HA-STATUS, as far as the console reads it. */
 export interface HaAnswer {
@@ -85,7 +86,7 @@ export class ClusterWatch {
   constructor(private readonly options: ClusterViewOptions) {
     this.peers = options.endpoints.map((endpoint) => ({
       endpoint,
-      address: `${endpoint.host}:${endpoint.port}`,
+      address: hostPort(endpoint.host, endpoint.port),
       self: undefined,
       client: undefined,
       connecting: undefined,

@@ -12,7 +12,7 @@
 import { DR_MODES, type DrMode } from '../broker/changes.js';
 import { invalidArgument } from '../broker/errors.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
-import { hostPort } from '../ops/host-port.js';
+import { hostPort } from '../util/host-port.js';
 import { normaliseExchangeFilter } from './topology.js';
 import { readSecretFile } from '../ops/secret-files.js';
 import { knownPassword, rememberPassword } from './credentials.js';

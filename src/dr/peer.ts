@@ -21,6 +21,7 @@ import { displaySource, parseDrMode, parseSource } from './config.js';
 import { knownPassword } from './credentials.js';
 import { MAX_EPOCH } from './roles.js';
 import { normaliseExchangeFilter } from './topology.js';
+import { hostPort } from '../util/host-port.js';
 
 export type PeerReply = Record<string, unknown>;
 
@@ -51,7 +52,7 @@ export async function peerRequest(url: string, tls: LinkTls, op: string, body: R
       // The peer's refusal, in its words (cut: they end up in our logs and answers).
       if (err instanceof PeerAnswerError) throw err;
       if (err instanceof TandemError) throw err.message.length > MAX_REFUSAL_CHARS ? new TandemError(err.code, `${err.message.slice(0, MAX_REFUSAL_CHARS)}... (${err.message.length} characters)`) : err;
-      failures.push(`${e.host}:${e.port}: ${(err as Error).message}`);
+      failures.push(`${hostPort(e.host, e.port)}: ${(err as Error).message}`);
       if (!(err instanceof ConnectError)) break;
     } finally {
       client?.close();

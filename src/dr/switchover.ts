@@ -29,7 +29,7 @@ import { FRESH_ROLE, MAX_EPOCH, drRefusal, epochOf, roleOf } from './roles.js';
 import type { Broker } from '../broker/broker.js';
 import { parseCount } from '../broker/settings.js';
 import { parseBrokersUrl, type BrokerEndpoint, type BrokersUrl } from '../ha/brokers-url.js';
-import { hostPort } from '../ops/host-port.js';
+import { hostPort } from '../util/host-port.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const MIN_TIMEOUT_MS = 1000;

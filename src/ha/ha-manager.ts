@@ -33,6 +33,7 @@ import type { DrCredentials } from '../dr/credentials.js';
 import { EpochPromise, MAX_HA_EPOCH, PROMISED_EPOCH_PROPERTY, PROMISE_OPERATION, type PromisedEpoch } from './epoch-promise.js';
 import { promiseRound, type PromiseTarget } from './promise-round.js';
 import type { BrokerEndpoint } from './brokers-url.js';
+import { hostPort } from '../util/host-port.js';
 
 /**
  * A peer's host must complete a TCP handshake within 300 ms to count as visible: a
@@ -443,7 +444,7 @@ export class HaManager {
     const promise: PromisedEpoch = { epoch, by: this.brokerId };
     const targets: PromiseTarget[] = [];
     for (const e of this.url.endpoints) {
-      const address = `${e.host}:${e.port}`;
+      const address = hostPort(e.host, e.port);
       const answer = answers.find((a) => a.address === address)?.answer;
       if (answer?.instance === this.instanceId) continue;
       targets.push({ address, awaited: answer !== undefined, send: () => this.sendPromise(e, promise) });
@@ -955,7 +956,7 @@ export class HaManager {
     const s = this.host.settings;
     return Promise.all(
       this.url.endpoints.map(async (e): Promise<PeerAnswer> => {
-        const address = `${e.host}:${e.port}`;
+        const address = hostPort(e.host, e.port);
         if ((await probeTcp(e.host, e.port, PEER_HANDSHAKE)) !== 'answered') return { address };
         let client: ManagementClient | undefined;
         try {

@@ -15,7 +15,7 @@ import { MAJORITY, minReadyBackupsRefusal, type MinReadyBackups } from '../ha/se
 import { registerSecret } from './secrets.js';
 import { readSecretFile, secretFileProblems } from './secret-files.js';
 import { readBoundedText } from './bounded-read.js';
-import { hostPort } from './host-port.js';
+import { hostPort } from '../util/host-port.js';
 import { readTlsFile } from './tls-file-read.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
 import { crlWarnings, readCrlFile } from '../admin/crl.js';

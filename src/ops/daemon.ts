@@ -49,7 +49,7 @@ import { ConsoleServer } from '../console/server.js';
 import { ClusterWatch, standaloneView, type HaAnswer } from '../console/cluster-view.js';
 import { parseBrokersUrl } from '../ha/brokers-url.js';
 import { endpointAddress, haIdentity, haLinkTls, reloadLinkCrls } from '../admin/peer-addresses.js';
-import { hostPort } from './host-port.js';
+import { hostPort } from '../util/host-port.js';
 import { notifyExtendTimeout, notifyReady, notifyStatus, notifyStopping, startWatchdog } from './systemd.js';
 
 export { VERSION } from '../version.js';

@@ -6,6 +6,7 @@
 // tells "down or unreachable" from "slow" without giving up on a slow peer.
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect, type ConnectionOptions as TlsOptions } from 'node:tls';
+import { hostPort } from './host-port.js';
 
 export type Reach = 'answered' | 'refused' | 'silent';
 
@@ -60,7 +61,7 @@ export function connectWithin(deadlineMs: number, tls?: TlsOptions) {
     const timer = setTimeout(
       () =>
         setImmediate(() => {
-          if (socket.connecting) socket.destroy(new Error(`no TCP answer from ${host}:${port} within ${deadlineMs} ms: the host is down or unreachable`));
+          if (socket.connecting) socket.destroy(new Error(`no TCP answer from ${hostPort(host, port)} within ${deadlineMs} ms: the host is down or unreachable`));
         }),
       deadlineMs,
     );

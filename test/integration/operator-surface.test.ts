@@ -93,6 +93,10 @@ describe('operator surface', () => {
     expect(broker.stdout).toContain(`metrics on http://[::1]:${broker.metricsPort}/metrics`);
     const list = await tandem(['queue', 'list', '-b', listening]);
     expect(list.code, list.stderr).toBe(0);
+    // An address the CLI could not reach is named as it was given, brackets kept.
+    const refused = await tandem(['queue', 'list', '-b', '[::1]:1']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/cannot connect to \[::1\]:1: /);
   }, 60_000);
 
   it('operator surface - the plaintext PLAIN warning names the port listened on, not port=0', async () => {

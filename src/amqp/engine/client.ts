@@ -13,6 +13,7 @@ import type { ErrorInfo } from './performative.js';
 import type { Session } from './session.js';
 import { Transport } from './transport.js';
 import type { AmqpValue } from './types.js';
+import { hostPort } from '../../util/host-port.js';
 
 export interface ClientOptions {
   host: string;
@@ -172,7 +173,7 @@ export class AmqpClient {
       let settled = false;
       const timeoutMs = options.timeoutMs ?? 10_000;
       const timer = setTimeout(() => {
-        finish(new AmqpClientError(`no answer from ${options.host}:${options.port} within ${timeoutMs} ms`, undefined, undefined, 'timeout'));
+        finish(new AmqpClientError(`no answer from ${hostPort(options.host, options.port)} within ${timeoutMs} ms`, undefined, undefined, 'timeout'));
         socket.destroy();
       }, timeoutMs);
       const finish = (err: Error | undefined) => {
@@ -182,8 +183,8 @@ export class AmqpClient {
         if (err) reject(err);
         else resolve(client!);
       };
-      socket.once('error', (err: Error & { code?: string }) => finish(new AmqpClientError(`cannot connect to ${options.host}:${options.port}: ${err.message}`, undefined, err.code, 'socket', err.message)));
-      socket.once('close', () => finish(new AmqpClientError(`the connection to ${options.host}:${options.port} closed before it opened`, undefined, undefined, 'closed')));
+      socket.once('error', (err: Error & { code?: string }) => finish(new AmqpClientError(`cannot connect to ${hostPort(options.host, options.port)}: ${err.message}`, undefined, err.code, 'socket', err.message)));
+      socket.once('close', () => finish(new AmqpClientError(`the connection to ${hostPort(options.host, options.port)} closed before it opened`, undefined, undefined, 'closed')));
       client = new AmqpClient(socket, options, { resolve: () => finish(undefined), reject: finish });
     });
   }

@@ -1,6 +1,6 @@
 // A DR source's canonical spelling (parseSource, what the journal keeps and bridges are
 // keyed by) must read back as the same brokers: an IPv6 address keeps its brackets, as
-// hostPort (src/ops/host-port.ts) writes it everywhere else.
+// hostPort (src/util/host-port.ts) writes it everywhere else.
 import { describe, expect, it } from 'vitest';
 import { displaySource, normaliseSource, parseSource, sourceWithPassword } from '../../../src/dr/config.js';
 
