@@ -5,6 +5,7 @@
 // into the same Buffer). Malformed bytes or an uncomparable type are an
 // `invalid` answer, never a throw: the message then passes undeduplicated.
 import { dedupDigest, dedupIntegerDigest, DedupKeyType, type DedupKeyReader, type DedupLookup } from '../broker/dedup-key.js';
+import { MapEntries } from './map-entries.js';
 import { describedValueAt, encodedValueSize, sectionCode, sectionValueAt } from './message-codec.js';
 
 const PROPERTIES = 0x73;
@@ -20,8 +21,8 @@ export const readDedupKey: DedupKeyReader = (bytes, property, propertiesAt) => {
   try {
     if (property === undefined) {
       const at = propertiesValueAt(bytes, propertiesAt);
-      if (at < 0 || compound(bytes, at, 'properties', LIST) === 0) return MISSING;
-      return keyOf(bytes, compoundFirst, 'message-id');
+      if (at < 0 || list(bytes, at, 'properties') === 0) return MISSING;
+      return keyOf(bytes, listFirst, 'message-id');
     }
     return applicationProperty(bytes, sectionValueAt(bytes, APPLICATION_PROPERTIES), property);
   } catch (err) {
@@ -39,56 +40,54 @@ function propertiesValueAt(bytes: Buffer, propertiesAt: number | undefined): num
   return propertiesAt < 0 ? -1 : describedValueAt(bytes, propertiesAt);
 }
 
-function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {
-  if (at < 0) return MISSING;
-  const count = compound(bytes, at, 'application-properties', MAP);
-  if (count % 2 !== 0) return { status: 'invalid', reason: 'application-properties has an odd number of elements' };
-  let offset = compoundFirst;
-  const end = compoundEnd;
-  // Bounded by the map's count, each step consuming at least one byte (or throwing).
-  for (let i = 0; i < count; i += 2) {
-    // A count beyond what the map's size holds would read the next section's bytes as entries.
-    if (offset >= end) return SHORT_MAP;
-    const keySize = encodedValueSize(bytes, offset);
-    const k = stringAt(bytes, offset);
-    offset += keySize;
-    if (offset >= end) return SHORT_MAP;
-    if (k === name) return offset + encodedValueSize(bytes, offset) > end ? SHORT_MAP : keyOf(bytes, offset, `application property '${name}'`);
-    offset += encodedValueSize(bytes, offset);
-  }
-  return MISSING;
-}
-
-/** Where the first element of the compound compound() last read starts, and where it ends (one place, not an object per call: this runs per message). */
-let compoundFirst = 0;
-let compoundEnd = 0;
-const SHORT_MAP: DedupLookup = { status: 'invalid', reason: 'application-properties holds fewer entries than its count says' };
-
-/** The encodings of a list (list0, list8, list32) and of a map (map8, map32), by what a section must be. */
-const LIST = { name: 'list', empty: 0x45, small: 0xc0, large: 0xd0 };
-const MAP = { name: 'map', empty: -1, small: 0xc1, large: 0xd1 };
+/** The walker of application-properties maps (one: a walk makes nothing per message). */
+const applicationProperties = new MapEntries();
 
 /**
- * The element count of the list or map (`kind`) at `at`; compoundFirst is set to
- * where its first element starts. Any other value throws: properties that are a
- * map, or application properties that are a list, are not read as the other.
+ * The key application property `name` makes: the first entry of that name counts. The
+ * map is checked to its end either way, so a malformed one is invalid however its
+ * entries lie (a count that says more than it holds, the key in the entry it holds).
  */
-function compound(bytes: Buffer, at: number, what: string, kind: typeof LIST): number {
+function applicationProperty(bytes: Buffer, at: number, name: string): DedupLookup {
+  if (at < 0) return MISSING;
+  const map = applicationProperties;
+  if (!map.start(bytes, at, 'application-properties')) return invalid(map);
+  while (map.next()) {
+    if (stringAt(bytes, map.keyAt) !== name) continue;
+    const valueAt = map.valueAt;
+    return map.finish() ? keyOf(bytes, valueAt, `application property '${name}'`) : invalid(map);
+  }
+  return map.problem === undefined ? MISSING : invalid(map);
+}
+
+function invalid(map: MapEntries): DedupLookup {
+  return { status: 'invalid', reason: map.problem! };
+}
+
+/** Where the first element of the list list() last read starts (one place, not an object per call: this runs per message). */
+let listFirst = 0;
+
+/**
+ * The element count of the list (list0, list8, list32) at `at`; listFirst is set to
+ * where its first element starts. Any other value throws: properties that are a map
+ * are not read as a list.
+ */
+function list(bytes: Buffer, at: number, what: string): number {
   const code = bytes[at];
-  compoundEnd = at + encodedValueSize(bytes, at); // and checks that it fits
-  if (code === kind.empty) {
-    compoundFirst = at + 1;
+  encodedValueSize(bytes, at); // checks that it fits
+  if (code === 0x45) {
+    listFirst = at + 1;
     return 0;
   }
-  if (code === kind.small) {
-    compoundFirst = at + 3;
+  if (code === 0xc0) {
+    listFirst = at + 3;
     return bytes[at + 2]!;
   }
-  if (code === kind.large) {
-    compoundFirst = at + 9;
+  if (code === 0xd0) {
+    listFirst = at + 9;
     return bytes.readUInt32BE(at + 5);
   }
-  throw new Error(`${what} is not a ${kind.name} (type 0x${(code ?? 0).toString(16)})`);
+  throw new Error(`${what} is not a list (type 0x${(code ?? 0).toString(16)})`);
 }
 
 function stringAt(bytes: Buffer, at: number): string | undefined {

@@ -4,10 +4,11 @@
 // or x-opt-delivery-delay, ms from now (the broker's now where it reads it). With both,
 // the time. Only the annotations' bytes are looked at; malformed bytes are no time, a
 // value that is no integer or lies past MAX_DELIVERY_AHEAD_MS is an `invalid` answer,
-// never a throw (checkDeliveryTime turns that into the sender's refusal).
+// never a throw (checkedHeldUntil turns that into the sender's refusal).
 import { TandemError } from '../broker/errors.js';
-import { MAX_DELIVERY_AHEAD_MS, type DeliveryTime, type DeliveryTimeReader } from '../broker/scheduled.js';
-import { compoundAt, encodedValueSize, sectionValueAt } from './message-codec.js';
+import { heldUntilOf, MAX_DELIVERY_AHEAD_MS, type DeliveryTime, type DeliveryTimeReader } from '../broker/scheduled.js';
+import { MapEntries } from './map-entries.js';
+import { sectionValueAt } from './message-codec.js';
 
 const MESSAGE_ANNOTATIONS = 0x72;
 export const DELIVERY_TIME = 'x-opt-delivery-time';
@@ -20,25 +21,15 @@ export const readDeliveryTime: DeliveryTimeReader = (bytes, now) => {
   let delay: number | string | undefined;
   try {
     const at = sectionValueAt(bytes, MESSAGE_ANNOTATIONS);
-    if (at < 0) return NONE;
-    const map = compoundAt(bytes, at);
-    // Only a map is annotations (a list here is malformed: no time).
-    if (!map || (bytes[at] !== 0xc1 && bytes[at] !== 0xd1)) return NONE;
-    // Every item takes at least a byte: a count beyond the bytes, or odd, is a malformed map.
-    if (map.count % 2 !== 0 || map.count > map.end - map.first) return NONE;
-    let pos = map.first;
-    // Bounded by the map's count, each step consuming at least one byte (or throwing), and by its end.
-    for (let i = 0; i + 1 < map.count && pos < map.end; i += 2) {
-      const keySize = encodedValueSize(bytes, pos);
-      const key = symbolAt(bytes, pos, keySize);
-      pos += keySize;
-      if (pos >= map.end) break;
-      const valueSize = encodedValueSize(bytes, pos);
-      if (pos + valueSize > map.end) break;
-      if (key === DELIVERY_TIME) time ??= integerAt(bytes, pos);
-      else if (key === DELIVERY_DELAY) delay ??= integerAt(bytes, pos);
-      pos += valueSize;
+    // A section that is no well-formed map (a list, a count beyond its bytes) is malformed: no time.
+    if (at < 0 || !annotations.start(bytes, at, 'message-annotations')) return NONE;
+    while (annotations.next()) {
+      const key = symbolAt(bytes, annotations.keyAt, annotations.valueAt - annotations.keyAt);
+      if (key === DELIVERY_TIME) time ??= integerAt(bytes, annotations.valueAt);
+      else if (key === DELIVERY_DELAY) delay ??= integerAt(bytes, annotations.valueAt);
     }
+    // An entry past the map's end, or bytes after its last: malformed, whatever came before.
+    if (annotations.problem !== undefined) return NONE;
   } catch {
     return NONE;
   }
@@ -47,6 +38,9 @@ export const readDeliveryTime: DeliveryTimeReader = (bytes, now) => {
   return NONE;
 };
 
+/** The walker of message-annotations maps (one: a walk makes nothing per message). */
+const annotations = new MapEntries();
+
 /** A time `ahead` ms from now (a negative one has passed: at once), or why it is refused. */
 function judged(name: string, value: number | string, ahead: number, now: number): DeliveryTime {
   if (typeof value === 'string') return { status: 'invalid', reason: `message annotation ${name} is ${value}, not an integer (milliseconds)` };
@@ -54,10 +48,15 @@ function judged(name: string, value: number | string, ahead: number, now: number
   return { status: 'at', at: now + Math.max(0, ahead) };
 }
 
-/** The sender's refusal (amqp:invalid-field) for a delivery time that cannot be honoured. */
-export function checkDeliveryTime(bytes: Buffer, now: number): void {
+/**
+ * When a message a sender just sent is held until (heldUntil: 0, deliverable now), read
+ * once for its publish, which passes it on to every queue it reaches; a time that cannot
+ * be honoured throws the sender's refusal (amqp:invalid-field).
+ */
+export function checkedHeldUntil(bytes: Buffer, now: number): number {
   const time = readDeliveryTime(bytes, now);
   if (time.status === 'invalid') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message refused: ${time.reason}`);
+  return heldUntilOf(time, now);
 }
 
 /** The symbol at `at` (a key of the annotations), or undefined for another type or a long one. */

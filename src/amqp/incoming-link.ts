@@ -20,7 +20,7 @@ import { DiskFullError } from '../store/errors.js';
 import { errorCondition } from './conditions.js';
 import { Decoder } from './engine/decoder.js';
 import type { AmqpValue } from './engine/types.js';
-import { checkDeliveryTime } from './delivery-time-reader.js';
+import { checkedHeldUntil } from './delivery-time-reader.js';
 import { describedValueAt, encodedValueSize, parseIncoming, sectionCode, type ParsedMessage } from './message-codec.js';
 import { u32, userIdClaim } from './message-head.js';
 import { readTransactionalState } from './transaction-types.js';
@@ -207,7 +207,9 @@ export class IncomingLink {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message of ${bytes.length} bytes is over max-message-size ${this.options.maxMessageSize}`);
       }
       msg = parseIncoming(bytes);
-      checkDeliveryTime(bytes, this.broker.now());
+      // Read once: the publish hands it to each queue. A transaction's send is read again
+      // at its commit, from when its x-opt-delivery-delay counts.
+      const heldUntil = checkedHeldUntil(bytes, this.broker.now());
       if (this.userBytes !== undefined) this.checkUserId(msg);
       const address = this.options.address ?? msg.to;
       if (address === undefined) {
@@ -220,7 +222,7 @@ export class IncomingLink {
         return;
       }
       if (this.options.address === undefined) this.options.ensureAddress(address);
-      const result = this.broker.publish(address, msg, { publisher: this.options.publisher });
+      const result = this.broker.publish(address, msg, { publisher: this.options.publisher, heldUntil });
       if (presettled || result.lsn === 0 || this.gate.safeNow?.(result.lsn, result.durable)) {
         if (!presettled) delivery.accept();
         if (received) settledChannel.publish({ seconds: (performance.now() - received) / 1000 });

@@ -7,65 +7,23 @@
 import type { IncomingMessage } from '../broker/broker.js';
 import type { MessageRecord } from '../broker/changes.js';
 import type { DeadLetterEdit, DeadLetterWriter } from '../broker/dead-letter.js';
-import { TandemError } from '../broker/errors.js';
 import { encode } from './engine/encoder.js';
 import { AmqpError } from './engine/errors.js';
 import { type ReadMessage, decodeMessage } from './engine/message.js';
 import { LONGEST_SECTION_SYMBOL, sectionCodeOfSymbol } from './engine/message-sections.js';
 import type { AmqpValue } from './engine/types.js';
 import { type MessageHead, readMessageHead } from './message-head.js';
+import { encodedValueSize, MalformedMessage } from './encoded-value.js';
+import { MapEntries } from './map-entries.js';
 
 const HEADER = 0x70;
 const PROPERTIES = 0x73;
 const DELIVERY_ANNOTATIONS = 0x71;
 const MESSAGE_ANNOTATIONS = 0x72;
 
-class MalformedMessage extends TandemError {
-  constructor(detail: string) {
-    super('TANDEM_ERR_INVALID_ARGUMENT', `malformed message: ${detail}`);
-  }
-}
-
-/**
- * Size in bytes of the encoded AMQP value starting at `offset` (constructor included).
- * A described value is a descriptor and then a value, either of which may be
- * described again: those are counted, not recursed into, so a sender's nesting
- * (a message of nothing but 0x00 bytes, say) cannot exhaust the stack.
- */
-export function encodedValueSize(buf: Buffer, offset: number): number {
-  const start = offset;
-  // Values still to skip: a described value's 0x00 turns one into two.
-  for (let pending = 1; pending > 0; pending--) {
-    while (buf[offset] === 0x00) {
-      offset++;
-      pending++;
-    }
-    if (offset >= buf.length) throw new MalformedMessage('truncated value');
-    const code = buf[offset++]!;
-    let size: number;
-    switch (code >> 4) {
-      case 0x4: size = 0; break;
-      case 0x5: size = 1; break;
-      case 0x6: size = 2; break;
-      case 0x7: size = 4; break;
-      case 0x8: size = 8; break;
-      case 0x9: size = 16; break;
-      case 0xa: case 0xc: case 0xe:
-        if (offset >= buf.length) throw new MalformedMessage('truncated size');
-        size = 1 + buf[offset]!;
-        break;
-      case 0xb: case 0xd: case 0xf:
-        if (offset + 4 > buf.length) throw new MalformedMessage('truncated size');
-        size = 4 + buf.readUInt32BE(offset);
-        break;
-      default:
-        throw new MalformedMessage(`unknown type code 0x${code.toString(16)}`);
-    }
-    if (offset + size > buf.length) throw new MalformedMessage('value runs past the end of the message');
-    offset += size;
-  }
-  return offset - start;
-}
+// The size of an encoded value is read in its own module (encoded-value.ts), which the
+// map walker (map-entries.ts) shares without this one; it is exported here as before.
+export { encodedValueSize };
 
 /**
  * The section code at `offset` if it starts a described section whose descriptor is
@@ -120,21 +78,6 @@ export function sectionValueAt(bytes: Buffer, wanted: number): number {
     offset += encodedValueSize(bytes, offset);
   }
   return -1;
-}
-
-/**
- * The list or map at `at` (list0, list8, list32, map8, map32): its element count, where
- * its first element starts and where it ends; undefined for any other value. The count
- * is the sender's: a reader stops at `end` whatever it says.
- */
-export function compoundAt(bytes: Buffer, at: number): { count: number; first: number; end: number } | undefined {
-  const end = at + encodedValueSize(bytes, at);
-  const code = bytes[at];
-  if (code === 0x45) return { count: 0, first: at + 1, end };
-  // A size too short for its count is malformed: nothing is read past the value.
-  if ((code === 0xc0 || code === 0xc1) && at + 3 <= end) return { count: bytes[at + 2]!, first: at + 3, end };
-  if ((code === 0xd0 || code === 0xd1) && at + 9 <= end) return { count: bytes.readUInt32BE(at + 5), first: at + 9, end };
-  return undefined;
 }
 
 export interface ParsedMessage extends IncomingMessage {
@@ -286,8 +229,8 @@ export function mergeAddedAnnotations(held: Buffer | undefined, added: AmqpValue
   const encoded = encode(added);
   if (encoded.length > MAX_ADDED_ANNOTATIONS) return { kind: 'too-large', bytes: encoded.length };
   if (held === undefined) return { kind: 'merged', map: encoded };
-  const merged = mapPairs(held, 0, held.length)!;
-  for (const [key, pair] of mapPairs(encoded, 0, encoded.length)!) merged.set(key, pair);
+  const merged = mapPairs(held, 0)!;
+  for (const [key, pair] of mapPairs(encoded, 0)!) merged.set(key, pair);
   const map = encodeMap(merged);
   return map.length > MAX_ADDED_ANNOTATIONS ? { kind: 'too-large', bytes: map.length } : { kind: 'merged', map };
 }
@@ -312,9 +255,9 @@ function withAnnotations(rest: Buffer, added: Buffer): Buffer[] {
       if (code !== MESSAGE_ANNOTATIONS) return [rest.subarray(0, at), ANNOTATIONS_DESCRIPTOR, added, rest.subarray(at)];
       const size = encodedValueSize(rest, at);
       const value = describedValueAt(rest, at);
-      const own = mapPairs(rest, value, at + size);
+      const own = mapPairs(rest, value);
       if (!own) return [rest];
-      const theirs = mapPairs(added, 0, added.length)!;
+      const theirs = mapPairs(added, 0)!;
       for (const [key, pair] of theirs) own.set(key, pair);
       return [rest.subarray(0, at), ANNOTATIONS_DESCRIPTOR, encodeMap(own), rest.subarray(at + size)];
     }
@@ -328,36 +271,17 @@ function withAnnotations(rest: Buffer, added: Buffer): Buffer[] {
 const ANNOTATIONS_DESCRIPTOR = Buffer.from([0x00, 0x53, MESSAGE_ANNOTATIONS]);
 
 /**
- * The pairs of the encoded map at `at` (which must end by `end`), in order, keyed by
- * their key's identity; undefined if it is not a well-formed map. A key named twice
- * keeps its first place and its last value.
+ * The pairs of the encoded map at `at`, in order, keyed by their key's identity;
+ * undefined if it is not a well-formed map. A key named twice keeps its first place
+ * and its last value.
  */
-function mapPairs(buf: Buffer, at: number, end: number): Annotations | undefined {
-  let count: number;
-  let stop: number;
-  let p: number;
-  if (buf[at] === 0xc1 && at + 3 <= end) {
-    stop = at + 2 + buf[at + 1]!;
-    count = buf[at + 2]!;
-    p = at + 3;
-  } else if (buf[at] === 0xd1 && at + 9 <= end) {
-    stop = at + 5 + buf.readUInt32BE(at + 1);
-    count = buf.readUInt32BE(at + 5);
-    p = at + 9;
-  } else {
-    return undefined;
-  }
-  // Every item takes at least a byte: a count beyond the bytes is refused before any loop.
-  if (stop > end || count % 2 !== 0 || count > stop - p) return undefined;
+function mapPairs(buf: Buffer, at: number): Annotations | undefined {
+  // A walker of its own per call: not on a publish's path, and it makes a Map anyway.
+  const entries = new MapEntries();
+  if (!entries.start(buf, at, 'message-annotations')) return undefined;
   const pairs: Annotations = new Map();
-  for (let i = 0; i < count; i += 2) {
-    const keySize = encodedValueSize(buf, p);
-    const valueSize = p + keySize < stop ? encodedValueSize(buf, p + keySize) : Number.POSITIVE_INFINITY;
-    if (p + keySize + valueSize > stop) return undefined;
-    pairs.set(keyIdentity(buf, p, keySize), buf.subarray(p, p + keySize + valueSize));
-    p += keySize + valueSize;
-  }
-  return p === stop ? pairs : undefined;
+  while (entries.next()) pairs.set(keyIdentity(buf, entries.keyAt, entries.valueAt - entries.keyAt), buf.subarray(entries.keyAt, entries.valueEnd));
+  return entries.problem === undefined ? pairs : undefined;
 }
 
 /**
@@ -420,7 +344,7 @@ export const deadLetterWriter: DeadLetterWriter = {
 
 /** The annotations a dead letter adds, as one encoded map: the consumers' (already bounded), then the queue and reason. */
 function deadLetterAnnotations(edit: DeadLetterEdit): Buffer {
-  const pairs: Annotations = (edit.annotations && mapPairs(edit.annotations, 0, edit.annotations.length)) || new Map();
+  const pairs: Annotations = (edit.annotations && mapPairs(edit.annotations, 0)) || new Map();
   const added: Array<[string, string]> = [[DEAD_LETTER_QUEUE, edit.queue], [DEAD_LETTER_REASON, edit.reason]];
   for (const [key, value] of added) {
     const encodedKey = encode({ type: 'symbol', value: key });

@@ -18,13 +18,16 @@
 //                     0 without either
 //
 // Only the sections a selector needs are read (properties, application-properties),
-// by the engine's decoder, which is safe on any bytes. Bytes that do not read make
-// the message one the selector does not select (the caller catches the throw).
+// by the engine's decoder, which is safe on any bytes, and the map walker (map-entries.ts).
+// Bytes that do not read, an application-properties section that is no well-formed map
+// among them, make the message one the selector does not select (the caller catches the throw).
 import type { SelectableMessage } from '../broker/routing-selectors.js';
 import type { SelectorValue } from '../selector/selector.js';
 import { Decoder } from './engine/decoder.js';
 import type { AmqpValue } from './engine/types.js';
-import { compoundAt, encodedValueSize, sectionValueAt } from './message-codec.js';
+import { MalformedMessage } from './encoded-value.js';
+import { MapEntries } from './map-entries.js';
+import { sectionValueAt } from './message-codec.js';
 
 const PROPERTIES = 0x73;
 /** qpid-jms shows an AMQP priority above 9 (it may be up to 255) as 9. */
@@ -110,27 +113,24 @@ function readProperties(bytes: Buffer, wanted: PropertyField[], values: Selector
 function readApplicationProperties(bytes: Buffer, wanted: Map<string, number>, lengths: Set<number>, values: SelectorValue[]): void {
   const at = sectionValueAt(bytes, APPLICATION_PROPERTIES);
   if (at < 0) return;
-  const map = compoundAt(bytes, at);
-  if (map === undefined || bytes[at] === 0xc0 || bytes[at] === 0xd0) return; // not a map
+  const map = applicationProperties;
+  if (!map.start(bytes, at, 'application-properties')) throw new MalformedMessage(map.problem!);
   const seen = new Set<number>();
-  let offset = map.first;
-  // Bounded by the map's bytes: each entry moves past at least two bytes, or the walk stops.
-  for (let i = 0; i + 1 < map.count && offset < map.end; i += 2) {
-    const keySize = encodedValueSize(bytes, offset);
-    const name = keyName(bytes, offset, lengths);
-    const valueAt = offset + keySize;
-    if (valueAt >= map.end) return;
-    const valueSize = encodedValueSize(bytes, valueAt);
-    if (valueAt + valueSize > map.end) return;
+  while (map.next()) {
+    const name = keyName(bytes, map.keyAt, lengths);
     const slot = name === undefined ? undefined : wanted.get(name);
     // The first of a repeated key counts, as for the sections.
     if (slot !== undefined && !seen.has(slot)) {
       seen.add(slot);
-      if (!NOT_SELECTABLE.has(bytes[valueAt]!)) values[slot] = plainValue(new Decoder(bytes, valueAt, valueAt + valueSize).value());
+      if (!NOT_SELECTABLE.has(bytes[map.valueAt]!)) values[slot] = plainValue(new Decoder(bytes, map.valueAt, map.valueEnd).value());
     }
-    offset = valueAt + valueSize;
   }
+  // A map that does not read to its end is bytes that do not read: the message is not selected.
+  if (map.problem !== undefined) throw new MalformedMessage(map.problem);
 }
+
+/** The walker of application-properties maps (one: a walk makes nothing per message). */
+const applicationProperties = new MapEntries();
 
 /** A string or symbol key's text, when its length is one a wanted name has; else undefined (not made into a string). */
 function keyName(bytes: Buffer, at: number, lengths: Set<number>): string | undefined {

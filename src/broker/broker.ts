@@ -22,7 +22,7 @@ import { Exchange, checkBindingKey } from './exchange.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { messageExpiry } from './message-expiry.js';
 import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
-import type { DeliveryTimeReader } from './scheduled.js';
+import { heldUntilOf, type DeliveryTimeReader } from './scheduled.js';
 import type { Publisher } from './no-local.js';
 import { bodySize, copyMessage } from './paged-message.js';
 import { defaultExchangeSettings, defaultQueueSettings, refuseUnreplicatedAlternate } from './settings.js';
@@ -488,8 +488,11 @@ export class Broker implements QueueHost {
    * Route a message sent to an address and enqueue it. Throws a TandemError if a
    * queue with the reject policy is full (nothing is enqueued anywhere then).
    * `publisher`: who sent it, so a noLocal subscription of theirs does not get it (no-local.ts).
+   * `heldUntil`: the delivery time the edge read from it (the deliveryTimes reader's, as
+   * Broker.heldUntil gives it; 0: not held), read once for every queue it reaches;
+   * undefined: each queue reads it.
    */
-  publish(address: string, msg: IncomingMessage, options: { internal?: boolean; publisher?: Publisher } = {}): PublishResult {
+  publish(address: string, msg: IncomingMessage, options: { internal?: boolean; publisher?: Publisher; heldUntil?: number } = {}): PublishResult {
     // Management replies to the requester's own temporary queue still go out: operators need them most now.
     if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
@@ -497,7 +500,7 @@ export class Broker implements QueueHost {
     const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg, options.publisher);
     // No DR queue here (the usual case): not even the list of names is made.
     if (!options.internal && this.drQueues.size > 0) this.checkDrServing(queues.map((q) => q.name));
-    return this.enqueueAll(queues, msg);
+    return this.enqueueAll(queues, msg, options.heldUntil);
   }
 
   /** Throw the DR refusal of the first of `queues` that does not serve clients here. */
@@ -842,9 +845,7 @@ export class Broker implements QueueHost {
   heldUntil(bytes: Buffer): number {
     if (!this.deliveryTimes) return 0;
     const now = this.now();
-    const time = this.deliveryTimes(bytes, now);
-    // An invalid time was refused at publish (the AMQP edge): one a journal or a peer hands back is delivered at once.
-    return time.status === 'at' && time.at > now ? time.at : 0;
+    return heldUntilOf(this.deliveryTimes(bytes, now), now);
   }
 
   /**
@@ -961,13 +962,14 @@ export class Broker implements QueueHost {
     };
   }
 
-  private enqueueAll(all: Queue[], msg: IncomingMessage): PublishResult {
+  /** `heldUntil`: as publish's (undefined: each queue reads it). */
+  private enqueueAll(all: Queue[], msg: IncomingMessage, heldUntil?: number): PublishResult {
     if (all.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
     // One clock reading per publish (the windows' and the records' time alike): it costs as much as a window's probe.
     const now = this.now();
     // No window among the queues (the usual case): every one takes the message, and
     // no routing record is made for it (a publish's allocations are its cost here).
-    if (!anyWindow(all)) return this.enqueueRouted(all, msg, now, undefined, undefined);
+    if (!anyWindow(all)) return this.enqueueRouted(all, msg, now, undefined, undefined, heldUntil);
     // One queue, with a window (how a window is nearly always used): its verdict
     // alone. A routing record (an object and two arrays) cost about as much as the
     // window's own work on a cached line.
@@ -975,18 +977,19 @@ export class Broker implements QueueHost {
       const queue = all[0]!;
       const verdict = this.dedupVerdict(queue, this.readKey(msg.bytes, queue.settings.dedupKey, msg.propertiesAt), now);
       if (isFirstCopy(verdict)) return duplicateOf(verdict);
-      return this.enqueueRouted(all, msg, now, verdict ? [verdict] : undefined, undefined);
+      return this.enqueueRouted(all, msg, now, verdict ? [verdict] : undefined, undefined, heldUntil);
     }
     const { take, stamps, hit } = this.dedupRoute(all, msg, now);
     if (take.length === 0) return duplicateOf(hit!);
-    return this.enqueueRouted(take, msg, now, stamps, hit);
+    return this.enqueueRouted(take, msg, now, stamps, hit, heldUntil);
   }
 
   /**
    * Enqueue `msg` on `queues` as one message id; beside each queue, the stamp its
    * window takes (none: undefined). `hit`: a queue left out had the key already.
+   * `heldUntil`: as publish's.
    */
-  private enqueueRouted(queues: Queue[], msg: IncomingMessage, now: number, stamps: ReadonlyArray<DedupStamp | undefined> | undefined, hit: DedupHit | undefined): PublishResult {
+  private enqueueRouted(queues: Queue[], msg: IncomingMessage, now: number, stamps: ReadonlyArray<DedupStamp | undefined> | undefined, hit: DedupHit | undefined, heldUntil: number | undefined): PublishResult {
     const count = queues.length;
     this.checkLimits(queues, msg.bytes.length);
     const id = this.nextMessageId++;
@@ -1009,7 +1012,7 @@ export class Broker implements QueueHost {
         const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
         lsn = this.log.record(change, journaled).lsn;
         durable ||= journaled;
-        queue.enqueue(record);
+        queue.enqueue(record, heldUntil);
         if (stamp) {
           queue.dedup!.add(stamp.key, stamp.at, lsn, journaled);
           // A literal for the first (nearly always the only) key: an empty array's first push costs twice as much.

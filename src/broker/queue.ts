@@ -460,14 +460,18 @@ export class Queue {
     else this.dedup = new DedupWindow(s.dedupWindow, s.dedupTtlMs);
   }
 
-  /** Add a message (already recorded in the log). A PagedMessage becomes a paged row. */
-  enqueue(msg: MessageRecord): void {
+  /**
+   * Add a message (already recorded in the log). A PagedMessage becomes a paged row.
+   * `heldUntil`: its delivery time as the publish read it (QueueHost.heldUntil's answer,
+   * read once for all the queues it reaches); undefined: read here.
+   */
+  enqueue(msg: MessageRecord, heldUntil?: number): void {
     if (msg instanceof PagedMessage) {
       this.enqueuePaged(pagedFields(msg), msg.loader);
       return;
     }
     const entry: QueueEntry = { msg, deliveryCount: msg.deliveryCount, acquiredBy: undefined };
-    const due = this.host.heldUntil?.(msg.bytes) ?? 0;
+    const due = heldUntil ?? this.host.heldUntil?.(msg.bytes) ?? 0;
     if (due > 0) this.hold(entry, due);
     else this.putEntry(entry);
     this.bytes += bodySize(msg);

@@ -21,6 +21,15 @@ import type { QueueEntry } from './queue.js';
 export type DeliveryTimeReader = (bytes: Buffer, now: number) => DeliveryTime;
 export type DeliveryTime = { status: 'none' } | { status: 'at'; at: number } | { status: 'invalid'; reason: string };
 
+/**
+ * Until when a message with this delivery time, read at `now`, is held (0: not held). An
+ * invalid time is refused at publish (the AMQP edge): one a journal or a peer hands back
+ * is delivered at once.
+ */
+export function heldUntilOf(time: DeliveryTime, now: number): number {
+  return time.status === 'at' && time.at > now ? time.at : 0;
+}
+
 /** How far ahead a delivery time may be: one further is refused at publish (a sender's mistake, or a hold nobody would see end). */
 export const MAX_DELIVERY_AHEAD_MS = 10 * 366 * 24 * 3600 * 1000;
 
