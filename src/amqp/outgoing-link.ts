@@ -81,8 +81,9 @@ export class OutgoingLink implements Consumer {
   deliver(entry: QueueEntry, queue: Queue): void {
     let bytes: Buffer;
     try {
-      // Reads a paged body back from the journal, which can fail (disk error).
-      bytes = outgoingBytes(entry.msg, entry.deliveryCount, this.broker.now(), entry.annotations);
+      // Reads a paged body back from the journal, which can fail (disk error). A browser's
+      // copy shows the count the next consumer would get (one more for a message in doubt).
+      bytes = outgoingBytes(entry.msg, queue.deliveryCountOf(entry), this.broker.now(), entry.annotations);
     } catch (err) {
       this.failDelivery(entry, queue, err as Error);
       return;

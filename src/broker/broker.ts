@@ -242,6 +242,16 @@ export class Broker implements QueueHost {
   }
 
   /**
+   * Every message held now is in doubt (Queue.markInDoubt): this broker becomes the one
+   * serving them (a start from the journal, an HA promotion), and the broker that served
+   * them before, or this one before a restart, may have delivered them. A queue made later
+   * holds only newer ids, or messages moved here with their count (moveMessages).
+   */
+  markHeldInDoubt(): void {
+    for (const queue of this.queues.values()) queue.markInDoubt(this.nextMessageId);
+  }
+
+  /**
    * Does this broker hold anything the journal does not keep: a non-durable queue or
    * exchange (and so any binding to one), or a non-durable message? An HA backup
    * journals what a primary journals; while this is false its journal plus the
@@ -641,8 +651,9 @@ export class Broker implements QueueHost {
 
   /**
    * Move available messages to another queue as one transaction (the quarantine of a
-   * reattached DR queue): each keeps its id and bytes and is kept durable there.
-   * Returns how many moved.
+   * reattached DR queue): each keeps its id and bytes and is kept durable there, with the
+   * delivery-count `from` would deliver it with (in doubt there: counted once, not again
+   * in `to`). Returns how many moved.
    */
   moveMessages(from: string, to: string, ids: Iterable<number>): number {
     const source = this.queue(from);
@@ -651,13 +662,16 @@ export class Broker implements QueueHost {
     for (const id of ids) {
       const entry = source.entry(id);
       if (!entry || entry.acquiredBy) continue;
-      ops.push({ kind: 'dequeue', queue: from, id }, { kind: 'enqueue', queue: to, message: { ...copyMessage(entry.msg, entry.deliveryCount), durable: true } });
+      ops.push({ kind: 'dequeue', queue: from, id }, { kind: 'enqueue', queue: to, message: { ...copyMessage(entry.msg, source.deliveryCountOf(entry)), durable: true } });
     }
     if (ops.length === 0) return 0;
     this.log.record({ kind: 'transaction', changes: ops }, true);
     for (const op of ops) {
       if (op.kind === 'dequeue') source.drop(op.id);
-      else target.enqueue(op.message);
+      else {
+        target.enqueue(op.message);
+        target.alreadyCounted(op.message.id);
+      }
     }
     this.events.queueReady?.(target);
     return ops.length / 2;
@@ -789,6 +803,8 @@ export class Broker implements QueueHost {
         const { kind: _kind, queue, state, ...rest } = change;
         if (state === 'removed') this.drQueues.delete(queue);
         else this.drQueues.set(queue, { ...rest, state });
+        // Activated: what the copy holds (ids below the floor) the other site may have delivered.
+        if (state === 'active') this.queues.get(queue)?.markInDoubt(change.idFloor);
         break;
       }
     }
@@ -1308,12 +1324,13 @@ export class Broker implements QueueHost {
     if (this.queues.get(queue.name) !== queue || queue.has(entry.msg.id)) return true;
     let message: MessageRecord;
     try {
-      message = copyMessage(entry.msg, entry.deliveryCount + 1);
+      message = copyMessage(entry.msg, queue.deliveryCountOf(entry) + 1);
     } catch {
       return false;
     }
     this.log.record({ kind: 'enqueue', queue: queue.name, message, restored: true }, messageDurable(message, queue));
     queue.enqueue(message);
+    queue.alreadyCounted(message.id);
     this.events.queueReady?.(queue);
     return true;
   }
@@ -1340,7 +1357,9 @@ export class Broker implements QueueHost {
       return;
     }
     const { durable, priority, expiresAt } = entry.msg;
-    const own = { bytes, durable, priority, deliveryCount: entry.deliveryCount, ttlMs: undefined, absoluteExpiry: expiresAt || undefined };
+    // What a consumer of `from` would have got (in doubt: one more): the dead letter goes on with it.
+    const deliveryCount = from.deliveryCountOf(entry);
+    const own = { bytes, durable, priority, deliveryCount, ttlMs: undefined, absoluteExpiry: expiresAt || undefined };
     const routed = this.routingSelectors.filter(this.routeVia(exchange, subject), own);
     const self = notBack ? routed.indexOf(from) : -1;
     if (self >= 0) routed.splice(self, 1);
@@ -1358,7 +1377,7 @@ export class Broker implements QueueHost {
     }
     if (queues.length === 0) return;
     try {
-      this.enqueueAll(queues, this.deadLetter(from, entry, reason, bytes, subject));
+      this.enqueueAll(queues, this.deadLetter(from, entry, reason, { bytes, subject, deliveryCount }));
     } catch (err) {
       if (!(err instanceof TandemError)) throw err;
       this.deadLetterLost(from, entry, err.message);
@@ -1368,11 +1387,13 @@ export class Broker implements QueueHost {
   /**
    * The message a dead letter is: the bytes of the one that left `from` with its header
    * and message-annotations saying what happened to it there (deadLetters: the
-   * delivery-count it reached, the annotations consumers added, the queue and the
-   * reason, the ttl it has left), and its own expiry (deadLetterExpiry). These bytes
-   * are its enqueue record's, so a restart, a failover or a DR copy gives the same.
+   * delivery-count it reached, as `from` would deliver it (Queue.deliveryCountOf), the
+   * annotations consumers added, the queue and the reason, the ttl it has left), and its
+   * own expiry (deadLetterExpiry). These bytes are its enqueue record's, so a restart, a
+   * failover or a DR copy gives the same. `read`: what reroute read of it.
    */
-  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, bytes: Buffer, subject: string | undefined): IncomingMessage {
+  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, read: { bytes: Buffer; subject: string | undefined; deliveryCount: number }): IncomingMessage {
+    const { bytes, subject, deliveryCount } = read;
     const msg = entry.msg;
     let expiresAt = reason === 'expired' ? 0 : msg.expiresAt;
     let out = { bytes, headerLength: msg.headerLength };
@@ -1381,7 +1402,7 @@ export class Broker implements QueueHost {
       try {
         expiresAt = deadLetterExpiry(reason, msg.expiresAt, () => writer.setsOwnExpiry(bytes));
         const ttlMs = expiresAt > 0 ? Math.max(1, expiresAt - this.now()) : 0;
-        out = writer.write(bytes, msg.headerLength, { queue: from.name, reason, deliveryCount: entry.deliveryCount, ttlMs, annotations: entry.annotations });
+        out = writer.write(bytes, msg.headerLength, { queue: from.name, reason, deliveryCount, ttlMs, annotations: entry.annotations });
       } catch (err) {
         // Bytes the edge cannot read (it checked them on arrival: only a record from
         // before that check can hold such) go on as they arrived, not lost.
@@ -1396,7 +1417,7 @@ export class Broker implements QueueHost {
       // As an absolute time: it runs from the message's first arrival, not from now.
       ttlMs: undefined,
       absoluteExpiry: expiresAt > 0 ? expiresAt : undefined,
-      deliveryCount: entry.deliveryCount,
+      deliveryCount,
       subject,
     };
   }

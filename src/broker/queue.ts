@@ -24,6 +24,13 @@
 // (scheduled.ts): in the depth, not in the rows, until the broker's timer moves it into
 // its level at its id (releaseDue). Rows recovery made from the journal's index are
 // read for it at their first look (F_UNCHECKED), as their group is.
+//
+// Messages held when this broker became the one serving the queue (a start from the
+// journal, an HA promotion, a DR activation) are in doubt: the broker that served them
+// before may have delivered them to a consumer that processed them, and delivery counts
+// are neither journaled nor replicated. Ids are broker-global and increasing, so one
+// watermark says which (markInDoubt), and no message is walked: the first delivery of
+// each from here counts one more (deliveryCountOf), which JMS shows as JMSRedelivered.
 import { IdTable, type ColumnType, type IdChunk } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
 import { DedupWindow } from './dedup-window.js';
@@ -55,6 +62,11 @@ export interface QueueEntry {
   unreadable?: string;
   /** On a queue with message groups: its group's row value (message-groups.ts), once known. */
   group?: number;
+  /**
+   * Its in-doubt delivery (Queue.markInDoubt) is in deliveryCount already: it was
+   * delivered from here since, or came from a queue here that counted it (alreadyCounted).
+   */
+  doubtCounted?: boolean;
 }
 
 export interface Consumer {
@@ -69,7 +81,7 @@ export interface Consumer {
    * A message selector (JMS): only the messages it selects are this consumer's (or,
    * browsing, shown to it); the others stay for other consumers, in order. False for a
    * message whose body cannot be read back. Undefined: every message. `deliveryCount`:
-   * the entry's (QueueEntry.deliveryCount, raised by releases), for JMSXDeliveryCount.
+   * the one its delivery would carry (Queue.deliveryCountOf), for JMSXDeliveryCount.
    */
   readonly selects?: (msg: MessageRecord, deliveryCount: number) => boolean;
   deliver(entry: QueueEntry, queue: Queue): void;
@@ -165,6 +177,10 @@ const F_DURABLE = PAGED_DURABLE;
 const F_SUBJECT = PAGED_SUBJECT;
 /** A paged row recovery made, not yet read for a delivery time (this queue's own bit, never stored). */
 const F_UNCHECKED = 4;
+/** A paged row whose entry had doubtCounted (this queue's own bit, never stored). */
+const F_COUNTED = 8;
+/** The largest delivery-count the AMQP header holds (uint): the in-doubt one stops there. */
+const MAX_DELIVERY_COUNT = 0xffffffff;
 
 type Level = IdTable<QueueEntry>;
 
@@ -191,6 +207,8 @@ export class Queue {
   private marksLowered = 0;
   /** The highest message id ever put in a level (noteInsert). */
   private highestId = 0;
+  /** Messages with lower ids are in doubt until delivered from here (markInDoubt); 0: none. */
+  private inDoubtBelow = 0;
   /** Reads paged bodies back (set when the first paged row arrives). */
   private loader: BodyLoader | undefined;
   readonly consumers: Consumer[] = [];
@@ -337,6 +355,40 @@ export class Queue {
 
   get consumerCount(): number {
     return this.consumers.length;
+  }
+
+  /**
+   * Every message here with an id below `below` is in doubt: this broker becomes the one
+   * serving them (a start from the journal, an HA promotion: every queue gets the next
+   * message id; a DR activation: the queue gets its idFloor), and whoever served them
+   * before may have delivered them. Only raised: a mark never takes back an earlier one.
+   */
+  markInDoubt(below: number): void {
+    if (below > this.inDoubtBelow) this.inDoubtBelow = below;
+  }
+
+  /**
+   * The delivery-count a delivery of this entry carries now: the one place that decides
+   * it, for consumers and browsers, selectors (JMSXDeliveryCount, JMSRedelivered), dead
+   * letters and moves. One more than the entry's while it is in doubt and its first
+   * delivery from here has not counted it yet (takeFor does, in the entry). Copies for
+   * other brokers (HA and DR snapshots) carry the entry's own: the one that serves them
+   * next counts its own doubt.
+   */
+  deliveryCountOf(entry: QueueEntry): number {
+    if (entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true) return Math.min(MAX_DELIVERY_COUNT, entry.deliveryCount + 1);
+    return entry.deliveryCount;
+  }
+
+  /**
+   * Message `id`, just enqueued, came from a queue of this broker with the delivery-count
+   * deliveryCountOf gave it there (a move, a failed commit's message given back): its
+   * in-doubt delivery is counted in it, not counted again here.
+   */
+  alreadyCounted(id: number): void {
+    if (id >= this.inDoubtBelow) return;
+    const entry = this.entry(id);
+    if (entry) entry.doubtCounted = true;
   }
 
   /** Whether the queue has had a consumer (see hadConsumer). */
@@ -597,6 +649,8 @@ export class Queue {
       if (plain) {
         level.setObj(pos, undefined);
         this.writePaged(level, pos, pagedFields(entry.msg));
+        // Its count is the message's own: only the mark that it is counted needs keeping.
+        if (entry.doubtCounted) level.set(pos, FLAGS, level.get(pos, FLAGS) | F_COUNTED);
       } else {
         entry.msg = PagedMessage.of(entry.msg, this.name, loader);
       }
@@ -889,6 +943,7 @@ export class Queue {
       hasSubject: (flags & F_SUBJECT) !== 0,
     };
     const entry: QueueEntry = { msg: new PagedMessage(fields, this.name, this.loader!), deliveryCount: fields.deliveryCount, acquiredBy: undefined };
+    if ((flags & F_COUNTED) !== 0) entry.doubtCounted = true;
     if (keep) level.setObj(pos, entry);
     return entry;
   }
@@ -1185,7 +1240,7 @@ export class Queue {
         let outOfBudget = false;
         if (!skip && selects !== undefined) {
           looked = obj ?? this.entryAt(level, pos, false);
-          if (!selectsEntry(selects, looked)) {
+          if (!this.selectsEntry(selects, looked)) {
             // Counted after the look (its verdict is kept by the mark below), so a consumer
             // always gets past at least one row: a long run of rows it does not select is
             // walked over many dispatches, each after the event loop ran (moreToDispatch).
@@ -1219,6 +1274,12 @@ export class Queue {
         this.acquiredBytes += level.get(pos, SIZE);
         level.removeAt(pos);
         entry.acquiredBy = consumer;
+        // Its first delivery from here since it came into doubt: counted once, in the entry,
+        // so a release adds on top and the next delivery does not count it again.
+        if (entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true) {
+          entry.deliveryCount = this.deliveryCountOf(entry);
+          entry.doubtCounted = true;
+        }
         this.acquiredRows.setObj(this.acquiredRows.insert(entry.msg.id), entry);
         return entry;
       }
@@ -1310,7 +1371,7 @@ export class Queue {
       }
       c.cursor = best.id(bestPos);
       const entry = this.entryAt(best, bestPos, false);
-      if (c.selects !== undefined && !selectsEntry(c.selects, entry)) {
+      if (c.selects !== undefined && !this.selectsEntry(c.selects, entry)) {
         // Passed over (the cursor keeps the place); a long run of them is walked over
         // several dispatches, as a consumer's is.
         this.selectorRowsSkipped++;
@@ -1326,14 +1387,18 @@ export class Queue {
     }
     return delivered;
   }
-}
 
-/** A selector's verdict on an entry; a paged body that cannot be read back is not selected (its delivery to another consumer sets it aside). */
-function selectsEntry(selects: (msg: MessageRecord, deliveryCount: number) => boolean, entry: QueueEntry): boolean {
-  try {
-    return selects(entry.msg, entry.deliveryCount);
-  } catch {
-    return false;
+  /**
+   * A selector's verdict on an entry, with the delivery-count its delivery would carry; a
+   * paged body that cannot be read back is not selected (its delivery to another consumer
+   * sets it aside).
+   */
+  private selectsEntry(selects: (msg: MessageRecord, deliveryCount: number) => boolean, entry: QueueEntry): boolean {
+    try {
+      return selects(entry.msg, this.deliveryCountOf(entry));
+    } catch {
+      return false;
+    }
   }
 }
 

@@ -827,6 +827,8 @@ export class HaManager {
   private becomePrimary(): void {
     const s = this.host.settings;
     this.positionValid = true;
+    // Before it serves: the old primary may have delivered any message held now (counts are not replicated).
+    this.host.broker.markHeldInDoubt();
     if (this.windowDetached) {
       // Promoted with a snapshot load cut short: the window serves diffs from here on only.
       this.source?.resetWindow(this.host.broker.log.lsn);

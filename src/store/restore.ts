@@ -25,4 +25,7 @@ export function restoreBroker(broker: Broker, journal: Journal, recovered: Recov
   // The LSN reservation covers the message ids handed out too (journal.ts): ids of
   // messages the journal no longer holds must not be given to new ones.
   broker.noteMessageIds(Math.max(recovered.maxMessageId, recovered.lastLsn));
+  // Any of them may have been delivered before the restart and not settled (a kill -9, or
+  // a stop: raised delivery counts are not journaled): each counts one more delivery.
+  broker.markHeldInDoubt();
 }

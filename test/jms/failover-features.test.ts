@@ -47,6 +47,9 @@ interface Result {
   events: Record<string, string[]>;
 }
 
+/** How many times the consumer's connection had been restored at an arrival (`<consumer>:<restores>[d][r]`). */
+const generation = (arrival: string) => Number.parseInt(arrival.split(':')[1]!, 10);
+
 /**
  * The messages that arrived more than once where nothing explains it. A second copy is
  * explained when its fate was in doubt at the failover: its send() ran while the
@@ -56,7 +59,6 @@ interface Result {
  */
 function unexplainedDuplicates(arrivals: Record<string, string[]>, inDoubt: number[]): Record<string, string[]> {
   const doubted = new Set(inDoubt);
-  const generation = (a: string) => Number.parseInt(a.split(':')[1]!, 10);
   return Object.fromEntries(
     Object.entries(arrivals).filter(([seq, list]) => {
       if (list.length < 2 || doubted.has(Number(seq)) || list.some((a) => a.includes('d'))) return false;
@@ -105,6 +107,10 @@ describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay acros
     });
     const exited = new Promise<number | null>((r) => java.once('exit', (code) => r(code)));
     let killedAt = 0;
+    /** Queue sends that had returned when the primary was killed (seqs below it): held by the backups. */
+    let queueSentAtKill = 0;
+    /** Queue sends that returned once every connection was restored (seqs from it on): sent after the promotion. */
+    let queueSentAfter = 0;
     try {
       // An early exit of the Java side (a compile error, an exception) fails at once.
       const exitedEarly = exited.then((code) => {
@@ -120,10 +126,15 @@ describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay acros
       await moving('the delayed message sent', 10_000, () => delayed !== undefined);
       await c.kill(0);
       killedAt = Date.now();
+      // No send returns while no primary is up: a progress line written now counts exactly
+      // those that returned before the kill (one in flight then comes back after the failover).
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      queueSentAtKill = progress!.queueSent;
       const up = await c.promote(1);
       expect(up.code, up.stderr).toBe(0);
       await moving('every connection restored on broker 1', 40_000, () => progress!.restored.every((n) => n >= 1));
       const before = progress!;
+      queueSentAfter = before.queueSent;
       await moving('every producer and consumer carrying on on broker 1', 40_000, () => {
         const p = progress!;
         return p.queueSent >= before.queueSent + 60 && p.otherSent >= before.otherSent + 20 && p.selectorReceived >= before.selectorReceived + 10 &&
@@ -154,6 +165,13 @@ describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay acros
     expect(consumersOf(r.queueArrivals, 'selector', 0)).toBeGreaterThan(0);
     expect(consumersOf(r.queueArrivals, 'selector', 1)).toBeGreaterThan(0);
     expect(unexplainedDuplicates(r.queueArrivals, r.queueSent.inDoubt), `queue duplicates not in doubt (sends in doubt: ${r.queueSent.inDoubt})`).toEqual({});
+    // What the promoted backup held was in doubt (the old primary may have delivered it):
+    // each arrival of it after the failover is JMSRedelivered. What was sent after the
+    // promotion is not, unless it did arrive twice.
+    const unmarked = Object.entries(r.queueArrivals).filter(([seq, list]) => Number(seq) < queueSentAtKill && list.some((a) => generation(a) >= 1 && !a.includes('d') && !a.endsWith('r')));
+    expect(unmarked, 'messages held at the promotion that arrived after it without JMSRedelivered').toEqual([]);
+    const marked = Object.entries(r.queueArrivals).filter(([seq, list]) => Number(seq) >= queueSentAfter && list.length === 1 && list[0]!.endsWith('r'));
+    expect(marked, 'messages sent after the promotion, delivered once, yet JMSRedelivered').toEqual([]);
 
     // The durable subscription: every acknowledged blue of the other connection, after the
     // reconnect too; none of its own connection's and no red (violations).
@@ -174,6 +192,8 @@ describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay acros
     expect(arrival!.deliveryTime).toBe(r.delayDeliveryTime);
     expect(arrival!.at, 'arrived before its delivery time').toBeGreaterThanOrEqual(r.delayDeliveryTime);
     expect(arrival!.arrival, 'arrived after the failover').toMatch(/^plain:1/);
+    // Held by the promoted backup, so in doubt: marked redelivered (the old code did not).
+    expect(arrival!.arrival, 'the delayed message, held at the promotion, is JMSRedelivered').toMatch(/r$/);
 
     const dups = (a: Record<string, string[]>) => Object.entries(a).filter(([, l]) => l.length > 1);
     console.log(

@@ -1,0 +1,175 @@
+// Messages a broker holds when it becomes the one serving them (a start from the journal,
+// an HA promotion: Broker.markHeldInDoubt; a DR activation: its dr-role change) are in
+// doubt: the broker before may have delivered them. Their first delivery from here counts
+// one more (Queue.deliveryCountOf), once, and so does everything that reads the count a
+// consumer would see: browsers, selectors, dead letters, moves, a failed commit's give-back.
+import { describe, expect, it } from 'vitest';
+import { Broker, drRoleChange } from '../../../src/broker/broker.js';
+import type { MessageRecord } from '../../../src/broker/changes.js';
+import type { BodyLoader } from '../../../src/broker/paged-message.js';
+import type { Queue, QueueEntry } from '../../../src/broker/queue.js';
+import { FRESH_ROLE } from '../../../src/dr/roles.js';
+import { FakeClock, FakeConsumer, msg, newBroker, qs } from './helpers.js';
+
+/** Records the delivery-count each delivery carried (what the outgoing link sends). */
+class CountingConsumer extends FakeConsumer {
+  readonly seen: string[] = [];
+  constructor(
+    id: string,
+    browse = false,
+    readonly selects?: (m: MessageRecord, deliveryCount: number) => boolean,
+  ) {
+    super(id, 1000, browse);
+  }
+  override deliver(entry: QueueEntry, queue: Queue): void {
+    this.seen.push(`${entry.msg.bytes.toString()}:${queue.deliveryCountOf(entry)}`);
+    super.deliver(entry, queue);
+  }
+}
+
+/** Attach a consumer, dispatch, detach it without giving back what it took (the caller settles). */
+function take(q: Queue, c: CountingConsumer): string[] {
+  q.addConsumer(c);
+  q.dispatch(0);
+  q.consumers.splice(q.consumers.indexOf(c), 1);
+  return c.seen;
+}
+
+function setup(settings: Parameters<typeof qs>[0] = {}) {
+  const env = newBroker();
+  const q = env.broker.declareQueue('q', qs(settings)).queue;
+  const send = (...bodies: string[]) => {
+    for (const b of bodies) env.broker.publish('q', msg(b, { priority: b.startsWith('high') ? 9 : 4 }));
+  };
+  return { ...env, q, send };
+}
+
+describe('messages in doubt', () => {
+  it('in doubt - a message held at the mark counts one more delivery, once; releases add on top; later messages do not', () => {
+    const { broker, q, send } = setup({ priorities: 10 });
+    send('a', 'b', 'high-c');
+    broker.markHeldInDoubt();
+    send('d');
+    const first = new CountingConsumer('first');
+    expect(take(q, first)).toEqual(['high-c:1', 'a:1', 'b:1', 'd:0']);
+    const [a, b, c, d] = [first.deliveries[1]!, first.deliveries[2]!, first.deliveries[0]!, first.deliveries[3]!];
+    q.release(a, { deliveryFailed: true, undeliverableHere: false });
+    q.release(b, { deliveryFailed: false, undeliverableHere: false });
+    q.release(c, { deliveryFailed: false, undeliverableHere: false });
+    q.release(d, { deliveryFailed: true, undeliverableHere: false });
+    expect(take(q, new CountingConsumer('second'))).toEqual(['high-c:1', 'a:2', 'b:1', 'd:1']);
+  });
+
+  it('in doubt - a browser sees the count a consumer would get and changes nothing; a selector judges by it', () => {
+    const { broker, q, send } = setup();
+    send('old-1', 'old-2');
+    broker.markHeldInDoubt();
+    send('new');
+    expect(take(q, new CountingConsumer('browser', true))).toEqual(['old-1:1', 'old-2:1', 'new:0']);
+    expect(q.entries().map((e) => e.deliveryCount)).toEqual([0, 0, 0]);
+    // JMSRedelivered is a delivery-count above 0 (selector-fields.ts).
+    const redelivered = new CountingConsumer('selector', false, (_m, count) => count > 0);
+    expect(take(q, redelivered)).toEqual(['old-1:1', 'old-2:1']);
+    for (const e of redelivered.deliveries) q.release(e, { deliveryFailed: false, undeliverableHere: false });
+    expect(take(q, new CountingConsumer('plain'))).toEqual(['old-1:1', 'old-2:1', 'new:0']);
+  });
+
+  it('in doubt - paged out rows count it too, a redelivered entry paged out keeps its count, a moved one is not counted again', () => {
+    const { broker, q, send } = setup();
+    const bodies = new Map<number, Buffer>();
+    const loader: BodyLoader = { load: (m) => bodies.get(m.id)!, loadSubject: () => undefined };
+    const pageAll = (queue: Queue) => {
+      for (const e of queue.entries()) bodies.set(e.msg.id, e.msg.bytes);
+      for (const id of [...queue.ids()]) queue.pageOut(id, loader);
+    };
+    broker.declareQueue('moved', qs());
+    send('a', 'b', 'c');
+    broker.markHeldInDoubt();
+    pageAll(q);
+    expect(q.pagedDepth).toBe(3);
+    const first = new CountingConsumer('first');
+    expect(take(q, first)).toEqual(['a:1', 'b:1', 'c:1']);
+    for (const e of first.deliveries) q.release(e, { deliveryFailed: false, undeliverableHere: false });
+    pageAll(q);
+    expect(take(q, new CountingConsumer('second'))).toEqual(['a:1', 'b:1', 'c:1']);
+    for (const e of q.entries()) q.release(e, { deliveryFailed: false, undeliverableHere: false });
+    // Moved with the count they had (1), into a queue that holds them in doubt too: not 2.
+    const ids = [...q.ids()];
+    send('d');
+    broker.markHeldInDoubt();
+    expect(broker.moveMessages('q', 'moved', [ids[0]!])).toBe(1);
+    const moved = broker.queues.get('moved')!;
+    pageAll(moved);
+    expect(moved.pagedDepth).toBe(1);
+    expect(take(moved, new CountingConsumer('moved'))).toEqual(['a:1']);
+    // One never delivered since the second mark: moved with it counted (1), then delivered with 1.
+    const dId = q.entries().find((e) => e.msg.bytes.toString() === 'd')!.msg.id;
+    expect(broker.moveMessages('q', 'moved', [dId])).toBe(1);
+    pageAll(moved);
+    expect(take(moved, new CountingConsumer('moved-again'))).toEqual(['d:1']);
+  });
+
+  it('in doubt - a dead letter carries the count a consumer would have seen', () => {
+    const { broker, clock, q, send } = setup({ alternateExchange: 'amq.fanout' });
+    broker.declareQueue('dlq', qs());
+    broker.bind('amq.fanout', 'dlq', '');
+    send('rejected');
+    broker.publish('q', msg('expired', { ttlMs: 1000 }));
+    broker.markHeldInDoubt();
+    const got = new CountingConsumer('rejecting');
+    q.addConsumer(got);
+    got.credit = 1;
+    q.dispatch(clock.now());
+    expect(got.seen).toEqual(['rejected:1']);
+    broker.reject(q, got.deliveries[0]!);
+    // Never delivered here: in doubt all the same.
+    clock.advance(2000);
+    expect(broker.expire()).toBe(1);
+    q.removeConsumer(got);
+    expect(take(broker.queues.get('dlq')!, new CountingConsumer('dead'))).toEqual(['rejected:1', 'expired:1']);
+  });
+
+  it('in doubt - a failed commit gives its message back with its count raised once, not counted again', () => {
+    const { broker, q, send } = setup();
+    send('a');
+    broker.markHeldInDoubt();
+    const c = new CountingConsumer('tx');
+    expect(take(q, c)).toEqual(['a:1']);
+    const result = broker.commit([], [{ queue: q, entry: c.deliveries[0]! }]);
+    expect(q.depth).toBe(0);
+    expect(broker.withdraw(result)).toBe(0);
+    // As a rollback leaves it: delivered once here (1), that delivery failed (2).
+    expect(take(q, new CountingConsumer('after'))).toEqual(['a:2']);
+  });
+
+  it('in doubt - a message held for its delivery time at the mark is in doubt when it becomes due', () => {
+    const clock = new FakeClock();
+    const broker = new Broker({ now: clock.now, deliveryTimes: (bytes, now) => (bytes.toString().startsWith('later') ? { status: 'at', at: now + 1000 } : { status: 'none' }) });
+    const q = broker.declareQueue('q', qs()).queue;
+    broker.publish('q', msg('later'));
+    broker.markHeldInDoubt();
+    expect(q.scheduledDepth).toBe(1);
+    clock.advance(2000);
+    expect(q.releaseDue(clock.now(), 10)).toBe(1);
+    expect(take(q, new CountingConsumer('due'))).toEqual(['later:1']);
+  });
+
+  it('in doubt - a DR activation puts its own queue in doubt, below its idFloor only', () => {
+    const { broker, send } = setup();
+    const other = broker.declareQueue('other', qs()).queue;
+    send('copied');
+    broker.publish('other', msg('elsewhere'));
+    const role = { ...FRESH_ROLE, source: 'site-a:5672', mode: 'enqueue-and-dequeue' as const, state: 'active' as const, idFloor: broker.peekNextMessageId() };
+    broker.recordDr(drRoleChange('q', role));
+    send('after');
+    expect(take(broker.queues.get('q')!, new CountingConsumer('q'))).toEqual(['copied:1', 'after:0']);
+    expect(take(other, new CountingConsumer('other'))).toEqual(['elsewhere:0']);
+  });
+
+  it('in doubt - the count stops at the largest an AMQP header holds', () => {
+    const { broker, q } = setup();
+    broker.publish('q', msg('max', { deliveryCount: 0xffffffff }));
+    broker.markHeldInDoubt();
+    expect(take(q, new CountingConsumer('max'))).toEqual([`max:${0xffffffff}`]);
+  });
+});
