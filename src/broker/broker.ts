@@ -19,7 +19,7 @@ import { DEDUP_DIGEST_BYTES, dedupDigestAt, dedupDigestHex, writeDedupDigest, ty
 import { dedupRowsAt, type DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
-import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
+import { Queue, oneMoreDelivery, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { messageExpiry } from './message-expiry.js';
 import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
 import { heldUntilOf, type DeliveryTimeReader } from './scheduled.js';
@@ -1324,7 +1324,7 @@ export class Broker implements QueueHost {
     if (this.queues.get(queue.name) !== queue || queue.has(entry.msg.id)) return true;
     let message: MessageRecord;
     try {
-      message = copyMessage(entry.msg, queue.deliveryCountOf(entry) + 1);
+      message = copyMessage(entry.msg, oneMoreDelivery(queue.deliveryCountOf(entry)));
     } catch {
       return false;
     }

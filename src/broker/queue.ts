@@ -179,8 +179,16 @@ const F_SUBJECT = PAGED_SUBJECT;
 const F_UNCHECKED = 4;
 /** A paged row whose entry had doubtCounted (this queue's own bit, never stored). */
 const F_COUNTED = 8;
-/** The largest delivery-count the AMQP header holds (uint): the in-doubt one stops there. */
+/** The largest delivery-count the AMQP header holds (uint). */
 const MAX_DELIVERY_COUNT = 0xffffffff;
+
+/**
+ * A delivery-count raised by one delivery, stopping at the header's largest: a sender may
+ * write that one, and one more would go out as 0 (not redelivered).
+ */
+export function oneMoreDelivery(count: number): number {
+  return Math.min(MAX_DELIVERY_COUNT, count + 1);
+}
 
 type Level = IdTable<QueueEntry>;
 
@@ -376,7 +384,7 @@ export class Queue {
    * next counts its own doubt.
    */
   deliveryCountOf(entry: QueueEntry): number {
-    if (entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true) return Math.min(MAX_DELIVERY_COUNT, entry.deliveryCount + 1);
+    if (entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true) return oneMoreDelivery(entry.deliveryCount);
     return entry.deliveryCount;
   }
 
@@ -692,7 +700,7 @@ export class Queue {
       (entry.refusedBy ??= new Set()).add(by);
       addTo(this.refused, by, entry);
     }
-    if (options.deliveryFailed) entry.deliveryCount++;
+    if (options.deliveryFailed) entry.deliveryCount = oneMoreDelivery(entry.deliveryCount);
     if (options.annotations) entry.annotations = options.annotations;
     entry.acquiredBy = undefined;
     entry.txAccepted = false;

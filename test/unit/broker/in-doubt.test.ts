@@ -172,4 +172,13 @@ describe('messages in doubt', () => {
     broker.markHeldInDoubt();
     expect(take(q, new CountingConsumer('max'))).toEqual([`max:${0xffffffff}`]);
   });
+
+  it('a release with delivery-failed stops at the largest count too (one more went out as 0: not redelivered)', () => {
+    const { broker, q } = setup();
+    broker.publish('q', msg('max', { deliveryCount: 0xffffffff }));
+    const first = new CountingConsumer('first');
+    expect(take(q, first)).toEqual([`max:${0xffffffff}`]);
+    q.release(first.deliveries[0]!, { deliveryFailed: true, undeliverableHere: false });
+    expect(take(q, new CountingConsumer('second'))).toEqual([`max:${0xffffffff}`]);
+  });
 });
