@@ -110,12 +110,12 @@ export class TestCluster {
     return tandem(['ha', 'promote', ...this.cliTarget(i), '--cluster-manager']);
   }
 
-  /** Start n brokers (as start() does), promote broker 0 and wait until the others are ready backups. */
-  static async ready(n: number, extraArgs: string[] = [], options: { dataDirs?: string[] } = {}): Promise<TestCluster> {
+  /** Start n brokers (as start() does), promote broker 0 and wait until the others are ready backups (each for up to `readyTimeout` ms, waitState's default unless given). */
+  static async ready(n: number, extraArgs: string[] = [], options: { dataDirs?: string[]; readyTimeout?: number } = {}): Promise<TestCluster> {
     const c = await TestCluster.start(n, extraArgs, undefined, options);
     const promoted = await c.promote(0);
     if (promoted.code !== 0) throw new Error(`promoting broker 0 failed (${promoted.code}): ${promoted.stderr}`);
-    for (let i = 1; i < n; i++) await c.waitState(i, 'ready');
+    for (let i = 1; i < n; i++) await c.waitState(i, 'ready', options.readyTimeout);
     return c;
   }
 

@@ -16,17 +16,14 @@
 // JMSMessageID (whether a resend makes one depends on where in the send the kill lands:
 // the old primary must have taken the message, and its backups too, but not yet told
 // the client).
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { haStatusOf } from '../../src/cli/ha-commands.js';
 import { prng } from '../../src/util/prng.js';
 import { waitFor } from '../helpers/broker.js';
-import { TestCluster, tandem } from '../helpers/cluster.js';
+import { tandem } from '../helpers/cluster.js';
 import { manage } from '../helpers/tandem-cli.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { failoverSuite, failoverUrl } from './failover-cluster.js';
+import { haveJava, runJsonLines } from './jvm.js';
 
 const ROUNDS = 8;
 const PER_QUEUE = 3;
@@ -80,27 +77,11 @@ async function stateOf(port: number): Promise<string | undefined> {
 }
 
 describe.skipIf(!haveJava)('qpid-jms failover - exactly-once publishing with a duplicate-detection window', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-failover-dedup-'));
-  let classpath = '';
-  let cluster: TestCluster | undefined;
-
-  beforeAll(() => {
-    classpath = jmsClasspath(dir);
-  }, 150_000);
-
-  afterAll(async () => {
-    await cluster?.stopAll();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suite = failoverSuite('tandem-jms-failover-dedup-');
 
   it(`${ROUNDS} kill -9 + promote rounds under synchronous persistent sends: 0 lost, and 0 duplicates on the queue with a window`, async () => {
     const random = prng(4242);
-    cluster = await TestCluster.start(3);
-    const c = cluster;
-    const promoted = await c.promote(0);
-    expect(promoted.code, promoted.stderr).toBe(0);
-    await c.waitState(1, 'ready', 60_000);
-    await c.waitState(2, 'ready', 60_000);
+    const c = await suite.startCluster();
     let primary = 0;
     let droppedByWindow = 0;
     for (const args of [[WINDOWED, '--durable', '--dedup-window', '100000'], [PLAIN, '--durable']]) {
@@ -108,27 +89,17 @@ describe.skipIf(!haveJava)('qpid-jms failover - exactly-once publishing with a d
       expect(added.code, added.stderr).toBe(0);
     }
 
-    const url = `failover:(${c.ports.map((p) => `amqp://127.0.0.1:${p}`).join(',')})`;
-    const java = spawn('java', ['-cp', classpath, javaProgram('FailoverDedup'), url, WINDOWED, PLAIN, String(PER_QUEUE), '60'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const killJava = setTimeout(() => java.kill('SIGKILL'), 300_000);
     let progress: Progress | undefined;
     let stopped = false;
     let result: Result | undefined;
-    let stderr = '';
-    let buf = '';
-    java.stderr.on('data', (d) => (stderr = (stderr + d).slice(-20_000)));
-    java.stdout.on('data', (d) => {
-      buf += d;
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const line = JSON.parse(buf.slice(0, i)) as { event: string } & Progress & Result;
-        if (line.event === 'progress') progress = line;
-        else if (line.event === 'stopped') stopped = true;
-        else if (line.event === 'result') result = line;
-      }
+    const run = runJsonLines<{ event: string } & Progress & Result>(suite.classpath(), 'FailoverDedup', [failoverUrl(c), WINDOWED, PLAIN, String(PER_QUEUE), '60'], 300_000, (line) => {
+      if (line.event === 'progress') progress = line;
+      else if (line.event === 'stopped') stopped = true;
+      else if (line.event === 'result') result = line;
     });
-    const exited = new Promise<number | null>((r) => java.once('exit', (code) => r(code)));
+    const { java, exited } = run;
     const alive = () => {
-      if (java.exitCode !== null) throw new Error(`FailoverDedup.java exited early: ${stderr}`);
+      if (java.exitCode !== null) throw new Error(`FailoverDedup.java exited early: ${run.stderr()}`);
     };
     const depth = async (queue: string) => (await manage(c.ports[primary]!, 'READ', 'queue', queue)) as QueueInfo;
     try {
@@ -175,7 +146,7 @@ describe.skipIf(!haveJava)('qpid-jms failover - exactly-once publishing with a d
       const plainInfo = await depth(PLAIN);
       droppedByWindow += windowedInfo['dedup-duplicates'] ?? 0;
       java.stdin.end(`drain ${windowedInfo.depth} ${plainInfo.depth}\n`);
-      expect(await exited, stderr).toBe(0);
+      expect(await exited, run.stderr()).toBe(0);
 
       const r = result!;
       const summary = (q: QueueResult) =>
@@ -186,12 +157,12 @@ describe.skipIf(!haveJava)('qpid-jms failover - exactly-once publishing with a d
           `the primaries' windows dropped ${droppedByWindow} copies; ${summary(r.plain)}`,
       );
       for (const p of r.producers) {
-        expect(p.error, stderr).toBeNull();
+        expect(p.error, run.stderr()).toBeNull();
         // One restore per round, each on the broker promoted then.
         expect(p.events.filter((e) => e.startsWith('restored')).length, p.events.join(', ')).toBe(ROUNDS);
       }
       for (const [q, info] of [[r.windowed, windowedInfo], [r.plain, plainInfo]] as const) {
-        expect(q.drainError, stderr).toBeNull();
+        expect(q.drainError, run.stderr()).toBeNull();
         // Message by message: every send() that returned is queued, and only what was sent.
         expect(q.missing, `${q.queue}: send() returned but never drained`).toEqual([]);
         expect(q.unknown, `${q.queue}: drained but never sent`).toEqual([]);
@@ -215,8 +186,7 @@ describe.skipIf(!haveJava)('qpid-jms failover - exactly-once publishing with a d
       }
       expect(droppedByWindow).toBeGreaterThan(0);
     } finally {
-      clearTimeout(killJava);
-      java.kill('SIGKILL');
+      run.stop();
     }
   }, 330_000);
 });

@@ -3,14 +3,10 @@
 // killed with SIGKILL under load, then a backup promoted. FailoverFeatureChecks.java runs a
 // queue shared by a selector consumer and a plain one, a durable topic subscription with a
 // selector and noLocal, and a message sent with setDeliveryDelay(3000) just before the kill.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
-import { TestCluster } from '../helpers/cluster.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { failoverSuite, failoverUrl } from './failover-cluster.js';
+import { haveJava, runJsonLines } from './jvm.js';
 
 interface Progress {
   queueSent: number;
@@ -71,41 +67,19 @@ const consumersOf = (arrivals: Record<string, string[]>, name: string, generatio
   Object.values(arrivals).filter((list) => list.some((a) => a.startsWith(`${name}:${generation}`))).length;
 
 describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay across a failover', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-failover-features-'));
-  let classpath = '';
-  let cluster: TestCluster | undefined;
-
-  beforeAll(() => {
-    classpath = jmsClasspath(dir);
-  }, 60_000);
-
-  afterAll(async () => {
-    await cluster?.stopAll();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suite = failoverSuite('tandem-jms-failover-features-');
 
   it('kill -9 of the primary under a selector consumer, a durable noLocal subscription and a delayed message: each carries on on the new primary', async () => {
-    cluster = await TestCluster.ready(3);
-    const c = cluster;
-    const url = `failover:(${c.ports.map((p) => `amqp://127.0.0.1:${p}`).join(',')})`;
-    const java = spawn('java', ['-cp', classpath, javaProgram('FailoverFeatureChecks'), url, 'ffeat', '15'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const killJava = setTimeout(() => java.kill('SIGKILL'), 90_000);
+    const c = await suite.startCluster();
     let progress: Progress | undefined;
     let delayed: { sentAt: number } | undefined;
     let result: Result | undefined;
-    let stderr = '';
-    let buf = '';
-    java.stderr.on('data', (d) => (stderr = (stderr + d).slice(-20_000)));
-    java.stdout.on('data', (d) => {
-      buf += d;
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const line = JSON.parse(buf.slice(0, i)) as { event: string } & Progress & Result & { sentAt: number };
-        if (line.event === 'progress') progress = line;
-        else if (line.event === 'delayed') delayed = line;
-        else if (line.event === 'result') result = line;
-      }
+    const run = runJsonLines<{ event: string } & Progress & Result & { sentAt: number }>(suite.classpath(), 'FailoverFeatureChecks', [failoverUrl(c), 'ffeat', '15'], 90_000, (line) => {
+      if (line.event === 'progress') progress = line;
+      else if (line.event === 'delayed') delayed = line;
+      else if (line.event === 'result') result = line;
     });
-    const exited = new Promise<number | null>((r) => java.once('exit', (code) => r(code)));
+    const { java, exited } = run;
     let killedAt = 0;
     /** Queue sends that had returned when the primary was killed (seqs below it): held by the backups. */
     let queueSentAtKill = 0;
@@ -114,7 +88,7 @@ describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay acros
     try {
       // An early exit of the Java side (a compile error, an exception) fails at once.
       const exitedEarly = exited.then((code) => {
-        throw new Error(`FailoverFeatureChecks.java exited early (${code}): ${stderr}`);
+        throw new Error(`FailoverFeatureChecks.java exited early (${code}): ${run.stderr()}`);
       });
       exitedEarly.catch(() => {});
       const moving = (what: string, timeout: number, more: () => boolean) =>
@@ -141,15 +115,14 @@ describe.skipIf(!haveJava)('qpid-jms selectors, noLocal and delivery delay acros
           p.plainReceived >= before.plainReceived + 20 && p.subscriptionReceived >= before.subscriptionReceived + 10;
       });
       java.stdin.end('stop\n');
-      expect(await exited, stderr).toBe(0);
+      expect(await exited, run.stderr()).toBe(0);
     } finally {
-      clearTimeout(killJava);
-      java.kill('SIGKILL');
+      run.stop();
     }
 
     const r = result!;
     const details = `events: ${JSON.stringify(r.events)}`;
-    expect(r.error, stderr).toBeNull();
+    expect(r.error, run.stderr()).toBeNull();
     expect(r.violations, details).toEqual([]);
     for (const [name, events] of Object.entries(r.events)) {
       expect(events.filter((e) => e.startsWith('restored')).map((e) => e.split(' ')[1]), `${name}: ${events.join(', ')}`).toEqual([`amqp://127.0.0.1:${c.ports[1]}`]);

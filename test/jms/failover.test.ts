@@ -5,16 +5,10 @@
 // new one is killed in turn. Both must carry on through the
 // backups' refusals, every message whose send() returned must arrive, and a message
 // may arrive twice only where its fate was in doubt at the failover.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
-import { TestCluster } from '../helpers/cluster.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
-
-
+import { failoverSuite, failoverUrl } from './failover-cluster.js';
+import { haveJava, runJsonLines } from './jvm.js';
 
 interface Progress {
   acked: number;
@@ -40,48 +34,21 @@ interface Result {
 }
 
 describe.skipIf(!haveJava)('qpid-jms failover over a tandem cluster', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-failover-'));
-  let classpath = '';
-  let cluster: TestCluster | undefined;
-
-  beforeAll(() => {
-    classpath = jmsClasspath(dir);
-  }, 150_000);
-
-  afterAll(async () => {
-    await cluster?.stopAll();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suite = failoverSuite('tandem-jms-failover-');
 
   it('kill -9 of the primary, twice, under a persistent producer and a CLIENT_ACKNOWLEDGE consumer: both fail over, nothing acknowledged is lost', async () => {
-    cluster = await TestCluster.start(3);
-    const promoted = await cluster.promote(0);
-    expect(promoted.code, promoted.stderr).toBe(0);
-    await cluster.waitState(1, 'ready', 60_000);
-    await cluster.waitState(2, 'ready', 60_000);
-
-    const c = cluster;
-    const url = `failover:(${c.ports.map((p) => `amqp://127.0.0.1:${p}`).join(',')})`;
-    const java = spawn('java', ['-cp', classpath, javaProgram('Failover'), url, 'jms.failover', '60'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    const killJava = setTimeout(() => java.kill('SIGKILL'), 280_000);
+    const c = await suite.startCluster();
     let progress: Progress | undefined;
     let result: Result | undefined;
-    let stderr = '';
-    let buf = '';
-    java.stderr.on('data', (d) => (stderr = (stderr + d).slice(-20_000)));
-    java.stdout.on('data', (d) => {
-      buf += d;
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const line = JSON.parse(buf.slice(0, i)) as { event: string } & Progress & Result;
-        if (line.event === 'progress') progress = line;
-        else if (line.event === 'result') result = line;
-      }
+    const run = runJsonLines<{ event: string } & Progress & Result>(suite.classpath(), 'Failover', [failoverUrl(c), 'jms.failover', '60'], 280_000, (line) => {
+      if (line.event === 'progress') progress = line;
+      else if (line.event === 'result') result = line;
     });
-    const exited = new Promise<number | null>((r) => java.once('exit', (code) => r(code)));
+    const { java, exited } = run;
     try {
       const moving = (what: string, more: (p: Progress) => boolean) =>
         waitFor(() => {
-          if (java.exitCode !== null) throw new Error(`Failover.java exited early: ${stderr}`);
+          if (java.exitCode !== null) throw new Error(`Failover.java exited early: ${run.stderr()}`);
           return progress && more(progress);
         }, { timeout: 90_000, interval: 100, name: what });
       await moving('the producer and consumer under way', (p) => p.acked >= 200 && p.received >= 100);
@@ -107,15 +74,14 @@ describe.skipIf(!haveJava)('qpid-jms failover over a tandem cluster', () => {
       }
 
       java.stdin.end('stop\n');
-      expect(await exited, stderr).toBe(0);
+      expect(await exited, run.stderr()).toBe(0);
     } finally {
-      clearTimeout(killJava);
-      java.kill('SIGKILL');
+      run.stop();
     }
 
     const r = result!;
-    expect(r.producerError, stderr).toBeNull();
-    expect(r.consumerError, stderr).toBeNull();
+    expect(r.producerError, run.stderr()).toBeNull();
+    expect(r.consumerError, run.stderr()).toBeNull();
     expect(r.producerEvents.some((e) => e.startsWith('interrupted'))).toBe(true);
     for (const events of [r.producerEvents, r.consumerEvents]) {
       expect(events.filter((e) => e.startsWith('restored')).map((e) => e.split(' ')[1])).toEqual([`amqp://127.0.0.1:${c.ports[1]}`, `amqp://127.0.0.1:${c.ports[2]}`]);

@@ -3,12 +3,9 @@
 // journal, and the other kind of each name is still refused (JMS 2.0: the two kinds may
 // not share a name and clientID) while each still works as the kind it was made as.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker } from '../helpers/broker.js';
+import { haveJava, javaProgram, jmsSuite } from './jvm.js';
 
 interface CheckResult {
   ok: boolean;
@@ -25,25 +22,15 @@ function runChecks(classpath: string, broker: TestBroker, ...names: string[]): P
 }
 
 describe.skipIf(!haveJava)('qpid-jms durable subscription kinds across a restart', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-kinds-'));
-  let classpath = '';
-
-  beforeAll(() => {
-    classpath = jmsClasspath(dir);
-  }, 150_000);
-
-  afterAll(async () => {
-    await killAllBrokers();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const classpath = jmsSuite('tandem-jms-kinds-');
 
   it('subscription kinds - after kill -9 and restart, the other kind of each name is still refused', async () => {
     const first = await TestBroker.start();
-    const before = await runChecks(classpath, first, 'kindsBeforeRestart');
+    const before = await runChecks(classpath(), first, 'kindsBeforeRestart');
     expect(before.kindsBeforeRestart).toEqual({ ok: true, result: { unshared: 'made', shared: 'made' } });
     await first.kill();
     const second = await TestBroker.start({ dataDir: first.dataDir });
-    const after = await runChecks(classpath, second, 'kindsAfterRestart');
+    const after = await runChecks(classpath(), second, 'kindsAfterRestart');
     expect(after.kindsAfterRestart).toEqual({
       ok: true,
       result: {

@@ -55,7 +55,7 @@ public class Checks {
         ok = false;
       }
       if (i > 1) out.append(',');
-      out.append(json(args[i])).append(":{\"ok\":").append(ok).append(",\"result\":").append(json(result)).append('}');
+      out.append(Json.of(args[i])).append(":{\"ok\":").append(ok).append(",\"result\":").append(Json.of(result)).append('}');
     }
     System.out.println(out.append('}'));
     System.exit(0);
@@ -864,27 +864,5 @@ public class Checks {
       got.readBytes(back);
       return Arrays.equals(data, back) ? "same " + back.length + " bytes" : "differs";
     }
-  }
-
-  static String json(Object o) {
-    if (o == null) return "null";
-    if (o instanceof Boolean || o instanceof Integer) return o.toString();
-    if (o instanceof Map<?, ?> m) {
-      StringJoiner j = new StringJoiner(",", "{", "}");
-      m.forEach((k, v) -> j.add(json(String.valueOf(k)) + ":" + json(v)));
-      return j.toString();
-    }
-    if (o instanceof Collection<?> l) {
-      StringJoiner j = new StringJoiner(",", "[", "]");
-      l.forEach((v) -> j.add(json(v)));
-      return j.toString();
-    }
-    StringBuilder sb = new StringBuilder("\"");
-    for (char ch : o.toString().toCharArray()) {
-      if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-      else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
-      else sb.append(ch);
-    }
-    return sb.append('"').toString();
   }
 }

@@ -15,47 +15,16 @@
 import jakarta.jms.*;
 import org.apache.qpid.jms.JmsConnection;
 import org.apache.qpid.jms.JmsConnectionFactory;
-import org.apache.qpid.jms.JmsConnectionListener;
-import org.apache.qpid.jms.message.JmsInboundMessageDispatch;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.URI;
 import java.util.*;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 public class Failover {
-  /** One side's connection events: interruptions counted, restores counted, down or up. */
-  static final long T0 = System.nanoTime();
-  static String at() { return " @" + (System.nanoTime() - T0) / 1_000_000 + "ms"; }
-
-  static final class Link implements JmsConnectionListener {
-    final AtomicInteger interrupted = new AtomicInteger();
-    final AtomicInteger restored = new AtomicInteger();
-    final List<String> events = Collections.synchronizedList(new ArrayList<>());
-    volatile boolean down;
-
-    public void onConnectionEstablished(URI uri) { events.add("established " + uri + at()); }
-    public void onConnectionFailure(Throwable error) { events.add("failed " + error + at()); }
-    public void onConnectionInterrupted(URI uri) {
-      down = true;
-      interrupted.incrementAndGet();
-      events.add("interrupted " + uri + at());
-    }
-    public void onConnectionRestored(URI uri) {
-      down = false;
-      restored.incrementAndGet();
-      events.add("restored " + uri + at());
-    }
-    public void onInboundMessage(JmsInboundMessageDispatch envelope) {}
-    public void onSessionClosed(Session session, Throwable cause) { events.add("session closed " + cause + at()); }
-    public void onConsumerClosed(MessageConsumer consumer, Throwable cause) { events.add("consumer closed " + cause + at()); }
-    public void onProducerClosed(MessageProducer producer, Throwable cause) { events.add("producer closed " + cause + at()); }
-  }
-
   static volatile boolean stop;
-  static final Link producerLink = new Link();
-  static final Link consumerLink = new Link();
+  static final FailoverLink producerLink = new FailoverLink();
+  static final FailoverLink consumerLink = new FailoverLink();
   static final AtomicInteger acked = new AtomicInteger(); // sends that returned
   static final Set<Integer> ackedSeqs = ConcurrentHashMap.newKeySet();
   static final Set<Integer> inDoubt = ConcurrentHashMap.newKeySet();
@@ -190,30 +159,13 @@ public class Failover {
     new TreeMap<>(arrivals).forEach((seq, list) -> {
       if (list.size() < 2) return;
       if (dups.length() > 1) dups.append(',');
-      dups.append('"').append(seq).append("\":").append(json(list));
+      dups.append('"').append(seq).append("\":").append(Json.of(list));
     });
     return "{\"event\":\"result\",\"acked\":" + acked.get() + ",\"received\":" + received.get()
         + ",\"distinct\":" + arrivals.size() + ",\"missing\":" + missing
         + ",\"duplicates\":" + dups.append('}') + ",\"inDoubt\":" + new TreeSet<>(inDoubt)
-        + ",\"failedSends\":" + json(new ArrayList<>(new TreeMap<>(failedSends).entrySet()))
-        + ",\"producerError\":" + json(producerError) + ",\"consumerError\":" + json(consumerError)
-        + ",\"producerEvents\":" + json(producerLink.events) + ",\"consumerEvents\":" + json(consumerLink.events) + "}";
-  }
-
-  static String json(Object o) {
-    if (o == null) return "null";
-    if (o instanceof Collection<?> c) {
-      StringBuilder b = new StringBuilder("[");
-      for (Object x : c) b.append(b.length() > 1 ? "," : "").append(json(x));
-      return b.append(']').toString();
-    }
-    String s = o.toString();
-    StringBuilder b = new StringBuilder("\"");
-    for (char ch : s.toCharArray()) {
-      if (ch == '"' || ch == '\\') b.append('\\').append(ch);
-      else if (ch < 0x20) b.append(String.format("\\u%04x", (int) ch));
-      else b.append(ch);
-    }
-    return b.append('"').toString();
+        + ",\"failedSends\":" + Json.of(new ArrayList<>(new TreeMap<>(failedSends).entrySet()))
+        + ",\"producerError\":" + Json.of(producerError) + ",\"consumerError\":" + Json.of(consumerError)
+        + ",\"producerEvents\":" + Json.of(producerLink.events) + ",\"consumerEvents\":" + Json.of(consumerLink.events) + "}";
   }
 }

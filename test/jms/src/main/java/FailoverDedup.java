@@ -20,51 +20,24 @@
 import jakarta.jms.*;
 import org.apache.qpid.jms.JmsConnection;
 import org.apache.qpid.jms.JmsConnectionFactory;
-import org.apache.qpid.jms.JmsConnectionListener;
-import org.apache.qpid.jms.message.JmsInboundMessageDispatch;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.URI;
 import java.util.*;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 public class FailoverDedup {
-  static final long T0 = System.nanoTime();
-  static String at() { return " @" + (System.nanoTime() - T0) / 1_000_000 + "ms"; }
-
-  /** One producer: its connection's events and its sends. */
-  static final class Producer implements JmsConnectionListener {
+  /** One producer: its connection's events (FailoverLink) and its sends. */
+  static final class Producer extends FailoverLink {
     final int number;
     final Target target;
-    final AtomicInteger interrupted = new AtomicInteger();
-    final AtomicInteger restored = new AtomicInteger();
     final AtomicInteger acked = new AtomicInteger();
-    final List<String> events = Collections.synchronizedList(new ArrayList<>());
-    volatile boolean down;
     volatile String error;
 
     Producer(int number, Target target) {
       this.number = number;
       this.target = target;
     }
-
-    public void onConnectionEstablished(URI uri) { events.add("established " + uri + at()); }
-    public void onConnectionFailure(Throwable e) { events.add("failed " + e + at()); }
-    public void onConnectionInterrupted(URI uri) {
-      down = true;
-      interrupted.incrementAndGet();
-      events.add("interrupted " + uri + at());
-    }
-    public void onConnectionRestored(URI uri) {
-      down = false;
-      restored.incrementAndGet();
-      events.add("restored " + uri + at());
-    }
-    public void onInboundMessage(JmsInboundMessageDispatch envelope) {}
-    public void onSessionClosed(Session session, Throwable cause) { events.add("session closed " + cause + at()); }
-    public void onConsumerClosed(MessageConsumer consumer, Throwable cause) { events.add("consumer closed " + cause + at()); }
-    public void onProducerClosed(MessageProducer producer, Throwable cause) { events.add("producer closed " + cause + at()); }
 
     void run(JmsConnectionFactory cf) throws Exception {
       JmsConnection connection = (JmsConnection) cf.createConnection();
@@ -160,16 +133,16 @@ public class FailoverDedup {
       new TreeMap<>(arrivals).forEach((seq, ids) -> {
         if (ids.size() < 2) return;
         if (dups.length() > 1) dups.append(',');
-        dups.append('"').append(seq).append("\":{\"sentId\":").append(json(sentIds.get(seq)))
-            .append(",\"copies\":").append(json(ids)).append(",\"inDoubt\":").append(inDoubt.contains(seq))
+        dups.append('"').append(seq).append("\":{\"sentId\":").append(Json.of(sentIds.get(seq)))
+            .append(",\"copies\":").append(Json.of(ids)).append(",\"inDoubt\":").append(inDoubt.contains(seq))
             .append(",\"acked\":").append(acked.contains(seq)).append('}');
       });
-      return "{\"queue\":" + json(queue) + ",\"attempted\":" + attempted.get() + ",\"acked\":" + acked.size()
+      return "{\"queue\":" + Json.of(queue) + ",\"attempted\":" + attempted.get() + ",\"acked\":" + acked.size()
           + ",\"drained\":" + drained + ",\"distinct\":" + arrivals.size() + ",\"missing\":" + missing
           + ",\"unknown\":" + unknown + ",\"duplicates\":" + dups.append('}')
           + ",\"inDoubt\":" + new TreeSet<>(inDoubt)
-          + ",\"failedSends\":" + json(new ArrayList<>(new TreeMap<>(failedSends).entrySet()))
-          + ",\"failedPresent\":" + failedPresent + ",\"drainError\":" + json(drainError) + "}";
+          + ",\"failedSends\":" + Json.of(new ArrayList<>(new TreeMap<>(failedSends).entrySet()))
+          + ",\"failedPresent\":" + failedPresent + ",\"drainError\":" + Json.of(drainError) + "}";
     }
   }
 
@@ -236,29 +209,12 @@ public class FailoverDedup {
     StringBuilder producerJson = new StringBuilder("[");
     for (Producer p : producers) {
       if (producerJson.length() > 1) producerJson.append(',');
-      producerJson.append("{\"queue\":").append(json(p.target.queue)).append(",\"acked\":").append(p.acked.get())
-          .append(",\"error\":").append(json(p.error)).append(",\"events\":").append(json(p.events)).append('}');
+      producerJson.append("{\"queue\":").append(Json.of(p.target.queue)).append(",\"acked\":").append(p.acked.get())
+          .append(",\"error\":").append(Json.of(p.error)).append(",\"events\":").append(Json.of(p.events)).append('}');
     }
     System.out.println("{\"event\":\"result\",\"windowed\":" + windowed.result() + ",\"plain\":" + plain.result()
         + ",\"producers\":" + producerJson.append(']') + "}");
     System.out.flush();
     System.exit(0);
-  }
-
-  static String json(Object o) {
-    if (o == null) return "null";
-    if (o instanceof Collection<?> c) {
-      StringBuilder b = new StringBuilder("[");
-      for (Object x : c) b.append(b.length() > 1 ? "," : "").append(json(x));
-      return b.append(']').toString();
-    }
-    String s = o.toString();
-    StringBuilder b = new StringBuilder("\"");
-    for (char ch : s.toCharArray()) {
-      if (ch == '"' || ch == '\\') b.append('\\').append(ch);
-      else if (ch < 0x20) b.append(String.format("\\u%04x", (int) ch));
-      else b.append(ch);
-    }
-    return b.append('"').toString();
   }
 }

@@ -27,44 +27,19 @@
 import jakarta.jms.*;
 import org.apache.qpid.jms.JmsConnection;
 import org.apache.qpid.jms.JmsConnectionFactory;
-import org.apache.qpid.jms.JmsConnectionListener;
-import org.apache.qpid.jms.message.JmsInboundMessageDispatch;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.net.URI;
 import java.util.*;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 
 public class FailoverFeatureChecks {
-  static final long T0 = System.nanoTime();
-  static String at() { return " @" + (System.nanoTime() - T0) / 1_000_000 + "ms"; }
-
-  /** One connection's events: restores counted, down or up. */
-  static final class Link implements JmsConnectionListener {
+  /** One named connection and its events (FailoverLink). */
+  static final class Link extends FailoverLink {
     final String name;
-    final AtomicInteger restored = new AtomicInteger();
-    final List<String> events = Collections.synchronizedList(new ArrayList<>());
-    volatile boolean down;
     JmsConnection connection;
 
     Link(String name) { this.name = name; }
-
-    public void onConnectionEstablished(URI uri) { events.add("established " + uri + at()); }
-    public void onConnectionFailure(Throwable error) { events.add("failed " + error + at()); }
-    public void onConnectionInterrupted(URI uri) {
-      down = true;
-      events.add("interrupted " + uri + at());
-    }
-    public void onConnectionRestored(URI uri) {
-      down = false;
-      restored.incrementAndGet();
-      events.add("restored " + uri + at());
-    }
-    public void onInboundMessage(JmsInboundMessageDispatch envelope) {}
-    public void onSessionClosed(Session session, Throwable cause) { events.add("session closed " + cause + at()); }
-    public void onConsumerClosed(MessageConsumer consumer, Throwable cause) { events.add("consumer closed " + cause + at()); }
-    public void onProducerClosed(MessageProducer producer, Throwable cause) { events.add("producer closed " + cause + at()); }
 
     /** How an arrival on this connection is written: `<name>:<generation>[d][r]`. */
     String arrival(Message m) throws JMSException {
@@ -308,7 +283,7 @@ public class FailoverFeatureChecks {
       if (m == null) continue;
       long arrived = System.currentTimeMillis();
       lastDelayArrival = arrived;
-      delayArrivals.add("{\"at\":" + arrived + ",\"deliveryTime\":" + m.getJMSDeliveryTime() + ",\"arrival\":" + json(link.arrival(m)) + "}");
+      delayArrivals.add("{\"at\":" + arrived + ",\"deliveryTime\":" + m.getJMSDeliveryTime() + ",\"arrival\":" + Json.of(link.arrival(m)) + "}");
     }
   }
 
@@ -326,12 +301,12 @@ public class FailoverFeatureChecks {
 
   static String sent(Sent s) {
     return "{\"blue\":" + s.blue.size() + ",\"red\":" + s.red.size() + ",\"afterFailover\":" + s.afterFailover.get() + ",\"inDoubt\":" + new TreeSet<>(s.inDoubt)
-        + ",\"failed\":" + json(new ArrayList<>(new TreeMap<>(s.failed).entrySet())) + "}";
+        + ",\"failed\":" + Json.of(new ArrayList<>(new TreeMap<>(s.failed).entrySet())) + "}";
   }
 
   static String arrivals(Map<Integer, List<String>> arrivals) {
     StringBuilder b = new StringBuilder("{");
-    new TreeMap<>(arrivals).forEach((seq, list) -> b.append(b.length() > 1 ? "," : "").append('"').append(seq).append("\":").append(json(list)));
+    new TreeMap<>(arrivals).forEach((seq, list) -> b.append(b.length() > 1 ? "," : "").append('"').append(seq).append("\":").append(Json.of(list)));
     return b.append('}').toString();
   }
 
@@ -340,29 +315,12 @@ public class FailoverFeatureChecks {
     missingQueue.addAll(missing(queueSent.red, queueArrivals));
     Collections.sort(missingQueue);
     StringBuilder events = new StringBuilder("{");
-    for (Link l : links) events.append(events.length() > 1 ? "," : "").append(json(l.name)).append(':').append(json(l.events));
-    return "{\"event\":\"result\",\"error\":" + json(error) + ",\"violations\":" + json(violations)
+    for (Link l : links) events.append(events.length() > 1 ? "," : "").append(Json.of(l.name)).append(':').append(Json.of(l.events));
+    return "{\"event\":\"result\",\"error\":" + Json.of(error) + ",\"violations\":" + Json.of(violations)
         + ",\"queueSent\":" + sent(queueSent) + ",\"ownSent\":" + sent(ownSent) + ",\"otherSent\":" + sent(otherSent)
         + ",\"missingQueue\":" + missingQueue + ",\"missingSubscription\":" + missing(otherSent.blue, subscriptionArrivals)
         + ",\"queueArrivals\":" + arrivals(queueArrivals) + ",\"subscriptionArrivals\":" + arrivals(subscriptionArrivals)
         + ",\"delaySentAt\":" + delaySentAt + ",\"delayReturnedAt\":" + delayReturnedAt + ",\"delayDeliveryTime\":" + delayDeliveryTime
         + ",\"delayArrivals\":[" + String.join(",", delayArrivals) + "],\"events\":" + events.append('}') + "}";
-  }
-
-  static String json(Object o) {
-    if (o == null) return "null";
-    if (o instanceof Collection<?> c) {
-      StringBuilder b = new StringBuilder("[");
-      for (Object x : c) b.append(b.length() > 1 ? "," : "").append(json(x));
-      return b.append(']').toString();
-    }
-    String s = o.toString();
-    StringBuilder b = new StringBuilder("\"");
-    for (char ch : s.toCharArray()) {
-      if (ch == '"' || ch == '\\') b.append('\\').append(ch);
-      else if (ch < 0x20) b.append(String.format("\\u%04x", (int) ch));
-      else b.append(ch);
-    }
-    return b.append('"').toString();
   }
 }
