@@ -4,13 +4,10 @@
 // defaults (jms.localMessageExpiry=true) the client hands the dead letter to no application
 // and gives it back (it stays queued); with jms.localMessageExpiry=false it is delivered.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker, waitFor } from '../helpers/broker.js';
 import { queueDepth, tandem } from '../helpers/tandem-cli.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { haveJava, javaProgram, jmsSuite } from './jvm.js';
 
 function runJava(classpath: string, args: string[]): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) =>
@@ -21,15 +18,10 @@ function runJava(classpath: string, args: string[]): Promise<Record<string, unkn
 }
 
 describe.skipIf(!haveJava)('qpid-jms dead letters', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-dead-letters-'));
-
-  afterAll(async () => {
-    await killAllBrokers();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suiteClasspath = jmsSuite('tandem-jms-dead-letters-');
 
   it('an expired message\'s dead letter: qpid-jms gives it back unseen by default (it stays queued), delivers it with jms.localMessageExpiry=false', async () => {
-    const classpath = jmsClasspath(dir);
+    const classpath = suiteClasspath();
     const broker = await TestBroker.start();
     for (const args of [['exchange', 'add', 'fanout', 'jms.dlx'], ['queue', 'add', 'jms.dlq'], ['bind', 'jms.dlx', 'jms.dlq'], ['queue', 'add', 'jms.short', '--alternate-exchange', 'jms.dlx']]) {
       const r = await tandem([...args, '-b', broker.url]);

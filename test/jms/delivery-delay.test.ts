@@ -2,23 +2,15 @@
 // is sent (x-opt-delivery-time) and honoured: nothing early, then everything (DelayChecks.java
 // says how it is checked).
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker } from '../helpers/broker.js';
+import { haveJava, javaProgram, jmsSuite } from './jvm.js';
 
 describe.skipIf(!haveJava)('qpid-jms delivery delay', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-delay-'));
-
-  afterAll(async () => {
-    await killAllBrokers();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suiteClasspath = jmsSuite('tandem-jms-delay-');
 
   it('setDeliveryDelay(1500) on a fixed and an anonymous producer: nothing in the first 800 ms, both after 1500 ms', async () => {
-    const classpath = jmsClasspath(dir);
+    const classpath = suiteClasspath();
     const broker = await TestBroker.start();
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile('java', ['-cp', classpath, javaProgram('DelayChecks'), `amqp://${broker.url}`, 'jms.delay'], { timeout: 120_000 }, (err, out, stderr) =>

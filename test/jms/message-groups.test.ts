@@ -2,13 +2,10 @@
 // declared with --message-groups keeps each group at one consumer while it holds
 // unacknowledged messages of it, in order (GroupChecks.java says how it is checked).
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { haveJava, javaProgram, jmsSuite } from './jvm.js';
 
 interface GroupResult {
   received: number;
@@ -19,15 +16,10 @@ interface GroupResult {
 }
 
 describe.skipIf(!haveJava)('qpid-jms message groups', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-groups-'));
-
-  afterAll(async () => {
-    await killAllBrokers();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suiteClasspath = jmsSuite('tandem-jms-groups-');
 
   it('JMSXGroupID on a --message-groups queue: two consumers never hold one group at once, and each group arrives in order', async () => {
-    const classpath = jmsClasspath(dir);
+    const classpath = suiteClasspath();
     const broker = await TestBroker.start();
     const added = await tandem(['queue', 'add', 'jms.groups', '--durable', '--message-groups', '-b', broker.url]);
     expect(added.code, added.stderr).toBe(0);

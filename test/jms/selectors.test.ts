@@ -5,23 +5,15 @@
 // selector is qpid-jms' InvalidSelectorException, one past the broker's bounds the
 // broker's amqp:invalid-field.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
-import { haveJava, javaProgram, jmsClasspath } from './jvm.js';
+import { describe, expect, it } from 'vitest';
+import { TestBroker } from '../helpers/broker.js';
+import { haveJava, javaProgram, jmsSuite } from './jvm.js';
 
 describe.skipIf(!haveJava)('qpid-jms message selectors', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'tandem-jms-selectors-'));
-
-  afterAll(async () => {
-    await killAllBrokers();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suiteClasspath = jmsSuite('tandem-jms-selectors-');
 
   it('selectors on queues and topics: correlation ids, message ids, properties, browsers, subscriptions; bad ones refused as JMS says', async () => {
-    const classpath = jmsClasspath(dir);
+    const classpath = suiteClasspath();
     const broker = await TestBroker.start({ args: ['--auto-create', 'yes'] });
     const stdout = await new Promise<string>((resolve, reject) =>
       execFile('java', ['-cp', classpath, javaProgram('SelectorChecks'), `amqp://${broker.url}`, 'jms.sel'], { timeout: 120_000 }, (err, out, stderr) =>
