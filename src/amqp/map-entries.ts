@@ -6,7 +6,9 @@
 // ones); its count is the number of elements, keys and values alike, so twice the
 // entries. What a peer sends is checked before anything is read by it:
 //
-//   - any other type (a list, null, a described value) is not a map;
+//   - null is an empty map (a section's value may be null: proton-j writes
+//     `new ApplicationProperties(null)` so, and a selector's `x IS NULL` must hold);
+//   - any other type (a list, a described value) is not a map;
 //   - the value must fit the bytes, and its size hold its count field;
 //   - the count is even, and no more than the bytes left (every element takes at least
 //     its constructor byte), so a walk is bounded by the map's bytes before it starts;
@@ -20,6 +22,7 @@ import { encodedValueSize } from './encoded-value.js';
 
 const MAP8 = 0xc1;
 const MAP32 = 0xd1;
+const NULL = 0x40;
 
 export class MapEntries {
   /** Where the entry next() stepped to starts: its key. */
@@ -46,6 +49,7 @@ export class MapEntries {
     this.what = what;
     this.problem = undefined;
     const code = bytes[at];
+    if (code === NULL) return this.empty(bytes, at + 1);
     if (code !== MAP8 && code !== MAP32) return this.refuse(`${what} is not a map (type 0x${(code ?? 0).toString(16)})`);
     let end: number;
     try {
@@ -105,6 +109,15 @@ export class MapEntries {
     // Bounded as next() is.
     while (this.next());
     return this.problem === undefined;
+  }
+
+  /** A walk with no entries, the map ending at `end`. */
+  private empty(bytes: Buffer, end: number): true {
+    this.bytes = bytes;
+    this.end = end;
+    this.left = 0;
+    this.valueEnd = end;
+    return true;
   }
 
   private refuse(problem: string): false {

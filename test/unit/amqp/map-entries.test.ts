@@ -63,8 +63,13 @@ describe('MapEntries - the bounded walk over a map', () => {
     expect(walk(map8([]))).toEqual({ ok: true, problem: undefined, entries: [] });
   });
 
-  it('refuses what is not a map, or a head that does not fit: a list, null, a described value, no byte at all', () => {
-    for (const bytes of [encode(amqp.list([amqp.uint(1)])), Buffer.from([0x45]), Buffer.from([0x40]), Buffer.from([0x00, 0x53, 0x74, 0xc1, 0x01, 0x00]), Buffer.alloc(0)]) {
+  it('walks null as an empty map (a section a sender wrote as null)', () => {
+    expect(walk(Buffer.from([0x40]))).toEqual({ ok: true, problem: undefined, entries: [] });
+    expect(walk(Buffer.from([0xc1, 0x40]), 1)).toEqual({ ok: true, problem: undefined, entries: [] });
+  });
+
+  it('refuses what is not a map, or a head that does not fit: a list, a described value, no byte at all', () => {
+    for (const bytes of [encode(amqp.list([amqp.uint(1)])), Buffer.from([0x45]), Buffer.from([0x00, 0x53, 0x74, 0xc1, 0x01, 0x00]), Buffer.alloc(0)]) {
       const w = walk(bytes);
       expect(w.ok, bytes.toString('hex')).toBe(false);
       expect(w.problem).toMatch(/^the map is not a map/);
@@ -110,7 +115,7 @@ describe('MapEntries - the bounded walk over a map', () => {
 
   it('finishes a walk a reader ended early, checking the rest; is one walker for many maps, each walk afresh', () => {
     const walker = new MapEntries();
-    expect(walk(Buffer.from([0x40]), 0, walker).ok).toBe(false);
+    expect(walk(Buffer.from([0x45]), 0, walker).ok).toBe(false);
     expect(walk(map8([sym('a'), long(1)]), 0, walker)).toMatchObject({ ok: true, problem: undefined });
     expect(walker.start(map8([sym('a'), long(1), sym('b'), long(2)]), 0, 'm')).toBe(true);
     expect(walker.next()).toBe(true);
@@ -188,6 +193,10 @@ function readings(msg: MessageRecord) {
 describe('the readers of a sender\'s maps refuse the same hostile maps alike', () => {
   const time = [sym('x-opt-delivery-time'), long(NOW + 5000)];
   const key = [str('k'), str('v')];
+
+  it('null sections: no key, no values (a selector sees NULL), no time, and the merge writes the added keys', () => {
+    expect(readings(message(Buffer.from([0x40]), Buffer.from([0x40])))).toEqual({ dedup: 'missing', selector: [null], delivery: 'none', merged: true });
+  });
 
   it('well-formed maps: each reader reads its key', () => {
     expect(readings(message(map8(time), map8(key)))).toEqual({ dedup: 'key', selector: ['v'], delivery: 'at', merged: true });
