@@ -763,7 +763,14 @@ export class ClientConnection {
     // Before any queue is made, so a refused key leaves none behind.
     checkBindingKey(exchange.type, key);
     const filters = { selector, noLocal: noLocal ? noLocalOf(named, this.id, this.containerId) : undefined };
-    if (named) return { queue: this.subscriptionQueueFor(named, exchange.name, key, filters), own: true, filter: binding?.entry };
+    if (named) {
+      // The attach named the exchange, so the link check has not seen this queue: a passive
+      // DR copy of a subscription (or a fenced or diverged source) is refused here, before
+      // it is consumed from, replaced or made. Taken, its consumer dequeued messages the
+      // copy's source still held, and a changed selector deleted the copy.
+      this.host.checkLink?.(this, named.queue, 'out', false);
+      return { queue: this.subscriptionQueueFor(named, exchange.name, key, filters), own: true, filter: binding?.entry };
+    }
     const queue = this.createTemporaryQueue('subscription', filters);
     this.broker.bind(exchange.name, queue.name, key);
     return { queue, own: true, filter: binding?.entry };

@@ -18,6 +18,8 @@ import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '
 import { DR_ADDRESS, DR_DEDUP_ROWS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
 import { badDedupRows } from '../broker/dedup-window.js';
 import { MAX_EPOCH } from './roles.js';
+import { copySettings, copyWindow, sameSourceQueue } from './copy-settings.js';
+import { exchangeMatcher, unbindQueue } from './topology.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 type DedupKeys = Extract<Change, { kind: 'dedup-keys' }>;
@@ -52,6 +54,8 @@ const KEY_TIME_AHEAD_MS = 60 * 60 * 1000;
  * of its own cluster.
  */
 const HANDSHAKE_DEADLINE_MS = 5000;
+/** Dequeues per record when a mirror made again at its source drops what it held (remakeChanged). */
+const REMAKE_DROP_BATCH = 10_000;
 
 export type LinkState = 'idle' | 'connecting' | 'connected' | 'snapshot' | 'stopped';
 
@@ -88,6 +92,8 @@ export class DrBridge {
   private snapshotStale: Map<string, Set<number>> | undefined;
   /** During a copy: the queues whose windows took the source's keys (their messages are taken as the source holds them). */
   private snapshotKeyed: Set<string> | undefined;
+  /** What the current link began with (its `declares` message): each queue's settings and bindings (exchange to keys); undefined: none yet. */
+  private declared: { queues: Map<string, QueueSettings>; binds: Map<string, Map<string, Set<string>>> } | undefined;
   /** The queue set the current link was opened for (the manager restarts us when it changes). */
   carries = '';
   state: LinkState = 'idle';
@@ -269,6 +275,7 @@ export class DrBridge {
     );
     this.snapshotStale = undefined;
     this.snapshotKeyed = undefined;
+    this.declared = undefined;
     this.host.log.info({ source: link.address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
     link.addCredit(CREDIT);
   }
@@ -380,24 +387,38 @@ export class DrBridge {
     const broker = this.host.broker;
     switch (m.kind) {
       case 'declares':
+        // Kept for a copy of the contents that follows (remakeChanged, pruneBindings).
+        this.declared = { queues: new Map(), binds: new Map() };
         for (const e of m.entries ?? []) {
-          if (e.change.kind === 'queue-declare') this.ensureQueue(e.change.name, e.change.settings);
-          else this.applyTopology(e.change);
+          const c = e.change;
+          if (c.kind === 'queue-declare') {
+            this.declared.queues.set(c.name, c.settings);
+            this.ensureQueue(c.name, c.settings);
+            continue;
+          }
+          if (c.kind === 'bind') {
+            const byExchange = this.declared.binds.get(c.queue) ?? new Map<string, Set<string>>();
+            this.declared.binds.set(c.queue, byExchange.set(c.exchange, (byExchange.get(c.exchange) ?? new Set<string>()).add(c.key)));
+          }
+          this.applyTopology(c);
         }
         return 0;
       case 'snapshot-begin': {
         this.state = 'snapshot';
         this.snapshotStale = new Map();
         this.snapshotKeyed = new Set();
+        let lsn = 0;
         for (const q of m.queues ?? []) {
           const s = this.stream.get(q);
           if (s) s.awaitingCopy = true;
+          if (s?.mode === 'enqueue-and-dequeue' && this.live(q)) lsn = this.remakeChanged(q) || lsn;
+          if (this.live(q)) lsn = this.pruneBindings(q) || lsn;
           // Memory goes with what a mirror already holds, not with the size of the copy.
           const local = broker.queues.get(q);
           if (s?.mode === 'enqueue-and-dequeue' && local && local.depth > 0) this.snapshotStale.set(q, new Set(local.ids()));
         }
         this.host.log.info({ queues: m.queues, reason: m.reason }, 'DR: the source is sending a snapshot of queues');
-        return 0;
+        return lsn;
       }
       case 'snapshot': {
         // A queue's window comes before its messages: its keys are ours before they are.
@@ -561,7 +582,8 @@ export class DrBridge {
       switch (c.kind) {
         case 'queue-declare':
           if (ops.length > 0) flush(prev, m.time);
-          if (this.live(c.name)) this.ensureQueue(c.name, c.settings);
+          // In the log, a declare of a queue the copy holds is the source's making it again.
+          if (this.live(c.name)) this.ensureQueue(c.name, c.settings, wants(c.name, e.lsn, false));
           break;
         case 'queue-dedup':
           // After what came before it, as at the source: the enqueues before it were keyed by the old window.
@@ -572,6 +594,7 @@ export class DrBridge {
           // Deleted at the source: a mirror empties (a later declare refills it); enqueue-only keeps what it has.
           const s = this.stream.get(c.name);
           const local = broker.queues.get(c.name);
+          if (local && wants(c.name, e.lsn, false)) this.unbindAll(c.name);
           if (s && local && wants(c.name, e.lsn, true)) {
             if (ops.length > 0) flush(prev, m.time);
             for (const id of [...local.ids()]) ops.push({ kind: 'dequeue', queue: c.name, id });
@@ -624,6 +647,15 @@ export class DrBridge {
     return this.host.broker.recordDr({ kind: 'dr-transaction', queues, lsn, time, changes: ops.map(keptCopy) }).lsn;
   }
 
+  /**
+   * The source's delete took the queue's bindings there with it (none is logged as an
+   * unbind): the copy's go too, in either mode. Kept, an activated copy of a queue the
+   * source had deleted (a JMS subscription unsubscribed) took what its topic carries.
+   */
+  private unbindAll(queue: string): void {
+    unbindQueue(this.host.broker, queue, () => false);
+  }
+
   /** An exchange or binding of the source's that goes with our DR queues (see topology.ts). */
   private applyTopology(c: Change): void {
     const broker = this.host.broker;
@@ -655,8 +687,10 @@ export class DrBridge {
     }
   }
 
-  private ensureQueue(name: string, settings: QueueSettings): void {
+  /** `remade`: the source deleted the queue and made it again, after what the copy has applied (see remake). */
+  private ensureQueue(name: string, settings: QueueSettings, remade = false): void {
     const broker = this.host.broker;
+    if (remade && this.remake(name, settings)) return;
     if (broker.queues.has(name)) {
       // The source's window may have changed while no change could tell us (a copy of the
       // contents after a gap): its declare, sent with every link, says what it is now.
@@ -668,15 +702,78 @@ export class DrBridge {
       return;
     }
     // Journaled and HA-replicated whatever the source says: the DR position and contents must agree after a restart or failover.
-    const alternate = settings.alternateExchange && broker.exchanges.has(settings.alternateExchange) ? settings.alternateExchange : '';
-    broker.declareQueue(name, { ...settings, ...this.dedupOf(settings), durable: true, autoDelete: false, exclusive: false, alternateExchange: alternate, replicate: 'all' });
+    broker.declareQueue(name, this.copyOf(settings));
     this.host.log.info({ queue: name, source: this.source }, "DR: created the queue with the source's settings");
+  }
+
+  /**
+   * The source deleted the queue and made it again (a JMS subscription replaced for
+   * another topic, selector or noLocal, say): the copy, emptied by that delete, is made
+   * again too, with the new settings and without the old bindings (the source's delete
+   * dropped them; its new ones follow in the log). Kept as it was, the copy went on
+   * selecting by the old selector and stayed bound to the old topic, and after activation
+   * its subscriber's attach replaced it, backlog and all. An enqueue-only copy that kept
+   * messages through the delete keeps its queue. False when nothing was remade.
+   */
+  private remake(name: string, settings: QueueSettings): boolean {
+    const broker = this.host.broker;
+    const q = broker.queues.get(name);
+    if (!q || q.depth > 0 || !this.host.autoCreate) return false;
+    broker.deleteQueue(name);
+    this.ensureQueue(name, settings);
+    this.host.log.info({ queue: name, source: this.source }, 'DR: the source made the queue again: so is the copy, with its settings');
+    return true;
+  }
+
+  /**
+   * At a copy of the contents: a mirror whose settings are not those the source declared
+   * for it on this link (sameSourceQueue) was deleted and made again there while this copy
+   * was away. What it holds was the deleted queue's: dropped (no dead letters: the
+   * source's delete sent its own on), the queue made again as remake does, with the
+   * declared bindings; the copy refills it. Returns the LSN of the last local change (0:
+   * none).
+   */
+  private remakeChanged(name: string): number {
+    const broker = this.host.broker;
+    const local = broker.queues.get(name);
+    const declared = this.declared?.queues.get(name);
+    if (!local || !declared || !this.host.autoCreate || sameSourceQueue(local.settings, declared)) return 0;
+    let lsn = 0;
+    const ids = [...local.ids()];
+    // In records of at most REMAKE_DROP_BATCH dequeues: an interrupted drop is finished by the next copy.
+    for (let i = 0; i < ids.length; i += REMAKE_DROP_BATCH) {
+      lsn = this.record([], 0, 0, ids.slice(i, i + REMAKE_DROP_BATCH).map((id): TxOp => ({ kind: 'dequeue', queue: name, id })));
+    }
+    if (!this.remake(name, declared)) return lsn;
+    for (const [exchange, keys] of this.declared?.binds.get(name) ?? []) for (const key of keys) this.applyTopology({ kind: 'bind', exchange, queue: name, key });
+    return broker.log.lsn;
+  }
+
+  /**
+   * At a copy of the contents: the copy's bindings, among the exchanges its filter passes,
+   * that the source did not declare on this link go (unbound there, or its queue made
+   * again for another topic, while this copy was away past the kept changes), as the log
+   * would have taken them. Kept, an activated copy took what the old topic carried.
+   * Returns the LSN of the last local change (0: none).
+   */
+  private pruneBindings(name: string): number {
+    const broker = this.host.broker;
+    const declared = this.declared;
+    if (!declared || !declared.queues.has(name)) return 0;
+    const passes = exchangeMatcher(broker.drQueues.get(name)?.exchanges ?? '*');
+    const kept = declared.binds.get(name);
+    return unbindQueue(broker, name, (exchange, key) => !passes(exchange) || kept?.get(exchange)?.has(key) === true) ? broker.log.lsn : 0;
+  }
+
+  /** The settings a copy of a source queue with `settings` is made with (copy-settings.ts). */
+  private copyOf(settings: QueueSettings): QueueSettings {
+    const broker = this.host.broker;
+    return copySettings(settings, broker.queueDefaults, (name) => broker.exchanges.has(name));
   }
 
   /** The window a copy keeps for the source's: the same, or this broker's default (tandemd.conf dedup-window) for a source queue without one. */
   private dedupOf(s: Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'>): Pick<QueueSettings, 'dedupWindow' | 'dedupTtlMs' | 'dedupKey'> {
-    const d = s.dedupWindow > 0 ? s : this.host.broker.queueDefaults;
-    return { dedupWindow: d.dedupWindow, dedupTtlMs: d.dedupTtlMs, dedupKey: d.dedupKey };
+    return copyWindow(s, this.host.broker.queueDefaults);
   }
 
   /**

@@ -62,3 +62,19 @@ export function exchangeDeclare(broker: Broker, name: string): LoggedChange | un
   if (!ex || ex.builtIn) return undefined;
   return { lsn: 0, durable: true, change: { kind: 'exchange-declare', name, type: ex.type, settings: ex.settings } };
 }
+
+/**
+ * Unbind `queue` from every exchange, each binding a logged change, but those `keep`
+ * keeps; how many went.
+ */
+export function unbindQueue(broker: Broker, queue: string, keep: (exchange: string, key: string) => boolean): number {
+  let n = 0;
+  for (const ex of [...broker.exchanges.values()]) {
+    for (const key of ex.keysOf(queue)) {
+      if (keep(ex.name, key)) continue;
+      broker.unbind(ex.name, queue, key);
+      n++;
+    }
+  }
+  return n;
+}
