@@ -8,6 +8,7 @@ import {
   ConfigError,
   haIdentity,
   haLinkTls,
+  hostPort,
   loadSettings,
   localAdminAddress,
   LOCK_FILE_NAME,
@@ -38,7 +39,6 @@ import { fail, ok, Ocf, OcfError, type OcfResult } from './ocf.js';
 import type { Cluster } from './pacemaker.js';
 import { timingWarnings } from './timing.js';
 import { actionBudgetMs, readNotification, type AgentParams, type Notification, type StartWait } from './params.js';
-import { hostPort } from '../util/host-port.js';
 
 export interface AgentLog {
   debug(msg: string): void;

@@ -30,6 +30,8 @@ export {
 
 // ha-brokers-url, parsed as the brokers parse it, and how many ready backups settle.
 export { endpointKey, parseBrokersUrl } from '../ha/brokers-url.js';
+// host:port as the brokers write it in messages (an IPv6 host in brackets).
+export { hostPort } from '../util/host-port.js';
 export { minReadyBackupsRisk } from '../ha/settle-quorum.js';
 
 // Talking to the brokers as an HA admin: the management client, and the addresses,
