@@ -384,8 +384,12 @@ export class Queue {
    * next counts its own doubt.
    */
   deliveryCountOf(entry: QueueEntry): number {
-    if (entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true) return oneMoreDelivery(entry.deliveryCount);
-    return entry.deliveryCount;
+    return this.doubtUncounted(entry) ? oneMoreDelivery(entry.deliveryCount) : entry.deliveryCount;
+  }
+
+  /** In doubt (held at the mark) and its first delivery from here not yet counted in its entry. */
+  private doubtUncounted(entry: QueueEntry): boolean {
+    return entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true;
   }
 
   /**
@@ -1284,8 +1288,8 @@ export class Queue {
         entry.acquiredBy = consumer;
         // Its first delivery from here since it came into doubt: counted once, in the entry,
         // so a release adds on top and the next delivery does not count it again.
-        if (entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true) {
-          entry.deliveryCount = this.deliveryCountOf(entry);
+        if (this.doubtUncounted(entry)) {
+          entry.deliveryCount = oneMoreDelivery(entry.deliveryCount);
           entry.doubtCounted = true;
         }
         this.acquiredRows.setObj(this.acquiredRows.insert(entry.msg.id), entry);
