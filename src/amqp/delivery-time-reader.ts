@@ -45,7 +45,7 @@ const annotations = new MapEntries();
 function judged(name: string, value: number | string, ahead: number, now: number): DeliveryTime {
   if (typeof value === 'string') return { status: 'invalid', reason: `message annotation ${name} is ${value}, not an integer (milliseconds)` };
   if (ahead > MAX_DELIVERY_AHEAD_MS) return { status: 'invalid', reason: `message annotation ${name} (${value}) is more than ${YEARS} years ahead` };
-  return { status: 'at', at: now + Math.max(0, ahead) };
+  return { status: 'at', at: now + Math.max(0, ahead), fixed: name === DELIVERY_TIME };
 }
 
 /**

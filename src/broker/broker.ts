@@ -248,7 +248,8 @@ export class Broker implements QueueHost {
    * holds only newer ids, or messages moved here with their count (moveMessages).
    */
   markHeldInDoubt(): void {
-    for (const queue of this.queues.values()) queue.markInDoubt(this.nextMessageId);
+    const now = this.now();
+    for (const queue of this.queues.values()) queue.markInDoubt(this.nextMessageId, now);
   }
 
   /**
@@ -804,7 +805,7 @@ export class Broker implements QueueHost {
         if (state === 'removed') this.drQueues.delete(queue);
         else this.drQueues.set(queue, { ...rest, state });
         // Activated: what the copy holds (ids below the floor) the other site may have delivered.
-        if (state === 'active') this.queues.get(queue)?.markInDoubt(change.idFloor);
+        if (state === 'active') this.queues.get(queue)?.markInDoubt(change.idFloor, this.now());
         break;
       }
     }
@@ -862,6 +863,11 @@ export class Broker implements QueueHost {
     if (!this.deliveryTimes) return 0;
     const now = this.now();
     return heldUntilOf(this.deliveryTimes(bytes, now), now);
+  }
+
+  deliveryTimeFixed(bytes: Buffer): boolean {
+    const time = this.deliveryTimes?.(bytes, this.now());
+    return time?.status === 'at' && time.fixed;
   }
 
   /**

@@ -143,7 +143,20 @@ export interface QueueHost {
    * Without this no message is held.
    */
   heldUntil?(bytes: Buffer): number;
+  /**
+   * Whether the delivery time a message's sender asked for is a time it named
+   * (x-opt-delivery-time), which every broker reads alike, rather than a delay each
+   * counts from its own read. Without this none is.
+   */
+  deliveryTimeFixed?(bytes: Buffer): boolean;
 }
+
+/**
+ * How far apart two brokers' clocks may be for a held message's delivery time to tell
+ * that nobody delivered it before a mark (Queue.releaseDue): an HA cluster's or two DR
+ * sites' hosts, kept in step by NTP to milliseconds; this allows seconds more.
+ */
+export const MARK_CLOCK_SKEW_MS = 10_000;
 
 // Columns of a level's rows. SIZE and EXPIRES are kept for every row (expiry and
 // byte counts never need the object); the others only mean something for rows
@@ -217,6 +230,8 @@ export class Queue {
   private highestId = 0;
   /** Messages with lower ids are in doubt until delivered from here (markInDoubt); 0: none. */
   private inDoubtBelow = 0;
+  /** When (ms since the epoch) the latest mark was made: held messages due well after it are not in doubt (releaseDue). */
+  private inDoubtAt = 0;
   /** Reads paged bodies back (set when the first paged row arrives). */
   private loader: BodyLoader | undefined;
   readonly consumers: Consumer[] = [];
@@ -370,9 +385,12 @@ export class Queue {
    * serving them (a start from the journal, an HA promotion: every queue gets the next
    * message id; a DR activation: the queue gets its idFloor), and whoever served them
    * before may have delivered them. Only raised: a mark never takes back an earlier one.
+   * `now`: the mark's time. The latest is kept, so a held message is in doubt if any mark
+   * came after a moment it could have been delivered at.
    */
-  markInDoubt(below: number): void {
+  markInDoubt(below: number, now: number): void {
     if (below > this.inDoubtBelow) this.inDoubtBelow = below;
+    if (now > this.inDoubtAt) this.inDoubtAt = now;
   }
 
   /**
@@ -827,8 +845,28 @@ export class Queue {
   releaseDue(now: number, limit: number): number {
     if (this.held.length === 0 || limit <= 0) return 0;
     const due = this.held.takeDue(now, limit);
-    for (const { entry } of due) this.putEntry(entry);
+    for (const { entry, due: at } of due) {
+      if (this.doubtUncounted(entry) && this.notDueAtMark(entry, at)) entry.doubtCounted = true;
+      this.putEntry(entry);
+    }
     return due.length;
+  }
+
+  /**
+   * Whether a held message in doubt was in fact still held by whoever served it before
+   * the mark, so no consumer can have had it: its sender named its delivery time (a
+   * delay is counted again from each broker's read, later than the first), and that time
+   * lies past the mark by more than two hosts' clocks may differ. Its in-doubt delivery
+   * is then counted as done (doubtCounted) without raising its count. A paged body that
+   * cannot be read back leaves it in doubt (its delivery sets it aside).
+   */
+  private notDueAtMark(entry: QueueEntry, due: number): boolean {
+    if (due <= this.inDoubtAt + MARK_CLOCK_SKEW_MS) return false;
+    try {
+      return this.host.deliveryTimeFixed?.(entry.msg.bytes) === true;
+    } catch {
+      return false;
+    }
   }
 
   /**

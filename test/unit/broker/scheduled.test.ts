@@ -90,19 +90,19 @@ describe('HeldMessages', () => {
 
 describe('readDeliveryTime', () => {
   it('reads x-opt-delivery-time (long or timestamp) and x-opt-delivery-delay; the time wins over a delay', () => {
-    expect(readDeliveryTime(encoded('a', at(NOW + 5000)), NOW)).toEqual({ status: 'at', at: NOW + 5000 });
-    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-time', long(NOW + 7, 0x83)]]), NOW)).toEqual({ status: 'at', at: NOW + 7 });
-    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(1500)]]), NOW)).toEqual({ status: 'at', at: NOW + 1500 });
-    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', Buffer.from([0x71, 0, 0, 0x03, 0xe8])]]), NOW)).toEqual({ status: 'at', at: NOW + 1000 });
-    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(99_000)], ['x-opt-delivery-time', long(NOW + 10)]]), NOW)).toEqual({ status: 'at', at: NOW + 10 });
+    expect(readDeliveryTime(encoded('a', at(NOW + 5000)), NOW)).toEqual({ status: 'at', at: NOW + 5000, fixed: true });
+    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-time', long(NOW + 7, 0x83)]]), NOW)).toEqual({ status: 'at', at: NOW + 7, fixed: true });
+    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(1500)]]), NOW)).toEqual({ status: 'at', at: NOW + 1500, fixed: false });
+    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', Buffer.from([0x71, 0, 0, 0x03, 0xe8])]]), NOW)).toEqual({ status: 'at', at: NOW + 1000, fixed: false });
+    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(99_000)], ['x-opt-delivery-time', long(NOW + 10)]]), NOW)).toEqual({ status: 'at', at: NOW + 10, fixed: true });
     expect(readDeliveryTime(encoded('a', [['x-other', long(5)]]), NOW)).toEqual({ status: 'none' });
     expect(readDeliveryTime(encoded('a'), NOW)).toEqual({ status: 'none' });
   });
 
   it('a past time or a negative delay is now; one past ten years, or not an integer, is invalid; malformed bytes are none', () => {
-    expect(readDeliveryTime(encoded('a', at(NOW - 60_000)), NOW)).toEqual({ status: 'at', at: NOW });
-    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(-5)]]), NOW)).toEqual({ status: 'at', at: NOW });
-    expect(readDeliveryTime(encoded('a', at(NOW + MAX_DELIVERY_AHEAD_MS)), NOW)).toEqual({ status: 'at', at: NOW + MAX_DELIVERY_AHEAD_MS });
+    expect(readDeliveryTime(encoded('a', at(NOW - 60_000)), NOW)).toEqual({ status: 'at', at: NOW, fixed: true });
+    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(-5)]]), NOW)).toEqual({ status: 'at', at: NOW, fixed: false });
+    expect(readDeliveryTime(encoded('a', at(NOW + MAX_DELIVERY_AHEAD_MS)), NOW)).toEqual({ status: 'at', at: NOW + MAX_DELIVERY_AHEAD_MS, fixed: true });
     const far = readDeliveryTime(encoded('a', at(NOW + MAX_DELIVERY_AHEAD_MS + 1)), NOW);
     expect(far).toMatchObject({ status: 'invalid' });
     expect((far as { reason: string }).reason).toContain('years ahead');
