@@ -1,19 +1,28 @@
-// Publish stored messages again, byte for byte (same message id, properties and
-// body), each to the queue it was on, and report how many of them, counted from
-// the first, the broker has accepted: a caller that records that count can stop
-// at any point and go on later without sending any message twice.
+// Publish stored messages again, each to the queue it was on, marked redelivered:
+// the broker that stored them may have delivered them, so the header's delivery-count
+// goes one above the stored one (JMSRedelivered), and the rest goes as stored (the
+// header's other fields, and the bare message byte for byte: same message id,
+// properties and body, so duplicate detection still knows them). It reports how many
+// of them, counted from the first, the broker has accepted: a caller that records that
+// count can stop at any point and go on later without sending any message twice.
 import { AmqpClient, AmqpClientError } from '../amqp/engine/client.js';
 import type { Link } from '../amqp/engine/link.js';
 import type { Session } from '../amqp/engine/session.js';
 import { ConnectError, clientOptions, connectFailure, type BrokerAddress } from './client.js';
+import { withDeliveryCount } from '../amqp/message-codec.js';
+import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
+import { oneMoreDelivery } from '../broker/queue.js';
 import { hostPort } from '../util/host-port.js';
 
 export interface StoredMessage {
   queue: string;
-  /** The message exactly as its sender encoded it. */
-  bytes: Buffer;
+  /** The message as the broker stored it: its sender's bytes, and the delivery-count it had reached. */
+  message: Pick<MessageRecord, 'bytes' | 'headerLength' | 'deliveryCount'>;
 }
+
+/** What is sent for a stored message: in doubt, so counted as delivered once more. */
+const redelivered = (m: StoredMessage['message']): Buffer => withDeliveryCount(m, oneMoreDelivery(m.deliveryCount));
 
 /** Transfers in flight at once. */
 const WINDOW = 100;
@@ -22,7 +31,8 @@ const WINDOW = 100;
  * Send `messages` in order; `onAccepted(n)` is called whenever the first n are all
  * accepted (n only grows). Resolves with the count once every one is accepted;
  * rejects, after reporting what was accepted, on the first one the broker does not
- * accept or when the connection fails. At most WINDOW messages are held at once.
+ * accept, when the connection fails, or at a stored message it cannot read (once the
+ * ones before it are settled). At most WINDOW messages are held at once.
  */
 export async function republish(address: BrokerAddress, messages: Iterable<StoredMessage>, onAccepted: (n: number) => void, timeoutMs = 30_000): Promise<number> {
   const source = messages[Symbol.iterator]();
@@ -40,6 +50,16 @@ export async function republish(address: BrokerAddress, messages: Iterable<Store
     let contiguous = 0;
     let inFlight = 0;
     let finished = false;
+    /**
+     * A stored message that could not be read or sent again: none from it on is sent, and
+     * the run ends with this error once the ones in flight are settled, so that every
+     * message the broker accepted is counted (a later run would send it twice otherwise).
+     */
+    let unreadable: Error | undefined;
+    const stopAt = (err: Error) => {
+      unreadable = err;
+      if (inFlight === 0) finish(err);
+    };
     /** Accepted, but not all before them yet: bounded by WINDOW. */
     const acceptedAhead = new Set<number>();
     const senders = new Map<string, Promise<Link>>();
@@ -81,13 +101,19 @@ export async function republish(address: BrokerAddress, messages: Iterable<Store
       const before = contiguous;
       while (acceptedAhead.delete(contiguous)) contiguous++;
       if (contiguous > before) onAccepted(contiguous);
-      if (pending.done && inFlight === 0) return finish();
+      if ((pending.done || unreadable) && inFlight === 0) return finish(unreadable);
       pump();
     };
     const pump = (): void => {
       // Bounded: at most WINDOW transfers in flight.
-      while (!finished && !pending.done && inFlight < WINDOW) {
-        const { queue, bytes } = pending.value;
+      while (!finished && !unreadable && !pending.done && inFlight < WINDOW) {
+        const { queue, message } = pending.value;
+        let bytes: Buffer;
+        try {
+          bytes = redelivered(message);
+        } catch (err) {
+          return stopAt(new TandemError('TANDEM_ERR_PRECONDITION', `message ${next + 1} (queue '${queue}') cannot be sent: its stored header does not parse (${(err as Error).message})`));
+        }
         const i = next++;
         inFlight++;
         // Sends on one link keep their order: each waits for the link, then for credit, in turn.
@@ -100,8 +126,7 @@ export async function republish(address: BrokerAddress, messages: Iterable<Store
         try {
           pending = source.next();
         } catch (err) {
-          // A stored message that cannot be read: stop with what was accepted so far recorded.
-          return finish(err as Error);
+          return stopAt(err as Error);
         }
       }
     };

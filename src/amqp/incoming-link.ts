@@ -51,7 +51,7 @@ export interface IncomingOptions {
   /**
    * Whether the sender may put any user's name in a message's user-id: an admin (asked
    * at each use; with auth=no every connection is one). `tandem ha diverged republish`
-   * sends other users' messages again, byte for byte, as an admin.
+   * sends other users' messages again, their properties byte for byte, as an admin.
    */
   mayNameAnyone?(): boolean;
   /** Who sends on this link (its connection), so a noLocal subscription of theirs does not get it. */

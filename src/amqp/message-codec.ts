@@ -363,11 +363,29 @@ const HEADER_FIELDS = 5; // durable, priority, ttl, first-acquirer, delivery-cou
  * `original` is the message's header section, or empty when it had none.
  */
 export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: number): Buffer {
-  const fields = original.length > 0 ? headerFields(original) : [];
-  while (fields.length < HEADER_FIELDS) fields.push(NULL);
   // The header's ttl is a uint: a longer time left (an absolute expiry months away) is told
   // as the longest it can say, not wrapped (100 days went out as 14 hours).
-  fields[2] = ttlMs > 0 ? uint(Math.min(ttlMs, MAX_UINT)) : NULL;
+  return headerWith(original, ttlMs > 0 ? uint(Math.min(ttlMs, MAX_UINT)) : NULL, deliveryCount);
+}
+
+/**
+ * A stored message's bytes with only its header's delivery-count new: durable, priority,
+ * ttl and first-acquirer as the sender encoded them, and the sections after the header
+ * byte for byte (3.2: the header is no part of the bare message, and an intermediary
+ * may change it). A message without a header gets one holding only the count (the other
+ * fields null: their defaults). What `tandem ha diverged republish` sends. Throws
+ * MalformedMessage on a header that does not parse.
+ */
+export function withDeliveryCount(msg: Pick<MessageRecord, 'bytes' | 'headerLength'>, deliveryCount: number): Buffer {
+  const bytes = msg.bytes;
+  return Buffer.concat([headerWith(bytes.subarray(0, msg.headerLength), undefined, deliveryCount), bytes.subarray(msg.headerLength)]);
+}
+
+/** `original` (a header section, or empty) encoded again with `ttl` (an encoded field; undefined: the sender's) and `deliveryCount`. */
+function headerWith(original: Buffer, ttl: Buffer | undefined, deliveryCount: number): Buffer {
+  const fields = original.length > 0 ? headerFields(original) : [];
+  while (fields.length < HEADER_FIELDS) fields.push(NULL);
+  if (ttl) fields[2] = ttl;
   fields[4] = uint(deliveryCount);
   const body = Buffer.concat(fields.slice(0, HEADER_FIELDS));
   const list =

@@ -80,7 +80,7 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
       }
     });
 
-  withDataDir(diverged.command('republish').description('publish the diverged messages again to the current primary, with their original message ids and properties'))
+  withDataDir(diverged.command('republish').description('publish the diverged messages again to the current primary, with their original message ids and properties, marked redelivered (delivery-count one higher)'))
     .argument('<name>', 'the set, as listed')
     .option('--to <address>', "[amqp[s]://][user[/password]@]host[:port] of the primary (default: the primary the broker follows)")
     .option('--include-uncertain', 'also the messages of a snapshot loaded after the divergence point, which the primary may hold already')
@@ -101,7 +101,7 @@ export function haDivergedCommands(ha: Command, common: (cmd: Command) => Comman
                 continue;
               }
               if (position++ < already) continue;
-              yield { queue: m.queue, bytes: m.record.bytes };
+              yield { queue: m.queue, message: m.record };
             }
           };
           const sent = await republish(to, rest(), (n) => recordRepublished(set, already + n), ms(o) * 6);

@@ -1,6 +1,7 @@
 // Issue 21: promoting a stale joining broker, and what becomes of the changes the
 // brokers ahead of it hold when they rejoin. Real tandemd processes on 127.0.0.1,
 // rhea as the client, kill -9 for every fault.
+import rhea from 'rhea';
 import { afterEach, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster, tandem } from '../helpers/cluster.js';
@@ -32,7 +33,7 @@ async function divergedOf(c: TestCluster, i: number): Promise<DivergedRow[]> {
 }
 
 describe('ha - promotion guard and diverged changes (issue 21)', () => {
-  it('ha - a stale joining broker is not promoted without --accept-data-loss; with it, the loss is reported, and the brokers ahead keep their changes for tandem ha diverged to re-publish, each message once', async () => {
+  it('ha - a stale joining broker is not promoted without --accept-data-loss; with it, the loss is reported, and the brokers ahead keep their changes for tandem ha diverged to re-publish, each message once, marked redelivered', async () => {
     cluster = await TestCluster.start(3);
     const c = cluster;
     const first = await c.promote(0);
@@ -45,7 +46,8 @@ describe('ha - promotion guard and diverged changes (issue 21)', () => {
     // Broker 1 falls behind for good: killed before the 1,000 messages.
     await c.kill(1);
     const client = await TestClient.connect({ port: c.ports[0] });
-    const messages = Array.from({ length: COUNT }, (_, i) => ({ message_id: `order-${i}`, body: `m-${i}`, durable: true, application_properties: { n: i } }));
+    // Some were redelivered before (a delivery-count in their header), the last as often as a header can say.
+    const messages = Array.from({ length: COUNT }, (_, i) => ({ message_id: `order-${i}`, body: `m-${i}`, durable: true, application_properties: { n: i }, delivery_count: i === COUNT - 1 ? 0xffff_ffff : i % 3 }));
     const outcomes = await client.send('orders', messages, { timeoutMs: 120_000 });
     expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
     await client.close();
@@ -91,9 +93,11 @@ describe('ha - promotion guard and diverged changes (issue 21)', () => {
     const set = (await divergedOf(c, 2))[0]!;
     const exported = await tandem(['ha', 'diverged', 'export', set.name, '--data-dir', c.dataDirs[2]!]);
     expect(exported.code, exported.stderr).toBe(0);
-    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as { queue: string; properties: { message_id: string }; uncertain: boolean });
+    const lines = exported.stdout.trim().split('\n').map((l) => JSON.parse(l) as { queue: string; properties: { message_id: string }; uncertain: boolean; encoded: string });
     expect(lines).toHaveLength(COUNT);
     expect(lines.map((l) => l.properties.message_id)).toEqual(messages.map((m) => m.message_id));
+    // The exact bytes stored: the sender's header, its delivery-count included.
+    expect(lines.map((l) => (rhea.message.decode(Buffer.from(l.encoded, 'base64')) as { delivery_count?: number }).delivery_count ?? 0)).toEqual(messages.map((m) => m.delivery_count));
     expect(lines.every((l) => l.queue === 'orders' && !l.uncertain)).toBe(true);
 
     // Re-published from one of them, through the primary it follows; a second run sends nothing again.
@@ -104,7 +108,8 @@ describe('ha - promotion guard and diverged changes (issue 21)', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(new RegExp(`${COUNT} of ${COUNT} .*\\(${COUNT} already before\\)`));
 
-    // A consumer on the primary gets every one of the 1,000, once, with its id and properties.
+    // A consumer on the primary gets every one of the 1,000, once, with its id and properties,
+    // marked redelivered: the old primary may have delivered it (delivery-count one more, at most a uint's largest).
     const consumer = await TestClient.connect({ port: c.ports[1] });
     const r = await consumer.openReceiver('orders');
     r.receiver.add_credit(COUNT + 10);
@@ -116,6 +121,8 @@ describe('ha - promotion guard and diverged changes (issue 21)', () => {
     expect(got.map((g) => g.message.message_id)).toEqual(messages.map((m) => m.message_id));
     expect(got.map((g) => bodyOf(g.message))).toEqual(messages.map((m) => m.body));
     expect(got.map((g) => (g.message.application_properties as { n: number }).n)).toEqual(messages.map((m) => m.application_properties.n));
+    expect(got.map((g) => g.message.delivery_count ?? 0)).toEqual(messages.map((m) => Math.min(0xffff_ffff, m.delivery_count + 1)));
+    expect(got.every((g) => g.message.durable === true)).toBe(true);
 
     // Dealt with: the re-published set can go; the other broker's copy only by force.
     const other = (await divergedOf(c, 0))[0]!;

@@ -1,15 +1,16 @@
 // Messages in doubt come back marked redelivered: what a broker holds when it becomes the
 // one serving it (a restart from its journal, a backup promoted after kill -9 of the
-// primary) may have been delivered, unsettled, to a consumer that processed it, and
-// delivery counts are neither journaled nor replicated. Its first delivery from then on
-// carries a delivery-count one higher (JMSRedelivered, JMSXDeliveryCount 2); a message
-// sent afterwards does not; a delivery that fails adds on top as always, and the doubt is
-// not counted twice.
+// primary or in a planned move) may have been delivered, unsettled, to a consumer that
+// processed it, and delivery counts are neither journaled nor replicated. Its first
+// delivery from then on carries a delivery-count one higher (JMSRedelivered,
+// JMSXDeliveryCount 2); a message sent afterwards does not; a delivery that fails adds
+// on top as always, and the doubt is not counted twice.
 import rhea from 'rhea';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TestBroker, killAllBrokers } from '../helpers/broker.js';
+import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { TestCluster, tandem } from '../helpers/cluster.js';
 import { TestClient, bodyOf, type Received } from '../helpers/rhea-client.js';
+import { queueDepth } from '../helpers/tandem-cli.js';
 
 afterEach(async () => {
   await killAllBrokers();
@@ -84,6 +85,40 @@ describe('messages in doubt', () => {
       r.receiver.add_credit(10);
       const got = await r.next(4, 20_000);
       expect(counts(got)).toEqual(['out-1:1', 'out-2:1', 'held:1', 'new:0']);
+      for (const g of got) g.delivery.accept();
+    } finally {
+      await after.close();
+    }
+  });
+
+  it('in doubt - a planned move (the primary stopped cleanly, then a ready backup promoted): what the old primary held comes back with delivery-count 1, once; what it had settled does not; a message sent after the move with 0', async () => {
+    // A short shutdown-timeout: the stop waits that long for the deliveries the consumer keeps unsettled.
+    const c = await TestCluster.ready(3, ['--shutdown-timeout', '1s']);
+    expect((await tandem(['queue', 'add', 'ha.move', '--durable', '-b', c.address(0)])).code).toBe(0);
+    const client = await TestClient.connect({ port: c.ports[0] });
+    await client.send('ha.move', ['done', 'out-1', 'out-2', 'held'].map((body) => ({ body, durable: true })));
+    const consumer = await client.openReceiver('ha.move');
+    consumer.receiver.add_credit(3);
+    const out = await consumer.next(3);
+    expect(counts(out)).toEqual(['done:0', 'out-1:0', 'out-2:0']);
+    out[0]!.delivery.accept();
+    await waitFor(async () => (await queueDepth(c.ports[0]!, 'ha.move')) === 3, { timeout: 10_000, interval: 50, name: 'done accepted' });
+    // The move, as a cluster manager makes it: a promotion is refused while a primary is
+    // alive, so the old one is demoted (a clean stop) first, with out-1 and out-2 still held.
+    expect((await c.promote(1)).stderr).toMatch(/is already the primary/);
+    expect(await c.brokers[0]!.stop()).toBe(0);
+    client.destroy();
+    const promoted = await c.promote(1);
+    expect(promoted.code, promoted.stderr).toBe(0);
+
+    const after = await TestClient.connect({ port: c.ports[1] });
+    try {
+      await after.send('ha.move', [{ body: 'new', durable: true }]);
+      const r = await after.openReceiver('ha.move');
+      r.receiver.add_credit(10);
+      const got = await r.next(4, 20_000);
+      expect(counts(got)).toEqual(['out-1:1', 'out-2:1', 'held:1', 'new:0']);
+      expect(await r.drainFor(300), 'done was settled before the move, and nothing comes twice').toEqual([]);
       for (const g of got) g.delivery.accept();
     } finally {
       await after.close();

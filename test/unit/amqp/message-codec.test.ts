@@ -7,7 +7,7 @@ import { encode } from '../../../src/amqp/engine/encoder.js';
 import { decodeMessage } from '../../../src/amqp/engine/message.js';
 import { MESSAGE_SECTIONS } from '../../../src/amqp/engine/message-sections.js';
 import { amqp, type AmqpValue } from '../../../src/amqp/engine/types.js';
-import { encodedValueSize, outgoingBytes, parseIncoming, rewriteHeader, sectionCode } from '../../../src/amqp/message-codec.js';
+import { encodedValueSize, outgoingBytes, parseIncoming, rewriteHeader, sectionCode, withDeliveryCount } from '../../../src/amqp/message-codec.js';
 import type { MessageRecord } from '../../../src/broker/changes.js';
 
 /** The encoded sections of a message, in order. */
@@ -59,6 +59,32 @@ describe('rewriteHeader', () => {
     expect(sections(Buffer.concat([out, bodySection]))).toHaveLength(2);
     expect(out.includes(long)).toBe(true);
     expect(out.subarray(-5)).toEqual(Buffer.from([0x70, 0, 0, 0, 1]));
+  });
+});
+
+describe('withDeliveryCount (tandem ha diverged republish)', () => {
+  const stored = (bytes: Buffer) => ({ bytes, headerLength: parseIncoming(bytes).headerLength });
+
+  it('changes only the delivery-count: the ttl and the other header fields as encoded, the bare message byte for byte', () => {
+    const bytes = rhea.message.encode({ durable: true, priority: 7, ttl: 60_000, first_acquirer: true, delivery_count: 2, message_id: 'm-1', application_properties: { n: 1 }, body: 'b' });
+    const msg = stored(bytes);
+    const out = withDeliveryCount(msg, 3);
+    expect(decoded(out.subarray(0, parseIncoming(out).headerLength))).toMatchObject({ durable: true, priority: 7, ttl: 60_000, first_acquirer: true, delivery_count: 3 });
+    expect(out.subarray(parseIncoming(out).headerLength)).toEqual(bytes.subarray(msg.headerLength));
+    expect(parseIncoming(out)).toMatchObject({ durable: true, priority: 7, ttlMs: 60_000, deliveryCount: 3 });
+  });
+
+  it('gives a message without a header one holding only the delivery-count', () => {
+    // A properties section first: no header at all.
+    const bytes = rhea.message.encode({ message_id: 'm-2', body: 'b' }).subarray(header({}).length);
+    const msg = stored(bytes);
+    expect(msg.headerLength).toBe(0);
+    const out = withDeliveryCount(msg, 1);
+    const head = out.subarray(0, out.length - bytes.length);
+    expect(out.subarray(head.length)).toEqual(bytes);
+    // durable, priority, ttl and first-acquirer null (their defaults), delivery-count 1.
+    expect(head).toEqual(Buffer.from([0x00, 0x53, 0x70, 0xc0, 10, 5, 0x40, 0x40, 0x40, 0x40, 0x70, 0, 0, 0, 1]));
+    expect(decodeMessage(out)).toMatchObject({ header: { 'delivery-count': 1 }, properties: { 'message-id': 'm-2' }, body: 'b' });
   });
 });
 
