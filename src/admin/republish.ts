@@ -12,7 +12,7 @@ import { ConnectError, clientOptions, connectFailure, type BrokerAddress } from 
 import { withDeliveryCount } from '../amqp/message-codec.js';
 import type { MessageRecord } from '../broker/changes.js';
 import { TandemError } from '../broker/errors.js';
-import { oneMoreDelivery } from '../broker/queue.js';
+import { oneMoreDelivery } from '../broker/delivery-count.js';
 import { hostPort } from '../util/host-port.js';
 
 export interface StoredMessage {

@@ -19,7 +19,8 @@ import { DEDUP_DIGEST_BYTES, dedupDigestAt, dedupDigestHex, writeDedupDigest, ty
 import { dedupRowsAt, type DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
 import { Exchange, checkBindingKey } from './exchange.js';
-import { Queue, oneMoreDelivery, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
+import { oneMoreDelivery } from './delivery-count.js';
+import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from './queue.js';
 import { messageExpiry } from './message-expiry.js';
 import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js';
 import { heldUntilOf, type DeliveryTimeReader } from './scheduled.js';

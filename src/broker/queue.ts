@@ -34,6 +34,7 @@
 import { IdTable, type ColumnType, type IdChunk } from '../util/id-table.js';
 import type { MessageRecord, QueueSettings } from './changes.js';
 import { DedupWindow } from './dedup-window.js';
+import { oneMoreDelivery } from './delivery-count.js';
 import { GROUP_NONE, GROUP_UNKNOWN, isGroup, MAX_GROUP_ID_BYTES, MessageGroups } from './message-groups.js';
 import { HELD_EXPIRES, HeldMessages } from './scheduled.js';
 import { RecheckRegions } from './recheck-regions.js';
@@ -192,16 +193,6 @@ const F_SUBJECT = PAGED_SUBJECT;
 const F_UNCHECKED = 4;
 /** A paged row whose entry had doubtCounted (this queue's own bit, never stored). */
 const F_COUNTED = 8;
-/** The largest delivery-count the AMQP header holds (uint). */
-const MAX_DELIVERY_COUNT = 0xffffffff;
-
-/**
- * A delivery-count raised by one delivery, stopping at the header's largest: a sender may
- * write that one, and one more would go out as 0 (not redelivered).
- */
-export function oneMoreDelivery(count: number): number {
-  return Math.min(MAX_DELIVERY_COUNT, count + 1);
-}
 
 type Level = IdTable<QueueEntry>;
 
