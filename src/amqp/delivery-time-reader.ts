@@ -2,13 +2,15 @@
 // src/broker/scheduled.ts) from its message-annotations: x-opt-delivery-time, an absolute
 // time in ms since the epoch (what qpid-jms sends, as a long; a timestamp is taken too),
 // or x-opt-delivery-delay, ms from now (the broker's now where it reads it). With both,
-// the time. Only the annotations' bytes are looked at; malformed bytes are no time, a
-// value that is no integer or lies past MAX_DELIVERY_AHEAD_MS is an `invalid` answer,
-// never a throw (checkedHeldUntil turns that into the sender's refusal).
+// the time: the broker that takes a delayed message from its sender writes the time
+// in beside the delay (heldMessage), so it is read alike wherever the message goes.
+// Only the annotations' bytes are looked at; malformed bytes are no time, a value that
+// is no integer or lies past MAX_DELIVERY_AHEAD_MS is an `invalid` answer, never a
+// throw (checkedHeldUntil turns that into the sender's refusal).
 import { TandemError } from '../broker/errors.js';
 import { heldUntilOf, MAX_DELIVERY_AHEAD_MS, type DeliveryTime, type DeliveryTimeReader } from '../broker/scheduled.js';
 import { MapEntries } from './map-entries.js';
-import { sectionValueAt } from './message-codec.js';
+import { parseIncoming, sectionValueAt, withMessageAnnotation, type ParsedMessage } from './message-codec.js';
 
 const MESSAGE_ANNOTATIONS = 0x72;
 export const DELIVERY_TIME = 'x-opt-delivery-time';
@@ -37,6 +39,23 @@ export const readDeliveryTime: DeliveryTimeReader = (bytes, now) => {
   if (delay !== undefined) return judged(DELIVERY_DELAY, delay, typeof delay === 'number' ? delay : 0, now);
   return NONE;
 };
+
+/**
+ * A held message as the broker keeps it, journals and replicates it: one whose sender
+ * asked a delay (x-opt-delivery-delay) gets the time that delay ends at, `heldUntil`, as
+ * x-opt-delivery-time in its message-annotations (where the broker may add, AMQP 1.0
+ * 3.2.3; the bare message stays the sender's, so its message-id is the same key to a
+ * duplicate-detection window). Every later read then finds that time: a restart from the
+ * journal, a backup catching up, a DR copy, a commit. Counted again from each, a delay
+ * held a message once more for as long as it had waited. A time the sender named (qpid-jms
+ * sends its JMSDeliveryTime so) leaves the message as it is.
+ */
+export function heldMessage(msg: ParsedMessage, heldUntil: number, now: number): ParsedMessage {
+  const time = readDeliveryTime(msg.bytes, now);
+  if (time.status !== 'at' || time.fixed) return msg;
+  const bytes = withMessageAnnotation(msg.bytes, DELIVERY_TIME, { type: 'timestamp', value: BigInt(heldUntil) });
+  return bytes === msg.bytes ? msg : parseIncoming(bytes);
+}
 
 /** The walker of message-annotations maps (one: a walk makes nothing per message). */
 const annotations = new MapEntries();

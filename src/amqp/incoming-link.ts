@@ -20,7 +20,7 @@ import { DiskFullError } from '../store/errors.js';
 import { errorCondition } from './conditions.js';
 import { Decoder } from './engine/decoder.js';
 import type { AmqpValue } from './engine/types.js';
-import { checkedHeldUntil } from './delivery-time-reader.js';
+import { checkedHeldUntil, heldMessage } from './delivery-time-reader.js';
 import { describedValueAt, encodedValueSize, parseIncoming, sectionCode, type ParsedMessage } from './message-codec.js';
 import { u32, userIdClaim } from './message-head.js';
 import { readTransactionalState } from './transaction-types.js';
@@ -207,9 +207,11 @@ export class IncomingLink {
         throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message of ${bytes.length} bytes is over max-message-size ${this.options.maxMessageSize}`);
       }
       msg = parseIncoming(bytes);
-      // Read once: the publish hands it to each queue. A transaction's send is read again
-      // at its commit, from when its x-opt-delivery-delay counts.
-      const heldUntil = checkedHeldUntil(bytes, this.broker.now());
+      // Read once: the publish hands it to each queue (a transaction's send is read
+      // again at its commit). A delay becomes the time it ends at, from now (heldMessage).
+      const now = this.broker.now();
+      const heldUntil = checkedHeldUntil(bytes, now);
+      if (heldUntil > 0) msg = heldMessage(msg, heldUntil, now);
       if (this.userBytes !== undefined) this.checkUserId(msg);
       const address = this.options.address ?? msg.to;
       if (address === undefined) {

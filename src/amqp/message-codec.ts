@@ -271,6 +271,17 @@ function withAnnotations(rest: Buffer, added: Buffer): Buffer[] {
 const ANNOTATIONS_DESCRIPTOR = Buffer.from([0x00, 0x53, MESSAGE_ANNOTATIONS]);
 
 /**
+ * The message with `key` set to `value` in its message-annotations (added to the
+ * sender's, or over its own value of that key), every other byte as it was; as it was
+ * altogether if its annotations are no well-formed map (parseIncoming refuses those).
+ */
+export function withMessageAnnotation(bytes: Buffer, key: string, value: AmqpValue): Buffer {
+  const added = encode({ type: 'map', value: [[{ type: 'symbol', value: key }, value]] });
+  const parts = withAnnotations(bytes, added);
+  return parts.length === 1 ? bytes : Buffer.concat(parts);
+}
+
+/**
  * The pairs of the encoded map at `at`, in order, keyed by their key's identity;
  * undefined if it is not a well-formed map. A key named twice keeps its first place
  * and its last value.

@@ -845,8 +845,9 @@ export class Queue {
 
   /**
    * Whether a held message in doubt was in fact still held by whoever served it before
-   * the mark, so no consumer can have had it: its sender named its delivery time (a
-   * delay is counted again from each broker's read, later than the first), and that time
+   * the mark, so no consumer can have had it: its delivery time is named in it (by its
+   * sender, or as the end of its delay by the broker that took it: a delay alone, in a
+   * message from an older broker, is counted again from each read), and that time
    * lies past the mark by more than two hosts' clocks may differ. Its in-doubt delivery
    * is then counted as done (doubtCounted) without raising its count. A paged body that
    * cannot be read back leaves it in doubt (its delivery sets it aside).

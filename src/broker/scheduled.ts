@@ -16,9 +16,10 @@ import type { QueueEntry } from './queue.js';
  * When a message's sender asked it delivered (ms since the epoch), read from its bytes
  * (the AMQP edge's reader: x-opt-delivery-time, or `now` + x-opt-delivery-delay):
  * 'none' when it did not ask, 'invalid' (with why) when what it asked cannot be
- * honoured. A time at or before `now` is deliverable at once. `fixed`: the sender named
- * the time itself, so every broker that reads it, whenever, reads the same; a delay is
- * counted from each read (a restart, a backup's catch-up, a DR copy read it later).
+ * honoured. A time at or before `now` is deliverable at once. `fixed`: the time is named
+ * in the message, so every broker that reads it, whenever, reads the same; a delay alone
+ * is counted from each read (the broker that takes one from its sender names its end:
+ * delivery-time-reader.ts heldMessage).
  */
 export type DeliveryTimeReader = (bytes: Buffer, now: number) => DeliveryTime;
 export type DeliveryTime = { status: 'none' } | { status: 'at'; at: number; fixed: boolean } | { status: 'invalid'; reason: string };

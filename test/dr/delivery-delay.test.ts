@@ -84,7 +84,7 @@ describe('DR - delivery delay, subscriptions and selectors', () => {
     const add = await tandem(['dr', 'add', 'orders', '--source', link.url, '-b', b.url]);
     expect(add.code, add.stderr).toBe(0);
     const due = Date.now() + 12_000;
-    // A delay, not a time: due 12 s after the source took it, counted again where the copy takes it.
+    // A delay, not a time: due 12 s after the source took it, which wrote that time in (heldMessage).
     const delayed = { body: 'd0', durable: true, message_annotations: { 'x-opt-delivery-delay': 12_000 } };
     const delayedAt = Date.now();
     await sendAll(a.port, 'orders', [plain('p0'), heldTo('h0', due), plain('p1'), heldTo('h1', due), delayed, plain('p2')]);
@@ -110,7 +110,7 @@ describe('DR - delivery delay, subscriptions and selectors', () => {
     await waitFor(async () => c.got.length >= 8, { timeout: due - Date.now() + 20_000, name: 'all eight at the activated copy' });
     await sleep(300);
     await c.close();
-    // d0's time here is later than the others' (counted again), but one timer turn may release them together: then by id.
+    // d0's time is the one the source wrote in, a moment after the others': one timer turn may release them together, then by id.
     expect(c.got.map((g) => g.body).filter((b) => b !== 'd0')).toEqual(['p0', 'p1', 'p2', 'p3', 'h0', 'h1', 'h2']);
     expect(c.got.filter((g) => g.body === 'd0')).toHaveLength(1);
     for (const g of c.got.filter((g) => g.body.startsWith('h'))) expect(g.at, `${g.body} arrived ${due - g.at} ms early`).toBeGreaterThanOrEqual(due);

@@ -1,7 +1,8 @@
 // Delivery delay on real brokers (x-opt-delivery-time, as qpid-jms sends it; rhea sets it
 // here): a held message is in the depth (`scheduled` in queue show), not delivered
 // before its time, then delivered; it stays held across kill -9 and a restart (its body
-// paged to the journal or not) and across a failover, none lost, none early (and, due well
+// paged to the journal or not; a delay kept as the time it ends at, not counted again
+// from the restart) and across a failover, none lost, none early (and, due well
 // after the promotion, not marked redelivered: nobody can have had them). A delivery
 // time past ten years ahead, or not a number, is rejected at publish (amqp:invalid-field).
 import { afterAll, describe, expect, it } from 'vitest';
@@ -31,8 +32,8 @@ function held(bodies: string[], due: number, size = 0): Array<Record<string, unk
   return bodies.map((b) => ({ body: size > 0 ? b + ' '.repeat(size) : b, durable: true, message_annotations: { 'x-opt-delivery-time': due } }));
 }
 
-/** Consume everything from `queue` on `port`: nothing of `bodies` before `due`, then all of them; their delivery-counts. */
-async function expectHeldUntil(port: number, queue: string, bodies: string[], due: number): Promise<number[]> {
+/** Consume everything from `queue` on `port`: nothing of `bodies` before `due`, then all of them; their delivery-counts and arrival times. */
+async function expectHeldUntil(port: number, queue: string, bodies: string[], due: number): Promise<{ counts: number[]; at: Map<string, number> }> {
   const client = await TestClient.connect({ port });
   try {
     const r = await client.openReceiver(queue);
@@ -44,7 +45,7 @@ async function expectHeldUntil(port: number, queue: string, bodies: string[], du
     // Not early: the broker moves a held message only once its time has come (a clock both processes share).
     for (const [body, t] of at) expect(t, `${body.trimEnd()} arrived ${due - t} ms early`).toBeGreaterThanOrEqual(due);
     expect(await r.drainFor(200)).toEqual([]);
-    return got.map((g) => g.message.delivery_count ?? 0);
+    return { counts: got.map((g) => g.message.delivery_count ?? 0), at };
   } finally {
     await client.close();
   }
@@ -71,7 +72,9 @@ describe('delivery delay (x-opt-delivery-time)', () => {
     const small = ['h-0', 'h-1'];
     const big = Array.from({ length: 12 }, (_, i) => `big-${i}`);
     const past = { body: 'past', durable: true, message_annotations: { 'x-opt-delivery-time': Date.now() - 60_000 } };
-    const outcomes = await client.send('d', [...held(small, due), ...held(big, due, 200 * 1024), past, { body: 'plain', durable: true }]);
+    // A delay, not a time: the broker keeps the time it ends at, so the restart does not count it again.
+    const delayed = { body: 'delay', durable: true, message_annotations: { 'x-opt-delivery-delay': 9000 } };
+    const outcomes = await client.send('d', [...held(small, due), ...held(big, due, 200 * 1024), delayed, past, { body: 'plain', durable: true }]);
     expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
     // Only the due ones are delivered now.
     const r = await client.openReceiver('d');
@@ -83,15 +86,19 @@ describe('delivery delay (x-opt-delivery-time)', () => {
     await r.close();
     await client.close();
     const shown = await queueShow(broker.port, 'd');
-    expect([shown.depth, shown.scheduled]).toEqual([14, 14]);
+    expect([shown.depth, shown.scheduled]).toEqual([15, 15]);
 
+    // Time passes before the kill, so a delay counted again from the restart would end well after its time.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
     await broker.kill();
     broker = await TestBroker.start({ args: ['--max-memory', '1MiB'], dataDir: broker.dataDir });
+    const restartedAt = Date.now();
     // Recovery made paged rows of most of them (max-memory 1 MiB): each is read for its time at its first look.
     const recovered = await queueShow(broker.port, 'd');
-    expect(recovered.depth).toBe(14);
+    expect(recovered.depth).toBe(15);
     expect(recovered['paged-depth']).toBeGreaterThan(0);
-    await expectHeldUntil(broker.port, 'd', [...small, ...big], due);
+    const { at } = await expectHeldUntil(broker.port, 'd', [...small, ...big, 'delay'], due);
+    expect(at.get('delay')!, 'the delay was counted again from the restart').toBeLessThan(restartedAt + 9000);
     expect((await queueShow(broker.port, 'd')).depth).toBe(0);
   }, 90_000);
 
@@ -107,7 +114,7 @@ describe('delivery delay (x-opt-delivery-time)', () => {
     const next = await promoteFurtherAhead(c);
     const promotedBy = Date.now();
     if (promotedBy < due - 500) expect(await queueShow(c.ports[next]!, 'f')).toMatchObject({ depth: 5, scheduled: 5 });
-    const counts = await expectHeldUntil(c.ports[next]!, 'f', bodies, due);
+    const { counts } = await expectHeldUntil(c.ports[next]!, 'f', bodies, due);
     // Held messages are in doubt at a promotion, but these were due, by the time their
     // sender named, well after it (queue.ts MARK_CLOCK_SKEW_MS): nobody can have had them.
     if (due > promotedBy + MARK_CLOCK_SKEW_MS) expect(counts).toEqual([0, 0, 0, 0, 0]);

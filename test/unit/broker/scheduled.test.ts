@@ -8,7 +8,8 @@ import { Broker } from '../../../src/broker/broker.js';
 import type { BodyLoader, PagedRun } from '../../../src/broker/paged-message.js';
 import { HeldMessages, MAX_DELIVERY_AHEAD_MS } from '../../../src/broker/scheduled.js';
 import { Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queue.js';
-import { readDeliveryTime } from '../../../src/amqp/delivery-time-reader.js';
+import { heldMessage, readDeliveryTime } from '../../../src/amqp/delivery-time-reader.js';
+import { parseIncoming } from '../../../src/amqp/message-codec.js';
 import { readGroupKey } from '../../../src/amqp/group-key-reader.js';
 import { deleteQueueInSlices } from '../../../src/admin/operations.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
@@ -113,6 +114,30 @@ describe('readDeliveryTime', () => {
     bad[5] = 200;
     expect(readDeliveryTime(bad, NOW)).toEqual({ status: 'none' });
     expect(readDeliveryTime(bad.subarray(0, 12), NOW)).toEqual({ status: 'none' });
+  });
+});
+
+describe('heldMessage: a delay kept as the time it ends at', () => {
+  it('a delay gets its end as x-opt-delivery-time beside it, read alike later; the rest byte for byte; a named time is left as it is', () => {
+    const sent = encoded('delayed', [['x-opt-delivery-delay', long(60_000)], ['x-other', str('kept')]], 'g1');
+    const taken = heldMessage(parseIncoming(sent), NOW + 60_000, NOW);
+    // Read an hour later (a restart, a late backup, a DR copy): the same time, not an hour more.
+    expect(readDeliveryTime(taken.bytes, NOW + 3_600_000 - 1)).toEqual({ status: 'at', at: NOW + 3_600_000 - 1, fixed: true });
+    expect(readDeliveryTime(taken.bytes, NOW + 1000)).toEqual({ status: 'at', at: NOW + 60_000, fixed: true });
+    // The bare message (properties with the group-id, the body) is the sender's, byte for byte.
+    const bare = (b: Buffer) => b.subarray(b.indexOf(Buffer.from([0x00, 0x53, 0x73])));
+    expect(bare(taken.bytes).equals(bare(sent))).toBe(true);
+    expect(readGroupKey(taken.bytes, 64)).toBe('g1');
+    expect(taken.bytes.includes(Buffer.from('kept'))).toBe(true);
+    // A named time, or none, is not rewritten.
+    const named = parseIncoming(encoded('named', at(NOW + 5000)));
+    expect(heldMessage(named, NOW + 5000, NOW)).toBe(named);
+    // A header goes on in front, as the sender encoded it.
+    const header = Buffer.from([0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41]); // durable
+    const withHeader = heldMessage(parseIncoming(Buffer.concat([header, sent])), NOW + 60_000, NOW);
+    expect(withHeader.bytes.subarray(0, header.length).equals(header)).toBe(true);
+    expect([withHeader.durable, withHeader.headerLength]).toEqual([true, header.length]);
+    expect(readDeliveryTime(withHeader.bytes, NOW + 5)).toEqual({ status: 'at', at: NOW + 60_000, fixed: true });
   });
 });
 
