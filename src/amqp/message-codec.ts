@@ -188,7 +188,10 @@ function headOf(m: ReadMessage): MessageHead {
  * encoded map: mergeAddedAnnotations), the message's own annotations with those merged in.
  */
 export function outgoingBytes(msg: MessageRecord, deliveryCount: number, now: number, annotations?: Buffer): Buffer {
-  const newHeader = deliveryCount !== msg.deliveryCount || !!msg.expiresAt;
+  // Any count above 0 is written: a record's own count may be above its bytes' (a copy
+  // with the count its message reached: a move, a failed commit's give-back, a snapshot),
+  // never below, so one at 0 alone is surely what the bytes say.
+  const newHeader = deliveryCount > 0 || !!msg.expiresAt;
   if (!newHeader && annotations === undefined) return msg.bytes;
   // Read once: a paged message's bytes are read back from the journal at each look.
   const bytes = msg.bytes;

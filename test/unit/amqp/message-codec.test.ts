@@ -62,6 +62,19 @@ describe('rewriteHeader', () => {
   });
 });
 
+describe('outgoingBytes - the delivery-count a delivery carries', () => {
+  it('is written even where it is the record\'s own: a copy (a move, a give-back) keeps its count beside the sender\'s bytes', () => {
+    const bytes = rhea.message.encode({ durable: true, message_id: 'm-3', body: 'b' });
+    const parsed = parseIncoming(bytes);
+    // As copyMessage makes it: the count the message reached, the bytes as the sender sent them (count 0).
+    const copy = { ...parsed, id: 1, deliveryCount: 2, expiresAt: 0 } as unknown as MessageRecord;
+    expect(decodeMessage(outgoingBytes(copy, 2, Date.now())).header).toMatchObject({ durable: true, 'delivery-count': 2 });
+    // A first delivery of a message never redelivered goes out as sent, not re-encoded.
+    const plain = { ...parsed, id: 2, expiresAt: 0 } as unknown as MessageRecord;
+    expect(outgoingBytes(plain, 0, Date.now())).toBe(bytes);
+  });
+});
+
 describe('withDeliveryCount (tandem ha diverged republish)', () => {
   const stored = (bytes: Buffer) => ({ bytes, headerLength: parseIncoming(bytes).headerLength });
 
