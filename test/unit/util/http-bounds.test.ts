@@ -1,0 +1,62 @@
+// boundHttpServer (src/util/http-bounds.ts), as clients of a port see it: one address
+// may hold only its share of the connections, so a host that holds its share open
+// leaves the others room; its connections, once closed, free the share again.
+import { createServer, get, type Server } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { boundHttpServer } from '../../../src/util/http-bounds.js';
+
+let server: Server | undefined;
+const sockets: Socket[] = [];
+
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  server = undefined;
+});
+
+async function listening(maxConnections: number, maxPerAddress: number): Promise<number> {
+  server = createServer((_req, res) => res.end('served'));
+  boundHttpServer(server, maxConnections, maxPerAddress);
+  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  return (server.address() as { port: number }).port;
+}
+
+/** A socket from `from` that starts a request and never finishes it; whether it is still open. */
+function hold(port: number, from: string): () => boolean {
+  let open = true;
+  const socket = connect({ port, host: '127.0.0.1', localAddress: from }, () => socket.write('GET / HTTP/1.1\r\n'));
+  socket.on('close', () => (open = false));
+  socket.on('error', () => undefined);
+  sockets.push(socket);
+  return () => open;
+}
+
+/** A whole request from `from`: its body, or the error's code. */
+function request(port: number, from: string): Promise<string> {
+  return new Promise((resolve) => {
+    const req = get({ host: '127.0.0.1', port, localAddress: from, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve(body));
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('http bounds', () => {
+  it('http bounds - one address holds at most its share; another is served meanwhile; a share closed is free again', async () => {
+    const port = await listening(16, 4);
+    const held = Array.from({ length: 10 }, () => hold(port, '127.0.0.1'));
+    await sleep(500);
+    expect(held.filter((open) => open()).length).toBe(4);
+    // The holder's next request is refused; another address is served.
+    expect(await request(port, '127.0.0.1')).not.toBe('served');
+    expect(await request(port, '127.0.0.2')).toBe('served');
+    for (const s of sockets.splice(0)) s.destroy();
+    await sleep(200);
+    expect(await request(port, '127.0.0.1')).toBe('served');
+  });
+});
