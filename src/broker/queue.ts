@@ -64,10 +64,12 @@ export interface QueueEntry {
   /** On a queue with message groups: its group's row value (message-groups.ts), once known. */
   group?: number;
   /**
-   * Its in-doubt delivery (Queue.markInDoubt) is in deliveryCount already: it was
-   * delivered from here since, or came from a queue here that counted it (alreadyCounted).
+   * The mark (Queue.markInDoubt, by its number) whose doubt is in deliveryCount already:
+   * it was delivered from here since, came from a queue here that counted it
+   * (alreadyCounted), or was held past that mark (releaseDue). A later mark (a DR copy
+   * activated again after the other site served it) puts it in doubt again.
    */
-  doubtCounted?: boolean;
+  doubtCounted?: number;
 }
 
 export interface Consumer {
@@ -191,8 +193,6 @@ const F_DURABLE = PAGED_DURABLE;
 const F_SUBJECT = PAGED_SUBJECT;
 /** A paged row recovery made, not yet read for a delivery time (this queue's own bit, never stored). */
 const F_UNCHECKED = 4;
-/** A paged row whose entry had doubtCounted (this queue's own bit, never stored). */
-const F_COUNTED = 8;
 
 type Level = IdTable<QueueEntry>;
 
@@ -223,6 +223,8 @@ export class Queue {
   private inDoubtBelow = 0;
   /** When (ms since the epoch) the latest mark was made: held messages due well after it are not in doubt (releaseDue). */
   private inDoubtAt = 0;
+  /** Marks made so far: an entry's doubtCounted names the one its count includes. */
+  private marks = 0;
   /** Reads paged bodies back (set when the first paged row arrives). */
   private loader: BodyLoader | undefined;
   readonly consumers: Consumer[] = [];
@@ -382,6 +384,7 @@ export class Queue {
   markInDoubt(below: number, now: number): void {
     if (below > this.inDoubtBelow) this.inDoubtBelow = below;
     if (now > this.inDoubtAt) this.inDoubtAt = now;
+    this.marks++;
   }
 
   /**
@@ -398,7 +401,7 @@ export class Queue {
 
   /** In doubt (held at the mark) and its first delivery from here not yet counted in its entry. */
   private doubtUncounted(entry: QueueEntry): boolean {
-    return entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== true;
+    return entry.msg.id < this.inDoubtBelow && entry.doubtCounted !== this.marks;
   }
 
   /**
@@ -409,7 +412,7 @@ export class Queue {
   alreadyCounted(id: number): void {
     if (id >= this.inDoubtBelow) return;
     const entry = this.entry(id);
-    if (entry) entry.doubtCounted = true;
+    if (entry) entry.doubtCounted = this.marks;
   }
 
   /** Whether the queue has had a consumer (see hadConsumer). */
@@ -666,12 +669,12 @@ export class Queue {
       if (!entry || entry.msg instanceof PagedMessage) return 0;
       this.loader = loader;
       const size = bodySize(entry.msg);
-      const plain = !entry.refusedBy && !entry.txAccepted && !entry.unreadable && !entry.annotations && entry.deliveryCount === entry.msg.deliveryCount;
+      // One counted for a mark keeps its object (which mark is not a row's to say): rare,
+      // as a move's copy or a message held past a mark is.
+      const plain = !entry.refusedBy && !entry.txAccepted && !entry.unreadable && !entry.annotations && entry.deliveryCount === entry.msg.deliveryCount && entry.doubtCounted === undefined;
       if (plain) {
         level.setObj(pos, undefined);
         this.writePaged(level, pos, pagedFields(entry.msg));
-        // Its count is the message's own: only the mark that it is counted needs keeping.
-        if (entry.doubtCounted) level.set(pos, FLAGS, level.get(pos, FLAGS) | F_COUNTED);
       } else {
         entry.msg = PagedMessage.of(entry.msg, this.name, loader);
       }
@@ -837,7 +840,7 @@ export class Queue {
     if (this.held.length === 0 || limit <= 0) return 0;
     const due = this.held.takeDue(now, limit);
     for (const { entry, due: at } of due) {
-      if (this.doubtUncounted(entry) && this.notDueAtMark(entry, at)) entry.doubtCounted = true;
+      if (this.doubtUncounted(entry) && this.notDueAtMark(entry, at)) entry.doubtCounted = this.marks;
       this.putEntry(entry);
     }
     return due.length;
@@ -985,7 +988,6 @@ export class Queue {
       hasSubject: (flags & F_SUBJECT) !== 0,
     };
     const entry: QueueEntry = { msg: new PagedMessage(fields, this.name, this.loader!), deliveryCount: fields.deliveryCount, acquiredBy: undefined };
-    if ((flags & F_COUNTED) !== 0) entry.doubtCounted = true;
     if (keep) level.setObj(pos, entry);
     return entry;
   }
@@ -1320,7 +1322,7 @@ export class Queue {
         // so a release adds on top and the next delivery does not count it again.
         if (this.doubtUncounted(entry)) {
           entry.deliveryCount = oneMoreDelivery(entry.deliveryCount);
-          entry.doubtCounted = true;
+          entry.doubtCounted = this.marks;
         }
         this.acquiredRows.setObj(this.acquiredRows.insert(entry.msg.id), entry);
         return entry;

@@ -94,7 +94,8 @@ describe('messages in doubt', () => {
     pageAll(q);
     expect(take(q, new CountingConsumer('second'))).toEqual(['a:1', 'b:1', 'c:1']);
     for (const e of q.entries()) q.release(e, { deliveryFailed: false, undeliverableHere: false });
-    // Moved with the count they had (1), into a queue that holds them in doubt too: not 2.
+    // A second mark puts them in doubt again; moved with the count the source gives (2),
+    // into a queue that holds them in doubt too: not 3.
     const ids = [...q.ids()];
     send('d');
     broker.markHeldInDoubt();
@@ -102,7 +103,7 @@ describe('messages in doubt', () => {
     const moved = broker.queues.get('moved')!;
     pageAll(moved);
     expect(moved.pagedDepth).toBe(1);
-    expect(take(moved, new CountingConsumer('moved'))).toEqual(['a:1']);
+    expect(take(moved, new CountingConsumer('moved'))).toEqual(['a:2']);
     // One never delivered since the second mark: moved with it counted (1), then delivered with 1.
     const dId = q.entries().find((e) => e.msg.bytes.toString() === 'd')!.msg.id;
     expect(broker.moveMessages('q', 'moved', [dId])).toBe(1);
@@ -184,6 +185,28 @@ describe('messages in doubt', () => {
     broker.markHeldInDoubt();
     expect(q.releaseDue(clock.now(), 10)).toBe(1);
     expect(take(q, new CountingConsumer('due'))).toEqual([`${due}:1`]);
+  });
+
+  it('in doubt - a later mark puts in doubt again what an earlier one counted (a DR copy activated again after the other site served it)', () => {
+    const clock = new FakeClock();
+    const deliveryTimes: DeliveryTimeReader = (bytes, now) => {
+      const [kind, ms] = bytes.toString().split(':');
+      return kind === 'at' ? { status: 'at', at: Math.max(now, Number(ms)), fixed: true } : { status: 'none' };
+    };
+    const broker = new Broker({ now: clock.now, deliveryTimes });
+    const q = broker.declareQueue('q', qs()).queue;
+    const held = `at:${clock.now() + 2 * MARK_CLOCK_SKEW_MS}`;
+    broker.publish('q', msg('plain'));
+    broker.publish('q', msg(held));
+    broker.markHeldInDoubt();
+    clock.advance(3 * MARK_CLOCK_SKEW_MS);
+    expect(q.releaseDue(clock.now(), 10)).toBe(1);
+    const before = new CountingConsumer('before');
+    expect(take(q, before)).toEqual(['plain:1', `${held}:0`]);
+    for (const e of before.deliveries) q.release(e, { deliveryFailed: false, undeliverableHere: false });
+    // Both were counted for the first mark; after the second, whoever served them meanwhile may have delivered them.
+    broker.markHeldInDoubt();
+    expect(take(q, new CountingConsumer('after'))).toEqual(['plain:2', `${held}:1`]);
   });
 
   it('in doubt - a DR activation puts its own queue in doubt, below its idFloor only', () => {
