@@ -7,7 +7,7 @@
 //
 //   node bench/builds-ab.mjs                    base HEAD~1, test HEAD
 //   BENCH_AB_BASE=<rev> BENCH_AB_TEST=<rev|worktree> BENCH_AB_ROUNDS=4
-//   BENCH_AB_LOADS=nd-at-20k,nd-peak,d-at-8k (any of the keys below)
+//   BENCH_AB_LOADS=nd-at-20k,nd-peak,d-at-8k (any of the keys below; jms-*: messages shaped as qpid-jms sends them)
 //
 // Not a test: npm test never runs it. Raw results: bench/results/builds-ab-<time>.json.
 import { cpus } from 'node:os';
@@ -18,6 +18,8 @@ import { runProtonLoad } from './loadgen-c.mjs';
 const DURATION = envNumber('BENCH_DURATION', 8, 2, 20);
 const ROUNDS = envNumber('BENCH_AB_ROUNDS', 4, 1, 10);
 const DURABLE = ['--durable', '--terminus-durable'];
+// What qpid-jms sends: its string message-id, annotations, to/content-type/creation-time, three application properties.
+const JMS = ['--message-id-string', '--jms-shape'];
 // Each 1 KiB, 1 sender and 1 receiver, every message with a message-id.
 const allLoads = {
   'nd-at-5k': ['--rate', '5000'],
@@ -27,6 +29,8 @@ const allLoads = {
   'd-at-2k': [...DURABLE, '--rate', '2000'],
   'd-at-8k': [...DURABLE, '--rate', '8000'],
   'd-peak': DURABLE,
+  'jms-at-20k': [...JMS, '--rate', '20000'],
+  'jms-peak': JMS,
 };
 const loads = (process.env.BENCH_AB_LOADS ?? 'nd-at-5k,nd-at-20k,nd-peak,d-at-8k').split(',');
 for (const l of loads) if (!allLoads[l]) throw new Error(`BENCH_AB_LOADS: no load ${l} (${Object.keys(allLoads).join(', ')})`);

@@ -40,7 +40,34 @@ static void put_hex16(char *p, uint64_t v) {
   for (int i = 15; i >= 0; i--, v >>= 4) p[i] = HEX[v & 15];
 }
 
-int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base, bool id_string) {
+/* What qpid-jms 2.x puts around a BytesMessage's body (AmqpJmsMessageFacade and its
+ * BytesMessage subclass): x-opt-jms-msg-type (3: bytes) and x-opt-jms-dest (0: a queue)
+ * annotations, to, content-type and creation-time properties, and the application's
+ * properties, here three of the kinds applications set. */
+static int put_jms_sections(pn_message_t *m, const char *to) {
+  pn_data_t *a = pn_message_annotations(m);
+  pn_data_put_map(a);
+  pn_data_enter(a);
+  pn_data_put_symbol(a, pn_bytes(18, "x-opt-jms-msg-type"));
+  pn_data_put_byte(a, 3);
+  pn_data_put_symbol(a, pn_bytes(14, "x-opt-jms-dest"));
+  pn_data_put_byte(a, 0);
+  pn_data_exit(a);
+  pn_data_t *p = pn_message_properties(m);
+  pn_data_put_map(p);
+  pn_data_enter(p);
+  pn_data_put_string(p, pn_bytes(7, "orderId"));
+  pn_data_put_long(p, 4242424242LL);
+  pn_data_put_string(p, pn_bytes(6, "region"));
+  pn_data_put_string(p, pn_bytes(7, "eu-west"));
+  pn_data_put_string(p, pn_bytes(6, "urgent"));
+  pn_data_put_bool(p, false);
+  pn_data_exit(p);
+  if (pn_message_set_address(m, to) != 0 || pn_message_set_content_type(m, "application/octet-stream") != 0) return -1;
+  return pn_message_set_creation_time(m, 1765000000000LL);
+}
+
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base, bool id_string, const char *jms_to) {
   memset(t, 0, sizeof *t);
   unsigned char *body = malloc(body_size);
   pn_message_t *m = pn_message();
@@ -77,12 +104,16 @@ int message_template_init(message_template_t *t, bool durable, size_t body_size,
       goto done;
     }
   }
+  if (jms_to && put_jms_sections(m, jms_to) != 0) {
+    errors_add("setting the JMS sections failed");
+    goto done;
+  }
   pn_data_t *b = pn_message_body(m);
   if (pn_data_put_binary(b, pn_bytes(body_size, (const char *)body)) != 0) {
     errors_add("pn_data_put_binary failed");
     goto done;
   }
-  size_t cap = body_size + 256;
+  size_t cap = body_size + 512;
   t->bytes = malloc(cap);
   if (!t->bytes) {
     errors_add("out of memory for the message template");

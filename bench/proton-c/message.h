@@ -24,8 +24,10 @@ typedef struct message_template {
 
 /* 0, or -1 with an error recorded. */
 /* id_base 0: no message-id; else every message's id is id_base | sender << 32 | sequence,
- * as a ulong or (id_string) as "ID:<uuid of id_base>:1:1:1-" and that number in 16 hex digits. */
-int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base, bool id_string);
+ * as a ulong or (id_string) as "ID:<uuid of id_base>:1:1:1-" and that number in 16 hex digits.
+ * jms_to: NULL, or the address a JMS producer names: the message then has the sections
+ * qpid-jms writes for a BytesMessage with three application properties. */
+int message_template_init(message_template_t *t, bool durable, size_t body_size, uint32_t sender, uint64_t id_base, bool id_string, const char *jms_to);
 void message_template_free(message_template_t *t);
 void message_stamp(message_template_t *t, uint64_t seq);
 /* 0 and the stamp, or -1 if the bytes are not a message of ours. `scratch` is reused. */

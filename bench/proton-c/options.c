@@ -22,6 +22,7 @@ void options_usage(FILE *out) {
       "  --durable              messages with header durable=true\n"
       "  --message-id           a ulong message-id on every message (unique per run: duplicate detection)\n"
       "  --message-id-string    the message-id a 62-character string shaped like qpid-jms's instead\n"
+      "  --jms-shape            the other sections as qpid-jms writes a BytesMessage with three properties\n"
       "  --senders N            sender connections, 1-64 [1]\n"
       "  --receivers N          receiver connections, 1-64 [same as --senders]\n"
       "  --duration S           seconds of sending, 0.1-600 [10] (unless --count)\n"
@@ -128,6 +129,9 @@ int options_parse(options_t *o, int argc, char **argv, char *err, size_t errlen)
     } else if (!strcmp(a, "--message-id-string")) {
       o->message_id = true;
       o->message_id_string = true;
+      takes_value = false;
+    } else if (!strcmp(a, "--jms-shape")) {
+      o->jms_shape = true;
       takes_value = false;
     } else if (!strcmp(a, "--help")) {
       return fail(err, errlen, "help", a);

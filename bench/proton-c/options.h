@@ -22,6 +22,7 @@ typedef struct options {
   bool durable;           /* header durable=true on every message */
   bool message_id;        /* a message-id on every message, unique per run, sender and sequence */
   bool message_id_string; /* that id a string shaped like qpid-jms's (ID:<uuid>:1:1:1-<n>), not a ulong */
+  bool jms_shape;         /* the sections qpid-jms writes for a BytesMessage with three properties */
   uint64_t id_base;       /* this run's high bits of every message-id (random per run) */
   int senders;
   int receivers;

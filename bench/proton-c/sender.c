@@ -13,7 +13,7 @@
 int sender_init(peer_t *s) {
   seqset_init(&s->accepted_seqs);
   const options_t *o = s->run->o;
-  return message_template_init(&s->message, o->durable, o->size, (uint32_t)s->index, o->message_id ? o->id_base : 0, o->message_id_string);
+  return message_template_init(&s->message, o->durable, o->size, (uint32_t)s->index, o->message_id ? o->id_base : 0, o->message_id_string, o->jms_shape ? o->send_address : NULL);
 }
 
 int sender_open_link(peer_t *s, pn_session_t *session) {
