@@ -207,8 +207,13 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
   return out;
 }
 
+/** An application property name a window may key on ('' for the message-id): what parseDedupKey takes. */
+export function isDedupKey(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= 255 && !/[\u0000-\u001f]/.test(value);
+}
+
 function parseDedupKey(key: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length > 255 || /[\u0000-\u001f]/.test(value)) {
+  if (!isDedupKey(value)) {
     throw invalidArgument(`${key} must be an application property name of 1 to 255 characters (or '' for the message-id), not ${shownValue(value)}`);
   }
   return value === 'message-id' ? '' : value;

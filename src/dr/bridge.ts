@@ -15,11 +15,12 @@ import type { LinkTls } from '../admin/link-tls.js';
 import { PeerSearch, type FollowedLink } from '../peer-link/search.js';
 import { EngineDialer } from '../peer-link/engine-dialer.js';
 import type { InboundDelivery, PeerDialer, PeerMessage, ReceiverOptions } from '../peer-link/transport.js';
-import { DR_ADDRESS, DR_DEDUP_ROWS, DrProps, decodeDrMessage, idRanges, inRanges, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
+import { DR_ADDRESS, DR_DEDUP_ROWS, DrProps, decodeDrMessage, idRanges, inRanges, quotePeerValue, type DrRequestQueue, type DrStreamKind, type DrStreamMessage } from './protocol.js';
 import { badDedupRows } from '../broker/dedup-window.js';
 import { MAX_EPOCH } from './roles.js';
 import { copySettings, copyWindow, sameSourceQueue } from './copy-settings.js';
 import { exchangeMatcher, unbindQueue } from './topology.js';
+import { checkDeclares, settingsProblem, windowProblem, type Declared } from './declares.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 type DedupKeys = Extract<Change, { kind: 'dedup-keys' }>;
@@ -66,6 +67,8 @@ interface StreamQueue {
   time: number;
   /** Waiting for a copy of its contents (requested from 0, or announced by snapshot-begin). */
   awaitingCopy: boolean;
+  /** The exchange filter the request carried (the source sends the bindings it passes, no others). */
+  exchanges: string;
 }
 
 export class DrBridge {
@@ -88,12 +91,14 @@ export class DrBridge {
    * asks from the position, and the source checks again.
    */
   private readonly needCopy = new Set<string>();
+  /** Stream messages taken on the current link (its first is the source's declares). */
+  private linkMessages = 0;
   /** During a copy: per mirror, the messages it held that the copy has not shown yet. */
   private snapshotStale: Map<string, Set<number>> | undefined;
   /** During a copy: the queues whose windows took the source's keys (their messages are taken as the source holds them). */
   private snapshotKeyed: Set<string> | undefined;
   /** What the current link began with (its `declares` message): each queue's settings and bindings (exchange to keys); undefined: none yet. */
-  private declared: { queues: Map<string, QueueSettings>; binds: Map<string, Map<string, Set<string>>> } | undefined;
+  private declared: Declared | undefined;
   /** The queue set the current link was opened for (the manager restarts us when it changes). */
   carries = '';
   state: LinkState = 'idle';
@@ -270,12 +275,13 @@ export class DrBridge {
     this.stream = new Map(
       request.map((r) => {
         const p = this.host.broker.drPositions.get(r.queue);
-        return [r.queue, { mode: r.mode, pos: r.from, time: p?.time ?? 0, awaitingCopy: r.from === 0 }];
+        return [r.queue, { mode: r.mode, pos: r.from, time: p?.time ?? 0, awaitingCopy: r.from === 0, exchanges: r.exchanges ?? '*' }];
       }),
     );
     this.snapshotStale = undefined;
     this.snapshotKeyed = undefined;
     this.declared = undefined;
+    this.linkMessages = 0;
     this.host.log.info({ source: link.address, queues: request.map((r) => `${r.queue} from ${r.from}`) }, 'DR: replicating from the source primary');
     link.addCredit(CREDIT);
   }
@@ -384,25 +390,24 @@ export class DrBridge {
     this.sourceHead = Math.max(this.sourceHead, m.head);
     this.sourceNow = m.now;
     this.heardAt = Date.now();
+    this.linkMessages++;
     const broker = this.host.broker;
     switch (m.kind) {
-      case 'declares':
-        // Kept for a copy of the contents that follows (remakeChanged, pruneBindings).
-        this.declared = { queues: new Map(), binds: new Map() };
-        for (const e of m.entries ?? []) {
-          const c = e.change;
-          if (c.kind === 'queue-declare') {
-            this.declared.queues.set(c.name, c.settings);
-            this.ensureQueue(c.name, c.settings);
-            continue;
-          }
-          if (c.kind === 'bind') {
-            const byExchange = this.declared.binds.get(c.queue) ?? new Map<string, Set<string>>();
-            this.declared.binds.set(c.queue, byExchange.set(c.exchange, (byExchange.get(c.exchange) ?? new Set<string>()).add(c.key)));
-          }
-          this.applyTopology(c);
-        }
+      case 'declares': {
+        // A source sends it once, first (source.ts): another, later, would redo what the link has applied since.
+        if (this.declared) throw new Error('DR stream: a second declares on one link');
+        if (this.linkMessages > 1) throw new Error('DR stream: declares after other messages on this link (a source sends it first)');
+        // Checked whole before any of it is applied (declares.ts); kept for a copy of the contents that follows (remakeChanged, pruneBindings).
+        const declared = checkDeclares(m.entries ?? [], {
+          filterOf: (queue) => this.stream.get(queue)?.exchanges,
+          builtIn: (exchange) => broker.exchanges.get(exchange)?.builtIn === true,
+        });
+        this.declared = declared;
+        for (const x of declared.exchanges) this.applyTopology(x);
+        for (const [name, settings] of declared.queues) if (this.live(name)) this.ensureQueue(name, settings);
+        for (const [queue, byExchange] of declared.binds) for (const [exchange, keys] of byExchange) for (const key of keys) this.applyTopology({ kind: 'bind', exchange, queue, key });
         return 0;
+      }
       case 'snapshot-begin': {
         this.state = 'snapshot';
         this.snapshotStale = new Map();
@@ -583,12 +588,12 @@ export class DrBridge {
         case 'queue-declare':
           if (ops.length > 0) flush(prev, m.time);
           // In the log, a declare of a queue the copy holds is the source's making it again.
-          if (this.live(c.name)) this.ensureQueue(c.name, c.settings, wants(c.name, e.lsn, false));
+          if (this.live(c.name)) this.ensureQueue(c.name, checkedSettings(c.name, c.settings, settingsProblem), wants(c.name, e.lsn, false));
           break;
         case 'queue-dedup':
           // After what came before it, as at the source: the enqueues before it were keyed by the old window.
           if (ops.length > 0) flush(prev, m.time);
-          if (this.live(c.name)) this.matchDedup(c.name, c);
+          if (this.live(c.name)) this.matchDedup(c.name, checkedSettings(c.name, c, windowProblem));
           break;
         case 'queue-delete': {
           // Deleted at the source: a mirror empties (a later declare refills it); enqueue-only keeps what it has.
@@ -673,10 +678,10 @@ export class DrBridge {
           if (broker.exchanges.has(c.name) && !broker.exchanges.get(c.name)!.builtIn) broker.deleteExchange(c.name);
           break;
         case 'bind':
-          if (broker.exchanges.has(c.exchange) && broker.queues.has(c.queue) && this.stream.has(c.queue)) broker.bind(c.exchange, c.queue, c.key);
+          if (broker.exchanges.has(c.exchange) && broker.queues.has(c.queue) && this.follows(c.queue, c.exchange)) broker.bind(c.exchange, c.queue, c.key);
           break;
         case 'unbind':
-          if (broker.exchanges.get(c.exchange)?.hasBinding(c.queue, c.key) && this.stream.has(c.queue)) broker.unbind(c.exchange, c.queue, c.key);
+          if (broker.exchanges.get(c.exchange)?.hasBinding(c.queue, c.key) && this.follows(c.queue, c.exchange)) broker.unbind(c.exchange, c.queue, c.key);
           break;
         default:
           break;
@@ -685,6 +690,16 @@ export class DrBridge {
       // An exchange still used here (an alternate exchange of a local queue): ours stays, the stream goes on.
       this.host.log.warn({ change: c.kind, err: (err as Error).message }, 'DR: a topology change of the source was not applied here');
     }
+  }
+
+  /**
+   * Whether the copy `queue` takes the source's bindings to `exchange`: a passive copy, and
+   * an exchange that the filter its request carried passes (the source sends no others).
+   * A binding outside the filter is this site's own (pruneBindings keeps it): taken, a
+   * source's unbind removed one, and its bind routed to the copy what it had not asked for.
+   */
+  private follows(queue: string, exchange: string): boolean {
+    return this.live(queue) && exchangeMatcher(this.stream.get(queue)!.exchanges)(exchange);
   }
 
   /** `remade`: the source deleted the queue and made it again, after what the copy has applied (see remake). */
@@ -805,6 +820,13 @@ export class DrBridge {
  */
 function notBack(kind: DrStreamKind, queue: string, s: StreamQueue, lsn: number): void {
   if (lsn < s.pos) throw new Error(`DR stream: ${kind} would move queue ${JSON.stringify(queue)} back to source position ${lsn}; it has applied up to ${s.pos}`);
+}
+
+/** `settings` of queue `queue` from the source's log, refused (the link with them) when `problem` finds them none a tandem queue has. */
+function checkedSettings<T>(queue: string, settings: T, problem: (s: T) => string | undefined): T {
+  const why = problem(settings);
+  if (why) throw new Error(`DR stream: the source's log gives queue ${quotePeerValue(queue)} settings no tandem queue has: ${why}`);
+  return settings;
 }
 
 /**
