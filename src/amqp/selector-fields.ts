@@ -3,7 +3,9 @@
 // fields JMS lets a selector name, which are read where Apache Qpid JMS keeps them
 // (its AmqpJmsMessageFacade) and as the application sees them:
 //
-//   JMSDeliveryMode   header.durable: 'PERSISTENT' or 'NON_PERSISTENT'
+//   JMSDeliveryMode   header.durable: 'PERSISTENT' or 'NON_PERSISTENT', read from the
+//                     bytes, as the consumer gets it: a record kept durable that its
+//                     sender sent non-durable (a DR copy, a move) goes out as sent
 //   JMSPriority       header.priority (4 when absent; above 9 is 9, as qpid-jms shows it)
 //   JMSMessageID      properties.message-id, as qpid-jms makes a JMSMessageID of it
 //   JMSCorrelationID  properties.correlation-id, as qpid-jms makes a JMSCorrelationID
@@ -17,7 +19,7 @@
 //                     gives (qpid-jms: receipt + ttl, and the broker sends the ttl left),
 //                     0 without either
 //
-// Only the sections a selector needs are read (properties, application-properties),
+// Only the sections a selector needs are read (header, properties, application-properties),
 // by the engine's decoder, which is safe on any bytes, and the map walker (map-entries.ts).
 // Bytes that do not read, an application-properties section that is no well-formed map
 // among them, make the message one the selector does not select (the caller catches the throw).
@@ -29,6 +31,7 @@ import { MalformedMessage } from './encoded-value.js';
 import { MapEntries } from './map-entries.js';
 import { sectionValueAt } from './message-codec.js';
 
+const HEADER = 0x70;
 const PROPERTIES = 0x73;
 /** qpid-jms shows an AMQP priority above 9 (it may be up to 255) as 9. */
 const MAX_JMS_PRIORITY = 9;
@@ -44,24 +47,27 @@ const APPLICATION_PROPERTIES = 0x74;
 type RecordRead = (msg: SelectableMessage, deliveryCount: number) => SelectorValue;
 
 /**
- * Where a JMS header field comes from: the message record, or a field of the properties
- * list (`convert` giving undefined: not set there), with `otherwise` the value when it is not set.
+ * Where a JMS header field comes from: the message record, or a field of the header or
+ * properties list (`section`; `convert` giving undefined: not set there), with `otherwise`
+ * the value when it is not set.
  */
-type Source = { from: 'record'; read: RecordRead } | { from: 'properties'; field: number; convert: (v: AmqpValue) => SelectorValue | undefined; otherwise?: RecordRead };
+type Source = { from: 'record'; read: RecordRead } | { from: 'section'; section: typeof HEADER | typeof PROPERTIES; field: number; convert: (v: AmqpValue) => SelectorValue | undefined; otherwise?: RecordRead };
 
 const HEADER_FIELDS: Readonly<Record<string, Source>> = {
-  JMSDeliveryMode: { from: 'record', read: (m) => (m.durable ? 'PERSISTENT' : 'NON_PERSISTENT') },
+  // Not the record's durable: the broker keeps some messages more durably than their
+  // sender asked (a DR copy, a DR quarantine's move: durable there), and sends them as sent.
+  JMSDeliveryMode: { from: 'section', section: HEADER, field: 0, convert: (v) => (v.type === 'boolean' && v.value ? 'PERSISTENT' : undefined), otherwise: () => 'NON_PERSISTENT' },
   JMSPriority: { from: 'record', read: (m) => BigInt(Math.min(m.priority, MAX_JMS_PRIORITY)) },
   JMSXDeliveryCount: { from: 'record', read: (_m, count) => BigInt(count + 1) },
   JMSRedelivered: { from: 'record', read: (_m, count) => count > 0 },
-  JMSExpiration: { from: 'properties', field: 8, convert: (v) => (v.type === 'timestamp' ? v.value : undefined), otherwise: (m) => BigInt(m.expiresAt) },
-  JMSMessageID: { from: 'properties', field: 0, convert: (v) => jmsId(v, true) },
-  JMSXUserID: { from: 'properties', field: 1, convert: (v) => (v.type === 'binary' && v.value.length > 0 ? v.value.toString('utf8') : null) },
-  JMSType: { from: 'properties', field: 3, convert: plainValue },
-  JMSCorrelationID: { from: 'properties', field: 5, convert: (v) => jmsId(v, false) },
-  JMSTimestamp: { from: 'properties', field: 9, convert: plainValue },
-  JMSXGroupID: { from: 'properties', field: 10, convert: plainValue },
-  JMSXGroupSeq: { from: 'properties', field: 11, convert: plainValue },
+  JMSExpiration: { from: 'section', section: PROPERTIES, field: 8, convert: (v) => (v.type === 'timestamp' ? v.value : undefined), otherwise: (m) => BigInt(m.expiresAt) },
+  JMSMessageID: { from: 'section', section: PROPERTIES, field: 0, convert: (v) => jmsId(v, true) },
+  JMSXUserID: { from: 'section', section: PROPERTIES, field: 1, convert: (v) => (v.type === 'binary' && v.value.length > 0 ? v.value.toString('utf8') : null) },
+  JMSType: { from: 'section', section: PROPERTIES, field: 3, convert: plainValue },
+  JMSCorrelationID: { from: 'section', section: PROPERTIES, field: 5, convert: (v) => jmsId(v, false) },
+  JMSTimestamp: { from: 'section', section: PROPERTIES, field: 9, convert: plainValue },
+  JMSXGroupID: { from: 'section', section: PROPERTIES, field: 10, convert: plainValue },
+  JMSXGroupSeq: { from: 'section', section: PROPERTIES, field: 11, convert: plainValue },
 };
 
 /**
@@ -70,36 +76,40 @@ const HEADER_FIELDS: Readonly<Record<string, Source>> = {
  */
 export type SelectorFieldReader = (msg: SelectableMessage, deliveryCount?: number) => SelectorValue[];
 
-type PropertyField = { slot: number; field: number; convert: (v: AmqpValue) => SelectorValue | undefined };
+type ListField = { slot: number; field: number; convert: (v: AmqpValue) => SelectorValue | undefined };
 
 export function selectorFieldReader(identifiers: readonly string[]): SelectorFieldReader {
   const fromRecord: Array<{ slot: number; read: RecordRead }> = [];
-  const fromProperties: PropertyField[] = [];
+  const fromHeader: ListField[] = [];
+  const fromProperties: ListField[] = [];
   const applicationProperties = new Map<string, number>();
   identifiers.forEach((name, slot) => {
     const header = Object.hasOwn(HEADER_FIELDS, name) ? HEADER_FIELDS[name]! : undefined;
     if (header?.from === 'record') fromRecord.push({ slot, read: header.read });
-    else if (header?.from === 'properties') {
-      fromProperties.push({ slot, field: header.field, convert: header.convert });
-      // Its value when the properties do not set it; read over by theirs when they do.
+    else if (header?.from === 'section') {
+      (header.section === HEADER ? fromHeader : fromProperties).push({ slot, field: header.field, convert: header.convert });
+      // Its value when the section does not set it; read over by the section's when it does.
       if (header.otherwise) fromRecord.push({ slot, read: header.otherwise });
     } else applicationProperties.set(name, slot);
   });
   // Only keys of these UTF-8 lengths can be a property named: others are stepped over unread.
   const lengths = new Set([...applicationProperties.keys()].map((n) => Buffer.byteLength(n)));
+  const readsBytes = fromHeader.length > 0 || fromProperties.length > 0 || applicationProperties.size > 0;
   return (msg, deliveryCount = msg.deliveryCount) => {
     const values: SelectorValue[] = new Array<SelectorValue>(identifiers.length).fill(null);
     for (const f of fromRecord) values[f.slot] = f.read(msg, deliveryCount);
-    if (fromProperties.length === 0 && applicationProperties.size === 0) return values;
+    if (!readsBytes) return values;
     const bytes = msg.bytes;
-    if (fromProperties.length > 0) readProperties(bytes, fromProperties, values);
+    if (fromHeader.length > 0) readList(bytes, HEADER, fromHeader, values);
+    if (fromProperties.length > 0) readList(bytes, PROPERTIES, fromProperties, values);
     if (applicationProperties.size > 0) readApplicationProperties(bytes, applicationProperties, lengths, values);
     return values;
   };
 }
 
-function readProperties(bytes: Buffer, wanted: PropertyField[], values: SelectorValue[]): void {
-  const at = sectionValueAt(bytes, PROPERTIES);
+/** The `wanted` fields of the list section `section` (the header or the properties), where set. */
+function readList(bytes: Buffer, section: number, wanted: ListField[], values: SelectorValue[]): void {
+  const at = sectionValueAt(bytes, section);
   if (at < 0) return;
   const list = new Decoder(bytes, at).value();
   if (list.type !== 'list') return;

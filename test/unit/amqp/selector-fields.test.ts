@@ -16,7 +16,8 @@ function message(properties: Record<number, AmqpValue>, app: Array<[string, Amqp
   const fields: AmqpValue[] = [];
   const last = Math.max(-1, ...Object.keys(properties).map(Number));
   for (let i = 0; i <= last; i++) fields.push(properties[i] ?? amqp.null());
-  const parts = [section(0x70, amqp.list([amqp.boolean(true)]))];
+  // The header as the record says (a test of a record kept otherwise than sent gives its own bytes).
+  const parts = [section(0x70, amqp.list([amqp.boolean(record.durable ?? true)]))];
   if (last >= 0) parts.push(section(0x73, amqp.list(fields)));
   if (app.length > 0) parts.push(section(0x74, amqp.map(app.map(([k, v]) => [amqp.string(k), v]))));
   parts.push(section(0x77, amqp.string('body')));
@@ -56,6 +57,19 @@ describe('selector fields', () => {
     const names = ['JMSMessageID', 'JMSXUserID', 'JMSType', 'JMSCorrelationID', 'JMSTimestamp', 'JMSXGroupID', 'JMSXGroupSeq', 'JMSDeliveryMode', 'JMSPriority'];
     expect(read(names, msg)).toEqual(['ID:abc:1:1:1-1', 'alice', 'order', 'req-7', 1_700_000_000_000n, 'g1', 3n, 'NON_PERSISTENT', 7n]);
     expect(read(['JMSDeliveryMode'], message({}, [], { durable: true }))).toEqual(['PERSISTENT']);
+  });
+
+  it("JMSDeliveryMode is the header's durable, as the consumer gets it, not the record's: a DR copy or a moved message is kept durable whatever its sender sent", () => {
+    const sent = message({}, [], { durable: false });
+    // As the DR bridge (keptCopy) and Broker.moveMessages keep it: durable, the sender's bytes.
+    const kept = { ...sent, durable: true };
+    expect(read(['JMSDeliveryMode'], kept)).toEqual(['NON_PERSISTENT']);
+    expect(sourceSelector(filter(amqp.string("JMSDeliveryMode = 'NON_PERSISTENT'")))!.selects(kept)).toBe(true);
+    // No header, or one without durable: the default, not durable.
+    const body = section(0x77, amqp.string('body'));
+    expect(read(['JMSDeliveryMode'], { ...kept, bytes: body, headerLength: 0 })).toEqual(['NON_PERSISTENT']);
+    const nullDurable = Buffer.concat([section(0x70, amqp.list([amqp.null(), amqp.ubyte(4)])), body]);
+    expect(read(['JMSDeliveryMode'], { ...kept, bytes: nullDurable, headerLength: nullDurable.length - body.length })).toEqual(['NON_PERSISTENT']);
   });
 
   it('makes JMS ids of AMQP ids as qpid-jms does', () => {
