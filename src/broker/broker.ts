@@ -1363,9 +1363,11 @@ export class Broker implements QueueHost {
       this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
       return;
     }
-    const { durable, priority, expiresAt } = entry.msg;
+    const { durable, priority } = entry.msg;
     // What a consumer of `from` would have got (in doubt: one more): the dead letter goes on with it.
     const deliveryCount = from.deliveryCountOf(entry);
+    // A selector on the way judges the dead letter as its consumers get it: with its own expiry, not the message's.
+    const expiresAt = this.deadLetterExpiresAt(entry, reason, bytes);
     const own = { bytes, durable, priority, deliveryCount, ttlMs: undefined, absoluteExpiry: expiresAt || undefined };
     const routed = this.routingSelectors.filter(this.routeVia(exchange, subject), own);
     const self = notBack ? routed.indexOf(from) : -1;
@@ -1384,7 +1386,7 @@ export class Broker implements QueueHost {
     }
     if (queues.length === 0) return;
     try {
-      this.enqueueAll(queues, this.deadLetter(from, entry, reason, { bytes, subject, deliveryCount }));
+      this.enqueueAll(queues, this.deadLetter(from, entry, reason, { bytes, subject, deliveryCount, expiresAt }));
     } catch (err) {
       if (!(err instanceof TandemError)) throw err;
       this.deadLetterLost(from, entry, err.message);
@@ -1396,18 +1398,16 @@ export class Broker implements QueueHost {
    * and message-annotations saying what happened to it there (deadLetters: the
    * delivery-count it reached, as `from` would deliver it (Queue.deliveryCountOf), the
    * annotations consumers added, the queue and the reason, the ttl it has left), and its
-   * own expiry (deadLetterExpiry). These bytes are its enqueue record's, so a restart, a
-   * failover or a DR copy gives the same. `read`: what reroute read of it.
+   * own expiry (deadLetterExpiresAt). These bytes are its enqueue record's, so a restart, a
+   * failover or a DR copy gives the same. `read`: what reroute read and made of it.
    */
-  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, read: { bytes: Buffer; subject: string | undefined; deliveryCount: number }): IncomingMessage {
-    const { bytes, subject, deliveryCount } = read;
+  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, read: { bytes: Buffer; subject: string | undefined; deliveryCount: number; expiresAt: number }): IncomingMessage {
+    const { bytes, subject, deliveryCount, expiresAt } = read;
     const msg = entry.msg;
-    let expiresAt = reason === 'expired' ? 0 : msg.expiresAt;
     let out = { bytes, headerLength: msg.headerLength };
     if (this.deadLetters) {
       const writer = this.deadLetters;
       try {
-        expiresAt = deadLetterExpiry(reason, msg.expiresAt, () => writer.setsOwnExpiry(bytes));
         const ttlMs = expiresAt > 0 ? Math.max(1, expiresAt - this.now()) : 0;
         out = writer.write(bytes, msg.headerLength, { queue: from.name, reason, deliveryCount, ttlMs, annotations: entry.annotations });
       } catch (err) {
@@ -1427,6 +1427,23 @@ export class Broker implements QueueHost {
       deliveryCount,
       subject,
     };
+  }
+
+  /**
+   * When the dead letter of `entry` (its bytes: `bytes`) expires, ms since epoch, 0: never
+   * (deadLetterExpiry). Bytes the edge cannot read (only a record from before it checked
+   * them can hold such) keep the message's expiry, as they go on unchanged.
+   */
+  private deadLetterExpiresAt(entry: QueueEntry, reason: DeadLetterReason, bytes: Buffer): number {
+    const asItWas = reason === 'expired' ? 0 : entry.msg.expiresAt;
+    const writer = this.deadLetters;
+    if (!writer) return asItWas;
+    try {
+      return deadLetterExpiry(reason, entry.msg.expiresAt, () => writer.setsOwnExpiry(bytes));
+    } catch (err) {
+      if (!(err instanceof TandemError)) throw err;
+      return asItWas;
+    }
   }
 
   /** Count and report a message reroute had to drop. */
