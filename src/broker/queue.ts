@@ -391,12 +391,20 @@ export class Queue {
    * The delivery-count a delivery of this entry carries now: the one place that decides
    * it, for consumers and browsers, selectors (JMSXDeliveryCount, JMSRedelivered), dead
    * letters and moves. One more than the entry's while it is in doubt and its first
-   * delivery from here has not counted it yet (takeFor does, in the entry). Copies for
-   * other brokers (HA and DR snapshots) carry the entry's own: the one that serves them
-   * next counts its own doubt.
+   * delivery from here has not counted it yet (takeFor does, in the entry), unless it is
+   * still held past the mark (heldPastMark: its release would not count it either, so
+   * neither does its dead letter nor a move while it waits). Copies for other brokers (HA
+   * and DR snapshots) carry the entry's own: the one that serves them next counts its own doubt.
    */
   deliveryCountOf(entry: QueueEntry): number {
-    return this.doubtUncounted(entry) ? oneMoreDelivery(entry.deliveryCount) : entry.deliveryCount;
+    if (!this.doubtUncounted(entry) || this.heldPastMark(entry)) return entry.deliveryCount;
+    return oneMoreDelivery(entry.deliveryCount);
+  }
+
+  /** Held here now, until a time that says nobody can have had it before the mark (notDueAtMark). */
+  private heldPastMark(entry: QueueEntry): boolean {
+    const due = this.held.dueOf(entry.msg.id);
+    return due !== undefined && this.notDueAtMark(entry, due);
   }
 
   /** In doubt (held at the mark) and its first delivery from here not yet counted in its entry. */
@@ -1043,8 +1051,12 @@ export class Queue {
 
   /** Remove a held message by id and report it; false if it is not held. */
   private removeHeld(id: number, reason: RemovalReason): boolean {
-    const entry = this.held.remove(id);
+    const entry = this.held.find(id);
     if (!entry) return false;
+    // Its removal is reported (its dead letter's count asked) once it is no longer held:
+    // counted now as releaseDue would count it (heldPastMark: nobody can have had it).
+    if (this.doubtUncounted(entry) && this.heldPastMark(entry)) entry.doubtCounted = this.marks;
+    this.held.remove(id);
     this.forget(bodySize(entry.msg), entry.msg instanceof PagedMessage, entry.msg.expiresAt, entry.msg.durable, entry);
     this.host.removed(this, entry, reason);
     return true;

@@ -172,6 +172,37 @@ describe('messages in doubt', () => {
     expect(take(q, new CountingConsumer('again'))).toEqual([`${bodies[0]}:2`, `${bodies[1]}:2`, `${bodies[2]}:1`, `${bodies[3]}:1`]);
   });
 
+  it('in doubt - a held message nobody can have had is not counted by a move while it waits (a DR quarantine) nor by its dead letter', () => {
+    const clock = new FakeClock();
+    const deliveryTimes: DeliveryTimeReader = (bytes, now) => {
+      const [kind, ms] = bytes.toString().split(':');
+      return kind === 'at' ? { status: 'at', at: Math.max(now, Number(ms)), fixed: true } : { status: 'none' };
+    };
+    const broker = new Broker({ now: clock.now, deliveryTimes });
+    broker.declareExchange('dlx', 'fanout', { durable: false, alternateExchange: '', replicate: undefined });
+    const dead = broker.declareQueue('dead', qs()).queue;
+    broker.bind('dlx', 'dead', '');
+    const q = broker.declareQueue('q', qs({ alternateExchange: 'dlx' })).queue;
+    const target = broker.declareQueue('target', qs()).queue;
+    const later = `at:${clock.now() + 2 * MARK_CLOCK_SKEW_MS}`;
+    const soon = `at:${clock.now() + MARK_CLOCK_SKEW_MS / 2}`;
+    for (const b of [later, soon, `${later}:deleted`]) broker.publish('q', msg(b));
+    broker.publish('q', msg(`${later}:expired`, { ttlMs: MARK_CLOCK_SKEW_MS }));
+    broker.markHeldInDoubt();
+    // Moved while held: counted as its release would count it (old code: 'later' went out with 1).
+    expect(broker.moveMessages('q', 'target', [...q.heldEntries()].slice(0, 2).map((e) => e.msg.id))).toBe(2);
+    clock.advance(3 * MARK_CLOCK_SKEW_MS);
+    // Expired while held (the expiry timer comes before the release): its dead letter is not counted.
+    expect(broker.expire()).toBe(1);
+    expect(take(dead, new CountingConsumer('expired'))).toEqual([`${later}:expired:0`]);
+    expect(target.releaseDue(clock.now(), 10)).toBe(2);
+    expect(take(target, new CountingConsumer('moved'))).toEqual([`${later}:0`, `${soon}:1`]);
+    // Left on a deleted queue while held: its dead letter is not counted either.
+    expect(q.scheduledDepth).toBe(1);
+    broker.deleteQueue('q');
+    expect(take(dead, new CountingConsumer('dead'))).toEqual([`${later}:deleted:0`]);
+  });
+
   it('in doubt - the latest mark decides: a held message due before it is in doubt again', () => {
     const clock = new FakeClock();
     const deliveryTimes: DeliveryTimeReader = (bytes, now) => ({ status: 'at', at: Math.max(now, Number(bytes.toString())), fixed: true });
