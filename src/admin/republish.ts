@@ -1,7 +1,8 @@
 // Publish stored messages again, each to the queue it was on, marked redelivered:
 // the broker that stored them may have delivered them, so the header's delivery-count
-// goes one above the stored one (JMSRedelivered), and the rest goes as stored (the
-// header's other fields, and the bare message byte for byte: same message id,
+// goes one above the stored one (JMSRedelivered), and its ttl is what its stored expiry
+// leaves; the rest goes as stored (the header's other fields, and the bare message byte
+// for byte: same message id,
 // properties and body, so duplicate detection still knows them). It reports how many
 // of them, counted from the first, the broker has accepted: a caller that records that
 // count can stop at any point and go on later without sending any message twice.
@@ -17,12 +18,17 @@ import { hostPort } from '../util/host-port.js';
 
 export interface StoredMessage {
   queue: string;
-  /** The message as the broker stored it: its sender's bytes, and the delivery-count it had reached. */
-  message: Pick<MessageRecord, 'bytes' | 'headerLength' | 'deliveryCount'>;
+  /** The message as the broker stored it: its sender's bytes, the delivery-count it had reached, and when it expires (0: never). */
+  message: Pick<MessageRecord, 'bytes' | 'headerLength' | 'deliveryCount' | 'expiresAt'>;
 }
 
-/** What is sent for a stored message: in doubt, so counted as delivered once more. */
-const redelivered = (m: StoredMessage['message']): Buffer => withDeliveryCount(m, oneMoreDelivery(m.deliveryCount));
+/**
+ * What is sent for a stored message: in doubt, so counted as delivered once more; and
+ * with the ttl its stored expiry leaves (at least 1 ms: one already past expires on
+ * arrival, dead-lettered as it would have been), so neither its own ttl nor its queue's
+ * default starts again on the primary.
+ */
+const redelivered = (m: StoredMessage['message']): Buffer => withDeliveryCount(m, oneMoreDelivery(m.deliveryCount), m.expiresAt > 0 ? m.expiresAt - Date.now() : undefined);
 
 /** Transfers in flight at once. */
 const WINDOW = 100;

@@ -383,16 +383,18 @@ export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: nu
 }
 
 /**
- * A stored message's bytes with only its header's delivery-count new: durable, priority,
- * ttl and first-acquirer as the sender encoded them, and the sections after the header
- * byte for byte (3.2: the header is no part of the bare message, and an intermediary
- * may change it). A message without a header gets one holding only the count (the other
- * fields null: their defaults). What `tandem ha diverged republish` sends. Throws
- * MalformedMessage on a header that does not parse.
+ * A stored message's bytes with only its header's delivery-count new, and its ttl when
+ * `ttlLeftMs` is given (the time its stored expiry leaves): durable, priority,
+ * first-acquirer (and otherwise the ttl) as the sender encoded them, and the sections
+ * after the header byte for byte (3.2: the header is no part of the bare message, and an
+ * intermediary may change it). A message without a header gets one holding only those
+ * (the other fields null: their defaults). What `tandem ha diverged republish` sends.
+ * Throws MalformedMessage on a header that does not parse.
  */
-export function withDeliveryCount(msg: Pick<MessageRecord, 'bytes' | 'headerLength'>, deliveryCount: number): Buffer {
+export function withDeliveryCount(msg: Pick<MessageRecord, 'bytes' | 'headerLength'>, deliveryCount: number, ttlLeftMs?: number): Buffer {
   const bytes = msg.bytes;
-  return Buffer.concat([headerWith(bytes.subarray(0, msg.headerLength), undefined, deliveryCount), bytes.subarray(msg.headerLength)]);
+  const ttl = ttlLeftMs === undefined ? undefined : uint(Math.min(Math.max(1, ttlLeftMs), MAX_UINT));
+  return Buffer.concat([headerWith(bytes.subarray(0, msg.headerLength), ttl, deliveryCount), bytes.subarray(msg.headerLength)]);
 }
 
 /** `original` (a header section, or empty) encoded again with `ttl` (an encoded field; undefined: the sender's) and `deliveryCount`. */
