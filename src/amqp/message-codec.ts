@@ -111,18 +111,30 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
   let end = 0;
   let headerAt = -1;
   let propertiesAt = -1;
-  let annotated = false;
+  let deliveryAnnotationsAt = -1;
+  let messageAnnotationsAt = -1;
   let stopped = false;
+  let last = -1;
   // Header and properties come first when present; stop scanning after them.
   for (let i = 0; i < 4 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
     if (code === undefined) throw new MalformedMessage(`expected a described section at byte ${offset}`);
+    // The header first, then delivery-annotations, message-annotations, properties, each once
+    // (spec 3.2). A header elsewhere would go out beside the one the broker writes (a
+    // redelivery's count, the ttl left), and a consumer that reads the last would see the
+    // sender's. The scan stops at the properties: a second one after them is not looked for
+    // here (the user-id check reads every one: userIdRefusal).
+    if (code >= HEADER && code <= PROPERTIES) {
+      if (code <= last || (code === HEADER && offset !== 0)) throw new MalformedMessage(`a ${SECTION_NAMES[code - HEADER]} section out of place at byte ${offset} (spec 3.2: header, delivery-annotations, message-annotations, properties, in that order, each at most once)`);
+      last = code;
+    }
     const size = encodedValueSize(bytes, offset);
     if (code === HEADER || code === PROPERTIES) checkList(bytes, offset, code === HEADER ? 'header' : 'properties');
-    if (code === HEADER && offset === 0) headerLength = size;
-    if (code === HEADER) headerAt = headerAt < 0 ? offset : Number.NaN;
+    if (code === HEADER) headerLength = size;
+    if (code === HEADER) headerAt = offset;
     if (code === PROPERTIES) propertiesAt = offset;
-    if (code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) annotated = true;
+    if (code === DELIVERY_ANNOTATIONS) deliveryAnnotationsAt = offset;
+    if (code === MESSAGE_ANNOTATIONS) messageAnnotationsAt = offset;
     offset += size;
     if (code === HEADER || code === PROPERTIES || code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) end = offset;
     if (code === PROPERTIES || code > PROPERTIES) {
@@ -132,8 +144,7 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
   }
   let head = NO_HEAD;
   if (end > 0) {
-    // Two headers (NaN) or annotations among the sections: the generic decode reads them all.
-    const quick = fast && !annotated && !Number.isNaN(headerAt) ? readMessageHead(bytes, headerAt, propertiesAt, end) : undefined;
+    const quick = fast ? readMessageHead(bytes, headerAt, propertiesAt, end, deliveryAnnotationsAt, messageAnnotationsAt) : undefined;
     head = quick ?? headOf(decodeSections(bytes.subarray(0, end)));
   }
   return {
@@ -150,6 +161,8 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     propertiesAt: stopped || offset >= bytes.length ? propertiesAt : undefined,
   };
 }
+
+const SECTION_NAMES = ['header', 'delivery-annotations', 'message-annotations', 'properties'];
 
 /**
  * The header and properties sections are lists (spec 3.2.1, 3.2.4). Either as

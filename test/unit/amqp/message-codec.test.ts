@@ -115,6 +115,18 @@ describe('parseIncoming - section descriptors', () => {
     expect(m.propertiesAt).toBe(15);
   });
 
+  it('refuses a header, annotations or properties section out of place or repeated (spec 3.2), and takes them in order', () => {
+    const all = sections(rhea.message.encode({ durable: true, delivery_count: 2, message_annotations: { 'x-opt-k': 1 }, message_id: 'm', body: 'x' }));
+    const [head, annotations, properties, x] = all;
+    const da = Buffer.from([0x00, 0x53, 0x71, 0xc1, 0x01, 0x00]);
+    expect(parseIncoming(Buffer.concat([head!, da, annotations!, properties!, x!]))).toMatchObject({ durable: true, deliveryCount: 2, headerLength: head!.length });
+    // A consumer reading the last header would see this sender's count, not the one the broker writes in front.
+    expect(() => parseIncoming(Buffer.concat([annotations!, head!, properties!, x!]))).toThrow(/a header section out of place at byte \d+/);
+    expect(() => parseIncoming(Buffer.concat([head!, head!, x!]))).toThrow(/a header section out of place/);
+    expect(() => parseIncoming(Buffer.concat([head!, annotations!, da, x!]))).toThrow(/a delivery-annotations section out of place/);
+    expect(() => parseIncoming(Buffer.concat([annotations!, annotations!, x!]))).toThrow(/a message-annotations section out of place/);
+  });
+
   it('refuses a header or properties section that is not a list', () => {
     const asMap = (code: number) => Buffer.from([0x00, 0x53, code, 0xc1, 0x01, 0x00]);
     expect(() => parseIncoming(Buffer.concat([asMap(0x70), body]))).toThrow(/the header section is not a list \(type code 0xc1\)/);

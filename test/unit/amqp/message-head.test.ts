@@ -77,6 +77,22 @@ function plainFields(types: string, rnd: () => number): Buffer[] {
   return names.slice(0, Math.floor(rnd() * (names.length + 1))).map((n) => of[n]!());
 }
 
+/** An annotations section: a map8 or map32 of random keys and values (now and then an odd count: malformed). */
+function annotations(code: number, rnd: () => number): Buffer {
+  const pairs = Math.floor(rnd() * 5);
+  const items: Buffer[] = [];
+  for (let i = 0; i < pairs; i++) items.push(rnd() < 0.7 ? encode(amqp.symbol(`x-opt-${i}`)) : randomField(rnd), randomField(rnd));
+  if (rnd() < 0.05) items.push(randomField(rnd));
+  const body = Buffer.concat(items);
+  const descriptor = Buffer.from([0x00, 0x53, code]);
+  if (body.length + 1 <= 255 && rnd() < 0.7) return Buffer.concat([descriptor, Buffer.from([0xc1, body.length + 1, items.length]), body]);
+  const head = Buffer.alloc(9);
+  head[0] = 0xd1;
+  head.writeUInt32BE(body.length + 4, 1);
+  head.writeUInt32BE(items.length, 5);
+  return Buffer.concat([descriptor, head, body]);
+}
+
 function randomMessage(rnd: () => number): Buffer {
   const parts: Buffer[] = [];
   const plain = rnd() < 0.5;
@@ -85,7 +101,9 @@ function randomMessage(rnd: () => number): Buffer {
   if (rnd() < 0.05) parts.push(section(0x71, [], rnd));
   if (rnd() < 0.8) parts.push(section(0x70, header(), rnd));
   if (rnd() < 0.05) parts.push(section(0x70, header(), rnd));
+  if (rnd() < 0.15) parts.push(annotations(0x71, rnd));
   if (rnd() < 0.1) parts.push(Buffer.concat([hex('005372'), encode(amqp.map([[amqp.symbol('x-opt-a'), amqp.uint(1)]]))]));
+  if (rnd() < 0.3) parts.push(annotations(0x72, rnd));
   if (rnd() < 0.8) parts.push(section(0x73, properties(), rnd));
   parts.push(Buffer.concat([hex('005375'), encode(amqp.binary(Buffer.alloc(20, 9)))]));
   const message = Buffer.concat(parts);
@@ -104,23 +122,28 @@ function reading(read: (b: Buffer) => ReturnType<typeof parseIncoming>, bytes: B
   }
 }
 
-/** Offsets of the header and properties sections of a plain message, and where they end. */
-function layout(bytes: Buffer): { headerAt: number; propertiesAt: number; end: number } {
+/** Offsets of the header, annotations and properties sections of a plain message, and where they end. */
+function layout(bytes: Buffer): { headerAt: number; propertiesAt: number; end: number; daAt: number; maAt: number } {
   let headerAt = -1;
   let propertiesAt = -1;
+  let daAt = -1;
+  let maAt = -1;
   let at = 0;
   while (at < bytes.length && bytes[at + 2]! <= 0x73) {
     if (bytes[at + 2] === 0x70) headerAt = at;
+    if (bytes[at + 2] === 0x71) daAt = at;
+    if (bytes[at + 2] === 0x72) maAt = at;
     if (bytes[at + 2] === 0x73) propertiesAt = at;
     at += encodedValueSize(bytes, at);
   }
-  return { headerAt, propertiesAt, end: at };
+  return { headerAt, propertiesAt, end: at, daAt, maAt };
 }
 
 describe('the fast read of the header and properties', () => {
   it('reads what the generic decode reads, or refuses what it refuses, over 20,000 seeded messages', () => {
     const rnd = prng(20261202);
     let fast = 0;
+    let fastAnnotated = 0;
     for (let i = 0; i < 20_000; i++) {
       const bytes = randomMessage(rnd);
       const generic = reading(parseIncomingGenerically, bytes);
@@ -129,14 +152,19 @@ describe('the fast read of the header and properties', () => {
         throw new Error(`message ${i} (${bytes.toString('hex')}): fast ${JSON.stringify(actual)}, generic ${JSON.stringify(generic)}`);
       }
       try {
-        const { headerAt, propertiesAt, end } = layout(bytes);
-        if (end > 0 && readMessageHead(bytes, headerAt, propertiesAt, end)) fast++;
+        const { headerAt, propertiesAt, end, daAt, maAt } = layout(bytes);
+        if (end > 0 && readMessageHead(bytes, headerAt, propertiesAt, end, daAt, maAt)) {
+          fast++;
+          if (daAt >= 0 || maAt >= 0) fastAnnotated++;
+        }
       } catch {
         // a message whose sections cannot even be measured: refused above by both
       }
     }
     // The generator makes plain sections often enough that the fast read must be taken.
     expect(fast).toBeGreaterThan(4000);
+    // And messages with annotations (qpid-jms sends message-annotations on every message).
+    expect(fastAnnotated).toBeGreaterThan(1000);
   });
 
   it('takes the messages clients send: the project encoder and rhea', () => {
