@@ -26,9 +26,10 @@ export const readDeliveryTime: DeliveryTimeReader = (bytes, now) => {
     // A section that is no well-formed map (a list, a count beyond its bytes) is malformed: no time.
     if (at < 0 || !annotations.start(bytes, at, 'message-annotations')) return NONE;
     while (annotations.next()) {
-      const key = symbolAt(bytes, annotations.keyAt, annotations.valueAt - annotations.keyAt);
-      if (key === DELIVERY_TIME) time ??= integerAt(bytes, annotations.valueAt);
-      else if (key === DELIVERY_DELAY) delay ??= integerAt(bytes, annotations.valueAt);
+      const keyAt = annotations.keyAt;
+      const size = annotations.valueAt - keyAt;
+      if (isSymbol(bytes, keyAt, size, DELIVERY_TIME_BYTES)) time ??= integerAt(bytes, annotations.valueAt);
+      else if (isSymbol(bytes, keyAt, size, DELIVERY_DELAY_BYTES)) delay ??= integerAt(bytes, annotations.valueAt);
     }
     // An entry past the map's end, or bytes after its last: malformed, whatever came before.
     if (annotations.problem !== undefined) return NONE;
@@ -78,13 +79,20 @@ export function checkedHeldUntil(bytes: Buffer, now: number): number {
   return heldUntilOf(time, now);
 }
 
-/** The symbol at `at` (a key of the annotations), or undefined for another type or a long one. */
-function symbolAt(bytes: Buffer, at: number, size: number): string | undefined {
+const DELIVERY_TIME_BYTES = Buffer.from(DELIVERY_TIME, 'latin1');
+const DELIVERY_DELAY_BYTES = Buffer.from(DELIVERY_DELAY, 'latin1');
+
+/**
+ * Whether the key at `at` (`size` bytes: a sym8 or sym32) is the symbol `name`. Compared
+ * in place: qpid-jms annotates every message, and a string made of each key cost more
+ * than the rest of this read.
+ */
+function isSymbol(bytes: Buffer, at: number, size: number, name: Buffer): boolean {
   const code = bytes[at];
-  // The two names are 19 and 20 characters: a longer key is neither, and is not made into a string.
-  if (code === 0xa3 && size <= 2 + 32) return bytes.toString('latin1', at + 2, at + size);
-  if (code === 0xb3 && size <= 5 + 32) return bytes.toString('latin1', at + 5, at + size);
-  return undefined;
+  const from = code === 0xa3 ? at + 2 : code === 0xb3 ? at + 5 : -1;
+  if (from < 0 || at + size - from !== name.length) return false;
+  for (let i = 0; i < name.length; i++) if (bytes[from + i] !== name[i]) return false;
+  return true;
 }
 
 /** The integer value at `at` (any AMQP integer type, or a timestamp), or what else it is, for the refusal; null is undefined (no value). */

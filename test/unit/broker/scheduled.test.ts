@@ -97,6 +97,11 @@ describe('readDeliveryTime', () => {
     expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', Buffer.from([0x71, 0, 0, 0x03, 0xe8])]]), NOW)).toEqual({ status: 'at', at: NOW + 1000, fixed: false });
     expect(readDeliveryTime(encoded('a', [['x-opt-delivery-delay', long(99_000)], ['x-opt-delivery-time', long(NOW + 10)]]), NOW)).toEqual({ status: 'at', at: NOW + 10, fixed: true });
     expect(readDeliveryTime(encoded('a', [['x-other', long(5)]]), NOW)).toEqual({ status: 'none' });
+    // Keys that are nearly the name are other keys; a sym32 key is the same key.
+    expect(readDeliveryTime(encoded('a', [['x-opt-delivery-tim', long(NOW + 5)], ['x-opt-delivery-timex', long(NOW + 6)]]), NOW)).toEqual({ status: 'none' });
+    const sym32 = Buffer.concat([Buffer.from([0xb3, 0, 0, 0, 19]), Buffer.from('x-opt-delivery-time', 'latin1'), long(NOW + 9)]);
+    const wide = Buffer.concat([Buffer.from([0x00, 0x53, 0x72, 0xc1, sym32.length + 1, 2]), sym32, Buffer.from([0x00, 0x53, 0x77]), str('w')]);
+    expect(readDeliveryTime(wide, NOW)).toEqual({ status: 'at', at: NOW + 9, fixed: true });
     expect(readDeliveryTime(encoded('a'), NOW)).toEqual({ status: 'none' });
   });
 
