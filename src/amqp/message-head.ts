@@ -9,7 +9,7 @@
 // caller decodes generically, so what a message means, and the refusal of a
 // malformed one, is the generic decoder's. A logged-in sender's user-id is read
 // here too (userIdClaim), in place: it is read on every message such a sender sends.
-import { isAscii, isUtf8 } from 'node:buffer';
+import { isUtf8 } from 'node:buffer';
 import { encodingOf } from './engine/types.js';
 
 export interface MessageHead {
@@ -174,13 +174,10 @@ class Fields {
       return undefined;
     }
     if (c !== 0xa1 && c !== 0xa3 && c !== 0xb1 && c !== 0xb3) throw IRREGULAR;
-    const bytes = this.variable(c);
-    if (c === 0xa1 || c === 0xb1) {
-      if (!isUtf8(bytes)) throw IRREGULAR;
-      return bytes.toString('utf8');
-    }
-    if (!isAscii(bytes)) throw IRREGULAR;
-    return bytes.toString('latin1');
+    const from = this.stepVariable(c);
+    if (this.ascii(from)) return this.bytes.toString('latin1', from, this.pos);
+    if (c === 0xa3 || c === 0xb3 || !isUtf8(this.bytes.subarray(from, this.pos))) throw IRREGULAR;
+    return this.bytes.toString('utf8', from, this.pos);
   }
 
   /** A timestamp field as ms since the epoch (null: undefined). */
@@ -222,15 +219,20 @@ class Fields {
       this.stepVariable(c);
       return;
     }
-    const bytes = this.variable(c);
-    if (e.type === 'string' && !isUtf8(bytes)) throw IRREGULAR;
-    if (e.type === 'symbol' && !isAscii(bytes)) throw IRREGULAR;
+    const from = this.stepVariable(c);
+    if (this.ascii(from)) return;
+    if (e.type === 'symbol' || !isUtf8(this.bytes.subarray(from, this.pos))) throw IRREGULAR;
   }
 
-  /** A binary, string or symbol's bytes (a view); steps over them. */
-  private variable(c: number): Buffer {
-    const from = this.stepVariable(c);
-    return this.bytes.subarray(from, this.pos);
+  /**
+   * Whether the bytes from `from` to the current position are all ASCII (so a string's
+   * are UTF-8 too). Read in place: most strings and symbols a message carries are
+   * ASCII, and a view of each for isUtf8 or isAscii was an allocation per field.
+   */
+  private ascii(from: number): boolean {
+    const bytes = this.bytes;
+    for (let i = from; i < this.pos; i++) if (bytes[i]! > 0x7f) return false;
+    return true;
   }
 
   /** Steps over a binary, string or symbol; where its bytes start (they end at the new pos). */
