@@ -3,9 +3,11 @@
 // message carries those two sections as flat lists of primitives, so they are
 // read here straight from the bytes, with no AmqpValue tree, no bigint and no
 // object per field (the generic decode of the two sections was a third of the
-// bytes the broker allocated per message). Anything irregular (another section
-// among them, a long descriptor, a field of a type the generic reading would
-// convert, a compound, a string that is not UTF-8) makes this give up and the
+// bytes the broker allocated per message). Annotations between them (qpid-jms sends
+// message-annotations on every message) are stepped over, checked as the generic
+// decoder checks them. Anything irregular (another section among them, a long
+// descriptor, a field of a type the generic reading would convert, a compound, a
+// string that is not UTF-8) makes this give up and the
 // caller decodes generically, so what a message means, and the refusal of a
 // malformed one, is the generic decoder's. A logged-in sender's user-id is read
 // here too (userIdClaim), in place: it is read on every message such a sender sends.
