@@ -6,9 +6,9 @@
 // in beside the delay (heldMessage), so it is read alike wherever the message goes.
 // Only the annotations' bytes are looked at; malformed bytes are no time, a value that
 // is no integer or lies past MAX_DELIVERY_AHEAD_MS is an `invalid` answer, never a
-// throw (checkedHeldUntil turns that into the sender's refusal).
+// throw (checkedDeliveryTime turns that into the sender's refusal).
 import { TandemError } from '../broker/errors.js';
-import { heldUntilOf, MAX_DELIVERY_AHEAD_MS, type DeliveryTime, type DeliveryTimeReader } from '../broker/scheduled.js';
+import { MAX_DELIVERY_AHEAD_MS, type DeliveryTime, type DeliveryTimeReader } from '../broker/scheduled.js';
 import { MapEntries } from './map-entries.js';
 import { parseIncoming, sectionValueAt, withMessageAnnotation, type ParsedMessage } from './message-codec.js';
 
@@ -49,10 +49,10 @@ export const readDeliveryTime: DeliveryTimeReader = (bytes, now) => {
  * duplicate-detection window). Every later read then finds that time: a restart from the
  * journal, a backup catching up, a DR copy, a commit. Counted again from each, a delay
  * held a message once more for as long as it had waited. A time the sender named (qpid-jms
- * sends its JMSDeliveryTime so) leaves the message as it is.
+ * sends its JMSDeliveryTime so) leaves the message as it is. `time`: what
+ * checkedDeliveryTime read of it.
  */
-export function heldMessage(msg: ParsedMessage, heldUntil: number, now: number): ParsedMessage {
-  const time = readDeliveryTime(msg.bytes, now);
+export function heldMessage(msg: ParsedMessage, time: DeliveryTime, heldUntil: number): ParsedMessage {
   if (time.status !== 'at' || time.fixed) return msg;
   const bytes = withMessageAnnotation(msg.bytes, DELIVERY_TIME, { type: 'timestamp', value: BigInt(heldUntil) });
   return bytes === msg.bytes ? msg : parseIncoming(bytes);
@@ -69,14 +69,15 @@ function judged(name: string, value: number | string, ahead: number, now: number
 }
 
 /**
- * When a message a sender just sent is held until (heldUntil: 0, deliverable now), read
- * once for its publish, which passes it on to every queue it reaches; a time that cannot
- * be honoured throws the sender's refusal (amqp:invalid-field).
+ * The delivery time a message a sender just sent asks for, read once for its publish
+ * (heldUntilOf gives the time every queue it reaches holds it until; heldMessage keeps
+ * a delay as that time); a time that cannot be honoured throws the sender's refusal
+ * (amqp:invalid-field).
  */
-export function checkedHeldUntil(bytes: Buffer, now: number): number {
+export function checkedDeliveryTime(bytes: Buffer, now: number): DeliveryTime {
   const time = readDeliveryTime(bytes, now);
   if (time.status === 'invalid') throw new TandemError('TANDEM_ERR_INVALID_ARGUMENT', `message refused: ${time.reason}`);
-  return heldUntilOf(time, now);
+  return time;
 }
 
 const DELIVERY_TIME_BYTES = Buffer.from(DELIVERY_TIME, 'latin1');

@@ -13,6 +13,7 @@ import type { ErrorInfo } from './engine/performative.js';
 import type { Broker } from '../broker/broker.js';
 import type { Publisher } from '../broker/no-local.js';
 import { TandemError } from '../broker/errors.js';
+import { heldUntilOf } from '../broker/scheduled.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle } from '../ops/log-throttle.js';
@@ -20,7 +21,7 @@ import { DiskFullError } from '../store/errors.js';
 import { errorCondition } from './conditions.js';
 import { Decoder } from './engine/decoder.js';
 import type { AmqpValue } from './engine/types.js';
-import { checkedHeldUntil, heldMessage } from './delivery-time-reader.js';
+import { checkedDeliveryTime, heldMessage } from './delivery-time-reader.js';
 import { describedValueAt, encodedValueSize, parseIncoming, sectionCode, type ParsedMessage } from './message-codec.js';
 import { u32, userIdClaim } from './message-head.js';
 import { readTransactionalState } from './transaction-types.js';
@@ -210,8 +211,9 @@ export class IncomingLink {
       // Read once: the publish hands it to each queue (a transaction's send is read
       // again at its commit). A delay becomes the time it ends at, from now (heldMessage).
       const now = this.broker.now();
-      const heldUntil = checkedHeldUntil(bytes, now);
-      if (heldUntil > 0) msg = heldMessage(msg, heldUntil, now);
+      const time = checkedDeliveryTime(bytes, now);
+      const heldUntil = heldUntilOf(time, now);
+      if (heldUntil > 0) msg = heldMessage(msg, time, heldUntil);
       if (this.userBytes !== undefined) this.checkUserId(msg);
       const address = this.options.address ?? msg.to;
       if (address === undefined) {

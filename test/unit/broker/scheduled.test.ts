@@ -125,7 +125,7 @@ describe('readDeliveryTime', () => {
 describe('heldMessage: a delay kept as the time it ends at', () => {
   it('a delay gets its end as x-opt-delivery-time beside it, read alike later; the rest byte for byte; a named time is left as it is', () => {
     const sent = encoded('delayed', [['x-opt-delivery-delay', long(60_000)], ['x-other', str('kept')]], 'g1');
-    const taken = heldMessage(parseIncoming(sent), NOW + 60_000, NOW);
+    const taken = heldMessage(parseIncoming(sent), readDeliveryTime(sent, NOW), NOW + 60_000);
     // Read an hour later (a restart, a late backup, a DR copy): the same time, not an hour more.
     expect(readDeliveryTime(taken.bytes, NOW + 3_600_000 - 1)).toEqual({ status: 'at', at: NOW + 3_600_000 - 1, fixed: true });
     expect(readDeliveryTime(taken.bytes, NOW + 1000)).toEqual({ status: 'at', at: NOW + 60_000, fixed: true });
@@ -136,10 +136,11 @@ describe('heldMessage: a delay kept as the time it ends at', () => {
     expect(taken.bytes.includes(Buffer.from('kept'))).toBe(true);
     // A named time, or none, is not rewritten.
     const named = parseIncoming(encoded('named', at(NOW + 5000)));
-    expect(heldMessage(named, NOW + 5000, NOW)).toBe(named);
+    expect(heldMessage(named, readDeliveryTime(named.bytes, NOW), NOW + 5000)).toBe(named);
     // A header goes on in front, as the sender encoded it.
     const header = Buffer.from([0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41]); // durable
-    const withHeader = heldMessage(parseIncoming(Buffer.concat([header, sent])), NOW + 60_000, NOW);
+    const headed = parseIncoming(Buffer.concat([header, sent]));
+    const withHeader = heldMessage(headed, readDeliveryTime(headed.bytes, NOW), NOW + 60_000);
     expect(withHeader.bytes.subarray(0, header.length).equals(header)).toBe(true);
     expect([withHeader.durable, withHeader.headerLength]).toEqual([true, header.length]);
     expect(readDeliveryTime(withHeader.bytes, NOW + 5)).toEqual({ status: 'at', at: NOW + 60_000, fixed: true });
