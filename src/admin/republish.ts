@@ -2,10 +2,10 @@
 // the broker that stored them may have delivered them, so the header's delivery-count
 // goes one above the stored one (JMSRedelivered), and its ttl is what its stored expiry
 // leaves; the rest goes as stored (the header's other fields, and the bare message byte
-// for byte: same message id,
-// properties and body, so duplicate detection still knows them). It reports how many
-// of them, counted from the first, the broker has accepted: a caller that records that
-// count can stop at any point and go on later without sending any message twice.
+// for byte: same message id, properties and body, so duplicate detection still knows
+// them). It reports how many of them, counted from the first, the broker has accepted:
+// a caller that records that count can stop at any point and go on later without
+// sending any message twice.
 import { AmqpClient, AmqpClientError } from '../amqp/engine/client.js';
 import type { Link } from '../amqp/engine/link.js';
 import type { Session } from '../amqp/engine/session.js';

@@ -130,8 +130,10 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     }
     const size = encodedValueSize(bytes, offset);
     if (code === HEADER || code === PROPERTIES) checkList(bytes, offset, code === HEADER ? 'header' : 'properties');
-    if (code === HEADER) headerLength = size;
-    if (code === HEADER) headerAt = offset;
+    if (code === HEADER) {
+      headerLength = size;
+      headerAt = offset;
+    }
     if (code === PROPERTIES) propertiesAt = offset;
     if (code === DELIVERY_ANNOTATIONS) deliveryAnnotationsAt = offset;
     if (code === MESSAGE_ANNOTATIONS) messageAnnotationsAt = offset;
@@ -390,9 +392,16 @@ const HEADER_FIELDS = 5; // durable, priority, ttl, first-acquirer, delivery-cou
  * `original` is the message's header section, or empty when it had none.
  */
 export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: number): Buffer {
-  // The header's ttl is a uint: a longer time left (an absolute expiry months away) is told
-  // as the longest it can say, not wrapped (100 days went out as 14 hours).
-  return headerWith(original, ttlMs > 0 ? uint(Math.min(ttlMs, MAX_UINT)) : NULL, deliveryCount);
+  return headerWith(original, ttlMs > 0 ? ttlField(ttlMs) : NULL, deliveryCount);
+}
+
+/**
+ * A header's ttl field of `ms` (above 0). The field is a uint: a longer time left (an
+ * absolute expiry months away) is told as the longest it can say, not wrapped (100 days
+ * went out as 14 hours).
+ */
+function ttlField(ms: number): Buffer {
+  return uint(Math.min(ms, MAX_UINT));
 }
 
 /**
@@ -406,7 +415,8 @@ export function rewriteHeader(original: Buffer, ttlMs: number, deliveryCount: nu
  */
 export function withDeliveryCount(msg: Pick<MessageRecord, 'bytes' | 'headerLength'>, deliveryCount: number, ttlLeftMs?: number): Buffer {
   const bytes = msg.bytes;
-  const ttl = ttlLeftMs === undefined ? undefined : uint(Math.min(Math.max(1, ttlLeftMs), MAX_UINT));
+  // One already past goes with the least ttl there is: it expires on arrival.
+  const ttl = ttlLeftMs === undefined ? undefined : ttlField(Math.max(1, ttlLeftMs));
   return Buffer.concat([headerWith(bytes.subarray(0, msg.headerLength), ttl, deliveryCount), bytes.subarray(msg.headerLength)]);
 }
 
