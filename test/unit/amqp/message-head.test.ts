@@ -50,14 +50,22 @@ function randomField(rnd: () => number): Buffer {
 
 /** A section: described by a small ulong (or now and then the long form), its fields in a list8 or list32. */
 function section(code: number, fields: Buffer[], rnd: () => number): Buffer {
-  const body = Buffer.concat(fields);
   const descriptor = rnd() < 0.05 ? Buffer.concat([hex('0080'), Buffer.from([0, 0, 0, 0, 0, 0, 0, code])]) : Buffer.from([0x00, 0x53, code]);
   if (fields.length === 0 && rnd() < 0.5) return Buffer.concat([descriptor, hex('45')]);
-  if (body.length + 1 <= 255 && rnd() < 0.8) return Buffer.concat([descriptor, Buffer.from([0xc0, body.length + 1, fields.length]), body]);
+  return compound(descriptor, fields, 0xc0, () => rnd() < 0.8);
+}
+
+/**
+ * A described list or map (`code8`: its 8-bit code, the 32-bit one 0x10 above) of
+ * `items`: the 8-bit form when they fit and `small()` says so (asked only then).
+ */
+function compound(descriptor: Buffer, items: Buffer[], code8: number, small: () => boolean): Buffer {
+  const body = Buffer.concat(items);
+  if (body.length + 1 <= 255 && small()) return Buffer.concat([descriptor, Buffer.from([code8, body.length + 1, items.length]), body]);
   const head = Buffer.alloc(9);
-  head[0] = 0xd0;
+  head[0] = code8 + 0x10;
   head.writeUInt32BE(body.length + 4, 1);
-  head.writeUInt32BE(fields.length, 5);
+  head.writeUInt32BE(items.length, 5);
   return Buffer.concat([descriptor, head, body]);
 }
 
@@ -83,14 +91,7 @@ function annotations(code: number, rnd: () => number): Buffer {
   const items: Buffer[] = [];
   for (let i = 0; i < pairs; i++) items.push(rnd() < 0.7 ? encode(amqp.symbol(`x-opt-${i}`)) : randomField(rnd), randomField(rnd));
   if (rnd() < 0.05) items.push(randomField(rnd));
-  const body = Buffer.concat(items);
-  const descriptor = Buffer.from([0x00, 0x53, code]);
-  if (body.length + 1 <= 255 && rnd() < 0.7) return Buffer.concat([descriptor, Buffer.from([0xc1, body.length + 1, items.length]), body]);
-  const head = Buffer.alloc(9);
-  head[0] = 0xd1;
-  head.writeUInt32BE(body.length + 4, 1);
-  head.writeUInt32BE(items.length, 5);
-  return Buffer.concat([descriptor, head, body]);
+  return compound(Buffer.from([0x00, 0x53, code]), items, 0xc1, () => rnd() < 0.7);
 }
 
 function randomMessage(rnd: () => number): Buffer {

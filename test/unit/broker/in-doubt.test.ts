@@ -28,6 +28,14 @@ class CountingConsumer extends FakeConsumer {
   }
 }
 
+/** A message's delivery time as its body says it: 'delay:MS' asks a delay (counted from each read), 'at:MS' names a time. */
+const bodyDeliveryTimes: DeliveryTimeReader = (bytes, now) => {
+  const [kind, ms] = bytes.toString().split(':');
+  if (kind === 'delay') return { status: 'at', at: now + Number(ms), fixed: false };
+  if (kind === 'at') return { status: 'at', at: Math.max(now, Number(ms)), fixed: true };
+  return { status: 'none' };
+};
+
 /** Attach a consumer, dispatch, detach it without giving back what it took (the caller settles). */
 function take(q: Queue, c: CountingConsumer): string[] {
   q.addConsumer(c);
@@ -146,14 +154,7 @@ describe('messages in doubt', () => {
 
   it('in doubt - a message held for its delivery time at the mark is in doubt when it becomes due, unless its sender named a time well after the mark', () => {
     const clock = new FakeClock();
-    // 'delay:MS' asks a delay (counted from each read), 'at:MS' names a time.
-    const deliveryTimes: DeliveryTimeReader = (bytes, now) => {
-      const [kind, ms] = bytes.toString().split(':');
-      if (kind === 'delay') return { status: 'at', at: now + Number(ms), fixed: false };
-      if (kind === 'at') return { status: 'at', at: Math.max(now, Number(ms)), fixed: true };
-      return { status: 'none' };
-    };
-    const broker = new Broker({ now: clock.now, deliveryTimes });
+    const broker = new Broker({ now: clock.now, deliveryTimes: bodyDeliveryTimes });
     const q = broker.declareQueue('q', qs()).queue;
     const mark = clock.now() + 1000;
     const bodies = ['delay:60000', `at:${mark + MARK_CLOCK_SKEW_MS}`, `at:${mark + MARK_CLOCK_SKEW_MS + 1}`, `at:${mark + 60_000}`];
@@ -174,11 +175,7 @@ describe('messages in doubt', () => {
 
   it('in doubt - a held message nobody can have had is not counted by a move while it waits (a DR quarantine) nor by its dead letter', () => {
     const clock = new FakeClock();
-    const deliveryTimes: DeliveryTimeReader = (bytes, now) => {
-      const [kind, ms] = bytes.toString().split(':');
-      return kind === 'at' ? { status: 'at', at: Math.max(now, Number(ms)), fixed: true } : { status: 'none' };
-    };
-    const broker = new Broker({ now: clock.now, deliveryTimes });
+    const broker = new Broker({ now: clock.now, deliveryTimes: bodyDeliveryTimes });
     broker.declareExchange('dlx', 'fanout', { durable: false, alternateExchange: '', replicate: undefined });
     const dead = broker.declareQueue('dead', qs()).queue;
     broker.bind('dlx', 'dead', '');
@@ -220,11 +217,7 @@ describe('messages in doubt', () => {
 
   it('in doubt - a later mark puts in doubt again what an earlier one counted (a DR copy activated again after the other site served it)', () => {
     const clock = new FakeClock();
-    const deliveryTimes: DeliveryTimeReader = (bytes, now) => {
-      const [kind, ms] = bytes.toString().split(':');
-      return kind === 'at' ? { status: 'at', at: Math.max(now, Number(ms)), fixed: true } : { status: 'none' };
-    };
-    const broker = new Broker({ now: clock.now, deliveryTimes });
+    const broker = new Broker({ now: clock.now, deliveryTimes: bodyDeliveryTimes });
     const q = broker.declareQueue('q', qs()).queue;
     const held = `at:${clock.now() + 2 * MARK_CLOCK_SKEW_MS}`;
     broker.publish('q', msg('plain'));
