@@ -20,6 +20,7 @@ import { checkBindingKey } from '../broker/exchange.js';
 import type { MessageRecord, NoLocal } from '../broker/changes.js';
 import { sameNoLocal, type Publisher } from '../broker/no-local.js';
 import type { Queue } from '../broker/queue.js';
+import { deleteQueueInSlices } from '../broker/queue-slices.js';
 import type { SettlementGate } from '../broker/settlement.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../broker/settings.js';
 import type { Logger } from '../ops/log.js';
@@ -624,11 +625,7 @@ export class ClientConnection {
       const queue = this.broker.queues.get(name);
       if (!queue || queue.owner !== this.id) continue;
       if (queue.settings.autoDelete) {
-        try {
-          this.broker.deleteQueue(name);
-        } catch (err) {
-          this.log.warn({ queue: name, err: (err as Error).message }, 'could not delete exclusive queue of a closed connection');
-        }
+        this.deleteOwnedQueue(name, 'could not delete exclusive queue of a closed connection');
       } else {
         queue.owner = undefined;
       }
@@ -668,11 +665,16 @@ export class ClientConnection {
     const queue = this.broker.queues.get(name);
     if (!queue || queue.owner !== this.id) return;
     this.ownedQueues.delete(name);
-    try {
-      this.broker.deleteQueue(name);
-    } catch (err) {
-      this.log.warn({ queue: name, err: (err as Error).message }, 'could not delete a temporary queue whose link detached');
-    }
+    this.deleteOwnedQueue(name, 'could not delete a temporary queue whose link detached');
+  }
+
+  /**
+   * Delete a queue this connection owned and no longer needs, its messages going to its
+   * alternate exchange in slices (deleteQueueInSlices) as an admin delete's do: in one
+   * go a big one held the broker for seconds. A queue of at most a slice goes at once.
+   */
+  private deleteOwnedQueue(name: string, failure: string): void {
+    deleteQueueInSlices(this.broker, name).catch((err: unknown) => this.log.warn({ queue: name, err: (err as Error).message }, failure));
   }
 
   /**

@@ -2,6 +2,7 @@
 // once auto-delete-delay has passed with nobody back.
 import type { Broker } from './broker.js';
 import type { Queue } from './queue.js';
+import { deleteQueueInSlices } from './queue-slices.js';
 
 export interface AutoDeleteLogger {
   debug(o: object, msg: string): void;
@@ -13,6 +14,8 @@ export const MAX_TIMER_MS = 0x7fffffff;
 
 export class AutoDeleteTimers {
   private readonly timers = new Map<Queue, NodeJS.Timeout>();
+  /** Queues whose delete has begun and not ended (one with an alternate exchange takes slices). */
+  private readonly deleting = new Set<Queue>();
 
   constructor(
     private readonly broker: Broker,
@@ -35,18 +38,28 @@ export class AutoDeleteTimers {
     const timer = setTimeout(() => {
       if (remainingMs > stepMs) return this.arm(queue, remainingMs - stepMs);
       this.timers.delete(queue);
-      // Deleted meanwhile (or replaced by a queue of the same name), or in use again.
-      if (this.broker.queues.get(queue.name) !== queue || queue.consumerCount > 0) return;
-      try {
-        this.broker.deleteQueue(queue.name);
-        this.log.debug({ queue: queue.name }, 'auto-delete queue deleted');
-      } catch (err) {
-        this.log.warn({ queue: queue.name, err: (err as Error).message }, 'auto-delete failed');
-      }
+      // Deleted meanwhile (or replaced by a queue of the same name), in use again, or being deleted.
+      if (this.broker.queues.get(queue.name) !== queue || queue.consumerCount > 0 || this.deleting.has(queue)) return;
+      this.delete(queue);
     }, stepMs);
     // A pending deletion never keeps the process alive.
     timer.unref();
     this.timers.set(queue, timer);
+  }
+
+  /**
+   * Delete `queue` as an admin delete does: what it holds goes to its alternate exchange
+   * in slices with the event loop free between them. In one go, a million paged durable
+   * messages held the broker for seconds (docs/stalls.md): no client served, no HA
+   * heartbeat sent. Once begun it goes on to the end, as an admin delete does, even if a
+   * consumer attaches meanwhile (that consumer is detached with the queue).
+   */
+  private delete(queue: Queue): void {
+    this.deleting.add(queue);
+    deleteQueueInSlices(this.broker, queue.name)
+      .then(() => this.log.debug({ queue: queue.name }, 'auto-delete queue deleted'))
+      .catch((err: unknown) => this.log.warn({ queue: queue.name, err: (err as Error).message }, 'auto-delete failed'))
+      .finally(() => this.deleting.delete(queue));
   }
 
   /**

@@ -358,9 +358,9 @@ export class Broker implements QueueHost {
   }
 
   /**
-   * One slice of deleting a queue whose messages go to its alternate exchange (the
-   * admin layer runs slices with the event loop free between them, then deleteQueue
-   * for what is left): up to `max` messages, the available ones in delivery order, then
+   * One slice of deleting a queue whose messages go to its alternate exchange
+   * (deleteQueueInSlices, queue-slices.ts, runs slices with the event loop free between
+   * them, then deleteQueue for what is left): up to `max` messages, the available ones in delivery order, then
    * the held ones (delivery delay) in id order, each sent on as deleteQueue sends it and
    * dequeued from `queue`, the two in one record; its body is read while its journal
    * record is still live. Returns how many left the queue (fewer than `max`: no

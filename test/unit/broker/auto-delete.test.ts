@@ -71,3 +71,37 @@ describe('auto-delete timers', () => {
     timers.stop();
   });
 });
+
+describe('auto-delete of a long queue', () => {
+  it('auto-delete - a queue of 200,000 messages goes to its alternate exchange in slices, the event loop served between them, each message once, in order', async () => {
+    const { broker } = newBroker();
+    const timers = new AutoDeleteTimers(broker, { debug: () => undefined, warn: () => undefined });
+    broker.events = { queueUnused: (q) => timers.schedule(q), queueDeleted: (q) => timers.cancel(q) };
+    const total = 200_000;
+    broker.declareQueue('dlq', qs());
+    broker.bind('amq.fanout', 'dlq', '');
+    const q = broker.declareQueue('q', qs({ autoDelete: true, alternateExchange: 'amq.fanout' })).queue;
+    for (let i = 0; i < total; i++) broker.publish('q', msg(`m${i}`));
+    const c = new FakeConsumer('c');
+    q.addConsumer(c);
+    q.removeConsumer(c);
+    // What another turn of the event loop (a client, a heartbeat) sees while the delete runs.
+    const seen: number[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const deadline = Date.now() + 60_000;
+      const look = (): void => {
+        if (!broker.queues.has('q')) return resolve();
+        if (Date.now() > deadline) return reject(new Error(`still ${q.depth} messages after 60 s`));
+        if (q.depth < total) seen.push(q.depth);
+        setImmediate(look);
+      };
+      setImmediate(look);
+    });
+    // In one go (the old way), no turn ran between the first message moved and the last.
+    expect(seen.some((depth) => depth > 0 && depth < total)).toBe(true);
+    const moved = bodies(broker.queue('dlq'));
+    expect(moved.length).toBe(total);
+    expect(moved.every((b, i) => b === `m${i}`)).toBe(true);
+    timers.stop();
+  });
+});

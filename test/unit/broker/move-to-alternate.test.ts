@@ -1,5 +1,5 @@
 // Broker.moveToAlternate: one slice of deleting a queue with an alternate exchange
-// (src/admin/operations.ts deleteQueueInSlices). Each message is sent on and dequeued
+// (src/broker/queue-slices.ts deleteQueueInSlices). Each message is sent on and dequeued
 // in one record, so a crash or failover at any instant leaves it in one place, never in
 // both (as two records, a replication batch could end between them), never in neither;
 // never back into the queue being deleted.

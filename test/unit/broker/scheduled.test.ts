@@ -11,7 +11,7 @@ import { Queue, type QueueEntry, type QueueHost } from '../../../src/broker/queu
 import { heldMessage, readDeliveryTime } from '../../../src/amqp/delivery-time-reader.js';
 import { parseIncoming } from '../../../src/amqp/message-codec.js';
 import { readGroupKey } from '../../../src/amqp/group-key-reader.js';
-import { deleteQueueInSlices } from '../../../src/admin/operations.js';
+import { deleteQueueInSlices } from '../../../src/broker/queue-slices.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
 import { FakeClock, FakeConsumer, feedBackup, messageRecords, msg, qs, xs } from './helpers.js';
 
