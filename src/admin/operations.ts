@@ -120,6 +120,8 @@ export function describeExchange(broker: Broker, e: Exchange): Attributes {
     'qpid.replicate': broker.replicationOf(e.settings),
     bindings: e.bindingCount,
     'built-in': e.builtIn,
+    // A DR secondary's exchange its bridge made: the source's delete of it deletes it here (bridge.ts).
+    ...(e.settings.madeByDr !== undefined ? { 'made-by-dr': e.settings.madeByDr } : {}),
   };
 }
 

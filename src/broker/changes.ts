@@ -94,6 +94,13 @@ export interface ExchangeSettings {
   durable: boolean;
   alternateExchange: string;
   replicate: ReplicationLevel | undefined;
+  /**
+   * A DR secondary: the source whose bridge made this exchange here (its URL without the
+   * user, as `tandem dr status` shows it), so the source's delete of it deletes it here,
+   * and of no exchange this site had of its own (record code 27). Absent on every other
+   * exchange, and on one a bridge made before the mark existed: those are the site's own.
+   */
+  madeByDr?: string;
 }
 
 /** What the broker keeps of a message: its encoded bytes plus the header fields it acts on. */

@@ -35,7 +35,7 @@ export function exchangeCommands(program: Command): void {
     action(async (o: BrokerOption) => {
       const rows = rowsOf(await withBroker(o, (c) => c.request('QUERY', 'exchange', undefined)));
       rows.sort((a, b) => String(a.name).localeCompare(String(b.name)));
-      print(o, rows, () => table(rows, ['name', 'type', 'durable', 'bindings', 'qpid.replicate']));
+      print(o, rows, () => table(rows, ['name', 'type', 'durable', 'bindings', 'qpid.replicate', 'made-by-dr']));
     }),
   );
 

@@ -20,7 +20,8 @@ import { badDedupRows } from '../broker/dedup-window.js';
 import { MAX_EPOCH } from './roles.js';
 import { copySettings, copyWindow, sameSourceQueue } from './copy-settings.js';
 import { exchangeMatcher, unbindQueue } from './topology.js';
-import { checkDeclares, settingsProblem, windowProblem, type Declared } from './declares.js';
+import { displaySource } from './config.js';
+import { checkDeclares, refuseDrMark, settingsProblem, windowProblem, type Declared } from './declares.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 type DedupKeys = Extract<Change, { kind: 'dedup-keys' }>;
@@ -99,6 +100,12 @@ export class DrBridge {
   private snapshotKeyed: Set<string> | undefined;
   /** What the current link began with (its `declares` message): each queue's settings and bindings (exchange to keys); undefined: none yet. */
   private declared: Declared | undefined;
+  /**
+   * What the exchanges this bridge makes are marked with (ExchangeSettings.madeByDr): the
+   * source's brokers, without the user, so a copy added again under another login to the
+   * same cluster still knows them for its own.
+   */
+  private readonly mark: string;
   /** The queue set the current link was opened for (the manager restarts us when it changes). */
   carries = '';
   state: LinkState = 'idle';
@@ -121,6 +128,7 @@ export class DrBridge {
   ) {
     const url = parseBrokersUrl(source);
     this.endpoints = url.endpoints;
+    this.mark = displaySource(source);
     this.password = host.password;
     const tls = url.tls ? host.tls : undefined;
     const user = url.user;
@@ -612,6 +620,7 @@ export class DrBridge {
         case 'bind':
         case 'unbind':
           // Topology is applied as it comes (each its own local change); redone after a restart, it changes nothing.
+          if (c.kind === 'exchange-declare') refuseDrMark(c);
           this.applyTopology(c);
           break;
         case 'enqueue':
@@ -669,13 +678,14 @@ export class DrBridge {
         case 'exchange-declare':
           if (!broker.exchanges.has(c.name)) {
             // Durable whatever the source says, like the queues: bindings to them must survive a restart here.
+            // Marked as made by this bridge (journaled and HA-replicated with the declare): only such an exchange does the source's delete take.
             const alternate = c.settings.alternateExchange && broker.exchanges.has(c.settings.alternateExchange) ? c.settings.alternateExchange : '';
-            broker.declareExchange(c.name, c.type, { ...c.settings, durable: true, alternateExchange: alternate });
+            broker.declareExchange(c.name, c.type, { ...c.settings, durable: true, alternateExchange: alternate, madeByDr: this.mark });
             this.host.log.info({ exchange: c.name, source: this.source }, "DR: created the exchange with the source's settings");
           }
           break;
         case 'exchange-delete':
-          if (broker.exchanges.has(c.name) && !broker.exchanges.get(c.name)!.builtIn) broker.deleteExchange(c.name);
+          this.deleteExchange(c.name);
           break;
         case 'bind':
           if (broker.exchanges.has(c.exchange) && broker.queues.has(c.queue) && this.follows(c.queue, c.exchange)) broker.bind(c.exchange, c.queue, c.key);
@@ -690,6 +700,29 @@ export class DrBridge {
       // An exchange still used here (an alternate exchange of a local queue): ours stays, the stream goes on.
       this.host.log.warn({ change: c.kind, err: (err as Error).message }, 'DR: a topology change of the source was not applied here');
     }
+  }
+
+  /**
+   * The source deleted exchange `name`, and its bindings there with it (none is logged as
+   * an unbind): the copies' bindings to it here go too. The exchange itself goes only if
+   * this bridge made it (marked with its source) and nothing else here still uses it: a
+   * binding of a queue that is not a passive copy following it (the site's own, an
+   * activated copy's, another source's copy's) keeps it, and so does its use as an
+   * alternate exchange (deleteExchange refuses; applyTopology logs it). An exchange this
+   * site had before DR, or one an older bridge made unmarked, is never deleted: its own
+   * queues' bindings and routing stay as they were.
+   */
+  private deleteExchange(name: string): void {
+    const broker = this.host.broker;
+    const ex = broker.exchanges.get(name);
+    if (!ex || ex.builtIn) return;
+    for (const b of ex.bindings) if (this.follows(b.queue, name)) broker.unbind(name, b.queue, b.key);
+    if (ex.settings.madeByDr !== this.mark || ex.bindingCount > 0) {
+      this.host.log.info({ exchange: name, source: this.source, madeByDr: ex.settings.madeByDr, bindings: ex.bindingCount }, "DR: the source deleted the exchange; kept here (not made by this bridge, or still bound), without the copies' bindings");
+      return;
+    }
+    broker.deleteExchange(name);
+    this.host.log.info({ exchange: name, source: this.source }, 'DR: deleted the exchange, as the source did');
   }
 
   /**

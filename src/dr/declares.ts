@@ -5,7 +5,8 @@
 // whole before any of it is applied: a source (hostile, or broken) that declares
 // anything else (a queue not asked for, which may be one of this site's own; settings
 // no tandem queue can have; a binding outside a queue's filter, or of a queue it does
-// not declare; an exchange delete, which would take one of this site's own) is refused
+// not declare; an exchange delete, which would take one of this site's own; an exchange
+// marked as one a DR bridge made, which only this site's bridge marks) is refused
 // with the reason, and nothing of it is taken. Settings and windows that come later,
 // in the log, are checked by the same rules (settingsProblem, windowProblem).
 import type { LoggedChange, QueueSettings } from '../broker/changes.js';
@@ -47,6 +48,7 @@ export function checkDeclares(entries: readonly LoggedChange[], context: Declare
         break;
       }
       case 'exchange-declare':
+        refuseDrMark(c);
         out.exchanges.push(c);
         break;
       case 'bind':
@@ -98,6 +100,15 @@ export function windowProblem(s: Window): string | undefined {
   if (!isDedupKey(s.dedupKey)) return `dedupKey is not an application property name of at most 255 characters`;
   if (s.dedupWindow === 0 && (s.dedupTtlMs > 0 || s.dedupKey !== '')) return 'a dedup ttl or key without a window';
   return undefined;
+}
+
+/**
+ * A source's exchange declare carries no DR mark (exchangeDeclare leaves it out): taken, a
+ * mark naming this bridge's source made the source's later delete take an exchange of this
+ * site's own. The bridge marks what it makes itself.
+ */
+export function refuseDrMark(c: ExchangeDeclare): void {
+  if (c.settings.madeByDr !== undefined) refuse(`declares exchange ${quotePeerValue(c.name)} with a DR mark (made by a bridge for ${quotePeerValue(c.settings.madeByDr)}); a source sends its exchanges without one`);
 }
 
 function refuse(what: string): never {

@@ -56,11 +56,17 @@ export function topologyOf(broker: Broker, queues: Map<string, (name: string) =>
   return { exchanges: declares, bindings: binds };
 }
 
-/** The declare of a (non built-in) exchange as it is now, or undefined. */
+/**
+ * The declare of a (non built-in) exchange as it is now, or undefined. Without this
+ * site's DR mark (who made the exchange here is nothing the other site goes by: its
+ * bridge marks what it makes; checkDeclares refuses a marked declare), so the record is
+ * one a secondary of the version before reads (code 3).
+ */
 export function exchangeDeclare(broker: Broker, name: string): LoggedChange | undefined {
   const ex = broker.exchanges.get(name);
   if (!ex || ex.builtIn) return undefined;
-  return { lsn: 0, durable: true, change: { kind: 'exchange-declare', name, type: ex.type, settings: ex.settings } };
+  const { madeByDr: _mark, ...settings } = ex.settings;
+  return { lsn: 0, durable: true, change: { kind: 'exchange-declare', name, type: ex.type, settings } };
 }
 
 /**

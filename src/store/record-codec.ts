@@ -106,10 +106,14 @@ const QUEUE_SETTINGS: readonly Field[] = [
   ['noLocal', { optStruct: NO_LOCAL }],
 ] as const satisfies readonly (readonly [keyof QueueSettings, FieldType])[];
 
-const EXCHANGE_SETTINGS: readonly Field[] = [
+const EXCHANGE_SETTINGS_BEFORE_DR_MARK = [
   ['durable', 'bool'],
   ['alternateExchange', 'string'],
   ['replicate', { optEnum: REPLICATION_LEVELS }],
+] as const satisfies readonly (readonly [keyof ExchangeSettings, FieldType])[];
+const EXCHANGE_SETTINGS: readonly Field[] = [
+  ...EXCHANGE_SETTINGS_BEFORE_DR_MARK,
+  ['madeByDr', 'optString'],
 ] satisfies readonly (readonly [keyof ExchangeSettings, FieldType])[];
 
 const MESSAGE: readonly Field[] = [
@@ -174,6 +178,15 @@ function withoutIds(body: Record<string, unknown>): boolean {
   return body['ids'] === undefined;
 }
 
+/** Only an exchange a DR bridge made is marked (bridge.ts): every other exchange is declared as before. */
+function notMadeByDr(body: Record<string, unknown>): boolean {
+  return (body['settings'] as Partial<ExchangeSettings> | undefined)?.madeByDr === undefined;
+}
+
+const EXCHANGE_DECLARE_FIELDS: readonly Field[] = [
+  ['name', 'string'],
+  ['type', { enum: ['direct', 'topic', 'fanout'] }],
+];
 const ENQUEUE_FIELDS: readonly Field[] = [['queue', 'string'], ['message', { struct: MESSAGE }], ['dedup', { optStruct: DEDUP_STAMP }]];
 const DEDUP_FORGET_FIELDS: readonly Field[] = [['queue', 'string'], ['keys', 'bytes']];
 
@@ -181,11 +194,7 @@ const DEDUP_FORGET_FIELDS: readonly Field[] = [['queue', 'string'], ['keys', 'by
 export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'queue-declare', code: 1, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_DEDUP }]], legacy: true, upgrade: withoutDedup },
   { name: 'queue-delete', code: 2, fields: [['name', 'string']] },
-  {
-    name: 'exchange-declare',
-    code: 3,
-    fields: [['name', 'string'], ['type', { enum: ['direct', 'topic', 'fanout'] }], ['settings', { struct: EXCHANGE_SETTINGS }]],
-  },
+  { name: 'exchange-declare', code: 3, fields: [...EXCHANGE_DECLARE_FIELDS, ['settings', { struct: EXCHANGE_SETTINGS_BEFORE_DR_MARK }]], olderForm: { fits: notMadeByDr } },
   { name: 'exchange-delete', code: 4, fields: [['name', 'string']] },
   { name: 'bind', code: 5, fields: [['exchange', 'string'], ['queue', 'string'], ['key', 'string']] },
   { name: 'unbind', code: 6, fields: [['exchange', 'string'], ['queue', 'string'], ['key', 'string']] },
@@ -243,6 +252,8 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'queue-declare', code: 25, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_NO_LOCAL }]], olderForm: { fits: withoutNoLocal } },
   // A topic subscription's queue with JMS noLocal (only those: the others keep code 25, 24, 19 or 13).
   { name: 'queue-declare', code: 26, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS }]] },
+  // An exchange a DR bridge made on its secondary, marked with its source (only those: the others keep code 3).
+  { name: 'exchange-declare', code: 27, fields: [...EXCHANGE_DECLARE_FIELDS, ['settings', { struct: EXCHANGE_SETTINGS }]] },
   { name: 'lsn-reservation', code: 64, fields: [['upTo', 'u64']] },
 ];
 

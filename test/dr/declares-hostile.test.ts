@@ -4,8 +4,9 @@
 // a queue the secondary did not ask for (a local one, a new name, an empty one),
 // settings no tandem queue can have, a binding outside the queue's exchange filter or
 // of a queue it does not declare, an exchange no declared queue uses, a record of
-// another kind (an exchange delete, an unbind), a queue declared twice, a second
-// declares, or one after other messages. The secondary says why in `tandem dr status`,
+// another kind (an exchange delete, an unbind), an exchange marked as one a DR bridge
+// made (here or in the log: only the secondary's own bridge marks), a queue declared
+// twice, a second declares, or one after other messages. The secondary says why in `tandem dr status`,
 // takes none of the message, dials again and serves on; its own queue `local`, its
 // exchange `localx` and their binding and messages stay as they were. The log is held
 // to the same settings (a queue made again, a window set), and its binds and unbinds
@@ -30,6 +31,8 @@ const exchangeSettings = { durable: true, alternateExchange: '', replicate: unde
 
 const queueDeclare = (name: string, s: Partial<QueueSettings> = {}): LoggedChange => ({ lsn: 0, durable: true, change: { kind: 'queue-declare', name, settings: { ...settings, ...s } } });
 const exchangeDeclare = (name: string): LoggedChange => ({ lsn: 0, durable: true, change: { kind: 'exchange-declare', name, type: 'topic', settings: exchangeSettings } });
+/** An exchange declare with the mark only a secondary's own bridge puts on what it makes, naming the site as its maker. */
+const markedExchange = (name: string): LoggedChange => ({ lsn: 0, durable: true, change: { kind: 'exchange-declare', name, type: 'topic', settings: { ...exchangeSettings, madeByDr: site.url } } });
 const bind = (exchange: string, queue: string, key: string): LoggedChange => ({ lsn: 0, durable: true, change: { kind: 'bind', exchange, queue, key } });
 
 function message(x: Partial<DrStreamMessage> & Pick<DrStreamMessage, 'kind'>): Buffer {
@@ -125,6 +128,12 @@ const refusals: Refusal[] = [
   { name: 'a binding of a queue it does not declare (a local one)', stream: (q) => [declares(queueDeclare(q), bind('localx', 'local', 'stolen'))], error: /binds queue "local", which it does not declare/ },
   { name: 'a binding to an exchange it does not declare', stream: (q) => [declares(queueDeclare(q), bind('localx', q, 'k'))], error: /binds queue "dq\d+" to exchange "localx", which it does not declare/ },
   { name: 'an exchange no declared queue uses', stream: (q) => [declares(exchangeDeclare('junk'), queueDeclare(q))], error: /declares exchange "junk", which no queue it declares uses/, absent: ['junk'] },
+  {
+    name: "an exchange marked as one a DR bridge made, for this secondary's source (its later delete would take it)",
+    stream: (q) => [declares(markedExchange('dr.marked'), queueDeclare(q, { alternateExchange: 'dr.marked' }))],
+    error: /declares exchange "dr\.marked" with a DR mark \(made by a bridge for "127\.0\.0\.1:\d+"\); a source sends its exchanges without one/,
+    absent: ['dr.marked'],
+  },
   { name: 'an exchange delete (of a local exchange)', stream: (q) => [declares(queueDeclare(q), { lsn: 0, durable: true, change: { kind: 'exchange-delete', name: 'localx' } })], error: /declares carries a record of kind exchange-delete/ },
   { name: 'an unbind (of a local binding)', stream: (q) => [declares(queueDeclare(q), { lsn: 0, durable: true, change: { kind: 'unbind', exchange: 'localx', queue: 'local', key: 'k' } })], error: /declares carries a record of kind unbind/ },
   { name: 'a second declares on one link', stream: (q) => [declares(queueDeclare(q)), declares(queueDeclare(q, { dedupWindow: 99 }))], error: /a second declares on one link/, made: true },
@@ -170,6 +179,16 @@ describe("DR secondary - the settings and bindings a source's log gives a copy",
     await waitFor(async () => error.test((await drRowOf(copy.port, q))['last-error'] ?? '') && site.drLinks > links + 1, { timeout: 15_000, name: 'refused and dialled again' });
     expect((await readQueue(q))['default-ttl']).toBe(0);
     expect((await drRowOf(copy.port, q))['applied-position']).toBe(2);
+    await localUntouched();
+    await dropCopy(q);
+  }, 30_000);
+
+  it("an exchange declare marked as one a DR bridge made, for this secondary's source: refused, no exchange made", async () => {
+    const q = 'log-mark';
+    const links = await addCopy(q, [declares(queueDeclare(q)), change(3, markedExchange('dr.logmark').change)]);
+    const error = /DR stream: declares exchange "dr\.logmark" with a DR mark/;
+    await waitFor(async () => error.test((await drRowOf(copy.port, q))['last-error'] ?? '') && site.drLinks > links + 1, { timeout: 15_000, name: 'refused and dialled again' });
+    expect(await exchangeNames()).not.toContain('dr.logmark');
     await localUntouched();
     await dropCopy(q);
   }, 30_000);

@@ -102,7 +102,7 @@ function connect(port: number, props: Record<string, unknown> = {}): Promise<Con
 }
 
 /** Send bodies in order, at least once, with a window of unsettled ones; resolves when all are accepted. */
-export async function send(port: number, address: string, bodies: unknown[], options: { durable?: boolean; window?: number } = {}): Promise<void> {
+export async function send(port: number, address: string, bodies: unknown[], options: { durable?: boolean; window?: number; subject?: string } = {}): Promise<void> {
   const conn = await connect(port);
   try {
     await new Promise<void>((resolve, reject) => {
@@ -111,7 +111,7 @@ export async function send(port: number, address: string, bodies: unknown[], opt
       let accepted = 0;
       const windowSize = options.window ?? 1000;
       const pump = () => {
-        while (next < bodies.length && sender.sendable() && next - accepted < windowSize) sender.send({ body: bodies[next++], durable: options.durable ?? true });
+        while (next < bodies.length && sender.sendable() && next - accepted < windowSize) sender.send({ body: bodies[next++], durable: options.durable ?? true, ...(options.subject === undefined ? {} : { subject: options.subject }) });
       };
       sender.on('sendable', pump);
       sender.on('accepted', () => {

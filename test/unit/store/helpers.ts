@@ -88,6 +88,8 @@ export function sampleChanges(): Change[] {
     { kind: 'queue-delete', name: 'orders' },
     { kind: 'exchange-declare', name: 'amq.topic', type: 'topic', settings: exchangeSettings() },
     { kind: 'exchange-declare', name: 'fan', type: 'fanout', settings: exchangeSettings({ replicate: undefined, durable: false }) },
+    // Marked as made by a DR bridge (record code 27), with a source of two brokers and a non-ASCII name.
+    { kind: 'exchange-declare', name: 'dr.made', type: 'direct', settings: exchangeSettings({ madeByDr: 'amqps:sïte-a:5671,site-b:5671' }) },
     { kind: 'exchange-delete', name: 'fan' },
     { kind: 'bind', exchange: 'amq.topic', queue: 'orders', key: 'a.#' },
     { kind: 'unbind', exchange: 'amq.topic', queue: 'orders', key: '' },
