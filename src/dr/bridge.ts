@@ -677,10 +677,12 @@ export class DrBridge {
       switch (c.kind) {
         case 'exchange-declare':
           if (!broker.exchanges.has(c.name)) {
-            // Durable whatever the source says, like the queues: bindings to them must survive a restart here.
+            // Durable and HA-replicated whatever the source says, like the queues (copySettings):
+            // the copies' bindings to them must survive a restart here and a failover of this
+            // site's cluster (an exchange of the source's at level none reached no backup here).
             // Marked as made by this bridge (journaled and HA-replicated with the declare): only such an exchange does the source's delete take.
             const alternate = c.settings.alternateExchange && broker.exchanges.has(c.settings.alternateExchange) ? c.settings.alternateExchange : '';
-            broker.declareExchange(c.name, c.type, { ...c.settings, durable: true, alternateExchange: alternate, madeByDr: this.mark });
+            broker.declareExchange(c.name, c.type, { ...c.settings, durable: true, replicate: 'all', alternateExchange: alternate, madeByDr: this.mark });
             this.host.log.info({ exchange: c.name, source: this.source }, "DR: created the exchange with the source's settings");
           }
           break;

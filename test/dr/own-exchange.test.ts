@@ -139,6 +139,9 @@ describe('DR - exchanges of a secondary HA cluster', () => {
     await run(source.url, 'queue', 'add', 'hq', '--durable');
     await run(source.url, 'bind', 'hx', 'hq', 'h.#');
     await run(source.url, 'bind', 'ownx', 'hq', 'k');
+    // Not HA-replicated at the source: made here, it still must reach the secondary's backup.
+    await run(source.url, 'exchange', 'add', 'fanout', 'nx', '--durable', '--replicate', 'none');
+    await run(source.url, 'bind', 'nx', 'hq', '');
     // The secondary cluster's own exchange of that name, with its own queue bound, before DR.
     await run(p0, 'exchange', 'add', 'direct', 'ownx', '--durable');
     await run(p0, 'queue', 'add', 'local', '--durable');
@@ -149,11 +152,17 @@ describe('DR - exchanges of a secondary HA cluster', () => {
     expect(await exchangeOf(sec.ports[0]!, 'hx')).toMatchObject({ 'made-by-dr': source.url });
     await sec.backupsCaughtUp(0);
 
+    // The source hung through the failover: the new primary's bridge cannot declare again
+    // what it lacks, so what it has is what the backup took (the source site lost, say).
+    source.signal('SIGSTOP');
     await sec.kill(0);
     const promoted = await sec.promote(1);
     expect(promoted.code, promoted.stderr).toBe(0);
     await sec.waitState(1, 'active');
     expect(await exchangeOf(sec.ports[1]!, 'hx')).toMatchObject({ 'made-by-dr': source.url });
+    expect(await exchangeOf(sec.ports[1]!, 'nx')).toMatchObject({ 'made-by-dr': source.url, 'qpid.replicate': 'all' });
+    expect(await bindingsOf(sec.ports[1]!, 'hq')).toEqual(['hx:h.#', 'nx:', 'ownx:k']);
+    source.signal('SIGCONT');
 
     await run(source.url, 'exchange', 'del', 'hx');
     await run(source.url, 'exchange', 'del', 'ownx');
@@ -161,7 +170,7 @@ describe('DR - exchanges of a secondary HA cluster', () => {
     await drFlush(source.port, sec.ports[1]!);
     expect(await exchangeOf(sec.ports[1]!, 'hx')).toBeUndefined();
     expect(await exchangeOf(sec.ports[1]!, 'ownx')).toMatchObject({ type: 'direct', bindings: 1 });
-    expect(await bindingsOf(sec.ports[1]!, 'hq')).toEqual([]);
+    expect(await bindingsOf(sec.ports[1]!, 'hq')).toEqual(['nx:']);
     await send(sec.ports[1]!, 'ownx', ['to-local'], { subject: 'k' });
     expect(await receive(sec.ports[1]!, 'local', 1, { timeoutMs: 10_000 })).toEqual(['to-local']);
   }, 150_000);
