@@ -26,6 +26,7 @@ import { RoutingSelectors, type SelectorCompiler } from './routing-selectors.js'
 import { heldUntilOf, type DeliveryTimeReader } from './scheduled.js';
 import type { Publisher } from './no-local.js';
 import { bodySize, copyMessage } from './paged-message.js';
+import { keptRoutingKey } from './routed-by.js';
 import { defaultExchangeSettings, defaultQueueSettings, refuseUnreplicatedAlternate } from './settings.js';
 
 /** A message as received, before the broker gives it an id and an expiry. */
@@ -39,6 +40,7 @@ export interface IncomingMessage {
   /** properties.absolute-expiry-time, ms since epoch, if set. */
   absoluteExpiry: number | undefined;
   deliveryCount: number;
+  /** properties.subject; a dead letter's: the key its message was routed by (MessageRecord.subject). */
   subject: string | undefined;
   /** Where the properties section starts in `bytes` (-1: none), when the reader of the head found it; undefined: not known. */
   propertiesAt?: number;
@@ -509,10 +511,12 @@ export class Broker implements QueueHost {
     if (this.memoryAlarm && !options.internal) throw new TandemError('TANDEM_ERR_MEMORY_FULL', this.memoryAlarm);
     const target = this.resolve(address);
     if (!target) throw notFound('queue or exchange', address);
-    const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg, options.publisher);
+    const key = 'queue' in target ? undefined : target.key;
+    const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, key ?? msg.subject), msg, options.publisher);
     // No DR queue here (the usual case): not even the list of names is made.
     if (!options.internal && this.drQueues.size > 0) this.checkDrServing(queues.map((q) => q.name));
-    return this.enqueueAll(queues, msg, options.heldUntil);
+    // Its records keep the key it was routed by, for its dead letter (routed-by.ts).
+    return this.enqueueAll(queues, msg, options.heldUntil, keptRoutingKey(msg.subject, key));
   }
 
   /** Throw the DR refusal of the first of `queues` that does not serve clients here. */
@@ -557,8 +561,10 @@ export class Broker implements QueueHost {
     const routed = sends.map(({ address, msg }) => {
       const target = this.resolve(address);
       if (!target) throw notFound('queue or exchange', address, 'the transaction was rolled back');
-      const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, target.key ?? msg.subject), msg, publisher);
-      return { queues, msg };
+      const key = 'queue' in target ? undefined : target.key;
+      const queues = this.routingSelectors.filter('queue' in target ? [target.queue] : this.routeVia(target.exchange, key ?? msg.subject), msg, publisher);
+      // Kept for its dead letter, as publish keeps it (and counted in the record's size below).
+      return { queues, msg, key: keptRoutingKey(msg.subject, key) };
     });
     // Sends to the same queue add up: check each against the ones before it.
     const pending = new Map<Queue, { count: number; bytes: number }>();
@@ -570,7 +576,7 @@ export class Broker implements QueueHost {
     // Counted as if every copy were taken (duplicates only make it smaller), with the
     // most dequeues the ring queues among them may add to it (ringEvictionBound).
     const recordBytes = transactionRecordBound(
-      [...routed.flatMap(({ queues, msg }) => queues.map((q) => ({ queue: q.name, message: msg }))), ...accepts.map(({ queue }) => ({ queue: queue.name }))],
+      [...routed.flatMap(({ queues, msg, key }) => queues.map((q) => ({ queue: q.name, message: { bytes: msg.bytes, subject: key } }))), ...accepts.map(({ queue }) => ({ queue: queue.name }))],
       ringEvictionBound(routed),
     );
     if (recordBytes > MAX_TRANSACTION_RECORD_BYTES) {
@@ -585,7 +591,7 @@ export class Broker implements QueueHost {
     const seen = new Map<Queue, Set<string>>();
     const keys: Array<{ queue: Queue; key: DedupDigest }> = [];
     let firstCopyLsn = 0;
-    for (const { queues, msg } of routed) {
+    for (const { queues, msg, key } of routed) {
       const now = this.now();
       const { take, stamps, hit } = this.dedupRoute(queues, msg, now, seen);
       if (hit && hit.lsn > firstCopyLsn) firstCopyLsn = hit.lsn;
@@ -594,7 +600,7 @@ export class Broker implements QueueHost {
       for (let i = 0; i < take.length; i++) {
         const queue = take[i]!;
         const stamp = stamps[i];
-        const record = this.messageFor(queue, msg, id, now);
+        const record = this.messageFor(queue, msg, id, now, key);
         durable ||= messageDurable(record, queue);
         ops.push(stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record });
         if (stamp) keys.push({ queue, key: stamp.key });
@@ -969,7 +975,8 @@ export class Broker implements QueueHost {
     }
   }
 
-  private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number): MessageRecord {
+  /** `key`: what the record keeps as its subject, the key its dead letter is routed by (routed-by.ts). */
+  private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number, key: string | undefined): MessageRecord {
     // The queue's default ttl is for messages that set neither a ttl nor an absolute expiry.
     let expiresAt = messageExpiry(msg, now);
     if (expiresAt === 0 && queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
@@ -981,18 +988,21 @@ export class Broker implements QueueHost {
       priority: msg.priority,
       expiresAt,
       deliveryCount: msg.deliveryCount,
-      subject: msg.subject,
+      subject: key,
     };
   }
 
-  /** `heldUntil`: as publish's (undefined: each queue reads it). */
-  private enqueueAll(all: Queue[], msg: IncomingMessage, heldUntil?: number): PublishResult {
+  /**
+   * `heldUntil`: as publish's (undefined: each queue reads it). `key`: what its records
+   * keep as their subject (messageFor): the key it was routed by.
+   */
+  private enqueueAll(all: Queue[], msg: IncomingMessage, heldUntil: number | undefined, key: string | undefined): PublishResult {
     if (all.length === 0) return { queues: [], id: 0, lsn: 0, durable: false };
     // One clock reading per publish (the windows' and the records' time alike): it costs as much as a window's probe.
     const now = this.now();
     // No window among the queues (the usual case): every one takes the message, and
     // no routing record is made for it (a publish's allocations are its cost here).
-    if (!anyWindow(all)) return this.enqueueRouted(all, msg, now, undefined, undefined, heldUntil);
+    if (!anyWindow(all)) return this.enqueueRouted(all, msg, now, undefined, undefined, heldUntil, key);
     // One queue, with a window (how a window is nearly always used): its verdict
     // alone. A routing record (an object and two arrays) cost about as much as the
     // window's own work on a cached line.
@@ -1000,19 +1010,19 @@ export class Broker implements QueueHost {
       const queue = all[0]!;
       const verdict = this.dedupVerdict(queue, this.readKey(msg.bytes, queue.settings.dedupKey, msg.propertiesAt), now);
       if (isFirstCopy(verdict)) return duplicateOf(verdict);
-      return this.enqueueRouted(all, msg, now, verdict ? [verdict] : undefined, undefined, heldUntil);
+      return this.enqueueRouted(all, msg, now, verdict ? [verdict] : undefined, undefined, heldUntil, key);
     }
     const { take, stamps, hit } = this.dedupRoute(all, msg, now);
     if (take.length === 0) return duplicateOf(hit!);
-    return this.enqueueRouted(take, msg, now, stamps, hit, heldUntil);
+    return this.enqueueRouted(take, msg, now, stamps, hit, heldUntil, key);
   }
 
   /**
    * Enqueue `msg` on `queues` as one message id; beside each queue, the stamp its
    * window takes (none: undefined). `hit`: a queue left out had the key already.
-   * `heldUntil`: as publish's.
+   * `heldUntil`: as publish's; `key`: as enqueueAll's.
    */
-  private enqueueRouted(queues: Queue[], msg: IncomingMessage, now: number, stamps: ReadonlyArray<DedupStamp | undefined> | undefined, hit: DedupHit | undefined, heldUntil: number | undefined): PublishResult {
+  private enqueueRouted(queues: Queue[], msg: IncomingMessage, now: number, stamps: ReadonlyArray<DedupStamp | undefined> | undefined, hit: DedupHit | undefined, heldUntil: number | undefined, key: string | undefined): PublishResult {
     const count = queues.length;
     this.checkLimits(queues, msg.bytes.length);
     const id = this.nextMessageId++;
@@ -1030,7 +1040,7 @@ export class Broker implements QueueHost {
           (dropped ??= []).push(queue);
           continue;
         }
-        const record = this.messageFor(queue, msg, id, now);
+        const record = this.messageFor(queue, msg, id, now, key);
         const journaled = messageDurable(record, queue);
         const change: Change = stamp ? { kind: 'enqueue', queue: queue.name, message: record, dedup: stamp } : { kind: 'enqueue', queue: queue.name, message: record };
         lsn = this.log.record(change, journaled).lsn;
@@ -1344,8 +1354,10 @@ export class Broker implements QueueHost {
 
   /**
    * Send a message leaving `from` on to its alternate exchange as a new message, its
-   * dead letter (deadLetter), not back into `from` if `notBack`. One that cannot go on
-   * (its body or subject cannot be read back from the journal, or the queues it routes
+   * dead letter (deadLetter), not back into `from` if `notBack`, routed by the key the
+   * message was routed by (its record's subject: routed-by.ts), through the alternate
+   * exchange's own alternates as a publish is. One that cannot go on
+   * (its body or key cannot be read back from the journal, or the queues it routes
    * to refuse it, full) is dropped, counted (deadLettersLost) and reported
    * (events.deadLetterLost), not thrown: the removal, or queue delete, that sent it
    * completes. Anything else that fails (a bug, a closed journal) still throws.
@@ -1354,10 +1366,10 @@ export class Broker implements QueueHost {
     const exchange = this.exchanges.get(from.settings.alternateExchange);
     if (!exchange) return;
     let bytes: Buffer;
-    let subject: string | undefined;
+    let key: string | undefined;
     try {
       // A paged message reads both back (a damaged record throws).
-      subject = entry.msg.subject;
+      key = entry.msg.subject;
       bytes = entry.msg.bytes;
     } catch (err) {
       this.deadLetterLost(from, entry, `its body cannot be read back: ${(err as Error).message}`);
@@ -1369,7 +1381,7 @@ export class Broker implements QueueHost {
     // A selector on the way judges the dead letter as its consumers get it: with its own expiry, not the message's.
     const expiresAt = this.deadLetterExpiresAt(entry, reason, bytes);
     const own = { bytes, durable, priority, deliveryCount, ttlMs: undefined, absoluteExpiry: expiresAt || undefined };
-    const routed = this.routingSelectors.filter(this.routeVia(exchange, subject), own);
+    const routed = this.routingSelectors.filter(this.routeVia(exchange, key), own);
     const self = notBack ? routed.indexOf(from) : -1;
     if (self >= 0) routed.splice(self, 1);
     // A DR queue that does not serve here (a passive copy of the other site's) is not a
@@ -1386,7 +1398,7 @@ export class Broker implements QueueHost {
     }
     if (queues.length === 0) return;
     try {
-      this.enqueueAll(queues, this.deadLetter(from, entry, reason, { bytes, subject, deliveryCount, expiresAt }));
+      this.enqueueAll(queues, this.deadLetter(from, entry, reason, { bytes, key, deliveryCount, expiresAt }), undefined, key);
     } catch (err) {
       if (!(err instanceof TandemError)) throw err;
       this.deadLetterLost(from, entry, err.message);
@@ -1399,10 +1411,12 @@ export class Broker implements QueueHost {
    * delivery-count it reached, as `from` would deliver it (Queue.deliveryCountOf), the
    * annotations consumers added, the queue and the reason, the ttl it has left), and its
    * own expiry (deadLetterExpiresAt). These bytes are its enqueue record's, so a restart, a
-   * failover or a DR copy gives the same. `read`: what reroute read and made of it.
+   * failover or a DR copy gives the same. `read`: what reroute read and made of it; `key`,
+   * what the message was routed by, stays its dead letter's (dead-lettered again, it goes
+   * by that key again).
    */
-  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, read: { bytes: Buffer; subject: string | undefined; deliveryCount: number; expiresAt: number }): IncomingMessage {
-    const { bytes, subject, deliveryCount, expiresAt } = read;
+  private deadLetter(from: Queue, entry: QueueEntry, reason: DeadLetterReason, read: { bytes: Buffer; key: string | undefined; deliveryCount: number; expiresAt: number }): IncomingMessage {
+    const { bytes, key, deliveryCount, expiresAt } = read;
     const msg = entry.msg;
     let out = { bytes, headerLength: msg.headerLength };
     if (this.deadLetters) {
@@ -1425,7 +1439,7 @@ export class Broker implements QueueHost {
       ttlMs: undefined,
       absoluteExpiry: expiresAt > 0 ? expiresAt : undefined,
       deliveryCount,
-      subject,
+      subject: key,
     };
   }
 

@@ -117,6 +117,11 @@ export interface MessageRecord {
   expiresAt: number;
   /** Deliveries that ended without acceptance (redeliveries). */
   deliveryCount: number;
+  /**
+   * The key it was routed by, which its dead letter is routed by: properties.subject, or
+   * the key of the `exchange/key` address it was sent to (routed-by.ts). Not read for
+   * anything else (a selector's JMSType is read from `bytes`).
+   */
   subject: string | undefined;
 }
 
