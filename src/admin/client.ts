@@ -136,6 +136,11 @@ export class ManagementClient {
 
   private constructor(private readonly timeoutMs: number) {}
 
+  /** The address of this client's own reply queue (a temporary queue the broker made for it). */
+  get replyAddress(): string | undefined {
+    return this.replyTo;
+  }
+
   /** False once the connection is gone (a long-lived client must connect again). */
   get isOpen(): boolean {
     return !this.lost && this.replyTo !== undefined;

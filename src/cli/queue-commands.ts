@@ -108,7 +108,9 @@ export function queueCommands(program: Command): void {
 
   addBrokerOption(queue.command('list').description('list queues with depth and consumers')).action(
     action(async (o: BrokerOption) => {
-      const rows = rowsOf(await withBroker(o, (c) => c.request('QUERY', 'queue', undefined)));
+      const { reply, own } = await withBroker(o, async (c) => ({ reply: await c.request('QUERY', 'queue', undefined), own: c.replyAddress }));
+      // Not this command's own reply queue: it exists only while the command runs.
+      const rows = rowsOf(reply).filter((r) => r.name !== own);
       rows.sort((a, b) => String(a.name).localeCompare(String(b.name)));
       print(o, rows, () => table(rows, ['name', 'durable', 'depth', 'acquired', 'consumers', 'qpid.replicate']));
     }),
