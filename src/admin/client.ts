@@ -141,6 +141,12 @@ export class ManagementClient {
     return this.replyTo;
   }
 
+  /** The connection itself, for a tool that attaches links of its own beside the management ones (queue browse). */
+  get connection(): AmqpClient {
+    if (!this.client || this.lost) throw new ConnectError('not connected');
+    return this.client;
+  }
+
   /** False once the connection is gone (a long-lived client must connect again). */
   get isOpen(): boolean {
     return !this.lost && this.replyTo !== undefined;

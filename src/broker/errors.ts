@@ -50,6 +50,18 @@ export function errorOfManagementStatus(status: number): ErrorCode {
   return codes.length === 1 ? codes[0]! : 'TANDEM_ERR_INTERNAL';
 }
 
+/**
+ * The error an AMQP condition names (a refused attach, a detach): the one error that
+ * travels as it, or the first of several that share an exit code (amqp:resource-locked);
+ * TANDEM_ERR_INTERNAL for a condition no error of ours has, or several with different
+ * exit codes (amqp:resource-limit-exceeded: a full queue, disk or memory).
+ */
+export function errorOfCondition(condition: string | undefined): ErrorCode {
+  const codes = (Object.keys(ErrorCatalogue) as ErrorCode[]).filter((c) => ErrorCatalogue[c].condition === condition);
+  if (codes.length === 0) return 'TANDEM_ERR_INTERNAL';
+  return codes.every((c) => ErrorCatalogue[c].exitCode === ErrorCatalogue[codes[0]!].exitCode) ? codes[0]! : 'TANDEM_ERR_INTERNAL';
+}
+
 export class TandemError extends Error {
   readonly code: ErrorCode;
 

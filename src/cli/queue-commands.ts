@@ -1,7 +1,8 @@
-// tandem queue add|del|list|purge|show (qpid-config users should feel at home).
+// tandem queue add|del|set|list|show|purge|browse (qpid-config users should feel at home).
 import type { Command } from 'commander';
 import { rowsOf } from '../admin/client.js';
 import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
+import { queueBrowseCommand } from './queue-browse-command.js';
 
 interface AddOptions extends BrokerOption {
   durable?: boolean;
@@ -131,4 +132,6 @@ export function queueCommands(program: Command): void {
       print(o, r, () => `${r.purged} messages purged from '${name}'`);
     }),
   );
+
+  queueBrowseCommand(queue);
 }

@@ -70,7 +70,8 @@ interface LinkWaiters {
   waiting: (() => void)[];
   /** Outcomes awaited, by delivery-id. */
   outcomes: Map<number, { resolve(state: Composite | undefined): void; reject(err: Error): void }>;
-  drained?: () => void;
+  /** Receivers: a drain asked for, settled by the sender's answer or by the link's end. */
+  drained?: { done(): void; fail(err: Error): void };
 }
 
 const waitersOf = (link: Link): LinkWaiters => link.context as LinkWaiters;
@@ -139,11 +140,7 @@ export class AmqpClient {
       onFlow: (link) => {
         const w = waitersOf(link);
         if (link.isSender) this.pump(link);
-        else if (link.credit === 0 && w.drained) {
-          const done = w.drained;
-          w.drained = undefined;
-          done();
-        }
+        else if (link.credit === 0) this.drainDone(link);
       },
       onWritable: () => undefined,
     };
@@ -253,15 +250,45 @@ export class AmqpClient {
     link.flow(credit);
   }
 
-  /** Ask the sender to use up or give back the credit; resolves when it has. */
+  /** Ask the sender to use up or give back the credit; resolves when it has (rejects if the link goes first). */
   drain(link: Link): Promise<void> {
     const w = waitersOf(link);
     if (link.credit === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      w.drained = resolve;
+    return new Promise((resolve, reject) => {
+      w.drained = { done: resolve, fail: reject };
       w.onMessage = w.onMessage ?? (() => undefined);
       link.flow(link.credit, true);
     });
+  }
+
+  /**
+   * Take at most `credit` messages, only those the sender has now: credit given with
+   * drain (2.6.7), so the sender sends what it has and gives back the rest. Resolves with
+   * how many came, once the credit is used up or given back; rejects if the link goes.
+   * No credit is given again (receive() refills; this does not).
+   */
+  fetch(link: Link, credit: number, onMessage: (delivery: Delivery) => void): Promise<number> {
+    const w = waitersOf(link);
+    if (this.closedError) return Promise.reject(this.closedError);
+    if (!link.isOpen) return Promise.reject(new AmqpClientError(`link ${link.name} is not open`, undefined));
+    let got = 0;
+    return new Promise((resolve, reject) => {
+      w.drained = { done: () => resolve(got), fail: reject };
+      w.onMessage = (d) => {
+        got++;
+        onMessage(d);
+        // Every credit used: nothing more can come, whether or not a flow says so.
+        if (link.credit === 0) this.drainDone(link);
+      };
+      link.flow(credit, true);
+    });
+  }
+
+  private drainDone(link: Link): void {
+    const w = waitersOf(link);
+    const drained = w.drained;
+    w.drained = undefined;
+    drained?.done();
   }
 
   detach(link: Link, error?: ErrorInfo): void {
@@ -292,6 +319,8 @@ export class AmqpClient {
     w.outcomes.clear();
     for (const go of w.waiting) (go as unknown as { reject?: (e: Error) => void }).reject?.(err);
     w.waiting = [];
+    w.drained?.fail(err);
+    w.drained = undefined;
   }
 
   private gone(err: Error | undefined): void {

@@ -30,7 +30,10 @@ export interface AttachOptions {
 }
 
 /** A source or target (3.5.3, 3.5.4) to attach with. */
-export function terminus(kind: 'source' | 'target', fields: { address?: string; dynamic?: boolean; durable?: number; expiryPolicy?: string; capabilities?: string[]; filter?: AmqpValue; dynamicNodeProperties?: AmqpValue }): AmqpValue {
+export function terminus(
+  kind: 'source' | 'target',
+  fields: { address?: string; dynamic?: boolean; durable?: number; expiryPolicy?: string; capabilities?: string[]; filter?: AmqpValue; dynamicNodeProperties?: AmqpValue; distributionMode?: 'move' | 'copy' },
+): AmqpValue {
   return describedList(kind, {
     address: fields.address,
     durable: fields.durable,
@@ -38,6 +41,7 @@ export function terminus(kind: 'source' | 'target', fields: { address?: string; 
     dynamic: fields.dynamic,
     'dynamic-node-properties': fields.dynamicNodeProperties,
     capabilities: fields.capabilities,
+    ...(kind === 'source' && fields.distributionMode ? { 'distribution-mode': { type: 'symbol', value: fields.distributionMode } } : {}),
     ...(kind === 'source' && fields.filter ? { filter: fields.filter } : {}),
   });
 }

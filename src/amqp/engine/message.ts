@@ -28,8 +28,10 @@ export interface MessageFields {
   body?: Plain;
 }
 
-const PROPERTY_NAMES = ['message-id', 'user-id', 'to', 'subject', 'reply-to', 'correlation-id', 'content-type', 'content-encoding', 'absolute-expiry-time', 'creation-time', 'group-id', 'group-sequence', 'reply-to-group-id'] as const;
-const HEADER_NAMES = ['durable', 'priority', 'ttl', 'first-acquirer', 'delivery-count'] as const;
+/** The fields of the properties section (3.2.4), in order. */
+export const PROPERTY_NAMES = ['message-id', 'user-id', 'to', 'subject', 'reply-to', 'correlation-id', 'content-type', 'content-encoding', 'absolute-expiry-time', 'creation-time', 'group-id', 'group-sequence', 'reply-to-group-id'] as const;
+/** The fields of the header section (3.2.1), in order. */
+export const HEADER_NAMES = ['durable', 'priority', 'ttl', 'first-acquirer', 'delivery-count'] as const;
 
 const code = (name: string): number => MESSAGE_SECTIONS.find((s) => s.name === name)!.code;
 
@@ -130,23 +132,69 @@ export interface ReadMessage {
   body: unknown;
 }
 
-/** The sections of an encoded message, decoded (bounded by the decoder's limits). */
-export function decodeMessage(bytes: Buffer): ReadMessage {
-  const out: ReadMessage = { header: {}, properties: {}, applicationProperties: {}, body: undefined };
+/** The body sections (3.2.6-3.2.8). */
+export type BodySection = 'amqp-value' | 'data' | 'amqp-sequence';
+
+/** A message's sections as the decoder read them: typed AMQP values, nothing converted. */
+export interface MessageSections {
+  header?: AmqpList;
+  deliveryAnnotations?: AmqpMap;
+  messageAnnotations?: AmqpMap;
+  properties?: AmqpList;
+  applicationProperties?: AmqpMap;
+  /** In the order they came (several data sections make one body). */
+  body: Array<{ section: BodySection; value: AmqpValue }>;
+  footer?: AmqpMap;
+}
+
+type AmqpList = AmqpValue & { type: 'list' };
+type AmqpMap = AmqpValue & { type: 'map' };
+
+const BODY_SECTIONS: ReadonlyMap<number, BodySection> = new Map([
+  [code('amqp-value'), 'amqp-value'],
+  [code('data'), 'data'],
+  [code('amqp-sequence'), 'amqp-sequence'],
+]);
+
+/**
+ * The sections of an encoded message (bounded by the decoder's limits). A later section of
+ * a kind replaces an earlier one, body sections aside (spec 3.2 allows one of each; a
+ * broker refuses a second header or properties at publish: message-codec.ts).
+ */
+export function decodeSections(bytes: Buffer): MessageSections {
+  const out: MessageSections = { body: [] };
   const d = new Decoder(bytes);
-  const data: Buffer[] = [];
   while (d.remaining > 0) {
     const v = d.value();
     // A section is described by its code or by its symbol (spec 3.2): both are read.
     const c = v.type === 'described' ? sectionCodeOf(v.descriptor) : undefined;
     if (v.type !== 'described' || c === undefined) throw decodeError('a message section that is not described by a code or a symbol');
     const inner = v.value;
-    if (c === code('header') && inner.type === 'list') inner.value.forEach((x, i) => x.type !== 'null' && i < HEADER_NAMES.length && (out.header[HEADER_NAMES[i]!] = fromAmqp(x)));
-    else if (c === code('properties') && inner.type === 'list') inner.value.forEach((x, i) => x.type !== 'null' && i < PROPERTY_NAMES.length && (out.properties[PROPERTY_NAMES[i]!] = fromAmqp(x)));
-    else if (c === code('application-properties') && inner.type === 'map') out.applicationProperties = fromAmqp(inner) as Record<string, unknown>;
-    else if (c === code('amqp-value')) out.body = fromAmqp(inner);
-    else if (c === code('data') && inner.type === 'binary') data.push(inner.value);
-    else if (c === code('amqp-sequence')) out.body = fromAmqp(inner);
+    const body = BODY_SECTIONS.get(c);
+    if (body !== undefined) out.body.push({ section: body, value: inner });
+    // A list section that is no list, or a map section that is no map, is passed over.
+    else if (c === code('header') && inner.type === 'list') out.header = inner;
+    else if (c === code('properties') && inner.type === 'list') out.properties = inner;
+    else if (c === code('delivery-annotations') && inner.type === 'map') out.deliveryAnnotations = inner;
+    else if (c === code('message-annotations') && inner.type === 'map') out.messageAnnotations = inner;
+    else if (c === code('application-properties') && inner.type === 'map') out.applicationProperties = inner;
+    else if (c === code('footer') && inner.type === 'map') out.footer = inner;
+  }
+  return out;
+}
+
+/** The sections of an encoded message, decoded (bounded by the decoder's limits). */
+export function decodeMessage(bytes: Buffer): ReadMessage {
+  const out: ReadMessage = { header: {}, properties: {}, applicationProperties: {}, body: undefined };
+  const s = decodeSections(bytes);
+  s.header?.value.forEach((x, i) => x.type !== 'null' && i < HEADER_NAMES.length && (out.header[HEADER_NAMES[i]!] = fromAmqp(x)));
+  s.properties?.value.forEach((x, i) => x.type !== 'null' && i < PROPERTY_NAMES.length && (out.properties[PROPERTY_NAMES[i]!] = fromAmqp(x)));
+  if (s.applicationProperties) out.applicationProperties = fromAmqp(s.applicationProperties) as Record<string, unknown>;
+  const data: Buffer[] = [];
+  for (const { section, value } of s.body) {
+    if (section === 'data') {
+      if (value.type === 'binary') data.push(value.value);
+    } else out.body = fromAmqp(value);
   }
   if (data.length > 0) out.body = data.length === 1 ? data[0] : Buffer.concat(data);
   return out;
