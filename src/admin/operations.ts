@@ -65,7 +65,7 @@ export function describeQueue(broker: Broker, q: Queue): Attributes {
     consumers: q.consumerCount,
     enqueued: q.enqueued,
     dequeued: q.dequeued,
-    // New messages a full ring lost because the rest were out with consumers.
+    // New messages a full ring lost because the rest were out with consumers or held until their delivery time.
     ...(s.limitPolicy === 'ring' ? { 'ring-overflow': q.ringOverflow } : {}),
     'qpid.dedup-window': s.dedupWindow,
     'qpid.dedup-ttl': s.dedupTtlMs,

@@ -475,6 +475,11 @@ export class Queue {
     return false;
   }
 
+  /** Is this message out with a consumer (or held by a transaction)? */
+  isAcquired(id: number): boolean {
+    return this.acquiredRows.find(id) >= 0;
+  }
+
   /**
    * The limit a new message of this size would break, or undefined if it fits;
    * `pending` counts messages already promised to this queue (earlier sends of a transaction).
@@ -503,7 +508,11 @@ export class Queue {
     const count = maxCount > 0 ? this.depth + 1 - maxCount : 0;
     const bytes = maxSize > 0 ? this.bytes + size - maxSize : 0;
     if (count <= 0 && bytes <= 0) return true;
-    const fits = count <= this.available && bytes <= this.bytes - this.acquiredBytes && (this.levels.length === 1 || this.roomBelow(this.levelIndex(priority), count, bytes));
+    // Counting every available row and byte is enough on one level with nothing held: held
+    // messages do not make way, and their bytes are in `bytes`, as are the rows recovery
+    // made that may be held ones not read for a delivery time yet (roomBelow reads them).
+    const counted = this.levels.length === 1 && this.held.length === 0 && !this.uncheckedRows;
+    const fits = count <= this.available && bytes <= this.bytes - this.acquiredBytes && (counted || this.roomBelow(this.levelIndex(priority), count, bytes));
     if (!fits) {
       this.ringOverflow++;
       return false;
@@ -521,15 +530,25 @@ export class Queue {
 
   /**
    * Would dropping available messages of levels 0..`top`, oldest first, free `count`
-   * messages and `bytes` bytes? Walks only the rows a drop would take.
+   * messages and `bytes` bytes? Walks only the rows a drop would take. A row recovery
+   * made is read for its delivery time on the way (holdUnchecked): one still held is
+   * taken out of its level, never dropped (after a restart, the ring dropped such a
+   * message before its time, in place of an available one).
    */
   private roomBelow(top: number, count: number, bytes: number): boolean {
     for (let p = 0; p <= top; p++) {
       const level = this.levels[p]!;
-      for (let pos = level.first(); pos >= 0; pos = level.next(pos)) {
+      // Bounded: each step moves past a row or takes it out of the level.
+      for (let pos = level.first(); pos >= 0; ) {
+        const id = level.id(pos);
+        if (this.uncheckedRows && this.holdUnchecked(level, pos)) {
+          pos = level.lowerBound(id); // out of the level now: on with the row after it
+          continue;
+        }
         count--;
         bytes -= level.get(pos, SIZE);
         if (count <= 0 && bytes <= 0) return true;
+        pos = level.next(pos);
       }
     }
     return false;

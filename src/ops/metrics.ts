@@ -165,7 +165,7 @@ export class Metrics {
       (q) => q.groupRowsSkipped,
       grouped,
     );
-    perQueue('tandem_queue_ring_overflow_total', 'New messages a full ring queue lost because its available messages could not make way (the rest were out with consumers)', (q) => q.ringOverflow);
+    perQueue('tandem_queue_ring_overflow_total', 'New messages a full ring queue lost because its available messages could not make way (the rest were out with consumers or held until their delivery time)', (q) => q.ringOverflow);
     new Gauge({
       name: 'tandem_dead_letters_lost_total',
       help: 'Messages that left a queue for its alternate exchange and could not go on (their body unreadable, or the queues it routes to full): dropped, each logged',

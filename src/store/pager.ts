@@ -10,7 +10,9 @@
 // record is synced. Only synced records are paged (the journal must be able to
 // read them back), so non-durable messages on durable queues, and everything on
 // a standalone broker's non-durable queues, always stay in memory; the pager
-// says so in the log when they alone exceed the budget.
+// says so in the log when they alone exceed the budget. A message out with a
+// consumer stays a candidate: it leaves the queue when settled, or comes back
+// with its body (a release) and is paged as any other.
 //
 // Reading back is batched: a read fetches the message asked for plus the paged
 // messages after it on its queue (read-ahead), with one pread per contiguous run
@@ -115,23 +117,34 @@ export class Pager implements ChangeSink, BodyLoader {
     let resident = this.residentBytes();
     if (resident <= this.opts.maxMemory) return;
     const target = this.opts.maxMemory * LOW_WATER;
+    // Candidates that cannot go yet, kept in their places for a later pass.
     const notYetQueues: string[] = [];
     const notYetIds: number[] = [];
+    let waitingForSync = 0;
     const { broker } = this.opts;
     while (resident > target && this.candIds.length > 0) {
       const name = this.candQueues.pop()!;
       const id = this.candIds.pop()!;
       const queue = broker.queues.get(name);
-      // Gone or paged already: skip.
-      if (!queue || !queue.isResident(id)) continue;
-      if (!journal.holds(name, id)) {
-        notYetQueues.push(name); // not synced yet: try again next pass
+      if (!queue) continue;
+      if (queue.isAcquired(id)) {
+        // Out with a consumer: kept, as a release (a detach, a rollback, a released or
+        // modified outcome) puts it back with its body in memory; dropped here, that body
+        // stayed in memory, over the budget, until a consumer took the message again.
+        notYetQueues.push(name);
         notYetIds.push(id);
         continue;
       }
-      // 0: out with a consumer (its settlement is near).
+      // Gone or paged already: skip.
+      if (!queue.isResident(id)) continue;
+      if (!journal.holds(name, id)) {
+        notYetQueues.push(name); // not synced yet: try again next pass
+        notYetIds.push(id);
+        waitingForSync++;
+        continue;
+      }
       const freed = queue.pageOut(id, this);
-      if (freed === 0) continue;
+      if (freed === 0) continue; // not reached: resident and not acquired
       resident -= freed;
       this.stats.pagedOut++;
     }
@@ -141,9 +154,10 @@ export class Pager implements ChangeSink, BodyLoader {
     }
     if (resident > this.opts.maxMemory && Date.now() - this.lastWarning > WARN_EVERY_MS) {
       this.lastWarning = Date.now();
+      const outWithConsumers = notYetIds.length - waitingForSync;
       this.opts.log.warn(
-        { residentBytes: resident, maxMemory: this.opts.maxMemory, waitingForSync: notYetIds.length },
-        'message bodies in memory exceed max-memory: the rest are non-durable (or not yet synced) and cannot be paged to the journal',
+        { residentBytes: resident, maxMemory: this.opts.maxMemory, waitingForSync, outWithConsumers },
+        'message bodies in memory exceed max-memory: the rest are out with consumers (paged once settled or given back), non-durable or not yet synced, and cannot be paged to the journal now',
       );
     }
   }

@@ -5,6 +5,7 @@ import { Broker, type BrokerEvents, type BrokerOptions, type IncomingMessage } f
 import type { ChangeKind, LoggedChange, QueueSettings } from '../../../src/broker/changes.js';
 import type { Consumer, Queue, QueueEntry } from '../../../src/broker/queue.js';
 import { dedupIntegerDigest, type DedupDigest } from '../../../src/broker/dedup-key.js';
+import type { DeliveryTimeReader } from '../../../src/broker/scheduled.js';
 import { defaultExchangeSettings, defaultQueueSettings } from '../../../src/broker/settings.js';
 import { ReplicationFilter } from '../../../src/replication/filter.js';
 
@@ -43,6 +44,14 @@ export class FakeConsumer implements Consumer {
     return this.deliveries.map((e) => e.msg.bytes.toString());
   }
 }
+
+/** A message's delivery time as its body says it: 'delay:MS' asks a delay (counted from each read), 'at:MS' names a time. */
+export const bodyDeliveryTimes: DeliveryTimeReader = (bytes, now) => {
+  const [kind, ms] = bytes.toString().split(':');
+  if (kind === 'delay') return { status: 'at', at: now + Number(ms), fixed: false };
+  if (kind === 'at') return { status: 'at', at: Math.max(now, Number(ms)), fixed: true };
+  return { status: 'none' };
+};
 
 export function msg(body: string, opts: Partial<IncomingMessage> = {}): IncomingMessage {
   return {

@@ -10,7 +10,7 @@ import type { BodyLoader } from '../../../src/broker/paged-message.js';
 import { MARK_CLOCK_SKEW_MS, type Queue, type QueueEntry } from '../../../src/broker/queue.js';
 import type { DeliveryTimeReader } from '../../../src/broker/scheduled.js';
 import { FRESH_ROLE } from '../../../src/dr/roles.js';
-import { FakeClock, FakeConsumer, msg, newBroker, qs } from './helpers.js';
+import { bodyDeliveryTimes, FakeClock, FakeConsumer, msg, newBroker, qs } from './helpers.js';
 
 /** Records the delivery-count each delivery carried (what the outgoing link sends). */
 class CountingConsumer extends FakeConsumer {
@@ -27,14 +27,6 @@ class CountingConsumer extends FakeConsumer {
     super.deliver(entry, queue);
   }
 }
-
-/** A message's delivery time as its body says it: 'delay:MS' asks a delay (counted from each read), 'at:MS' names a time. */
-const bodyDeliveryTimes: DeliveryTimeReader = (bytes, now) => {
-  const [kind, ms] = bytes.toString().split(':');
-  if (kind === 'delay') return { status: 'at', at: now + Number(ms), fixed: false };
-  if (kind === 'at') return { status: 'at', at: Math.max(now, Number(ms)), fixed: true };
-  return { status: 'none' };
-};
 
 /** Attach a consumer, dispatch, detach it without giving back what it took (the caller settles). */
 function take(q: Queue, c: CountingConsumer): string[] {
