@@ -17,7 +17,7 @@ import type { Role, UserDirectory } from '../admin/users.js';
 import { throttledLogin, type LoginThrottle, type ThrottledLogin } from '../amqp/login-throttle.js';
 import type { Logger } from '../ops/log.js';
 import { readTlsFile } from '../ops/tls-file-read.js';
-import { boundHttpServer } from '../util/http-bounds.js';
+import { boundHttpServer, connectionGone } from '../util/http-bounds.js';
 import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
 import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson, sendJsonText } from './http-io.js';
 import type { ClusterView } from './cluster-view.js';
@@ -93,9 +93,12 @@ export class ConsoleServer {
     // a handful a second kept every one of the console's connections taken.
     // The files are read as the AMQP listener reads them (bounded): /dev/zero or a wrong
     // path to a huge file is a refusal naming the key, not a heap filled at start.
+    // Node looks for requests past their time every 30 s by default: a client dribbling
+    // its headers was held up to 40 s, not the 10 s of http-bounds.ts. Every second here.
+    const checks = { connectionsCheckingInterval: 1_000 };
     const server = tls
-      ? createHttpsServer({ cert: readTlsFile(tls.cert, 'tls-cert'), key: readTlsFile(tls.key, 'tls-key'), handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS }, handler)
-      : createHttpServer(handler);
+      ? createHttpsServer({ cert: readTlsFile(tls.cert, 'tls-cert'), key: readTlsFile(tls.key, 'tls-key'), handshakeTimeout: TLS_HANDSHAKE_TIMEOUT_MS, ...checks }, handler)
+      : createHttpServer(checks, handler);
     boundHttpServer(server, 256);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -119,6 +122,8 @@ export class ConsoleServer {
   }
 
   private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Closed for pipelining too many requests (http-bounds.ts): nothing is started for the rest.
+    if (connectionGone(req)) return;
     securityHeaders(res);
     try {
       if ((req.url ?? '').length > MAX_URL_LENGTH) throw new HttpError(414, 'TANDEM_ERR_INVALID_ARGUMENT', 'URL too long');
@@ -291,14 +296,18 @@ export class ConsoleServer {
     // (sasl-plain.ts): the wait and the hash are dropped. Hashed anyway, logins sent
     // and dropped at once queued hashes on the one hashing thread faster than it does
     // them, and every login (console and AMQP) waited behind them.
+    // The socket too: an answer queued behind a pipelined one gets no 'close' of its own.
     const gone = new AbortController();
     const onClose = () => gone.abort();
+    const socket = req.socket;
     res.once('close', onClose);
+    socket.once('close', onClose);
     let login: ThrottledLogin;
     try {
       login = await throttledLogin(throttle, users, remote, user, password, gone.signal, (err) => log.error({ remote, user, err: err.message }, 'console: authentication could not be checked'));
     } finally {
       res.off('close', onClose);
+      socket.off('close', onClose);
     }
     if (login.status === 'abandoned') return;
     const { role, delayMs } = login;

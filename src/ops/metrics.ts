@@ -1,7 +1,7 @@
 // Prometheus metrics over HTTP (prom-client). Gauges are read from the broker
 // when scraped; settlement latency arrives on a diagnostics channel, so the hot
 // path pays for it only while metrics are on.
-import { boundHttpServer } from '../util/http-bounds.js';
+import { boundHttpServer, connectionGone } from '../util/http-bounds.js';
 import diagnostics_channel from 'node:diagnostics_channel';
 import { redact } from './secrets.js';
 import { createServer, type Server } from 'node:http';
@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Broker } from '../broker/broker.js';
 import { haStates } from '../ha/states.js';
+import { PacedPage } from './paced-page.js';
 import { JOURNAL_SYNC_CHANNEL } from '../store/writer.js';
 
 /** What the HA manager knows, read at scrape time (a broker without HA is `standalone`). */
@@ -259,14 +260,17 @@ export class Metrics {
     // With Node's defaults every socket was accepted and one that never finished its
     // headers was held 60-90 s (a client connecting then got a bare close). A scraper
     // needs one connection; headers are checked every second.
+    const pages = new PacedPage(async () => redact(await this.registry.metrics()));
     this.server = createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => {
+      // Closed for pipelining too many requests (http-bounds.ts): no page is made for the rest.
+      if (connectionGone(req)) return;
       if (req.url !== '/metrics') {
         res.writeHead(404).end('metrics are at /metrics\n');
         return;
       }
-      this.registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(redact(text)),
-        (err: Error) => res.writeHead(500).end(`${err.message}\n`),
+      pages.page().then(
+        (page) => res.writeHead(200, { 'content-type': this.registry.contentType, 'content-length': page.length }).end(page),
+        (err: Error) => res.writeHead(500).end(`${redact(err.message)}\n`),
       );
     });
     boundHttpServer(this.server, MAX_CONNECTIONS);

@@ -4,8 +4,14 @@
 // journal need; nor may one address take every connection there is, so that a host
 // that holds its share (each connection kept up to the request timeout, then made
 // again) still leaves room for the operators' browsers and the scrapers.
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+
+/**
+ * Requests one connection may have unanswered at once (HTTP/1.1 pipelining); one more
+ * closes the connection. Browsers, curl and Prometheus send one and wait for its answer.
+ */
+export const MAX_UNANSWERED_PER_CONNECTION = 4;
 
 /** `maxPerAddress`: connections one remote address may hold at once (a reverse proxy is one address). */
 export function boundHttpServer(server: Server, maxConnections: number, maxPerAddress = Math.max(1, Math.floor(maxConnections / 2))): void {
@@ -30,5 +36,45 @@ export function boundHttpServer(server: Server, maxConnections: number, maxPerAd
       if (left > 0) open.set(address, left);
       else open.delete(address);
     });
+  });
+  boundPipelining(server);
+}
+
+/**
+ * Whether the request's connection is gone (closed for pipelining too much, or by its
+ * client): its handler starts no work for it, as nobody can be answered.
+ */
+export function connectionGone(req: IncomingMessage): boolean {
+  return req.socket.destroyed;
+}
+
+/**
+ * Node parses every request a client pipelines and hands each to the handler at once,
+ * holding it until it is answered; it stops reading only when answers pile up unsent.
+ * A handler that waits before answering (a login behind the throttle, a scrape) let
+ * one connection's 50,000 pipelined logins hold 600 MB and queue 50,000 password
+ * hashes, which every AMQP login then waited behind. Before the handler (prepended),
+ * a request beyond MAX_UNANSWERED_PER_CONNECTION closes its connection; Node still
+ * hands the handler the rest of what it read, which connectionGone() tells it to skip.
+ */
+function boundPipelining(server: Server): void {
+  const unanswered = new WeakMap<Socket, number>();
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    if (socket.destroyed) return;
+    const held = unanswered.get(socket) ?? 0;
+    if (held >= MAX_UNANSWERED_PER_CONNECTION) {
+      socket.destroy();
+      return;
+    }
+    unanswered.set(socket, held + 1);
+    let counted = true;
+    const answered = () => {
+      if (!counted) return;
+      counted = false;
+      unanswered.set(socket, (unanswered.get(socket) ?? 1) - 1);
+    };
+    res.once('finish', answered);
+    res.once('close', answered);
   });
 }

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_READER_WATCHERS, MAX_WATCHERS_PER_READER } from '../../src/console/live.js';
 import { READER_REQUESTS_BURST } from '../../src/console/request-budget.js';
+import { MAX_UNANSWERED_PER_CONNECTION } from '../../src/util/http-bounds.js';
 import { TestBroker, killAllBrokers, waitFor } from '../helpers/broker.js';
 import { tandem } from '../helpers/tandem-cli.js';
 import { ADMIN, ConsoleClient, READER, writeUsers } from './helpers.js';
@@ -152,6 +153,28 @@ describe('console hostile - requests', () => {
     expect(broker.stderr).not.toContain('Secret-Guess');
   });
 
+  it('console hostile - logins pipelined on one connection: it is closed, no password is hashed for them, and the next login is served at once', async () => {
+    // 2000 logins in one write: each was held until answered and hashed in turn (one
+    // connection's 50,000 held 600 MB), and every login, AMQP's too, waited behind them.
+    const body = JSON.stringify({ user: 'pipeliner', password: 'not-the-password' });
+    const login = `POST /api/login HTTP/1.1\r\nHost: 127.0.0.1:${broker.consolePort}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const socket = connect(broker.consolePort!, '127.0.0.1');
+    let closed = false;
+    socket.on('error', () => undefined);
+    socket.on('close', () => (closed = true));
+    socket.write(login.repeat(2000));
+    try {
+      await waitFor(() => closed, { timeout: 20_000, interval: 200, name: 'the pipelining connection closed by the console' });
+    } finally {
+      socket.destroy();
+    }
+    // The ones taken before it was closed were abandoned with it, as a login whose client left.
+    const admin = new ConsoleClient(broker.consoleUrl!);
+    expect((await admin.login(ADMIN)).status).toBe(200);
+    const failures = broker.stderr.split('\n').filter((l) => l.includes("authentication failed for user 'pipeliner'"));
+    expect(failures.length).toBeLessThanOrEqual(MAX_UNANSWERED_PER_CONNECTION);
+  }, 60_000);
+
   it('console hostile - over TLS, a client that connects and never starts the handshake is let go as soon as one that sends no headers', async () => {
     const tlsDir = mkdtempSync(join(dir, 'tls-'));
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'], { cwd: tlsDir, stdio: 'pipe' });
@@ -162,6 +185,25 @@ describe('console hostile - requests', () => {
     silent.on('close', () => (closed = true));
     // Node's default held it 120 s; the console's limit is 10 s. Half a minute is ample margin.
     await waitFor(() => closed, { timeout: 40_000, interval: 500, name: 'silent TLS client closed' });
+  }, 60_000);
+});
+
+describe('console hostile - slow headers', () => {
+  it('console hostile - a client that dribbles its headers is let go once its 10 s are up, not at the next of Node 30 s rounds', async () => {
+    const broker = await TestBroker.start({ args: ['--console-port', '0'] });
+    // Right after the start: Node's first round of checks (by default) comes 30 s after it.
+    const socket = connect(broker.consolePort!, '127.0.0.1', () => socket.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${broker.consolePort}\r\n`));
+    const timer = setInterval(() => socket.writable && socket.write('X-Slow: 1\r\n'), 1000);
+    let closed = false;
+    socket.on('close', () => (closed = true));
+    socket.on('error', () => undefined);
+    try {
+      // 10 s and a check a second; twice that is ample margin, and short of Node's 30 s.
+      await waitFor(() => closed, { timeout: 20_000, interval: 250, name: 'the dribbling client let go' });
+    } finally {
+      clearInterval(timer);
+      socket.destroy();
+    }
   }, 60_000);
 });
 

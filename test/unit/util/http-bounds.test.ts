@@ -1,10 +1,11 @@
 // boundHttpServer (src/util/http-bounds.ts), as clients of a port see it: one address
 // may hold only its share of the connections, so a host that holds its share open
-// leaves the others room; its connections, once closed, free the share again.
+// leaves the others room; its connections, once closed, free the share again. A
+// connection may not pile up pipelined requests its handler would each start work for.
 import { createServer, get, type Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { boundHttpServer } from '../../../src/util/http-bounds.js';
+import { MAX_UNANSWERED_PER_CONNECTION, boundHttpServer, connectionGone } from '../../../src/util/http-bounds.js';
 
 let server: Server | undefined;
 const sockets: Socket[] = [];
@@ -58,5 +59,38 @@ describe('http bounds', () => {
     for (const s of sockets.splice(0)) s.destroy();
     await sleep(200);
     expect(await request(port, '127.0.0.1')).toBe('served');
+  });
+
+  it('http bounds - a connection that pipelines past its unanswered requests is closed, and the handler starts nothing for the rest; one request at a time is served for ever', async () => {
+    let started = 0;
+    // /late answers nothing (a login behind the throttle, say); anything else is answered at once.
+    server = createServer((req, res) => {
+      if (connectionGone(req)) return;
+      if (req.url === '/late') started++;
+      else res.end('served');
+    });
+    boundHttpServer(server, 16);
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const flood = connect(port, '127.0.0.1');
+    sockets.push(flood);
+    let closed = false;
+    flood.on('close', () => (closed = true));
+    flood.on('error', () => undefined);
+    flood.write('GET /late HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(1000));
+    for (let i = 0; i < 100 && !closed; i++) await sleep(50);
+    expect(closed).toBe(true);
+    expect(started).toBe(MAX_UNANSWERED_PER_CONNECTION);
+    // Requests one after the other on one connection are each answered.
+    const polite = connect(port, '127.0.0.1');
+    sockets.push(polite);
+    let answers = 0;
+    polite.on('data', (d: Buffer) => (answers += d.toString().split('served').length - 1));
+    for (let i = 0; i < 3 * MAX_UNANSWERED_PER_CONNECTION; i++) {
+      polite.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+      for (let j = 0; j < 100 && answers <= i; j++) await sleep(10);
+    }
+    expect(answers).toBe(3 * MAX_UNANSWERED_PER_CONNECTION);
+    expect(polite.destroyed).toBe(false);
   });
 });
