@@ -5,13 +5,10 @@
 // dispatch reads at most UNCHECKED_PER_DISPATCH of them and asks for another
 // (moreToDispatch), as it does for expired rows, and the order holds.
 import { afterEach, describe, expect, it } from 'vitest';
-import { Broker } from '../../../src/broker/broker.js';
 import { UNCHECKED_PER_DISPATCH } from '../../../src/broker/queue.js';
-import { Journal } from '../../../src/store/journal.js';
-import { Pager } from '../../../src/store/pager.js';
-import { restoreBroker } from '../../../src/store/restore.js';
+import type { Journal } from '../../../src/store/journal.js';
 import { FakeConsumer, bodyDeliveryTimes, msg, qs } from '../broker/helpers.js';
-import { removeDir, tempDir } from './helpers.js';
+import { openPagedBroker, removeDir, tempDir } from './helpers.js';
 
 const dirs: string[] = [];
 const journals: Journal[] = [];
@@ -21,17 +18,9 @@ afterEach(async () => {
 });
 
 async function open(dataDir: string) {
-  const broker = new Broker({ deliveryTimes: bodyDeliveryTimes });
-  let journal: Journal | undefined;
-  const pager = new Pager({ broker, journal: () => journal, maxMemory: 64 * 1024, log: { warn() {} }, readAheadCount: 16 });
-  const opened = await Journal.open({ dataDir });
-  journal = opened.journal;
-  journals.push(journal);
-  restoreBroker(broker, journal, opened.recovered, pager);
-  broker.log.resumeAfter(opened.recovered.lastLsn);
-  broker.log.attach(journal);
-  broker.log.attach(pager);
-  return { broker, journal };
+  const opened = await openPagedBroker(dataDir, 64 * 1024, { broker: { deliveryTimes: bodyDeliveryTimes } });
+  journals.push(opened.journal);
+  return opened;
 }
 
 describe('held messages recovered from the journal, read in slices', () => {

@@ -7,8 +7,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Change, ExchangeSettings, LoggedChange, MessageRecord, QueueSettings } from '../../../src/broker/changes.js';
 import { dedupDigestAt } from '../../../src/broker/dedup-key.js';
+import { Broker, type BrokerOptions } from '../../../src/broker/broker.js';
 import { defaultQueueSettings } from '../../../src/broker/settings.js';
 import { nodeIo, type JournalIo } from '../../../src/store/io.js';
+import { Journal } from '../../../src/store/journal.js';
+import { Pager } from '../../../src/store/pager.js';
+import { restoreBroker } from '../../../src/store/restore.js';
 import { encodeChange } from '../../../src/store/record-codec.js';
 import { encodeFrame, segmentPath } from '../../../src/store/segment.js';
 import { prng as mulberry32 } from '../../../src/util/prng.js';
@@ -17,6 +21,24 @@ import { prng as mulberry32 } from '../../../src/util/prng.js';
 export async function tempDir(prefix = 'tandem-store-'): Promise<string> {
   const base = existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
   return mkdtemp(path.join(base, prefix));
+}
+
+/**
+ * A broker on the journal in `dataDir` (restored from what it holds), whose pager keeps
+ * at most `maxMemory` bytes of bodies in memory, reading back 16 at a time: as tandemd
+ * wires them. The caller closes the journal.
+ */
+export async function openPagedBroker(dataDir: string, maxMemory: number, options: { segmentBytes?: number; broker?: BrokerOptions } = {}): Promise<{ broker: Broker; journal: Journal; pager: Pager }> {
+  const broker = new Broker(options.broker);
+  let journal: Journal | undefined;
+  const pager = new Pager({ broker, journal: () => journal, maxMemory, log: { warn() {} }, readAheadCount: 16 });
+  const opened = await Journal.open({ dataDir, segmentBytes: options.segmentBytes });
+  journal = opened.journal;
+  restoreBroker(broker, journal, opened.recovered, pager);
+  broker.log.resumeAfter(opened.recovered.lastLsn);
+  broker.log.attach(journal);
+  broker.log.attach(pager);
+  return { broker, journal, pager };
 }
 
 /**

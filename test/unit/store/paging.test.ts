@@ -8,11 +8,9 @@ import { Broker, type BrokerOptions } from '../../../src/broker/broker.js';
 import type { MessageRecord } from '../../../src/broker/changes.js';
 import { PagedMessage } from '../../../src/broker/paged-message.js';
 import type { Queue, QueueEntry } from '../../../src/broker/queue.js';
-import { Journal } from '../../../src/store/journal.js';
-import { Pager } from '../../../src/store/pager.js';
-import { restoreBroker } from '../../../src/store/restore.js';
+import type { Journal } from '../../../src/store/journal.js';
 import { bodyDeliveryTimes, FakeClock, FakeConsumer, msg, prng, qs } from '../broker/helpers.js';
-import { removeDir, tempDir } from './helpers.js';
+import { openPagedBroker, removeDir, tempDir } from './helpers.js';
 
 const dirs: string[] = [];
 const journals: Journal[] = [];
@@ -22,20 +20,11 @@ afterEach(async () => {
 });
 
 const KiB = 1024;
-const silent = { warn() {} };
 
 async function open(dataDir: string, maxMemory: number, segmentBytes = 256 * KiB, options: BrokerOptions = {}) {
-  const broker = new Broker(options);
-  let journal: Journal | undefined;
-  const pager = new Pager({ broker, journal: () => journal, maxMemory, log: silent, readAheadCount: 16 });
-  const opened = await Journal.open({ dataDir, segmentBytes });
-  journal = opened.journal;
-  journals.push(journal);
-  restoreBroker(broker, journal, opened.recovered, pager);
-  broker.log.resumeAfter(opened.recovered.lastLsn);
-  broker.log.attach(journal);
-  broker.log.attach(pager);
-  return { broker, journal, pager };
+  const opened = await openPagedBroker(dataDir, maxMemory, { segmentBytes, broker: options });
+  journals.push(opened.journal);
+  return opened;
 }
 
 /** Body of message n: recognisable, and `size` bytes long. */
