@@ -6,7 +6,7 @@
 // body is cut to a bound, and a message that does not decode is shown as unreadable.
 import { isUtf8 } from 'node:buffer';
 import { type BodySection, HEADER_NAMES, type MessageSections, PROPERTY_NAMES, decodeSections } from '../amqp/engine/message.js';
-import type { AmqpValue } from '../amqp/engine/types.js';
+import { type AmqpValue, uuidText } from '../amqp/engine/types.js';
 import { printable, printableJson } from '../ops/printable.js';
 
 /** How much of a message is shown: the body's bytes (--body-bytes), and fixed bounds on the rest. */
@@ -157,10 +157,8 @@ export function plainOf(v: AmqpValue, b: Budget): unknown {
       const ms = Number(v.value);
       return Math.abs(ms) <= 8.64e15 ? new Date(ms).toISOString() : v.value.toString();
     }
-    case 'uuid': {
-      const h = v.value.toString('hex');
-      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-    }
+    case 'uuid':
+      return uuidText(v.value);
     case 'binary':
     case 'decimal32':
     case 'decimal64':

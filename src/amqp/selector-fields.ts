@@ -26,7 +26,7 @@
 import type { SelectableMessage } from '../broker/routing-selectors.js';
 import type { SelectorValue } from '../selector/selector.js';
 import { Decoder } from './engine/decoder.js';
-import type { AmqpValue } from './engine/types.js';
+import { type AmqpValue, uuidText } from './engine/types.js';
 import { MalformedMessage } from './encoded-value.js';
 import { MapEntries } from './map-entries.js';
 import { sectionValueAt } from './message-codec.js';
@@ -204,10 +204,8 @@ function jmsId(v: AmqpValue, messageId: boolean): SelectorValue {
       if (!s.startsWith(ID_PREFIX)) return messageId ? `${ID_PREFIX}AMQP_NO_PREFIX:${s}` : s;
       return TYPE_PREFIXES.some((p) => s.startsWith(p, ID_PREFIX.length)) ? `${ID_PREFIX}AMQP_STRING:${s}` : s;
     }
-    case 'uuid': {
-      const h = v.value.toString('hex');
-      return `${ID_PREFIX}AMQP_UUID:${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-    }
+    case 'uuid':
+      return `${ID_PREFIX}AMQP_UUID:${uuidText(v.value)}`;
     case 'ulong':
       return `${ID_PREFIX}AMQP_ULONG:${v.value}`;
     case 'binary':

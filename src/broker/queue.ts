@@ -1254,7 +1254,6 @@ export class Queue {
     }
   }
 
-  /** One more expired row for this dispatch, if its budget allows; else the dispatch is cut short. */
   /**
    * Whether the dispatch may look at the row at `pos`: any row but a recovered one not yet
    * read for its delivery time, which spends one of uncheckedBudget (its body is read,
@@ -1270,6 +1269,7 @@ export class Queue {
     return true;
   }
 
+  /** One more expired row for this dispatch, if its budget allows; else the dispatch is cut short. */
   private spendExpiry(): boolean {
     if (this.expiryBudget <= 0) {
       this.scanCutShort = true;

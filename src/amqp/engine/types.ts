@@ -143,3 +143,9 @@ export const amqp = {
   }),
   described: (descriptor: AmqpValue, value: AmqpValue): AmqpValue => ({ type: 'described', descriptor, value }),
 };
+
+/** A uuid's usual text form (RFC 4122): its 16 bytes as 8-4-4-4-12 hex digits. */
+export function uuidText(bytes: Buffer): string {
+  const h = bytes.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
