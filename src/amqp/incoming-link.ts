@@ -22,8 +22,8 @@ import { errorCondition } from './conditions.js';
 import { Decoder } from './engine/decoder.js';
 import type { AmqpValue } from './engine/types.js';
 import { checkedDeliveryTime, heldMessage } from './delivery-time-reader.js';
-import { describedValueAt, encodedValueSize, parseIncoming, sectionCode, type ParsedMessage } from './message-codec.js';
-import { u32, userIdClaim } from './message-head.js';
+import { describedValueAt, parseIncoming, sectionSize, type ParsedMessage } from './message-codec.js';
+import { userIdClaim } from './message-head.js';
 import { readTransactionalState } from './transaction-types.js';
 
 /**
@@ -80,54 +80,24 @@ function logRefusal(log: Logger, err: unknown): void {
 /** Messages refused for another user's user-id, logged at most once per interval per user. */
 const impersonations = new LogThrottle();
 
-const PROPERTIES = 0x73;
 /** Claimed user-ids are shown up to this many characters (in the refusal and the log). */
 const SHOWN_CLAIM = 64;
 
 /**
  * What is wrong with the user-id of a message from `user` (its name's UTF-8 in
- * `userBytes`), or undefined when every properties section has none or `user`'s, or
- * when `mayNameAnyone` (asked only then) says any will do. Every section is looked at,
- * not only the first the broker routes by: a decoder lets a later properties section's
- * fields replace the first's (rhea's and ours do), so another user's name could hide
- * there. Reads in place; a message whose later sections do not read as values is one no
- * consumer decodes past that point either, and stops the look.
+ * `userBytes`), or undefined when its properties section (at `propertiesAt`, -1: none)
+ * has none or `user`'s, or when `mayNameAnyone` (asked only then) says any will do.
+ * One section is enough: parseIncoming refused a message with a second one (a decoder
+ * lets a later properties section's fields replace the first's, so another user's name
+ * could have hidden there). Reads in place.
  */
-export function userIdRefusal(bytes: Buffer, propertiesAt: number | undefined, user: string, userBytes: Buffer, mayNameAnyone: () => boolean = () => false): string | undefined {
-  let offset = propertiesAt !== undefined && propertiesAt > 0 ? propertiesAt : 0;
-  try {
-    while (offset < bytes.length) {
-      const size = sectionSize(bytes, offset);
-      const code = bytes[offset] === 0x00 && bytes[offset + 1] === 0x53 ? bytes[offset + 2] : sectionCode(bytes, offset);
-      if (code === PROPERTIES) {
-        const claim = userIdClaim(bytes, describedValueAt(bytes, offset), offset + size, userBytes);
-        if (claim === 'other' || claim === 'irregular') {
-          if (mayNameAnyone()) return undefined;
-          const refusal = genericRefusal(bytes, offset, size, user, userBytes);
-          if (refusal !== undefined) return refusal;
-        }
-      }
-      offset += size;
-    }
-  } catch (err) {
-    if (!(err instanceof TandemError)) throw err;
-  }
-  return undefined;
-}
-
-/**
- * The size of the section at `offset`: read directly when it is described by a small
- * ulong and its value's size is in its first bytes (what clients send), else as
- * encodedValueSize reads any value (which throws on one that does not fit).
- */
-function sectionSize(bytes: Buffer, offset: number): number {
-  const at = offset + 3;
-  if (bytes[offset] === 0x00 && bytes[offset + 1] === 0x53 && at + 5 <= bytes.length) {
-    const code = bytes[at]!;
-    const size = (code & 0xf0) === 0xa0 || (code & 0xf0) === 0xc0 || (code & 0xf0) === 0xe0 ? 5 + bytes[at + 1]! : (code & 0xf0) === 0xb0 || (code & 0xf0) === 0xd0 || (code & 0xf0) === 0xf0 ? 8 + u32(bytes, at + 1) : -1;
-    if (size >= 0 && offset + size <= bytes.length) return size;
-  }
-  return encodedValueSize(bytes, offset);
+export function userIdRefusal(bytes: Buffer, propertiesAt: number, user: string, userBytes: Buffer, mayNameAnyone: () => boolean = () => false): string | undefined {
+  if (propertiesAt < 0) return undefined;
+  const size = sectionSize(bytes, propertiesAt);
+  const claim = userIdClaim(bytes, describedValueAt(bytes, propertiesAt), propertiesAt + size, userBytes);
+  if (claim !== 'other' && claim !== 'irregular') return undefined;
+  if (mayNameAnyone()) return undefined;
+  return genericRefusal(bytes, propertiesAt, size, user, userBytes);
 }
 
 /**

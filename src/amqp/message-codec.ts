@@ -10,9 +10,9 @@ import type { DeadLetterEdit, DeadLetterWriter } from '../broker/dead-letter.js'
 import { encode } from './engine/encoder.js';
 import { AmqpError } from './engine/errors.js';
 import { type ReadMessage, decodeMessage } from './engine/message.js';
-import { LONGEST_SECTION_SYMBOL, sectionCodeOfSymbol } from './engine/message-sections.js';
+import { LONGEST_SECTION_SYMBOL, MESSAGE_SECTIONS, sectionCodeOfSymbol } from './engine/message-sections.js';
 import type { AmqpValue } from './engine/types.js';
-import { type MessageHead, readMessageHead } from './message-head.js';
+import { type MessageHead, readMessageHead, u32 } from './message-head.js';
 import { encodedValueSize, MalformedMessage } from './encoded-value.js';
 import { MapEntries } from './map-entries.js';
 
@@ -53,6 +53,21 @@ function symbolCode(buf: Buffer, at: number, length: number): number | undefined
   return sectionCodeOfSymbol(buf.toString('latin1', at, at + length)) ?? NOT_A_SECTION;
 }
 
+/**
+ * The size of the section at `offset`: read directly when it is described by a small
+ * ulong and its value's size is in its first bytes (what clients send), else as
+ * encodedValueSize reads any value (which throws on one that does not fit).
+ */
+export function sectionSize(bytes: Buffer, offset: number): number {
+  const at = offset + 3;
+  if (bytes[offset] === 0x00 && bytes[offset + 1] === 0x53 && at + 5 <= bytes.length) {
+    const width = bytes[at]! & 0xf0;
+    const size = width === 0xa0 || width === 0xc0 || width === 0xe0 ? 5 + bytes[at + 1]! : width === 0xb0 || width === 0xd0 || width === 0xf0 ? 8 + u32(bytes, at + 1) : -1;
+    if (size >= 0 && offset + size <= bytes.length) return size;
+  }
+  return encodedValueSize(bytes, offset);
+}
+
 /** Where the value of the section at `offset` starts, after the descriptor sectionCode read. */
 export function describedValueAt(buf: Buffer, offset: number): number {
   const type = buf[offset + 1];
@@ -83,6 +98,8 @@ export function sectionValueAt(bytes: Buffer, wanted: number): number {
 export interface ParsedMessage extends IncomingMessage {
   /** properties.to: where an anonymous-relay sender wants it to go. */
   to: string | undefined;
+  /** Where its one properties section starts; -1: it has none. */
+  propertiesAt: number;
 }
 
 /** The header and properties, decoded by the engine (safe on hostile bytes: every count bounded). */
@@ -113,21 +130,12 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
   let propertiesAt = -1;
   let deliveryAnnotationsAt = -1;
   let messageAnnotationsAt = -1;
-  let stopped = false;
   let last = -1;
-  // Header and properties come first when present; stop scanning after them.
+  // Header and properties come first when present; the head's reading stops after them.
   for (let i = 0; i < 4 && offset < bytes.length; i++) {
     const code = sectionCode(bytes, offset);
     if (code === undefined) throw new MalformedMessage(`expected a described section at byte ${offset}`);
-    // The header first, then delivery-annotations, message-annotations, properties, each once
-    // (spec 3.2). A header elsewhere would go out beside the one the broker writes (a
-    // redelivery's count, the ttl left), and a consumer that reads the last would see the
-    // sender's. The scan stops at the properties: a second one after them is not looked for
-    // here (the user-id check reads every one: userIdRefusal).
-    if (code >= HEADER && code <= PROPERTIES) {
-      if (code <= last || (code === HEADER && offset !== 0)) throw new MalformedMessage(`a ${SECTION_NAMES[code - HEADER]} section out of place at byte ${offset} (spec 3.2: header, delivery-annotations, message-annotations, properties, in that order, each at most once)`);
-      last = code;
-    }
+    last = inSpecOrder(code, last, offset);
     const size = encodedValueSize(bytes, offset);
     if (code === HEADER || code === PROPERTIES) checkList(bytes, offset, code === HEADER ? 'header' : 'properties');
     if (code === HEADER) {
@@ -139,10 +147,13 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     if (code === MESSAGE_ANNOTATIONS) messageAnnotationsAt = offset;
     offset += size;
     if (code === HEADER || code === PROPERTIES || code === DELIVERY_ANNOTATIONS || code === MESSAGE_ANNOTATIONS) end = offset;
-    if (code === PROPERTIES || code > PROPERTIES) {
-      stopped = true;
-      break;
-    }
+    if (code >= PROPERTIES || code < HEADER) break;
+  }
+  // The rest is only walked: no section the head reads may come again behind it.
+  for (let at = offset; at < bytes.length; at += sectionSize(bytes, at)) {
+    const code = sectionCode(bytes, at);
+    if (code === undefined) throw new MalformedMessage(`expected a described section at byte ${at}`);
+    last = inSpecOrder(code, last, at);
   }
   let head = NO_HEAD;
   if (end > 0) {
@@ -159,12 +170,40 @@ function parse(bytes: Buffer, fast: boolean): ParsedMessage {
     deliveryCount: head.deliveryCount,
     subject: head.subject,
     to: head.to,
-    // Known unless four sections came before any properties (two headers, say): a reader then looks itself.
-    propertiesAt: stopped || offset >= bytes.length ? propertiesAt : undefined,
+    // Always known (-1: none): a fourth section before any properties would repeat one, which is refused.
+    propertiesAt,
   };
 }
 
-const SECTION_NAMES = ['header', 'delivery-annotations', 'message-annotations', 'properties'];
+const DATA = 0x75;
+const AMQP_VALUE = 0x77;
+const FOOTER = 0x78;
+
+/**
+ * The place of section `code` at `offset` in the spec's order (3.2), after the
+ * place `last` of the sections before it: header (first), delivery-annotations,
+ * message-annotations, properties, application-properties, the body (data,
+ * amqp-sequence or amqp-value sections: they share one place and may repeat), footer;
+ * each other one at most once. A section out of place is refused, because the broker
+ * and its consumers would read different messages in it: the broker routes, keys and
+ * checks by the first header or properties it meets, and a decoder lets a later one
+ * win (rhea and ours do), so a consumer could be given a user-id, a message-id or a
+ * header the broker never looked at. A section the spec does not name (a vendor's,
+ * or a descriptor of another domain) is let through, as after the properties: the
+ * broker's reading of the head stops at it, so no header, annotations or properties
+ * may follow it.
+ */
+function inSpecOrder(code: number, last: number, offset: number): number {
+  if (code < HEADER || code > FOOTER) return Math.max(last, PROPERTIES);
+  const place = code >= DATA && code <= AMQP_VALUE ? DATA : code;
+  if (place < last || (place === last && place !== DATA) || (code === HEADER && offset !== 0)) throw outOfPlace(code, offset);
+  return place;
+}
+
+function outOfPlace(code: number, offset: number): MalformedMessage {
+  const name = MESSAGE_SECTIONS.find((s) => s.code === code)!.name;
+  return new MalformedMessage(`a ${name} section out of place at byte ${offset} (spec 3.2: header, delivery-annotations, message-annotations, properties, application-properties, the body, footer, in that order, each but the body's sections at most once)`);
+}
 
 /**
  * The header and properties sections are lists (spec 3.2.1, 3.2.4). Either as

@@ -307,6 +307,25 @@ describe('bad input', () => {
     await assertHealthy();
   });
 
+  it('bad input - a section out of the spec\'s order is rejected at publish: a consumer would read another message than the one the broker routed and keyed', async () => {
+    const sender = await healthy.openSender('bad.order.q');
+    const props = (id: string) => Buffer.concat([Buffer.from([0x00, 0x53, 0x73, 0xc0, id.length + 3, 1, 0xa1, id.length]), Buffer.from(id)]);
+    const body = Buffer.from([0x00, 0x53, 0x77, 0xa1, 0x01, 0x78]);
+    const durableHeader = Buffer.from([0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41]);
+    const vendor = Buffer.from([0x00, 0xa3, 0x0b, ...Buffer.from('com.x:extra'), 0x40]);
+    // A decoder lets the second properties' message-id win over the first, which a window keys by.
+    expect(await sendRaw(sender, Buffer.concat([props('first'), body, props('second')]))).toEqual({ state: 'rejected', condition: 'amqp:invalid-field' });
+    // A header behind a vendor section: the broker's reading stops at the vendor section.
+    expect(await sendRaw(sender, Buffer.concat([vendor, durableHeader, props('first'), body]))).toEqual({ state: 'rejected', condition: 'amqp:invalid-field' });
+    // A body section whose value says more bytes than the message holds (consumers would fail on it).
+    const cutBody = Buffer.from([0x00, 0x53, 0x77, 0xa1, 0xff, 0x41, 0x42]);
+    expect(await sendRaw(sender, Buffer.concat([props('first'), cutBody]))).toEqual({ state: 'rejected', condition: 'amqp:invalid-field' });
+    // In order, a vendor section behind the body included: taken.
+    expect(await sendRaw(sender, Buffer.concat([durableHeader, props('first'), body, vendor]))).toEqual({ state: 'accepted', condition: undefined });
+    sender.close();
+    await assertHealthy();
+  });
+
   it('bad input - a value nested 300,000 deep is sized without recursing: a cut one is malformed, a whole one is taken', async () => {
     // The recursive reader ran out of stack on these: amqp:internal-error and an error in the log.
     const sender = await healthy.openSender('bad.deep.q');

@@ -149,13 +149,14 @@ describe('tandem queue browse', () => {
   it('queue browse - a message that does not decode is shown as unreadable, with its size, and the browse goes on', async () => {
     await declare('browse.raw');
     const sender = await admin.openSender('browse.raw');
-    // A properties section, then an amqp-value string that says 255 bytes and holds 2.
-    const broken = Buffer.from([0x00, 0x53, 0x73, 0xc0, 0x04, 0x01, 0xa1, 0x01, 0x78, 0x00, 0x53, 0x77, 0xa1, 0xff, 0x41, 0x42]);
+    // A properties section, then an amqp-value list of 2 bytes that says it holds 255
+    // values (its size is right, so the broker takes it; its count is not).
+    const broken = Buffer.from([0x00, 0x53, 0x73, 0xc0, 0x04, 0x01, 0xa1, 0x01, 0x78, 0x00, 0x53, 0x77, 0xc0, 0x02, 0xff, 0x41]);
     expect((await sendRaw(sender, broken)).state).toBe('accepted');
     await admin.send(sender, ['after it']);
     const r = await browse('browse.raw');
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^message 1 \(\d+ bytes\)\n  unreadable: cannot decode the message: .*255 bytes/m);
+    expect(r.stdout).toMatch(/^message 1 \(\d+ bytes\)\n  unreadable: cannot decode the message: .*255 items in 1 bytes/m);
     expect(r.stdout).toContain('  body (amqp-value, string, 8 bytes): after it\n');
   });
 

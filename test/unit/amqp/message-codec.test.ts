@@ -127,6 +127,26 @@ describe('parseIncoming - section descriptors', () => {
     expect(() => parseIncoming(Buffer.concat([annotations!, annotations!, x!]))).toThrow(/a message-annotations section out of place/);
   });
 
+  it('refuses any section the broker reads behind the body or the application-properties (spec 3.2), since a consumer would read the last one', () => {
+    const [head, , properties, x] = sections(rhea.message.encode({ durable: true, message_annotations: { 'x-opt-k': 1 }, message_id: 'm', body: 'x' }));
+    const [, , appProperties] = sections(rhea.message.encode({ message_id: 'n', application_properties: { k: 1 } }));
+    const data = Buffer.from([0x00, 0x53, 0x75, 0xa0, 0x01, 0x78]);
+    const footer = Buffer.from([0x00, 0x53, 0x78, 0xc1, 0x01, 0x00]);
+    // In order, the body's sections repeated and a footer last: taken.
+    expect(parseIncoming(Buffer.concat([head!, properties!, appProperties!, data, data, footer])).propertiesAt).toBe(head!.length);
+    // A second properties behind the body or the application-properties: a consumer would take its message-id and user-id.
+    expect(() => parseIncoming(Buffer.concat([properties!, x!, properties!]))).toThrow(/a properties section out of place at byte \d+/);
+    expect(() => parseIncoming(Buffer.concat([properties!, appProperties!, properties!, x!]))).toThrow(/a properties section out of place/);
+    expect(() => parseIncoming(Buffer.concat([head!, x!, head!]))).toThrow(/a header section out of place/);
+    expect(() => parseIncoming(Buffer.concat([appProperties!, appProperties!, x!]))).toThrow(/an? application-properties section out of place/);
+    expect(() => parseIncoming(Buffer.concat([x!, appProperties!]))).toThrow(/application-properties section out of place/);
+    expect(() => parseIncoming(Buffer.concat([x!, footer, data]))).toThrow(/a data section out of place/);
+    expect(() => parseIncoming(Buffer.concat([x!, footer, footer]))).toThrow(/a footer section out of place/);
+    // Bytes behind the body that are no section (rhea warns and reads on): refused.
+    expect(() => parseIncoming(Buffer.concat([properties!, x!, Buffer.from([0xa1, 0x01, 0x61])]))).toThrow(/expected a described section at byte/);
+    expect(() => parseIncoming(Buffer.concat([properties!, x!, Buffer.from([0x00, 0x53])]))).toThrow(/malformed message/);
+  });
+
   it('refuses a header or properties section that is not a list', () => {
     const asMap = (code: number) => Buffer.from([0x00, 0x53, code, 0xc1, 0x01, 0x00]);
     expect(() => parseIncoming(Buffer.concat([asMap(0x70), body]))).toThrow(/the header section is not a list \(type code 0xc1\)/);
@@ -216,8 +236,14 @@ describe('parseIncoming - symbolic section descriptors (spec 3.2: a section is d
   });
 
   it('takes a symbol that names no section as a section it does not read, and does not make a string of a long one', () => {
-    const vendor = Buffer.concat([encode(amqp.described(amqp.symbol('com.example:header:list'), amqp.list([amqp.boolean(true)]))), numeric]);
-    expect(parseIncoming(vendor)).toMatchObject({ durable: false, headerLength: 0 });
+    const vendor = encode(amqp.described(amqp.symbol('com.example:header:list'), amqp.list([amqp.boolean(true)])));
+    expect(parseIncoming(vendor)).toMatchObject({ durable: false, headerLength: 0, propertiesAt: -1 });
+    // Behind the head it is let through; in front of a header or properties the broker's
+    // reading would stop at it, and a consumer would read what the broker never did.
+    expect(parseIncoming(Buffer.concat([numeric, vendor]))).toMatchObject({ durable: true, priority: 7 });
+    expect(() => parseIncoming(Buffer.concat([vendor, numeric]))).toThrow(new RegExp(`a header section out of place at byte ${vendor.length} `));
+    const [head, properties] = [0, 1].map((i) => encode(amqp.described(amqp.ulong(codeOf(fields[i]![0])), fields[i]![1])));
+    expect(() => parseIncoming(Buffer.concat([head!, vendor, properties!]))).toThrow(/a properties section out of place/);
     const long = sym32Section('x'.repeat(1 << 20), amqp.list([amqp.boolean(true)]));
     expect(sectionCode(long, 0)).toBe(Number.POSITIVE_INFINITY);
     expect(parseIncoming(long).durable).toBe(false);
