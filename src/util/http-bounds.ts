@@ -13,8 +13,19 @@ import type { Socket } from 'node:net';
  */
 export const MAX_UNANSWERED_PER_CONNECTION = 4;
 
-/** `maxPerAddress`: connections one remote address may hold at once (a reverse proxy is one address). */
-export function boundHttpServer(server: Server, maxConnections: number, maxPerAddress = Math.max(1, Math.floor(maxConnections / 2))): void {
+/**
+ * How long an answer the handler has ended may wait for its client to take it: a
+ * client that never reads held the answer's bytes (up to megabytes: a console page,
+ * a metrics page) and its connection for as long as it stayed connected. At 20 KiB/s a
+ * 1.25 MB answer, the console's largest, is taken in time.
+ */
+export const ANSWER_DEADLINE_MS = 60_000;
+
+/**
+ * `maxPerAddress`: connections one remote address may hold at once (a reverse proxy is
+ * one address); `answerDeadlineMs`: ANSWER_DEADLINE_MS, shorter in tests.
+ */
+export function boundHttpServer(server: Server, maxConnections: number, maxPerAddress = Math.max(1, Math.floor(maxConnections / 2)), answerDeadlineMs = ANSWER_DEADLINE_MS): void {
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   server.keepAliveTimeout = 5_000;
@@ -38,6 +49,7 @@ export function boundHttpServer(server: Server, maxConnections: number, maxPerAd
     });
   });
   boundPipelining(server);
+  boundUntakenAnswers(server, answerDeadlineMs);
 }
 
 /**
@@ -77,4 +89,38 @@ function boundPipelining(server: Server): void {
     res.once('finish', answered);
     res.once('close', answered);
   });
+}
+
+/**
+ * Close the connection of an answer its client has not taken `deadlineMs` after the
+ * handler ended it (bytes still waiting to be written: `writableEnded` without
+ * `writableFinished`). Node's own timeouts stop at the request (requestTimeout) and
+ * start again only once the answer is written (keepAliveTimeout), so nothing else
+ * bounds this wait. A stream (the console's events) never ends and is not looked
+ * at: it bounds itself by skipping what its client has not taken (live.ts). A
+ * handler's own time before it answers (a purge answered when done) does not count.
+ */
+function boundUntakenAnswers(server: Server, deadlineMs: number): void {
+  const waiting = new Map<ServerResponse, number>();
+  server.on('request', (_req: IncomingMessage, res: ServerResponse) => {
+    waiting.set(res, 0);
+    const done = () => waiting.delete(res);
+    res.once('finish', done);
+    res.once('close', done);
+  });
+  // A sweep, not a timer per answer: answers are mostly taken at once, and a
+  // handler's end() has no event of its own to start a timer on.
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const [res, endedAt] of waiting) {
+      if (!res.writableEnded) continue;
+      if (endedAt === 0) waiting.set(res, now);
+      else if (now - endedAt >= deadlineMs) {
+        waiting.delete(res);
+        res.socket?.destroy();
+      }
+    }
+  }, Math.max(10, Math.floor(deadlineMs / 6)));
+  sweep.unref();
+  server.once('close', () => clearInterval(sweep));
 }

@@ -93,4 +93,52 @@ describe('http bounds', () => {
     expect(answers).toBe(3 * MAX_UNANSWERED_PER_CONNECTION);
     expect(polite.destroyed).toBe(false);
   });
+
+  it('http bounds - an answer its client does not take is dropped with its connection after the deadline; a slow handler, a stream and a client that reads are not', async () => {
+    const deadlineMs = 300;
+    const big = Buffer.alloc(16 << 20, 0x61);
+    server = createServer((req, res) => {
+      if (req.url === '/big') res.end(big);
+      else if (req.url === '/slow') setTimeout(() => res.end('served late'), 4 * deadlineMs);
+      else {
+        // A stream: headers and a first event, never ended.
+        res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+        res.write('data: 1\n\n');
+      }
+    });
+    boundHttpServer(server, 16, 16, deadlineMs);
+    // Closed as the server sees it: a client that reads nothing never reads to the end either.
+    const serverSide = new Map<number, Socket>();
+    server.on('connection', (socket: Socket) => serverSide.set(socket.remotePort!, socket));
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as { port: number }).port;
+    const client = (path: string, read: boolean) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`));
+      sockets.push(socket);
+      const seen = {
+        bytes: 0,
+        get closed() {
+          return serverSide.get(socket.localPort!)?.destroyed === true;
+        },
+      };
+      socket.on('error', () => undefined);
+      if (read) socket.on('data', (d: Buffer) => (seen.bytes += d.length));
+      else socket.pause();
+      return seen;
+    };
+    const untaken = client('/big', false);
+    const taken = client('/big', true);
+    const slow = client('/slow', true);
+    const stream = client('/stream', true);
+    for (let i = 0; i < 100 && !untaken.closed; i++) await sleep(50);
+    expect(untaken.closed).toBe(true);
+    for (let i = 0; i < 100 && slow.bytes === 0; i++) await sleep(50);
+    await sleep(4 * deadlineMs);
+    expect(taken.closed).toBe(false);
+    expect(taken.bytes).toBeGreaterThan(big.length);
+    expect(slow.closed).toBe(false);
+    expect(slow.bytes).toBeGreaterThan(0);
+    expect(stream.closed).toBe(false);
+    expect(stream.bytes).toBeGreaterThan(0);
+  });
 });
