@@ -583,6 +583,11 @@ export class HaManager {
     };
   }
 
+  /** On the primary: whether publishers' settlements wait now (tandem_ha_settlements_held); false elsewhere. */
+  get settlementsHeld(): boolean {
+    return this.source !== undefined && this.isPrimary && this.settlementReport(this.source).held;
+  }
+
   private settlementReport(source: ReplicationSource): SettlementReport {
     const q = source.quorum;
     const recovering = this.sm.state === 'recovering';

@@ -291,7 +291,7 @@ export class Daemon {
         broker: this.broker,
         connections: () => this.server?.connectionCount ?? 0,
         extra: () => ({ ...haMetrics(this.ha), ...(this.dr?.metrics() ?? {}), ...pagingMetrics(this.pager, this.broker) }),
-        ha: () => (this.ha ? { state: this.ha.state, backups: this.ha.backupLags() } : { state: 'standalone', backups: [] }),
+        ha: () => (this.ha ? { state: this.ha.state, settlementsHeld: this.ha.settlementsHeld, backups: this.ha.backupLags() } : { state: 'standalone', settlementsHeld: false, backups: [] }),
         dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected' })),
         journalBytes: () => filesBytes(journalDir),
         memoryAlarm: () => this.memoryAlarm.active,

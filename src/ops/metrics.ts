@@ -15,6 +15,8 @@ import { JOURNAL_SYNC_CHANNEL } from '../store/writer.js';
 /** What the HA manager knows, read at scrape time (a broker without HA is `standalone`). */
 export interface HaFigures {
   state: string;
+  /** On the primary: publishers' settlements wait for ready backups (ha-min-ready-backups). */
+  settlementsHeld: boolean;
   backups: Array<{ id: string; state: string; changes: number; seconds: number; bytes: number | null }>;
 }
 
@@ -41,7 +43,9 @@ export interface MetricsSources {
 
 /**
  * A gauge with one label: at scrape time one series per item, labelled `key(item)`;
- * an item whose figure is null (unknown) gets none.
+ * an item whose figure is null (unknown) gets none. A name ending in `_total` is a
+ * running count, so it is typed a counter (Prometheus' convention; rate() and
+ * promtool expect one), set from the count the broker keeps.
  */
 function labelledGauge<T>(
   registry: Registry,
@@ -49,21 +53,33 @@ function labelledGauge<T>(
   items: () => Iterable<T>,
   key: (item: T) => string,
   read: (item: T) => number | null,
-): Gauge {
+): Gauge | Counter {
+  const each = (put: (labels: Record<string, string>, v: number) => void) => {
+    for (const item of items()) {
+      const v = read(item);
+      if (v !== null) put({ [spec.label]: key(item) }, v);
+    }
+  };
+  const config = { name: spec.name, help: spec.help, labelNames: [spec.label], registers: [registry] };
+  if (isCounterName(spec.name)) {
+    return new Counter({
+      ...config,
+      collect() {
+        this.reset();
+        each((labels, v) => this.inc(labels, v));
+      },
+    });
+  }
   return new Gauge({
-    name: spec.name,
-    help: spec.help,
-    labelNames: [spec.label],
-    registers: [registry],
+    ...config,
     collect() {
       this.reset();
-      for (const item of items()) {
-        const v = read(item);
-        if (v !== null) this.set({ [spec.label]: key(item) }, v);
-      }
+      each((labels, v) => this.set(labels, v));
     },
   });
 }
+
+const isCounterName = (name: string): boolean => name.endsWith('_total');
 
 /** Sockets the metrics listener holds at once; more are closed as they come. */
 export const MAX_CONNECTIONS = 16;
@@ -167,12 +183,13 @@ export class Metrics {
       grouped,
     );
     perQueue('tandem_queue_ring_overflow_total', 'New messages a full ring queue lost because its available messages could not make way (the rest were out with consumers or held until their delivery time)', (q) => q.ringOverflow);
-    new Gauge({
+    new Counter({
       name: 'tandem_dead_letters_lost_total',
       help: 'Messages that left a queue for its alternate exchange and could not go on (their body unreadable, or the queues it routes to full): dropped, each logged',
       registers: [r],
       collect() {
-        this.set(sources.broker.deadLettersLost);
+        this.reset();
+        this.inc(sources.broker.deadLettersLost);
       },
     });
     if (sources.extra) {
@@ -203,6 +220,14 @@ export class Metrics {
         collect() {
           const now = ha().state;
           for (const st of haStates) this.set({ state: st }, st === now ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'tandem_ha_settlements_held',
+        help: "1 while this primary holds publishers' settlements for want of the ready backups ha-min-ready-backups asks for (0 otherwise)",
+        registers: [r],
+        collect() {
+          this.set(ha().settlementsHeld ? 1 : 0);
         },
       });
       new Gauge({
