@@ -58,6 +58,8 @@ const EXPECTED: Record<string, string> = {
   '/usr/share/man/man1/tandem.1.gz': '0644',
   '/usr/share/doc/tandem/systemd.md': '0644',
   '/usr/share/doc/tandem/metrics.md': '0644',
+  '/usr/share/doc/tandem/security.md': '0644',
+  '/usr/share/doc/tandem/journal.md': '0644',
   '/usr/share/doc/tandem/examples/tandem-alerts.yml': '0644',
   '/usr/share/doc/tandem/examples/tandem-dashboard.json': '0644',
   ...(HAS_OCF_AGENT ? { '/usr/lib/ocf/resource.d/tandem/tandemd': '0755' } : {}),
