@@ -38,6 +38,10 @@ describe('engine client - against tandemd', () => {
     await expect(AmqpClient.connect({ host: '127.0.0.1', port: broker.port, user: 'admin', password: 'nope', timeoutMs: 10_000 })).rejects.toThrow(/authentication failed/);
   });
 
+  it('engine client - no user name where the broker requires a login: refused, saying so (not which protocol id was answered)', async () => {
+    await expect(AmqpClient.connect({ host: '127.0.0.1', port: broker.port, sasl: false, timeoutMs: 10_000 })).rejects.toThrow(/the server requires a login .*: give a user name/);
+  });
+
   it('engine client - durable messages are settled accepted, and come back in order when received', async () => {
     const c = await connect();
     const session = await c.openSession();

@@ -278,7 +278,11 @@ export class Connection {
     }
     if (this.role === 'client') {
       const want = this.saslClient ? ProtocolId.sasl : ProtocolId.amqp;
-      if (h.id !== want) return this.fail(`the server answered with protocol id ${h.id} where ${want} was asked for`);
+      if (h.id !== want) {
+        // 2.2: a server answers a header it does not take with the one it does.
+        const why = h.id === ProtocolId.sasl ? 'the server requires a login (it answered the AMQP header with the SASL one): give a user name' : h.id === ProtocolId.amqp ? 'the server offers no login (it answered the SASL header with the AMQP one): connect without a user name' : `the server answered with protocol id ${h.id} where ${want} was asked for`;
+        return this.fail(why);
+      }
       this.stage = h.id === ProtocolId.sasl ? 'sasl' : 'open';
       return;
     }
