@@ -1,14 +1,14 @@
 // tandem broker status, tandem connection list|close.
 import type { Command } from 'commander';
 import { rowsOf } from '../admin/client.js';
-import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
+import { action, addBrokerOption, attributes, print, table, withBroker, type BrokerOption } from './common.js';
 
 export function brokerCommands(program: Command): void {
   const broker = program.command('broker').description('the broker itself');
   addBrokerOption(broker.command('status').description('version, state, log position, counts')).action(
     action(async (o: BrokerOption) => {
       const s = (await withBroker(o, (c) => c.request('READ', 'broker', 'broker'))) as Record<string, unknown>;
-      print(o, s, () => Object.entries(s).map(([k, v]) => `${k.padEnd(16)} ${String(v)}`).join('\n'));
+      print(o, s, () => attributes(s));
     }),
   );
 

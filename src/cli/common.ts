@@ -74,6 +74,16 @@ function jsonReplacer(_key: string, value: unknown): unknown {
   return typeof value === 'bigint' ? Number(value) : value;
 }
 
+/**
+ * One attribute a line, names padded to the longest, for show and status commands; a
+ * value that is an object or a list is shown as JSON. Escaped as table cells are.
+ */
+export function attributes(record: Record<string, unknown>): string {
+  const lines = Object.entries(record).map(([k, v]) => [printable(k), printable(v !== null && typeof v === 'object' ? JSON.stringify(v, jsonReplacer) : String(v))] as const);
+  const width = Math.max(0, ...lines.map(([k]) => k.length));
+  return lines.map(([k, v]) => `${k.padEnd(width)}  ${v}`.trimEnd()).join('\n');
+}
+
 /** A fixed-width table for list commands. */
 export function table(rows: Array<Record<string, unknown>>, columns: string[]): string {
   const cells = rows.map((r) => columns.map((c) => (r[c] === undefined || r[c] === null ? '' : printable(String(r[c])))));

@@ -1,7 +1,7 @@
 // tandem queue add|del|set|list|show|purge|browse (qpid-config users should feel at home).
 import type { Command } from 'commander';
 import { rowsOf } from '../admin/client.js';
-import { action, addBrokerOption, print, table, withBroker, type BrokerOption } from './common.js';
+import { action, addBrokerOption, attributes, print, table, withBroker, type BrokerOption } from './common.js';
 import { queueBrowseCommand } from './queue-browse-command.js';
 
 interface AddOptions extends BrokerOption {
@@ -120,7 +120,7 @@ export function queueCommands(program: Command): void {
   addBrokerOption(queue.command('show <name>').description('every attribute of a queue')).action(
     action(async (name: string, o: BrokerOption) => {
       const attrs = (await withBroker(o, (c) => c.request('READ', 'queue', name))) as Record<string, unknown>;
-      print(o, attrs, () => Object.entries(attrs).map(([k, v]) => `${k.padEnd(20)} ${String(v)}`).join('\n'));
+      print(o, attrs, () => attributes(attrs));
     }),
   );
 
