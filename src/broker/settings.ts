@@ -89,6 +89,25 @@ export function parseCount(key: string, value: unknown): number {
 }
 
 /**
+ * A size a user typed: digits, and a binary unit if any (64KiB, 16M, 1g: powers of
+ * 1024; the B and i optional), as tandemd.conf takes sizes; NaN for anything else.
+ */
+export function byteSize(value: string): number {
+  const m = /^(\d+)(?:\s*([kKmMgG]i?[bB]?))?$/.exec(value);
+  if (!m) return Number.NaN;
+  const unit = m[2]?.[0]?.toLowerCase();
+  return Number(m[1]) * (unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1);
+}
+
+/** A queue's size argument: a count of bytes (parseCount), or a string with a unit (byteSize). */
+export function parseSize(key: string, value: unknown): number {
+  if (typeof value !== 'string' || DIGITS.test(value)) return parseCount(key, value);
+  const n = byteSize(value);
+  if (Number.isSafeInteger(n)) return n;
+  throw invalidArgument(`${key} must be a size from 0 to ${Number.MAX_SAFE_INTEGER} bytes (digits, or with a unit: 64KiB, 16MiB, 1GiB), not ${shownValue(value)}`);
+}
+
+/**
  * The longest duration any setting takes: a ttl is added to the clock, and the
  * sum must stay an exact integer in a record; no expiry or delay needs more.
  */
@@ -149,8 +168,10 @@ export function parseQueueSettings(args: Record<string, unknown>, defaults: Queu
         out[field] = parseBoolean(key, value);
         break;
       case 'maxCount':
+        out.maxCount = parseCount(key, value);
+        break;
       case 'maxSize':
-        out[field] = parseCount(key, value);
+        out.maxSize = parseSize(key, value);
         break;
       case 'priorities': {
         const n = parseCount(key, value);

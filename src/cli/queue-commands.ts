@@ -37,7 +37,7 @@ export function queueCommands(program: Command): void {
       .option('--auto-delete-delay <duration>', 'wait this long before auto-deleting (e.g. 30s)')
       .option('--exclusive', 'only one connection may use it')
       .option('--max-count <n>', 'most messages it holds')
-      .option('--max-size <bytes>', 'most bytes of messages it holds')
+      .option('--max-size <bytes>', 'most bytes of messages it holds (e.g. 1048576 or 16MiB)')
       .option('--policy <reject|ring>', 'when full: refuse senders (reject) or drop the oldest (ring)')
       .option('--default-ttl <duration>', 'time to live for messages that set none (e.g. 10s)')
       .option('--alternate-exchange <name>', 'where rejected, expired or orphaned messages go')

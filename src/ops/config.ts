@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import ini from 'ini';
 import type { QueueSettings } from '../broker/changes.js';
-import { DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, durationMs, parseDedupDefaults } from '../broker/settings.js';
+import { byteSize, DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, durationMs, parseDedupDefaults } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
@@ -216,12 +216,10 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
     }
     case 'count':
     case 'size': {
-      const m = /^(\d+)\s*([kKmMgG]i?[bB]?)?$/.exec(String(value));
-      if (!m) bad(spec.kind === 'size' ? 'a size such as 1048576, 64KiB or 16MiB' : 'a whole number');
-      const unit = m![2]?.[0]?.toLowerCase();
-      const mult = unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1;
-      if (unit && spec.kind === 'count') bad('a whole number');
-      return bounded(spec, Number(m![1]) * mult, where);
+      const text = String(value);
+      const n = spec.kind === 'size' ? byteSize(text) : /^\d+$/.test(text) ? Number(text) : Number.NaN;
+      if (Number.isNaN(n)) bad(spec.kind === 'size' ? 'a size such as 1048576, 64KiB or 16MiB' : 'a whole number');
+      return bounded(spec, n, where);
     }
     case 'bool':
       if (value === true || value === 'yes' || value === 'true' || value === 'on' || value === '1') return true;

@@ -25,6 +25,17 @@ describe('queue arguments', () => {
     expect(largest).toMatchObject({ maxCount: Number.MAX_SAFE_INTEGER, autoDeleteDelayMs: MAX_DURATION_MS, defaultTtlMs: MAX_DURATION_MS });
     expect(() => encodeChange({ lsn: 1, durable: true, change: { kind: 'queue-declare', name: 'q', settings: largest } })).not.toThrow();
   });
+
+  it('a size takes a binary unit as tandemd.conf does (16MiB, 64k, 1G); counts do not; a unit past what a record holds is refused', () => {
+    expect(parseQueueSettings({ 'max-size': '16MiB' }).maxSize).toBe(16 * 1024 ** 2);
+    expect(parseQueueSettings({ 'qpid.max_size': '64k' }).maxSize).toBe(64 * 1024);
+    expect(parseQueueSettings({ 'max-size': '1G' }).maxSize).toBe(1024 ** 3);
+    expect(parseQueueSettings({ 'max-size': 4096 }).maxSize).toBe(4096);
+    expect(() => parseQueueSettings({ 'max-size': '16 TiB' })).toThrow(/max-size must be a size from 0 to 9007199254740991 bytes \(digits, or with a unit: 64KiB, 16MiB, 1GiB\), not "16 TiB"/);
+    expect(() => parseQueueSettings({ 'max-size': '0x10k' })).toThrow(/max-size must be a size/);
+    expect(() => parseQueueSettings({ 'max-size': '9999999999999999999G' })).toThrow(/max-size must be a size/);
+    expect(() => parseQueueSettings({ 'max-count': '16k' })).toThrow(/max-count must be a whole number/);
+  });
 });
 
 describe('auto-delete delay', () => {

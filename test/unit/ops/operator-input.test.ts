@@ -30,8 +30,10 @@ const NOT_DIGITS = ['0x10', '1e3', ' 5', '5 ', '-0', '', '+5', '0b1', '0o7', '5.
 describe('operator input', () => {
   it('operator input - queue counts are digits only: hex, exponent, spaces, signs are refused naming the argument', () => {
     for (const key of ['max-count', 'qpid.max_count', 'max-size', 'qpid.max_size', 'priorities', 'qpid.priorities', 'dedup-window', 'qpid.dedup-window']) {
+      // A size also takes a unit (16MiB), and says so.
+      const must = key.includes('size') ? 'must be a size .*digits, or with a unit' : 'must be a whole number .*digits only';
       for (const value of NOT_DIGITS) {
-        expect(() => parseQueueSettings({ [key]: value }), `${key}=${JSON.stringify(value)}`).toThrow(new RegExp(`${key.replace('.', '\\.')} must be a whole number .*digits only.*not ${JSON.stringify(JSON.stringify(value)).slice(1, -1).replace(/[+.]/g, '\\$&')}`));
+        expect(() => parseQueueSettings({ [key]: value }), `${key}=${JSON.stringify(value)}`).toThrow(new RegExp(`${key.replace('.', '\\.')} ${must}.*not ${JSON.stringify(JSON.stringify(value)).slice(1, -1).replace(/[+.]/g, '\\$&')}`));
       }
     }
     expect(parseQueueSettings({ 'max-count': '16', 'max-size': '0010', priorities: '5', 'dedup-window': '100' })).toMatchObject({ maxCount: 16, maxSize: 10, priorities: 5, dedupWindow: 100 });
