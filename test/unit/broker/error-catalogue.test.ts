@@ -39,7 +39,7 @@ describe('error catalogue - README', () => {
   });
 
   it("the README's exit codes outside the table are the CLI's", () => {
-    expect(readme).toContain(`CLI exit codes: ${Exit.ok} ok, ${Exit.unreachable} broker unreachable, and for an error the exit code of its row`);
+    expect(readme.replace(/\s+/g, ' ')).toContain(`CLI exit codes: ${Exit.ok} ok, ${Exit.unreachable} broker unreachable or the connection refused (a failed login, a TLS certificate that does not verify), and for an error the exit code of its row`);
     expect(readme).toContain(`(${Exit.usage} also for bad arguments on the command line)`);
     expect(readme.replace(/\s+/g, ' ')).toContain(
       `\`tandem ha ...\` uses OCF's: ${HaExit.ok} ok, ${HaExit.no} no/refused, ${HaExit.usage} bad arguments, ${HaExit.notRunning} not running.`,
