@@ -8,6 +8,8 @@
 //   indexDedup     indexDedupWindows of a window of N keys (after promotion)
 //   dedup-runs     the dedup window copied into an HA snapshot's config (snapshotOf)
 //   query-10k      describe 10,000 queues (QUERY queue)
+//   detach-held    a consumer holding all N unsettled detaches (Queue.removeConsumer): the
+//                  detach, then each dispatch giving them back (longest, and how many)
 //   node bench/stalls-model.mjs
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -48,6 +50,24 @@ b = undefined;
 b = filled({}, { ttlMs: 1000 });
 clock += 2000;
 out['expire-all'] = time(() => b.expire()).ms;
+b = undefined;
+b = filled();
+{
+  const q = b.queues.get('q');
+  // Held as a link holds them (OutgoingLink.unsettled), forgotten by it once it is removed.
+  const unsettled = new Map();
+  const holder = { id: 'a', connectionId: 'c', browse: false, credit: N, cursor: 0, deliver: (e) => unsettled.set(unsettled.size, e), held: () => unsettled.values() };
+  q.addConsumer(holder);
+  q.dispatch(clock);
+  const detach = time(() => {
+    q.removeConsumer(holder);
+    unsettled.clear();
+  }).ms;
+  // The broker dispatches again after the event loop ran while a give-back is under way (builds before it had none).
+  const slices = [];
+  while (q.givingBack && slices.length < 1_000_000) slices.push(time(() => q.dispatch(clock)).ms);
+  out['detach-held'] = { detachMs: detach, dispatches: slices.length, longestDispatchMs: Math.max(0, ...slices), available: q.available };
+}
 b = undefined;
 const keyed = new Broker({ now: () => clock });
 keyed.log.attach({ append: () => {} });

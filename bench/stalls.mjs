@@ -13,7 +13,8 @@
 // expire-deliver: N messages expire at once and a consumer is given credit just after,
 // before the expiry timer met them; expire-scan: 10 s idle with N rows whose ttl is an hour
 // ahead (the timer's look for expired rows each second); expire-tick-model: that tick
-// timed in-process, with nothing due and with one message due.
+// timed in-process, with nothing due and with one message due. detach-held: a consumer
+// holding all N unsettled (a session window of N) detaches; until every one is back.
 // Raw numbers: bench/results/stalls-<time>.json.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -202,6 +203,24 @@ const scenarios = {
     log('expire-tick-model', JSON.stringify(r));
     return r;
   },
+  'detach-held': () => withBroker('detach-held', brokerArgs, async (b, m) => {
+    await m('CREATE', 'queue', 'q', qAttrs);
+    await fill(b.port, 'q', N, msgExtra);
+    const conn = rhea.create_container().connect({ host: '127.0.0.1', port: b.port, reconnect: false, session_buffer_size: N + 10 });
+    const receiver = conn.open_receiver({ source: { address: 'q' }, credit_window: N, autoaccept: false });
+    let taken = 0;
+    receiver.on('message', () => taken++);
+    // Bounded: until it holds all N, or 300 s.
+    for (const t = performance.now(); taken < N && performance.now() - t < 300_000; ) await new Promise((r) => setTimeout(r, 50));
+    const r = await timed(b.port, async () => {
+      receiver.close();
+      // Bounded: until none is out with the detached consumer, or 120 s.
+      for (const t = performance.now(); (await m('READ', 'queue', 'q')).acquired > 0 && performance.now() - t < 120_000; ) await new Promise((r) => setTimeout(r, 5));
+    });
+    conn.close();
+    const q = await m('READ', 'queue', 'q');
+    return { ...r, held: taken, available: q.depth - q.acquired };
+  }),
   query: () => withBroker('query', [], async (b, m) => {
     for (let i = 0; i < QUEUES; i += 100) await Promise.all(Array.from({ length: Math.min(100, QUEUES - i) }, (_, k) => m('CREATE', 'queue', `q${i + k}`, {})));
     return timed(b.port, async () => (await m('QUERY', 'queue', undefined, {})).length);

@@ -29,6 +29,8 @@ const DEFAULT_MODIFIED = decodeAs('modified', DEFAULT_OUTCOME);
 
 export class OutgoingLink implements Consumer {
   cursor = 0;
+  /** Kept by the queue (Consumer.lowestTaken). */
+  lowestTaken: number | undefined = undefined;
   private readonly unsettled = new Map<Delivery, QueueEntry>();
   private closed = false;
   /** A body could not be read back: nothing more is sent while the link is being closed. */

@@ -24,7 +24,7 @@ function nextTurn(): Promise<void> {
  * Before each slice after the first, `stillOn()` says whether to go on: false stops
  * with what was done; a reason (string) throws, as a refused change does.
  */
-async function inSlices(total: number, step: (n: number) => number, stillOn: () => boolean | string): Promise<number> {
+export async function inSlices(total: number, step: (n: number) => number, stillOn: () => boolean | string): Promise<number> {
   let done = 0;
   // Bounded: every step does at least one message of `total` or ends the loop.
   for (let slice = 0; done < total; slice++) {
@@ -46,7 +46,7 @@ async function inSlices(total: number, step: (n: number) => number, stillOn: () 
 }
 
 /** Go on while `queue` is still the broker's and the broker still takes local changes (not a backup, not stopping). */
-function queueStillOn(broker: Broker, queue: Queue): () => boolean | string {
+export function queueStillOn(broker: Broker, queue: Queue): () => boolean | string {
   return () => broker.localChangesRefused?.() ?? broker.queues.get(queue.name) === queue;
 }
 
@@ -64,26 +64,34 @@ export function purgeInSlices(broker: Broker, queue: Queue, limit = 0): Promise<
 }
 
 /**
- * Delete a queue. One with an alternate exchange first sends on, in slices, as many
- * available and held messages as it had when the delete began (each copy and its
- * dequeue one record; Broker.moveToAlternate), then is deleted as before with what is left:
+ * Delete a queue. One with an alternate exchange first finishes, in slices, the give-back
+ * of a detached consumer's messages under way (Queue.giveBackSome), then sends on, in
+ * slices, as many available and held messages as it had then (each copy and its dequeue
+ * one record; Broker.moveToAlternate), then is deleted as before with what is left:
  * messages out with consumers and any that came meanwhile. The preconditions are
  * checked when it begins; a queue deleted meanwhile by someone else ends it. Returns
  * how many messages the queue held when it began, as deleteQueue does.
  */
 export async function deleteQueueInSlices(broker: Broker, name: string, options: { ifEmpty?: boolean; ifUnused?: boolean } = {}): Promise<number> {
   const queue = broker.queue(name);
-  // Held (delivery-delayed) messages go in the slices too: a million of them in one step would stall the broker.
-  const waiting = queue.available + queue.scheduledDepth;
+  // Held (delivery-delayed) messages go in the slices too: a million of them in one step
+  // would stall the broker. So do those a detached consumer is still giving back (the
+  // queue's last consumer leaving an auto-delete queue begins its delete): acquired, the
+  // last step would send them all on at once.
+  const waiting = queue.available + queue.scheduledDepth + (queue.givingBack ? queue.acquired : 0);
   if (!queue.settings.alternateExchange || !broker.exchanges.has(queue.settings.alternateExchange) || waiting <= STEP_MESSAGES || options.ifEmpty) {
     return broker.deleteQueue(name, options);
   }
   if (options.ifUnused && queue.consumerCount > 0) return broker.deleteQueue(name, options); // refused, as it says
   const depth = queue.depth;
-  const moved = await inSlices(waiting, (n) => broker.moveToAlternate(queue, n), queueStillOn(broker, queue));
-  const stillOn = queueStillOn(broker, queue)();
-  if (typeof stillOn === 'string') throw new TandemError('TANDEM_ERR_PRECONDITION', `stopped after sending ${moved} messages on to the alternate exchange: ${stillOn}`);
-  if (!stillOn) return depth; // deleted meanwhile
+  const stillOn = queueStillOn(broker, queue);
+  // The walk ends at the last acquired row (fewer visited than asked), or earlier when a
+  // consumer detaching meanwhile starts it again (what that one gives back later goes in the last step).
+  if (queue.givingBack) await inSlices(queue.acquired, (n) => queue.giveBackSome(n), stillOn);
+  const moved = await inSlices(queue.available + queue.scheduledDepth, (n) => broker.moveToAlternate(queue, n), stillOn);
+  const on = stillOn();
+  if (typeof on === 'string') throw new TandemError('TANDEM_ERR_PRECONDITION', `stopped after sending ${moved} messages on to the alternate exchange: ${on}`);
+  if (!on) return depth; // deleted meanwhile
   broker.deleteQueue(name);
   return depth;
 }

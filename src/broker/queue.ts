@@ -100,11 +100,19 @@ export interface Consumer {
   queueDeleted?(queue: Queue): void;
   /**
    * The entries it holds unsettled (entries it no longer holds may be among them), which
-   * its detach gives back: kept by the consumer (an AMQP link does), so a detach visits
-   * those alone, not every message out with any consumer (a client attaching and
-   * detaching in a loop would pay that walk each time).
+   * its detach gives back: kept by the consumer (an AMQP link does), so a detach of one
+   * holding a few visits those alone, not every message out with any consumer (a client
+   * attaching and detaching in a loop would pay that walk each time). Past
+   * GIVEN_BACK_AT_ONCE the queue's own acquired rows are walked instead, in id order and in
+   * slices (Queue.giveBack): the consumer may forget its entries once it is removed.
    */
   held(): Iterable<QueueEntry>;
+  /**
+   * The lowest message id its queue ever gave it, kept by the queue (takeFor): no message
+   * it holds is below it, so a give-back walk for it begins there, not at the first
+   * acquired row (which could be a long run out with other consumers).
+   */
+  lowestTaken?: number;
 }
 
 export type RemovalReason = 'accepted' | 'rejected' | 'expired' | 'ring' | 'purged' | 'deleted';
@@ -197,6 +205,17 @@ export const EXPIRED_PER_DISPATCH = 1024;
  * paged messages of 1 KiB, in-process (docs/stalls.md).
  */
 export const UNCHECKED_PER_DISPATCH = 1024;
+/**
+ * A detaching consumer's unsettled messages given back at once when they are at most this
+ * many (visited in its held()); more go back in slices, GIVEN_BACK_PER_DISPATCH per dispatch.
+ */
+export const GIVEN_BACK_AT_ONCE = 1024;
+/**
+ * Acquired rows one dispatch walks to give a detached consumer's messages back (giveBackSome):
+ * a client holding a million (a large session window) that detached put them all back in
+ * one go, 0.4 s in-process without answering anyone (docs/stalls.md).
+ */
+export const GIVEN_BACK_PER_DISPATCH = 4096;
 const F_DURABLE = PAGED_DURABLE;
 const F_SUBJECT = PAGED_SUBJECT;
 /** A paged row recovery made, not yet read for a delivery time (this queue's own bit, never stored). */
@@ -289,6 +308,14 @@ export class Queue {
   private uncheckedBudget = 0;
   /** The current dispatch ran out of scanBudget, expiryBudget or uncheckedBudget: more may be there for someone. */
   private scanCutShort = false;
+  /**
+   * Detached consumers whose unsettled messages are still going back, in slices, by a walk
+   * of acquiredRows in id order (giveBackSome). While any is here no consumer is given a
+   * row at or above givenBackBelow: a message still to come back may be before it.
+   */
+  private readonly departed = new Set<Consumer>();
+  /** The give-back walk's place: every departed consumer's message below this id is back. */
+  private givenBackBelow = 0;
   /** Rows of groups owned by other consumers passed over by dispatches, ever (a measure of work, for tests and status). */
   groupRowsSkipped = 0;
   /** Rows consumers' selectors did not select, looked at by dispatches, ever (a measure of work, for tests). */
@@ -774,10 +801,10 @@ export class Queue {
   }
 
   /**
-   * Detach a consumer; what it held unsettled goes back with delivery-count raised.
-   * Entries a transaction accepted stay acquired: its commit dequeues them, its
-   * rollback releases them (released now, they could be redelivered and then
-   * removed by the commit under the new holder).
+   * Detach a consumer; what it held unsettled goes back with delivery-count raised (many
+   * of them in slices: giveBack). Entries a transaction accepted stay acquired: its
+   * commit dequeues them, its rollback releases them (released now, they could be
+   * redelivered and then removed by the commit under the new holder).
    */
   removeConsumer(consumer: Consumer): void {
     const i = this.consumers.indexOf(consumer);
@@ -785,9 +812,7 @@ export class Queue {
     this.consumers.splice(i, 1);
     this.membership++;
     if (this.nextConsumer > i) this.nextConsumer--;
-    // Each goes back to its own place (by id), whatever the order they are visited in.
-    const held = [...consumer.held()].filter((e) => e.acquiredBy === consumer && !e.txAccepted);
-    for (const entry of held) this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+    this.giveBack(consumer);
     for (const entry of this.refused.get(consumer) ?? []) {
       entry.refusedBy?.delete(consumer);
       if (entry.refusedBy?.size === 0) entry.refusedBy = undefined;
@@ -796,6 +821,63 @@ export class Queue {
     this.skipTo.delete(consumer);
     this.rechecks.forget(consumer);
     if (this.consumers.length === 0 && this.hadConsumer && this.settings.autoDelete && !this.keptByOwner) this.host.unused(this);
+  }
+
+  /**
+   * What a detached consumer held unsettled goes back, each to its own place (by id), its
+   * delivery-count raised; not those a transaction accepted (see removeConsumer). At most
+   * GIVEN_BACK_AT_ONCE at once; more in slices, by the dispatches (giveBackSome), when the
+   * host can ask for those (moreToDispatch). Meanwhile they are still acquired (in the
+   * depth, not available), their groups still the departed consumer's.
+   */
+  private giveBack(consumer: Consumer): void {
+    const few: QueueEntry[] = [];
+    let visited = 0;
+    for (const e of consumer.held()) {
+      if (++visited > GIVEN_BACK_AT_ONCE && this.host.moreToDispatch) {
+        // Back from its lowest id when the walk under way is past it (or none is under way).
+        const from = consumer.lowestTaken ?? 0;
+        this.givenBackBelow = this.departed.size === 0 ? from : Math.min(this.givenBackBelow, from);
+        this.departed.add(consumer);
+        this.host.moreToDispatch(this);
+        return;
+      }
+      if (e.acquiredBy === consumer && !e.txAccepted) few.push(e);
+    }
+    for (const entry of few) this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+  }
+
+  /** A detached consumer's messages are still going back (giveBack). */
+  get givingBack(): boolean {
+    return this.departed.size > 0;
+  }
+
+  /**
+   * The give-back walk (giveBack): visits at most `limit` acquired rows from givenBackBelow,
+   * in id order, putting back each a departed consumer held (but one a transaction
+   * accepted); returns how many it visited. At the end of the rows every departed
+   * consumer's message is back. Run by dispatch, and by a delete (queue-slices.ts).
+   */
+  giveBackSome(limit: number): number {
+    if (this.departed.size === 0) return 0;
+    const rows = this.acquiredRows;
+    let pos = rows.lowerBound(this.givenBackBelow);
+    let n = 0;
+    // Bounded: at most `limit` rows, each visited once (the next is looked up past its id).
+    for (; pos >= 0 && n < limit; n++) {
+      const entry = rows.obj(pos)!;
+      const id = rows.id(pos);
+      if (entry.acquiredBy !== undefined && this.departed.has(entry.acquiredBy) && !entry.txAccepted) {
+        this.release(entry, { deliveryFailed: true, undeliverableHere: false });
+      }
+      this.givenBackBelow = id + 1;
+      pos = rows.lowerBound(id + 1);
+    }
+    if (pos < 0) {
+      this.departed.clear();
+      this.givenBackBelow = 0;
+    }
+    return n;
   }
 
   /** Hand available messages to consumers with credit. Returns how many were delivered. */
@@ -808,6 +890,11 @@ export class Queue {
     this.scanCutShort = false;
     let delivered = 0;
     try {
+      if (this.departed.size > 0) {
+        this.giveBackSome(GIVEN_BACK_PER_DISPATCH);
+        // Not idle while messages are still to come back; the next dispatch goes on with them.
+        if (this.departed.size > 0) this.scanCutShort = true;
+      }
       if (this.withTtl > 0 && this.nextExpiry <= now && this.host.expiresHere?.(this) !== false) this.expireHeads(now);
       for (const c of this.consumers) if (c.browse && c.credit > 0) delivered += this.feedBrowser(c, now);
       delivered += this.feedConsumers(now);
@@ -915,6 +1002,8 @@ export class Queue {
     for (const level of this.levels) level.clear();
     this.acquiredRows.clear();
     this.held.clear();
+    this.departed.clear();
+    this.givenBackBelow = 0;
     this.acquiredBytes = 0;
     this.refused.clear();
     this.skipTo.clear();
@@ -1297,11 +1386,14 @@ export class Queue {
     const groups = this.groups;
     const selects = consumer.selects;
     const regions = marks ? this.rechecks.of(consumer) : undefined;
+    // Rows from here on wait for a give-back under way: one still to come back may be before them.
+    const givingBackAt = this.departed.size > 0 ? this.givenBackBelow : Infinity;
     for (let p = this.levels.length - 1; p >= 0; p--) {
       const level = this.levels[p]!;
       let pos = marks ? this.rechecks.look(regions, p, level, marks[p]! + 1) : level.first();
       // Bounded: each pass moves past or removes one row.
       while (pos >= 0) {
+        if (level.id(pos) >= givingBackAt) break;
         const at = level.get(pos, EXPIRES);
         if (at && at <= now) {
           // Out of budget: nothing behind it is given this time (that would pass it, and
@@ -1377,6 +1469,7 @@ export class Queue {
         this.acquiredBytes += level.get(pos, SIZE);
         level.removeAt(pos);
         entry.acquiredBy = consumer;
+        if (!(entry.msg.id >= consumer.lowestTaken!)) consumer.lowestTaken = entry.msg.id;
         // Its first delivery from here since it came into doubt: counted once, in the entry,
         // so a release adds on top and the next delivery does not count it again.
         if (this.doubtUncounted(entry)) {
@@ -1452,6 +1545,8 @@ export class Queue {
 
   private feedBrowser(c: Consumer, now: number): number {
     let delivered = 0;
+    // As for consumers (takeFor): its cursor would pass the messages still to come back.
+    const givingBackAt = this.departed.size > 0 ? this.givenBackBelow : Infinity;
     while (c.credit > 0) {
       let best: Level | undefined;
       let bestPos = -1;
@@ -1462,7 +1557,7 @@ export class Queue {
           bestPos = pos;
         }
       }
-      if (!best) break;
+      if (!best || best.id(bestPos) >= givingBackAt) break;
       if (this.uncheckedRows) {
         if (!this.mayCheck(best, bestPos)) break;
         if (this.holdUnchecked(best, bestPos)) continue;

@@ -1,6 +1,7 @@
 // Work that grows with a queue is done in slices (src/admin/operations.ts, docs/stalls.md):
-// while a big purge, a delete that sends every message on to an alternate exchange, or
-// the expiry of many messages at once (by the timer, or met by a consumer) runs, the broker still answers other clients (and so sends HA heartbeats and pets
+// while a big purge, a delete that sends every message on to an alternate exchange, the
+// expiry of many messages at once (by the timer, or met by a consumer), or the give-back
+// of a detached consumer's unsettled messages runs, the broker still answers other clients (and so sends HA heartbeats and pets
 // the systemd watchdog). Asserted by what the event loop did meanwhile, not by time:
 // READ requests, each sent after the answer to the one before, are answered before
 // the long operation's own answer. In one synchronous run, at most the first of them
@@ -77,6 +78,54 @@ async function manage(port: number, op: string, type: string, name: string | und
   } finally {
     c.close();
   }
+}
+
+/** A consumer that takes `n` messages of `address` and holds them unsettled (a session window of n). */
+async function holdAll(port: number, address: string, n: number): Promise<{ conn: import('rhea').Connection; receiver: import('rhea').Receiver }> {
+  const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false, session_buffer_size: n + 10 });
+  const receiver = conn.open_receiver({ source: { address }, credit_window: n, autoaccept: false });
+  let taken = 0;
+  receiver.on('message', () => taken++);
+  await waitFor(() => taken === n, { timeout: 60_000, name: 'the consumer holds every message' });
+  return { conn, receiver };
+}
+
+/**
+ * Detach `receiver` and READ the queue, each READ after the answer before, until none is
+ * acquired or `enough(acquired)`; the acquired counts seen. Every message stays in the depth.
+ */
+async function detachWatching(port: number, queue: string, n: number, receiver: import('rhea').Receiver, enough: (acquired: number) => boolean): Promise<Set<number>> {
+  const c = await ManagementClient.connect({ host: '127.0.0.1', port });
+  const seen = new Set<number>();
+  try {
+    // In one synchronous give-back no READ could see the queue between none available and all.
+    receiver.close();
+    // Bounded in time and count.
+    const deadline = Date.now() + 60_000;
+    for (let i = 0; i < 10_000_000 && Date.now() < deadline; i++) {
+      const q = (await c.request('READ', 'queue', queue)) as { acquired: number; depth: number };
+      expect(q.depth).toBe(n);
+      seen.add(q.acquired);
+      if (q.acquired === 0 || enough(q.acquired)) break;
+    }
+  } finally {
+    c.close();
+  }
+  return seen;
+}
+
+/** Receive (and accept) `n` messages of `address`: their bodies and delivery-counts, in arrival order; the caller closes `conn`. */
+async function receiveAll(port: number, address: string, n: number): Promise<{ bodies: string[]; counts: number[]; conn: import('rhea').Connection }> {
+  const conn = rhea.create_container().connect({ host: '127.0.0.1', port, reconnect: false });
+  const receiver = conn.open_receiver({ source: { address }, credit_window: 2000 });
+  const bodies: string[] = [];
+  const counts: number[] = [];
+  receiver.on('message', (ctx) => {
+    bodies.push(String(ctx.message.body));
+    counts.push(ctx.message.delivery_count ?? 0);
+  });
+  await waitFor(() => bodies.length >= n, { timeout: 60_000, name: `${n} messages received` });
+  return { bodies, counts, conn };
 }
 
 describe('stalls - long queue operations leave the event loop free', () => {
@@ -218,4 +267,41 @@ describe('stalls - long queue operations leave the event loop free', () => {
     await waitFor(async () => (await depth(broker.port, 'fleeting')) === 0, { timeout: 10_000, name: 'B accepted it' });
     expect(await depth(broker.port, 'dlq')).toBe(n);
   }, 180_000);
+
+  it('stalls - a consumer holding 100,000 unsettled messages detaches: they go back in slices (a client sees the queue part-way), each redelivered once, in order, count raised', async () => {
+    const broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'queue', 'held', { durable: true });
+    const n = 100_000;
+    await fill(broker.port, 'held', n, true);
+    const a = await holdAll(broker.port, 'held', n);
+    const seen = await detachWatching(broker.port, 'held', n, a.receiver, () => false);
+    expect([...seen].some((x) => x > 0 && x < n), `acquired counts seen: ${[...seen].slice(0, 10).join(', ')}`).toBe(true);
+    expect(seen.has(0)).toBe(true);
+    // Every one comes again once, in order, as a delivery that failed once.
+    const b = await receiveAll(broker.port, 'held', n);
+    expect(b.bodies).toEqual(Array.from({ length: n }, (_, i) => `m${i}`));
+    expect(b.counts.every((c) => c === 1)).toBe(true);
+    await waitFor(async () => (await depth(broker.port, 'held')) === 0, { timeout: 20_000, name: 'B accepted them' });
+    a.conn.close();
+    b.conn.close();
+  }, 240_000);
+
+  it('stalls - killed (-9) while a detached consumer\'s 50,000 messages go back: after the restart each is there once, in order', async () => {
+    const broker = await TestBroker.start();
+    await manage(broker.port, 'CREATE', 'queue', 'held', { durable: true });
+    const n = 50_000;
+    await fill(broker.port, 'held', n, true);
+    const a = await holdAll(broker.port, 'held', n);
+    // Killed as soon as a READ sees the give-back part-way (acquired between none and all).
+    const seen = await detachWatching(broker.port, 'held', n, a.receiver, (acquired) => acquired > 0 && acquired < n);
+    expect([...seen].some((x) => x > 0 && x < n), `acquired counts seen: ${[...seen].slice(0, 10).join(', ')}`).toBe(true);
+    await broker.kill();
+    a.conn.close();
+    const again = await TestBroker.start({ dataDir: broker.dataDir });
+    expect(await depth(again.port, 'held')).toBe(n);
+    const b = await receiveAll(again.port, 'held', n);
+    expect(b.bodies).toEqual(Array.from({ length: n }, (_, i) => `m${i}`));
+    await waitFor(async () => (await depth(again.port, 'held')) === 0, { timeout: 20_000, name: 'all accepted' });
+    b.conn.close();
+  }, 240_000);
 });

@@ -16,6 +16,7 @@ import { type ErrorInfo, errorInfoOf } from './performative.js';
 import { serialAdd, serialDiff } from './serial.js';
 import type { AmqpValue } from './types.js';
 import { UnsettledDeliveries } from './unsettled.js';
+import { LeavingDeliveries } from './leaving-deliveries.js';
 
 export interface SessionOptions {
   /** Transfer frames the peer may send before we widen the window again. */
@@ -67,6 +68,8 @@ export class Session {
   /** Unsettled deliveries we sent / the peer sent, by delivery-id. */
   readonly outgoingUnsettled = new UnsettledDeliveries<Delivery>();
   readonly incomingUnsettled = new UnsettledDeliveries<Delivery>();
+  /** Those of detached links, leaving the books (in slices when there are many). */
+  private readonly leaving = new LeavingDeliveries([this.outgoingUnsettled, this.incomingUnsettled]);
   /** Deliveries (or their rest) waiting for the peer's incoming window. */
   private queued: QueuedDelivery[] = [];
 
@@ -280,6 +283,11 @@ export class Session {
     const settled = f.settled === true;
     const state = f.state as Composite | undefined;
     for (const d of book.inRange(first, last)) {
+      // Its link detached: gone, as if it had left the book already (LeavingDeliveries).
+      if (this.leaving.has(d.link)) {
+        book.delete(d.id);
+        continue;
+      }
       if (state) d.remoteState = state;
       if (settled) {
         d.remoteSettled = true;
@@ -436,10 +444,7 @@ export class Session {
     this.byLocalHandle.delete(link.localHandle);
     if (link.remoteHandle !== undefined) this.byRemoteHandle.delete(link.remoteHandle);
     this.awaiting.delete(`${link.role}:${link.name}`);
-    for (const book of [this.outgoingUnsettled, this.incomingUnsettled]) {
-      const gone = [...book.values()].filter((d) => d.link === link);
-      for (const d of gone) book.delete(d.id);
-    }
+    this.leaving.add(link);
   }
 
   /** A violation scoped to this session (2.5.5): end it with the error. */
@@ -459,6 +464,7 @@ export class Session {
     this.awaiting.clear();
     this.outgoingUnsettled.clear();
     this.incomingUnsettled.clear();
+    this.leaving.clear();
     this.connection.sessionFinished(this);
   }
 

@@ -219,3 +219,51 @@ describe('engine session - dispositions and shared window', () => {
     expect(d.link.session.incomingUnsettled.size).toBe(0);
   });
 });
+
+describe('engine session - a detached link with many unsettled deliveries', () => {
+  // The books are by delivery-id, not by link: a detach walked every unsettled delivery of
+  // the session at once (~0.35 s for a consumer holding a million). Now in slices, an
+  // event-loop turn apart (LeavingDeliveries); meanwhile a disposition naming one is dropped.
+  const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it('engine session - the deliveries of a link detached with 20,000 unsettled leave in slices; dispositions for them are dropped meanwhile, another link is served', async () => {
+    const links: Link[] = [];
+    const p = session({}, { onLinkAttach: (l: Link) => (links.push(l), l.accept()) });
+    p.feed(perf.attach({ name: 'big', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit: 20_000 }));
+    p.feed(perf.attach({ name: 'small', handle: 1, role: 'receiver', address: 'q' }), perf.flow({ handle: 1, credit: 10 }));
+    const [big, small] = links;
+    for (let i = 0; i < 20_000; i++) big!.send(message(`m${i}`), { settled: false });
+    for (let i = 0; i < 3; i++) small!.send(message(`s${i}`), { settled: false });
+    p.written();
+    const book = big!.session.outgoingUnsettled;
+    expect(book.size).toBe(20_003);
+    p.feed(perf.detach(0));
+    // Not walked in the detach's own turn (the old code emptied it here, in one go).
+    expect(book.size).toBeGreaterThan(3);
+    // A disposition for one of them, and for the other link's, while they leave.
+    p.feed(perf.disposition({ role: 'receiver', first: 0, last: 9, settled: true }), perf.disposition({ role: 'receiver', first: 20_000, last: 20_002, settled: true }));
+    const told = p.events.filter((e) => e.event === 'disposition').map((e) => e.delivery!.link);
+    expect(told).toEqual([small, small, small]);
+    expect(book.size).toBe(20_000 - 10);
+    let turns = 0;
+    // Bounded: each turn visits a slice, or the books are done.
+    while (book.size > 0 && turns < 1000) {
+      await turn();
+      turns++;
+    }
+    expect(book.size).toBe(0);
+    // A slice a turn: several turns, the event loop free between them.
+    expect(turns).toBeGreaterThanOrEqual(3);
+    expect(turns).toBeLessThan(1000);
+  });
+
+  it('engine session - a link detached with few unsettled leaves the books at once, as before', () => {
+    let link: Link | undefined;
+    const p = session({}, { onLinkAttach: (l: Link) => ((link = l), l.accept()) });
+    p.feed(perf.attach({ name: 'out', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit: 100 }));
+    for (let i = 0; i < 100; i++) link!.send(message(`m${i}`), { settled: false });
+    p.written();
+    p.feed(perf.detach(0));
+    expect(link!.session.outgoingUnsettled.size).toBe(0);
+  });
+});

@@ -1,0 +1,77 @@
+// The unsettled deliveries of links that detached, leaving their session's books. The
+// books are keyed by delivery-id, not by link, so finding a link's deliveries is a walk of
+// every unsettled delivery of the session: a consumer link holding a million unsettled
+// made its detach such a walk, ~0.35 s without answering anyone (docs/stalls.md). Books
+// of at most SWEEP_STEP deliveries are still walked at once; bigger ones in slices of
+// SWEEP_STEP, an event-loop turn apart. Meanwhile a leaving delivery may still be in a
+// book: a disposition naming it drops it (Session.onDisposition asks `has`), as if gone.
+import type { Delivery } from './delivery.js';
+import type { Link } from './link.js';
+import type { UnsettledDeliveries } from './unsettled.js';
+
+/** Deliveries one slice visits (about 1.5 ms). */
+export const SWEEP_STEP = 4096;
+
+export class LeavingDeliveries {
+  /** Links whose deliveries the walk under way takes out. */
+  private readonly links = new Set<Link>();
+  /** The walk under way: which book, and where in it. */
+  private walk: { book: number; at: Iterator<Delivery> } | undefined;
+  private scheduled = false;
+
+  constructor(private readonly books: readonly UnsettledDeliveries<Delivery>[]) {}
+
+  /** Whether `link` detached and its deliveries are still leaving the books. */
+  has(link: Link): boolean {
+    return this.links.size > 0 && this.links.has(link);
+  }
+
+  /** `link` detached: its unsettled deliveries leave the books, at once when they are small. */
+  add(link: Link): void {
+    let size = 0;
+    for (const book of this.books) size += book.size;
+    if (size <= SWEEP_STEP) {
+      for (const book of this.books) {
+        const gone = [...book.values()].filter((d) => d.link === link);
+        for (const d of gone) book.delete(d.id);
+      }
+      return;
+    }
+    this.links.add(link);
+    // From the start again: the walk under way may have passed some of this link's.
+    this.walk = { book: 0, at: this.books[0]!.values() };
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.sweep());
+  }
+
+  /** The session ended: its books were cleared. */
+  clear(): void {
+    this.links.clear();
+    this.walk = undefined;
+  }
+
+  private sweep(): void {
+    this.scheduled = false;
+    // Bounded: SWEEP_STEP deliveries, or the end of the books.
+    for (let n = 0; this.walk && n < SWEEP_STEP; ) {
+      const book = this.books[this.walk.book]!;
+      const next = this.walk.at.next();
+      if (next.done) {
+        const following = this.books[this.walk.book + 1];
+        this.walk = following ? { book: this.walk.book + 1, at: following.values() } : undefined;
+        continue;
+      }
+      n++;
+      const d = next.value;
+      // Only that delivery: the walk may see one its book has replaced or dropped since.
+      if (this.links.has(d.link) && book.get(d.id) === d) book.delete(d.id);
+    }
+    if (!this.walk) {
+      this.links.clear();
+      return;
+    }
+    this.scheduled = true;
+    setImmediate(() => this.sweep());
+  }
+}
