@@ -16,7 +16,7 @@ import { registerHaOperations } from '../ha/ha-operations.js';
 import { REPLICATION_ADDRESS } from '../replication/protocol.js';
 import { DrManager } from '../dr/manager.js';
 import { DR_ADDRESS } from '../dr/protocol.js';
-import { drRefusal } from '../dr/roles.js';
+import { DR_ROLES, drRefusal } from '../dr/roles.js';
 import { DrSource } from '../dr/source.js';
 import { DrWindowFeed } from '../dr/window-feed.js';
 import { openDrSourceLink } from '../dr/source-link.js';
@@ -292,7 +292,9 @@ export class Daemon {
         connections: () => this.server?.connectionCount ?? 0,
         extra: () => ({ ...haMetrics(this.ha), ...(this.dr?.metrics() ?? {}), ...pagingMetrics(this.pager, this.broker) }),
         ha: () => (this.ha ? { state: this.ha.state, settlementsHeld: this.ha.settlementsHeld, backups: this.ha.backupLags() } : { state: 'standalone', settlementsHeld: false, backups: [] }),
-        dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected' })),
+        dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected', role: c.role, epoch: c.epoch, quarantined: c.quarantined })),
+        drRoles: DR_ROLES,
+        paging: () => pagingStatus(this.pager, this.broker),
         journalBytes: () => filesBytes(journalDir),
         memoryAlarm: () => this.memoryAlarm.active,
         drWindow: this.drSource ? () => ({ kept: this.drSource!.keepsWindow, changes: this.drSource!.window.size, bytes: this.drSource!.window.byteSize }) : undefined,

@@ -11,6 +11,7 @@ import type { Broker } from '../broker/broker.js';
 import { haStates } from '../ha/states.js';
 import { PacedPage } from './paced-page.js';
 import { JOURNAL_SYNC_CHANNEL } from '../store/writer.js';
+import type { PagingStatus } from '../store/paging-figures.js';
 
 /** What the HA manager knows, read at scrape time (a broker without HA is `standalone`). */
 export interface HaFigures {
@@ -26,6 +27,11 @@ export interface DrFigures {
   lagChanges: number;
   lagSeconds: number | null;
   linkUp: boolean;
+  /** Its role here (DR_ROLES: source, passive copy, activated, fenced, diverged). */
+  role: string;
+  epoch: number;
+  /** Messages in its quarantine queue (QUEUE.dr-diverged). */
+  quarantined: number;
 }
 
 export interface MetricsSources {
@@ -39,6 +45,10 @@ export interface MetricsSources {
   memoryAlarm?(): boolean;
   /** The DR source's window of recent changes (absent: not a DR source). */
   drWindow?(): { kept: boolean; changes: number; bytes: number };
+  /** DR roles a copy can have, each a series of tandem_dr_role. */
+  drRoles?: readonly string[];
+  /** What paging does, as the broker's status says it. */
+  paging?(): PagingStatus;
 }
 
 /**
@@ -196,7 +206,7 @@ export class Metrics {
       const extra = sources.extra;
       new Gauge({
         name: 'tandem_subsystem',
-        help: 'DEPRECATED, removed in the next release: use tandem_ha_*, tandem_dr_*, tandem_journal_* and tandem_store_* instead. Journal, HA and DR figures by name',
+        help: 'DEPRECATED, removed in the next release: use tandem_ha_*, tandem_dr_*, tandem_log_lsn and tandem_store_* instead. Journal, HA and DR figures by name',
         labelNames: ['name'],
         registers: [r],
         collect() {
@@ -231,6 +241,14 @@ export class Metrics {
         },
       });
       new Gauge({
+        name: 'tandem_ha_epoch',
+        help: 'The epoch this broker is at: each promotion makes a new one, higher than every broker of the cluster had (0 before the first)',
+        registers: [r],
+        collect() {
+          this.set(sources.broker.epoch);
+        },
+      });
+      new Gauge({
         name: 'tandem_ha_backups_ready',
         help: 'Backups in state ready that this broker serves as primary (0 unless primary)',
         registers: [r],
@@ -250,6 +268,34 @@ export class Metrics {
       perCopy('tandem_dr_lag_changes', 'Source changes the DR copy has not applied yet', (c) => c.lagChanges);
       perCopy('tandem_dr_lag_seconds', 'How far behind its source the DR copy is, in seconds (absent while unknown)', (c) => c.lagSeconds);
       perCopy('tandem_dr_link_up', '1 while the DR copy is connected to its source', (c) => (c.linkUp ? 1 : 0));
+      perCopy('tandem_dr_epoch', 'The DR epoch of the queue here: each activation or switchover makes a new one', (c) => c.epoch);
+      perCopy('tandem_dr_quarantined_messages', "Messages in the queue's quarantine (QUEUE.dr-diverged) after a reattach", (c) => c.quarantined);
+      const roles = sources.drRoles ?? [];
+      new Gauge({
+        name: 'tandem_dr_role',
+        help: `DR role of each DR queue here: 1 for its current role, 0 for the others (${roles.join(', ')})`,
+        labelNames: ['queue', 'role'],
+        registers: [r],
+        collect() {
+          this.reset();
+          for (const c of dr()) for (const role of roles) this.set({ queue: c.queue, role }, role === c.role ? 1 : 0);
+        },
+      });
+    }
+    if (sources.paging) {
+      const paging = sources.paging;
+      const figure = (name: string, help: string, read: (p: PagingStatus) => number) => {
+        const config = { name, help, registers: [r] };
+        // A running count is a counter (set from the pager's own count), the rest gauges.
+        if (isCounterName(name)) new Counter({ ...config, collect() { this.reset(); this.inc(read(paging())); } });
+        else new Gauge({ ...config, collect() { this.set(read(paging())); } });
+      };
+      figure('tandem_store_max_memory_bytes', 'max-memory: message bodies held in memory past this are paged to the journal (0: no paging)', (p) => p['max-memory']);
+      figure('tandem_store_resident_bytes', 'Bytes of message bodies held in memory', (p) => p['resident-bytes']);
+      figure('tandem_store_paged_messages', 'Messages whose bodies are in the journal only (paged)', (p) => p['paged-messages']);
+      figure('tandem_store_paged_bytes', 'Bytes of the paged bodies', (p) => p['paged-bytes']);
+      figure('tandem_store_paged_out_total', 'Bodies paged out of memory, ever', (p) => p['paged-out-total']);
+      figure('tandem_store_read_back_total', 'Paged bodies read back from the journal, ever', (p) => p['read-back-total']);
     }
     if (journalBytes) {
       new Gauge({

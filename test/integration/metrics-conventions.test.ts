@@ -50,6 +50,10 @@ describe('metrics conventions', () => {
     const primary = cluster.brokers[0]!;
     await waitFor(async () => (await scrape(primary.metricsPort!)).samples.get('tandem_ha_backups_ready') === 1, { timeout: 10_000, name: 'the backup ready in the scrape' });
     expect((await scrape(primary.metricsPort!)).samples.get('tandem_ha_settlements_held')).toBe(0);
+    // The promotion's epoch, on the primary and the backup that follows it.
+    const epoch = (await scrape(primary.metricsPort!)).samples.get('tandem_ha_epoch')!;
+    expect(epoch).toBeGreaterThan(0);
+    await waitFor(async () => (await scrape(cluster.brokers[1]!.metricsPort!)).samples.get('tandem_ha_epoch') === epoch, { timeout: 10_000, name: "the backup at the primary's epoch" });
     await cluster.brokers[1]!.kill();
     await waitFor(async () => (await scrape(primary.metricsPort!)).samples.get('tandem_ha_settlements_held') === 1, { timeout: 20_000, interval: 200, name: 'settlements held once the only backup is gone' });
     expect((await scrape(primary.metricsPort!)).samples.get('tandem_ha_backups_ready')).toBe(0);

@@ -44,6 +44,12 @@ describe('metrics', () => {
     expect(s.samples.get('tandem_journal_sync_seconds_count')).toBeGreaterThan(0);
     expect(s.samples.get('tandem_journal_sync_seconds_bucket{le="+Inf"}')).toBe(s.samples.get('tandem_journal_sync_seconds_count'));
     expect(s.samples.get('tandem_memory_alarm')).toBe(0);
+    expect(s.samples.get('tandem_ha_epoch')).toBe(0);
+    // Paging's figures, which only the deprecated gauge had: off by default, nothing paged.
+    expect(s.samples.get('tandem_store_max_memory_bytes')).toBeGreaterThanOrEqual(0);
+    expect(s.samples.get('tandem_store_resident_bytes')).toBeGreaterThan(0);
+    expect(s.samples.get('tandem_store_paged_messages')).toBe(0);
+    expect(s.samples.get('tandem_store_paged_out_total')).toBe(0);
     expect(s.help.get('tandem_subsystem')).toMatch(/^DEPRECATED/);
     // Nothing about DR copies or backups where there is none; the DR source's window is kept by nobody yet.
     expect(s.text).not.toMatch(/^tandem_dr_(?!window_)|^tandem_ha_backup_lag/m);
@@ -180,7 +186,19 @@ describe('metrics', () => {
     expect(s.samples.get('tandem_dr_lag_changes{queue="orders"}')).toBe(0);
     expect(s.samples.get('tandem_dr_lag_seconds{queue="orders"}')).toBeGreaterThanOrEqual(0);
     expect(s.samples.get('tandem_queue_depth{queue="orders"}')).toBe(2);
+    expect(s.samples.get('tandem_dr_role{queue="orders",role="passive copy"}')).toBe(1);
+    expect(s.samples.get('tandem_dr_role{queue="orders",role="activated"}')).toBe(0);
+    expect(s.samples.get('tandem_dr_quarantined_messages{queue="orders"}')).toBe(0);
+    const epoch = s.samples.get('tandem_dr_epoch{queue="orders"}')!;
+    expect(epoch).toBeGreaterThanOrEqual(0);
     await a.kill();
     await waitFor(async () => (await scrape(b.metricsPort!)).samples.get('tandem_dr_link_up{queue="orders"}') === 0, { timeout: 15_000, name: 'link down once the source is gone' });
+    // Activated: the role and the epoch say so.
+    const activate = await tandem(['dr', 'activate', 'orders', '-b', b.url]);
+    expect(activate.code, activate.stderr).toBe(0);
+    const after = await scrape(b.metricsPort!);
+    expect(after.samples.get('tandem_dr_role{queue="orders",role="activated"}')).toBe(1);
+    expect(after.samples.get('tandem_dr_role{queue="orders",role="passive copy"}')).toBe(0);
+    expect(after.samples.get('tandem_dr_epoch{queue="orders"}')).toBeGreaterThan(epoch);
   }, 60_000);
 });
