@@ -4,7 +4,7 @@
 // refuses, and an audit line for the operations that destroy or hand over state.
 import { TandemError } from '../broker/errors.js';
 import type { Logger } from '../ops/log.js';
-import { create, entityType, purge, query, read, remove, update, withoutTemporaryQueues, type AdminContext, type Attributes } from './operations.js';
+import { create, entityType, move, purge, query, read, remove, update, withoutTemporaryQueues, type AdminContext, type Attributes } from './operations.js';
 
 /** Who asks. `via` and `remote` are for the audit line. */
 export interface Requester {
@@ -20,7 +20,7 @@ export interface Requester {
   remote?: string;
 }
 
-/** Extra operations beyond CRUD+QUERY+PURGE, each given (type, name, body, requester). */
+/** Extra operations beyond CRUD+QUERY+PURGE+MOVE, each given (type, name, body, requester). */
 export type OperationHandler<R extends Requester = Requester> = (type: string | undefined, name: unknown, body: Attributes, requester: R) => Attributes | Promise<Attributes>;
 
 /** Operations that change nothing: allowed to readers, and on an HA backup. */
@@ -29,10 +29,10 @@ const READ_OPERATIONS = new Set(['READ', 'QUERY', 'HA-STATUS', 'DR-STATUS', 'DR-
 /** Operations whose every use is logged with who asked (type-independent ones by name). */
 function audited(operation: string, type: string | undefined): boolean {
   if (operation === 'DELETE') return type === 'queue' || type === 'connection' || type === 'exchange';
-  return operation === 'PURGE' || operation === 'DR-ACTIVATE' || operation === 'DR-DEL' || operation === 'HA-PROMOTE' || operation === 'HA-SETTLE-ALONE';
+  return operation === 'PURGE' || operation === 'MOVE' || operation === 'DR-ACTIVATE' || operation === 'DR-DEL' || operation === 'HA-PROMOTE' || operation === 'HA-SETTLE-ALONE';
 }
 
-export const CORE_OPERATIONS = ['CREATE', 'READ', 'UPDATE', 'DELETE', 'QUERY', 'PURGE'] as const;
+export const CORE_OPERATIONS = ['CREATE', 'READ', 'UPDATE', 'DELETE', 'QUERY', 'PURGE', 'MOVE'] as const;
 
 export class AdminOperations<R extends Requester = Requester> {
   private readonly extra = new Map<string, OperationHandler<R>>();
@@ -72,9 +72,11 @@ export class AdminOperations<R extends Requester = Requester> {
     if (readOnly && !isRead && !op.startsWith('HA-')) throw new TandemError('TANDEM_ERR_PRECONDITION', readOnly);
     const result = await this.execute(op, type, name, body, requester);
     if (audited(op, type === undefined ? undefined : shortType(type))) {
+      // A move names where the messages went too.
+      const to = op === 'MOVE' && typeof body.to === 'string' ? body.to : undefined;
       this.log.warn(
-        { audit: true, operation: op, type, name, user: requester.user ?? 'anonymous', via: requester.via ?? 'amqp', remote: requester.remote, connection: requester.connectionId },
-        `audit: ${op}${type && type !== 'broker' ? ` ${shortType(type)}` : ''}${typeof name === 'string' && name !== 'broker' ? ` '${name}'` : ''} by ${requester.user ?? 'anonymous'} via ${requester.via ?? 'amqp'}${requester.remote ? ` from ${requester.remote}` : ''}`,
+        { audit: true, operation: op, type, name, ...(to === undefined ? {} : { to }), user: requester.user ?? 'anonymous', via: requester.via ?? 'amqp', remote: requester.remote, connection: requester.connectionId },
+        `audit: ${op}${type && type !== 'broker' ? ` ${shortType(type)}` : ''}${typeof name === 'string' && name !== 'broker' ? ` '${name}'` : ''}${to === undefined ? '' : ` to '${to}'`} by ${requester.user ?? 'anonymous'} via ${requester.via ?? 'amqp'}${requester.remote ? ` from ${requester.remote}` : ''}`,
       );
     }
     return result;
@@ -105,6 +107,8 @@ export class AdminOperations<R extends Requester = Requester> {
       }
       case 'PURGE':
         return purge(this.ctx, name, body);
+      case 'MOVE':
+        return move(this.ctx, name, body);
       default:
         throw new TandemError('TANDEM_ERR_NOT_IMPLEMENTED', `unknown operation '${op}'; known: ${this.known.join(', ')}`);
     }

@@ -7,6 +7,7 @@ import type { Exchange } from '../broker/exchange.js';
 import type { Queue } from '../broker/queue.js';
 import { parseBoolean, parseCount, parseExchangeSettings, parseExchangeType, parseQueueSettings } from '../broker/settings.js';
 import { deleteQueueInSlices, purgeInSlices } from '../broker/queue-slices.js';
+import { moveInSlices } from '../broker/queue-move.js';
 import { refuseBrokerNode } from './acl.js';
 
 export type Attributes = Record<string, unknown>;
@@ -269,6 +270,15 @@ export async function purge(ctx: AdminContext, name: unknown, attrs: Attributes)
   const queue = ctx.broker.queue(requireName(name, 'queue'));
   const limit = attrs.count !== undefined ? parseCount('count', attrs.count) : 0;
   return { name, purged: await purgeInSlices(ctx.broker, queue, limit) };
+}
+
+/** Move available messages of queue `name` to queue `to` (body: to, count?; tandem queue move), in slices. */
+export async function move(ctx: AdminContext, name: unknown, attrs: Attributes): Promise<Attributes> {
+  const from = ctx.broker.queue(requireName(name, 'queue'));
+  if (typeof attrs.to !== 'string' || attrs.to === '') throw invalidArgument('a move needs to: the name of the queue to move the messages to');
+  const to = ctx.broker.queue(attrs.to);
+  const limit = attrs.count !== undefined ? parseCount('count', attrs.count) : 0;
+  return { name, to: to.name, moved: await moveInSlices(ctx.broker, from, to, limit) };
 }
 
 function withoutKeys(attrs: Attributes, keys: string[]): Attributes {

@@ -392,15 +392,84 @@ export class Broker implements QueueHost {
   }
 
   /**
+   * One slice of moving messages from `from` to `to` (tandem queue move; moveInSlices,
+   * queue-move.ts, runs the slices with the event loop free between them): up to `max`
+   * available messages of `from`, in delivery order, each enqueued at the back of `to` as
+   * a new message (a new id) with the same bytes, expiry and routing key and the
+   * delivery-count `from` would deliver it with (deliveryCountOf), and dequeued from
+   * `from`, the two as one record (inOneRecord). Held messages (delivery time), those out
+   * with consumers and those set aside as unreadable stay. `to`'s limits hold as for a
+   * publish: a full reject queue throws (TANDEM_ERR_QUEUE_FULL), a ring makes room by
+   * dropping its oldest; one that cannot (those out with consumers or of a higher
+   * priority) throws too, the message staying in `from`: a move loses nothing. `to`'s
+   * duplicate-detection window is not consulted (a replayed message must reach its
+   * consumers again though the window holds its key). Annotations consumers' modified
+   * outcomes added in `from` (kept in memory only) do not go with it. Returns how many
+   * moved: fewer than `max` when no available message of `from` is left, or when `to`
+   * refused the next (a call then throws why: the first message of a call that `to`
+   * refuses throws, so the caller knows how many moved before).
+   */
+  moveAvailable(from: Queue, to: Queue, max: number): number {
+    if (from === to || this.queues.get(from.name) !== from || this.queues.get(to.name) !== to) return 0;
+    const evictedFanOut = to.settings.limitPolicy === 'ring' ? this.deadLetterFanOut(to) + 1 : 0;
+    let n = 0;
+    for (const entry of from.availableEntries()) {
+      if (n >= max) break;
+      if (entry.unreadable !== undefined) continue; // never delivered here; a purge or delete removes it
+      try {
+        this.moveOne(from, to, entry, evictedFanOut);
+      } catch (err) {
+        if (n === 0 || !(err instanceof TandemError)) throw err;
+        break;
+      }
+      n++;
+    }
+    if (n > 0) this.events.queueReady?.(to);
+    return n;
+  }
+
+  /** moveAvailable's move of one message; `evictedFanOut`: a ring target's, for the record's bound (0: not a ring). */
+  private moveOne(from: Queue, to: Queue, entry: QueueEntry, evictedFanOut: number): void {
+    const size = bodySize(entry.msg);
+    this.checkLimits([to], size);
+    let copy: MessageRecord;
+    try {
+      copy = copyMessage(entry.msg, from.deliveryCountOf(entry));
+    } catch (err) {
+      throw new TandemError('TANDEM_ERR_PRECONDITION', `message ${entry.msg.id} of queue '${from.name}' cannot be read back (${(err as Error).message}); it stays there`);
+    }
+    // A ring's evictions join the record, each with its dead letter if it has an alternate exchange.
+    const evicted = evictedFanOut > 0 ? to.byteDepth * evictedFanOut + to.depth * (128 + Buffer.byteLength(to.name)) : 0;
+    this.inOneRecord(size + evicted, () => {
+      // Not lost when there is no room: it stays in `from`.
+      if (evictedFanOut > 0 && !to.makeRoom(size, copy.priority, false)) {
+        throw new TandemError('TANDEM_ERR_QUEUE_FULL', `ring queue '${to.name}' cannot make room: its available messages cannot make way (out with consumers, held, or of a higher priority)`);
+      }
+      const message: MessageRecord = { ...copy, id: this.nextMessageId++ };
+      this.log.record({ kind: 'enqueue', queue: to.name, message }, messageDurable(message, to));
+      // Available in `from`, so due: not held again for a delivery time its bytes may name.
+      to.enqueue(message, 0);
+      from.remove(entry, 'purged');
+    });
+  }
+
+  /**
    * Run `move`, which sends `entry` on to `from`'s alternate exchange and dequeues it, as
+   * one record (inOneRecord).
+   */
+  private sendOnAndLeave(from: Queue, entry: QueueEntry, move: () => void): void {
+    this.inOneRecord(bodySize(entry.msg) * (this.deadLetterFanOut(from) + 1), move);
+  }
+
+  /**
+   * Run `move`, which puts a message in its new place(s) and dequeues it from its old, as
    * one record (ChangeLog.asOneChange): logged as two, a crash or failover between them
    * left the message in both places (a replication batch, 256 KiB, ends after a large
    * enqueue more often than not), and a new primary dead-lettered an expired one again.
-   * Separate records, in that order, when one could be too large for the journal (a
-   * large message fanned out to many queues).
+   * Separate records, in that order, when one could be too large for the journal
+   * (`bound`, the bytes it may take: a large message fanned out to many queues).
    */
-  private sendOnAndLeave(from: Queue, entry: QueueEntry, move: () => void): void {
-    const bound = bodySize(entry.msg) * (this.deadLetterFanOut(from) + 1);
+  private inOneRecord(bound: number, move: () => void): void {
     if (bound > MAX_TRANSACTION_RECORD_BYTES / 2) return move();
     this.log.asOneChange(move);
   }

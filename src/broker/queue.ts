@@ -537,9 +537,10 @@ export class Queue {
    * ringOverflow), as qpidd's ring does, so the limit holds. On a priority queue only
    * messages of the new one's level or below make way for it (as qpidd does): false
    * too if those are not enough while higher ones would have to go. No priority (a
-   * commit): any level makes way.
+   * commit): any level makes way. `lost`: false when the message is not lost for
+   * want of room (a move leaves it where it was), so it is not counted.
    */
-  makeRoom(size: number, priority = 9): boolean {
+  makeRoom(size: number, priority = 9, lost = true): boolean {
     const { maxCount, maxSize } = this.settings;
     // What stays over each limit: the count and bytes the drops must free.
     const count = maxCount > 0 ? this.depth + 1 - maxCount : 0;
@@ -551,7 +552,7 @@ export class Queue {
     const counted = this.levels.length === 1 && this.held.length === 0 && !this.uncheckedRows;
     const fits = count <= this.available && bytes <= this.bytes - this.acquiredBytes && (counted || this.roomBelow(this.levelIndex(priority), count, bytes));
     if (!fits) {
-      this.ringOverflow++;
+      if (lost) this.ringOverflow++;
       return false;
     }
     // Bounded by the queue depth: each pass removes one message.

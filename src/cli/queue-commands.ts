@@ -1,4 +1,4 @@
-// tandem queue add|del|set|list|show|purge|browse (qpid-config users should feel at home).
+// tandem queue add|del|set|list|show|purge|move|browse (qpid-config users should feel at home).
 import type { Command } from 'commander';
 import { rowsOf } from '../admin/client.js';
 import { action, addBrokerOption, attributes, print, table, withBroker, type BrokerOption } from './common.js';
@@ -130,6 +130,18 @@ export function queueCommands(program: Command): void {
     action(async (name: string, o: BrokerOption & { count?: string }) => {
       const r = (await withBroker(o, (c) => c.request('PURGE', 'queue', name, o.count ? { count: o.count } : {}))) as { purged: number };
       print(o, r, () => `${r.purged} messages purged from '${name}'`);
+    }),
+  );
+
+  addBrokerOption(
+    queue
+      .command('move <from> <to>')
+      .description("move available messages to another queue, in delivery order (replay a dead-letter queue); the target's duplicate-detection window is not consulted")
+      .option('--count <n>', 'move at most n'),
+  ).action(
+    action(async (from: string, to: string, o: BrokerOption & { count?: string }) => {
+      const r = (await withBroker(o, (c) => c.request('MOVE', 'queue', from, o.count ? { to, count: o.count } : { to }))) as { moved: number };
+      print(o, r, () => `${r.moved} messages moved from '${from}' to '${to}'`);
     }),
   );
 

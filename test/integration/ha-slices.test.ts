@@ -5,39 +5,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { promoteFurtherAhead } from '../helpers/partition.js';
-import { TestClient, browseBodies } from '../helpers/rhea-client.js';
+import { browseBodies } from '../helpers/rhea-client.js';
+import { copiesIn, fill } from '../helpers/queue-contents.js';
 import { declareWithDeadLetters, manage, queueDepth } from '../helpers/tandem-cli.js';
-
-/** Messages large enough that a replication batch (256 KiB) ends after an enqueue, not after a dequeue. */
-const PAD = 'x'.repeat(4000);
-
-async function fill(port: number, queue: string, count: number, extra: Record<string, unknown> = {}, pad = PAD): Promise<void> {
-  const client = await TestClient.connect({ port });
-  try {
-    for (let at = 0; at < count; at += 500) {
-      const n = Math.min(500, count - at);
-      const outcomes = await client.send(queue, Array.from({ length: n }, (_, k) => ({ body: `${at + k}|${pad}`, durable: true, ...extra })), { timeoutMs: 60_000 });
-      expect(outcomes.every((o) => o.state === 'accepted')).toBe(true);
-    }
-  } finally {
-    await client.close();
-  }
-}
-
-/** How many copies of each message index a queue holds (absent queue: none). */
-async function copiesIn(port: number, queue: string, copies: Map<number, string[]>): Promise<void> {
-  let depth: number;
-  try {
-    depth = await queueDepth(port, queue);
-  } catch {
-    return;
-  }
-  if (depth === 0) return;
-  for (const body of await browseBodies(port, queue, depth)) {
-    const i = Number(body.split('|')[0]);
-    copies.set(i, [...(copies.get(i) ?? []), queue]);
-  }
-}
 
 describe('ha - operations in slices', () => {
   let cluster: TestCluster | undefined;

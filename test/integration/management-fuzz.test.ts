@@ -13,9 +13,9 @@ import { TestBroker, killAllBrokers } from '../helpers/broker.js';
 const SEED = Number(process.env.TANDEM_FUZZ_SEED ?? 0x3a9e);
 const REQUESTS = 2000;
 
-const OPERATIONS = ['CREATE', 'READ', 'UPDATE', 'DELETE', 'QUERY', 'PURGE', 'HA-STATUS', 'HA-PROMOTE', 'HA-SETTLE-ALONE', 'DR-SWITCHOVER', 'DR-FENCE', 'DR-UNFENCE', 'DR-FOLLOW', 'DR-PEER-STATE', 'DR-ADD', 'DR-DEL', 'DR-LIST', 'DR-STATUS', 'DR-ACTIVATE', 'DR-DEMOTE', 'DR-REATTACH', 'NO-SUCH-OPERATION'];
+const OPERATIONS = ['CREATE', 'READ', 'UPDATE', 'DELETE', 'QUERY', 'PURGE', 'MOVE', 'HA-STATUS', 'HA-PROMOTE', 'HA-SETTLE-ALONE', 'DR-SWITCHOVER', 'DR-FENCE', 'DR-UNFENCE', 'DR-FOLLOW', 'DR-PEER-STATE', 'DR-ADD', 'DR-DEL', 'DR-LIST', 'DR-STATUS', 'DR-ACTIVATE', 'DR-DEMOTE', 'DR-REATTACH', 'NO-SUCH-OPERATION'];
 const TYPES = ['queue', 'exchange', 'binding', 'user', 'connection', 'broker', undefined, 'no-such-type'];
-const KEYS = ['name', 'durable', 'max-count', 'max-size', 'alternate-exchange', 'exchange', 'queue', 'key', 'exchange-type', 'confirm', 'queues', 'source', 'mode', 'peer', 'password', 'epoch', 'qpid.dedup-window', 'dedup-ttl', 'dedup-key', 'default-ttl', 'auto-delete-delay', 'priorities', 'replicate', 'policy', 'exclusive', 'constructor', '__proto__', 'toString'];
+const KEYS = ['name', 'durable', 'max-count', 'max-size', 'alternate-exchange', 'exchange', 'queue', 'key', 'exchange-type', 'confirm', 'queues', 'source', 'mode', 'peer', 'password', 'epoch', 'qpid.dedup-window', 'dedup-ttl', 'dedup-key', 'default-ttl', 'auto-delete-delay', 'priorities', 'replicate', 'policy', 'exclusive', 'to', 'count', 'constructor', '__proto__', 'toString'];
 const VALUES: unknown[] = [42, -1, 1e300, 2 ** 53 + 2, 0.5, '', 'x'.repeat(5000), '\u0000', '10m', '-5', 'constructor', '__proto__', [], [1, 'a'], {}, { a: { b: [] } }, null, true, Buffer.from('bin'), 'fuzz.q', 'amq.fanout'];
 
 afterAll(async () => {
