@@ -391,6 +391,15 @@ export class ConsoleServer {
         },
       },
       {
+        method: 'POST',
+        path: new RegExp(`^/api/queues/${NAME}/move$`),
+        admin: true,
+        handle: (c) => {
+          confirmed(c, c.params[0]!, "moving a queue's messages");
+          return perform(c, 'MOVE', 'queue', c.params[0], pick(c.body, ['to', 'count']));
+        },
+      },
+      {
         method: 'DELETE',
         path: new RegExp(`^/api/queues/${NAME}$`),
         admin: true,

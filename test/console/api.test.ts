@@ -92,6 +92,7 @@ describe('console API', () => {
     for (const [method, path, body] of [
       ['POST', '/api/queues', { name: 'by-bob' }],
       ['POST', '/api/queues/made-in-console/purge', { confirm: 'made-in-console' }],
+      ['POST', '/api/queues/made-in-console/move', { confirm: 'made-in-console', to: 'by-bob' }],
       ['DELETE', '/api/queues/made-in-console', { confirm: 'made-in-console' }],
       ['DELETE', '/api/connections/1', {}],
       ['POST', '/api/dr/made-in-console/activate', { confirm: 'made-in-console' }],
@@ -159,20 +160,26 @@ describe('console API', () => {
     }
   });
 
-  it('console - purge and delete need the typed name, and leave an audit line saying who', async () => {
+  it('console - move, purge and delete need the typed name, and leave an audit line saying who', async () => {
     await admin.request('POST', '/api/queues', { name: 'audited' });
+    await admin.request('POST', '/api/queues', { name: 'audited.dlq' });
     const c = await TestClient.connect({ port: broker.port, username: ADMIN.name, password: ADMIN.password });
     try {
-      await c.send('audited', ['m0', 'm1', 'm2']);
+      await c.send('audited.dlq', ['m0', 'm1', 'm2']);
     } finally {
       c.close();
     }
+    // The name typed is the queue's the messages leave.
+    expect((await admin.request('POST', '/api/queues/audited.dlq/move', { confirm: 'audited', to: 'audited' })).status).toBe(400);
+    const moved = await admin.request('POST', '/api/queues/audited.dlq/move', { confirm: 'audited.dlq', to: 'audited' });
+    expect(moved.body).toEqual({ name: 'audited.dlq', to: 'audited', moved: 3 });
     const purged = await admin.request('POST', '/api/queues/audited/purge', { confirm: 'audited' });
     expect(purged.body).toEqual({ name: 'audited', purged: 3 });
     expect((await admin.request('DELETE', '/api/queues/audited', { confirm: 'audited' })).status).toBe(200);
     await waitFor(() => broker.stderr.includes("audit: DELETE queue 'audited'"), { name: 'audit line' });
     const lines = broker.stderr.split('\n').filter((l) => l.includes('"audit":true') && l.includes('audited'));
-    expect(lines).toHaveLength(2);
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toContain("audit: MOVE queue 'audited.dlq' to 'audited' by alice via console");
     for (const l of lines) {
       expect(l).toMatch(/"user":"alice"/);
       expect(l).toMatch(/"via":"console"/);

@@ -84,6 +84,36 @@ describe('console in a browser - one broker with logins', () => {
     await context.close();
   }, 60_000);
 
+  it('console browser - a dead-letter queue replayed from its page: the target typed, the queue name typed to confirm, the messages back in order', async ({ task }) => {
+    await manage(broker.port, 'CREATE', 'queue', 'replay.dlq', { durable: true }, auth);
+    await manage(broker.port, 'CREATE', 'queue', 'replay', { durable: true }, auth);
+    const c = await TestClient.connect({ port: broker.port, username: ADMIN.name, password: ADMIN.password });
+    await c.send('replay.dlq', ['r1', 'r2', 'r3', 'r4']);
+    const context = await newContext(browser, task.name);
+    const page = await context.newPage();
+    await logIn(page, broker.consoleUrl!, ADMIN);
+    await page.goto(`${broker.consoleUrl}/#/queues/replay.dlq`);
+    await page.waitForSelector('#move-form');
+    // The other queues are offered; this one is not.
+    await page.focus('#move-to');
+    await page.locator('#move-to-queues option[value="replay"]').waitFor({ state: 'attached' });
+    const offered = await page.locator('#move-to-queues option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(offered).toContain('replay');
+    expect(offered).not.toContain('replay.dlq');
+    await page.fill('#move-to', 'replay');
+    await page.fill('#move-count', '3');
+    await page.click('#move-messages');
+    expect(await page.locator('#confirm-text').innerText()).toBe('Move at most 3 available messages of queue "replay.dlq" to queue "replay"?');
+    await confirmTyped(page, 'replay.dlq');
+    await page.waitForSelector('#message:has-text("3 messages moved to replay")');
+    expect(await depth('replay')).toBe(3);
+    expect(await depth('replay.dlq')).toBe(1);
+    const got = await c.receiveAndAccept('replay', 3);
+    expect(got.map((m) => String(m.body))).toEqual(['r1', 'r2', 'r3']);
+    c.close();
+    await context.close();
+  }, 60_000);
+
   it('console browser - a user who is not an admin sees no action buttons, and the API answers 403', async ({ task }) => {
     await manage(broker.port, 'CREATE', 'queue', 'readers-view', {}, auth);
     const context = await newContext(browser, task.name);

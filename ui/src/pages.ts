@@ -3,7 +3,7 @@
 // from every overview the broker pushes.
 import { api, seg } from './api.js';
 import { lineChart } from './chart.js';
-import { h, type Child } from './dom.js';
+import { h, replace, type Child } from './dom.js';
 import { agoMs, bytes, num, seconds, stateClass, yesNo } from './format.js';
 
 export type Row = Record<string, unknown>;
@@ -162,10 +162,48 @@ function queueActions(ctx: PageContext, name: string): Child {
   ];
 }
 
+/**
+ * Move this queue's available messages to another (MOVE, as tandem queue move): above
+ * all a dead-letter queue replayed to the queue its messages came from. The target is
+ * typed, offered the queues the page knows; the move asks for this queue's name first.
+ */
+function moveForm(ctx: PageContext, name: string): Child {
+  if (!ctx.admin) return null;
+  // Offered the queues of the latest overview when the field is used (the form is drawn once).
+  const offered = h('datalist', { id: 'move-to-queues' });
+  const offer = () => replace(offered, ctx.overview.queues.map((q) => String(q.name)).filter((q) => q !== name).map((q) => h('option', { value: q })));
+  const to = h('input', { id: 'move-to', placeholder: 'to queue', required: true, maxlength: 1024, list: 'move-to-queues', onfocus: offer }) as HTMLInputElement;
+  const count = h('input', { id: 'move-count', type: 'number', min: 1, step: 1, placeholder: 'all' }) as HTMLInputElement;
+  return h(
+    'form',
+    {
+      class: 'inline',
+      id: 'move-form',
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        const target = to.value;
+        const body: Row = { confirm: name, to: target };
+        if (count.value !== '') body.count = count.value;
+        const how = count.value === '' ? 'the available messages' : `at most ${count.value} available messages`;
+        ctx.confirm(`Move ${how} of queue "${name}" to queue "${target}"?`, name, async () => {
+          const r = await api<{ moved: number }>('POST', `/api/queues/${seg(name)}/move`, body);
+          return `${r.moved} messages moved to ${target}`;
+        });
+      },
+    },
+    h('strong', {}, 'Move messages'),
+    to,
+    offered,
+    count,
+    h('button', { type: 'submit', id: 'move-messages' }, 'Move…'),
+  );
+}
+
 export function queueDetailPage(name: string): Page {
   return {
     title: `Queue ${name}`,
     nav: 'queues',
+    forms: (ctx) => moveForm(ctx, name),
     render(ctx) {
       const q = ctx.overview.queues.find((x) => x.name === name);
       if (!q) return [h('h1', {}, 'Queue ', h('code', {}, name)), h('p', { id: 'queue-missing' }, 'There is no such queue (any more). ', h('a', { href: '#/queues' }, 'All queues'))];
