@@ -48,6 +48,20 @@ const SENDER_CREDIT = 1000;
 const OVER_LIMIT_SOCKETS = 64;
 
 /**
+ * The last connections of `max-connections` are kept for admins: the identities HA
+ * backups, DR bridges, the cluster agent and the CLI log in as. Without them a user (or
+ * several) holding every connection cut a primary off from backups that reconnect,
+ * which holds every settlement, and locked the operators out; PostgreSQL keeps
+ * superuser_reserved_connections for the same reason. A tenth of a smaller limit.
+ */
+export const ADMIN_RESERVED_CONNECTIONS = 16;
+
+/** Connections of `limit` that only admins may open. */
+export function adminReserve(limit: number): number {
+  return Math.min(ADMIN_RESERVED_CONNECTIONS, Math.floor(limit / 10));
+}
+
+/**
  * Engine lines a client can cause at will, one per bad frame (thousands a second on
  * one connection): logged once per interval per condition, the first with its details.
  */
@@ -423,9 +437,12 @@ export class AmqpServer {
       this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how, reason: refusal.description }, 'connection refused');
       return;
     }
-    if (this.connections.size >= this.options.maxConnections) {
-      const limit = this.options.maxConnections;
-      answerAndClose(engine, socket, { condition: 'amqp:resource-limit-exceeded', description: `too many connections: max-connections is ${limit}` });
+    const limit = this.options.maxConnections;
+    const open = this.connections.size;
+    const reserve = adminReserve(limit);
+    if (open >= limit || (open >= limit - reserve && !conn.admin)) {
+      const why = open >= limit ? `max-connections is ${limit}` : `max-connections is ${limit}, and the last ${reserve} are kept for admins`;
+      answerAndClose(engine, socket, { condition: 'amqp:resource-limit-exceeded', description: `too many connections: ${why}` });
       const held = this.overLimitLog.admit('max-connections');
       if (held !== undefined) this.log.warn({ remote: conn.remoteAddress, limit, ...(held > 0 ? { alsoRefused: held } : {}) }, 'connection refused: max-connections reached');
       return;

@@ -335,6 +335,32 @@ describe('operations', () => {
     broker.cleanup();
   });
 
+  it('limits - the last connections of max-connections are kept for admins: users holding every other one lock out neither an admin nor the CLI', async () => {
+    // 20: the last 2 are kept (a tenth of a limit under 160).
+    const broker = await TestBroker.start({ args: ['--max-connections', '20', '--auth', 'yes', '--users-file', usersFile] });
+    const closedWith = async (c: TestClient) => {
+      const deadline = Date.now() + 10_000;
+      while (!c.closed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      return (c.connection as unknown as { error?: { description?: string } }).error?.description;
+    };
+    const bobs: TestClient[] = [];
+    for (let i = 0; i < 18; i++) bobs.push(await connect({ port: broker.port, username: 'bob', password: 'bob-secret' }));
+    expect(await closedWith(await connect({ port: broker.port, username: 'bob', password: 'bob-secret' }))).toBe('too many connections: max-connections is 20, and the last 2 are kept for admins');
+    // An admin still gets in, over AMQP and with the CLI.
+    const alice = await connect({ port: broker.port, username: 'alice', password: 'alice-secret' });
+    expect((await alice.send('reserved.q', 1))[0]!.state).toBe('accepted');
+    const cli = await tandem(['queue', 'show', 'reserved.q', '--json', '-b', `alice/alice-secret@127.0.0.1:${broker.port}`]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout)).toMatchObject({ depth: 1 });
+    // Past the whole limit, an admin too is refused.
+    const second = await connect({ port: broker.port, username: 'alice', password: 'alice-secret' });
+    expect(second.closed).toBe(false);
+    expect(await closedWith(await connect({ port: broker.port, username: 'alice', password: 'alice-secret' }))).toBe('too many connections: max-connections is 20');
+    for (const c of [...bobs, alice, second]) await c.close();
+    await broker.stop();
+    broker.cleanup();
+  });
+
   it('shutdown - SIGTERM with a connected consumer still exits 0', async () => {
     const broker = await TestBroker.start({ args: ['--shutdown-timeout', '1s'] });
     const c = await connect({ port: broker.port });
