@@ -5,6 +5,10 @@
 // of at most SWEEP_STEP deliveries are still walked at once; bigger ones in slices of
 // SWEEP_STEP, an event-loop turn apart. Meanwhile a leaving delivery may still be in a
 // book: a disposition naming it drops it (Session.onDisposition asks `has`), as if gone.
+// A link detached while a walk is under way waits for the next walk (the one under way may
+// have passed some of its deliveries): starting the walk again at each detach, a client
+// detaching a link every turn kept it at its first slice for ever, and every link it
+// detached in the session's set.
 import type { Delivery } from './delivery.js';
 import type { Link } from './link.js';
 import type { UnsettledDeliveries } from './unsettled.js';
@@ -13,10 +17,10 @@ import type { UnsettledDeliveries } from './unsettled.js';
 export const SWEEP_STEP = 4096;
 
 export class LeavingDeliveries {
-  /** Links whose deliveries the walk under way takes out. */
+  /** Links whose deliveries leave the books: those of the walk under way, and those detached since. */
   private readonly links = new Set<Link>();
-  /** The walk under way: which book, and where in it. */
-  private walk: { book: number; at: Iterator<Delivery> } | undefined;
+  /** The walk under way: the links it began with, which book, and where in it. */
+  private walk: { links: Link[]; book: number; at: Iterator<Delivery> } | undefined;
   private scheduled = false;
 
   constructor(private readonly books: readonly UnsettledDeliveries<Delivery>[]) {}
@@ -38,11 +42,8 @@ export class LeavingDeliveries {
       return;
     }
     this.links.add(link);
-    // From the start again: the walk under way may have passed some of this link's.
-    this.walk = { book: 0, at: this.books[0]!.values() };
-    if (this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => this.sweep());
+    // The walk under way drops what it still meets of this link's; the next one the rest.
+    if (!this.walk) this.begin();
   }
 
   /** The session ended: its books were cleared. */
@@ -51,15 +52,27 @@ export class LeavingDeliveries {
     this.walk = undefined;
   }
 
+  /** A walk of every book from the start, for the links leaving now. */
+  private begin(): void {
+    this.walk = { links: [...this.links], book: 0, at: this.books[0]!.values() };
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.sweep());
+  }
+
   private sweep(): void {
     this.scheduled = false;
+    const walk = this.walk;
+    if (!walk) return; // the session ended meanwhile
     // Bounded: SWEEP_STEP deliveries, or the end of the books.
-    for (let n = 0; this.walk && n < SWEEP_STEP; ) {
-      const book = this.books[this.walk.book]!;
-      const next = this.walk.at.next();
+    for (let n = 0; n < SWEEP_STEP; ) {
+      const book = this.books[walk.book]!;
+      const next = walk.at.next();
       if (next.done) {
-        const following = this.books[this.walk.book + 1];
-        this.walk = following ? { book: this.walk.book + 1, at: following.values() } : undefined;
+        const following = this.books[walk.book + 1];
+        if (!following) return this.walked(walk);
+        walk.book++;
+        walk.at = following.values();
         continue;
       }
       n++;
@@ -67,11 +80,14 @@ export class LeavingDeliveries {
       // Only that delivery: the walk may see one its book has replaced or dropped since.
       if (this.links.has(d.link) && book.get(d.id) === d) book.delete(d.id);
     }
-    if (!this.walk) {
-      this.links.clear();
-      return;
-    }
     this.scheduled = true;
     setImmediate(() => this.sweep());
+  }
+
+  /** A walk reached the end of the books: its links are gone from them; those detached meanwhile get a walk of their own. */
+  private walked(walk: { links: Link[] }): void {
+    this.walk = undefined;
+    for (const link of walk.links) this.links.delete(link);
+    if (this.links.size > 0) this.begin();
   }
 }

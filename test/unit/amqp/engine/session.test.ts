@@ -267,3 +267,75 @@ describe('engine session - a detached link with many unsettled deliveries', () =
     expect(link!.session.outgoingUnsettled.size).toBe(0);
   });
 });
+
+describe('engine session - links detaching one after another while a big link\'s deliveries leave', () => {
+  const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it('engine session - a detach each turn does not hold back the walk: a link detached first leaves the books within a few turns, the others as they come', async () => {
+    const links: Link[] = [];
+    const p = session({}, { onLinkAttach: (l: Link) => (links.push(l), l.accept()) });
+    p.feed(perf.attach({ name: 'big', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit: 10_000 }));
+    p.feed(perf.attach({ name: 'late', handle: 1, role: 'receiver', address: 'q' }), perf.flow({ handle: 1, credit: 10 }));
+    const [big, late] = links;
+    for (let i = 0; i < 10_000; i++) big!.send(message(`m${i}`), { settled: false });
+    // The last ids: past the first slices of every walk.
+    for (let i = 0; i < 5; i++) late!.send(message(`l${i}`), { settled: false });
+    p.written();
+    const book = big!.session.outgoingUnsettled;
+    p.feed(perf.detach(1));
+    // A client attaching and detaching another link every turn (a consumer per request, or a loop).
+    let turns = 0;
+    for (; turns < 20 && book.size > 10_000; turns++) {
+      p.feed(perf.attach({ name: `x${turns}`, handle: 2, role: 'receiver', address: 'q' }), perf.detach(2));
+      await turn();
+    }
+    // The old walk began again at each detach, never past its first slice: 'late's stayed, and every detached link with them.
+    expect(book.size).toBe(10_000);
+    expect(turns).toBeLessThanOrEqual(8);
+    // The big link's own are untouched, and a disposition for them is still heard.
+    p.feed(perf.disposition({ role: 'receiver', first: 0, last: 1, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition').map((e) => e.delivery!.link)).toEqual([big, big]);
+    p.feed(perf.detach(0));
+    for (turns = 0; turns < 100 && book.size > 0; turns++) await turn();
+    expect(book.size).toBe(0);
+  });
+
+  it('engine session - a link attached again with the same name and handle while its old deliveries leave keeps its own: their dispositions are heard, the walk leaves them', async () => {
+    const links: Link[] = [];
+    const p = session({}, { onLinkAttach: (l: Link) => (links.push(l), l.accept()) });
+    p.feed(perf.attach({ name: 'big', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit: 20_000 }));
+    const [old] = links;
+    for (let i = 0; i < 20_000; i++) old!.send(message(`m${i}`), { settled: false });
+    p.written();
+    const book = old!.session.outgoingUnsettled;
+    p.feed(perf.detach(0));
+    p.feed(perf.attach({ name: 'big', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit: 10 }));
+    const again = links[1]!;
+    expect(again).not.toBe(old);
+    for (let i = 0; i < 4; i++) again.send(message(`n${i}`), { settled: false });
+    p.written();
+    // One of the old link's and one of the new one's, named by one disposition: the old one's is dropped, the new one's heard.
+    p.feed(perf.disposition({ role: 'receiver', first: 19_999, last: 20_000, settled: true }));
+    expect(p.events.filter((e) => e.event === 'disposition').map((e) => e.delivery!.id)).toEqual([20_000]);
+    for (let turns = 0; turns < 100 && book.size > 3; turns++) await turn();
+    await turn();
+    expect(book.ids().sort((a, b) => a - b)).toEqual([20_001, 20_002, 20_003]);
+  });
+
+  it('engine session - a session ending while a detached link\'s deliveries leave clears its books; the walk stops', async () => {
+    const links: Link[] = [];
+    const p = session({}, { onLinkAttach: (l: Link) => (links.push(l), l.accept()) });
+    p.feed(perf.attach({ name: 'big', handle: 0, role: 'receiver', address: 'q' }), perf.flow({ handle: 0, credit: 20_000 }));
+    for (let i = 0; i < 20_000; i++) links[0]!.send(message(`m${i}`), { settled: false });
+    p.written();
+    const book = links[0]!.session.outgoingUnsettled;
+    p.feed(perf.detach(0));
+    await new Promise((r) => setImmediate(r));
+    expect(book.size).toBeGreaterThan(0);
+    p.feed(perf.end(0));
+    expect(book.size).toBe(0);
+    for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+    expect(book.size).toBe(0);
+    expect(p.names()).toContain('end');
+  });
+});
