@@ -14,7 +14,7 @@ import type {
   QueueSettings,
   ReplicationLevel,
 } from './changes.js';
-import { deadLetterExpiry, type DeadLetterReason, type DeadLetterWriter } from './dead-letter.js';
+import type { DeadLetterReason, DeadLetterWriter } from './dead-letter.js';
 import { DEDUP_DIGEST_BYTES, dedupDigestAt, dedupDigestHex, writeDedupDigest, type DedupDigest, type DedupKeyReader, type DedupLookup } from './dedup-key.js';
 import { dedupRowsAt, type DedupHit } from './dedup-window.js';
 import { TandemError, invalidArgument, notFound } from './errors.js';
@@ -139,6 +139,11 @@ function duplicateOf(hit: DedupHit): PublishResult {
 function anyWindow(queues: Queue[]): boolean {
   for (const q of queues) if (q.dedup) return true;
   return false;
+}
+
+/** `expiresAt` (0: none), or `queue`'s default ttl from `now` for a message that set neither a ttl nor an absolute expiry. */
+function withDefaultTtl(queue: Queue, expiresAt: number, now: number): number {
+  return expiresAt === 0 && queue.settings.defaultTtlMs > 0 ? now + queue.settings.defaultTtlMs : expiresAt;
 }
 
 /** An enqueue without the `restored` mark (a DR copy's record: see withoutDrDuplicates). */
@@ -395,7 +400,8 @@ export class Broker implements QueueHost {
    * One slice of moving messages from `from` to `to` (tandem queue move; moveInSlices,
    * queue-move.ts, runs the slices with the event loop free between them): up to `max`
    * available messages of `from`, in delivery order, each enqueued at the back of `to` as
-   * a new message (a new id) with the same bytes, expiry and routing key and the
+   * a new message (a new id) with the same bytes and routing key, the expiry it set
+   * itself (else `to`'s default-ttl, as for a publish: ownExpiresAt), and the
    * delivery-count `from` would deliver it with (deliveryCountOf), and dequeued from
    * `from`, the two as one record (inOneRecord). Held messages (delivery time), those out
    * with consumers and those set aside as unreadable stay. `to`'s limits hold as for a
@@ -445,8 +451,12 @@ export class Broker implements QueueHost {
       if (evictedFanOut > 0 && !to.makeRoom(size, copy.priority, false)) {
         throw new TandemError('TANDEM_ERR_QUEUE_FULL', `ring queue '${to.name}' cannot make room: its available messages cannot make way (out with consumers, held, or of a higher priority)`);
       }
-      const message: MessageRecord = { ...copy, id: this.nextMessageId++ };
-      this.log.record({ kind: 'enqueue', queue: to.name, message }, messageDurable(message, to));
+      // Its own expiry goes with it; one from `from`'s default-ttl stays there, and `to`'s applies as for a publish.
+      const message: MessageRecord = { ...copy, id: this.nextMessageId++, expiresAt: withDefaultTtl(to, this.ownExpiresAt(copy, copy.bytes), this.now()) };
+      // Marked `restored`, as a given-back message is: no new publish, so a DR copy whose
+      // window holds its key (its first copy's) takes it, as this broker's target did,
+      // rather than drop it as a duplicate while its dequeue from `from` goes through.
+      this.log.record({ kind: 'enqueue', queue: to.name, message, restored: true }, messageDurable(message, to));
       // Available in `from`, so due: not held again for a delivery time its bytes may name.
       to.enqueue(message, 0);
       from.remove(entry, 'purged');
@@ -1047,8 +1057,7 @@ export class Broker implements QueueHost {
   /** `key`: what the record keeps as its subject, the key its dead letter is routed by (routed-by.ts). */
   private messageFor(queue: Queue, msg: IncomingMessage, id: number, now: number, key: string | undefined): MessageRecord {
     // The queue's default ttl is for messages that set neither a ttl nor an absolute expiry.
-    let expiresAt = messageExpiry(msg, now);
-    if (expiresAt === 0 && queue.settings.defaultTtlMs > 0) expiresAt = now + queue.settings.defaultTtlMs;
+    const expiresAt = withDefaultTtl(queue, messageExpiry(msg, now), now);
     return {
       id,
       bytes: msg.bytes,
@@ -1225,7 +1234,8 @@ export class Broker implements QueueHost {
    * and its journal take the same keys. A message given back at the source
    * (`restored`: a failed commit had accepted it) is no new publish: it is taken
    * whatever the window holds, its key kept as the window has it (from its first
-   * copy) or, if the window lost it, taken in with it. The copy's own record does
+   * copy) or, if the window lost it, taken in with it. A message moved by tandem
+   * queue move (moveAvailable) is marked so too. The copy's own record does
    * not carry the mark: only its source's duplicate check needed it.
    */
   private withoutDrDuplicates(ops: TxOp[]): TxOp[] {
@@ -1514,18 +1524,29 @@ export class Broker implements QueueHost {
 
   /**
    * When the dead letter of `entry` (its bytes: `bytes`) expires, ms since epoch, 0: never
-   * (deadLetterExpiry). Bytes the edge cannot read (only a record from before it checked
-   * them can hold such) keep the message's expiry, as they go on unchanged.
+   * (the dead-letter queue's default-ttl then applies). An expired message's has none: it
+   * would expire again at once (and go on to that queue's alternate exchange in turn). A
+   * rejected or deleted one keeps the expiry it set itself (ownExpiresAt).
    */
   private deadLetterExpiresAt(entry: QueueEntry, reason: DeadLetterReason, bytes: Buffer): number {
-    const asItWas = reason === 'expired' ? 0 : entry.msg.expiresAt;
+    return reason === 'expired' ? 0 : this.ownExpiresAt(entry.msg, bytes);
+  }
+
+  /**
+   * The expiry `msg` (its bytes: `bytes`) set itself, counted from when it first arrived
+   * (its header ttl, or its absolute-expiry-time); 0 when it has none or its expiry came
+   * from its queue's default-ttl, which stays with that queue (the queue it goes to gives
+   * its own). Bytes the edge cannot read (only a record from before it checked them can
+   * hold such) keep the message's expiry, as they go on unchanged.
+   */
+  private ownExpiresAt(msg: MessageRecord, bytes: Buffer): number {
     const writer = this.deadLetters;
-    if (!writer) return asItWas;
+    if (!writer || msg.expiresAt === 0) return msg.expiresAt;
     try {
-      return deadLetterExpiry(reason, entry.msg.expiresAt, () => writer.setsOwnExpiry(bytes));
+      return writer.setsOwnExpiry(bytes) ? msg.expiresAt : 0;
     } catch (err) {
       if (!(err instanceof TandemError)) throw err;
-      return asItWas;
+      return msg.expiresAt;
     }
   }
 

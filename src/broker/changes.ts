@@ -135,8 +135,9 @@ export type Change =
   /**
    * `dedup`: the message's key entered the queue's duplicate-detection window with it.
    * `restored`: a message a failed commit had accepted, given back to its queue under
-   * its own id (Broker.withdraw): not a new publish, so a DR copy whose window holds
-   * its key (from its first copy) takes it back rather than drop it as a duplicate.
+   * its own id (Broker.withdraw), or one moved from another queue (tandem queue move,
+   * a new id): not a new publish, so a DR copy whose window holds its key (from its
+   * first copy) takes it rather than drop it as a duplicate.
    * Set only to true (record code 21; without it an enqueue is written as code 14).
    */
   | { kind: 'enqueue'; queue: string; message: MessageRecord; dedup?: DedupStamp; restored?: boolean }

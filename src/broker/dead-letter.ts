@@ -33,13 +33,3 @@ export interface DeadLetterWriter {
   write(bytes: Buffer, headerLength: number, edit: DeadLetterEdit): { bytes: Buffer; headerLength: number };
 }
 
-/**
- * When a dead letter expires (ms since epoch, 0: never; the dead-letter queue's
- * default-ttl then applies). An expired message's has none: it would expire again at
- * once (and go on to that queue's alternate exchange in turn). A rejected or deleted
- * one keeps the expiry it set itself, counted from when it first arrived.
- */
-export function deadLetterExpiry(reason: DeadLetterReason, expiresAt: number, setsOwnExpiry: () => boolean): number {
-  if (reason === 'expired' || expiresAt === 0) return 0;
-  return setsOwnExpiry() ? expiresAt : 0;
-}

@@ -14,12 +14,10 @@ import { inSlices, queueStillOn } from './queue-slices.js';
  * cannot keep it going). A delete of either queue meanwhile ends it with the count so
  * far; a broker that became a backup (or is stopping) stops it with
  * TANDEM_ERR_PRECONDITION. An error of a slice (`to` full, a body that cannot be read
- * back) says how many had moved before it.
+ * back, a memory alarm) says how many had moved before it.
  */
 export async function moveInSlices(broker: Broker, from: Queue, to: Queue, limit = 0): Promise<number> {
   if (from === to) throw invalidArgument(`queue '${from.name}' cannot be moved to itself`);
-  // A moved message's body is read back into memory (a paged one too), as a publish's is taken in.
-  if (broker.memoryAlarm) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no move while memory is short: ${broker.memoryAlarm}`);
   // Not out of or into a DR queue that does not serve here: its messages are the other site's.
   broker.checkDrServing([from.name, to.name]);
   const total = limit > 0 ? Math.min(limit, from.available) : from.available;
@@ -28,6 +26,9 @@ export async function moveInSlices(broker: Broker, from: Queue, to: Queue, limit
   let moved = 0;
   const step = (n: number): number => {
     try {
+      // A moved message's body is read back into memory (a paged one too), as a publish's
+      // is taken in: checked at each step, as the alarm may come while a long move runs.
+      if (broker.memoryAlarm) throw new TandemError('TANDEM_ERR_MEMORY_FULL', `no move while memory is short: ${broker.memoryAlarm}`);
       let did = broker.moveAvailable(from, to, n);
       moved += did;
       if (did > 0 && did < n) {

@@ -168,7 +168,7 @@ function withoutNoLocal(body: Record<string, unknown>): boolean {
   return (body['settings'] as Partial<QueueSettings> | undefined)?.noLocal === undefined;
 }
 
-/** Every enqueue but a message given back (broker.ts giveBack) is a plain one. */
+/** Every enqueue but a message given back (broker.ts giveBack) or moved (moveOne) is a plain one. */
 function notRestored(body: Record<string, unknown>): boolean {
   return body['restored'] === undefined;
 }
@@ -238,7 +238,7 @@ export const RECORD_KINDS: readonly RecordKind[] = [
   { name: 'queue-dedup', code: 17, fields: [['name', 'string'], ['dedupWindow', 'u64'], ['dedupTtlMs', 'u64'], ['dedupKey', 'string']] },
   { name: 'queue-declare', code: 19, fields: [['name', 'string'], ['settings', { struct: QUEUE_SETTINGS_BEFORE_GROUPS }]], olderForm: { fits: withoutMessageGroups } },
   { name: 'dedup-forget', code: 20, fields: DEDUP_FORGET_FIELDS, olderForm: { fits: withoutIds } },
-  // A message given back to its queue after a failed commit (a DR copy must not take it for a duplicate).
+  // A message given back to its queue after a failed commit, or moved from another (a DR copy must not take it for a duplicate).
   { name: 'enqueue', code: 21, fields: [...ENQUEUE_FIELDS, ['restored', 'bool']] },
   // A take-back that also names the refused messages (ids), for DR copies that keyed them.
   { name: 'dedup-forget', code: 22, fields: [...DEDUP_FORGET_FIELDS, ['ids', 'u64s']] },

@@ -6,10 +6,12 @@
 import rhea from 'rhea';
 import { describe, expect, it } from 'vitest';
 import { readDedupKey } from '../../../src/amqp/dedup-key-reader.js';
-import { Broker } from '../../../src/broker/broker.js';
+import { deadLetterWriter, parseIncoming } from '../../../src/amqp/message-codec.js';
+import { Broker, drRoleChange } from '../../../src/broker/broker.js';
 import type { LoggedChange } from '../../../src/broker/changes.js';
 import { TandemError } from '../../../src/broker/errors.js';
 import { moveInSlices } from '../../../src/broker/queue-move.js';
+import { decodeChange, encodeChange } from '../../../src/store/record-codec.js';
 import { bodies, bodyDeliveryTimes, brokerState, FakeClock, FakeConsumer, feedBackup, messageRecords, msg, newBroker, qs } from './helpers.js';
 
 function filled(n: number, settings = qs()) {
@@ -110,6 +112,27 @@ describe('queue move - one slice (Broker.moveAvailable)', () => {
   });
 });
 
+describe('queue move - expiry', () => {
+  it("queue move - a message keeps the expiry it set itself; one from the source's default-ttl stays there and the target's default-ttl applies, as for a publish", () => {
+    const clock = new FakeClock();
+    const broker = new Broker({ now: clock.now, deadLetters: deadLetterWriter });
+    // Dead letters kept an hour; orders' messages ten seconds.
+    const dlq = broker.declareQueue('dlq', qs({ defaultTtlMs: 3_600_000 })).queue;
+    const orders = broker.declareQueue('orders', qs({ defaultTtlMs: 10_000 })).queue;
+    const plain = broker.declareQueue('plain', qs()).queue;
+    const encoded = (m: Record<string, unknown>) => parseIncoming(rhea.message.encode(m as never) as Buffer);
+    broker.publish('dlq', encoded({ body: 'no-own-ttl' }));
+    broker.publish('dlq', encoded({ ttl: 60_000, body: 'own-ttl' }));
+    broker.publish('dlq', encoded({ body: 'to-plain' }));
+    clock.advance(3_000_000);
+    expect(broker.moveAvailable(dlq, orders, 2)).toBe(2);
+    expect(broker.moveAvailable(dlq, plain, 1)).toBe(1);
+    const start = clock.now() - 3_000_000;
+    expect(orders.entries().map((e) => e.msg.expiresAt)).toEqual([clock.now() + 10_000, start + 60_000]);
+    expect(plain.entries().map((e) => e.msg.expiresAt)).toEqual([0]);
+  });
+});
+
 describe('queue move - in slices (moveInSlices)', () => {
   it('queue move - a full reject target stops the move with QUEUE_FULL, saying how many moved', async () => {
     const { broker, dlq } = filled(5);
@@ -151,6 +174,20 @@ describe('queue move - in slices (moveInSlices)', () => {
     expect(dlq.depth).toBe(3);
   });
 
+  it('queue move - a memory alarm raised during a long move stops it with MEMORY_FULL, saying how many moved (each moved body is read back into memory)', async () => {
+    const n = 60_000;
+    const { broker, dlq, orders } = filled(n);
+    const moving = moveInSlices(broker, dlq, orders);
+    setImmediate(() => (broker.memoryAlarm = 'rss 900 MiB over the 800 MiB limit'));
+    const err = (await moving.catch((e: unknown) => e)) as TandemError;
+    expect(err).toBeInstanceOf(TandemError);
+    expect(err.code).toBe('TANDEM_ERR_MEMORY_FULL');
+    expect(err.message).toMatch(/no move while memory is short: rss 900 MiB.*; \d+ messages were moved from 'dlq' to 'orders' before/);
+    expect(orders.depth).toBeGreaterThan(0);
+    expect(orders.depth).toBeLessThan(n);
+    expect(dlq.depth + orders.depth).toBe(n);
+  });
+
   it('queue move - a large move serves the event loop between slices, keeps the order, and ends at a delete of either queue or on a backup', async () => {
     const n = 60_000;
     const { broker, dlq, orders } = filled(n);
@@ -181,5 +218,49 @@ describe('queue move - in slices (moveInSlices)', () => {
     setImmediate(() => (third.broker.localChangesRefused = () => 'this broker is an HA backup now'));
     await expect(stopping).rejects.toMatchObject({ code: 'TANDEM_ERR_PRECONDITION', message: expect.stringMatching(/stopped after \d+ of 60000 messages: this broker is an HA backup now/) });
     expect(third.dlq.depth + third.orders.depth).toBe(n);
+  });
+});
+
+describe('queue move - a DR copy of both queues (fed as the bridge feeds it)', () => {
+  it("queue move - a moved message reaches the copy's target though the copy's window holds its key (its first copy's), with or without a window at the source: not dropped as a duplicate while its dequeue from the copy's source queue goes through", async () => {
+    const clock = new FakeClock();
+    const keyed = () => {
+      const broker = new Broker({ now: clock.now, dedupKeys: readDedupKey });
+      const logged: LoggedChange[] = [];
+      broker.log.attach({ append: (e) => logged.push(e) });
+      return { broker, logged };
+    };
+    const withId = (id: string) => msg('', { bytes: rhea.message.encode({ message_id: id, durable: true, body: id }) as Buffer, durable: true });
+    for (const sourceWindow of [0, 100]) {
+    // The copy keeps a window whether the source does or not (a DR secondary's dedup-window default).
+    const src = keyed();
+    for (const name of ['orders', 'dlq']) src.broker.declareQueue(name, qs({ durable: true, dedupWindow: sourceWindow }));
+    const copy = keyed();
+    for (const name of ['orders', 'dlq']) {
+      copy.broker.declareQueue(name, qs({ durable: true, dedupWindow: 100 }));
+      copy.broker.recordDr(drRoleChange(name, { source: 'source:5672', mode: 'enqueue-and-dequeue', state: 'passive', epoch: 1, divergence: 0, since: 0, idFloor: 0, fill: false, exchanges: '*', tell: false }));
+    }
+    // 'a' was published to orders, consumed and rejected: its dead letter waits in dlq.
+    src.broker.publish('orders', withId('a'));
+    src.broker.queue('orders').purge(10);
+    src.broker.publish('dlq', withId('a'));
+    expect(await moveInSlices(src.broker, src.broker.queue('dlq'), src.broker.queue('orders'))).toBe(1);
+    expect(bodies(src.broker.queue('orders'))).toHaveLength(1);
+
+    // Each source record as the DR stream carries it (record codec), one dr-transaction each.
+    let lsn = 0;
+    for (const e of src.logged) {
+      const out = decodeChange(encodeChange(e));
+      if (out.status !== 'ok') throw new Error(`did not decode: ${e.change.kind}`);
+      const c = out.entry.change;
+      const ops = c.kind === 'enqueue' || c.kind === 'dequeue' ? [c] : c.kind === 'transaction' ? c.changes : [];
+      if (ops.length > 0) copy.broker.recordDr({ kind: 'dr-transaction', queues: ['orders', 'dlq'], lsn: ++lsn, time: 1, changes: ops });
+    }
+    expect(copy.broker.queue('dlq').depth).toBe(0);
+    expect(copy.broker.queue('orders').depth).toBe(1);
+    expect(copy.broker.queue('orders').dedupCounts.duplicates).toBe(0);
+    // The copy's own record carries no mark (only its source's duplicate check needed it).
+    expect(copy.logged.some((e) => e.change.kind === 'dr-transaction' && e.change.changes.some((op) => op.kind === 'enqueue' && 'restored' in op))).toBe(false);
+    }
   });
 });
