@@ -94,8 +94,8 @@ describe('console in a browser - one broker with logins', () => {
     await logIn(page, broker.consoleUrl!, ADMIN);
     await page.goto(`${broker.consoleUrl}/#/queues/replay.dlq`);
     await page.waitForSelector('#move-form');
-    // The other queues are offered; this one is not.
-    await page.focus('#move-to');
+    // The other queues are offered as the field is typed in; this one is not.
+    await page.fill('#move-to', 'r');
     await page.locator('#move-to-queues option[value="replay"]').waitFor({ state: 'attached' });
     const offered = await page.locator('#move-to-queues option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
     expect(offered).toContain('replay');

@@ -169,10 +169,10 @@ function queueActions(ctx: PageContext, name: string): Child {
  */
 function moveForm(ctx: PageContext, name: string): Child {
   if (!ctx.admin) return null;
-  // Offered the queues of the latest overview when the field is used (the form is drawn once).
+  // Offered the queues of the latest overview as the field is used (the form is drawn once).
   const offered = h('datalist', { id: 'move-to-queues' });
   const offer = () => replace(offered, ctx.overview.queues.map((q) => String(q.name)).filter((q) => q !== name).map((q) => h('option', { value: q })));
-  const to = h('input', { id: 'move-to', placeholder: 'to queue', required: true, maxlength: 1024, list: 'move-to-queues', onfocus: offer }) as HTMLInputElement;
+  const to = h('input', { id: 'move-to', placeholder: 'to queue', required: true, maxlength: 1024, list: 'move-to-queues', onfocus: offer, oninput: offer }) as HTMLInputElement;
   const count = h('input', { id: 'move-count', type: 'number', min: 1, step: 1, placeholder: 'all' }) as HTMLInputElement;
   return h(
     'form',
