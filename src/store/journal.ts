@@ -137,8 +137,13 @@ export class Journal implements ChangeSink {
   private lastAppendedLsn: number;
   /** The newest change appended (or recovered); reservations not counted. */
   private lastChangeLsn = 0;
-  /** Durable records queued but not yet synced, in order (a queue with a head index). */
-  private unsynced: LoggedChange[] = [];
+  /**
+   * Durable records queued but not yet synced, in order (a queue with a head index).
+   * A synced one's slot is emptied at once: the array is trimmed only every 1,024, and
+   * kept until then, synced changes held their messages' bodies (a thousand consumed
+   * 1 MiB messages stayed in memory, outside max-memory).
+   */
+  private unsynced: (LoggedChange | undefined)[] = [];
   private unsyncedHead = 0;
   private waiters: Waiter[] = [];
   private reservedRequested: number;
@@ -703,7 +708,7 @@ export class Journal implements ChangeSink {
       this.bytesSinceCheckpoint += loc.size;
       switch (tag.type) {
         case 'change':
-          this.unsyncedHead++;
+          this.unsynced[this.unsyncedHead++] = undefined;
           this.index.apply(tag.entry.lsn, tag.entry.change, loc);
           break;
         case 'reservation':

@@ -515,6 +515,17 @@ export type DecodeResult =
 const INCOMPLETE = Symbol('incomplete');
 class InvalidRecord extends Error {}
 
+/**
+ * The bytes in memory of their own. Buffer.from (and Buffer.copyBytesFrom) put a copy
+ * under 4 KiB into a slab of Node's shared 8 KiB pool, which then lives as long as
+ * anything in it: each small message a DR copy kept queued held 8 KiB.
+ */
+function ownCopy(view: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(view.length);
+  view.copy(copy);
+  return copy;
+}
+
 class ByteReader {
   constructor(
     readonly buf: Buffer,
@@ -577,7 +588,7 @@ function decodeValue(r: ByteReader, type: FieldType): unknown {
         return r.u8() ? r.raw().toString('utf8') : undefined;
       case 'bytes':
         // A copy, so a decoded message does not pin a whole segment read buffer.
-        return r.copyBodies ? Buffer.from(r.raw()) : r.raw();
+        return r.copyBodies ? ownCopy(r.raw()) : r.raw();
       case 'digest': {
         const n = r.u32();
         if (n !== DEDUP_DIGEST_BYTES) throw new InvalidRecord(`a dedup key digest of ${n} bytes, not ${DEDUP_DIGEST_BYTES}`);
