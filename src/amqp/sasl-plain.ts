@@ -11,6 +11,7 @@
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
 import { throttledLogin, type LoginThrottle } from './login-throttle.js';
+import { clientAddress } from '../util/host-port.js';
 
 /** The directory a login asking to act as another user is checked against: it knows no one. */
 const NO_ONE: Pick<UserDirectory, 'authenticate'> = { authenticate: async () => undefined };
@@ -23,7 +24,7 @@ export interface PlainServerOptions {
 
 /** The engine's PLAIN check for a client at `remoteAddress`: the user logged in as, or undefined. */
 export function plainVerifier(options: PlainServerOptions, remoteAddress: string | undefined): (user: string, password: string, authzid: string, signal?: AbortSignal) => Promise<string | undefined> {
-  const remote = remoteHostOf(remoteAddress);
+  const remote = clientAddress(remoteAddress);
   return async (user, password, authzid, signal) => {
     const { throttle, users, log } = options;
     const proxied = authzid !== '' && authzid !== user;
@@ -36,8 +37,3 @@ export function plainVerifier(options: PlainServerOptions, remoteAddress: string
   };
 }
 
-function remoteHostOf(address: string | undefined): string {
-  const a = address ?? 'unknown';
-  // IPv4 clients of a dual-stack listener appear as ::ffff:a.b.c.d.
-  return a.startsWith('::ffff:') ? a.slice(7) : a;
-}

@@ -18,6 +18,7 @@ import { throttledLogin, type LoginThrottle, type ThrottledLogin } from '../amqp
 import type { Logger } from '../ops/log.js';
 import { readTlsFile } from '../ops/tls-file-read.js';
 import { boundHttpServer, connectionGone } from '../util/http-bounds.js';
+import { clientAddress } from '../util/host-port.js';
 import { clusterHosts, connectSources, isClusterOrigin, roleAnswer } from './follow.js';
 import { HttpError, contentSecurityPolicy, httpErrorOf, readJsonBody, securityHeaders, sendError, sendJson, sendJsonText } from './http-io.js';
 import type { ClusterView } from './cluster-view.js';
@@ -200,7 +201,7 @@ export class ConsoleServer {
       reader: true,
       connectionId: `console:${session.id.slice(0, 8)}`,
       via: 'console',
-      remote: remoteOf(req),
+      remote: clientAddress(req.socket.remoteAddress),
     };
     const result = await found.r.handle({ req, res, params, session, role, requester, body });
     if (!res.headersSent && result !== undefined) sendJson(res, 200, result);
@@ -291,7 +292,7 @@ export class ConsoleServer {
       throw new HttpError(400, 'TANDEM_ERR_INVALID_ARGUMENT', 'a login needs {"user": NAME, "password": PASSWORD}');
     }
     const { throttle, users, log } = this.options;
-    const remote = remoteOf(req);
+    const remote = clientAddress(req.socket.remoteAddress);
     // A client that leaves before its answer abandons the attempt, as over AMQP
     // (sasl-plain.ts): the wait and the hash are dropped. Hashed anyway, logins sent
     // and dropped at once queued hashes on the one hashing thread faster than it does
@@ -448,10 +449,6 @@ function pick(body: Record<string, unknown>, keys: string[]): Attributes {
   return out;
 }
 
-function remoteOf(req: IncomingMessage): string {
-  const a = req.socket.remoteAddress ?? 'unknown';
-  return a.startsWith('::ffff:') ? a.slice(7) : a;
-}
 
 /**
  * The path of a request's target. One that is no URL (`//[`, a port past 65535) is
