@@ -6,16 +6,12 @@
 // from a record (a DR copy's, a paged body read back) holds its own bytes only: copied
 // with Buffer.from, a small one held an 8 KiB slab of Node's buffer pool, so a DR copy
 // of 150 queued 10-byte messages held 1.2 MB.
-import v8 from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { collected } from '../../helpers/collected.js';
 import { decodeRecordBatch, encodeRecordBatch } from '../../../src/replication/protocol.js';
 import { decodeChange, encodeChange } from '../../../src/store/record-codec.js';
 import { Journal } from '../../../src/store/journal.js';
 import { durable, message, queueSettings, removeDir, tempDir } from './helpers.js';
-
-v8.setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 const dirs: string[] = [];
 const journals: Journal[] = [];
@@ -23,16 +19,6 @@ afterEach(async () => {
   for (const j of journals.splice(0)) await j.close();
   for (const d of dirs.splice(0)) await removeDir(d);
 });
-
-/** Whether the object is collected within a few rounds of the event loop and full collections. */
-async function collected(ref: WeakRef<object>): Promise<boolean> {
-  for (let i = 0; i < 20; i++) {
-    await new Promise((r) => setImmediate(r));
-    gc();
-    if (ref.deref() === undefined) return true;
-  }
-  return false;
-}
 
 /** Append a message's enqueue at `lsn` and its dequeue after it; only a weak reference to its body stays here. */
 function appendConsumed(journal: Journal, lsn: number, id: number): WeakRef<Buffer> {

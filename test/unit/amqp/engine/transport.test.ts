@@ -4,15 +4,11 @@
 // the close grace's timer and by login checks nobody waited for any more.
 import { once } from 'node:events';
 import { type AddressInfo, type Server, type Socket, createConnection, createServer } from 'node:net';
-import v8 from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { collected } from '../../../helpers/collected.js';
 import { Connection } from '../../../../src/amqp/engine/connection.js';
 import { Transport } from '../../../../src/amqp/engine/transport.js';
 import { AMQP_HEADER, SASL_HEADER, perf, plainResponse } from '../../../helpers/amqp-frames.js';
-
-v8.setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
 
 let server: Server | undefined;
 afterEach(async () => {
@@ -34,16 +30,6 @@ async function listen(make: (socket: Socket) => Connection): Promise<{ port: num
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   return { port: (server.address() as AddressInfo).port, accepted };
-}
-
-/** Whether the object is collected within a few rounds of the event loop and full collections. */
-async function collected(ref: WeakRef<object>): Promise<boolean> {
-  for (let i = 0; i < 20; i++) {
-    await new Promise((r) => setImmediate(r));
-    gc();
-    if (ref.deref() === undefined) return true;
-  }
-  return false;
 }
 
 describe('engine transport - nothing outlives the socket', () => {
