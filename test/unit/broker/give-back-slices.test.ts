@@ -69,14 +69,20 @@ function dispatchUntilDone(q: Queue, host: Host): { dispatches: number; mostPutB
   return { dispatches, mostPutBack };
 }
 
+/** A queue of `count` messages (ids 1..count) of which a consumer `a` holds the first `held`. */
+function queueWithHolder(count: number, held: number): { host: Host; q: Queue; a: Holder } {
+  const host = new Host();
+  const q = new Queue('q', qs(), host);
+  for (let id = 1; id <= count; id++) q.enqueue(record(id));
+  const a = new Holder('a', held);
+  q.addConsumer(a);
+  q.dispatch(NOW);
+  return { host, q, a };
+}
+
 describe('give-back of a detached consumer - in slices', () => {
   it('give-back - 20,000 held messages go back a slice per dispatch; a waiting consumer gets each once, in id order, count raised, then the ones behind', () => {
-    const host = new Host();
-    const q = new Queue('q', qs(), host);
-    for (let id = 1; id <= HELD + 50; id++) q.enqueue(record(id));
-    const a = new Holder('a', HELD);
-    q.addConsumer(a);
-    q.dispatch(NOW);
+    const { host, q, a } = queueWithHolder(HELD + 50, HELD);
     expect(q.acquired).toBe(HELD);
     const b = new Holder('b', 0);
     q.addConsumer(b);
@@ -103,12 +109,7 @@ describe('give-back of a detached consumer - in slices', () => {
   });
 
   it('give-back - a browser attached meanwhile sees every message once, in id order (its cursor passes none still to come back)', () => {
-    const host = new Host();
-    const q = new Queue('q', qs(), host);
-    for (let id = 1; id <= HELD + 50; id++) q.enqueue(record(id));
-    const a = new Holder('a', HELD);
-    q.addConsumer(a);
-    q.dispatch(NOW);
+    const { host, q, a } = queueWithHolder(HELD + 50, HELD);
     q.removeConsumer(a);
     q.dispatch(NOW); // one slice back
     const browser = new FakeConsumer('browser', 1_000_000, true);
@@ -118,12 +119,7 @@ describe('give-back of a detached consumer - in slices', () => {
   });
 
   it('give-back - with nobody waiting, every message is available again after the dispatches, none lost or stuck acquired', () => {
-    const host = new Host();
-    const q = new Queue('q', qs(), host);
-    for (let id = 1; id <= HELD; id++) q.enqueue(record(id));
-    const a = new Holder('a', HELD);
-    q.addConsumer(a);
-    q.dispatch(NOW);
+    const { host, q, a } = queueWithHolder(HELD, HELD);
     q.removeConsumer(a);
     dispatchUntilDone(q, host);
     expect(q.acquired).toBe(0);
@@ -133,12 +129,7 @@ describe('give-back of a detached consumer - in slices', () => {
   });
 
   it('give-back - a few held messages go back at once, as before', () => {
-    const host = new Host();
-    const q = new Queue('q', qs(), host);
-    for (let id = 1; id <= 100; id++) q.enqueue(record(id));
-    const a = new Holder('a', 100);
-    q.addConsumer(a);
-    q.dispatch(NOW);
+    const { q, a } = queueWithHolder(100, 100);
     q.removeConsumer(a);
     expect(q.available).toBe(100);
     expect(q.givingBack).toBe(false);
@@ -215,12 +206,7 @@ describe('give-back of a detached consumer - in slices', () => {
   });
 
   it('give-back - what a transaction accepted stays acquired (its commit or rollback decides); the rest goes back', () => {
-    const host = new Host();
-    const q = new Queue('q', qs(), host);
-    for (let id = 1; id <= HELD; id++) q.enqueue(record(id));
-    const a = new Holder('a', HELD);
-    q.addConsumer(a);
-    q.dispatch(NOW);
+    const { host, q, a } = queueWithHolder(HELD, HELD);
     for (const e of a.deliveries.slice(0, 10)) e.txAccepted = true;
     q.removeConsumer(a);
     dispatchUntilDone(q, host);
