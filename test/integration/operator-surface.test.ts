@@ -29,7 +29,7 @@ describe('operator surface', () => {
     for (const [option, value] of [['--max-count', '0x10'], ['--max-count', '1e3'], ['--max-size', ' 5'], ['--max-count', '-0'], ['--priorities', '0x5'], ['--dedup-window', '1e3'], ['--default-ttl', '0x10'], ['--auto-delete-delay', ' 5s']]) {
       const r = await tandem(['queue', 'add', 'numbers.q', option, value, ...b]);
       expect(r.code, `${option} ${value}`).toBe(2);
-      expect(r.stderr, `${option} ${value}`).toMatch(new RegExp(`tandem: (qpid\\.)?${option.slice(2)} must be (a whole number|between|a duration)`));
+      expect(r.stderr, `${option} ${value}`).toMatch(new RegExp(`tandem: (qpid\\.)?${option.slice(2)} must be (a whole number|a size|between|a duration)`));
     }
     await expect(manage(broker.port, 'READ', 'queue', 'numbers.q')).rejects.toThrow(/numbers\.q/);
     const added = await tandem(['queue', 'add', 'numbers.q', '--max-count', '16', '--default-ttl', '10s', ...b]);
