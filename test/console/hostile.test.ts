@@ -38,6 +38,8 @@ function openStream(port: number, cookie: string, read: boolean): Promise<{ sock
     };
     socket.on('data', onData);
     socket.on('error', reject);
+    // Closed by the server before an answer (a bound of the listener): a failure saying so, not a wait for ever.
+    socket.on('close', () => reject(new Error(`the event stream's connection closed before an answer (read: ${JSON.stringify(head.slice(0, 200))})`)));
     socket.write(`GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nCookie: ${cookie}\r\n\r\n`);
   });
 }
