@@ -163,16 +163,31 @@ function queueActions(ctx: PageContext, name: string): Child {
 }
 
 /**
+ * The queues a move may go to, as the latest overview names them (all but `name`), in the
+ * move form's list; replaced only when they changed (options replaced under an open list
+ * would flicker). The form is drawn once, the page at every overview: both call this.
+ */
+function offerMoveTargets(list: HTMLElement, ctx: PageContext, name: string): void {
+  const names = ctx.overview.queues.map((q) => String(q.name)).filter((q) => q !== name);
+  const joined = names.join('\n');
+  if (offeredNames.get(list) === joined) return;
+  offeredNames.set(list, joined);
+  replace(list, names.map((q) => h('option', { value: q })));
+}
+
+/** What each move form's list offers now (kept beside it, not in a DOM attribute: a thousand names). */
+const offeredNames = new WeakMap<HTMLElement, string>();
+
+/**
  * Move this queue's available messages to another (MOVE, as tandem queue move): above
  * all a dead-letter queue replayed to the queue its messages came from. The target is
  * typed, offered the queues the page knows; the move asks for this queue's name first.
  */
 function moveForm(ctx: PageContext, name: string): Child {
   if (!ctx.admin) return null;
-  // Offered the queues of the latest overview as the field is used (the form is drawn once).
   const offered = h('datalist', { id: 'move-to-queues' });
-  const offer = () => replace(offered, ctx.overview.queues.map((q) => String(q.name)).filter((q) => q !== name).map((q) => h('option', { value: q })));
-  const to = h('input', { id: 'move-to', placeholder: 'to queue', required: true, maxlength: 1024, list: 'move-to-queues', onfocus: offer, oninput: offer }) as HTMLInputElement;
+  offerMoveTargets(offered, ctx, name);
+  const to = h('input', { id: 'move-to', placeholder: 'to queue', required: true, maxlength: 1024, list: 'move-to-queues' }) as HTMLInputElement;
   const count = h('input', { id: 'move-count', type: 'number', min: 1, step: 1, placeholder: 'all' }) as HTMLInputElement;
   return h(
     'form',
@@ -195,7 +210,7 @@ function moveForm(ctx: PageContext, name: string): Child {
     to,
     offered,
     count,
-    h('button', { type: 'submit', id: 'move-messages' }, 'Move…'),
+    h('button', { type: 'submit', id: 'move-messages' }, 'Move\u2026'),
   );
 }
 
@@ -205,6 +220,8 @@ export function queueDetailPage(name: string): Page {
     nav: 'queues',
     forms: (ctx) => moveForm(ctx, name),
     render(ctx) {
+      const targets = document.getElementById('move-to-queues');
+      if (targets) offerMoveTargets(targets, ctx, name);
       const q = ctx.overview.queues.find((x) => x.name === name);
       if (!q) return [h('h1', {}, 'Queue ', h('code', {}, name)), h('p', { id: 'queue-missing' }, 'There is no such queue (any more). ', h('a', { href: '#/queues' }, 'All queues'))];
       const hist = ctx.queueHistory(name);
