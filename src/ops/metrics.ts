@@ -91,11 +91,34 @@ function labelledGauge<T>(
 
 const isCounterName = (name: string): boolean => name.endsWith('_total');
 
+/** A figure without labels, read at scrape time: a counter when named `_total` (set from the count kept), else a gauge. */
+function figure(registry: Registry, name: string, help: string, read: () => number): void {
+  const config = { name, help, registers: [registry] };
+  if (isCounterName(name)) {
+    new Counter({
+      ...config,
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  } else {
+    new Gauge({
+      ...config,
+      collect() {
+        this.set(read());
+      },
+    });
+  }
+}
+
 /** Sockets the metrics listener holds at once; more are closed as they come. */
 export const MAX_CONNECTIONS = 16;
 
 export class Metrics {
   readonly registry = new Registry();
+  /** The page being made (perPage). */
+  private pageNumber = 0;
   readonly settlementLatency: Histogram;
   readonly published: Counter;
   private server: Server | undefined;
@@ -193,15 +216,7 @@ export class Metrics {
       grouped,
     );
     perQueue('tandem_queue_ring_overflow_total', 'New messages a full ring queue lost because its available messages could not make way (the rest were out with consumers or held until their delivery time)', (q) => q.ringOverflow);
-    new Counter({
-      name: 'tandem_dead_letters_lost_total',
-      help: 'Messages that left a queue for its alternate exchange and could not go on (their body unreadable, or the queues it routes to full): dropped, each logged',
-      registers: [r],
-      collect() {
-        this.reset();
-        this.inc(sources.broker.deadLettersLost);
-      },
-    });
+    figure(r, 'tandem_dead_letters_lost_total', 'Messages that left a queue for its alternate exchange and could not go on (their body unreadable, or the queues it routes to full): dropped, each logged', () => sources.broker.deadLettersLost);
     if (sources.extra) {
       const extra = sources.extra;
       new Gauge({
@@ -217,10 +232,16 @@ export class Metrics {
     }
   }
 
-  /** HA, DR, journal and memory gauges, each read from its subsystem when scraped. */
+  /**
+   * HA, DR, journal and memory gauges, each read from its subsystem when scraped. The HA,
+   * DR and paging figures are read once a page (perPage), though several families show them.
+   */
   private registerSubsystems(sources: MetricsSources): void {
     const r = this.registry;
-    const { ha, dr, journalBytes, memoryAlarm } = sources;
+    const { journalBytes, memoryAlarm } = sources;
+    const ha = sources.ha && this.perPage(sources.ha);
+    const dr = sources.dr && this.perPage(sources.dr);
+    const paging = sources.paging && this.perPage(sources.paging);
     if (ha) {
       new Gauge({
         name: 'tandem_ha_state',
@@ -282,20 +303,14 @@ export class Metrics {
         },
       });
     }
-    if (sources.paging) {
-      const paging = sources.paging;
-      const figure = (name: string, help: string, read: (p: PagingStatus) => number) => {
-        const config = { name, help, registers: [r] };
-        // A running count is a counter (set from the pager's own count), the rest gauges.
-        if (isCounterName(name)) new Counter({ ...config, collect() { this.reset(); this.inc(read(paging())); } });
-        else new Gauge({ ...config, collect() { this.set(read(paging())); } });
-      };
-      figure('tandem_store_max_memory_bytes', 'max-memory: message bodies held in memory past this are paged to the journal (0: no paging)', (p) => p['max-memory']);
-      figure('tandem_store_resident_bytes', 'Bytes of message bodies held in memory', (p) => p['resident-bytes']);
-      figure('tandem_store_paged_messages', 'Messages whose bodies are in the journal only (paged)', (p) => p['paged-messages']);
-      figure('tandem_store_paged_bytes', 'Bytes of the paged bodies', (p) => p['paged-bytes']);
-      figure('tandem_store_paged_out_total', 'Bodies paged out of memory, ever', (p) => p['paged-out-total']);
-      figure('tandem_store_read_back_total', 'Paged bodies read back from the journal, ever', (p) => p['read-back-total']);
+    if (paging) {
+      const pagingFigure = (name: string, help: string, read: (p: PagingStatus) => number) => figure(r, name, help, () => read(paging()));
+      pagingFigure('tandem_store_max_memory_bytes', 'max-memory: message bodies held in memory past this are paged to the journal (0: no paging)', (p) => p['max-memory']);
+      pagingFigure('tandem_store_resident_bytes', 'Bytes of message bodies held in memory', (p) => p['resident-bytes']);
+      pagingFigure('tandem_store_paged_messages', 'Messages whose bodies are in the journal only (paged)', (p) => p['paged-messages']);
+      pagingFigure('tandem_store_paged_bytes', 'Bytes of the paged bodies', (p) => p['paged-bytes']);
+      pagingFigure('tandem_store_paged_out_total', 'Bodies paged out of memory, ever', (p) => p['paged-out-total']);
+      pagingFigure('tandem_store_read_back_total', 'Paged bodies read back from the journal, ever', (p) => p['read-back-total']);
     }
     if (journalBytes) {
       new Gauge({
@@ -327,11 +342,27 @@ export class Metrics {
     }
   }
 
+  /** `read`, asked once for each page made however many families show what it gives. */
+  private perPage<T>(read: () => T): () => T {
+    let page = -1;
+    let value: T;
+    return () => {
+      if (page !== this.pageNumber) {
+        value = read();
+        page = this.pageNumber;
+      }
+      return value;
+    };
+  }
+
   async listen(host: string, port: number): Promise<number> {
     // With Node's defaults every socket was accepted and one that never finished its
     // headers was held 60-90 s (a client connecting then got a bare close). A scraper
     // needs one connection; headers are checked every second.
-    const pages = new PacedPage(async () => redact(await this.registry.metrics()));
+    const pages = new PacedPage(async () => {
+      this.pageNumber++;
+      return redact(await this.registry.metrics());
+    });
     this.server = createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => {
       // Closed for pipelining too many requests (http-bounds.ts): no page is made for the rest.
       if (connectionGone(req)) return;
