@@ -78,9 +78,14 @@ export function parseBoolean(key: string, value: unknown): boolean {
  */
 const DIGITS = /^\d+$/;
 
+/** The number a user typed as digits only; NaN for anything else (see DIGITS). */
+export function wholeNumber(text: string): number {
+  return DIGITS.test(text) ? Number(text) : Number.NaN;
+}
+
 /** Counts are exact integers: a larger one (1e20) is no count the journal can hold. */
 export function parseCount(key: string, value: unknown): number {
-  const n = typeof value === 'string' ? (DIGITS.test(value) ? Number(value) : Number.NaN) : typeof value === 'bigint' ? Number(value) : value;
+  const n = typeof value === 'string' ? wholeNumber(value) : typeof value === 'bigint' ? Number(value) : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
     throw invalidArgument(`${key} must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER} (digits only), not ${shownValue(value)}`);
   }

@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import ini from 'ini';
 import type { QueueSettings } from '../broker/changes.js';
-import { byteSize, DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, durationMs, parseDedupDefaults } from '../broker/settings.js';
+import { byteSize, DEDUP_MAX_TTL_MS, DEDUP_MAX_WINDOW, durationMs, parseDedupDefaults, wholeNumber } from '../broker/settings.js';
 import { isLogLevel, type LogLevel } from './log.js';
 import { parseDrLine, type DrQueueSpec } from '../dr/config.js';
 import { availableMemory, DEFAULT_MEMORY_SHARE } from './system-memory.js';
@@ -217,7 +217,7 @@ function convert(spec: OptionSpec, raw: unknown, where: string): unknown {
     case 'count':
     case 'size': {
       const text = String(value);
-      const n = spec.kind === 'size' ? byteSize(text) : /^\d+$/.test(text) ? Number(text) : Number.NaN;
+      const n = spec.kind === 'size' ? byteSize(text) : wholeNumber(text);
       if (Number.isNaN(n)) bad(spec.kind === 'size' ? 'a size such as 1048576, 64KiB or 16MiB' : 'a whole number');
       return bounded(spec, n, where);
     }
