@@ -28,7 +28,8 @@ import { ConnectionRefuser, answerAndClose, forceClose, type Refusal } from './r
 import { LoginThrottle } from './login-throttle.js';
 import { plainVerifier } from './sasl-plain.js';
 import { externalVerifier, type ExternalUserMapping } from './sasl-external.js';
-import { TlsRefusalLog, listenerContext, reloadListenerTls } from './tls-listener.js';
+import { TlsRefusalLog, listenerContext, reloadListenerTls, tcpSocketOf } from './tls-listener.js';
+import { HandshakeGate, defaultHandshakesPerAddress } from './handshake-gate.js';
 
 /**
  * Unsettled messages a sender may have in flight on one link (credit is topped up at
@@ -43,7 +44,8 @@ const SENDER_CREDIT = 1000;
  * Sockets accepted beyond `max-connections`. A connection over the limit is let
  * through SASL to its open and closed with amqp:resource-limit-exceeded, so its client
  * learns why; past this margin (sockets held idle before SASL, as a flood would) the
- * kernel's accept is answered by a bare TCP close, so memory stays bounded.
+ * kernel's accept is answered by a bare TCP close, so memory stays bounded. One client
+ * address holds only its share of them before its open (handshake-gate.ts).
  */
 const OVER_LIMIT_SOCKETS = 64;
 
@@ -90,6 +92,8 @@ export interface ServerOptions {
   /** A client that has not sent its open this long after connecting is closed (handshake-timeout; 0 or unset: never). */
   handshakeTimeoutMs?: number;
   maxConnections: number;
+  /** Sockets one address may hold before their AMQP open (max-handshakes-per-address; 0: no cap; unset: its default). */
+  maxHandshakesPerAddress?: number;
   /** Links one connection may hold at once (max-links-per-connection; each costs a few KiB, a temporary queue more). */
   maxLinksPerConnection: number;
   autoCreate: boolean;
@@ -115,6 +119,8 @@ interface Accepted {
   socket: Socket;
   /** Set once the client's open was admitted. */
   client: ClientConnection | undefined;
+  /** Ends the socket's count as a handshake of its address (handshake-gate.ts). */
+  opened: () => void;
 }
 
 export class AmqpServer {
@@ -132,6 +138,10 @@ export class AmqpServer {
   private readonly overLimitLog = new LogThrottle();
   /** Violations by clients (see THROTTLED_ENGINE_LINES). */
   private readonly violationLog = new LogThrottle();
+  /** Sockets not yet opened, per client address, on both listeners. */
+  private readonly handshakes: HandshakeGate;
+  /** The handshake count's end of each TLS listener's TCP socket, for its TLS socket to find. */
+  private readonly tlsOpened = new WeakMap<Socket, () => void>();
   /** Failed logins slow the next ones; the web console shares it (a guess there counts here). */
   readonly loginThrottle = new LoginThrottle();
   admission: AdmissionCheck | undefined;
@@ -166,21 +176,27 @@ export class AmqpServer {
       if (held !== undefined) this.log[level]({ ...fields, ...suppressedField(held) }, message);
     };
     this.handler = this.events();
+    this.handshakes = new HandshakeGate(options.maxHandshakesPerAddress ?? defaultHandshakesPerAddress(options.maxConnections), log);
   }
 
   get connectionCount(): number {
     return this.connections.size;
   }
 
+  /** Sockets closed at accept because their address held its share of handshakes, since the start. */
+  get handshakesRefused(): number {
+    return this.handshakes.refused;
+  }
+
   /** Bind the listeners; resolves with the ports actually bound. */
   async listen(): Promise<{ port?: number; tlsPort?: number }> {
     let port: number | undefined;
     if (this.options.port !== undefined) {
-      const plain = createServer((socket) => this.accept(socket, undefined));
+      const plain = createServer();
+      this.handshakes.guard(plain, this.options.maxConnections + OVER_LIMIT_SOCKETS, (socket, opened) => this.accept(socket, undefined, opened));
       plain.listen({ host: this.options.host, port: this.options.port });
       this.servers.push(plain);
       port = await boundPort(plain);
-      plain.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
     }
     let tlsPort: number | undefined;
     if (this.options.tls) {
@@ -194,19 +210,32 @@ export class AmqpServer {
           // client without one (or with one tls-ca did not sign) still gets in, by PLAIN.
           requestCert: t.requireClientCert || t.externalUser !== undefined,
           rejectUnauthorized: t.requireClientCert,
+          // Node's own default is 120 s, whatever handshake-timeout says; the AMQP deadline starts after it.
+          ...(this.options.handshakeTimeoutMs ? { handshakeTimeout: this.options.handshakeTimeoutMs } : {}),
         },
         (socket: TLSSocket) => {
           refusals.untrusted(socket);
           const external = t.externalUser === undefined ? undefined : externalVerifier(socket, { users: this.options.users, mapping: t.externalUser, log: this.log });
-          this.accept(socket, external);
+          const raw = tcpSocketOf(socket);
+          this.accept(socket, external, (raw && this.tlsOpened.get(raw)) ?? (() => undefined));
         },
       );
       refusals.watch(secure);
-      secure.listen({ host: this.options.host, port: t.port });
-      this.servers.push(secure);
+      // Node leaves open a socket whose TLS handshake failed or ran past handshakeTimeout
+      // (it only reports it, here): without this a TCP socket that never starts TLS stayed for ever.
+      secure.on('tlsClientError', (_err: Error, socket: TLSSocket) => socket.destroy());
+      // The TCP listener is ours, so the handshake share is kept before TLS: a socket past
+      // it costs no TLS handshake. It hands the others to the TLS server (Node's documented
+      // way in: its 'connection' event).
+      const tcp = createServer();
+      this.handshakes.guard(tcp, this.options.maxConnections + OVER_LIMIT_SOCKETS, (socket, opened) => {
+        this.tlsOpened.set(socket, opened);
+        secure.emit('connection', socket);
+      });
+      tcp.listen({ host: this.options.host, port: t.port });
+      this.servers.push(tcp);
       this.tlsServer = secure;
-      tlsPort = await boundPort(secure);
-      secure.maxConnections = this.options.maxConnections + OVER_LIMIT_SOCKETS;
+      tlsPort = await boundPort(tcp);
     }
     return { port, tlsPort };
   }
@@ -218,7 +247,7 @@ export class AmqpServer {
   }
 
   /** One accepted socket: an engine connection in the server role, read and written by a transport. */
-  private accept(socket: Socket, external: ((authzid: string) => Promise<string | undefined>) | undefined): void {
+  private accept(socket: Socket, external: ((authzid: string) => Promise<string | undefined>) | undefined, opened: () => void): void {
     try {
       // Small frames (settlements, flow) must not wait for Nagle and delayed ACKs.
       socket.setNoDelay(true);
@@ -254,7 +283,7 @@ export class AmqpServer {
         handler: this.handler,
         log: this.engineLog,
       });
-      const accepted: Accepted = { engine, socket, client: undefined };
+      const accepted: Accepted = { engine, socket, client: undefined, opened };
       engine.context = accepted;
       new Transport(engine, socket);
       // Whatever ended the connection (close, violation, a dropped socket), its links are undone once.
@@ -394,6 +423,8 @@ export class AmqpServer {
   private onConnectionOpen(engine: Connection): void {
     const accepted = engine.context as Accepted;
     const socket = accepted.socket;
+    // Its handshake is done: it no longer counts against its address's share, even if refused below (then it closes soon).
+    accepted.opened();
     if (this.closing) {
       // Dropped, not closed with a frame: see closeAll().
       socket.destroy();

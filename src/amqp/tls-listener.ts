@@ -117,7 +117,12 @@ function hostOf(socket: TLSSocket): string {
 
 function addressed(socket: TLSSocket): Socket {
   if (socket.remoteAddress !== undefined) return socket;
-  return (socket as TLSSocket & { _parent?: Socket })._parent ?? socket;
+  return tcpSocketOf(socket) ?? socket;
+}
+
+/** The TCP socket a listener's TLS socket runs on (`_parent`, Node's own link between the two). */
+export function tcpSocketOf(socket: TLSSocket): Socket | undefined {
+  return (socket as TLSSocket & { _parent?: Socket })._parent;
 }
 
 function whyUntrusted(reason: string): string {

@@ -252,6 +252,7 @@ export class Daemon {
         idleTimeoutMs: s.idleTimeoutMs,
         handshakeTimeoutMs: s.handshakeTimeoutMs,
         maxConnections: s.maxConnections,
+        maxHandshakesPerAddress: s.maxHandshakesPerAddress,
         maxLinksPerConnection: s.maxLinksPerConnection,
         autoCreate: s.autoCreate,
         acl: new Acl(s.aclFile, logger('admin')),
@@ -290,6 +291,7 @@ export class Daemon {
       this.metrics = new Metrics({
         broker: this.broker,
         connections: () => this.server?.connectionCount ?? 0,
+        handshakesRefused: () => this.server?.handshakesRefused ?? 0,
         extra: () => ({ ...haMetrics(this.ha), ...(this.dr?.metrics() ?? {}), ...pagingMetrics(this.pager, this.broker) }),
         ha: () => (this.ha ? { state: this.ha.state, settlementsHeld: this.ha.settlementsHeld, backups: this.ha.backupLags() } : { state: 'standalone', settlementsHeld: false, backups: [] }),
         dr: () => (this.dr?.status() ?? []).map((c) => ({ queue: c.queue, lagChanges: c['lag-changes'], lagSeconds: c['lag-seconds'], linkUp: c.link === 'connected', role: c.role, epoch: c.epoch, quarantined: c.quarantined })),

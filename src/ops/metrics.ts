@@ -37,6 +37,8 @@ export interface DrFigures {
 export interface MetricsSources {
   broker: Broker;
   connections(): number;
+  /** Sockets closed at accept because their address held its share of handshakes (max-handshakes-per-address). */
+  handshakesRefused?(): number;
   /** Deprecated catch-all gauges (tandem_subsystem), kept one release. */
   extra?(): Record<string, number>;
   ha?(): HaFigures;
@@ -160,6 +162,8 @@ export class Metrics {
         this.set(sources.connections());
       },
     });
+    const refused = sources.handshakesRefused;
+    if (refused) figure(r, 'tandem_connections_refused_handshakes_total', 'Sockets closed at accept because their client address already held its share of connections that had not opened (max-handshakes-per-address)', refused);
     new Gauge({
       name: 'tandem_log_lsn',
       help: 'Last log sequence number recorded or applied',

@@ -6,6 +6,7 @@
 // again) still leaves room for the operators' browsers and the scrapers.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { AddressTally } from './address-tally.js';
 
 /**
  * Requests one connection may have unanswered at once (HTTP/1.1 pipelining); one more
@@ -32,21 +33,15 @@ export function boundHttpServer(server: Server, maxConnections: number, maxPerAd
   server.maxHeadersCount = 64;
   server.maxConnections = maxConnections;
   server.on('clientError', (_err, socket) => socket.destroy());
-  const open = new Map<string, number>();
+  const open = new AddressTally();
   // The raw socket, before any TLS handshake: a held handshake counts too.
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? '';
-    const held = open.get(address) ?? 0;
-    if (held >= maxPerAddress) {
+    if (open.count(address) >= maxPerAddress) {
       socket.destroy();
       return;
     }
-    open.set(address, held + 1);
-    socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1;
-      if (left > 0) open.set(address, left);
-      else open.delete(address);
-    });
+    socket.once('close', open.take(address));
   });
   boundPipelining(server);
   boundUntakenAnswers(server, answerDeadlineMs);

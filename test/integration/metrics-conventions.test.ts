@@ -32,7 +32,7 @@ describe('metrics conventions', () => {
     const typed = types(s.text);
     // tandem_process_*: prom-client's defaults, some of them gauges named _total (active handles).
     const totals = [...typed.keys()].filter((name) => name.endsWith('_total') && !name.startsWith('tandem_process_'));
-    for (const name of ['tandem_queue_enqueued_total', 'tandem_queue_dequeued_total', 'tandem_queue_ring_overflow_total', 'tandem_dead_letters_lost_total', 'tandem_messages_accepted_total']) {
+    for (const name of ['tandem_queue_enqueued_total', 'tandem_queue_dequeued_total', 'tandem_queue_ring_overflow_total', 'tandem_dead_letters_lost_total', 'tandem_messages_accepted_total', 'tandem_connections_refused_handshakes_total']) {
       expect(totals).toContain(name);
     }
     expect(totals.filter((name) => typed.get(name) !== 'counter')).toEqual([]);
@@ -40,6 +40,7 @@ describe('metrics conventions', () => {
     expect(s.samples.get('tandem_queue_enqueued_total{queue="typed.q"}')).toBe(3);
     expect(s.samples.get('tandem_queue_ring_overflow_total{queue="typed.q"}')).toBe(0);
     expect(s.samples.get('tandem_dead_letters_lost_total')).toBe(0);
+    expect(s.samples.get('tandem_connections_refused_handshakes_total')).toBe(0);
     expect(s.samples.get('tandem_queue_depth{queue="typed.q"}')).toBe(1);
   });
 
