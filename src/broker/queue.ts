@@ -38,6 +38,7 @@ import { oneMoreDelivery } from './delivery-count.js';
 import { GROUP_NONE, GROUP_UNKNOWN, isGroup, MAX_GROUP_ID_BYTES, MessageGroups } from './message-groups.js';
 import { HELD_EXPIRES, HeldMessages } from './scheduled.js';
 import { RecheckRegions } from './recheck-regions.js';
+import { borrowsMemory, BorrowedRanges, BorrowedShares, ownedCopy, type BorrowingQueue } from './borrowed-bodies.js';
 import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, PagedMessage, pagedFields, type BodyLoader, type PagedFields, type PagedRun } from './paged-message.js';
 
 export interface QueueEntry {
@@ -223,7 +224,7 @@ const F_UNCHECKED = 4;
 
 type Level = IdTable<QueueEntry>;
 
-export class Queue {
+export class Queue implements BorrowingQueue {
   private readonly levels: Level[];
   /** Entries out with a consumer (or held by a transaction), by id. */
   private readonly acquiredRows = new IdTable<QueueEntry>([]);
@@ -316,6 +317,8 @@ export class Queue {
   private readonly departed = new Set<Consumer>();
   /** The give-back walk's place: every departed consumer's message below this id is back. */
   private givenBackBelow = 0;
+  /** Ids of messages whose bodies borrow a larger buffer's memory, until they get their own (borrowed-bodies.ts). */
+  readonly borrowed = new BorrowedRanges();
   /** Rows of groups owned by other consumers passed over by dispatches, ever (a measure of work, for tests and status). */
   groupRowsSkipped = 0;
   /** Rows consumers' selectors did not select, looked at by dispatches, ever (a measure of work, for tests). */
@@ -612,6 +615,7 @@ export class Queue {
       return;
     }
     const entry: QueueEntry = { msg, deliveryCount: msg.deliveryCount, acquiredBy: undefined };
+    if (borrowsMemory(msg.bytes)) this.borrowed.note(msg.id);
     const due = heldUntil ?? this.host.heldUntil?.(msg.bytes) ?? 0;
     if (due > 0) this.hold(entry, due);
     else this.putEntry(entry);
@@ -695,6 +699,53 @@ export class Queue {
       f.hasSubject = (run.flags[i]! & F_SUBJECT) !== 0;
       if (!this.has(f.id)) this.enqueuePaged(f, loader);
     }
+  }
+
+  /**
+   * Look at one step of the due range of borrowed bodies (borrowed-bodies.ts): copy those
+   * that hold much more memory than themselves, note the others for a later look. At
+   * most about `maxRows` rows per table. Returns the rows looked at, at least 1 while a
+   * range was due; 0 when none is.
+   */
+  ownBorrowedBodies(maxRows: number): number {
+    const due = this.borrowed;
+    if (!due.hasDue) return 0;
+    const tables = [...this.levels, this.acquiredRows, this.held.rows];
+    // A step takes a sub-range [lo, end] whole, in every table: a message that moves
+    // between tables between steps (dispatched, given back, released when due) was either
+    // in a sub-range done before it moved or is found where it went.
+    const lo = due.dueLo;
+    let end = due.dueHi;
+    for (const t of tables) {
+      let n = 0;
+      for (let pos = t.lowerBound(lo); pos >= 0 && t.id(pos) <= end; pos = t.next(pos)) {
+        if (++n < maxRows) continue;
+        end = t.id(pos);
+        break;
+      }
+    }
+    const borrowing = (entry: QueueEntry | undefined): entry is QueueEntry => entry !== undefined && !(entry.msg instanceof PagedMessage) && borrowsMemory(entry.msg.bytes);
+    const shares = new BorrowedShares();
+    let rows = 0;
+    for (const t of tables) {
+      for (let pos = t.lowerBound(lo); pos >= 0 && t.id(pos) <= end; pos = t.next(pos)) {
+        rows++;
+        const entry = t.obj(pos);
+        if (borrowing(entry)) shares.add(entry.msg.bytes);
+      }
+    }
+    for (const t of tables) {
+      for (let pos = t.lowerBound(lo); pos >= 0 && t.id(pos) <= end; pos = t.next(pos)) {
+        // No object: a paged row, its body on disk.
+        const entry = t.obj(pos);
+        if (entry?.annotations !== undefined && borrowsMemory(entry.annotations)) entry.annotations = ownedCopy(entry.annotations);
+        if (!borrowing(entry)) continue;
+        if (shares.worthCopying(entry.msg.bytes)) entry.msg.bytes = ownedCopy(entry.msg.bytes);
+        else due.noteKept(t.id(pos));
+      }
+    }
+    due.doneThrough(end);
+    return Math.max(rows, 1);
   }
 
   /** Remove an entry for good (dequeue); reports it to the host. */

@@ -8,6 +8,7 @@ import v8 from 'node:v8';
 import { randomUUID } from 'node:crypto';
 import { Broker } from '../broker/broker.js';
 import { AutoDeleteTimers } from '../broker/auto-delete.js';
+import { BORROWED_BODY_TICK_MS, BorrowedBodySweep } from '../broker/borrowed-bodies.js';
 import { AllGates, type SettlementGate } from '../broker/settlement.js';
 import { HaManager } from '../ha/ha-manager.js';
 import { haMetrics } from '../ha/ha-metrics.js';
@@ -174,6 +175,11 @@ export class Daemon {
     const paging = setInterval(() => this.pager.pass(), 250);
     paging.unref();
     this.timers.push(paging);
+    // On every broker, whatever its role: a backup's bodies borrow its HA batches' memory.
+    const borrowed = new BorrowedBodySweep(() => this.broker.queues.values());
+    const owning = setInterval(() => borrowed.tick().catch((err: unknown) => this.log.error({ err }, 'giving queued message bodies memory of their own failed')), BORROWED_BODY_TICK_MS);
+    owning.unref();
+    this.timers.push(owning);
     storeLog.info({ changes: recovered.config.length, messages: recovered.messages, lsn: recovered.lastLsn, queues: this.broker.queues.size }, 'journal recovered');
 
     const journalGate: SettlementGate = {
