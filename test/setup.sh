@@ -20,6 +20,7 @@ packages=(
   shellcheck libxml2-utils   # the OCF agent is shell; ocf-tester checks its meta-data with xmllint
   prometheus                 # promtool checks the shipped alert rules
   iproute2 util-linux procps psmisc openssl strace
+  faketime                   # libfaketime steps a running broker's wall clock (test/integration/clock-steps.test.ts)
   g++ make python3           # node-gyp for the sd-notify addon
   default-jdk-headless maven # the qpid-jms interop test (test/jms)
   chromium                   # the web console's browser tests (test/console), driven by playwright-core

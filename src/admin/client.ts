@@ -13,6 +13,7 @@ import { TandemError, errorOfManagementStatus, isErrorCode } from '../broker/err
 import { describeRevocation, isCertificateError, tlsConnectOptions } from './link-tls.js';
 import { safeString } from '../util/safe-string.js';
 import { hostPort } from '../util/host-port.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export interface BrokerAddress {
   host: string;
@@ -159,7 +160,7 @@ export class ManagementClient {
   }
 
   private async open(address: BrokerAddress, properties?: Record<string, unknown>): Promise<void> {
-    const deadline = Date.now() + this.timeoutMs;
+    const deadline = monotonicNow() + this.timeoutMs;
     let client: AmqpClient;
     try {
       client = await AmqpClient.connect(clientOptions(address, `tandem-cli-${process.pid}`, this.timeoutMs, properties));
@@ -178,7 +179,7 @@ export class ManagementClient {
     // The links get what is left of the connect timeout.
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new ConnectError(`no answer from ${hostPort(address.host, address.port)} within ${this.timeoutMs} ms`)), Math.max(1, deadline - Date.now()));
+      timer = setTimeout(() => reject(new ConnectError(`no answer from ${hostPort(address.host, address.port)} within ${this.timeoutMs} ms`)), Math.max(1, deadline - monotonicNow()));
     });
     // A promise that loses a race may still reject later: that must not be an unhandled rejection.
     const handled = <T>(p: Promise<T>): Promise<T> => (p.catch(() => undefined), p);

@@ -7,6 +7,7 @@ import { AmqpClientError, type AmqpClient } from '../amqp/engine/client.js';
 import { terminus, type Link } from '../amqp/engine/link.js';
 import { TandemError, errorOfCondition, invalidArgument } from '../broker/errors.js';
 import { ConnectError } from './client.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 /** Most messages one browse shows (--count): each is read whole, and an operator reads them. */
 export const MAX_BROWSE_COUNT = 10_000;
@@ -23,7 +24,7 @@ export interface BrowseOptions {
 /** Browse `queue` on an open connection; resolves with how many messages were shown. */
 export async function browseQueue(client: AmqpClient, queue: string, o: BrowseOptions): Promise<number> {
   if (!Number.isSafeInteger(o.count) || o.count < 1 || o.count > MAX_BROWSE_COUNT) throw invalidArgument(`a browse shows 1 to ${MAX_BROWSE_COUNT} messages, not ${o.count}`);
-  const deadline = Date.now() + o.timeoutMs;
+  const deadline = monotonicNow() + o.timeoutMs;
   const link = await withDeadline(attachBrowser(client, queue), deadline);
   let seen = 0;
   try {
@@ -81,7 +82,7 @@ function refusal(queue: string, err: AmqpClientError, doing: string): Error {
 function withDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ConnectError(`no answer from the broker within the timeout while browsing`)), Math.max(1, deadline - Date.now()));
+    timer = setTimeout(() => reject(new ConnectError(`no answer from the broker within the timeout while browsing`)), Math.max(1, deadline - monotonicNow()));
   });
   // The loser of the race may still reject later: not an unhandled rejection.
   p.catch(() => undefined);

@@ -119,7 +119,9 @@ const LOCAL_TIMEOUT_MS = 3000;
 export class TandemAgent {
   private readonly p: AgentParams;
   private readonly log: AgentLog;
-  private readonly started = Date.now();
+  // Deadlines on the monotonic clock (performance.now()): a wall-clock step during an action
+  // must not spend or lengthen its budget. Not util/monotonic-clock.ts: the agent's room has one door.
+  private readonly started = performance.now();
 
   constructor(private readonly deps: AgentDeps) {
     this.p = deps.params;
@@ -137,7 +139,7 @@ export class TandemAgent {
 
   /** Time left of this action's own budget (its timeout minus a margin). */
   private remainingMs(): number {
-    return Math.max(0, actionBudgetMs(this.p) - (Date.now() - this.started));
+    return Math.max(0, actionBudgetMs(this.p) - (performance.now() - this.started));
   }
 
   // ------------------------------------------------------------ validate-all
@@ -691,8 +693,8 @@ export class TandemAgent {
     const target = n.promoteNodes[0];
     if (!target || n.promoteNodes.length !== 1) return;
     const candidates = new Set([...n.unpromotedNodes, ...n.startNodes, target].filter((x) => !n.stopNodes.includes(x)));
-    const deadline = Date.now() + Math.min(STEER_GATHER_MS, this.remainingMs());
-    while ([...candidates].some((node) => !positions.has(node)) && Date.now() < deadline) {
+    const deadline = performance.now() + Math.min(STEER_GATHER_MS, this.remainingMs());
+    while ([...candidates].some((node) => !positions.has(node)) && performance.now() < deadline) {
       await sleep(25);
       try {
         positions = await this.deps.cluster.published(this.positionAttribute);

@@ -165,8 +165,8 @@ export class BrokerProcess {
   /** SIGTERM, wait up to graceMs, then SIGKILL; resolves once the process is gone. */
   async stop(pid: number, graceMs: number, log: (msg: string) => void): Promise<'clean' | 'killed'> {
     signal(pid, 'SIGTERM');
-    const deadline = Date.now() + graceMs;
-    while (Date.now() < deadline) {
+    const deadline = performance.now() + graceMs;
+    while (performance.now() < deadline) {
       if (!isTandemd(pid)) return 'clean';
       await sleep(100);
     }

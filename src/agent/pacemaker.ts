@@ -113,10 +113,10 @@ export class PacemakerCluster implements Cluster {
   }
 
   async awaitScore(node: string, score: number | undefined, timeoutMs: number): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     for (;;) {
       if ((await this.getScore(node)) === score) return true;
-      if (Date.now() > deadline) return false;
+      if (performance.now() > deadline) return false;
       await sleep(POLL_MS);
     }
   }
@@ -125,11 +125,11 @@ export class PacemakerCluster implements Cluster {
     await this.setPrivate(name, value);
     // attrd applies updates asynchronously: read back until it shows (PAF's _set_priv_attr).
     const node = await this.localNode();
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     for (;;) {
       const values = await this.published(name);
       if (values.get(node) === value) return values;
-      if (Date.now() > deadline) throw new PacemakerError('attrd_updater', `${name} did not read back as ${value} within ${timeoutMs} ms`);
+      if (performance.now() > deadline) throw new PacemakerError('attrd_updater', `${name} did not read back as ${value} within ${timeoutMs} ms`);
       await sleep(POLL_MS);
     }
   }

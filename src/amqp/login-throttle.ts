@@ -7,6 +7,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Role, UserDirectory } from '../admin/users.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export const FREE_FAILURES = 3;
 export const FIRST_DELAY_MS = 200;
@@ -25,7 +26,7 @@ interface Record {
 export class LoginThrottle {
   private readonly keys = new Map<string, Record>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = monotonicNow) {}
 
   /** An attempt begins: how long to wait before checking it. Pair with succeeded(), failed() or abandoned(). */
   begin(source: string, user: string): number {

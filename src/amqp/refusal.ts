@@ -30,6 +30,7 @@
 import type { Socket } from 'node:net';
 import type { Connection } from './engine/connection.js';
 import { fieldsValue, type Plain } from './engine/message.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export interface Refusal {
   condition: string;
@@ -49,7 +50,7 @@ export class ConnectionRefuser {
   /** Container id (and remote host) → when it was last told why, in ms. */
   private readonly told = new Map<string, number>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = monotonicNow) {}
 
   /**
    * Turn the client of a just-opened connection away: with an AMQP close saying

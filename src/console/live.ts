@@ -8,6 +8,7 @@ import { isTemporaryQueue, type Attributes } from '../admin/operations.js';
 import type { Logger } from '../ops/log.js';
 import { redactValue } from '../ops/secrets.js';
 import type { ClusterView } from './cluster-view.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export const TICK_MS = 1000;
 /** Samples kept per chart: five minutes at one a second. */
@@ -249,8 +250,11 @@ export class LiveOverview {
     const enqueued = Number(q.enqueued ?? 0);
     const dequeued = Number(q.dequeued ?? 0);
     const before = this.previousCounts.get(name);
-    this.previousCounts.set(name, { t: now, enqueued, dequeued });
-    const seconds = before ? (now - before.t) / 1000 : 0;
+    // Rates over the monotonic time between samples: a wall-clock step made one sample's a
+    // thousand times too small (or nothing) though the queue's pace did not change.
+    const t = monotonicNow();
+    this.previousCounts.set(name, { t, enqueued, dequeued });
+    const seconds = before ? (t - before.t) / 1000 : 0;
     const rate = (a: number, b: number) => (seconds > 0 ? Math.max(0, a - b) / seconds : 0);
     const inRate = before ? rate(enqueued, before.enqueued) : 0;
     const outRate = before ? rate(dequeued, before.dequeued) : 0;

@@ -4,6 +4,8 @@
 // took most of it from the clients (AMQP management, the same QUERY, is admins'
 // alone). Admins are not counted: they may stop the broker in other ways. A page
 // makes a few requests a minute, besides its one event stream.
+import { monotonicNow } from '../util/monotonic-clock.js';
+
 export const READER_REQUESTS_BURST = 60;
 export const READER_REQUESTS_PER_SECOND = 20;
 
@@ -19,7 +21,7 @@ export class RequestBudget {
   constructor(
     private readonly burst = READER_REQUESTS_BURST,
     private readonly perSecond = READER_REQUESTS_PER_SECOND,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
   ) {}
 
   /** Whether `user` may make one more request now (and if so, it is counted). */

@@ -3,6 +3,7 @@
 // session holds only who logged in: the role is looked up again on each request,
 // so a user removed from the users file (or demoted) loses the console at once.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 /** A session unused this long is forgotten. */
 export const IDLE_TIMEOUT_MS = 30 * 60_000;
@@ -28,7 +29,7 @@ export interface Session {
 export class SessionStore {
   private readonly sessions = new Map<string, Session>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(private readonly now: () => number = monotonicNow) {}
 
   create(user: string): Session {
     const t = this.now();

@@ -22,6 +22,7 @@ import { copySettings, copyWindow, sameSourceQueue } from './copy-settings.js';
 import { exchangeMatcher, unbindQueue } from './topology.js';
 import { displaySource } from './config.js';
 import { checkDeclares, refuseDrMark, settingsProblem, windowProblem, type Declared } from './declares.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 type TxOp = Extract<Change, { kind: 'enqueue' | 'dequeue' }>;
 type DedupKeys = Extract<Change, { kind: 'dedup-keys' }>;
@@ -214,7 +215,7 @@ export class DrBridge {
     const head = Math.max(this.sourceHead, pos);
     let lagSeconds: number | null = 0;
     if (pos < head) {
-      const sourceNow = this.sourceNow + (Date.now() - this.heardAt);
+      const sourceNow = this.sourceNow + (monotonicNow() - this.heardAt);
       lagSeconds = time > 0 ? Math.max(0, (sourceNow - time) / 1000) : null;
     }
     return { pos, time, lagChanges: head - pos, lagSeconds, streaming: s !== undefined && !s.awaitingCopy };
@@ -397,7 +398,7 @@ export class DrBridge {
   private apply(m: DrStreamMessage): number {
     this.sourceHead = Math.max(this.sourceHead, m.head);
     this.sourceNow = m.now;
-    this.heardAt = Date.now();
+    this.heardAt = monotonicNow();
     this.linkMessages++;
     const broker = this.host.broker;
     switch (m.kind) {

@@ -26,6 +26,7 @@ import { epochOf, roleOf } from './roles.js';
 import { exchangeDeclare, exchangeMatcher, topologyOf } from './topology.js';
 import { DrSnapshotReader, type KeepingJournal } from './snapshot.js';
 import { crossesGap, heldBefore, type LogGap } from './restart-gap.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 /** A copy held this long by the safety rule is logged (HA backups or the journal lag). */
 const COPY_WAIT_LOG_MS = 1000;
@@ -632,7 +633,7 @@ export class DrStream {
 
   /** The copy waits until `lsn` is safe (journaled, and held by every ready HA backup). */
   private waitSafe(snap: PendingSnapshot, lsn: number): false {
-    snap.waitingSince ??= Date.now();
+    snap.waitingSince ??= monotonicNow();
     snap.waitingFor = lsn;
     this.source.askSafe();
     return false;
@@ -640,7 +641,7 @@ export class DrStream {
 
   private progressed(snap: PendingSnapshot): true {
     if (snap.waitLogged) {
-      this.source.opts.log.info({ bridge: this.remote, queues: snap.reader.queues, waitedMs: Date.now() - (snap.waitingSince ?? Date.now()) }, 'DR: the copy goes on');
+      this.source.opts.log.info({ bridge: this.remote, queues: snap.reader.queues, waitedMs: monotonicNow() - (snap.waitingSince ?? monotonicNow()) }, 'DR: the copy goes on');
     }
     snap.waitingSince = undefined;
     snap.waitLogged = false;
@@ -651,8 +652,8 @@ export class DrStream {
     const snap = this.snapshot;
     const first = snap?.ready[0];
     // A batch that could go (safe) and does not: the secondary gives no credit, or reads nothing.
-    if (snap) snap.unsentSince = first && first.readAt <= this.source.safeLsn ? (snap.unsentSince ?? Date.now()) : undefined;
-    if (!this.closed && snap?.unsentSince !== undefined && Date.now() - snap.unsentSince >= STUCK_COPY_MS) {
+    if (snap) snap.unsentSince = first && first.readAt <= this.source.safeLsn ? (snap.unsentSince ?? monotonicNow()) : undefined;
+    if (!this.closed && snap?.unsentSince !== undefined && monotonicNow() - snap.unsentSince >= STUCK_COPY_MS) {
       const held = readAheadOf(snap);
       this.source.opts.log.warn({ bridge: this.remote, queues: snap.reader.queues, heldBytes: held }, 'DR: a copy the secondary takes nothing of; closing its link');
       this.end();
@@ -662,7 +663,7 @@ export class DrStream {
       });
       return;
     }
-    if (!this.closed && snap?.waitingSince !== undefined && !snap.waitLogged && Date.now() - snap.waitingSince >= COPY_WAIT_LOG_MS) {
+    if (!this.closed && snap?.waitingSince !== undefined && !snap.waitLogged && monotonicNow() - snap.waitingSince >= COPY_WAIT_LOG_MS) {
       // Operators see why a copy stalls: a ready HA backup that lags or hangs holds it until it catches up or is dropped.
       snap.waitLogged = true;
       this.source.opts.log.info(

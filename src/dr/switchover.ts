@@ -30,6 +30,7 @@ import type { Broker } from '../broker/broker.js';
 import { parseCount } from '../broker/settings.js';
 import { parseBrokersUrl, type BrokerEndpoint, type BrokersUrl } from '../ha/brokers-url.js';
 import { hostPort } from '../util/host-port.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 const PEER_TIMEOUT_MS = 5000;
 const MIN_TIMEOUT_MS = 1000;
@@ -157,8 +158,8 @@ export class DrSwitchover {
     const sources = new Set(queues.map((q) => broker.drQueues.get(q)!.source));
     if (sources.size > 1) throw invalidArgument(`the queues copy from different sites (${[...sources].map(displaySource).join(', ')}): switch them over one site at a time`);
     const source = [...sources][0]!;
-    const deadline = Date.now() + timeoutMs;
-    const left = () => Math.max(1, deadline - Date.now());
+    const deadline = monotonicNow() + timeoutMs;
+    const left = () => Math.max(1, deadline - monotonicNow());
     const epochs = new Map(queues.map((q) => [q, broker.drQueues.get(q)!.epoch]));
     const run = randomUUID();
     for (const q of queues) this.moving.add(q);
@@ -425,7 +426,7 @@ export class DrSwitchover {
 /** Poll `done` every 20 ms until it holds or the deadline passes. */
 async function waitUntil(done: () => boolean, deadline: number): Promise<boolean> {
   while (!done()) {
-    if (Date.now() >= deadline) return false;
+    if (monotonicNow() >= deadline) return false;
     await new Promise((r) => setTimeout(r, 20));
   }
   return true;

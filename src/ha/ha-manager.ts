@@ -34,6 +34,7 @@ import { EpochPromise, MAX_HA_EPOCH, PROMISED_EPOCH_PROPERTY, PROMISE_OPERATION,
 import { promiseRound, type PromiseTarget } from './promise-round.js';
 import type { BrokerEndpoint } from './brokers-url.js';
 import { hostPort } from '../util/host-port.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 /**
  * A peer's host must complete a TCP handshake within 300 ms to count as visible: a
@@ -536,7 +537,7 @@ export class HaManager {
    * Each backup's lag for metrics (none unless primary): in changes, and in seconds as
    * the age of the oldest change it has not acknowledged (0 when it owes none).
    */
-  backupLags(now = Date.now()): Array<{ id: string; state: string; changes: number; seconds: number; bytes: number | null }> {
+  backupLags(now = monotonicNow()): Array<{ id: string; state: string; changes: number; seconds: number; bytes: number | null }> {
     if (!this.source || !this.isPrimary) return [];
     return [...this.source.streams].map((s) => {
       const sent = s.oldestUnackedSentAt;
@@ -545,7 +546,8 @@ export class HaManager {
   }
 
   status(): HaStatusReport {
-    const now = Date.now();
+    // The backups' send and acknowledgement times are monotonic (outbound.ts).
+    const now = monotonicNow();
     const backups = this.source && this.isPrimary
       ? [...this.source.streams].map((s) => {
           const sent = s.oldestUnackedSentAt;

@@ -55,6 +55,8 @@ import { notifyExtendTimeout, notifyReady, notifyStatus, notifyStopping, startWa
 
 export { VERSION } from '../version.js';
 import { VERSION } from '../version.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
+import { ClockStepWatch } from './clock-step-watch.js';
 
 /** Expired messages dropped between two turns of the event loop (expireInSlices): ~10-25 ms of work. */
 const EXPIRY_SLICE = 5000;
@@ -92,7 +94,7 @@ export class Daemon {
   private stoppingReason: string | undefined;
   private readonly log: Logger;
   private readonly deadLetterLog = new LogThrottle();
-  private readonly startedAt = Date.now();
+  private readonly startedAt = monotonicNow();
   /** Identifies this process to other brokers (a broker skips itself in ha-brokers-url). */
   readonly instanceId = randomUUID();
   /** undefined with listen-plain=no. */
@@ -175,6 +177,10 @@ export class Daemon {
     const paging = setInterval(() => this.pager.pass(), 250);
     paging.unref();
     this.timers.push(paging);
+    const clockSteps = new ClockStepWatch(this.log);
+    const stepCheck = setInterval(() => clockSteps.check(), 1000);
+    stepCheck.unref();
+    this.timers.push(stepCheck);
     // On every broker, whatever its role: a backup's bodies borrow its HA batches' memory.
     const borrowed = new BorrowedBodySweep(() => this.broker.queues.values());
     const owning = setInterval(() => borrowed.tick().catch((err: unknown) => this.log.error({ err }, 'giving queued message bodies memory of their own failed')), BORROWED_BODY_TICK_MS);
@@ -448,7 +454,7 @@ export class Daemon {
       queues: this.broker.queues.size,
       exchanges: this.broker.exchanges.size,
       connections: this.server?.connectionCount ?? 0,
-      'uptime-seconds': Math.round((Date.now() - this.startedAt) / 1000),
+      'uptime-seconds': Math.round((monotonicNow() - this.startedAt) / 1000),
       'data-dir': this.settings.dataDir,
       ...pagingStatus(this.pager, this.broker),
       'memory-alarm': this.memoryAlarm.active,
@@ -518,7 +524,7 @@ export class Daemon {
     this.autoDelete.stop();
     // DR bridges here publish what they pull: they stop with the other publishers.
     this.dr?.stop();
-    const deadline = Date.now() + this.settings.shutdownTimeoutMs;
+    const deadline = monotonicNow() + this.settings.shutdownTimeoutMs;
     const server = this.server;
     if (server) {
       // 1. Take nothing more: no connection, link or local change; what publishers
@@ -533,17 +539,17 @@ export class Daemon {
       // DR copies are told they have everything before their links go: after the restart they
       // resume across its LSN gap by the log, not with a snapshot (src/dr/restart-gap.ts).
       if (this.drSource && this.drSource.streams.size > 0) {
-        await until(() => this.drSource!.flushStreams(), Math.min(deadline, Date.now() + 2000));
+        await until(() => this.drSource!.flushStreams(), Math.min(deadline, monotonicNow() + 2000));
         const current = this.drSource.flushStreams();
         this.log[current ? 'info' : 'warn']({ lsn: this.broker.log.lsn, safe: this.drSource.safeLsn }, current ? 'DR copies are told they have every change' : 'DR copies could not be told they have every change: after the restart they may get a snapshot');
       }
       server.closeAll();
-      await Promise.race([listening, sleep(Math.max(100, deadline - Date.now()))]);
+      await Promise.race([listening, sleep(Math.max(100, deadline - monotonicNow()))]);
       server.destroy();
     }
     // 4. Replication stops only once the ready backups have every change (a backup that
     //    stalls is dropped within two heartbeat intervals, so this is bounded).
-    if (this.ha) await until(() => this.ha!.replicated(), Math.max(deadline, Date.now() + 2 * this.settings.haHeartbeatIntervalMs));
+    if (this.ha) await until(() => this.ha!.replicated(), Math.max(deadline, monotonicNow() + 2 * this.settings.haHeartbeatIntervalMs));
     this.drSource?.close();
     await this.ha?.stop();
     await this.metrics?.close();
@@ -565,7 +571,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Poll `done` until it holds or the deadline (ms since the epoch) passes. */
+/** Poll `done` until it holds or the deadline (monotonicNow()) passes. */
 async function until(done: () => boolean, deadline: number): Promise<void> {
-  while (!done() && Date.now() < deadline) await sleep(20);
+  while (!done() && monotonicNow() < deadline) await sleep(20);
 }

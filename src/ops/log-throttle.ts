@@ -1,13 +1,14 @@
 // A condition that refuses every message (a full disk, a failing device) would write
 // one log line per message: thousands a second, burying everything else. One line per
 // interval says the same, with the count of those it stood for.
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export class LogThrottle {
   private readonly last = new Map<string, { at: number; held: number }>();
 
   constructor(
     private readonly intervalMs = 10_000,
-    private readonly now: () => number = Date.now,
+    private readonly now: () => number = monotonicNow,
     /** Kinds of event tracked at once; callers key by error code, so a handful. */
     private readonly maxKeys = 64,
   ) {}

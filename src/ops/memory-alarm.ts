@@ -20,6 +20,7 @@
 // until V8 collects it).
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export interface HeapReading {
   /** Old-generation heap in use, and its limit. */
@@ -107,7 +108,7 @@ export class MemoryAlarm {
     this.low = opts.low ?? 0.4;
     this.read = opts.read ?? readOldSpace;
     this.collect = opts.collect ?? collectGarbage;
-    this.now = opts.now ?? Date.now;
+    this.now = opts.now ?? monotonicNow;
   }
 
   get active(): boolean {

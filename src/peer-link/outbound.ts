@@ -5,6 +5,7 @@
 // presettled, and the peer's credit is its only acknowledgement.
 import { Deque } from '../util/deque.js';
 import type { DeliveryRef, PeerSender } from './transport.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 interface InFlight {
   /** Position the transfer moves the peer to once accepted (0: none, e.g. snapshot content). */
@@ -69,7 +70,7 @@ export class Outbound {
     const acknowledged = this.maxInFlight !== undefined;
     const d = this.link.send(bytes, !acknowledged);
     if (!acknowledged) return;
-    const f: InFlight = { position, sentAt: Date.now(), acked: false };
+    const f: InFlight = { position, sentAt: monotonicNow(), acked: false };
     this.inFlight.push(f);
     this.byDelivery.set(d, f);
   }
@@ -112,7 +113,7 @@ export class Outbound {
     this.byDelivery.delete(d);
     if (!accepted) return 'refused';
     f.acked = true;
-    this.lastAckAt = Date.now();
+    this.lastAckAt = monotonicNow();
     // In order only: a later transfer's answer does not cover an earlier one still out.
     while (this.inFlight.length > 0 && (this.inFlight.peek() as InFlight).acked) {
       const done = this.inFlight.shift() as InFlight;

@@ -12,6 +12,7 @@ import { type BrokerEndpoint, endpointKey } from '../ha/brokers-url.js';
 import type { Logger } from '../ops/log.js';
 import { LogThrottle } from '../ops/log-throttle.js';
 import type { DialOptions, InboundDelivery, PeerConnection, PeerDialer, PeerError, PeerMessage, PeerReceiver, RemoteAttach, ReceiverOptions } from './transport.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 /** How a peer's attach answers ours. */
 export type Verdict =
@@ -234,7 +235,7 @@ export class PeerSearch {
           if (isFollowed()) this.lose(`connection to the ${this.o.names.peer} lost`, undefined);
         },
         heard: () => {
-          if (isFollowed()) this.followed!.heardAt = Date.now();
+          if (isFollowed()) this.followed!.heardAt = monotonicNow();
         },
       },
     );
@@ -254,12 +255,12 @@ export class PeerSearch {
       // first) before its silence is judged.
       () =>
         setImmediate(() => {
-          if (this.followed === f && Date.now() - f.heardAt > this.o.silenceLimitMs) this.lose(`nothing from the ${this.o.names.peer} for ${Date.now() - f.heardAt} ms`, undefined);
+          if (this.followed === f && monotonicNow() - f.heardAt > this.o.silenceLimitMs) this.lose(`nothing from the ${this.o.names.peer} for ${monotonicNow() - f.heardAt} ms`, undefined);
         }),
       Math.max(50, this.o.silenceLimitMs / 8),
     );
     watch.unref();
-    const f: Followed = { attempt, link, heardAt: Date.now(), watch };
+    const f: Followed = { attempt, link, heardAt: monotonicNow(), watch };
     this.followed = f;
     this.followedCount++;
     this.o.events.following(link);

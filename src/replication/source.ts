@@ -18,6 +18,7 @@ import { ReplicationFilter } from './filter.js';
 import { DROPPED, encodeStreamMessage, type StreamMessage } from './protocol.js';
 import { snapshotOf, type SnapshotSource } from './snapshot.js';
 import { ChangeWindow } from './change-window.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export interface SourceOptions {
   broker: Broker;
@@ -461,7 +462,7 @@ export class ReplicationSource implements ChangeSink, SettlementGate {
    * publishers up to three intervals (4.9-5.6 s at 2 s), not the two documented.
    */
   private dropStalled(): void {
-    const now = Date.now();
+    const now = monotonicNow();
     for (const s of [...this.streams]) {
       const since = s.stalledSince;
       if (since !== undefined && now - since > 2 * this.opts.heartbeatMs) {

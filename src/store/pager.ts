@@ -25,6 +25,7 @@ import type { Change, ChangeSink, LoggedChange } from '../broker/changes.js';
 import type { BodyLoader, PagedMessage } from '../broker/paged-message.js';
 import { JournalReadError } from './errors.js';
 import type { Journal } from './journal.js';
+import { monotonicNow } from '../util/monotonic-clock.js';
 
 export interface PagerLogger {
   warn(o: object, msg?: string): void;
@@ -152,8 +153,8 @@ export class Pager implements ChangeSink, BodyLoader {
       this.candQueues.push(notYetQueues[i]!);
       this.candIds.push(notYetIds[i]!);
     }
-    if (resident > this.opts.maxMemory && Date.now() - this.lastWarning > WARN_EVERY_MS) {
-      this.lastWarning = Date.now();
+    if (resident > this.opts.maxMemory && monotonicNow() - this.lastWarning > WARN_EVERY_MS) {
+      this.lastWarning = monotonicNow();
       const outWithConsumers = notYetIds.length - waitingForSync;
       this.opts.log.warn(
         { residentBytes: resident, maxMemory: this.opts.maxMemory, waitingForSync, outWithConsumers },

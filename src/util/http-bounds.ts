@@ -7,6 +7,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { AddressTally } from './address-tally.js';
+import { monotonicNow } from './monotonic-clock.js';
 
 /**
  * Requests one connection may have unanswered at once (HTTP/1.1 pipelining); one more
@@ -106,7 +107,7 @@ function boundUntakenAnswers(server: Server, deadlineMs: number): void {
   // A sweep, not a timer per answer: answers are mostly taken at once, and a
   // handler's end() has no event of its own to start a timer on.
   const sweep = setInterval(() => {
-    const now = Date.now();
+    const now = monotonicNow();
     for (const [res, endedAt] of waiting) {
       if (!res.writableEnded) continue;
       if (endedAt === 0) waiting.set(res, now);

@@ -49,6 +49,8 @@ export class TestCluster {
     readonly tls: ClusterTls | undefined,
     /** Who the CLI is on a plain cluster with auth=yes (`user@` in front of -b; the password from TANDEM_PASSWORD). */
     readonly cliUser?: string,
+    /** Extra environment of broker i's process (e.g. a stepped clock's, test/helpers/faketime.ts). */
+    private readonly envOf: (i: number) => NodeJS.ProcessEnv | undefined = () => undefined,
   ) {
     this.brokers = ports.map(() => undefined);
   }
@@ -58,9 +60,9 @@ export class TestCluster {
   }
 
   /** `dataDirs`: where some brokers keep their data (by index; the rest get fresh temporary directories). */
-  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls, options: { cliUser?: string; dataDirs?: string[] } = {}): Promise<TestCluster> {
+  static async start(n: number, extraArgs: string[] = [], tls?: ClusterTls, options: { cliUser?: string; dataDirs?: string[]; envOf?: (i: number) => NodeJS.ProcessEnv | undefined } = {}): Promise<TestCluster> {
     const ports = await freePorts(n);
-    const cluster = new TestCluster(ports, [...(options.dataDirs ?? [])], extraArgs, tls, options.cliUser);
+    const cluster = new TestCluster(ports, [...(options.dataDirs ?? [])], extraArgs, tls, options.cliUser, options.envOf);
     for (let i = 0; i < n; i++) await cluster.startBroker(i);
     return cluster;
   }
@@ -77,6 +79,7 @@ export class TestCluster {
       // A TLS-only broker never binds its plain port: 0 keeps it out of the way.
       port: this.tls ? 0 : this.ports[i],
       dataDir: this.dataDirs[i],
+      env: this.envOf(i),
       args: ['--ha-cluster', 'yes', '--ha-brokers-url', this.url, '--ha-heartbeat-interval', '1s', '--ha-backup-timeout', '3s', ...this.tlsArgs(i), ...this.extraArgs, ...args],
     });
     this.dataDirs[i] = b.dataDir;
@@ -111,7 +114,7 @@ export class TestCluster {
   }
 
   /** Start n brokers (as start() does), promote broker 0 and wait until the others are ready backups (each for up to `readyTimeout` ms, waitState's default unless given). */
-  static async ready(n: number, extraArgs: string[] = [], options: { dataDirs?: string[]; readyTimeout?: number } = {}): Promise<TestCluster> {
+  static async ready(n: number, extraArgs: string[] = [], options: { dataDirs?: string[]; readyTimeout?: number; envOf?: (i: number) => NodeJS.ProcessEnv | undefined } = {}): Promise<TestCluster> {
     const c = await TestCluster.start(n, extraArgs, undefined, options);
     const promoted = await c.promote(0);
     if (promoted.code !== 0) throw new Error(`promoting broker 0 failed (${promoted.code}): ${promoted.stderr}`);

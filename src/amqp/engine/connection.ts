@@ -31,6 +31,7 @@ import { SaslClient, type SaslClientOptions, SaslCode, SaslServer, type SaslServ
 import { DEFAULT_SESSION_OPTIONS, Session, type SessionOptions } from './session.js';
 import { serialAdd } from './serial.js';
 import type { AmqpValue } from './types.js';
+import { monotonicNow } from '../../util/monotonic-clock.js';
 
 export type Role = 'server' | 'client';
 
@@ -183,7 +184,7 @@ export class Connection {
     this.requireInitialDeliveryCount = options.requireInitialDeliveryCount ?? true;
     this.partialDeliveryRefusal = options.partialDeliveryRefusal;
     this.handler = options.handler ?? {};
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? monotonicNow;
     this.lastReceived = this.lastSent = this.startedAt = this.now();
     this.sessionOptions = { ...DEFAULT_SESSION_OPTIONS, ...stripUndefined(options.session ?? {}) };
     if (this.role === 'server' && options.sasl) this.saslServer = new SaslServer(options.sasl, this.gone.signal);

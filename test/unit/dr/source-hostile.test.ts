@@ -336,8 +336,9 @@ describe('DR source - many copies at once', () => {
     release();
     await tick();
     expect(source.readAhead).toBeGreaterThan(0);
-    const now = Date.now();
-    const clock = vi.spyOn(Date, 'now');
+    // Durations are on the monotonic clock (src/util/monotonic-clock.ts): a wall-clock step is no stall.
+    const now = performance.now();
+    const clock = vi.spyOn(performance, 'now');
     try {
       clock.mockReturnValue(now);
       stream.heartbeat();
