@@ -38,7 +38,7 @@ import { oneMoreDelivery } from './delivery-count.js';
 import { GROUP_NONE, GROUP_UNKNOWN, isGroup, MAX_GROUP_ID_BYTES, MessageGroups } from './message-groups.js';
 import { HELD_EXPIRES, HeldMessages } from './scheduled.js';
 import { RecheckRegions } from './recheck-regions.js';
-import { borrowsMemory, BorrowedRanges, BorrowedShares, ownedCopy, type BorrowingQueue } from './borrowed-bodies.js';
+import { borrowsMemory, BorrowedRanges, BorrowedShares, ownedCopy, sharedOwnedCopy, type BorrowingQueue } from './borrowed-bodies.js';
 import { bodySize, PAGED_DURABLE, PAGED_SUBJECT, PagedMessage, pagedFields, type BodyLoader, type PagedFields, type PagedRun } from './paged-message.js';
 
 export interface QueueEntry {
@@ -740,7 +740,8 @@ export class Queue implements BorrowingQueue {
         const entry = t.obj(pos);
         if (entry?.annotations !== undefined && borrowsMemory(entry.annotations)) entry.annotations = ownedCopy(entry.annotations);
         if (!borrowing(entry)) continue;
-        if (shares.worthCopying(entry.msg.bytes)) entry.msg.bytes = ownedCopy(entry.msg.bytes);
+        // Shared: the other queues' records of one publish hold the same body (sharedOwnedCopy).
+        if (shares.worthCopying(entry.msg.bytes)) entry.msg.bytes = sharedOwnedCopy(entry.msg.bytes);
         else due.noteKept(t.id(pos));
       }
     }

@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { TestBroker, waitFor } from '../helpers/broker.js';
 import { TestCluster } from '../helpers/cluster.js';
 import { scrape } from '../helpers/scrape.js';
+import { manage } from '../helpers/tandem-cli.js';
 import { depthOf, receive } from '../dr/helpers.js';
 
 let cluster: TestCluster | undefined;
@@ -96,17 +97,20 @@ function takeSelected(port: number, address: string, selector: string, n: number
   });
 }
 
-/** External memory a straggler holds on each broker: publish, drain the busy queue, let the sweep run, measure. */
-async function perStraggler(publishTo: number, brokers: TestBroker[], caughtUp: () => Promise<void> = async () => undefined): Promise<number[]> {
+/**
+ * External memory a straggler holds on each broker: publish, drain the busy queue, let the
+ * sweep run, measure. `slow`: where the stragglers go (an exchange: every queue bound to it).
+ */
+async function perStraggler(publishTo: number, brokers: TestBroker[], caughtUp: () => Promise<void> = async () => undefined, slow = 'slow', slowQueues = ['slow']): Promise<number[]> {
   // A warm-up first, so that what every broker keeps of recent changes (the HA window
   // of retained changes, full at its smallest size) is in the baseline too.
   await publish(publishTo, WARM_UP, () => 'busy');
   await receive(publishTo, 'busy', WARM_UP, { timeoutMs: 60_000 });
   await caughtUp();
   const base = await Promise.all(brokers.map((b) => externalAfterGc(b)));
-  await publish(publishTo, TOTAL, (i) => (i % SLOW_EVERY === SLOW_EVERY - 1 ? 'slow' : 'busy'));
+  await publish(publishTo, TOTAL, (i) => (i % SLOW_EVERY === SLOW_EVERY - 1 ? slow : 'busy'));
   await receive(publishTo, 'busy', TOTAL - STRAGGLERS, { timeoutMs: 120_000 });
-  expect(await depthOf(publishTo, 'slow')).toBe(STRAGGLERS);
+  for (const q of slowQueues) expect(await depthOf(publishTo, q)).toBe(STRAGGLERS);
   await caughtUp();
   // Two ticks of the sweep and then some.
   await new Promise((r) => setTimeout(r, 3500));
@@ -133,6 +137,19 @@ describe('message bodies left queued hold their own size', () => {
     const held = await perStraggler(cluster.ports[0]!, brokers, () => cluster!.backupsCaughtUp(0));
     expect(held[0], `primary: external bytes per straggler: ${held[0]}`).toBeLessThan(MAX_BYTES_PER_STRAGGLER);
     expect(held[1], `backup: external bytes per straggler: ${held[1]}`).toBeLessThan(MAX_BYTES_PER_STRAGGLER);
+  });
+
+  it('borrowed bodies - stragglers published through a fanout to 10 queues hold one copy of their body, not one per queue', async () => {
+    broker = await withGcSignal(() => TestBroker.start({ args: ['--metrics-port', '0'] }));
+    const fanned = Array.from({ length: 10 }, (_, i) => `fanned.${i}`);
+    for (const q of fanned) {
+      await manage(broker.port, 'CREATE', 'queue', q);
+      await manage(broker.port, 'CREATE', 'binding', undefined, { exchange: 'amq.fanout', queue: q });
+    }
+    // Each queue's record of a straggler shares its one body: each queue copying it for
+    // itself held 10 copies (more than the socket read they came in, before any copying).
+    const [held] = await perStraggler(broker.port, [broker], undefined, 'amq.fanout', fanned);
+    expect(held, `external bytes per straggler: ${held}`).toBeLessThan(MAX_BYTES_PER_STRAGGLER);
   });
 
   it('borrowed bodies - a backlog left whole at first, then consumed but for a few: those few are copied at a later look', async () => {

@@ -7,7 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { BorrowedBodySweep, borrowsMemory, RECHECK_TICKS } from '../../../src/broker/borrowed-bodies.js';
 import type { MessageRecord } from '../../../src/broker/changes.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from '../../../src/broker/queue.js';
-import { FakeConsumer, qs } from './helpers.js';
+import { Broker } from '../../../src/broker/broker.js';
+import { defaultExchangeSettings } from '../../../src/broker/settings.js';
+import { FakeClock, FakeConsumer, msg, qs } from './helpers.js';
 
 const NOW = 1_000_000;
 const BODY = 100;
@@ -101,5 +103,30 @@ describe('borrowed message bodies', () => {
     expect(steps).toBeGreaterThan(10);
     expect(borrowing(records)).toBe(0);
     expect(q.depth).toBe(1000);
+  });
+
+  it('borrowed bodies - a message published to 20 queues through a fanout gets one copy of its body, not one per queue', async () => {
+    const broker = new Broker({ now: new FakeClock().now });
+    const names = Array.from({ length: 20 }, (_, i) => `fan${i}`);
+    for (const name of names) broker.declareQueue(name, qs());
+    broker.declareExchange('fan', 'fanout', { ...defaultExchangeSettings });
+    for (const name of names) broker.bind('fan', name, '');
+    // 10 bodies of 1,000 bytes in a 64 KiB read: each queue holds 10,000 bytes of it, worth copying.
+    const read = Buffer.alloc(64 * 1024, 7);
+    for (let i = 0; i < 10; i++) broker.publish('fan', msg('', { bytes: read.subarray(i * 1000, (i + 1) * 1000) }));
+    const sweep = new BorrowedBodySweep(() => broker.queues.values());
+    await sweep.tick();
+    await sweep.tick();
+    const held = new Set<ArrayBufferLike>();
+    for (const name of names) {
+      for (const e of broker.queues.get(name)!.entries()) {
+        expect(borrowsMemory(e.msg.bytes)).toBe(false);
+        expect(e.msg.bytes.equals(Buffer.alloc(1000, 7))).toBe(true);
+        held.add(e.msg.bytes.buffer);
+      }
+    }
+    // One copy a message (each queue copying for itself held 200,000 bytes for the 65,536 of the read).
+    expect(held.size).toBe(10);
+    expect([...held].reduce((n, b) => n + b.byteLength, 0)).toBe(10_000);
   });
 });
