@@ -21,10 +21,16 @@ import { addressGroup } from '../util/host-port.js';
 
 /** The most handshakes one address holds by default; a quarter of a smaller max-connections. */
 export const DEFAULT_HANDSHAKES_PER_ADDRESS = 256;
+/**
+ * The fewest by default: a quarter of a small max-connections (1 for a limit under 8)
+ * refused the second of two clients one host opened at once (the agent and the CLI, an
+ * application's pool). Half the free slots bound an address on a small listener anyway.
+ */
+export const FEWEST_HANDSHAKES_PER_ADDRESS = 8;
 
 /** max-handshakes-per-address when tandemd.conf sets none. */
 export function defaultHandshakesPerAddress(maxConnections: number): number {
-  return Math.max(1, Math.min(DEFAULT_HANDSHAKES_PER_ADDRESS, Math.floor(maxConnections / 4)));
+  return Math.max(FEWEST_HANDSHAKES_PER_ADDRESS, Math.min(DEFAULT_HANDSHAKES_PER_ADDRESS, Math.floor(maxConnections / 4)));
 }
 
 export class HandshakeGate {

@@ -20,7 +20,7 @@ import { readTlsFile } from './tls-file-read.js';
 import { readLinkTls, type LinkTlsFiles } from '../admin/link-tls.js';
 import { crlWarnings, readCrlFile } from '../admin/crl.js';
 import { EXTERNAL_USER_MAPPINGS, type ExternalUserMapping } from '../amqp/sasl-external.js';
-import { DEFAULT_HANDSHAKES_PER_ADDRESS, defaultHandshakesPerAddress } from '../amqp/handshake-gate.js';
+import { DEFAULT_HANDSHAKES_PER_ADDRESS, FEWEST_HANDSHAKES_PER_ADDRESS, defaultHandshakesPerAddress } from '../amqp/handshake-gate.js';
 import { CONNECTION_TRANSACTION_SHARE, DEFAULT_TRANSACTION_LIMITS, type TransactionLimits } from '../amqp/coordinator.js';
 
 /** Where readConfigFile puts the [dr] section (no INI key can be spelled so). */
@@ -76,7 +76,7 @@ export const optionSpecs: OptionSpec[] = [
   { key: 'idle-timeout', kind: 'duration', description: 'close connections silent for this long (0 = never)', max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'handshake-timeout', kind: 'duration', description: "close a connection whose client has not sent its open this long after connecting (0 = never)", max: TIMER_MAX_MS, why: 'the longest timer Node keeps' },
   { key: 'max-connections', kind: 'count', description: 'connections accepted at once', min: 1, max: 1_000_000, why: '0 would refuse every client' },
-  { key: 'max-handshakes-per-address', kind: 'count', description: `connections one client address (an IPv6 one by its /64) may hold before their AMQP open; more are closed at accept (0 = no cap; default a quarter of max-connections, at most ${DEFAULT_HANDSHAKES_PER_ADDRESS})`, max: 1_000_000, why: 'max-connections is at most that' },
+  { key: 'max-handshakes-per-address', kind: 'count', description: `connections one client address (an IPv6 one by its /64) may hold before their AMQP open; more are closed at accept (0 = no cap; default a quarter of max-connections, at least ${FEWEST_HANDSHAKES_PER_ADDRESS} and at most ${DEFAULT_HANDSHAKES_PER_ADDRESS})`, max: 1_000_000, why: 'max-connections is at most that' },
   { key: 'max-links-per-connection', kind: 'count', description: 'links one connection may hold at once; an attach past it is refused with amqp:resource-limit-exceeded', min: 1, max: 1_000_000, why: '0 would refuse every link; each link costs a few KiB (a temporary queue more)' },
   { key: 'log-level', kind: 'level', description: 'fatal, error, warn, info, debug or trace' },
   { key: 'metrics-port', kind: 'port', description: 'Prometheus metrics HTTP port (unset = off; 0 picks one)' },

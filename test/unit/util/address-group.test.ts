@@ -37,7 +37,7 @@ describe('address group', () => {
     expect((tally as unknown as { held: Map<string, number> }).held.size).toBe(0);
   });
 
-  it('address group - the default share is a quarter of max-connections, at most 256, at least 1', () => {
-    expect([1, 50, 1000, 10_000, 1_000_000].map(defaultHandshakesPerAddress)).toEqual([1, 12, 250, 256, 256]);
+  it('address group - the default share is a quarter of max-connections, at most 256, at least 8', () => {
+    expect([1, 2, 20, 50, 1000, 10_000, 1_000_000].map(defaultHandshakesPerAddress)).toEqual([8, 8, 8, 12, 250, 256, 256]);
   });
 });
