@@ -17,15 +17,19 @@
 // buffer they borrow: those of a buffer they fill at least a quarter of are left as they
 // are (a backlog: every message of a read still queued, which copying would only cost:
 // +2.5-3 µs of broker CPU a message published into a queue nobody reads, bench/RESULTS.md),
-// and looked at again every RECHECK_TICKS ticks, in case most of the
-// buffer's messages have gone since; the others are copied, each at most once in its
-// life. A message consumed within a tick is never looked at.
+// and looked at again after RECHECK_TICKS ticks, in case most of the buffer's messages
+// have gone since (a look that copies none of them doubles the wait, up to
+// MOST_RECHECK_TICKS: a backlog of a million kept bodies costs ~0.3 s of walking a look);
+// the others are copied, each at most once in its life. A message consumed within a
+// tick is never looked at.
 import { performance } from 'node:perf_hooks';
 
 /** The sweep's period: a body is copied after it stayed one to two of these. */
 export const BORROWED_BODY_TICK_MS = 1000;
-/** Bodies left borrowing (they filled enough of their buffer) are looked at again after this many ticks. */
+/** Bodies left borrowing (they filled enough of their buffer) are looked at again after this many ticks... */
 export const RECHECK_TICKS = 16;
+/** ...and after twice as many each time a look copies none of them, up to this many. */
+export const MOST_RECHECK_TICKS = 256;
 /** Bodies of one buffer that fill less than this share of it are copied. */
 const KEPT_SHARE = 1 / 4;
 /** Rows a queue's walk looks at per step (a step looks at a sub-range whole: see Queue.ownBorrowedBodies). */
@@ -70,11 +74,6 @@ export function sharedOwnedCopy(bytes: Buffer): Buffer {
   return copy;
 }
 
-/** `bytes` itself if it owns its memory, else an owned copy. */
-export function owned(bytes: Buffer): Buffer {
-  return borrowsMemory(bytes) ? ownedCopy(bytes) : bytes;
-}
-
 /** An id range, empty when lo > hi. */
 class IdRange {
   lo = Infinity;
@@ -114,20 +113,45 @@ export class BorrowedRanges {
   private readonly waiting = new IdRange();
   private readonly recheck = new IdRange();
   private readonly due = new IdRange();
+  /** The ids the last look again at kept bodies covered, and the bodies of them it copied. */
+  private readonly rechecked = new IdRange();
+  private recheckedCopies = 0;
+  /** Ticks between looks again at kept bodies, and the tick of the next one. */
+  private recheckEvery = RECHECK_TICKS;
+  private nextRecheck = RECHECK_TICKS;
+  private lastTick = 0;
 
   note(id: number): void {
     this.young.add(id);
   }
 
-  /** A body left borrowing by a look: looked at again after RECHECK_TICKS ticks. */
+  /** A body left borrowing by a look: looked at again later (RECHECK_TICKS). */
   noteKept(id: number): void {
+    // The first kept since the last look again waits its full time, not for a look long due.
+    if (this.recheck.isEmpty) this.nextRecheck = Math.max(this.nextRecheck, this.lastTick + this.recheckEvery);
     this.recheck.add(id);
   }
 
-  /** A tick: the waiting range is due (and the kept ones, every RECHECK_TICKS ticks), the young one waits. */
+  /** A body given memory of its own. */
+  noteCopied(id: number): void {
+    if (id >= this.rechecked.lo && id <= this.rechecked.hi) this.recheckedCopies++;
+  }
+
+  /** A tick: the waiting range is due (and the kept ones, when their time came), the young one waits. */
   age(tick: number): void {
+    this.lastTick = tick;
     this.due.takeIn(this.waiting);
-    if (tick % RECHECK_TICKS === 0) this.due.takeIn(this.recheck);
+    if (tick >= this.nextRecheck && !this.recheck.isEmpty) {
+      // Kept bodies a look again left all as they were (a backlog still whole) are looked at less often.
+      const fruitless = !this.rechecked.isEmpty && this.recheckedCopies === 0;
+      this.recheckEvery = fruitless ? Math.min(2 * this.recheckEvery, MOST_RECHECK_TICKS) : RECHECK_TICKS;
+      this.nextRecheck = tick + this.recheckEvery;
+      this.rechecked.clear();
+      this.rechecked.add(this.recheck.lo);
+      this.rechecked.add(this.recheck.hi);
+      this.recheckedCopies = 0;
+      this.due.takeIn(this.recheck);
+    }
     this.waiting.takeIn(this.young);
   }
 

@@ -741,8 +741,12 @@ export class Queue implements BorrowingQueue {
         if (entry?.annotations !== undefined && borrowsMemory(entry.annotations)) entry.annotations = ownedCopy(entry.annotations);
         if (!borrowing(entry)) continue;
         // Shared: the other queues' records of one publish hold the same body (sharedOwnedCopy).
-        if (shares.worthCopying(entry.msg.bytes)) entry.msg.bytes = sharedOwnedCopy(entry.msg.bytes);
-        else due.noteKept(t.id(pos));
+        if (!shares.worthCopying(entry.msg.bytes)) {
+          due.noteKept(t.id(pos));
+          continue;
+        }
+        entry.msg.bytes = sharedOwnedCopy(entry.msg.bytes);
+        due.noteCopied(t.id(pos));
       }
     }
     due.doneThrough(end);

@@ -4,7 +4,7 @@
 // backlog) and looked at again later, and a message that moves between a queue's tables
 // while the walk is under way (dispatched, given back) is not missed.
 import { describe, expect, it } from 'vitest';
-import { BorrowedBodySweep, borrowsMemory, RECHECK_TICKS } from '../../../src/broker/borrowed-bodies.js';
+import { BorrowedBodySweep, borrowsMemory, MOST_RECHECK_TICKS, RECHECK_TICKS } from '../../../src/broker/borrowed-bodies.js';
 import type { MessageRecord } from '../../../src/broker/changes.js';
 import { Queue, type QueueEntry, type QueueHost, type RemovalReason } from '../../../src/broker/queue.js';
 import { Broker } from '../../../src/broker/broker.js';
@@ -76,6 +76,30 @@ describe('borrowed message bodies', () => {
     }
     expect(borrowing(left), `still borrowing after ${ticks} ticks`).toBe(0);
     expect(ticks).toBeLessThanOrEqual(RECHECK_TICKS);
+  });
+
+  it('borrowed bodies - a backlog that stays whole is looked at less and less often, and its stragglers are still copied once it is consumed', async () => {
+    const records = borrowingRecords(640, 640 * BODY);
+    const q = queueOf(records);
+    const sweep = new BorrowedBodySweep(() => [q]);
+    let looks = 0;
+    for (let t = 0; t < 600; t++) {
+      const before = sweep.rowsLooked;
+      await sweep.tick();
+      if (sweep.rowsLooked > before) looks++;
+    }
+    expect(borrowing(records), 'a whole backlog is never copied').toBe(640);
+    // The first look, then again after 16, 32, 64, 128, 256 ticks: not every 16 (38 looks).
+    expect(looks).toBeLessThanOrEqual(7);
+    for (const r of records) if (r.id % 64 !== 0) q.drop(r.id);
+    const left = records.filter((r) => r.id % 64 === 0);
+    let ticks = 0;
+    while (borrowing(left) > 0 && ticks < 2 * MOST_RECHECK_TICKS) {
+      await sweep.tick();
+      ticks++;
+    }
+    expect(borrowing(left), `still borrowing after ${ticks} ticks`).toBe(0);
+    expect(ticks).toBeLessThanOrEqual(MOST_RECHECK_TICKS);
   });
 
   it('borrowed bodies - messages dispatched and given back between the steps of a walk are each found and copied', () => {
