@@ -7,6 +7,8 @@
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { UserDirectory } from '../admin/users.js';
 import type { Logger } from '../ops/log.js';
+import { peerText } from '../ops/log-fields.js';
+import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { hostPort } from '../util/host-port.js';
 
 export type ExternalUserMapping = 'cn' | 'san-email';
@@ -51,6 +53,9 @@ function unquote(value: string): string {
   }
 }
 
+/** Refused EXTERNAL logins, per reason and certificate name: one line each per interval. */
+const externalRefusals = new LogThrottle();
+
 export interface ExternalServerOptions {
   users: UserDirectory;
   mapping: ExternalUserMapping;
@@ -69,17 +74,22 @@ export function externalVerifier(socket: TLSSocket, options: ExternalServerOptio
     const { log, mapping, users } = options;
     const remote = hostPort(socket.remoteAddress ?? 'unknown', socket.remotePort ?? '?');
     const name = userOfCertificate(socket.getPeerCertificate(), mapping);
+    // EXTERNAL has no password to slow down (no login throttle): a certificate's holder
+    // could repeat a refused login as fast as it makes TLS handshakes, each a line.
+    const refused = (kind: string, fields: Record<string, unknown>, message: string): undefined => {
+      const held = externalRefusals.admit(`${kind}\0${name ?? ''}`);
+      if (held !== undefined) log.warn({ remote, ...fields, ...suppressedField(held) }, message);
+      return undefined;
+    };
     // RFC 4422 appendix A: a non-empty authorization identity asks to act as that user;
     // only the certificate's own is allowed.
     if (name === undefined) {
-      log.warn({ remote, mapping }, `authentication failed: the client certificate has no ${mapping === 'cn' ? 'common name' : 'e-mail subject-alternative-name'} (tls-external-user=${mapping})`);
+      return refused('no-name', { mapping }, `authentication failed: the client certificate has no ${mapping === 'cn' ? 'common name' : 'e-mail subject-alternative-name'} (tls-external-user=${mapping})`);
     } else if (asked !== '' && asked !== name) {
-      log.warn({ remote, user: name, asked }, `authentication failed: the client certificate of '${name}' asked to act as another user`);
+      return refused('asked', { user: name, asked: peerText(asked) }, `authentication failed: the client certificate of '${name}' asked to act as another user`);
     } else if (users.role(name) === undefined) {
-      log.warn({ remote, user: name }, `authentication failed: the client certificate names '${name}', who is not in users-file`);
-    } else {
-      return name;
+      return refused('unknown', { user: name }, `authentication failed: the client certificate names '${name}', who is not in users-file`);
     }
-    return undefined;
+    return name;
   };
 }

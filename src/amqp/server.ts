@@ -13,6 +13,7 @@ import type { AdminContext, ConnectionInfo } from '../admin/operations.js';
 import { ANONYMOUS_IDENTITY, type UserDirectory } from '../admin/users.js';
 import type { Acl } from '../admin/acl.js';
 import type { Logger } from '../ops/log.js';
+import { peerFields, peerText } from '../ops/log-fields.js';
 import { LogThrottle, suppressedField } from '../ops/log-throttle.js';
 import { ClientConnection, type ConnectionHost, type ConnectionPolicy } from './client-connection.js';
 import { DEFAULT_TRANSACTION_LIMITS, type TransactionLimits } from './coordinator.js';
@@ -64,10 +65,17 @@ export function adminReserve(limit: number): number {
 }
 
 /**
- * Engine lines a client can cause at will, one per bad frame (thousands a second on
- * one connection): logged once per interval per condition, the first with its details.
+ * Every line the engine logs at info or above for a server connection is a client's
+ * doing (a violation, a refused header or login, an attach over its own frame size, a
+ * socket silent past the handshake deadline), and a client can repeat it at will: a
+ * refused SASL mechanism wrote 1,800 lines a second from one client, a link name too long
+ * for the client's frame size 1,500. So each is logged once per interval per message and
+ * condition (or handshake stage), the first with its details and later ones with the
+ * count held back. Debug lines are for whoever turned them on, and stay whole.
  */
-const THROTTLED_ENGINE_LINES = new Set(['link detached for a violation', 'session ended for a violation', 'connection closed for a violation', 'protocol header refused']);
+function engineLineKey(message: string, fields: Record<string, unknown>): string {
+  return `${message}\0${String(fields.condition ?? fields.stage ?? '')}`;
+}
 
 /**
  * How much of a delivery spanning frames a link may still hold while the memory alarm
@@ -136,8 +144,10 @@ export class AmqpServer {
   private readonly refuser = new ConnectionRefuser();
   /** A flood of connections over the limit logs one line per interval, not one each. */
   private readonly overLimitLog = new LogThrottle();
-  /** Violations by clients (see THROTTLED_ENGINE_LINES). */
+  /** The engine's lines about clients (see engineLineKey). */
   private readonly violationLog = new LogThrottle();
+  /** Connections the admission check turned away (an HA backup's clients). */
+  private readonly refusedLog = new LogThrottle();
   /** Sockets not yet opened, per client address, on both listeners. */
   private readonly handshakes: HandshakeGate;
   /** The handshake count's end of each TLS listener's TCP socket, for its TLS socket to find. */
@@ -171,9 +181,10 @@ export class AmqpServer {
     };
     this.management = new ManagementNode(admin, log);
     this.engineLog = (level, message, fields) => {
-      if (!THROTTLED_ENGINE_LINES.has(message)) return this.log[level](fields, message);
-      const held = this.violationLog.admit(`${message}\0${String(fields.condition ?? '')}`);
-      if (held !== undefined) this.log[level]({ ...fields, ...suppressedField(held) }, message);
+      // The container id, a link's name, a description: a client's text, cut (log-fields.ts).
+      if (level === 'debug') return this.log[level](peerFields(fields), message);
+      const held = this.violationLog.admit(engineLineKey(message, fields));
+      if (held !== undefined) this.log[level]({ ...peerFields(fields), ...suppressedField(held) }, message);
     };
     this.handler = this.events();
     this.handshakes = new HandshakeGate(options.maxHandshakesPerAddress ?? defaultHandshakesPerAddress(options.maxConnections), log);
@@ -465,7 +476,10 @@ export class AmqpServer {
     const refusal = this.admission?.(conn);
     if (refusal) {
       const how = this.refuser.refuse(engine, socket, `${conn.containerId ?? ''}@${remoteHost(conn.remoteAddress)}`, refusal);
-      this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how, reason: refusal.description }, 'connection refused');
+      // A client that keeps reconnecting to a backup (or many after a failover) is refused
+      // thousands of times a second: one line per interval, with the count.
+      const held = this.refusedLog.admit(refusal.condition);
+      if (held !== undefined) this.log.info({ conn: id, remote: conn.remoteAddress, container: peerText(conn.containerId), how, reason: refusal.description, ...suppressedField(held) }, 'connection refused');
       return;
     }
     const limit = this.options.maxConnections;
@@ -525,7 +539,7 @@ export class AmqpServer {
     for (const conn of this.connections.values()) {
       if (conn.id !== id) continue;
       const watches = Number(conn.engine.remoteOpen?.fields['idle-time-out'] ?? 0) > 0;
-      this.log.info({ conn: id, remote: conn.remoteAddress, container: conn.containerId, how: watches ? 'close frame' : 'transport dropped' }, 'connection closed by an administrator');
+      this.log.info({ conn: id, remote: conn.remoteAddress, container: peerText(conn.containerId), how: watches ? 'close frame' : 'transport dropped' }, 'connection closed by an administrator');
       if (watches) forceClose(conn.engine, conn.socket, { condition: 'amqp:connection:forced', description: 'the connection was closed by an administrator' });
       else conn.socket.destroy();
       return true;

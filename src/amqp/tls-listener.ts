@@ -54,6 +54,12 @@ export function reloadListenerTls(server: Server, files: ListenerTlsFiles, log: 
 /** Logs clients the listener refused, or let in without trusting their certificate. */
 export class TlsRefusalLog {
   private readonly throttle = new LogThrottle();
+  /**
+   * Per reason, whatever the address: a client that changes its address at each try (a
+   * host's IPv6 /64, a botnet; 127.0.0.0/8 in the tests) started a line for each, 3,600
+   * a second of bytes that are not TLS. At most one a second per reason then.
+   */
+  private readonly anyAddress = new LogThrottle(1_000);
 
   constructor(private readonly log: Logger) {}
 
@@ -95,8 +101,12 @@ export class TlsRefusalLog {
   }
 
   private line(level: 'warn' | 'info', reason: string, socket: TLSSocket, fields: Record<string, unknown>, message: string): void {
-    const held = this.throttle.admit(`${reason}\0${hostOf(socket)}`);
-    if (held === undefined) return;
+    const fromHost = this.throttle.admit(`${reason}\0${hostOf(socket)}`);
+    if (fromHost === undefined) return;
+    // Those this held back came from addresses the first throttle let through: counted here.
+    const fromOthers = this.anyAddress.admit(reason);
+    if (fromOthers === undefined) return;
+    const held = fromHost + fromOthers;
     this.log[level]({ ...fields, ...(held > 0 ? { held } : {}) }, held > 0 ? `${message} (and ${held} more like it)` : message);
   }
 }
