@@ -67,6 +67,21 @@ export function badDedupRows(rows: Buffer, maxRows: number, notAfter: number): s
   return undefined;
 }
 
+/**
+ * `rows` (changed in place) with every time after `notAfter` set to it. A DR source sends
+ * its window's keys with a copy, and the bridge refuses a time more than an hour ahead of
+ * the source's clock (badDedupRows): a source whose wall clock stepped back holds keys
+ * stamped by the clock before the step, and refusing them stopped every copy of the queue
+ * for the step's length less that hour. Sent as now, such a key is kept a full dedup-ttl
+ * from now, no less than its true age asks.
+ */
+export function rowsNotAfter(rows: Buffer, notAfter: number): Buffer {
+  for (let at = DEDUP_DIGEST_BYTES; at + 8 <= rows.length; at += DEDUP_ROW_BYTES) {
+    if (rows.readDoubleLE(at) > notAfter) rows.writeDoubleLE(notAfter, at);
+  }
+  return rows;
+}
+
 /** A copy of `rows` with each row's LSN set to `lsn`: keys taken into another log, at its position. */
 export function dedupRowsAt(rows: Buffer, lsn: number): Buffer {
   const out = Buffer.from(rows);

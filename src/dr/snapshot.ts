@@ -33,7 +33,7 @@ import type { Broker, RemovalWatcher } from '../broker/broker.js';
 import type { Change, LoggedChange, MessageRecord } from '../broker/changes.js';
 import { bodySize, copyMessage } from '../broker/paged-message.js';
 import type { Queue, QueueEntry } from '../broker/queue.js';
-import { DEDUP_ROW_BYTES, type DedupWindow } from '../broker/dedup-window.js';
+import { DEDUP_ROW_BYTES, rowsNotAfter, type DedupWindow } from '../broker/dedup-window.js';
 import { DR_DEDUP_ROWS } from './protocol.js';
 import { IdTable } from '../util/id-table.js';
 
@@ -245,7 +245,8 @@ export class DrSnapshotReader implements RemovalWatcher {
     }
     const piece = k.window.rowsFrom(k.next, k.end, DR_DEDUP_ROWS);
     k.next = piece.next;
-    return piece.rows;
+    // rowsFrom's buffer is the copy's own. Times ahead of this clock (it stepped back) are sent as now.
+    return rowsNotAfter(piece.rows, this.broker.now());
   }
 
   /** Stop watching and let go of every kept journal record (the copy is over, or its stream is gone). */

@@ -14,7 +14,7 @@ import { SteppedClock, removeClockFiles, skipClockSteps } from '../helpers/faket
 import { TestClient } from '../helpers/rhea-client.js';
 import { ADMIN, ConsoleClient, READER, writeUsers } from '../console/helpers.js';
 import { contents, drFlush, range, send } from '../dr/helpers.js';
-import { tandem } from '../helpers/tandem-cli.js';
+import { manage, tandem } from '../helpers/tandem-cli.js';
 
 const HOUR = 3600;
 
@@ -189,6 +189,27 @@ describe.skipIf(skipClockSteps)('clock steps', () => {
     expect(log.match(/the wall clock stepped forward by 3600 s/g)).toHaveLength(5);
     expect(log.match(/the wall clock stepped back by 3600 s/g)).toHaveLength(5);
   }, 90_000);
+
+  it("clock steps - a DR source whose wall clock stepped two hours back still copies a queue with a duplicate-detection window", async () => {
+    const clock = new SteppedClock();
+    const source = await TestBroker.start({ env: clock.env });
+    const secondary = await TestBroker.start();
+    expect((await tandem(['queue', 'add', 'keyed', '--durable', '--dedup-window', '100', '-b', source.url])).code).toBe(0);
+    const client = await TestClient.connect({ port: source.port });
+    await client.send('keyed', [{ body: 'a', message_id: 'k1', durable: true }, { body: 'b', message_id: 'k2', durable: true }]);
+    await client.close();
+    // The keys are stamped by the clock before the step: two hours ahead of the source's clock
+    // after it, past the hour a bridge allows (the copy was refused, and asked again, for an hour).
+    clock.set(-2 * HOUR);
+    await sleep(300);
+    const added = await tandem(['dr', 'add', 'keyed', '--source', source.url, '-b', secondary.url]);
+    expect(added.code, added.stderr).toBe(0);
+    await drFlush(source.port, secondary.port, 15_000);
+    expect(await contents(secondary.port, 'keyed')).toEqual(['a', 'b']);
+    // With its keys: the copy's window holds both.
+    expect(((await manage(secondary.port, 'READ', 'queue', 'keyed')) as Record<string, unknown>)['dedup-keys']).toBe(2);
+    expect(`${secondary.stdout}\n${secondary.stderr}`).not.toMatch(/malformed/);
+  }, 60_000);
 
   it("clock steps - the console keeps its sessions across a step forward and does not lock a reader out after a step back", async () => {
     const clock = new SteppedClock();
