@@ -460,7 +460,10 @@ export class Connection {
   /** The buffers to write, in order; the connection forgets them. */
   takeOutput(): Buffer[] {
     this.flushDisposition();
-    return this.out.take();
+    const buffers = this.out.take();
+    // Stamped here, once a write, not at every frame queued (a clock read each: several a message).
+    if (buffers.length > 0) this.lastSent = this.now();
+    return buffers;
   }
 
   /** Whether a transfer may be queued now: the socket takes more and this tick's output is under budget. */
@@ -635,7 +638,6 @@ export class Connection {
     // A frame left half written (its encoding threw) is not sent.
     if (this.out.inFrame) this.out.discardFrame();
     if (this.out.length === before) return;
-    this.lastSent = this.now();
     if (before === 0) this.onOutput?.();
   }
 
