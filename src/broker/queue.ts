@@ -473,6 +473,11 @@ export class Queue implements BorrowingQueue {
     this.hadConsumer = true;
   }
 
+  /** Every table a message can be in by id: the levels, the acquired rows, the held ones. */
+  private everyTable(): Array<IdTable<QueueEntry>> {
+    return [...this.levels, this.acquiredRows, this.held.rows];
+  }
+
   has(id: number): boolean {
     if (this.acquiredRows.find(id) >= 0) return true;
     if (this.held.rows.find(id) >= 0) return true;
@@ -483,7 +488,7 @@ export class Queue implements BorrowingQueue {
   /** How many of its messages have ids in [lo, hi]: a walk of those rows alone, whatever the span. */
   countIdsBetween(lo: number, hi: number): number {
     let n = 0;
-    for (const t of [...this.levels, this.acquiredRows, this.held.rows]) {
+    for (const t of this.everyTable()) {
       for (let pos = t.lowerBound(lo); pos >= 0 && t.id(pos) <= hi; pos = t.next(pos)) n++;
     }
     return n;
@@ -710,7 +715,7 @@ export class Queue implements BorrowingQueue {
   ownBorrowedBodies(maxRows: number): number {
     const due = this.borrowed;
     if (!due.hasDue) return 0;
-    const tables = [...this.levels, this.acquiredRows, this.held.rows];
+    const tables = this.everyTable();
     // A step takes a sub-range [lo, end] whole, in every table: a message that moves
     // between tables between steps (dispatched, given back, released when due) was either
     // in a sub-range done before it moved or is found where it went.
@@ -1091,7 +1096,7 @@ export class Queue implements BorrowingQueue {
    */
   *liveEntries(keep = false): IterableIterator<QueueEntry> {
     let last = -Infinity;
-    const tables = [...this.levels, this.acquiredRows, this.held.rows];
+    const tables = this.everyTable();
     // Bounded: every step yields an entry with a larger id, or stops.
     for (;;) {
       let best: Level | undefined;
@@ -1114,7 +1119,7 @@ export class Queue implements BorrowingQueue {
   /** Ids of every message, available or acquired, in id order (no objects made). */
   *ids(): IterableIterator<number> {
     let last = -Infinity;
-    const tables = [...this.levels, this.acquiredRows, this.held.rows];
+    const tables = this.everyTable();
     for (;;) {
       let bestId = Infinity;
       for (const t of tables) {
